@@ -1,0 +1,42 @@
+# sdtgen: the two commands a newcomer needs are `make demo` and `make test`.
+# Each creates its own virtual environment in .venv on first use.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO := build/demo
+
+.PHONY: all venv demo test lint clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	@rm -rf $(DEMO)
+	@echo "== Building the fixture kernel with zero-cost probes"
+	$(MAKE) --no-print-directory -C fixtures/kernel O=$(CURDIR)/$(DEMO) SDTGEN=$(CURDIR)/$(BIN)/sdtgen
+	@echo
+	@echo "== Probe sites found after the partial link"
+	$(BIN)/sdtgen scan $(DEMO)/kernel.o
+	@echo
+	@echo "== Probes the final image describes in its own tables"
+	$(BIN)/sdtgen probes $(DEMO)/kernel.elf
+	@echo
+	@echo "== Every site is where the table says"
+	$(BIN)/sdtgen check $(DEMO)/kernel.o $(DEMO)/kernel.elf
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP) lint
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf build $(VENV) .pytest_cache

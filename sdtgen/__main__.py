@@ -1,0 +1,5 @@
+import sys
+
+from sdtgen.cli import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""The per-architecture interface: everything that differs between CPUs sits behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import ClassVar
+
+from sdtgen.errors import SdtError
+
+CALL, TAIL, REF = "call", "tail", "ref"
+
+
+@dataclass(frozen=True)
+class SiteShape:
+    """What a relocation against a probe symbol turned out to be."""
+
+    form: str  # CALL, TAIL or REF
+    start: int  # offset of the instruction in its section (of the field, for REF)
+    length: int  # instruction length in bytes (0 when unknown, for REF)
+    detail: str  # a few words for people: "call rel32", "address load", ...
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One instruction of a final image, decoded by Capstone."""
+
+    form: str  # CALL, TAIL, or REF for anything else
+    length: int
+    target: int | None  # direct branch target
+    slot: int | None  # address of the pointer an indirect branch goes through
+    text: str  # mnemonic and operands, for messages
+
+
+class UnsupportedReloc(Exception):
+    """A relocation type this architecture does not understand (the caller names the site)."""
+
+
+class Arch:
+    """Base class of the per-architecture modules (see sdtgen/arch/<name>.py)."""
+
+    name: str
+    machine: int  # ELF e_machine
+    bits: int
+    little: bool = True
+    reloc_names: ClassVar[dict[int, str]] = {}
+
+    def reloc_name(self, rtype: int) -> str:
+        return self.reloc_names.get(rtype, f"relocation type {rtype}")
+
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
+        """Decide the instruction form of a relocation at ``field`` in ``code``."""
+        raise NotImplementedError
+
+    _disassembler = None
+
+    def capstone(self):
+        raise NotImplementedError
+
+    def disassembler(self):
+        """One Capstone handle per architecture, made on first use (import cost stays off scan)."""
+        if self._disassembler is None:
+            self._disassembler = self.capstone()
+        return self._disassembler
+
+    def decode(self, code: bytes, addr: int, read_pointer) -> Decoded | None:
+        """Decode the instruction at ``addr`` (``code`` starts there)."""
+        raise NotImplementedError
+
+    def linker_script(self, kind: str) -> Path:
+        if kind not in ("final", "partial"):
+            raise SdtError("", f"unknown linker script kind {kind!r}", "use final or partial")
+        ref = resources.files("sdtgen") / "data" / "linker_scripts" / self.name / f"{kind}.ld"
+        return Path(str(ref))

@@ -1,0 +1,210 @@
+"""The sdtgen command line: argument parsing and output formatting only.
+
+Exit status: 0 success, 1 a check failed, 2 usage or input error. Each
+subcommand imports only what it needs: sdtgen runs inside every kernel build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+
+from sdtgen.errors import SdtError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _package_path(*parts: str) -> str:
+    return str(resources.files("sdtgen").joinpath(*parts))
+
+
+def _emit_json(obj: object) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+def cmd_scan(args: argparse.Namespace) -> int:
+    from sdtgen.scan import scan
+
+    result = scan(args.object, args.prefix)
+    if args.json:
+        _emit_json(result.to_json())
+        return EXIT_OK
+    probes = {s.probe for s in result.sites}
+    print(f"{args.object}: {result.arch.name}, {len(result.sites)} sites of {len(probes)} probes")
+    rows = [[s.probe, s.form, s.section, hex(s.offset), "-" if s.text_offset is None else hex(s.text_offset),
+             s.reloc, s.function] for s in result.sites]
+    if rows:
+        print(_table(rows, ["PROBE", "FORM", "SECTION", "OFFSET", "TEXT_OFF", "RELOC", "SITE"]))
+    return EXIT_OK
+
+
+def cmd_gen(args: argparse.Namespace) -> int:
+    from sdtgen.atomic import write_atomic
+    from sdtgen.codegen import generate
+    from sdtgen.elf.writer import add_symbols
+    from sdtgen.scan import open_relocatable, scan_elf
+
+    with open_relocatable(args.object) as elf:
+        result = scan_elf(elf)
+        gen = generate(result, args.mode)
+        anchored = _anchored_object(elf, gen.anchors, add_symbols) if gen.anchors else None
+    # Everything is rendered and checked before the first byte is written.
+    if anchored is not None:
+        write_atomic(args.object, anchored, keep_mode=True)
+    write_atomic(args.stubs, gen.stubs.encode())
+    write_atomic(args.table, gen.table.encode())
+    if args.verbose:
+        print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
+    return EXIT_OK
+
+
+def _anchored_object(elf, anchors, add_symbols):
+    """The object with anchor symbols added, or None when it already carries exactly these."""
+    from sdtgen.codegen import ANCHOR_PREFIX
+
+    have = {s.name: (s.shndx, s.value) for s in elf.symbols if s.name.startswith(ANCHOR_PREFIX)}
+    want = {a.name: (a.shndx, a.value) for a in anchors}
+    if have == want:
+        return None
+    if have:
+        raise elf.fail("already carries sdtgen site anchors for a different set of sites",
+                       "rerun the partial link (ld -r) before `sdtgen gen`")
+    return add_symbols(elf, anchors)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from sdtgen.check import check
+    from sdtgen.image import Image
+    from sdtgen.scan import scan
+
+    result = scan(args.object)
+    with Image(args.image) as image:
+        report = check(result, image)
+    if args.json:
+        _emit_json(report.to_json())
+    else:
+        for problem in report.problems:
+            print(f"{args.image}: {problem}", file=sys.stderr)
+        fixes = []
+        for v in report.verdicts:
+            if v.status != "stable":
+                delta = f" by {v.delta:+#x}" if v.delta is not None else ""
+                print(f"{args.image}: {v.site.probe} at {v.site.function}: {v.status}{delta}: {v.cause}",
+                      file=sys.stderr)
+                if v.fix and v.fix not in fixes:
+                    fixes.append(v.fix)
+        for fix in fixes:
+            print(f"{args.image}: to fix: {fix}", file=sys.stderr)
+        if not args.quiet or not report.ok:
+            print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
+                  f"{report.count('stable')} stable, {report.count('moved')} moved, "
+                  f"{report.count('missing')} missing", file=sys.stderr if not report.ok else sys.stdout)
+    return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def cmd_probes(args: argparse.Namespace) -> int:
+    from sdtgen.listing import list_probes
+
+    listing = list_probes(args.file)
+    if args.json:
+        _emit_json({"probes": [p.to_json() for p in listing]})
+        return EXIT_OK
+    rows = [[str(p.id), p.provider, p.module, p.function, p.name, str(p.sites), ", ".join(p.args)]
+            for p in listing]
+    print(_table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"]))
+    return EXIT_OK
+
+
+def cmd_linker_script(args: argparse.Namespace) -> int:
+    from sdtgen import arch as arches
+
+    path = arches.by_name(args.arch).linker_script(args.kind)
+    if args.path:
+        print(path)
+    else:
+        sys.stdout.write(path.read_text())
+    return EXIT_OK
+
+
+def cmd_include_dir(args: argparse.Namespace) -> int:
+    print(_package_path("include"))
+    return EXIT_OK
+
+
+def cmd_makefile(args: argparse.Namespace) -> int:
+    print(_package_path("data", "sdtgen.mk"))
+    return EXIT_OK
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
+    s.add_argument("object")
+    s.add_argument("--prefix", default="__dtrace_sdt_", help="symbol prefix of probe functions")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_scan)
+
+    g = sub.add_parser("gen", help="write the stub C and the site table for an object")
+    g.add_argument("object")
+    g.add_argument("--stubs", required=True, metavar="FILE.c")
+    g.add_argument("--table", required=True, metavar="FILE.S")
+    g.add_argument("--mode", choices=("reloc", "offset"), default="reloc",
+                   help="reloc: entries the final linker resolves (default); offset: offsets from btext")
+    g.add_argument("-v", "--verbose", action="store_true", help="say how many sites and probes were written")
+    g.set_defaults(func=cmd_gen)
+
+    c = sub.add_parser("check", help="prove every site is where the image's table says")
+    c.add_argument("object")
+    c.add_argument("image")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing when every site is stable")
+    c.set_defaults(func=cmd_check)
+
+    pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
+    pr.add_argument("file")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(func=cmd_probes)
+
+    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
+    ls.add_argument("kind", choices=("final", "partial"))
+    ls.add_argument("--arch", default="x86_64")
+    ls.add_argument("--path", action="store_true", help="print its path instead of its text")
+    ls.set_defaults(func=cmd_linker_script)
+
+    sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
+    sub.add_parser("makefile", help="print the path of the Makefile fragment").set_defaults(func=cmd_makefile)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SdtError as e:
+        print(f"sdtgen: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("sdtgen: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+# sdtgen.mk - zero-cost SDT probes for a kernel-style Makefile.
+#
+#   include $(shell sdtgen makefile)
+#   $(eval $(call sdt_image,build/kernel.elf,build/kernel.o,$(OBJS)))
+#
+# sdt_image(IMAGE, PARTIAL, OBJECTS) adds the steps between your objects and
+# the final image:
+#   PARTIAL      ld -r of OBJECTS with sdtgen's partial linker script, then
+#                `sdtgen gen`, which writes PARTIAL_sdt_stubs.c and
+#                PARTIAL_sdt_table.S (named from PARTIAL without .o)
+#   *_sdt_*.o    the stubs (compiled without LTO) and the table
+#   IMAGE        the final link with sdtgen's final linker script, then
+#                `sdtgen check`; an image that fails the check is deleted
+#
+# Output is Kbuild-style ("  SDTGEN  build/kernel.o"); V=1 prints commands.
+# Override any of these before or after the include:
+SDTGEN ?= sdtgen
+SDT_ARCH ?= x86_64
+SDT_MODE ?= reloc
+SDT_CC ?= $(CC)
+SDT_LD ?= $(LD)
+SDT_STUB_CFLAGS ?= -O2 -ffreestanding -fno-pic
+SDT_ASFLAGS ?=
+SDT_LDFLAGS ?=
+SDT_PARTIAL_LDS ?= $(shell $(SDTGEN) linker-script partial --arch $(SDT_ARCH) --path)
+SDT_FINAL_LDS ?= $(shell $(SDTGEN) linker-script final --arch $(SDT_ARCH) --path)
+
+ifeq ($(V),1)
+sdt_q :=
+sdt_msg := @:
+else
+sdt_q := @
+sdt_msg := @printf '  %-7s %s\n'
+endif
+
+define sdt_image
+$(2): $(3) $$(SDT_PARTIAL_LDS)
+	$$(sdt_msg) LD $$@
+	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
+	$$(sdt_msg) SDTGEN $$@
+	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S
+
+$(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S: $(2) ;
+
+$(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
+	$$(sdt_msg) CC $$@
+	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -c -o $$@ $$<
+
+$(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
+	$$(sdt_msg) AS $$@
+	$$(sdt_q)$$(SDT_CC) $$(SDT_ASFLAGS) -c -o $$@ $$<
+
+$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $$(SDT_FINAL_LDS)
+	$$(sdt_msg) LD $$@
+	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -T $$(SDT_FINAL_LDS) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o
+	$$(sdt_msg) SDTCHK $$@
+	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
+endef

@@ -1,0 +1,385 @@
+"""A small, validating ELF reader for objects and images.
+
+Everything is checked against the file's size before it is used, so a
+truncated or hostile file gives one ``SdtError`` rather than a traceback, a
+hang or an allocation out of proportion to the file. Relocations and symbols
+are decoded with ``struct.iter_unpack`` over the mapped file: kernel objects
+carry hundreds of thousands of relocations and only a few matter.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from sdtgen.errors import SdtError
+
+ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
+SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 0, 1, 2, 3, 4
+SHT_NOBITS, SHT_REL, SHT_SYMTAB_SHNDX = 8, 9, 18
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
+STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 0, 1, 2, 3, 4
+STV_DEFAULT, STV_HIDDEN = 0, 2
+PT_LOAD = 1
+
+TYPE_NAMES = {ET_REL: "relocatable object", ET_EXEC: "executable", ET_DYN: "shared object or PIE"}
+
+
+@dataclass(frozen=True)
+class Section:
+    index: int
+    name: str
+    type: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    align: int
+    entsize: int
+
+    @property
+    def is_exec(self) -> bool:
+        return bool(self.flags & SHF_EXECINSTR)
+
+    @property
+    def is_alloc(self) -> bool:
+        return bool(self.flags & SHF_ALLOC)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    index: int
+    name: str
+    value: int
+    size: int
+    bind: int
+    type: int
+    visibility: int
+    shndx: int
+
+    @property
+    def defined(self) -> bool:
+        return self.shndx != SHN_UNDEF
+
+
+@dataclass(frozen=True)
+class Segment:
+    type: int
+    flags: int
+    offset: int
+    vaddr: int
+    paddr: int
+    filesz: int
+    memsz: int
+
+
+@dataclass(frozen=True)
+class Reloc:
+    offset: int
+    sym: int
+    type: int
+    addend: int
+
+
+class ElfFile:
+    """One ELF file, mapped read-only. Use as a context manager or call close()."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        try:
+            with open(path, "rb") as f:
+                try:
+                    self._map: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except ValueError:  # empty file
+                    self._map = b""
+        except OSError as e:
+            raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
+        self.data = memoryview(self._map)
+        self._parse_header()
+        self.sections = self._parse_sections()
+        self._by_name = {s.name: s for s in reversed(self.sections)}
+
+    def close(self) -> None:
+        try:
+            self.data.release()
+            if isinstance(self._map, mmap.mmap):
+                self._map.close()
+        except BufferError:
+            pass  # a slice is still alive (say, in an exception's frame); the GC unmaps it later
+
+    def __enter__(self) -> ElfFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- errors ---------------------------------------------------------------
+    def fail(self, what: str, fix: str = "") -> SdtError:
+        return SdtError(self.path, what, fix)
+
+    def _bad(self, what: str) -> SdtError:
+        return self.fail(f"corrupt ELF file: {what}", "rebuild it; the file is damaged or not produced by a linker")
+
+    def _check_range(self, offset: int, size: int, what: str) -> None:
+        if offset < 0 or size < 0 or offset + size > len(self.data):
+            raise self._bad(f"{what} (offset {offset:#x}, size {size:#x}) lies outside the {len(self.data)}-byte file")
+
+    # -- header -----------------------------------------------------------------
+    def _parse_header(self) -> None:
+        d = self.data
+        if len(d) < 4 or bytes(d[:4]) != b"\x7fELF":
+            raise self.fail("not an ELF file", "give an object file (.o) or a linked image")
+        if len(d) < 16:
+            raise self._bad("the ELF identification is truncated")
+        ei_class, ei_data = d[4], d[5]
+        if ei_class not in (1, 2):
+            raise self.fail(f"unknown ELF class {ei_class}", "only 32- and 64-bit ELF files are supported")
+        if ei_data not in (1, 2):
+            raise self.fail(f"unknown ELF data encoding {ei_data}", "only little- and big-endian ELF files exist")
+        self.is64 = ei_class == 2
+        self.little = ei_data == 1
+        self.bits = 64 if self.is64 else 32
+        e = "<" if self.little else ">"
+        self.endian = e
+        hdr = struct.Struct(e + ("HHIQQQIHHHHHH" if self.is64 else "HHIIIIIHHHHHH"))
+        if len(d) < 16 + hdr.size:
+            raise self._bad("the ELF header is truncated")
+        (self.type, self.machine, _ver, self.entry, self.phoff, self.shoff, self.flags, _ehsize,
+         self.phentsize, self.phnum, self.shentsize, shnum, shstrndx) = hdr.unpack_from(d, 16)
+        self._shnum_raw, self._shstrndx_raw = shnum, shstrndx
+        self._ptr = "Q" if self.is64 else "I"
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES.get(self.type, f"ELF type {self.type}")
+
+    # -- sections -----------------------------------------------------------------
+    def _parse_sections(self) -> list[Section]:
+        if self.shoff == 0:
+            return []
+        fmt = self.endian + ("IIQQQQIIQQ" if self.is64 else "IIIIIIIIII")
+        sh = struct.Struct(fmt)
+        if self.shentsize != sh.size:
+            raise self._bad(f"section header size {self.shentsize}, expected {sh.size}")
+        self._check_range(self.shoff, sh.size, "the section header table")
+        shnum, shstrndx = self._shnum_raw, self._shstrndx_raw
+        first = sh.unpack_from(self.data, self.shoff)
+        if shnum == 0:  # extended numbering: the real count lives in section 0
+            shnum = first[5]
+        if shstrndx == SHN_XINDEX:
+            shstrndx = first[6]
+        self._check_range(self.shoff, shnum * sh.size, f"the section header table of {shnum} entries")
+        raw = []
+        for i, t in enumerate(sh.iter_unpack(self.data[self.shoff:self.shoff + shnum * sh.size])):
+            name, typ, flags, addr, off, size, link, info, align, ent = t
+            if typ != SHT_NOBITS and typ != SHT_NULL:
+                self._check_range(off, size, f"section {i}")
+            if link >= shnum and i:
+                raise self._bad(f"section {i} links to section {link}, but there are only {shnum}")
+            raw.append((i, name, typ, flags, addr, off, size, link, info, align, ent))
+        if shstrndx >= shnum:
+            raise self._bad(f"section name table index {shstrndx} is out of range")
+        strtab = raw[shstrndx] if shstrndx else None
+        sections = []
+        for i, name, typ, flags, addr, off, size, link, info, align, ent in raw:
+            nm = self._cstr(strtab[5], strtab[6], name, "section name") if strtab else ""
+            sections.append(Section(i, nm, typ, flags, addr, off, size, link, info, align, ent))
+        return sections
+
+    def _cstr(self, base: int, size: int, off: int, what: str) -> str:
+        if off >= size:
+            if off == 0 and size == 0:
+                return ""
+            raise self._bad(f"{what} at string offset {off:#x} is outside its {size}-byte string table")
+        start = base + off
+        end = self._map.find(b"\0", start, base + size)
+        if end < 0:
+            raise self._bad(f"{what} at string offset {off:#x} is not terminated")
+        return bytes(self.data[start:end]).decode("utf-8", "surrogateescape")
+
+    def section(self, name: str) -> Section | None:
+        return self._by_name.get(name)
+
+    def section_at(self, index: int) -> Section:
+        if not 0 <= index < len(self.sections):
+            raise self._bad(f"reference to section {index}, but there are only {len(self.sections)}")
+        return self.sections[index]
+
+    def contents(self, sec: Section) -> memoryview:
+        if sec.type == SHT_NOBITS:
+            return memoryview(b"")
+        return self.data[sec.offset:sec.offset + sec.size]
+
+    # -- symbols -----------------------------------------------------------------
+    @cached_property
+    def symtab(self) -> Section | None:
+        for s in self.sections:
+            if s.type == SHT_SYMTAB:
+                return s
+        return None
+
+    def _symbol_rows(self) -> tuple[list[tuple[int, ...]], Section | None, list[int] | None]:
+        st = self.symtab
+        if st is None:
+            return [], None, None
+        fmt = self.endian + ("IBBHQQ" if self.is64 else "IIIBBH")
+        ent = struct.calcsize(fmt)
+        if st.entsize != ent or st.size % ent:
+            raise self._bad(f"symbol table {st.name} has entry size {st.entsize}, expected {ent}")
+        strsec = self.section_at(st.link)
+        rows = list(struct.iter_unpack(fmt, self.contents(st)))
+        if not self.is64:  # normalise to (name, info, other, shndx, value, size)
+            rows = [(n, i, o, x, v, s) for n, v, s, i, o, x in rows]
+        xindex = None
+        for s in self.sections:
+            if s.type == SHT_SYMTAB_SHNDX and s.link == st.index:
+                xindex = list(struct.unpack_from(f"{self.endian}{s.size // 4}I", self.data, s.offset))
+        return rows, strsec, xindex
+
+    @cached_property
+    def symbols(self) -> list[Symbol]:
+        """Every symbol of .symtab, in table order (index 0 is the null symbol)."""
+        rows, strsec, xindex = self._symbol_rows()
+        if strsec is None:
+            return []
+        nsec = len(self.sections)
+        out = []
+        for i, (name, info, other, shndx, value, size) in enumerate(rows):
+            if shndx == SHN_XINDEX:
+                if xindex is None or i >= len(xindex):
+                    raise self._bad(f"symbol {i} needs an extended section index that is missing")
+                shndx = xindex[i]
+            elif shndx >= SHN_LORESERVE:
+                pass  # ABS, COMMON and other reserved indices
+            if shndx < SHN_LORESERVE and shndx >= nsec and shndx != SHN_XINDEX:
+                raise self._bad(f"symbol {i} refers to section {shndx}, but there are only {nsec}")
+            nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}") if name else ""
+            out.append(Symbol(i, nm, value, size, info >> 4, info & 0xF, other & 3, shndx))
+        return out
+
+    def symbol_indices_with_prefix(self, prefix: str) -> dict[int, str]:
+        """Indices and names of symbols whose name starts with ``prefix``.
+
+        Fast path for big objects: find the prefix in the string table first,
+        then decode only the symbols that point at one of those strings.
+        """
+        st = self.symtab
+        if st is None:
+            return {}
+        strsec = self.section_at(st.link)
+        blob = bytes(self.contents(strsec))
+        pre = prefix.encode()
+        starts = set()
+        pos = blob.find(pre)
+        while pos >= 0:
+            if pos == 0 or blob[pos - 1] == 0:
+                starts.add(pos)
+            pos = blob.find(pre, pos + 1)
+        if not starts:
+            return {}
+        rows, _, _ = self._symbol_rows()
+        found = {}
+        for i, row in enumerate(rows):
+            if row[0] in starts and i:
+                end = blob.find(b"\0", row[0])
+                if end < 0:
+                    raise self._bad(f"the name of symbol {i} is not terminated")
+                found[i] = blob[row[0]:end].decode("utf-8", "surrogateescape")
+        return found
+
+    # -- relocations -------------------------------------------------------------
+    def reloc_sections(self) -> list[tuple[Section, Section]]:
+        """Pairs of (relocation section, the section it applies to)."""
+        out = []
+        for s in self.sections:
+            if s.type in (SHT_REL, SHT_RELA):
+                if s.info >= len(self.sections) or s.info == 0:
+                    raise self._bad(f"relocation section {s.name} applies to section {s.info}, which does not exist")
+                out.append((s, self.sections[s.info]))
+        return out
+
+    def relocations(self, rsec: Section, only_syms: set[int] | dict[int, str] | None = None) -> Iterator[Reloc]:
+        """Decode one relocation section, optionally keeping only some symbols."""
+        rela = rsec.type == SHT_RELA
+        fmt = self.endian + ("QQ" if self.is64 else "II") + (("q" if self.is64 else "i") if rela else "")
+        ent = struct.calcsize(fmt)
+        if rsec.entsize != ent or rsec.size % ent:
+            raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {ent}")
+        shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
+        for t in struct.iter_unpack(fmt, self.contents(rsec)):
+            sym = t[1] >> shift
+            if only_syms is not None and sym not in only_syms:
+                continue
+            yield Reloc(t[0], sym, t[1] & mask, t[2] if rela else 0)
+
+    # -- segments and addresses ---------------------------------------------------
+    @cached_property
+    def segments(self) -> list[Segment]:
+        if self.phoff == 0 or self.phnum == 0:
+            return []
+        fmt = self.endian + ("IIQQQQQQ" if self.is64 else "IIIIIIII")
+        ph = struct.Struct(fmt)
+        if self.phentsize != ph.size:
+            raise self._bad(f"program header size {self.phentsize}, expected {ph.size}")
+        self._check_range(self.phoff, self.phnum * ph.size, "the program header table")
+        out = []
+        for t in ph.iter_unpack(self.data[self.phoff:self.phoff + self.phnum * ph.size]):
+            if self.is64:
+                typ, flags, off, vaddr, paddr, filesz, memsz, _align = t
+            else:
+                typ, off, vaddr, paddr, filesz, memsz, flags, _align = t
+            if typ == PT_LOAD:
+                self._check_range(off, filesz, "a loadable segment")
+                if filesz > memsz:
+                    raise self._bad("a loadable segment has more file bytes than memory bytes")
+            out.append(Segment(typ, flags, off, vaddr, paddr, filesz, memsz))
+        return out
+
+    def read_addr(self, addr: int, size: int) -> bytes:
+        """Bytes at a link-time address of a linked image (from its sections)."""
+        for s in self.sections:
+            if s.is_alloc and s.type != SHT_NOBITS and s.addr <= addr and addr + size <= s.addr + s.size:
+                off = s.offset + addr - s.addr
+                return bytes(self.data[off:off + size])
+        raise self.fail(f"address {addr:#x} (+{size}) is not inside any section with contents")
+
+    def section_containing(self, addr: int) -> Section | None:
+        for s in self.sections:
+            if s.is_alloc and s.addr <= addr < s.addr + s.size:
+                return s
+        return None
+
+    def symbol_map(self) -> dict[str, Symbol]:
+        """Defined symbols by name; globals win over locals of the same name."""
+        out: dict[str, Symbol] = {}
+        for s in self.symbols:
+            keep = s.name and s.defined and s.type != STT_SECTION
+            if keep and (s.name not in out or s.bind != STB_LOCAL):
+                out[s.name] = s
+        return out
+
+    def functions_in(self, shndx: int) -> list[Symbol]:
+        """Function symbols defined in one section, sorted by value (for naming sites)."""
+        return self._functions_by_section.get(shndx, [])
+
+    @cached_property
+    def _functions_by_section(self) -> dict[int, list[Symbol]]:
+        out: dict[int, list[Symbol]] = {}
+        for s in self.symbols:
+            if s.type == STT_FUNC and s.defined:
+                out.setdefault(s.shndx, []).append(s)
+        for funcs in out.values():
+            funcs.sort(key=lambda s: (s.value, -s.size))
+        return out
+
+
+def describe_kind(elf: ElfFile) -> str:
+    return f"{elf.type_name} for machine {elf.machine}"

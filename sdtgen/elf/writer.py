@@ -1,0 +1,92 @@
+"""Append symbols to a relocatable object, leaving every other byte where it was.
+
+Reloc-mode tables point at each site through a hidden global symbol placed on
+the site's instruction ("anchor"), so the final linker resolves the entry
+wherever it moves the code, including when relaxation deletes bytes before
+it. The new string table, symbol table (and its extended-index table) are
+appended to the file with a new section header table; the old copies stay in
+place as unused bytes, so no file offset inside the object changes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from sdtgen.elf.reader import (
+    SHN_LORESERVE,
+    SHN_XINDEX,
+    SHT_SYMTAB_SHNDX,
+    STB_GLOBAL,
+    STT_NOTYPE,
+    STV_HIDDEN,
+    ElfFile,
+)
+
+
+@dataclass(frozen=True)
+class NewSymbol:
+    name: str
+    shndx: int
+    value: int
+
+
+def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
+    """The bytes of ``elf`` with ``new`` appended as hidden global symbols."""
+    st = elf.symtab
+    if st is None:
+        raise elf.fail("has no symbol table", "give the output of ld -r, which always has one")
+    strsec = elf.section_at(st.link)
+    xsec = next((s for s in elf.sections if s.type == SHT_SYMTAB_SHNDX and s.link == st.index), None)
+    e = elf.endian
+    strtab = bytearray(elf.contents(strsec))
+    symtab = bytearray(elf.contents(st))
+    xtab = bytearray(elf.contents(xsec)) if xsec else None
+    nsyms = len(symtab) // st.entsize
+    need_x = any(s.shndx >= SHN_LORESERVE for s in new)
+    if need_x and xtab is None:
+        xtab = bytearray(4 * nsyms)
+    info = (STB_GLOBAL << 4) | STT_NOTYPE
+    for s in new:
+        name_off = len(strtab)
+        strtab += s.name.encode("ascii") + b"\0"
+        shndx = SHN_XINDEX if s.shndx >= SHN_LORESERVE else s.shndx
+        if elf.is64:
+            symtab += struct.pack(e + "IBBHQQ", name_off, info, STV_HIDDEN, shndx, s.value, 0)
+        else:
+            symtab += struct.pack(e + "IIIBBH", name_off, s.value, 0, info, STV_HIDDEN, shndx)
+        if xtab is not None:
+            xtab += struct.pack(e + "I", s.shndx if shndx == SHN_XINDEX else 0)
+
+    out = bytearray(elf.data)
+    moved: dict[int, tuple[int, int]] = {}
+
+    def append(blob: bytes | bytearray, align: int) -> int:
+        out.extend(b"\0" * (-len(out) % align))
+        off = len(out)
+        out.extend(blob)
+        return off
+
+    moved[strsec.index] = (append(strtab, 1), len(strtab))
+    moved[st.index] = (append(symtab, 8 if elf.is64 else 4), len(symtab))
+    if xtab is not None and xsec is not None:
+        moved[xsec.index] = (append(xtab, 4), len(xtab))
+    # A fresh extended-index section would need a new section header: kernel
+    # objects past 65280 sections already carry one, so refuse the rare rest.
+    if xtab is not None and xsec is None:
+        raise elf.fail("needs an extended section index table to add anchor symbols",
+                       "use --mode offset, or partial-link with the sdtgen partial linker script")
+
+    shdr = struct.Struct(e + ("IIQQQQIIQQ" if elf.is64 else "IIIIIIIIII"))
+    table = bytearray()
+    count = len(elf.sections)
+    raw = elf.data[elf.shoff:elf.shoff + count * shdr.size]
+    for i, row in enumerate(shdr.iter_unpack(raw)):
+        fields = list(row)
+        if i in moved:
+            fields[4], fields[5] = moved[i]
+        table += shdr.pack(*fields)
+    shoff = append(table, 8)
+    off_fmt = "Q" if elf.is64 else "I"
+    struct.pack_into(e + off_fmt, out, 0x28 if elf.is64 else 0x20, shoff)
+    return bytes(out)

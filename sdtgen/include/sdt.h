@@ -1,0 +1,112 @@
+/*
+ * sdt.h - zero-cost statically defined tracing probes (sdtgen).
+ *
+ * FreeBSD-compatible macros. A probe site compiles to a plain call to an
+ * undefined function __dtrace_sdt_<provider>_<module>_<function>_<name>;
+ * `sdtgen gen` defines it after the partial link and records every call site
+ * in the linker set set_sdt_sites_set, and the boot-time patcher turns each
+ * call into a NOP until the probe is enabled.
+ *
+ * SDT_PROBE_DEFINEn also records the probe's descriptor (provider, module,
+ * function, name and argument types) in the non-loaded section .sdt_desc of
+ * the object, so the tools can show real names and types.
+ *
+ *   SDT_PROVIDER_DEFINE(hk);
+ *   SDT_PROBE_DEFINE2(hk, vfs, lookup, entry, "const char *", "int");
+ *   ...
+ *   SDT_PROBE2(hk, vfs, lookup, entry, path, flags);
+ *
+ * Define SDT_COMPILED_OUT to compile every probe out, or SDT_CLASSIC for the
+ * older `if (probe enabled) call` form; both exist for comparison.
+ */
+#ifndef SDTGEN_SDT_H
+#define SDTGEN_SDT_H
+
+#define _SDT_STR(x) #x
+#define _SDT_XSTR(x) _SDT_STR(x)
+#define _SDT_SYM(prov, mod, func, name) __dtrace_sdt_##prov##_##mod##_##func##_##name
+#define _SDT_UINT __UINTPTR_TYPE__
+
+/* Providers carry no data: defining one is a declaration, so it costs nothing. */
+#define SDT_PROVIDER_DEFINE(prov) extern int __sdt_provider_##prov
+#define SDT_PROVIDER_DECLARE(prov) extern int __sdt_provider_##prov
+#define SDT_PROBE_DECLARE(prov, mod, func, name) extern int __sdt_probe_decl_##prov##_##mod##_##func##_##name
+
+#define _SDT_T(t) ".asciz \"" t "\"\n"
+#define _SDT_DESC(prov, mod, func, name, n, types)                         \
+	__asm__(".pushsection .sdt_desc, \"\"\n"                            \
+		".asciz \"SDT1\"\n"                                         \
+		".asciz \"" _SDT_XSTR(_SDT_SYM(prov, mod, func, name)) "\"\n" \
+		".asciz \"" #prov "\"\n"                                   \
+		".asciz \"" #mod "\"\n"                                    \
+		".asciz \"" #func "\"\n"                                   \
+		".asciz \"" #name "\"\n"                                   \
+		".asciz \"" #n "\"\n"                                      \
+		types                                                         \
+		".popsection\n")
+
+#define SDT_PROBE_DEFINE(prov, mod, func, name) _SDT_DESC(prov, mod, func, name, 0, "")
+#define SDT_PROBE_DEFINE0(prov, mod, func, name) _SDT_DESC(prov, mod, func, name, 0, "")
+#define SDT_PROBE_DEFINE1(prov, mod, func, name, t0) _SDT_DESC(prov, mod, func, name, 1, _SDT_T(t0))
+#define SDT_PROBE_DEFINE2(prov, mod, func, name, t0, t1) \
+	_SDT_DESC(prov, mod, func, name, 2, _SDT_T(t0) _SDT_T(t1))
+#define SDT_PROBE_DEFINE3(prov, mod, func, name, t0, t1, t2) \
+	_SDT_DESC(prov, mod, func, name, 3, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2))
+#define SDT_PROBE_DEFINE4(prov, mod, func, name, t0, t1, t2, t3) \
+	_SDT_DESC(prov, mod, func, name, 4, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3))
+#define SDT_PROBE_DEFINE5(prov, mod, func, name, t0, t1, t2, t3, t4) \
+	_SDT_DESC(prov, mod, func, name, 5, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3) _SDT_T(t4))
+#define SDT_PROBE_DEFINE6(prov, mod, func, name, t0, t1, t2, t3, t4, t5) \
+	_SDT_DESC(prov, mod, func, name, 6, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3) _SDT_T(t4) _SDT_T(t5))
+
+#define _SDT_P0 void
+#define _SDT_P1 _SDT_UINT
+#define _SDT_P2 _SDT_UINT, _SDT_UINT
+#define _SDT_P3 _SDT_UINT, _SDT_UINT, _SDT_UINT
+#define _SDT_P4 _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT
+#define _SDT_P5 _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT
+#define _SDT_P6 _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT
+
+#if defined(SDT_COMPILED_OUT)
+#define _SDT_CALL(prov, mod, func, name, n, ...) do { } while (0)
+#elif defined(SDT_CLASSIC)
+/* The pre-2015 FreeBSD form: a load and a test of a function pointer at every site. */
+typedef void (*sdt_probe_func_t)(_SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT, _SDT_UINT);
+extern volatile sdt_probe_func_t sdt_probe_func;
+#define _SDT_PAD0() 0, 0, 0, 0, 0, 0
+#define _SDT_PAD1(a) a, 0, 0, 0, 0, 0
+#define _SDT_PAD2(a, b) a, b, 0, 0, 0, 0
+#define _SDT_PAD3(a, b, c) a, b, c, 0, 0, 0
+#define _SDT_PAD4(a, b, c, d) a, b, c, d, 0, 0
+#define _SDT_PAD5(a, b, c, d, e) a, b, c, d, e, 0
+#define _SDT_PAD6(a, b, c, d, e, f) a, b, c, d, e, f
+#define _SDT_CALL(prov, mod, func, name, n, ...)                            \
+	do {                                                                \
+		if (__builtin_expect(sdt_probe_func != 0, 0))              \
+			sdt_probe_func(_SDT_PAD##n(__VA_ARGS__));           \
+	} while (0)
+#else
+#define _SDT_CALL(prov, mod, func, name, n, ...)                              \
+	do {                                                                  \
+		extern void _SDT_SYM(prov, mod, func, name)(_SDT_P##n);      \
+		_SDT_SYM(prov, mod, func, name)(__VA_ARGS__);                 \
+	} while (0)
+#endif
+
+#define _SDT_A(x) ((_SDT_UINT)(x))
+#define SDT_PROBE0(prov, mod, func, name) _SDT_CALL(prov, mod, func, name, 0, )
+#define SDT_PROBE1(prov, mod, func, name, a0) _SDT_CALL(prov, mod, func, name, 1, _SDT_A(a0))
+#define SDT_PROBE2(prov, mod, func, name, a0, a1) \
+	_SDT_CALL(prov, mod, func, name, 2, _SDT_A(a0), _SDT_A(a1))
+#define SDT_PROBE3(prov, mod, func, name, a0, a1, a2) \
+	_SDT_CALL(prov, mod, func, name, 3, _SDT_A(a0), _SDT_A(a1), _SDT_A(a2))
+#define SDT_PROBE4(prov, mod, func, name, a0, a1, a2, a3) \
+	_SDT_CALL(prov, mod, func, name, 4, _SDT_A(a0), _SDT_A(a1), _SDT_A(a2), _SDT_A(a3))
+#define SDT_PROBE5(prov, mod, func, name, a0, a1, a2, a3, a4) \
+	_SDT_CALL(prov, mod, func, name, 5, _SDT_A(a0), _SDT_A(a1), _SDT_A(a2), _SDT_A(a3), _SDT_A(a4))
+#define SDT_PROBE6(prov, mod, func, name, a0, a1, a2, a3, a4, a5) \
+	_SDT_CALL(prov, mod, func, name, 6, _SDT_A(a0), _SDT_A(a1), _SDT_A(a2), _SDT_A(a3), _SDT_A(a4), _SDT_A(a5))
+/* FreeBSD's five-argument SDT_PROBE(). */
+#define SDT_PROBE(prov, mod, func, name, a0, a1, a2, a3, a4) SDT_PROBE5(prov, mod, func, name, a0, a1, a2, a3, a4)
+
+#endif /* SDTGEN_SDT_H */

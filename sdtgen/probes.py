@@ -1,0 +1,151 @@
+"""Probes, sites and probe specs: the plain data passed from stage to stage."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+
+DEFAULT_PREFIX = "__dtrace_sdt_"
+DESC_SECTION = ".sdt_desc"
+DESC_MAGIC = "SDT1"
+MAX_ARGS = 6
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,1023}")
+_FIELD = re.compile(r"[A-Za-z0-9_]{0,255}")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
+_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_ *\[\]]{0,127}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    provider: str
+    module: str
+    function: str
+    name: str  # as listed: "exec__success" in C lists as "exec-success"
+    args: tuple[str, ...]
+    symbol: str  # the stub the sites call
+    described: bool = True  # False when only the symbol name was there to go by
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}:{self.module}:{self.function}:{self.name}"
+
+
+@dataclass(frozen=True)
+class Site:
+    probe: str  # provider:module:function:name
+    symbol: str
+    section: str
+    offset: int  # of the instruction in its section
+    text_offset: int | None  # from the start of .text (btext after the partial link)
+    reloc: str
+    form: str  # call, tail or ref
+    length: int
+    detail: str = ""
+    function: str = ""  # enclosing function and offset: "vfs_lookup+0x1c"
+
+    @property
+    def where(self) -> str:
+        return f"{self.section}:{self.function or hex(self.offset)}"
+
+
+@dataclass
+class ProbeSpec:
+    """A DTrace probe description: provider:module:function:name, globs, empty matches all."""
+
+    fields: tuple[str, str, str, str] = ("", "", "", "")
+    text: str = field(default="")
+
+    @classmethod
+    def parse(cls, text: str) -> ProbeSpec:
+        parts = text.split(":")
+        if len(parts) > 4:
+            raise ValueError(f"probe spec {text!r} has more than four fields (provider:module:function:name)")
+        # Like dtrace: "name", "function:name", "module:function:name" fill from the right.
+        full = [""] * (4 - len(parts)) + parts
+        return cls((full[0], full[1], full[2], full[3]), text)
+
+    def matches(self, probe: Probe) -> bool:
+        values = (probe.provider, probe.module, probe.function, probe.name)
+        return all(not pat or fnmatch.fnmatchcase(val, pat) for pat, val in zip(self.fields, values, strict=True))
+
+
+def listed_name(c_name: str) -> str:
+    return c_name.replace("__", "-")
+
+
+def is_c_identifier(name: str) -> bool:
+    return bool(_IDENT.fullmatch(name))
+
+
+def probe_from_symbol(symbol: str, prefix: str) -> Probe:
+    """Name a probe that has no descriptor (a direct call to a ``__dtrace_sdt_*`` function).
+
+    The symbol alone cannot say where provider, module and function end, so the
+    text up to the first underscore is the provider and the rest is the name:
+    ``__dtrace_sdt_raw_hello`` lists as ``raw:::hello``.
+    """
+    rest = symbol[len(prefix):] if symbol.startswith(prefix) else symbol
+    provider, _, name = rest.partition("_")
+    if not name:  # "__fentry__" with prefix "__fentry__": the symbol is the name
+        return Probe("", "", "", rest or symbol, (), symbol, described=False)
+    return Probe(provider, "", "", listed_name(name), (), symbol, described=False)
+
+
+class DescriptorError(ValueError):
+    pass
+
+
+def parse_descriptors(blob: bytes) -> dict[str, Probe]:
+    """Read the records ``sdt.h`` leaves in ``.sdt_desc``; the first definition of a symbol wins."""
+    if not blob:
+        return {}
+    if blob[-1:] != b"\0":
+        raise DescriptorError("the descriptor section does not end with a NUL")
+    tokens = blob[:-1].split(b"\0")
+    out: dict[str, Probe] = {}
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == b"":  # alignment padding between input sections
+            i += 1
+            continue
+        if tokens[i] != DESC_MAGIC.encode():
+            raise DescriptorError(f"unexpected token at record {len(out)}: expected {DESC_MAGIC}")
+        if i + 7 > len(tokens):
+            raise DescriptorError("a descriptor record is truncated")
+        try:
+            sym, prov, mod, func, name, nargs = (t.decode("ascii") for t in tokens[i + 1:i + 7])
+        except UnicodeDecodeError:
+            raise DescriptorError("a descriptor field is not ASCII") from None
+        if not nargs.isdigit() or int(nargs) > MAX_ARGS:
+            raise DescriptorError(f"probe {sym!r} declares {nargs!r} arguments (0 to {MAX_ARGS} allowed)")
+        n = int(nargs)
+        if i + 7 + n > len(tokens):
+            raise DescriptorError(f"the argument types of {sym!r} are truncated")
+        try:
+            types = tuple(t.decode("ascii") for t in tokens[i + 7:i + 7 + n])
+        except UnicodeDecodeError:
+            raise DescriptorError(f"an argument type of {sym!r} is not ASCII") from None
+        i += 7 + n
+        probe = Probe(prov, mod, func, listed_name(name), types, sym)
+        problem = descriptor_problem(probe)
+        if problem:
+            raise DescriptorError(problem)
+        out.setdefault(sym, probe)
+    return out
+
+
+def descriptor_problem(probe: Probe) -> str:
+    """Why a probe's names cannot be written into generated C or assembly ('' when they can)."""
+    if not is_c_identifier(probe.symbol):
+        return f"probe symbol {probe.symbol!r} is not a valid C identifier"
+    for what, value in (("provider", probe.provider), ("module", probe.module), ("function", probe.function)):
+        if not _FIELD.fullmatch(value):
+            return f"probe {probe.symbol}: {what} {value!r} may hold only letters, digits and '_'"
+    if not _NAME.fullmatch(probe.name):
+        return f"probe {probe.symbol}: name {probe.name!r} may hold only letters, digits, '_' and '-'"
+    for t in probe.args:
+        if not _TYPE.fullmatch(t):
+            return f"probe {probe.symbol}: argument type {t!r} may hold only letters, digits, '_', ' ', '*', '[]'"
+    return ""

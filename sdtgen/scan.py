@@ -1,0 +1,140 @@
+"""Relocations against probe symbols in a relocatable object -> sites."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from sdtgen import arch as arches
+from sdtgen.arch.base import Arch, UnsupportedReloc
+from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Symbol
+from sdtgen.errors import SdtError
+from sdtgen.probes import (
+    DEFAULT_PREFIX,
+    DESC_SECTION,
+    DescriptorError,
+    Probe,
+    Site,
+    parse_descriptors,
+    probe_from_symbol,
+)
+
+LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
+             "`ld.lld -r` for clang -flto")
+
+
+@dataclass
+class ScanResult:
+    object: str
+    arch: Arch
+    sites: list[Site]
+    probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
+    defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
+    section_index: dict[str, int] = field(default_factory=dict)  # section name -> index, for anchors
+
+    def to_json(self) -> dict:
+        keys = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function", "detail")
+        return {"object": self.object, "arch": self.arch.name,
+                "sites": [{k: getattr(s, k) for k in keys} for s in self.sites]}
+
+
+def open_relocatable(path: str) -> ElfFile:
+    """Open ``path`` and insist on a relocatable object that holds machine code."""
+    _reject_bitcode(path)
+    elf = ElfFile(path)
+    try:
+        if elf.type != ET_REL:
+            raise elf.fail(f"is an {elf.type_name}, not a relocatable object",
+                           "give the output of the partial link (ld -r), not the final image")
+        _reject_ir_only(elf)
+    except BaseException:
+        elf.close()
+        raise
+    return elf
+
+
+def _reject_bitcode(path: str) -> None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return  # ElfFile reports it
+    if head in (b"BC\xc0\xde", b"\xde\xc0\x17\x0b"):
+        raise SdtError(path, "is LLVM bitcode (clang -flto), not machine code", LTO_HOWTO)
+
+
+def _reject_ir_only(elf: ElfFile) -> None:
+    lto = any(s.name.startswith((".gnu.lto_", ".llvm.lto", ".llvmbc")) for s in elf.sections)
+    code = any(s.is_exec and s.size and s.type != SHT_NOBITS for s in elf.sections)
+    if lto and not code:
+        raise elf.fail("holds only compiler IR (LTO), no machine code or relocations to scan", LTO_HOWTO)
+
+
+def scan(path: str, prefix: str = DEFAULT_PREFIX) -> ScanResult:
+    with open_relocatable(path) as elf:
+        return scan_elf(elf, prefix)
+
+
+def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
+    arch = arches.for_elf(elf)
+    probes = read_descriptors(elf)
+    wanted = elf.symbol_indices_with_prefix(prefix)
+    symbols = elf.symbols if wanted else []
+    defined = {name for i, name in wanted.items() if symbols[i].defined}
+    sites: list[Site] = []
+    namers: dict[int, _FunctionNamer] = {}
+    for rsec, target in elf.reloc_sections():
+        if not target.is_alloc or target.type == SHT_NOBITS:
+            continue  # debug info and other non-loaded data never holds a site
+        if rsec.link != (elf.symtab.index if elf.symtab else -1):
+            continue
+        code = elf.contents(target)
+        for r in elf.relocations(rsec, wanted):
+            sym = wanted[r.sym]
+            if r.offset >= target.size:
+                raise elf.fail(f"a relocation against {sym} lies outside section {target.name}",
+                               "the object is damaged; rebuild it")
+            namer = namers.get(target.index) or namers.setdefault(target.index, _FunctionNamer(elf, target.index))
+            try:
+                shape = arch.classify(code, r.offset, r.type, target.is_exec)
+            except UnsupportedReloc:
+                raise elf.fail(f"{target.name}:{namer.name(r.offset)}: {arch.reloc_name(r.type)} "
+                               f"against {sym} is not a relocation sdtgen understands",
+                               "compile probe sites as direct calls (see README, 'Diagnostics')") from None
+            probe = probes.get(sym) or probes.setdefault(sym, probe_from_symbol(sym, prefix))
+            sites.append(Site(
+                probe=probe.spec, symbol=sym, section=target.name, offset=shape.start,
+                text_offset=shape.start if target.name == ".text" else None,
+                reloc=arch.reloc_name(r.type), form=shape.form, length=shape.length,
+                detail=shape.detail, function=namer.name(shape.start),
+            ))
+    sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
+    by_name = {s.name: s.index for s in elf.sections}
+    return ScanResult(elf.path, arch, sites, probes, defined, by_name)
+
+
+def read_descriptors(elf: ElfFile) -> dict[str, Probe]:
+    sec = elf.section(DESC_SECTION)
+    if sec is None:
+        return {}
+    try:
+        return parse_descriptors(bytes(elf.contents(sec)))
+    except DescriptorError as e:
+        raise elf.fail(f"bad probe descriptors in {DESC_SECTION}: {e}",
+                       "define probes with the SDT_PROBE_DEFINE macros of sdtgen's sdt.h") from None
+
+
+class _FunctionNamer:
+    """Names an offset in a section as function+0xoff, from the object's own symbols."""
+
+    def __init__(self, elf: ElfFile, shndx: int) -> None:
+        self.funcs: list[Symbol] = elf.functions_in(shndx)
+        self.starts = [f.value for f in self.funcs]
+
+    def name(self, offset: int) -> str:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i >= 0:
+            f = self.funcs[i]
+            if f.size == 0 or offset < f.value + f.size:
+                return f"{f.name}+{offset - f.value:#x}"
+        return f"{offset:#x}"

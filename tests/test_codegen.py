@@ -1,0 +1,103 @@
+"""sdtgen gen: stub C and the linker-set table, in both table modes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from conftest import assemble, compile_c, final_link, need_tool, partial_link, run, sdtgen
+
+from sdtgen.elf.reader import ElfFile
+
+
+def symbols(path) -> dict[str, int]:
+    with ElfFile(path) as elf:
+        return {s.name: s.value for s in elf.symbols if s.name}
+
+
+def test_stubs_define_every_probe_once(kernel):
+    text = kernel.stubs.read_text()
+    defined = re.findall(r"SDT_STUB void (\w+)\(void\)", text)
+    scanned = {ln.split()[-1] for ln in run(["nm", "-u", str(kernel.partial)]).stdout.splitlines()}
+    assert sorted(defined) == sorted(s for s in scanned if s.startswith("__dtrace_sdt_"))
+    assert "__dtrace_sdt_raw_checksum" in defined  # called without the macros
+
+
+def test_every_stub_has_its_own_address_even_under_icf(kernel, tmp_path):
+    need_tool("ld.gold", "binutils")
+    stubs_o = tmp_path / "stubs.o"
+    run(["gcc", "-O2", "-ffunction-sections", "-fno-pic", "-c", "-o", str(stubs_o), str(kernel.stubs)])
+    image = tmp_path / "icf.elf"
+    run(["ld.gold", "--icf=all", "-e", "0", "-o", str(image), str(stubs_o)])
+    addrs = {n: a for n, a in symbols(image).items() if n.startswith("__dtrace_sdt_")}
+    assert len(addrs) == 18 and len(set(addrs.values())) == len(addrs)
+
+
+def test_reloc_mode_anchors_each_site_in_the_object(kernel):
+    sites = [ln for ln in sdtgen("scan", kernel.partial, check=True).stdout.splitlines()[2:]]
+    anchors = {n: v for n, v in symbols(kernel.partial).items() if n.startswith("__sdt_site_")}
+    assert len(anchors) == len(sites) == 21
+    table = kernel.table.read_text()
+    assert table.count("\t.4byte __sdt_site_") == 21
+    assert "btext" not in table
+
+
+def test_offset_mode_stores_offsets_from_btext(kernel_offset):
+    table = kernel_offset.table.read_text()
+    offsets = [int(x, 16) for x in re.findall(r"\.4byte btext \+ (0x[0-9a-f]+) - \.", table)]
+    scan = sdtgen("scan", kernel_offset.partial, "--json", check=True).stdout
+    import json
+
+    assert offsets == [s["text_offset"] for s in json.loads(scan)["sites"]]
+    assert not any(n.startswith("__sdt_site_") for n in symbols(kernel_offset.partial))
+
+
+def test_gen_twice_gives_identical_outputs_and_leaves_them_alone(kernel, tmp_path):
+    obj = tmp_path / "k.o"
+    shutil.copy(kernel.partial, obj)
+    first = [tmp_path / "a.c", tmp_path / "a.S"]
+    sdtgen("gen", obj, "--stubs", first[0], "--table", first[1], check=True)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in [*first, obj]}
+    sdtgen("gen", obj, "--stubs", first[0], "--table", first[1], check=True)
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in [*first, obj]} == before
+
+
+def test_object_with_no_probes_gives_an_empty_valid_table(tmp_path):
+    obj = partial_link(tmp_path, "k", compile_c(tmp_path, "plain", "int kmain(int x) { return x * 2; }\n"))
+    image = final_link(tmp_path, obj)
+    assert sdtgen("check", obj, image, check=True).returncode == 0
+    out = sdtgen("probes", image, check=True).stdout
+    assert out.strip() == "ID  PROVIDER  MODULE  FUNCTION  NAME  SITES  ARGS"
+
+
+@pytest.mark.parametrize("mode", ["reloc", "offset"])
+def test_refuses_references_that_are_not_calls(tmp_path, mode):
+    obj = assemble(tmp_path, "ref", """
+        .text
+    f:  lea __dtrace_sdt_t_m_f_n(%rip), %rax
+        ret
+    """)
+    proc = sdtgen("gen", obj, "--mode", mode, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 2
+    assert "text:0x3: PC-relative address load of __dtrace_sdt_t_m_f_n is not a call or jump" in proc.stderr
+    assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists()
+
+
+def test_refuses_a_probe_symbol_that_is_not_a_c_identifier(tmp_path):
+    obj = assemble(tmp_path, "evil", """
+        .text
+    f:  call "__dtrace_sdt_x;y\\n#z"
+        ret
+    """)
+    proc = sdtgen("gen", obj, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 2 and "is not a valid C identifier" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists()
+
+
+def test_offset_mode_needs_sites_in_text(tmp_path):
+    src = "#include <sdt.h>\n__attribute__((cold)) void c(void) { SDT_PROBE0(a, b, c, d); }\n"
+    obj = compile_c(tmp_path, "cold", src)
+    proc = sdtgen("gen", obj, "--mode", "offset", "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 2 and "outside .text" in proc.stderr and "linker-script partial" in proc.stderr

@@ -1,0 +1,61 @@
+"""The Makefile fragment: Kbuild-style output, V=1, and only needed rebuilds."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import FIXTURE, SDTGEN, run
+
+
+def make(out, *args: str):
+    return run(["make", "-C", str(FIXTURE), f"O={out}", f"SDTGEN={SDTGEN}", "--no-print-directory", *args])
+
+
+def test_quiet_output_is_kbuild_style(tmp_path):
+    lines = make(tmp_path).stdout.splitlines()
+    assert f"  SDTGEN  {tmp_path}/kernel.o" in lines
+    assert f"  SDTCHK  {tmp_path}/kernel.elf" in lines
+    assert f"  LD      {tmp_path}/kernel.elf" in lines
+    assert all(ln.startswith("  ") for ln in lines), lines
+
+
+def test_verbose_prints_full_commands(tmp_path):
+    out = make(tmp_path, "V=1").stdout
+    assert f"{SDTGEN} gen {tmp_path}/kernel.o --mode reloc --stubs {tmp_path}/kernel_sdt_stubs.c" in out
+    assert f"{SDTGEN} check --quiet {tmp_path}/kernel.o {tmp_path}/kernel.elf" in out
+    assert "  SDTGEN" not in out
+
+
+def test_second_make_does_nothing_and_a_rebuilt_object_relinks(tmp_path):
+    make(tmp_path)
+    assert "Nothing to be done for 'all'" in make(tmp_path).stdout
+    stubs = tmp_path / "kernel_sdt_stubs.c"
+    mtime = stubs.stat().st_mtime_ns
+    os.utime(tmp_path / "sched.o", (0, 0))  # older than sched.c: make rebuilds it
+    lines = make(tmp_path).stdout.splitlines()
+    assert f"  CC      {tmp_path}/sched.o" in lines and f"  SDTGEN  {tmp_path}/kernel.o" in lines
+    assert f"  SDTCHK  {tmp_path}/kernel.elf" in lines
+    assert stubs.stat().st_mtime_ns == mtime  # unchanged output is not rewritten, so not recompiled
+    assert f"  CC      {tmp_path}/kernel_sdt_stubs.o" not in lines
+
+
+def test_parallel_make_is_safe(tmp_path):
+    make(tmp_path, "-j4")
+    assert run([SDTGEN, "check", str(tmp_path / "kernel.o"), str(tmp_path / "kernel.elf")]).returncode == 0
+
+
+def test_a_failing_check_fails_the_build_and_deletes_the_image(tmp_path):
+    """A user's final script that puts the stubs first breaks offset mode; the build must stop."""
+    script = run([SDTGEN, "linker-script", "final"]).stdout
+    stubs_first = script.replace("*(.text .text.*)\n\t\tKEEP(*(.text.sdt_stubs))",
+                                 "KEEP(*(.text.sdt_stubs))\n\t\t*(.text .text.*)")
+    assert stubs_first != script
+    lds = tmp_path / "stubs-first.ld"
+    lds.write_text(stubs_first)
+    proc = run(["make", "-C", str(FIXTURE), f"O={tmp_path}", f"SDTGEN={SDTGEN}", "SDT_MODE=offset",
+                f"SDT_FINAL_LDS={lds}"], check=False)
+    assert proc.returncode != 0
+    assert "offset mode cannot follow" in proc.stderr
+    assert not (tmp_path / "kernel.elf").exists()
+    ok = run(["make", "-C", str(FIXTURE), f"O={tmp_path}", f"SDTGEN={SDTGEN}", f"SDT_FINAL_LDS={lds}", "-B"])
+    assert ok.returncode == 0 and (tmp_path / "kernel.elf").exists()  # reloc mode follows the move
