@@ -145,6 +145,46 @@ def cmd_makefile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _Ordered(argparse.Action):
+    """Keeps --enable/--disable/--run/--arg/--script in command-line order in ``args.actions``."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        actions = getattr(namespace, "actions", None) or []
+        if self.dest == "arg":
+            if not actions or actions[-1][0] != "run":
+                parser.error("--arg must follow a --run")
+            actions[-1][2].append(values)
+        elif self.dest == "run":
+            actions.append(("run", values, []))
+        else:
+            actions.append((self.dest, values, None))
+        namespace.actions = actions
+
+
+def cmd_boot(args: argparse.Namespace) -> int:
+    from sdtgen.boot.console import Console, parse_int, run_script
+    from sdtgen.boot.session import BootSession, Reporter
+
+    session = BootSession(args.image, Reporter(as_json=args.json))
+    try:
+        for kind, value, extra in args.actions or []:
+            if kind == "enable":
+                session.enable(value)
+            elif kind == "disable":
+                session.disable(value)
+            elif kind == "run":
+                session.run(value, [parse_int(a) for a in extra])
+            elif kind == "script":
+                run_script(session, value)
+        if args.interactive:
+            Console(session).cmdloop()
+        if args.json:
+            session.stats()
+    finally:
+        session.close()
+    return EXIT_FAIL if session.faults else EXIT_OK
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -186,6 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--arch", default="x86_64")
     ls.add_argument("--path", action="store_true", help="print its path instead of its text")
     ls.set_defaults(func=cmd_linker_script)
+
+    b = sub.add_parser("boot", help="boot an image in the emulator, patch its sites, arm probes and run functions")
+    b.add_argument("image")
+    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
+    b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
+    b.add_argument("--run", action=_Ordered, metavar="SYMBOL", help="call a function of the image")
+    b.add_argument("--arg", action=_Ordered, metavar="N", help="an integer argument of the preceding --run")
+    b.add_argument("--script", action=_Ordered, metavar="FILE", help="commands, one per line (see -i)")
+    b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
+    b.add_argument("--json", action="store_true", help="JSON Lines events")
+    b.set_defaults(func=cmd_boot, actions=None)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
     sub.add_parser("makefile", help="print the path of the Makefile fragment").set_defaults(func=cmd_makefile)

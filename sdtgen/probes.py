@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 DEFAULT_PREFIX = "__dtrace_sdt_"
 DESC_SECTION = ".sdt_desc"
@@ -50,6 +51,13 @@ class Site:
         return f"{self.section}:{self.function or hex(self.offset)}"
 
 
+class Named(Protocol):
+    provider: str
+    module: str
+    function: str
+    name: str
+
+
 @dataclass
 class ProbeSpec:
     """A DTrace probe description: provider:module:function:name, globs, empty matches all."""
@@ -66,7 +74,7 @@ class ProbeSpec:
         full = [""] * (4 - len(parts)) + parts
         return cls((full[0], full[1], full[2], full[3]), text)
 
-    def matches(self, probe: Probe) -> bool:
+    def matches(self, probe: Named) -> bool:
         values = (probe.provider, probe.module, probe.function, probe.name)
         return all(not pat or fnmatch.fnmatchcase(val, pat) for pat, val in zip(self.fields, values, strict=True))
 

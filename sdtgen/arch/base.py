@@ -33,6 +33,14 @@ class Decoded:
     text: str  # mnemonic and operands, for messages
 
 
+@dataclass(frozen=True)
+class Regs:
+    pc: int
+    sp: int
+    ret: int
+    args: tuple[int, ...]
+
+
 class UnsupportedReloc(Exception):
     """A relocation type this architecture does not understand (the caller names the site)."""
 
@@ -66,6 +74,46 @@ class Arch:
 
     def decode(self, code: bytes, addr: int, read_pointer) -> Decoded | None:
         """Decode the instruction at ``addr`` (``code`` starts there)."""
+        raise NotImplementedError
+
+    # -- emulated boot -----------------------------------------------------------
+    breakpoint: bytes = b""
+    trap_interrupt: int = -1  # Unicorn interrupt number the breakpoint raises
+
+    def nop(self, length: int) -> bytes:
+        """The recommended NOP filling exactly ``length`` bytes."""
+        raise NotImplementedError
+
+    def tail_return(self, length: int) -> bytes:
+        """What a disabled tail-jump site becomes: a return, padded to ``length``."""
+        raise NotImplementedError
+
+    def site_matches(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> bool:
+        """Whether ``code`` (the site's bytes) is the expected call or tail jump to ``stub``."""
+        raise NotImplementedError
+
+    def trap_site(self, pc: int) -> int:
+        """The address of the breakpoint that trapped, given the PC after the trap."""
+        raise NotImplementedError
+
+    def unicorn(self):
+        raise NotImplementedError
+
+    @property
+    def regs(self) -> Regs:
+        """Unicorn register ids of the PC, SP, return value and argument registers."""
+        raise NotImplementedError
+
+    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
+        """Prepare registers and stack to call ``func(args)`` returning to ``return_to``."""
+        raise NotImplementedError
+
+    def args_at_site(self, m, count: int) -> list[int]:
+        """The first ``count`` probe arguments, as the calling convention has them at the site."""
+        raise NotImplementedError
+
+    def emulate_return(self, m) -> None:
+        """Return from the current function (what a tail-jump site does after firing)."""
         raise NotImplementedError
 
     def linker_script(self, kind: str) -> Path:

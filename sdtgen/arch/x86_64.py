@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import struct
+from functools import cached_property
 from typing import ClassVar
 
-from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, SiteShape, UnsupportedReloc
+from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
 
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
@@ -73,6 +74,89 @@ class X86_64(Arch):
             else:
                 form = REF
         return Decoded(form, insn.size, target, slot, text)
+
+
+    # -- emulated boot -----------------------------------------------------------
+    breakpoint = b"\xcc"  # int3
+    trap_interrupt = 3
+
+    def nop(self, length: int) -> bytes:
+        if length in NOPS:
+            return NOPS[length]
+        return NOPS[9] * (length // 9) + (NOPS[length % 9] if length % 9 else b"")
+
+    def tail_return(self, length: int) -> bytes:
+        return b"\xc3" + (self.nop(length - 1) if length > 1 else b"")
+
+    def site_matches(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> bool:
+        if len(code) != length or not -(1 << 31) <= stub - site - 6 < (1 << 31) - 6:
+            return False
+        if length == 5:
+            return code == bytes([0xE8 if form == CALL else 0xE9]) + _rel32(stub - site - 5)
+        if length == 6:
+            if code[:2] == (b"\xff\x15" if form == CALL else b"\xff\x25"):  # through the GOT
+                slot = site + 6 + struct.unpack_from("<i", code, 2)[0]
+                try:
+                    return read_pointer(slot) == stub
+                except Exception:
+                    return False
+            # GNU ld and lld relax GOT calls to direct ones: addr32 call, or jmp + nop.
+            direct = b"\x67\xe8" + _rel32(stub - site - 6) if form == CALL else b"\xe9" + _rel32(stub - site - 5) + b"\x90"
+            return code == direct
+        return False
+
+    def trap_site(self, pc: int) -> int:
+        return pc - 1  # int3 traps with RIP after it
+
+    def unicorn(self):
+        import unicorn
+
+        return unicorn.UC_ARCH_X86, unicorn.UC_MODE_64
+
+    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
+        if len(args) > len(self.regs.args):
+            raise ValueError(f"at most {len(self.regs.args)} integer arguments are passed in registers")
+        for reg, value in zip(self.regs.args, args, strict=False):
+            m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
+        sp = (stack_top & ~0xF) - 8  # at entry, (rsp + 8) is 16-byte aligned
+        m.write(sp, struct.pack("<Q", return_to))
+        m.uc.reg_write(self.regs.sp, sp)
+        m.uc.reg_write(self.regs.pc, func)
+
+    def args_at_site(self, m, count: int) -> list[int]:
+        return [m.uc.reg_read(r) for r in self.regs.args[:count]]
+
+    def emulate_return(self, m) -> None:
+        sp = m.uc.reg_read(self.regs.sp)
+        m.uc.reg_write(self.regs.pc, struct.unpack("<Q", m.read(sp, 8))[0])
+        m.uc.reg_write(self.regs.sp, sp + 8)
+
+    @cached_property
+    def regs(self) -> Regs:
+        from unicorn import x86_const as X
+
+        return Regs(X.UC_X86_REG_RIP, X.UC_X86_REG_RSP, X.UC_X86_REG_RAX,
+                    (X.UC_X86_REG_RDI, X.UC_X86_REG_RSI, X.UC_X86_REG_RDX, X.UC_X86_REG_RCX,
+                     X.UC_X86_REG_R8, X.UC_X86_REG_R9))
+
+
+# Intel's recommended multi-byte NOPs (SDM, "Recommended Multi-Byte Sequence of NOP Instruction").
+# Fixed bytes: Keystone 0.9.2 encodes `nop dword ptr [rax+rax]` as 0f 18 24 00, not a NOP.
+NOPS = {
+    1: bytes.fromhex("90"),
+    2: bytes.fromhex("6690"),
+    3: bytes.fromhex("0f1f00"),
+    4: bytes.fromhex("0f1f4000"),
+    5: bytes.fromhex("0f1f440000"),
+    6: bytes.fromhex("660f1f440000"),
+    7: bytes.fromhex("0f1f8000000000"),
+    8: bytes.fromhex("0f1f840000000000"),
+    9: bytes.fromhex("660f1f840000000000"),
+}
+
+
+def _rel32(delta: int) -> bytes:
+    return struct.pack("<i", delta)
 
 
 ARCH = X86_64()

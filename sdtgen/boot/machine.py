@@ -1,0 +1,198 @@
+"""The emulated machine: an image's PT_LOAD segments at their link addresses, a stack, a way back.
+
+Kernels link in the upper half (0xffffffff80000000) where Unicorn 2.1 cannot
+fetch code from plainly mapped memory, so the machine runs in Unicorn's
+virtual-TLB mode: guest memory lives at low physical addresses and a TLB-fill
+hook maps each virtual page to it. Only TLB misses reach Python. Two facts of
+that mode shape the rest: ``emu_start(until=...)`` does not stop at the
+address, so calls return to a page holding a breakpoint of our own; and a
+write over code already translated is not seen until the translation cache
+is dropped for those bytes (``invalidate``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sdtgen.arch.base import Arch
+from sdtgen.elf.reader import PT_LOAD, ElfFile
+from sdtgen.errors import SdtError
+
+PAGE = 0x1000
+PF_X = 1
+STACK_SIZE = 0x40000
+PHYS_BASE = 0x1000_0000
+CALL_TIMEOUT_US = 20_000_000
+
+
+@dataclass(frozen=True)
+class Region:
+    vaddr: int
+    paddr: int
+    size: int
+    name: str
+    executable: bool = False
+
+
+class GuestFault(Exception):
+    """The guest did something a CPU would fault on. ``str()`` says what."""
+
+    def __init__(self, what: str, pc: int) -> None:
+        super().__init__(what)
+        self.what = what
+        self.pc = pc
+
+
+class Machine:
+    """Unicorn with an image loaded. ``trap`` is called for every breakpoint but our own."""
+
+    def __init__(self, image: ElfFile, arch: Arch) -> None:
+        from unicorn import UC_HOOK_INTR, UC_HOOK_TLB_FILL, UC_TLB_VIRTUAL, Uc
+
+        self.arch = arch
+        self.uc = Uc(*arch.unicorn())
+        self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
+        self.regions: list[Region] = []
+        self._starts: list[int] = []
+        self._next_phys = PHYS_BASE
+        self.trap: Callable[[int], None] | None = None
+        self.last_miss: tuple[int, int] | None = None
+        self._returned = False
+        self._stopped_by: GuestFault | None = None
+        self.load(image)
+        top = 1 << arch.bits
+        self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
+        self.stack_top = top - 2 * PAGE
+        self._map(self.exit_addr, PAGE, "exit")
+        self.write(self.exit_addr, arch.breakpoint * (PAGE // len(arch.breakpoint)))
+        self._map(self.stack_top - STACK_SIZE, STACK_SIZE, "stack")
+        self.uc.hook_add(UC_HOOK_TLB_FILL, self._tlb_fill)
+        self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
+
+    # -- memory ---------------------------------------------------------------------
+    def load(self, image: ElfFile) -> None:
+        """Map every PT_LOAD segment at its link address; the part past the file is zero (bss)."""
+        loads = [s for s in image.segments if s.type == PT_LOAD and s.memsz]
+        if not loads:
+            raise image.fail("has no loadable segments", "give a linked image")
+        for seg in loads:
+            start = seg.vaddr & ~(PAGE - 1)
+            end = (seg.vaddr + seg.memsz + PAGE - 1) & ~(PAGE - 1)
+            if end > 1 << self.arch.bits or end - start > 1 << 30:
+                raise image.fail(f"segment at {seg.vaddr:#x} of {seg.memsz:#x} bytes cannot be loaded",
+                                 "link the image at a valid address")
+            self._map(start, end - start, f"segment {seg.vaddr:#x}", executable=bool(seg.flags & PF_X))
+            self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
+
+    def _map(self, vaddr: int, size: int, name: str, executable: bool = False) -> None:
+        for r in self.regions:
+            if vaddr < r.vaddr + r.size and r.vaddr < vaddr + size:
+                if r.vaddr <= vaddr and vaddr + size <= r.vaddr + r.size:
+                    return  # segments sharing a page
+                raise SdtError("", f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
+        region = Region(vaddr, self._next_phys, size, name, executable)
+        self.uc.mem_map(region.paddr, size)
+        self._next_phys += size + PAGE
+        i = bisect.bisect(self._starts, vaddr)
+        self._starts.insert(i, vaddr)
+        self.regions.insert(i, region)
+
+    def _region(self, vaddr: int) -> Region | None:
+        i = bisect.bisect_right(self._starts, vaddr) - 1
+        if i >= 0 and vaddr < self.regions[i].vaddr + self.regions[i].size:
+            return self.regions[i]
+        return None
+
+    def region_of(self, vaddr: int) -> Region:
+        r = self._region(vaddr)
+        if r is None:
+            raise GuestFault(f"no memory at {vaddr:#x}", vaddr)
+        return r
+
+    def is_code(self, vaddr: int, size: int) -> bool:
+        r = self._region(vaddr)
+        return r is not None and r.executable and vaddr + size <= r.vaddr + r.size
+
+    def _phys(self, vaddr: int, size: int) -> int:
+        r = self._region(vaddr)
+        if r is None or vaddr + size > r.vaddr + r.size:
+            raise GuestFault(f"no memory at {vaddr:#x} (+{size})", vaddr)
+        return r.paddr + vaddr - r.vaddr
+
+    def read(self, vaddr: int, size: int) -> bytes:
+        return bytes(self.uc.mem_read(self._phys(vaddr, size), size))
+
+    def write(self, vaddr: int, data: bytes) -> None:
+        self.uc.mem_write(self._phys(vaddr, len(data)), bytes(data))
+
+    def write_code(self, vaddr: int, data: bytes) -> None:
+        """Write instructions and drop their translations, as a kernel syncs the icache."""
+        self.write(vaddr, data)
+        self.invalidate(vaddr, vaddr + len(data))
+
+    def invalidate(self, start: int, end: int) -> None:
+        self.uc.ctl_remove_cache(start, end)
+
+    def read_pointer(self, vaddr: int) -> int:
+        return int.from_bytes(self.read(vaddr, self.arch.bits // 8), "little" if self.arch.little else "big")
+
+    def _tlb_fill(self, uc, vaddr, access, entry, user) -> bool:
+        from unicorn import UC_PROT_ALL
+
+        r = self._region(vaddr)
+        if r is None:
+            self.last_miss = (vaddr, access)
+            return False
+        entry.paddr = (r.paddr + vaddr - r.vaddr) & ~(PAGE - 1)
+        entry.perms = UC_PROT_ALL
+        return True
+
+    # -- running ---------------------------------------------------------------------
+    def _interrupt(self, uc, intno: int, user) -> None:
+        pc = uc.reg_read(self.arch.regs.pc)
+        if intno == self.arch.trap_interrupt:
+            site = self.arch.trap_site(pc)
+            if site == self.exit_addr:
+                self._returned = True
+                uc.emu_stop()
+                return
+            if self.trap is not None:
+                try:
+                    self.trap(site)
+                    return
+                except GuestFault as fault:
+                    self._stopped_by = fault
+                    uc.emu_stop()
+                    return
+            self._stopped_by = GuestFault("breakpoint trap", site)
+        else:
+            self._stopped_by = GuestFault(f"CPU exception {intno}", pc)
+        uc.emu_stop()
+
+    def call(self, func: int, args: list[int], timeout_us: int = CALL_TIMEOUT_US) -> int:
+        """Call ``func(*args)`` per the ABI; the return value, or GuestFault."""
+        from unicorn import UcError
+
+        self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
+        self._returned, self._stopped_by, self.last_miss = False, None, None
+        try:
+            self.uc.emu_start(func, 0, timeout=timeout_us)
+        except UcError as e:
+            pc = self.uc.reg_read(self.arch.regs.pc)
+            raise GuestFault(self._describe(e), pc) from None
+        if self._stopped_by is not None:
+            raise self._stopped_by
+        if not self._returned:
+            raise GuestFault(f"did not return within {timeout_us / 1e6:g} s", self.uc.reg_read(self.arch.regs.pc))
+        return self.uc.reg_read(self.arch.regs.ret)
+
+    def _describe(self, e: Exception) -> str:
+        from unicorn import UC_MEM_FETCH, UC_MEM_WRITE
+
+        if self.last_miss is not None:
+            addr, access = self.last_miss
+            kind = {UC_MEM_WRITE: "write to", UC_MEM_FETCH: "instruction fetch from"}.get(access, "read from")
+            return f"page fault: {kind} unmapped address {addr:#x}"
+        return str(e)

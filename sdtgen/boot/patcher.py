@@ -1,0 +1,70 @@
+"""Boot-time patching: every verified site becomes a NOP (or a return, for a tail jump).
+
+Like Linux's ftrace_verify_code(), nothing is written over bytes that are not
+exactly the expected call or jump to the probe's stub: such a site is refused,
+reported and left alone. Sites are verified and patched in one pass over a
+copy of each code region, written back once and invalidated once, so tens of
+thousands of sites cost one emulator write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdtgen.boot.machine import Machine
+from sdtgen.table import TableProbe, TableSite
+
+
+@dataclass(frozen=True)
+class PatchedSite:
+    addr: int
+    length: int
+    form: str
+    probe: TableProbe
+    original: bytes  # the call that was there
+    disabled: bytes  # what the patcher wrote: NOP, or return + NOPs
+    armed: bytes  # breakpoint over the first bytes of ``disabled``
+
+
+@dataclass(frozen=True)
+class Refusal:
+    entry: TableSite
+    found: bytes
+    reason: str
+
+
+@dataclass
+class PatchResult:
+    sites: list[PatchedSite]
+    refused: list[Refusal]
+
+
+def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
+    arch = machine.arch
+    sites: list[PatchedSite] = []
+    refused: list[Refusal] = []
+    buffers: dict[int, tuple[int, bytearray]] = {}  # region start -> (start, copy of its bytes)
+    seen: set[int] = set()
+    for e in entries:
+        if not machine.is_code(e.addr, e.length):
+            refused.append(Refusal(e, b"", "not inside the image's executable code"))
+            continue
+        region = machine.region_of(e.addr)
+        start, buf = buffers.get(region.vaddr) or buffers.setdefault(
+            region.vaddr, (region.vaddr, bytearray(machine.read(region.vaddr, region.size))))
+        off = e.addr - start
+        code = bytes(buf[off:off + e.length])
+        if any(a in seen for a in range(e.addr, e.addr + e.length)):
+            refused.append(Refusal(e, code, "overlaps a site already patched"))
+            continue
+        if not arch.site_matches(code, e.addr, e.form, e.length, e.probe.stub, machine.read_pointer):
+            refused.append(Refusal(e, code, f"not the expected {e.form} to the stub at {e.probe.stub:#x}"))
+            continue
+        disabled = arch.nop(e.length) if e.form == "call" else arch.tail_return(e.length)
+        armed = arch.breakpoint + disabled[len(arch.breakpoint):]
+        buf[off:off + e.length] = disabled
+        seen.update(range(e.addr, e.addr + e.length))
+        sites.append(PatchedSite(e.addr, e.length, e.form, e.probe, code, disabled, armed))
+    for start, buf in buffers.values():
+        machine.write_code(start, bytes(buf))
+    return PatchResult(sites, refused)
