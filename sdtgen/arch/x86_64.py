@@ -101,8 +101,9 @@ class X86_64(Arch):
                 except Exception:
                     return False
             # GNU ld and lld relax GOT calls to direct ones: addr32 call, or jmp + nop.
-            direct = b"\x67\xe8" + _rel32(stub - site - 6) if form == CALL else b"\xe9" + _rel32(stub - site - 5) + b"\x90"
-            return code == direct
+            if form == CALL:
+                return code == b"\x67\xe8" + _rel32(stub - site - 6)
+            return code == b"\xe9" + _rel32(stub - site - 5) + b"\x90"
         return False
 
     def trap_site(self, pc: int) -> int:
