@@ -31,6 +31,12 @@ demo: $(STAMP)
 	@echo
 	@echo "== Every site is where the table says"
 	$(BIN)/sdtgen check $(DEMO)/kernel.o $(DEMO)/kernel.elf
+	@echo
+	@echo "== Boot it in the emulator: sites become NOPs; arm a few probes and run the kernel"
+	$(BIN)/sdtgen boot $(DEMO)/kernel.elf --run kmain --arg 1 \
+		--enable 'hk:vfs::' --enable 'hk:proc:exec:exec-success' --enable 'hk:sched:switch:six' \
+		--run kmain --arg 1 \
+		--disable 'hk:vfs::' --enable 'hk:proc:exit:done' --run kmain --arg 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -165,7 +165,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
     from sdtgen.boot.console import Console, parse_int, run_script
     from sdtgen.boot.session import BootSession, Reporter
 
-    session = BootSession(args.image, Reporter(as_json=args.json))
+    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch)
     try:
         for kind, value, extra in args.actions or []:
             if kind == "enable":
@@ -231,10 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("image")
     b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
     b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
-    b.add_argument("--run", action=_Ordered, metavar="SYMBOL", help="call a function of the image")
+    b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
+                   help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
     b.add_argument("--arg", action=_Ordered, metavar="N", help="an integer argument of the preceding --run")
     b.add_argument("--script", action=_Ordered, metavar="FILE", help="commands, one per line (see -i)")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
+    b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="JSON Lines events")
     b.set_defaults(func=cmd_boot, actions=None)
 

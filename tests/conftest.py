@@ -1,58 +1,11 @@
-"""Shared fixtures: real builds of the fixture kernel with gcc and binutils."""
+"""Shared fixtures: real builds of the fixture kernel with gcc and binutils, booted in Unicorn."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURE = ROOT / "fixtures" / "kernel"
-SDTGEN = str(Path(sys.executable).with_name("sdtgen"))
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def need_tool(tool: str, package: str) -> str:
-    """The tool's path; a skip naming the Debian package, or a failure under CI."""
-    path = shutil.which(tool)
-    if path is None:
-        message = f"{tool} not found: apt-get install {package}"
-        if IN_CI:
-            pytest.fail(message + " (CI installs it in .ci/run)")
-        pytest.skip(message)
-    return path
-
-
-def run(cmd: list[str], cwd: Path | str | None = None, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, **kw)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def sdtgen(*args: str, check: bool = False, cwd: Path | str | None = None) -> subprocess.CompletedProcess:
-    return run([SDTGEN, *map(str, args)], cwd=cwd, check=check)
-
-
-@dataclass
-class Build:
-    dir: Path
-    partial: Path
-    image: Path
-    stubs: Path
-    table: Path
-
-
-def build_fixture(out: Path, **make_vars: str) -> Build:
-    out.mkdir(parents=True, exist_ok=True)
-    assigns = [f"{k}={v}" for k, v in make_vars.items()]
-    run(["make", "-C", str(FIXTURE), f"O={out}", f"SDTGEN={SDTGEN}", *assigns])
-    return Build(out, out / "kernel.o", out / "kernel.elf", out / "kernel_sdt_stubs.c", out / "kernel_sdt_table.S")
+from booted import Booted
+from helpers import Build, build_fixture
+from native_oracle import build_native, run_native
 
 
 @pytest.fixture(scope="session")
@@ -67,41 +20,20 @@ def kernel_offset(tmp_path_factory: pytest.TempPathFactory) -> Build:
     return build_fixture(tmp_path_factory.mktemp("kernel-offset"), SDT_MODE="offset")
 
 
-def compile_c(tmp: Path, name: str, source: str, *flags: str) -> Path:
-    """Compile one C file with kernel flags and sdt.h on the include path."""
-    src = tmp / f"{name}.c"
-    src.write_text(source)
-    obj = tmp / f"{name}.o"
-    include = sdtgen("include-dir", check=True).stdout.strip()
-    run(["gcc", "-ffreestanding", "-mcmodel=kernel", "-mno-red-zone", "-fno-pic", "-O2",
-         "-fno-asynchronous-unwind-tables", f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
-    return obj
+@pytest.fixture
+def booted(kernel):
+    b = Booted(kernel.image)
+    b.events()  # drop the boot's own events
+    yield b
+    b.session.close()
 
 
-def assemble(tmp: Path, name: str, source: str, *flags: str) -> Path:
-    src = tmp / f"{name}.s"
-    src.write_text(source)
-    obj = tmp / f"{name}.o"
-    run(["as", *flags, "-o", str(obj), str(src)])
-    return obj
+@pytest.fixture(scope="session")
+def native_exe(kernel, tmp_path_factory):
+    """The fixture's C built for this machine, every probe a function that prints its call."""
+    return build_native(kernel.partial, tmp_path_factory.mktemp("native"))
 
 
-def partial_link(tmp: Path, name: str, *objs: Path) -> Path:
-    out = tmp / f"{name}.o"
-    script = sdtgen("linker-script", "partial", "--path", check=True).stdout.strip()
-    run(["ld", "-r", "-T", script, "-o", str(out), *map(str, objs)])
-    return out
-
-
-def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image", order: str = "kernel-first") -> Path:
-    """gen + compile stubs and table + final link, the way sdtgen.mk does it."""
-    stubs, table = tmp / f"{name}_stubs.c", tmp / f"{name}_table.S"
-    sdtgen("gen", partial, "--mode", mode, "--stubs", stubs, "--table", table, check=True)
-    stubs_o, table_o = tmp / f"{name}_stubs.o", tmp / f"{name}_table.o"
-    run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run(["gcc", "-c", "-o", str(table_o), str(table)])
-    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
-    image = tmp / f"{name}.elf"
-    objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
-    run(["ld", "-T", script, "-o", str(image), *map(str, objs)])
-    return image
+@pytest.fixture(scope="session")
+def native(native_exe):
+    return lambda calls: run_native(native_exe, calls)

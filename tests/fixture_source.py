@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from conftest import FIXTURE
+from helpers import FIXTURE
 
 _DEFINE = re.compile(r"SDT_PROBE_DEFINE(\d?)\(([^;]*)\);")
 

@@ -6,7 +6,7 @@ import json
 import shutil
 import struct
 
-from conftest import final_link, sdtgen
+from helpers import final_link, sdtgen
 
 from sdtgen.elf.reader import ElfFile
 
@@ -76,7 +76,7 @@ def test_reloc_mode_survives_the_same_reordering(kernel, tmp_path):
 
 
 def test_check_rejects_a_table_from_another_object(kernel, tmp_path):
-    from conftest import compile_c, partial_link
+    from helpers import compile_c, partial_link
 
     other = partial_link(tmp_path, "other", compile_c(tmp_path, "o", "int f(void) { return 1; }\n"))
     proc = sdtgen("check", other, kernel.image)
@@ -84,7 +84,7 @@ def test_check_rejects_a_table_from_another_object(kernel, tmp_path):
 
 
 def test_check_on_an_image_without_tables(tmp_path):
-    from conftest import compile_c, run
+    from helpers import compile_c, run
 
     obj = compile_c(tmp_path, "plain", "int kmain(void) { return 0; }\n")
     image = tmp_path / "plain.elf"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import assemble, compile_c, run, sdtgen
+from helpers import assemble, compile_c, run, sdtgen
 
 from sdtgen.cli import main
 

@@ -6,7 +6,7 @@ import re
 import shutil
 
 import pytest
-from conftest import assemble, compile_c, final_link, need_tool, partial_link, run, sdtgen
+from helpers import assemble, compile_c, final_link, need_tool, partial_link, run, sdtgen
 
 from sdtgen.elf.reader import ElfFile
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import compile_c, run, sdtgen
+from helpers import compile_c, run, sdtgen
 
 ALL_ARITIES = """
 #include <sdt.h>

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import sdtgen
 from fixture_source import defined_probes
+from helpers import sdtgen
 
 
 def listed(path) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import FIXTURE, SDTGEN, run
+from helpers import FIXTURE, SDTGEN, run
 
 
 def make(out, *args: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import assemble, compile_c, need_tool, partial_link, run, sdtgen
+from helpers import assemble, compile_c, need_tool, partial_link, run, sdtgen
 
 
 def readelf_probe_relocs(obj) -> list[tuple[str, int, str, str]]:

@@ -13,7 +13,9 @@ HELP = """commands:
   list [SPEC]          probes with their sites and whether they are armed
   enable SPEC          arm every probe matching provider:module:function:name (globs, empty fields match all)
   disable SPEC         disarm them (the sites go back to NOPs)
-  run SYMBOL [ARG...]  call a function of the image with integer arguments
+  run SYMBOL[:TYPE] [ARG...]
+                       call a function of the image with integer arguments; TYPE (long, int,
+                       uint, ulong, str, void; default long) says how to read its result
   stats                firings per probe so far
   quit                 leave"""
 

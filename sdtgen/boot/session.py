@@ -11,11 +11,13 @@ from typing import TextIO
 
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.patcher import PatchResult, Refusal, patch_sites
-from sdtgen.boot.runtime import Firing, ProbeRuntime, SpecError
+from sdtgen.boot.runtime import Firing, ProbeRuntime, SpecError, read_guest_string
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError
 from sdtgen.image import Image
 from sdtgen.table import TableError, read_tables
+
+RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 
 
 class Reporter:
@@ -43,9 +45,10 @@ class Reporter:
         self._emit({"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args)},
                    f"{f.probe}  {format_args(f)}".rstrip())
 
-    def returned(self, symbol: str, args: list[int], value: int) -> None:
+    def returned(self, symbol: str, args: list[int], value: int | str | None) -> None:
+        shown = "void" if value is None else json.dumps(value) if isinstance(value, str) else str(value)
         self._emit({"event": "return", "symbol": symbol, "value": value},
-                   f"{symbol}({', '.join(map(str, args))}) = {value}")
+                   f"{symbol}({', '.join(map(str, args))}) = {shown}")
 
     def fault(self, symbol: str, fault: GuestFault, where: str, last: str | None) -> None:
         self._emit({"event": "fault", "symbol": symbol, "fault": fault.what, "pc": fault.pc, "where": where,
@@ -75,7 +78,7 @@ def format_args(f: Firing) -> str:
 
 
 class BootSession:
-    def __init__(self, path: str, reporter: Reporter) -> None:
+    def __init__(self, path: str, reporter: Reporter, patch: bool = True) -> None:
         self.reporter = reporter
         self.image = Image(path)
         arch = self.image.arch
@@ -86,7 +89,8 @@ class BootSession:
         except (TableError, GuestFault) as e:
             raise self.image.elf.fail(f"corrupt probe table in memory: {e}",
                                       "regenerate it with `sdtgen gen` and relink") from None
-        self.patch = patch_sites(self.machine, entries)
+        # Without patching, every site stays a call to its empty stub (for comparison).
+        self.patch = patch_sites(self.machine, entries) if patch else PatchResult([], [])
         reporter.patched(self.patch)
         for r in self.patch.refused:
             reporter.refused(r, self.image.symbolize(r.entry.addr))
@@ -115,7 +119,12 @@ class BootSession:
     def functions(self) -> list[str]:
         return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)
 
-    def run(self, symbol: str, args: list[int]) -> int | None:
+    def run(self, target: str, args: list[int]) -> int | str | None:
+        """Call ``SYMBOL[:TYPE]``; TYPE (int, long, uint, ulong, str, void) says how to read the result."""
+        symbol, _, rtype = target.partition(":")
+        rtype = rtype or "long"
+        if rtype not in RETURN_TYPES:
+            raise SdtError("", f"unknown return type {rtype!r} in {target!r}", f"use one of {', '.join(RETURN_TYPES)}")
         sym = self.image.symbols.get(symbol)
         if sym is None or sym.type != STT_FUNC:
             raise SdtError(self.image.path, f"no function {symbol!r} in the image", "check the symbol name")
@@ -128,9 +137,20 @@ class BootSession:
             self.faults += 1
             self.reporter.fault(symbol, fault, self.image.symbolize(fault.pc), self.runtime.last_fired)
             return None
-        bits = self.image.arch.bits
-        value = raw - (1 << bits) if raw >> (bits - 1) else raw  # the register, as a signed integer
+        value = self._decode_return(raw, rtype)
         self.reporter.returned(symbol, args, value)
+        return value
+
+    def _decode_return(self, raw: int, rtype: str) -> int | str | None:
+        bits = self.image.arch.bits
+        if rtype == "void":
+            return None
+        if rtype == "str":
+            return read_guest_string(self.machine, raw)
+        width = 32 if rtype in ("int", "uint") else bits
+        value = raw & ((1 << width) - 1)
+        if rtype in ("int", "long") and value >> (width - 1):
+            value -= 1 << width
         return value
 
     def stats(self) -> None:

@@ -49,3 +49,64 @@ def test_decode_call_through_a_got_slot():
 def test_other_instructions_are_not_sites():
     d = ARCH.decode(bytes.fromhex("0f1f440000"), 0, None)
     assert d.form == REF and d.text.startswith("nop")
+
+
+def execute(code: bytes) -> tuple[int, int]:
+    """Run ``code`` then int3 in Unicorn at a kernel address; (RIP after it, the trap count)."""
+    from unicorn import UC_ARCH_X86, UC_HOOK_INTR, UC_MODE_64, Uc
+    from unicorn.x86_const import UC_X86_REG_RIP, UC_X86_REG_RSP
+
+    uc = Uc(UC_ARCH_X86, UC_MODE_64)
+    uc.mem_map(0x1000, 0x2000)
+    uc.mem_write(0x1000, code + b"\xcc")
+    uc.mem_write(0x2800, (0x1000 + len(code)).to_bytes(8, "little"))  # where a ret goes: the int3
+    uc.reg_write(UC_X86_REG_RSP, 0x2800)
+    traps = []
+
+    def on_trap(uc, intno, user):
+        traps.append(uc.reg_read(UC_X86_REG_RIP))
+        uc.emu_stop()
+
+    uc.hook_add(UC_HOOK_INTR, on_trap)
+    uc.emu_start(0x1000, 0x1000 + 0x1000)
+    return traps[0] - 0x1000, len(traps)
+
+
+def test_every_nop_is_one_nop_instruction_of_its_length_and_runs():
+    cs = ARCH.disassembler()
+    for n in range(1, 16):
+        code = ARCH.nop(n)
+        insns = list(cs.disasm(code, 0))
+        assert len(code) == n and sum(i.size for i in insns) == n
+        assert all(i.mnemonic == "nop" for i in insns)
+        if n <= 9:
+            assert len(insns) == 1  # one instruction: a disabled probe costs one NOP
+        assert execute(code) == (n + 1, 1)  # falls through to the int3 after it
+
+
+def test_tail_return_is_ret_then_padding():
+    cs = ARCH.disassembler()
+    for n in (5, 6):
+        code = ARCH.tail_return(n)
+        first = next(cs.disasm(code, 0))
+        assert (first.mnemonic, first.size, len(code)) == ("ret", 1, n)
+        assert execute(code) == (n + 1, 1)  # returned to the address on the stack
+
+
+def test_breakpoint_and_simple_encodings_agree_with_keystone_and_capstone():
+    cs = ARCH.disassembler()
+    assert ARCH.breakpoint == asm("int3") and next(cs.disasm(ARCH.breakpoint, 0)).mnemonic == "int3"
+    assert ARCH.nop(1) == asm("nop") and ARCH.tail_return(1) == asm("ret")
+    assert ARCH.nop(2) == asm("xchg ax, ax")
+    # Keystone 0.9.2 turns multi-byte NOPs into prefetch hints (0f 18 ...); Capstone is the judge there.
+    assert asm("nop dword ptr [rax+rax]") != ARCH.nop(5)
+
+
+def test_site_matches_only_the_exact_call_to_the_stub():
+    site, stub = 0xFFFFFFFF80000100, 0xFFFFFFFF80000020
+    call = asm(f"call {stub:#x}", site)
+    assert ARCH.site_matches(call, site, CALL, 5, stub, None)
+    assert not ARCH.site_matches(call, site, CALL, 5, stub + 16, None)
+    assert not ARCH.site_matches(call, site, TAIL, 5, stub, None)
+    assert ARCH.site_matches(asm(f"jmp {stub:#x}", site)[:5], site, TAIL, 5, stub, None)
+    assert not ARCH.site_matches(ARCH.nop(5), site, CALL, 5, stub, None)

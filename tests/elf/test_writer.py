@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import compile_c, run
+from helpers import compile_c, run
 
 from sdtgen.elf.reader import ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols

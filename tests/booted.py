@@ -1,0 +1,30 @@
+"""A boot session on a real image whose JSON events the test reads."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from native_oracle import PROTOTYPES, Call
+
+from sdtgen.boot.session import BootSession, Reporter
+
+
+class Booted:
+    """A BootSession whose JSON events are kept for the test to read."""
+
+    def __init__(self, image, patch: bool = True) -> None:
+        self.buffer = io.StringIO()
+        self.session = BootSession(str(image), Reporter(as_json=True, out=self.buffer), patch=patch)
+
+    def events(self) -> list[dict]:
+        out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]
+        self.buffer.seek(0)
+        self.buffer.truncate()
+        return out
+
+    def run(self, calls: list[Call]) -> list[dict]:
+        for c in calls:
+            ret = PROTOTYPES[c.function][0] if c.function in PROTOTYPES else "long"
+            self.session.run(f"{c.function}:{ret}", list(c.args))
+        return self.events()
