@@ -52,3 +52,30 @@ def test_code_writes_are_seen_after_invalidation(machine):
     assert m.call(func, [3]) == 8
     m.write_code(func, bytes.fromhex("b82a000000c3"))  # mov eax, 42; ret
     assert m.call(func, [3]) == 42
+
+
+def test_only_tlb_misses_and_traps_reach_python(kernel, monkeypatch):
+    """A disarmed probe must cost a NOP: no per-instruction or per-block hook is ever installed."""
+    import unicorn
+
+    kinds = []
+    real = unicorn.Uc.hook_add
+
+    def recording(self, htype, *args, **kw):
+        kinds.append(htype)
+        return real(self, htype, *args, **kw)
+
+    monkeypatch.setattr(unicorn.Uc, "hook_add", recording)
+    from booted import Booted
+    from native_oracle import Call
+
+    b = Booted(kernel.image)
+    try:
+        traps = []
+        inner = b.session.machine.trap
+        b.session.machine.trap = lambda addr: (traps.append(addr), inner(addr))
+        b.run([Call("kmain", (1,)), Call("sched_run", (50,))])
+        assert traps == []  # 21 patched sites ran, none reached Python
+    finally:
+        b.session.close()
+    assert sorted(kinds) == sorted([unicorn.UC_HOOK_TLB_FILL, unicorn.UC_HOOK_INTR])
