@@ -19,7 +19,8 @@ from sdtgen.probes import Site
 from sdtgen.scan import ScanResult
 from sdtgen.table import TableSite
 
-STABLE, MOVED, MISSING = "stable", "moved", "missing"
+STABLE, MOVED, MISSING, FOLDED = "stable", "moved", "missing", "folded"
+FINE = (STABLE, FOLDED)  # a folded site is the same code as a stable one: patched once, fires for both
 
 
 @dataclass
@@ -50,10 +51,30 @@ class StabilityReport:
     mode: str
     verdicts: list[Verdict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # whole-table problems
+    extra: list[str] = field(default_factory=list)  # calls to stubs no entry covers (with find_extra)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and all(v.status == STABLE for v in self.verdicts)
+        return not self.problems and all(v.status in FINE for v in self.verdicts)
+
+    def summary(self) -> str:
+        """The causes in a few words: what moved and how, for tables and matrix cells."""
+        if self.problems:
+            return self.problems[0]
+        moved = [v for v in self.verdicts if v.status == MOVED]
+        missing = [v for v in self.verdicts if v.status == MISSING]
+        parts = []
+        if moved:
+            deltas = {v.delta for v in moved}
+            if len(deltas) == 1:
+                parts.append(f"{len(moved)} sites shifted by {deltas.pop():+#x}: something was linked before "
+                             "the partial link's text")
+            else:
+                parts.append(f"{len(moved)} sites moved by {len(deltas)} different amounts: the final link "
+                             "reordered text input sections")
+        if missing:
+            parts.append(f"{len(missing)} sites missing: {missing[0].cause}")
+        return "; ".join(parts)
 
     def count(self, status: str) -> int:
         return sum(v.status == status for v in self.verdicts)
@@ -61,10 +82,11 @@ class StabilityReport:
     def to_json(self) -> dict:
         return {"object": self.object, "image": self.image, "mode": self.mode, "ok": self.ok,
                 "stable": self.count(STABLE), "moved": self.count(MOVED), "missing": self.count(MISSING),
-                "problems": self.problems, "sites": [v.to_json() for v in self.verdicts]}
+                "folded": self.count(FOLDED), "extra": self.extra, "problems": self.problems,
+                "sites": [v.to_json() for v in self.verdicts]}
 
 
-def check(result: ScanResult, image: Image) -> StabilityReport:
+def check(result: ScanResult, image: Image, find_extra: bool = False) -> StabilityReport:
     sites = [s for s in result.sites if s.form != REF]
     entries = image.sites()
     mode = entries[0].mode if entries else "reloc"
@@ -76,10 +98,35 @@ def check(result: ScanResult, image: Image) -> StabilityReport:
         report.problems.append(
             f"the image's table has {len(entries)} site entries but {result.object} has {len(sites)} sites: "
             "the table was generated from another object; rerun `sdtgen gen` and relink")
+    first_at: dict[int, Verdict] = {}
     for i, site in enumerate(sites):
         entry = entries[i] if i < len(entries) else None
-        report.verdicts.append(_judge(site, entry, image))
+        verdict = _judge(site, entry, image)
+        earlier = first_at.get(verdict.actual) if verdict.actual is not None else None
+        if verdict.status == STABLE and earlier is not None:
+            # Two sites, one address: identical code folding kept one copy of both functions.
+            verdict.status = FOLDED
+            verdict.cause = f"identical code folding merged {site.function.partition('+')[0]} into " \
+                            f"{earlier.site.function.partition('+')[0]}; the copy kept fires for both"
+        elif verdict.actual is not None:
+            first_at.setdefault(verdict.actual, verdict)
+        report.verdicts.append(verdict)
+    if find_extra:
+        report.extra = _unlisted_calls(image, {v.actual for v in report.verdicts if v.actual is not None},
+                                       {s.symbol for s in sites})
     return report
+
+
+def _unlisted_calls(image: Image, listed: set[int], symbols: set[str]) -> list[str]:
+    """Direct branches to probe stubs that no table entry points at: sites the table does not know."""
+    from sdtgen.elf.reader import SHT_NOBITS
+
+    stubs = {image.symbols[s].value for s in symbols if s in image.symbols}
+    found = []
+    for sec in image.elf.sections:
+        if sec.is_exec and sec.type != SHT_NOBITS and sec.size:
+            found += image.arch.branches_to(bytes(image.elf.contents(sec)), sec.addr, stubs)
+    return [image.symbolize(a) for a in sorted(set(found) - listed)]
 
 
 def _decode(image: Image, addr: int, length: int) -> Decoded | None:
@@ -96,8 +143,16 @@ def _decode(image: Image, addr: int, length: int) -> Decoded | None:
     return None
 
 
-def _branches_to(d: Decoded | None, site: Site, stub: int) -> bool:
-    return d is not None and d.form == site.form and d.target == stub and d.length == site.length
+def _branches_to(image: Image, addr: int, d: Decoded | None, site: Site, stub: int) -> bool:
+    """Capstone sees a branch of the site's form to the stub, and its bytes are ones the patcher accepts
+    (the same rule, so check passes exactly the sites the boot will patch)."""
+    if d is None or d.form != site.form or d.target != stub or d.length > site.length:
+        return False
+    try:
+        code = image.read(addr, site.length)
+    except SdtError:
+        return False
+    return image.arch.site_matches(code, addr, site.form, site.length, stub, image.read_pointer)
 
 
 def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
@@ -112,7 +167,7 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
             f"table entry {entry.index} is for {entry.probe.spec} at stub {entry.probe.stub:#x}, not "
             f"{site.probe} at {stub:#x}: the table does not belong to this object"))
     here = _decode(image, entry.addr, site.length)
-    if _branches_to(here, site, stub):
+    if _branches_to(image, entry.addr, here, site, stub):
         return Verdict(site, STABLE, entry.addr, entry.addr)
     found = _locate(site, image, stub)
     seen = f"`{here.text}`" if here else "no decodable instruction"
@@ -143,4 +198,4 @@ def _locate(site: Site, image: Image, stub: int) -> int | None:
         addr = sym.value + int(off, 16)
     except ValueError:
         return None
-    return addr if _branches_to(_decode(image, addr, site.length), site, stub) else None
+    return addr if _branches_to(image, addr, _decode(image, addr, site.length), site, stub) else None

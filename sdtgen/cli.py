@@ -48,37 +48,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
-    from sdtgen.atomic import write_atomic
-    from sdtgen.codegen import generate
-    from sdtgen.elf.writer import add_symbols
-    from sdtgen.scan import open_relocatable, scan_elf
+    from sdtgen.codegen import gen_files
 
-    with open_relocatable(args.object) as elf:
-        result = scan_elf(elf)
-        gen = generate(result, args.mode)
-        anchored = _anchored_object(elf, gen.anchors, add_symbols) if gen.anchors else None
-    # Everything is rendered and checked before the first byte is written.
-    if anchored is not None:
-        write_atomic(args.object, anchored, keep_mode=True)
-    write_atomic(args.stubs, gen.stubs.encode())
-    write_atomic(args.table, gen.table.encode())
+    result = gen_files(args.object, args.stubs, args.table, args.mode)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
     return EXIT_OK
-
-
-def _anchored_object(elf, anchors, add_symbols):
-    """The object with anchor symbols added, or None when it already carries exactly these."""
-    from sdtgen.codegen import ANCHOR_PREFIX
-
-    have = {s.name: (s.shndx, s.value) for s in elf.symbols if s.name.startswith(ANCHOR_PREFIX)}
-    want = {a.name: (a.shndx, a.value) for a in anchors}
-    if have == want:
-        return None
-    if have:
-        raise elf.fail("already carries sdtgen site anchors for a different set of sites",
-                       "rerun the partial link (ld -r) before `sdtgen gen`")
-    return add_symbols(elf, anchors)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -105,9 +80,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         for fix in fixes:
             print(f"{args.image}: to fix: {fix}", file=sys.stderr)
         if not args.quiet or not report.ok:
+            folded = f", {report.count('folded')} folded" if report.count("folded") else ""
             print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
                   f"{report.count('stable')} stable, {report.count('moved')} moved, "
-                  f"{report.count('missing')} missing", file=sys.stderr if not report.ok else sys.stdout)
+                  f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
+            if not report.ok and report.summary():
+                print(f"{args.image}: in short: {report.summary()}", file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -185,6 +163,61 @@ def cmd_boot(args: argparse.Namespace) -> int:
     return EXIT_FAIL if session.faults else EXIT_OK
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    import platform
+    from pathlib import Path
+
+    from sdtgen import matrix
+    from sdtgen.matrix_report import markdown_section, notes, render_table
+
+    root = Path(args.sources) if args.sources else Path(_package_path()).parent / "fixtures" / "kernel"
+    sources = sorted(root.glob("*.c"))
+    if not sources:
+        raise SdtError(str(root), "holds no C sources", "give --sources DIR with the kernel's .c files")
+    extra = Path(_package_path()).parent / "fixtures" / "linkmodes"
+    rows = [r for r in matrix.ROWS if not args.mode or any(fnmatch_any(r.key, args.mode))]
+    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")))
+            if not args.toolchain or any(fnmatch_any(c.label.replace(" ", ":"), args.toolchain))]
+    if not rows or not cols:
+        raise SdtError("", "no matrix cell matches the --mode/--toolchain filters", "see `sdtgen matrix --list`")
+    cells = matrix.run_matrix(sources, extra, rows, cols, jobs=args.jobs, progress=sys.stderr.isatty())
+    if args.json:
+        _emit_json({"cells": [c.to_json() for c in cells]})
+    else:
+        print(render_table(cells, rows, cols))
+        for line in notes(cells):
+            print(f"  {line}")
+    if args.readme:
+        _replace_block(Path(args.readme), markdown_section(cells, rows, cols, _machine(platform)))
+    broken = [c for c in cells if c.state == "done" and c.results["reloc"].status == "broken"]
+    return EXIT_FAIL if broken else EXIT_OK
+
+
+def fnmatch_any(value: str, patterns: list[str]) -> list[bool]:
+    import fnmatch
+
+    return [fnmatch.fnmatchcase(value, p) for p in patterns]
+
+
+def _machine(platform) -> str:
+    import os
+
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"{platform.machine()}, {os.cpu_count()} cores, {python}"
+
+
+def _replace_block(path, text: str) -> None:
+    from sdtgen.atomic import write_atomic
+
+    begin, end = "<!-- matrix:begin -->", "<!-- matrix:end -->"
+    doc = path.read_text()
+    if begin not in doc or end not in doc:
+        raise SdtError(str(path), f"has no {begin} ... {end} block", "add the two markers where the table goes")
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    write_atomic(path, f"{head}{begin}\n{text}\n{end}{tail}".encode())
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -239,6 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="JSON Lines events")
     b.set_defaults(func=cmd_boot, actions=None)
+
+    mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode")
+    mx.add_argument("--sources", metavar="DIR", help="the kernel's C sources (default: the fixture kernel)")
+    mx.add_argument("--mode", action="append", metavar="GLOB", help="rows to run, by key (plain, icf, lto-*...)")
+    mx.add_argument("--compiler", action="append", choices=("gcc", "clang"))
+    mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
+    mx.add_argument("--jobs", type=int, default=2)
+    mx.add_argument("--readme", metavar="FILE", help="rewrite the table between the matrix markers in FILE")
+    mx.add_argument("--json", action="store_true")
+    mx.set_defaults(func=cmd_matrix)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
     sub.add_parser("makefile", help="print the path of the Makefile fragment").set_defaults(func=cmd_makefile)

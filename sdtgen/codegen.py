@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sdtgen.arch.base import REF
-from sdtgen.elf.writer import NewSymbol
+from sdtgen.atomic import write_atomic
+from sdtgen.elf.reader import ElfFile
+from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError
 from sdtgen.probes import Probe, descriptor_problem
-from sdtgen.scan import ScanResult
+from sdtgen.scan import ScanResult, open_relocatable, scan_elf
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
 ANCHOR_PREFIX = "__sdt_site_"
@@ -19,6 +22,35 @@ class Generated:
     stubs: str
     table: str
     anchors: list[NewSymbol]  # to add to the object (reloc mode)
+
+
+def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str = "reloc") -> ScanResult:
+    """`sdtgen gen`: scan, render, then write the anchored object, the stubs and the table.
+
+    Everything is rendered and checked before the first byte is written, and
+    each output goes through a temporary file renamed into place.
+    """
+    with open_relocatable(str(obj)) as elf:
+        result = scan_elf(elf)
+        gen = generate(result, mode)
+        anchored = _anchored_object(elf, gen.anchors) if gen.anchors else None
+    if anchored is not None:
+        write_atomic(obj, anchored, keep_mode=True)
+    write_atomic(stubs, gen.stubs.encode())
+    write_atomic(table, gen.table.encode())
+    return result
+
+
+def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytes | None:
+    """The object with anchor symbols added, or None when it already carries exactly these."""
+    have = {s.name: (s.shndx, s.value) for s in elf.symbols if s.name.startswith(ANCHOR_PREFIX)}
+    want = {a.name: (a.shndx, a.value) for a in anchors}
+    if have == want:
+        return None
+    if have:
+        raise elf.fail("already carries sdtgen site anchors for a different set of sites",
+                       "rerun the partial link (ld -r) before `sdtgen gen`")
+    return add_symbols(elf, anchors)
 
 
 def generate(result: ScanResult, mode: str = "reloc", source: str = "") -> Generated:

@@ -6,7 +6,7 @@ import bisect
 from functools import cached_property
 
 from sdtgen import arch as arches
-from sdtgen.elf.reader import ET_REL, STT_FUNC, ElfFile, Symbol
+from sdtgen.elf.reader import ET_REL, STT_FUNC, STT_OBJECT, ElfFile, Symbol
 from sdtgen.table import PROBES_SET, SITES_SET, Bounds, TableError, TableProbe, TableSite, read_probes, read_tables
 
 
@@ -68,6 +68,19 @@ class Image:
     def _functions(self) -> tuple[list[int], list[Symbol]]:
         funcs = sorted((s for s in self.symbols.values() if s.type == STT_FUNC), key=lambda s: s.value)
         return [f.value for f in funcs], funcs
+
+    @cached_property
+    def _all_symbols(self) -> tuple[list[int], list[Symbol]]:
+        syms = sorted((s for s in self.symbols.values() if s.type in (STT_FUNC, STT_OBJECT)), key=lambda s: s.value)
+        return [s.value for s in syms], syms
+
+    def symbolize_data(self, addr: int) -> str:
+        """``symbol+0xoff`` against any function or object symbol (for pointers into data)."""
+        starts, syms = self._all_symbols
+        i = bisect.bisect_right(starts, addr) - 1
+        if i >= 0 and (syms[i].size == 0 or addr < syms[i].value + syms[i].size):
+            return f"{syms[i].name}+{addr - syms[i].value:#x}"
+        return f"{addr:#x}"
 
     def symbolize(self, addr: int) -> str:
         """``function+0xoff`` for an address, or the bare hex address."""

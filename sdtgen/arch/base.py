@@ -72,13 +72,31 @@ class Arch:
             self._disassembler = self.capstone()
         return self._disassembler
 
+    branch_mnemonics: frozenset[str] = frozenset()
+
     def decode(self, code: bytes, addr: int, read_pointer) -> Decoded | None:
         """Decode the instruction at ``addr`` (``code`` starts there)."""
         raise NotImplementedError
 
+    def branches_to(self, code: bytes, addr: int, targets: set[int]) -> list[int]:
+        """Addresses of the direct calls and jumps in ``code`` (a linear sweep) that go to ``targets``."""
+        cs = self.capstone()
+        cs.skipdata = True
+        found = []
+        for insn in cs.disasm(code, addr):
+            if insn.mnemonic in self.branch_mnemonics:
+                try:
+                    target = int(insn.op_str, 16)
+                except ValueError:
+                    continue
+                if target in targets:
+                    found.append(insn.address)
+        return found
+
     # -- emulated boot -----------------------------------------------------------
     breakpoint: bytes = b""
     trap_interrupt: int = -1  # Unicorn interrupt number the breakpoint raises
+    relative_reloc: int = -1  # the dynamic relocation a PIE kernel applies to itself
 
     def nop(self, length: int) -> bytes:
         """The recommended NOP filling exactly ``length`` bytes."""

@@ -32,6 +32,9 @@ class X86_64(Arch):
     understood = frozenset({R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32, R_X86_64_GOTPCREL, R_X86_64_32,
                             R_X86_64_32S, R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX})
 
+    branch_mnemonics = frozenset({"call", "jmp", "je", "jne", "ja", "jae", "jb", "jbe", "jg", "jge", "jl", "jle",
+                                  "js", "jns", "jo", "jno", "jp", "jnp"})
+
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
@@ -79,6 +82,7 @@ class X86_64(Arch):
     # -- emulated boot -----------------------------------------------------------
     breakpoint = b"\xcc"  # int3
     trap_interrupt = 3
+    relative_reloc = 8  # R_X86_64_RELATIVE
 
     def nop(self, length: int) -> bytes:
         if length in NOPS:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdtgen.arch.base import Arch
-from sdtgen.elf.reader import PT_LOAD, ElfFile
+from sdtgen.elf.reader import ET_DYN, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError
 
 PAGE = 0x1000
@@ -73,24 +73,50 @@ class Machine:
 
     # -- memory ---------------------------------------------------------------------
     def load(self, image: ElfFile) -> None:
-        """Map every PT_LOAD segment at its link address; the part past the file is zero (bss)."""
+        """Map every PT_LOAD segment at its link address; the part past the file is zero (bss).
+
+        Segments may share pages (lld packs them), so the pages they cover are
+        mapped as contiguous runs first, then each segment's bytes written.
+        """
         loads = [s for s in image.segments if s.type == PT_LOAD and s.memsz]
         if not loads:
             raise image.fail("has no loadable segments", "give a linked image")
-        for seg in loads:
+        runs: list[list[int]] = []  # [start, end, executable]
+        for seg in sorted(loads, key=lambda s: s.vaddr):
             start = seg.vaddr & ~(PAGE - 1)
             end = (seg.vaddr + seg.memsz + PAGE - 1) & ~(PAGE - 1)
             if end > 1 << self.arch.bits or end - start > 1 << 30:
                 raise image.fail(f"segment at {seg.vaddr:#x} of {seg.memsz:#x} bytes cannot be loaded",
                                  "link the image at a valid address")
-            self._map(start, end - start, f"segment {seg.vaddr:#x}", executable=bool(seg.flags & PF_X))
+            if runs and start <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], end)
+                runs[-1][2] |= bool(seg.flags & PF_X)
+            else:
+                runs.append([start, end, bool(seg.flags & PF_X)])
+        for start, end, executable in runs:
+            self._map(start, end - start, f"segments at {start:#x}", executable=bool(executable))
+        for seg in loads:
             self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
+        if image.type == ET_DYN:
+            self._self_relocate(image)
+
+    def _self_relocate(self, image: ElfFile) -> None:
+        """Apply a PIE kernel's RELATIVE relocations at its link address, as it would itself."""
+        size = self.arch.bits // 8
+        for sec in image.sections:
+            if sec.type not in (SHT_RELA, SHT_REL) or not sec.is_alloc:
+                continue
+            for r in image.relocations(sec):
+                if r.type != self.arch.relative_reloc:
+                    raise image.fail(f"dynamic relocation type {self.arch.reloc_name(r.type)} in {sec.name}",
+                                     "link the kernel so that only RELATIVE relocations remain (-pie, -Bsymbolic)")
+                addend = r.addend if sec.type == SHT_RELA else self.read_pointer(r.offset)
+                self.write(r.offset, (addend & ((1 << self.arch.bits) - 1)).to_bytes(
+                    size, "little" if self.arch.little else "big"))
 
     def _map(self, vaddr: int, size: int, name: str, executable: bool = False) -> None:
         for r in self.regions:
             if vaddr < r.vaddr + r.size and r.vaddr < vaddr + size:
-                if r.vaddr <= vaddr and vaddr + size <= r.vaddr + r.size:
-                    return  # segments sharing a page
                 raise SdtError("", f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
         region = Region(vaddr, self._next_phys, size, name, executable)
         self.uc.mem_map(region.paddr, size)

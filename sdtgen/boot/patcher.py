@@ -37,6 +37,7 @@ class Refusal:
 class PatchResult:
     sites: list[PatchedSite]
     refused: list[Refusal]
+    folded: int = 0  # entries for a site already patched: identical code folding merged their functions
 
 
 def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
@@ -45,7 +46,13 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
     refused: list[Refusal] = []
     buffers: dict[int, tuple[int, bytearray]] = {}  # region start -> (start, copy of its bytes)
     seen: set[int] = set()
+    by_addr: dict[int, PatchedSite] = {}
+    folded = 0
     for e in entries:
+        twin = by_addr.get(e.addr)
+        if twin is not None and twin.probe.addr == e.probe.addr and twin.length == e.length:
+            folded += 1
+            continue
         if not machine.is_code(e.addr, e.length):
             refused.append(Refusal(e, b"", "not inside the image's executable code"))
             continue
@@ -64,7 +71,8 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
         armed = arch.breakpoint + disabled[len(arch.breakpoint):]
         buf[off:off + e.length] = disabled
         seen.update(range(e.addr, e.addr + e.length))
-        sites.append(PatchedSite(e.addr, e.length, e.form, e.probe, code, disabled, armed))
+        by_addr[e.addr] = PatchedSite(e.addr, e.length, e.form, e.probe, code, disabled, armed)
+        sites.append(by_addr[e.addr])
     for start, buf in buffers.values():
         machine.write_code(start, bytes(buf))
-    return PatchResult(sites, refused)
+    return PatchResult(sites, refused, folded)

@@ -33,8 +33,10 @@ class Reporter:
         self.out.flush()
 
     def patched(self, result: PatchResult) -> None:
-        self._emit({"event": "patched", "sites": len(result.sites), "refused": len(result.refused)},
-                   f"patched {len(result.sites)} sites ({len(result.refused)} refused)")
+        folded = f", {result.folded} folded into others" if result.folded else ""
+        self._emit({"event": "patched", "sites": len(result.sites), "refused": len(result.refused),
+                    "folded": result.folded},
+                   f"patched {len(result.sites)} sites ({len(result.refused)} refused{folded})")
 
     def refused(self, r: Refusal, where: str) -> None:
         self._emit({"event": "refused", "probe": r.entry.probe.spec, "pc": r.entry.addr, "where": where,

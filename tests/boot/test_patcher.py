@@ -65,7 +65,7 @@ def test_a_site_whose_bytes_differ_is_refused_left_alone_and_the_rest_work(kerne
     b = Booted(image)
     try:
         (patched,) = [e for e in b.events() if e["event"] == "patched"]
-        assert patched == {"event": "patched", "sites": 20, "refused": 1}
+        assert patched == {"event": "patched", "sites": 20, "refused": 1, "folded": 0}
         b.session.enable("hk:vfs:lookup:*")
         assert b.session.machine.read(site, 5) == bytes.fromhex("0f1f440000")  # untouched, never armed
         events = b.run([Call("vfs_lookup_id", (0,))])
