@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 
-.PHONY: all venv demo test lint clean
+.PHONY: all venv demo test lint matrix clean
 
 all: test
 
@@ -37,6 +37,10 @@ demo: $(STAMP)
 		--enable 'hk:vfs::' --enable 'hk:proc:exec:exec-success' --enable 'hk:sched:switch:six' \
 		--run kmain --arg 1 \
 		--disable 'hk:vfs::' --enable 'hk:proc:exit:done' --run kmain --arg 2
+
+# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the README table.
+matrix: $(STAMP)
+	$(BIN)/sdtgen matrix --readme README.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
