@@ -152,7 +152,7 @@ def _branches_to(image: Image, addr: int, d: Decoded | None, site: Site, stub: i
         code = image.read(addr, site.length)
     except SdtError:
         return False
-    return image.arch.site_matches(code, addr, site.form, site.length, stub, image.read_pointer)
+    return image.arch.match_site(code, addr, site.form, site.length, stub, image.read_pointer) is not None
 
 
 def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:

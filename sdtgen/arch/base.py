@@ -94,9 +94,10 @@ class Arch:
         return found
 
     # -- emulated boot -----------------------------------------------------------
-    breakpoint: bytes = b""
-    trap_interrupt: int = -1  # Unicorn interrupt number the breakpoint raises
+    trap_interrupts: frozenset[int] = frozenset()  # Unicorn interrupt numbers a breakpoint raises
+    trap_on_invalid: bool = False  # the breakpoint surfaces as an invalid instruction (RISC-V)
     relative_reloc: int = -1  # the dynamic relocation a PIE kernel applies to itself
+    kernel_base: int = 0  # where sdtgen's final script links the kernel
 
     def nop(self, length: int) -> bytes:
         """The recommended NOP filling exactly ``length`` bytes."""
@@ -106,12 +107,20 @@ class Arch:
         """What a disabled tail-jump site becomes: a return, padded to ``length``."""
         raise NotImplementedError
 
-    def site_matches(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> bool:
-        """Whether ``code`` (the site's bytes) is the expected call or tail jump to ``stub``."""
+    def breakpoint(self, length: int) -> bytes:
+        """The breakpoint written over the start of a ``length``-byte site to arm it."""
+        raise NotImplementedError
+
+    def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
+        """The length of the call or tail jump to ``stub`` that ``code`` starts with, or None.
+
+        ``length`` is what the partial link had; a linker that relaxes calls
+        (RISC-V) may have made the site shorter, which the result says.
+        """
         raise NotImplementedError
 
     def trap_site(self, pc: int) -> int:
-        """The address of the breakpoint that trapped, given the PC after the trap."""
+        """The address of the breakpoint that trapped, given the PC Unicorn reports."""
         raise NotImplementedError
 
     def unicorn(self):
@@ -128,10 +137,10 @@ class Arch:
 
     def args_at_site(self, m, count: int) -> list[int]:
         """The first ``count`` probe arguments, as the calling convention has them at the site."""
-        raise NotImplementedError
+        return [m.uc.reg_read(r) for r in self.regs.args[:count]]
 
-    def emulate_return(self, m) -> None:
-        """Return from the current function (what a tail-jump site does after firing)."""
+    def return_address(self, m) -> int:
+        """Where the current function returns to (what a tail-jump site does after firing)."""
         raise NotImplementedError
 
     def linker_script(self, kind: str) -> Path:

@@ -80,9 +80,10 @@ class X86_64(Arch):
 
 
     # -- emulated boot -----------------------------------------------------------
-    breakpoint = b"\xcc"  # int3
-    trap_interrupt = 3
+    trap_interrupts = frozenset({3})  # int3
     relative_reloc = 8  # R_X86_64_RELATIVE
+    kernel_base = 0xFFFFFFFF80000000
+    word = "<Q"
 
     def nop(self, length: int) -> bytes:
         if length in NOPS:
@@ -92,26 +93,31 @@ class X86_64(Arch):
     def tail_return(self, length: int) -> bytes:
         return b"\xc3" + (self.nop(length - 1) if length > 1 else b"")
 
-    def site_matches(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> bool:
+    def breakpoint(self, length: int) -> bytes:
+        return b"\xcc"
+
+    def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
+        code = code[:length]
         if len(code) != length or not -(1 << 31) <= stub - site - 6 < (1 << 31) - 6:
-            return False
+            return None
         if length == 5:
-            return code == bytes([0xE8 if form == CALL else 0xE9]) + _rel32(stub - site - 5)
-        if length == 6:
-            if code[:2] == (b"\xff\x15" if form == CALL else b"\xff\x25"):  # through the GOT
-                slot = site + 6 + struct.unpack_from("<i", code, 2)[0]
-                try:
-                    return read_pointer(slot) == stub
-                except Exception:
-                    return False
-            # GNU ld and lld relax GOT calls to direct ones: addr32 call, or jmp + nop.
-            if form == CALL:
-                return code == b"\x67\xe8" + _rel32(stub - site - 6)
-            return code == b"\xe9" + _rel32(stub - site - 5) + b"\x90"
-        return False
+            ok = code == bytes([0xE8 if form == CALL else 0xE9]) + _rel32(stub - site - 5)
+        elif length == 6 and code[:2] == (b"\xff\x15" if form == CALL else b"\xff\x25"):  # through the GOT
+            slot = site + 6 + struct.unpack_from("<i", code, 2)[0]
+            try:
+                ok = read_pointer(slot) == stub
+            except Exception:
+                ok = False
+        elif length == 6 and form == CALL:  # GNU ld and lld relax GOT calls: addr32 call
+            ok = code == b"\x67\xe8" + _rel32(stub - site - 6)
+        elif length == 6:  # ... and GOT jumps: jmp + nop
+            ok = code == b"\xe9" + _rel32(stub - site - 5) + b"\x90"
+        else:
+            ok = False
+        return length if ok else None
 
     def trap_site(self, pc: int) -> int:
-        return pc - 1  # int3 traps with RIP after it
+        return pc - 1  # int3 traps with the PC after it
 
     def unicorn(self):
         import unicorn
@@ -128,13 +134,10 @@ class X86_64(Arch):
         m.uc.reg_write(self.regs.sp, sp)
         m.uc.reg_write(self.regs.pc, func)
 
-    def args_at_site(self, m, count: int) -> list[int]:
-        return [m.uc.reg_read(r) for r in self.regs.args[:count]]
-
-    def emulate_return(self, m) -> None:
+    def return_address(self, m) -> int:
         sp = m.uc.reg_read(self.regs.sp)
-        m.uc.reg_write(self.regs.pc, struct.unpack("<Q", m.read(sp, 8))[0])
-        m.uc.reg_write(self.regs.sp, sp + 8)
+        m.uc.reg_write(self.regs.sp, sp + struct.calcsize(self.word))
+        return struct.unpack(self.word, m.read(sp, struct.calcsize(self.word)))[0]
 
     @cached_property
     def regs(self) -> Regs:

@@ -57,19 +57,26 @@ class Machine:
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self._next_phys = PHYS_BASE
-        self.trap: Callable[[int], None] | None = None
+        self.trap: Callable[[int], int] | None = None  # site -> where to resume
         self.last_miss: tuple[int, int] | None = None
         self._returned = False
+        self._trapped_at: int | None = None
         self._stopped_by: GuestFault | None = None
         self.load(image)
         top = 1 << arch.bits
         self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
         self.stack_top = top - 2 * PAGE
         self._map(self.exit_addr, PAGE, "exit")
-        self.write(self.exit_addr, arch.breakpoint * (PAGE // len(arch.breakpoint)))
+        bp = arch.breakpoint(4)
+        self.write(self.exit_addr, bp * (PAGE // len(bp)))
         self._map(self.stack_top - STACK_SIZE, STACK_SIZE, "stack")
         self.uc.hook_add(UC_HOOK_TLB_FILL, self._tlb_fill)
-        self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
+        if arch.trap_on_invalid:
+            from unicorn import UC_HOOK_INSN_INVALID
+
+            self.uc.hook_add(UC_HOOK_INSN_INVALID, self._invalid)
+        else:
+            self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
 
     # -- memory ---------------------------------------------------------------------
     def load(self, image: ElfFile) -> None:
@@ -176,43 +183,64 @@ class Machine:
         return True
 
     # -- running ---------------------------------------------------------------------
+    # A breakpoint stops the emulator; Python handles it between two emu_start()s.
+    # (On RISC-V, Unicorn reports ebreak as an invalid instruction whose hook
+    # cannot resume in place, so stopping and restarting serves every CPU.)
     def _interrupt(self, uc, intno: int, user) -> None:
         pc = uc.reg_read(self.arch.regs.pc)
-        if intno == self.arch.trap_interrupt:
-            site = self.arch.trap_site(pc)
-            if site == self.exit_addr:
-                self._returned = True
-                uc.emu_stop()
-                return
-            if self.trap is not None:
-                try:
-                    self.trap(site)
-                    return
-                except GuestFault as fault:
-                    self._stopped_by = fault
-                    uc.emu_stop()
-                    return
-            self._stopped_by = GuestFault("breakpoint trap", site)
+        if intno in self.arch.trap_interrupts:
+            self._trapped(self.arch.trap_site(pc))
         else:
             self._stopped_by = GuestFault(f"CPU exception {intno}", pc)
         uc.emu_stop()
 
+    def _invalid(self, uc, user) -> bool:
+        pc = uc.reg_read(self.arch.regs.pc)
+        try:
+            code = self.read(pc, 4)
+        except GuestFault:
+            code = b""
+        if code[:2] == self.arch.breakpoint(2) or code == self.arch.breakpoint(4):
+            self._trapped(pc)
+        else:
+            self._stopped_by = GuestFault("invalid instruction", pc)
+        uc.emu_stop()
+        return True
+
+    def _trapped(self, site: int) -> None:
+        if site == self.exit_addr:
+            self._returned = True
+        else:
+            self._trapped_at = site
+
     def call(self, func: int, args: list[int], timeout_us: int = CALL_TIMEOUT_US) -> int:
         """Call ``func(*args)`` per the ABI; the return value, or GuestFault."""
+        import time
+
         from unicorn import UcError
 
         self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
-        self._returned, self._stopped_by, self.last_miss = False, None, None
-        try:
-            self.uc.emu_start(func, 0, timeout=timeout_us)
-        except UcError as e:
-            pc = self.uc.reg_read(self.arch.regs.pc)
-            raise GuestFault(self._describe(e), pc) from None
-        if self._stopped_by is not None:
-            raise self._stopped_by
-        if not self._returned:
-            raise GuestFault(f"did not return within {timeout_us / 1e6:g} s", self.uc.reg_read(self.arch.regs.pc))
-        return self.uc.reg_read(self.arch.regs.ret)
+        deadline = time.monotonic() + timeout_us / 1e6
+        pc = func
+        while True:
+            self._returned, self._trapped_at, self._stopped_by, self.last_miss = False, None, None, None
+            left = int((deadline - time.monotonic()) * 1e6)
+            if left <= 0:
+                raise GuestFault(f"did not return within {timeout_us / 1e6:g} s", pc)
+            try:
+                self.uc.emu_start(pc, 0, timeout=left)
+            except UcError as e:
+                if self._trapped_at is None and not self._returned and self._stopped_by is None:
+                    raise GuestFault(self._describe(e), self.uc.reg_read(self.arch.regs.pc)) from None
+            if self._stopped_by is not None:
+                raise self._stopped_by
+            if self._returned:
+                return self.uc.reg_read(self.arch.regs.ret)
+            if self._trapped_at is None:
+                raise GuestFault(f"did not return within {timeout_us / 1e6:g} s", self.uc.reg_read(self.arch.regs.pc))
+            if self.trap is None:
+                raise GuestFault("breakpoint trap", self._trapped_at)
+            pc = self.trap(self._trapped_at)
 
     def _describe(self, e: Exception) -> str:
         from unicorn import UC_MEM_FETCH, UC_MEM_WRITE

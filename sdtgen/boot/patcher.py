@@ -64,14 +64,16 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
         if any(a in seen for a in range(e.addr, e.addr + e.length)):
             refused.append(Refusal(e, code, "overlaps a site already patched"))
             continue
-        if not arch.site_matches(code, e.addr, e.form, e.length, e.probe.stub, machine.read_pointer):
+        length = arch.match_site(code, e.addr, e.form, e.length, e.probe.stub, machine.read_pointer)
+        if length is None:
             refused.append(Refusal(e, code, f"not the expected {e.form} to the stub at {e.probe.stub:#x}"))
             continue
-        disabled = arch.nop(e.length) if e.form == "call" else arch.tail_return(e.length)
-        armed = arch.breakpoint + disabled[len(arch.breakpoint):]
-        buf[off:off + e.length] = disabled
-        seen.update(range(e.addr, e.addr + e.length))
-        by_addr[e.addr] = PatchedSite(e.addr, e.length, e.form, e.probe, code, disabled, armed)
+        disabled = arch.nop(length) if e.form == "call" else arch.tail_return(length)
+        bp = arch.breakpoint(length)
+        armed = bp + disabled[len(bp):]
+        buf[off:off + length] = disabled
+        seen.update(range(e.addr, e.addr + length))
+        by_addr[e.addr] = PatchedSite(e.addr, length, e.form, e.probe, code[:length], disabled, armed)
         sites.append(by_addr[e.addr])
     for start, buf in buffers.values():
         machine.write_code(start, bytes(buf))

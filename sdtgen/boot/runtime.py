@@ -100,7 +100,8 @@ class ProbeRuntime:
     def armed_probes(self) -> set[str]:
         return {self.sites[a].probe.spec for a in self.armed}
 
-    def _trap(self, addr: int) -> None:
+    def _trap(self, addr: int) -> int:
+        """Record a firing; where execution resumes."""
         site = self.sites.get(addr)
         if site is None or addr not in self.armed:
             raise GuestFault("breakpoint trap at a site that is not armed", addr)
@@ -112,9 +113,8 @@ class ProbeRuntime:
         self.last_fired = probe.spec
         self.on_fire(Firing(probe.spec, addr, args, probe.args))
         if site.form == "tail":
-            arch.emulate_return(m)  # the jump would have returned through the stub
-        else:
-            m.uc.reg_write(arch.regs.pc, addr + site.length)
+            return arch.return_address(m)  # the jump would have returned through the stub
+        return addr + site.length
 
 
 class SpecError(ValueError):

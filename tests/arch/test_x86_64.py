@@ -95,7 +95,7 @@ def test_tail_return_is_ret_then_padding():
 
 def test_breakpoint_and_simple_encodings_agree_with_keystone_and_capstone():
     cs = ARCH.disassembler()
-    assert ARCH.breakpoint == asm("int3") and next(cs.disasm(ARCH.breakpoint, 0)).mnemonic == "int3"
+    assert ARCH.breakpoint(5) == asm("int3") and next(cs.disasm(ARCH.breakpoint(5), 0)).mnemonic == "int3"
     assert ARCH.nop(1) == asm("nop") and ARCH.tail_return(1) == asm("ret")
     assert ARCH.nop(2) == asm("xchg ax, ax")
     # Keystone 0.9.2 turns multi-byte NOPs into prefetch hints (0f 18 ...); Capstone is the judge there.
@@ -105,8 +105,8 @@ def test_breakpoint_and_simple_encodings_agree_with_keystone_and_capstone():
 def test_site_matches_only_the_exact_call_to_the_stub():
     site, stub = 0xFFFFFFFF80000100, 0xFFFFFFFF80000020
     call = asm(f"call {stub:#x}", site)
-    assert ARCH.site_matches(call, site, CALL, 5, stub, None)
-    assert not ARCH.site_matches(call, site, CALL, 5, stub + 16, None)
-    assert not ARCH.site_matches(call, site, TAIL, 5, stub, None)
-    assert ARCH.site_matches(asm(f"jmp {stub:#x}", site)[:5], site, TAIL, 5, stub, None)
-    assert not ARCH.site_matches(ARCH.nop(5), site, CALL, 5, stub, None)
+    assert ARCH.match_site(call, site, CALL, 5, stub, None) == 5
+    assert ARCH.match_site(call, site, CALL, 5, stub + 16, None) is None
+    assert ARCH.match_site(call, site, TAIL, 5, stub, None) is None
+    assert ARCH.match_site(asm(f"jmp {stub:#x}", site)[:5], site, TAIL, 5, stub, None) == 5
+    assert ARCH.match_site(ARCH.nop(5), site, CALL, 5, stub, None) is None
