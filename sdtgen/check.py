@@ -64,6 +64,9 @@ class StabilityReport:
         moved = [v for v in self.verdicts if v.status == MOVED]
         missing = [v for v in self.verdicts if v.status == MISSING]
         parts = []
+        if any("relaxation" in v.cause for v in moved + missing):
+            parts.append(f"{len(moved) + len(missing)} sites lost: the linker relaxed calls and deleted bytes")
+            moved, missing = [], []
         if moved:
             deltas = {v.delta for v in moved}
             if len(deltas) == 1:
@@ -171,6 +174,12 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
         return Verdict(site, STABLE, entry.addr, entry.addr)
     found = _locate(site, image, stub)
     seen = f"`{here.text}`" if here else "no decodable instruction"
+    relaxed = entry.mode == "offset" and image.arch.relaxes
+    if relaxed:
+        cause = ("the final link relaxed calls and deleted their spare bytes (RISC-V linker relaxation), "
+                 "so offsets measured after the partial link no longer hold")
+        fix = "use --mode reloc (the default), or build with -mno-relax and link with --no-relax"
+        return Verdict(site, MOVED if found is not None else MISSING, entry.addr, found, cause, fix)
     if found is not None:
         if entry.mode == "offset":
             return Verdict(site, MOVED, entry.addr, found,

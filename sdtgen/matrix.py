@@ -38,7 +38,7 @@ from sdtgen.toolchain import (
 
 MODES = ("reloc", "offset")
 FIXTURE_CALLS: tuple[tuple[str, tuple[int, ...]], ...] = (
-    ("kmain", (1,)), ("kmain", (2,)), ("sched_run", (0,)), ("kmem_alloc", (1 << 20,)), ("proc_exec", (7,)),
+    ("kmain", (1,)), ("kmain", (2,)), ("sched_run", (0,)), ("kmem_alloc", (1 << 20,)), ("proc_exec:int", (7,)),
 )
 
 
@@ -161,7 +161,7 @@ def boot_trace(image: Path, calls) -> list:
             buf.write(json.dumps({"event": "error", "text": str(e)}) + "\n")
         for fn, args in calls:
             try:
-                session.run(f"{fn}:long", list(args))
+                session.run(fn if ":" in fn else f"{fn}:long", list(args))
             except SdtError as e:
                 buf.write(json.dumps({"event": "error", "text": str(e)}) + "\n")
         trace = []

@@ -125,7 +125,7 @@ def compile_table(b: Build, stubs: Path, table: Path, out: Path) -> tuple[Path, 
     flags = [f for f in b.cflags if not f.startswith(("-flto", "-ffat-lto"))]
     stubs_o, table_o = out / "sdt_stubs.o", out / "sdt_table.o"
     run_tool("compile stubs", [cc, *flags, "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run_tool("assemble table", [cc, "-c", "-o", str(table_o), str(table)])
+    run_tool("assemble table", [cc, *flags, "-fno-lto", "-c", "-o", str(table_o), str(table)])
     return stubs_o, table_o
 
 

@@ -6,7 +6,7 @@ from sdtgen.arch.base import Arch
 from sdtgen.errors import SdtError
 
 # e_machine -> module name; modules are imported only when asked for.
-_MACHINES = {62: "x86_64"}
+_MACHINES = {62: "x86_64", 3: "i386", 183: "aarch64", 243: "riscv64"}
 NAMES = tuple(sorted(set(_MACHINES.values())))
 
 

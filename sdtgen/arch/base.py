@@ -98,6 +98,8 @@ class Arch:
     trap_on_invalid: bool = False  # the breakpoint surfaces as an invalid instruction (RISC-V)
     relative_reloc: int = -1  # the dynamic relocation a PIE kernel applies to itself
     kernel_base: int = 0  # where sdtgen's final script links the kernel
+    max_args: int = 6  # integer arguments `--run` passes
+    relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
 
     def nop(self, length: int) -> bytes:
         """The recommended NOP filling exactly ``length`` bytes."""
@@ -135,8 +137,8 @@ class Arch:
         """Prepare registers and stack to call ``func(args)`` returning to ``return_to``."""
         raise NotImplementedError
 
-    def args_at_site(self, m, count: int) -> list[int]:
-        """The first ``count`` probe arguments, as the calling convention has them at the site."""
+    def args_at_site(self, m, count: int, form: str) -> list[int]:
+        """The first ``count`` probe arguments, as the calling convention has them at a site of ``form``."""
         return [m.uc.reg_read(r) for r in self.regs.args[:count]]
 
     def return_address(self, m) -> int:

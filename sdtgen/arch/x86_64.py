@@ -125,8 +125,6 @@ class X86_64(Arch):
         return unicorn.UC_ARCH_X86, unicorn.UC_MODE_64
 
     def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        if len(args) > len(self.regs.args):
-            raise ValueError(f"at most {len(self.regs.args)} integer arguments are passed in registers")
         for reg, value in zip(self.regs.args, args, strict=False):
             m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
         sp = (stack_top & ~0xF) - 8  # at entry, (rsp + 8) is 16-byte aligned

@@ -54,6 +54,7 @@ class Machine:
         self.arch = arch
         self.uc = Uc(*arch.unicorn())
         self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
+        self._page = self.uc.ctl_get_page_size()
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self._next_phys = PHYS_BASE
@@ -178,7 +179,8 @@ class Machine:
         if r is None:
             self.last_miss = (vaddr, access)
             return False
-        entry.paddr = (r.paddr + vaddr - r.vaddr) & ~(PAGE - 1)
+        # Unicorn's page is the CPU's: 4 KiB on x86 and RISC-V, 1 KiB on Arm.
+        entry.paddr = (r.paddr + vaddr - r.vaddr) & ~(self._page - 1)
         entry.perms = UC_PROT_ALL
         return True
 

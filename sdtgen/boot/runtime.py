@@ -107,7 +107,7 @@ class ProbeRuntime:
             raise GuestFault("breakpoint trap at a site that is not armed", addr)
         m, arch = self.machine, self.machine.arch
         probe = site.probe
-        raw = arch.args_at_site(m, len(probe.args))
+        raw = arch.args_at_site(m, len(probe.args), site.form)
         args = tuple(decode_arg(t, v, m) for t, v in zip(probe.args, raw, strict=True))
         self.hits[probe.spec] += 1
         self.last_fired = probe.spec

@@ -130,8 +130,8 @@ class BootSession:
         sym = self.image.symbols.get(symbol)
         if sym is None or sym.type != STT_FUNC:
             raise SdtError(self.image.path, f"no function {symbol!r} in the image", "check the symbol name")
-        if len(args) > len(self.image.arch.regs.args):
-            raise SdtError("", f"{symbol}: at most {len(self.image.arch.regs.args)} arguments can be passed")
+        if len(args) > self.image.arch.max_args:
+            raise SdtError("", f"{symbol}: at most {self.image.arch.max_args} arguments can be passed")
         self.runtime.last_fired = None
         try:
             raw = self.machine.call(sym.value, args)

@@ -48,7 +48,7 @@ $(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
 
 $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
-	$$(sdt_q)$$(SDT_CC) $$(SDT_ASFLAGS) -c -o $$@ $$<
+	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto $$(SDT_ASFLAGS) -c -o $$@ $$<
 
 $(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $$(SDT_FINAL_LDS)
 	$$(sdt_msg) LD $$@

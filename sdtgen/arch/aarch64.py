@@ -1,0 +1,138 @@
+"""AArch64: bl/b sites (CALL26/JUMP26), arguments in x0..x5, nop, ret and brk."""
+
+from __future__ import annotations
+
+import struct
+from functools import cached_property
+from typing import ClassVar
+
+from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+
+R_AARCH64_ABS64, R_AARCH64_ABS32, R_AARCH64_PREL64, R_AARCH64_PREL32 = 257, 258, 260, 261
+R_AARCH64_ADR_PREL_PG_HI21, R_AARCH64_ADD_ABS_LO12_NC = 275, 277
+R_AARCH64_JUMP26, R_AARCH64_CALL26 = 282, 283
+R_AARCH64_MOVW = range(263, 271)
+R_AARCH64_ADR_GOT_PAGE, R_AARCH64_LD64_GOT_LO12_NC = 311, 312
+
+NOP = 0xD503201F
+RET = 0xD65F03C0
+BRK = 0xD4200000 | (0x5D7 << 5)  # brk #0x5d7, an immediate of sdtgen's own
+
+
+def _insn(word: int) -> bytes:
+    return struct.pack("<I", word)
+
+
+def _imm26(word: int, at: int) -> int:
+    off = (word & 0x03FFFFFF) << 2
+    return at + (off - (1 << 28) if off & (1 << 27) else off)
+
+
+class AArch64(Arch):
+    name = "aarch64"
+    machine = 183
+    bits = 64
+    reloc_names: ClassVar[dict[int, str]] = {
+        R_AARCH64_ABS64: "R_AARCH64_ABS64", R_AARCH64_ABS32: "R_AARCH64_ABS32",
+        R_AARCH64_PREL64: "R_AARCH64_PREL64", R_AARCH64_PREL32: "R_AARCH64_PREL32",
+        R_AARCH64_ADR_PREL_PG_HI21: "R_AARCH64_ADR_PREL_PG_HI21",
+        R_AARCH64_ADD_ABS_LO12_NC: "R_AARCH64_ADD_ABS_LO12_NC",
+        R_AARCH64_JUMP26: "R_AARCH64_JUMP26", R_AARCH64_CALL26: "R_AARCH64_CALL26",
+        R_AARCH64_ADR_GOT_PAGE: "R_AARCH64_ADR_GOT_PAGE", R_AARCH64_LD64_GOT_LO12_NC: "R_AARCH64_LD64_GOT_LO12_NC",
+        **{t: f"R_AARCH64_MOVW_UABS_G{(t - 263) // 2}{'_NC' if t % 2 == 0 else ''}" for t in R_AARCH64_MOVW},
+    }
+    understood = frozenset(reloc_names)
+    branch_mnemonics = frozenset({"bl", "b"})
+    relative_reloc = 1027  # R_AARCH64_RELATIVE
+    kernel_base = 0xFFFF800008000000
+    trap_interrupts = frozenset({7})  # EXCP_BKPT: brk, with the PC on the brk
+
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
+        if rtype not in self.understood:
+            raise UnsupportedReloc(rtype)
+        if not executable:
+            return SiteShape(REF, field, 0, "data reference")
+        if rtype in (R_AARCH64_CALL26, R_AARCH64_JUMP26) and field + 4 <= len(code):
+            word = struct.unpack_from("<I", code, field)[0]
+            if word & 0xFC000000 == 0x94000000:
+                return SiteShape(CALL, field, 4, "bl")
+            if word & 0xFC000000 == 0x14000000:
+                return SiteShape(TAIL, field, 4, "b")
+        if rtype in (R_AARCH64_ADR_GOT_PAGE, R_AARCH64_LD64_GOT_LO12_NC):
+            return SiteShape(REF, field, 0, "GOT load")
+        return SiteShape(REF, field, 0, "address load")
+
+    def capstone(self):
+        import capstone
+
+        return capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
+
+    def decode(self, code: bytes, addr: int, read_pointer) -> Decoded | None:
+        insn = next(self.disassembler().disasm(code[:4], addr, 1), None)
+        if insn is None:
+            return None
+        text = f"{insn.mnemonic} {insn.op_str}".strip()
+        word = struct.unpack_from("<I", code)[0]
+        if word & 0xFC000000 in (0x94000000, 0x14000000):
+            form = CALL if word & 0x80000000 else TAIL
+            return Decoded(form, 4, _imm26(word, addr), None, text)
+        return Decoded(REF, 4, None, None, text)
+
+    def branches_to(self, code: bytes, addr: int, targets: set[int]) -> list[int]:
+        out = []
+        for i in range(0, len(code) - 3, 4):
+            word = struct.unpack_from("<I", code, i)[0]
+            if word & 0x7C000000 == 0x14000000 and _imm26(word, addr + i) in targets:
+                out.append(addr + i)
+        return out
+
+    def nop(self, length: int) -> bytes:
+        return _insn(NOP) * (length // 4)
+
+    def tail_return(self, length: int) -> bytes:
+        return _insn(RET) + self.nop(length - 4)
+
+    def breakpoint(self, length: int) -> bytes:
+        return _insn(BRK)
+
+    def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
+        if len(code) < 4:
+            return None
+        delta = stub - site
+        if delta % 4 or not -(1 << 27) <= delta < (1 << 27):
+            return None  # out of bl/b range: the linker would have used a veneer, not this site
+        op = 0x94000000 if form == CALL else 0x14000000
+        return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
+
+    def trap_site(self, pc: int) -> int:
+        return pc
+
+    def unicorn(self):
+        import unicorn
+
+        return unicorn.UC_ARCH_ARM64, unicorn.UC_MODE_ARM
+
+    @cached_property
+    def regs(self) -> Regs:
+        from unicorn import arm64_const as A
+
+        return Regs(A.UC_ARM64_REG_PC, A.UC_ARM64_REG_SP, A.UC_ARM64_REG_X0,
+                    (A.UC_ARM64_REG_X0, A.UC_ARM64_REG_X1, A.UC_ARM64_REG_X2, A.UC_ARM64_REG_X3,
+                     A.UC_ARM64_REG_X4, A.UC_ARM64_REG_X5))
+
+    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
+        from unicorn import arm64_const as A
+
+        for reg, value in zip(self.regs.args, args, strict=False):
+            m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
+        m.uc.reg_write(A.UC_ARM64_REG_X30, return_to)  # the link register
+        m.uc.reg_write(self.regs.sp, stack_top & ~0xF)
+        m.uc.reg_write(self.regs.pc, func)
+
+    def return_address(self, m) -> int:
+        from unicorn import arm64_const as A
+
+        return m.uc.reg_read(A.UC_ARM64_REG_X30)
+
+
+ARCH = AArch64()

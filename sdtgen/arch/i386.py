@@ -1,0 +1,65 @@
+"""i386: call/jmp rel32 sites like x86-64, cdecl arguments on the stack, a kernel at 0xc0000000."""
+
+from __future__ import annotations
+
+import struct
+from functools import cached_property
+from typing import ClassVar
+
+from sdtgen.arch.base import TAIL, Regs
+from sdtgen.arch.x86_64 import X86_64
+
+_RELOC_NAMES = """
+    NONE 32 PC32 GOT32 PLT32 COPY GLOB_DAT JUMP_SLOT RELATIVE GOTOFF GOTPC 32PLT 12 13 TLS_TPOFF TLS_IE TLS_GOTIE
+    TLS_LE TLS_GD TLS_LDM 16 PC16 8 PC8 TLS_GD_32 TLS_GD_PUSH TLS_GD_CALL TLS_GD_POP TLS_LDM_32 TLS_LDM_PUSH
+    TLS_LDM_CALL TLS_LDM_POP TLS_LDO_32 TLS_IE_32 TLS_LE_32 TLS_DTPMOD32 TLS_DTPOFF32 TLS_TPOFF32 SIZE32
+    TLS_GOTDESC TLS_DESC_CALL TLS_DESC IRELATIVE GOT32X
+"""
+R_386_32, R_386_PC32, R_386_PLT32, R_386_GOT32X = 1, 2, 4, 43
+
+
+class I386(X86_64):
+    name = "i386"
+    machine = 3
+    bits = 32
+    reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
+    # The numbers of these three match x86-64's 64, PC32 and PLT32, so its classify() reads them.
+    understood = frozenset({R_386_32, R_386_PC32, R_386_PLT32})
+    relative_reloc = 8  # R_386_RELATIVE
+    kernel_base = 0xC0000000
+    word = "<I"
+
+    def capstone(self):
+        import capstone
+
+        return capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_32)
+
+    def unicorn(self):
+        import unicorn
+
+        return unicorn.UC_ARCH_X86, unicorn.UC_MODE_32
+
+    @cached_property
+    def regs(self) -> Regs:
+        from unicorn import x86_const as X
+
+        return Regs(X.UC_X86_REG_EIP, X.UC_X86_REG_ESP, X.UC_X86_REG_EAX, ())
+
+    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
+        """cdecl: arguments pushed right to left, then the return address."""
+        if len(args) > self.max_args:
+            raise ValueError(f"at most {self.max_args} arguments")
+        sp = (stack_top & ~0xF) - 4 * len(args)
+        sp -= (sp - 4) % 16  # 16-byte aligned at the call, as gcc's i386 ABI expects
+        frame = struct.pack("<I", return_to) + b"".join(struct.pack("<I", a & 0xFFFFFFFF) for a in args)
+        m.write(sp - 4, frame)
+        m.uc.reg_write(self.regs.sp, sp - 4)
+        m.uc.reg_write(self.regs.pc, func)
+
+    def args_at_site(self, m, count: int, form: str) -> list[int]:
+        """On the stack: at a call [esp] is the first; at a tail jump [esp] is the return address."""
+        sp = m.uc.reg_read(self.regs.sp) + (4 if form == TAIL else 0)
+        return list(struct.unpack(f"<{count}I", m.read(sp, 4 * count))) if count else []
+
+
+ARCH = I386()

@@ -1,0 +1,172 @@
+"""RISC-V 64: auipc+jalr call sites that linker relaxation may shrink to jal or c.j.
+
+A probe call compiles to `auipc ra, 0; jalr ra, 0(ra)` (8 bytes, R_RISCV_CALL_PLT
+paired with R_RISCV_RELAX) and a tail call to `auipc t1; jalr zero, 0(t1)`.
+With relaxation the final link may rewrite them to `jal ra` / `j` (4 bytes)
+or `c.j` (2 bytes) and delete the freed bytes, moving all code after them.
+Every site length the patcher meets gets a NOP of that same length.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import cached_property
+from typing import ClassVar
+
+from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+
+R_RISCV_32, R_RISCV_64, R_RISCV_BRANCH, R_RISCV_JAL, R_RISCV_CALL, R_RISCV_CALL_PLT = 1, 2, 16, 17, 18, 19
+R_RISCV_GOT_HI20, R_RISCV_PCREL_HI20, R_RISCV_HI20, R_RISCV_LO12_I, R_RISCV_LO12_S = 20, 23, 26, 27, 28
+R_RISCV_RVC_BRANCH, R_RISCV_RVC_JUMP, R_RISCV_32_PCREL = 44, 45, 57
+
+NOP, C_NOP = 0x00000013, 0x0001
+RET, C_RET = 0x00008067, 0x8082  # jalr zero, 0(ra); c.jr ra
+EBREAK, C_EBREAK = 0x00100073, 0x9002
+RA, ZERO = 1, 0
+
+
+def _sext(value: int, bits: int) -> int:
+    return value - (1 << bits) if value & (1 << (bits - 1)) else value
+
+
+def branch_at(code: bytes, addr: int) -> tuple[str, int, int] | None:
+    """(form, length, target) of a call or tail jump at the start of ``code``, whatever its relaxed shape."""
+    if len(code) >= 2 and code[0] & 3 != 3:  # compressed
+        half = struct.unpack_from("<H", code)[0]
+        if half & 0xE003 in (0xA001, 0x2001):  # c.j, or c.jal (RV32 only, never on RV64)
+            imm = _c_j_offset(half)
+            return (TAIL if half & 0xE003 == 0xA001 else CALL), 2, addr + imm
+        return None
+    if len(code) < 4:
+        return None
+    w = struct.unpack_from("<I", code)[0]
+    rd = w >> 7 & 0x1F
+    if w & 0x7F == 0x6F and rd in (RA, ZERO):  # jal
+        imm = (w >> 31 & 1) << 20 | (w >> 12 & 0xFF) << 12 | (w >> 20 & 1) << 11 | (w >> 21 & 0x3FF) << 1
+        return (CALL if rd == RA else TAIL), 4, addr + _sext(imm, 21)
+    if w & 0x7F == 0x17 and len(code) >= 8:  # auipc rd, hi; jalr rd2, lo(rd)
+        j = struct.unpack_from("<I", code, 4)[0]
+        jrd, rs1 = j >> 7 & 0x1F, j >> 15 & 0x1F
+        if j & 0x707F == 0x67 and rs1 == rd and jrd in (RA, ZERO):
+            target = addr + _sext(w & 0xFFFFF000, 32) + _sext(j >> 20, 12)
+            return (CALL if jrd == RA else TAIL), 8, target
+    return None
+
+
+def _c_j_offset(half: int) -> int:
+    """The offset of c.j / c.jal: imm[11|4|9:8|10|6|7|3:1|5] in bits 12..2."""
+    def bit(n: int) -> int:
+        return half >> n & 1
+
+    imm = (bit(12) << 11 | bit(11) << 4 | bit(10) << 9 | bit(9) << 8 | bit(8) << 10 | bit(7) << 6 |
+           bit(6) << 7 | bit(5) << 3 | bit(4) << 2 | bit(3) << 1 | bit(2) << 5)
+    return _sext(imm, 12)
+
+
+class RiscV64(Arch):
+    name = "riscv64"
+    machine = 243
+    bits = 64
+    reloc_names: ClassVar[dict[int, str]] = {
+        R_RISCV_32: "R_RISCV_32", R_RISCV_64: "R_RISCV_64", R_RISCV_BRANCH: "R_RISCV_BRANCH",
+        R_RISCV_JAL: "R_RISCV_JAL", R_RISCV_CALL: "R_RISCV_CALL", R_RISCV_CALL_PLT: "R_RISCV_CALL_PLT",
+        R_RISCV_GOT_HI20: "R_RISCV_GOT_HI20", R_RISCV_PCREL_HI20: "R_RISCV_PCREL_HI20",
+        R_RISCV_HI20: "R_RISCV_HI20", R_RISCV_LO12_I: "R_RISCV_LO12_I", R_RISCV_LO12_S: "R_RISCV_LO12_S",
+        R_RISCV_RVC_BRANCH: "R_RISCV_RVC_BRANCH", R_RISCV_RVC_JUMP: "R_RISCV_RVC_JUMP",
+        R_RISCV_32_PCREL: "R_RISCV_32_PCREL",
+    }
+    understood = frozenset(reloc_names)
+    relative_reloc = 3  # R_RISCV_RELATIVE
+    kernel_base = 0xFFFFFFFF80000000
+    relaxes = True
+    trap_on_invalid = True  # Unicorn 2.1.4 reports ebreak through the invalid-instruction hook
+
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
+        if rtype not in self.understood:
+            raise UnsupportedReloc(rtype)
+        if not executable:
+            return SiteShape(REF, field, 0, "data reference")
+        if rtype in (R_RISCV_CALL, R_RISCV_CALL_PLT, R_RISCV_JAL, R_RISCV_RVC_JUMP):
+            found = branch_at(bytes(code[field:field + 8]), 0)
+            if found:
+                form, length, _ = found
+                what = {8: "auipc+jalr", 4: "jal", 2: "c.j"}[length]
+                return SiteShape(form, field, length, what)
+        if rtype in (R_RISCV_BRANCH, R_RISCV_RVC_BRANCH):
+            return SiteShape(REF, field, 0, "conditional branch")
+        return SiteShape(REF, field, 0, "address load")
+
+    def capstone(self):
+        import capstone
+
+        return capstone.Cs(capstone.CS_ARCH_RISCV, capstone.CS_MODE_RISCV64 | capstone.CS_MODE_RISCVC)
+
+    def decode(self, code: bytes, addr: int, read_pointer) -> Decoded | None:
+        insns = list(self.disassembler().disasm(code[:8], addr, 2))
+        if not insns:
+            return None
+        found = branch_at(code, addr)
+        if found is None:
+            i = insns[0]
+            return Decoded(REF, i.size, None, None, f"{i.mnemonic} {i.op_str}".strip())
+        form, length, target = found
+        text = "; ".join(f"{i.mnemonic} {i.op_str}".strip() for i in insns[:1 if length < 8 else 2])
+        return Decoded(form, length, target, None, text)
+
+    def branches_to(self, code: bytes, addr: int, targets: set[int]) -> list[int]:
+        out = []
+        for i in range(0, len(code) - 1, 2):
+            found = branch_at(code[i:i + 8], addr + i)
+            if found and found[2] in targets:
+                out.append(addr + i)
+        return out
+
+    def nop(self, length: int) -> bytes:
+        return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")
+
+    def tail_return(self, length: int) -> bytes:
+        if length == 2:
+            return struct.pack("<H", C_RET)
+        return struct.pack("<I", RET) + self.nop(length - 4)
+
+    def breakpoint(self, length: int) -> bytes:
+        return struct.pack("<H", C_EBREAK) if length == 2 else struct.pack("<I", EBREAK)
+
+    def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
+        found = branch_at(code, site)
+        if found and found[0] == form and found[2] == stub and found[1] <= length:
+            return found[1]
+        return None
+
+    def trap_site(self, pc: int) -> int:
+        return pc
+
+    def unicorn(self):
+        import unicorn
+
+        return unicorn.UC_ARCH_RISCV, unicorn.UC_MODE_RISCV64
+
+    @cached_property
+    def regs(self) -> Regs:
+        from unicorn import riscv_const as R
+
+        return Regs(R.UC_RISCV_REG_PC, R.UC_RISCV_REG_SP, R.UC_RISCV_REG_A0,
+                    (R.UC_RISCV_REG_A0, R.UC_RISCV_REG_A1, R.UC_RISCV_REG_A2, R.UC_RISCV_REG_A3,
+                     R.UC_RISCV_REG_A4, R.UC_RISCV_REG_A5))
+
+    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
+        from unicorn import riscv_const as R
+
+        for reg, value in zip(self.regs.args, args, strict=False):
+            m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
+        m.uc.reg_write(R.UC_RISCV_REG_RA, return_to)
+        m.uc.reg_write(self.regs.sp, stack_top & ~0xF)
+        m.uc.reg_write(self.regs.pc, func)
+
+    def return_address(self, m) -> int:
+        from unicorn import riscv_const as R
+
+        return m.uc.reg_read(R.UC_RISCV_REG_RA)
+
+
+ARCH = RiscV64()

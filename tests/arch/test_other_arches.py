@@ -1,0 +1,142 @@
+"""i386, AArch64 and RISC-V encodings: assembled by Keystone or GNU as, decoded by Capstone, run in Unicorn."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from helpers import need_tool, run
+
+from sdtgen import arch as arches
+from sdtgen.arch.base import CALL, TAIL
+
+BASE = 0x100000
+
+
+def execute(arch, code: bytes, returns: bool = False) -> int:
+    """Run ``code`` then a breakpoint; the PC where it trapped, relative to BASE.
+
+    With ``returns``, the return address (set up the arch's way) points at the breakpoint."""
+    import unicorn
+
+    uc = unicorn.Uc(*arch.unicorn())
+    uc.mem_map(BASE, 0x10000)
+    stop = BASE + 0x800
+    bp = arch.breakpoint(4)
+    uc.mem_write(BASE, code + bp)
+    uc.mem_write(stop, bp)
+    hits = []
+
+    class M:  # the slice of Machine that set_call needs
+        def __init__(self):
+            self.uc = uc
+
+        def write(self, addr, data):
+            uc.mem_write(addr, bytes(data))
+
+    arch.set_call(M(), BASE, [], stop if returns else BASE + len(code), BASE + 0x8000)
+    if arch.trap_on_invalid:
+        uc.hook_add(unicorn.UC_HOOK_INSN_INVALID, lambda uc, u: (hits.append(uc.reg_read(arch.regs.pc)),
+                                                                   uc.emu_stop(), True)[-1])
+    else:
+        uc.hook_add(unicorn.UC_HOOK_INTR, lambda uc, n, u: (hits.append(arch.trap_site(uc.reg_read(arch.regs.pc))),
+                                                           uc.emu_stop()))
+    with contextlib.suppress(unicorn.UcError):
+        uc.emu_start(BASE, BASE + 0x1000, timeout=1_000_000)
+    return hits[0] - BASE
+
+
+def keystone_asm(arch_name: str, text: str, addr: int = 0) -> bytes:
+    import keystone
+
+    mode = {"i386": (keystone.KS_ARCH_X86, keystone.KS_MODE_32),
+            "aarch64": (keystone.KS_ARCH_ARM64, keystone.KS_MODE_LITTLE_ENDIAN)}[arch_name]
+    return bytes(keystone.Ks(*mode).asm(text, addr)[0])
+
+
+def gas_riscv(tmp_path, text: str) -> bytes:
+    need_tool("riscv64-linux-gnu-as", "binutils-riscv64-linux-gnu")
+    src, obj, raw = tmp_path / "a.s", tmp_path / "a.o", tmp_path / "a.bin"
+    # Uncompressed unless asked: `.option rvc` before a c.* instruction.
+    src.write_text(".option norelax\n.option norvc\n.text\n" + text + "\n")
+    run(["riscv64-linux-gnu-as", "-march=rv64imac", "-o", str(obj), str(src)])
+    run(["riscv64-linux-gnu-objcopy", "-O", "binary", "-j", ".text", str(obj), str(raw)])
+    return raw.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["i386", "aarch64", "riscv64"])
+def test_nops_decode_as_nops_and_fall_through(name):
+    arch = arches.by_name(name)
+    cs = arch.disassembler()
+    lengths = {"i386": range(1, 12), "aarch64": (4, 8), "riscv64": (2, 4, 6, 8)}[name]
+    for n in lengths:
+        code = arch.nop(n)
+        insns = list(cs.disasm(code, 0))
+        assert len(code) == n and sum(i.size for i in insns) == n
+        assert {i.mnemonic for i in insns} <= {"nop", "c.nop"}
+        assert execute(arch, code) == n
+
+
+@pytest.mark.parametrize("name,lengths", [("i386", (5,)), ("aarch64", (4,)), ("riscv64", (2, 4, 8))])
+def test_tail_returns_return(name, lengths):
+    arch = arches.by_name(name)
+    for n in lengths:
+        code = arch.tail_return(n)
+        assert len(code) == n
+        first = next(arch.disassembler().disasm(code, 0))
+        assert first.mnemonic in ("ret", "c.jr")
+        assert execute(arch, code, returns=True) == 0x800  # came back through the return address
+
+
+def test_i386_encodings_agree_with_keystone():
+    arch = arches.by_name("i386")
+    assert arch.breakpoint(5) == keystone_asm("i386", "int3") and arch.tail_return(1) == keystone_asm("i386", "ret")
+    site, stub = 0xC0001000, 0xC0000040
+    assert arch.match_site(keystone_asm("i386", f"call {stub:#x}", site), site, CALL, 5, stub, None) == 5
+
+
+def test_aarch64_encodings_agree_with_keystone():
+    arch = arches.by_name("aarch64")
+    assert arch.nop(4) == keystone_asm("aarch64", "nop")
+    assert arch.tail_return(4) == keystone_asm("aarch64", "ret")
+    assert arch.breakpoint(4) == keystone_asm("aarch64", "brk #0x5d7")
+    site, stub = 0xFFFF800008001000, 0xFFFF800008000040
+    bl = keystone_asm("aarch64", f"bl {stub:#x}", site)
+    b = keystone_asm("aarch64", f"b {stub:#x}", site)
+    assert arch.match_site(bl, site, CALL, 4, stub, None) == 4
+    assert arch.match_site(b, site, TAIL, 4, stub, None) == 4 and arch.match_site(b, site, CALL, 4, stub, None) is None
+    assert arch.decode(bl, site, None).target == stub
+
+
+def test_riscv_encodings_agree_with_gnu_as(tmp_path):
+    arch = arches.by_name("riscv64")
+    assert arch.nop(4) == gas_riscv(tmp_path, "nop")
+    assert arch.nop(2) == gas_riscv(tmp_path, ".option rvc\nc.nop")
+    assert arch.breakpoint(4) == gas_riscv(tmp_path, "ebreak")
+    assert arch.breakpoint(2) == gas_riscv(tmp_path, ".option rvc\nc.ebreak")
+    assert arch.tail_return(4)[:4] == gas_riscv(tmp_path, "ret")
+    assert arch.tail_return(2) == gas_riscv(tmp_path, ".option rvc\nc.jr ra")
+    # Every relaxed and unrelaxed shape of a call and a tail jump to a target 0x40 back.
+    code = gas_riscv(tmp_path, "l: .skip 0x40\nauipc ra, 0\njalr ra, -0x40(ra)\njal ra, l\nauipc t1, 0\n"
+                               "jalr zero, -0x4c(t1)\nj l\n.option rvc\nc.j l")[0x40:]
+    stub = 0
+    assert arch.match_site(code[0:8], 0x40, CALL, 8, stub, None) == 8
+    assert arch.match_site(code[8:12], 0x48, CALL, 8, stub, None) == 4
+    assert arch.match_site(code[12:20], 0x4C, TAIL, 8, stub, None) == 8
+    assert arch.match_site(code[20:24], 0x54, TAIL, 8, stub, None) == 4
+    assert arch.match_site(code[24:26], 0x58, TAIL, 8, stub, None) == 2
+    assert arch.match_site(code[8:12], 0x48, TAIL, 8, stub, None) is None
+
+
+@pytest.mark.parametrize("name", ["i386", "aarch64", "riscv64"])
+def test_breakpoints_trap_at_the_site(name):
+    arch = arches.by_name(name)
+    for n in ((2, 4) if name == "riscv64" else (4,)):
+        bp = arch.breakpoint(n)
+        assert len(bp) == (2 if n == 2 else len(arch.breakpoint(4)))
+        assert execute(arch, arch.nop(4) + bp) == 4  # trapped on the breakpoint after one NOP
+
+
+def test_pointers_and_word_sizes():
+    assert arches.by_name("i386").bits == 32 and struct.calcsize(arches.by_name("i386").word) == 4
