@@ -154,6 +154,11 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 session.run(value, [parse_int(a) for a in extra])
             elif kind == "script":
                 run_script(session, value)
+            elif kind == "action":
+                spec, sep, symbol = value.partition("=")
+                if not sep:
+                    raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+                session.add_action(spec, symbol)
         if args.interactive:
             Console(session).cmdloop()
         if args.json:
@@ -268,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
     b.add_argument("--arg", action=_Ordered, metavar="N", help="an integer argument of the preceding --run")
     b.add_argument("--script", action=_Ordered, metavar="FILE", help="commands, one per line (see -i)")
+    b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
+                   help="call FUNCTION in the guest with the probe's arguments when SPEC fires")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="JSON Lines events")

@@ -10,7 +10,7 @@ set_sdt_sites_set, 12 bytes an entry:
                    symbol on the instruction. Offset mode: btext + the offset
                    measured after the partial link (the 2015 FreeBSD design).
     s32 probe      probe entry - &probe
-    u8  form       1 call, 2 tail jump
+    u8  form       1 call, 2 tail jump, 3 conditional tail jump
     u8  length     instruction length in bytes
     u8  mode       0 reloc, 1 offset
     u8  reserved
@@ -32,7 +32,7 @@ SITES_SET = "set_sdt_sites_set"
 PROBES_SET = "set_sdt_probes_set"
 SITE_SIZE = 12
 PROBE_SIZE = 48
-FORMS = {"call": 1, "tail": 2}
+FORMS = {"call": 1, "tail": 2, "cond": 3}
 FORM_NAMES = {v: k for k, v in FORMS.items()}
 MODES = {"reloc": 0, "offset": 1}
 MODE_NAMES = {v: k for k, v in MODES.items()}

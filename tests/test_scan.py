@@ -67,7 +67,7 @@ def test_cold_path_outside_text_without_the_partial_script(tmp_path):
     assert site["section"] == ".text" and site["text_offset"] == site["offset"]
 
 
-def test_references_that_are_not_calls_are_listed_as_ref(tmp_path):
+def test_every_reference_is_listed_with_its_form(tmp_path):
     obj = assemble(tmp_path, "refs", """
         .text
         .globl f
@@ -82,8 +82,9 @@ def test_references_that_are_not_calls_are_listed_as_ref(tmp_path):
     forms = sorted((s["section"], s["form"], s["detail"]) for s in sites)
     assert forms == [(".data", "ref", "data reference"),
                      (".text", "call", "call rel32"),
-                     (".text", "ref", "PC-relative address load"),
-                     (".text", "ref", "conditional tail jump (jcc rel32)")]
+                     (".text", "cond", "conditional tail jump (jcc rel32)"),
+                     (".text", "ref", "PC-relative address load")]
+    assert [s["offset"] for s in sites if s["form"] == "cond"] == [12]  # the jcc, not its rel32 field
 
 
 def test_prefix_finds_fentry_call_sites(tmp_path):

@@ -9,14 +9,15 @@ from typing import ClassVar
 
 from sdtgen.errors import SdtError
 
-CALL, TAIL, REF = "call", "tail", "ref"
+CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
+RETURNS = (TAIL, COND)  # forms after which the function returns: args as at a function entry
 
 
 @dataclass(frozen=True)
 class SiteShape:
     """What a relocation against a probe symbol turned out to be."""
 
-    form: str  # CALL, TAIL or REF
+    form: str  # CALL, TAIL, COND (conditional tail jump) or REF
     start: int  # offset of the instruction in its section (of the field, for REF)
     length: int  # instruction length in bytes (0 when unknown, for REF)
     detail: str  # a few words for people: "call rel32", "address load", ...
@@ -120,6 +121,10 @@ class Arch:
         (RISC-V) may have made the site shorter, which the result says.
         """
         raise NotImplementedError
+
+    def is_empty_stub(self, code: bytes) -> bool:
+        """Whether ``code`` is an empty function: what may take a breakpoint for conditional sites."""
+        return False
 
     def trap_site(self, pc: int) -> int:
         """The address of the breakpoint that trapped, given the PC Unicorn reports."""

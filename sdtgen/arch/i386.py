@@ -6,7 +6,7 @@ import struct
 from functools import cached_property
 from typing import ClassVar
 
-from sdtgen.arch.base import TAIL, Regs
+from sdtgen.arch.base import RETURNS, Regs
 from sdtgen.arch.x86_64 import X86_64
 
 _RELOC_NAMES = """
@@ -58,7 +58,7 @@ class I386(X86_64):
 
     def args_at_site(self, m, count: int, form: str) -> list[int]:
         """On the stack: at a call [esp] is the first; at a tail jump [esp] is the return address."""
-        sp = m.uc.reg_read(self.regs.sp) + (4 if form == TAIL else 0)
+        sp = m.uc.reg_read(self.regs.sp) + (4 if form in RETURNS else 0)
         return list(struct.unpack(f"<{count}I", m.read(sp, 4 * count))) if count else []
 
 

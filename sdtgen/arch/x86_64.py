@@ -6,7 +6,7 @@ import struct
 from functools import cached_property
 from typing import ClassVar
 
-from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.arch.base import CALL, COND, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
 
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
@@ -46,7 +46,7 @@ class X86_64(Arch):
                 form, what = _BRANCH[op]
                 return SiteShape(form, field - 1, 5, what)
             if field >= 2 and code[field - 2] == 0x0F and 0x80 <= op <= 0x8F:
-                return SiteShape(REF, field - 2, 6, "conditional tail jump (jcc rel32)")
+                return SiteShape(COND, field - 2, 6, "conditional tail jump (jcc rel32)")
             return SiteShape(REF, field, 0, "PC-relative address load")
         if rtype in (R_X86_64_GOTPCREL, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX) and field >= 2:
             got = _GOT_BRANCH.get(bytes(code[field - 2:field]))
@@ -65,11 +65,11 @@ class X86_64(Arch):
         if insn is None:
             return None
         text = f"{insn.mnemonic} {insn.op_str}".strip()
-        form = {"call": CALL, "jmp": TAIL}.get(insn.mnemonic, REF)
+        form = {"call": CALL, "jmp": TAIL}.get(insn.mnemonic, COND if insn.mnemonic in self.branch_mnemonics else REF)
         target = slot = None
         raw = bytes(insn.bytes)
         if form != REF:
-            if raw[-5:-4] in (b"\xe8", b"\xe9"):
+            if raw[-5:-4] in (b"\xe8", b"\xe9") or (form == COND and raw[:1] == b"\x0f" and len(raw) == 6):
                 target = int(insn.op_str, 16)
             elif raw[:2] in (b"\xff\x15", b"\xff\x25") and len(raw) == 6:
                 slot = addr + 6 + struct.unpack_from("<i", raw, 2)[0]
@@ -100,7 +100,9 @@ class X86_64(Arch):
         code = code[:length]
         if len(code) != length or not -(1 << 31) <= stub - site - 6 < (1 << 31) - 6:
             return None
-        if length == 5:
+        if form == COND:  # jcc rel32, left as it is: taken, it reaches the stub, which returns
+            ok = length == 6 and code[0] == 0x0F and 0x80 <= code[1] <= 0x8F and code[2:] == _rel32(stub - site - 6)
+        elif length == 5:
             ok = code == bytes([0xE8 if form == CALL else 0xE9]) + _rel32(stub - site - 5)
         elif length == 6 and code[:2] == (b"\xff\x15" if form == CALL else b"\xff\x25"):  # through the GOT
             slot = site + 6 + struct.unpack_from("<i", code, 2)[0]
@@ -115,6 +117,9 @@ class X86_64(Arch):
         else:
             ok = False
         return length if ok else None
+
+    def is_empty_stub(self, code: bytes) -> bool:
+        return code[:1] == b"\xc3" or code[:5] == b"\xf3\x0f\x1e\xfa\xc3"  # ret, or endbr64; ret
 
     def trap_site(self, pc: int) -> int:
         return pc - 1  # int3 traps with the PC after it

@@ -16,6 +16,7 @@ HELP = """commands:
   run SYMBOL[:TYPE] [ARG...]
                        call a function of the image with integer arguments; TYPE (long, int,
                        uint, ulong, str, void; default long) says how to read its result
+  action SPEC FUNCTION  call FUNCTION in the guest with the probe's arguments when SPEC fires
   stats                firings per probe so far
   quit                 leave"""
 
@@ -104,6 +105,14 @@ class Console(cmd.Cmd):
         if not words:
             raise SdtError("", "run needs a function name", "run SYMBOL [ARG...]")
         self.session.run(words[0], [parse_int(w) for w in words[1:]])
+        return False
+
+    def do_action(self, arg: str) -> bool:
+        """action SPEC FUNCTION: call FUNCTION in the guest when SPEC fires."""
+        words = arg.split()
+        if len(words) != 2:
+            raise SdtError("", "expected: action SPEC FUNCTION")
+        self.session.add_action(*words)
         return False
 
     def do_stats(self, arg: str) -> bool:

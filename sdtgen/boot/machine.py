@@ -215,13 +215,25 @@ class Machine:
         else:
             self._trapped_at = site
 
-    def call(self, func: int, args: list[int], timeout_us: int = CALL_TIMEOUT_US) -> int:
+    def call_nested(self, func: int, args: list[int]) -> int:
+        """Call a function while another call is stopped at a breakpoint, then restore its registers.
+
+        The nested frame goes below the interrupted one's stack pointer (past any red zone).
+        """
+        ctx = self.uc.context_save()
+        sp = self.uc.reg_read(self.arch.regs.sp)
+        try:
+            return self.call(func, args, stack_top=sp - 512)
+        finally:
+            self.uc.context_restore(ctx)
+
+    def call(self, func: int, args: list[int], timeout_us: int = CALL_TIMEOUT_US, stack_top: int | None = None) -> int:
         """Call ``func(*args)`` per the ABI; the return value, or GuestFault."""
         import time
 
         from unicorn import UcError
 
-        self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
+        self.arch.set_call(self, func, args, self.exit_addr, stack_top or self.stack_top)
         deadline = time.monotonic() + timeout_us / 1e6
         pc = func
         while True:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sdtgen.arch.base import CALL, COND
 from sdtgen.boot.machine import Machine
 from sdtgen.table import TableProbe, TableSite
 
@@ -68,9 +69,14 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
         if length is None:
             refused.append(Refusal(e, code, f"not the expected {e.form} to the stub at {e.probe.stub:#x}"))
             continue
-        disabled = arch.nop(length) if e.form == "call" else arch.tail_return(length)
-        bp = arch.breakpoint(length)
-        armed = bp + disabled[len(bp):]
+        if e.form == COND:
+            # A conditional tail jump already does the disabled thing: taken, it reaches the empty
+            # stub, which returns. It stays; arming puts the breakpoint on the stub instead.
+            disabled = armed = code[:length]
+        else:
+            disabled = arch.nop(length) if e.form == CALL else arch.tail_return(length)
+            bp = arch.breakpoint(length)
+            armed = bp + disabled[len(bp):]
         buf[off:off + length] = disabled
         seen.update(range(e.addr, e.addr + length))
         by_addr[e.addr] = PatchedSite(e.addr, length, e.form, e.probe, code[:length], disabled, armed)

@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sdtgen.arch.base import COND, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.patcher import PatchedSite, PatchResult
+from sdtgen.errors import SdtError
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import TableProbe
 
@@ -64,6 +66,13 @@ class ProbeRuntime:
         self.machine = machine
         self.sites: dict[int, PatchedSite] = {s.addr: s for s in patched.sites}
         self.armed: set[int] = set()
+        # Conditional tail sites fire through a breakpoint on their probe's stub: stub -> (site, its bytes).
+        self.stub_traps: dict[int, tuple[PatchedSite, bytes]] = {}
+        # Guest functions called when a probe fires (--action), and the probes whose action is running.
+        self.actions: list[tuple[ProbeSpec, int, str]] = []
+        self.active: set[str] = set()
+        self.on_warning: Callable[[str], None] = lambda text: None
+        self.on_action: Callable[[str, int], None] = lambda name, value: None
         self.hits: Counter[str] = Counter()
         self.last_fired: str | None = None
         self.on_fire = on_fire
@@ -85,16 +94,36 @@ class ProbeRuntime:
         sites = self.matching(spec)
         for s in sites:
             if s.addr not in self.armed:
-                self.machine.write_code(s.addr, s.armed)
+                if s.form == COND:
+                    self._arm_stub(s)
+                else:
+                    self.machine.write_code(s.addr, s.armed)
                 self.armed.add(s.addr)
         return len(sites)
+
+    def _arm_stub(self, site: PatchedSite) -> None:
+        stub = site.probe.stub
+        if stub in self.stub_traps:
+            return
+        arch = self.machine.arch
+        original = self.machine.read(stub, 8)
+        if not arch.is_empty_stub(original):
+            raise SdtError("", f"the stub of {site.probe.spec} at {stub:#x} is not an empty function, so its "
+                           "conditional tail sites cannot be armed", "link the stubs `sdtgen gen` wrote")
+        self.stub_traps[stub] = (site, original)
+        self.machine.write_code(stub, arch.breakpoint(len(original)))
 
     def disable(self, spec: str) -> int:
         sites = self.matching(spec)
         for s in sites:
             if s.addr in self.armed:
-                self.machine.write_code(s.addr, s.disabled)
                 self.armed.discard(s.addr)
+                if s.form != COND:
+                    self.machine.write_code(s.addr, s.disabled)
+                elif s.probe.stub in self.stub_traps and not any(
+                        self.sites[a].probe.stub == s.probe.stub for a in self.armed if self.sites[a].form == COND):
+                    _, original = self.stub_traps.pop(s.probe.stub)
+                    self.machine.write_code(s.probe.stub, original[:len(self.machine.arch.breakpoint(4))])
         return len(sites)
 
     def armed_probes(self) -> set[str]:
@@ -103,18 +132,31 @@ class ProbeRuntime:
     def _trap(self, addr: int) -> int:
         """Record a firing; where execution resumes."""
         site = self.sites.get(addr)
-        if site is None or addr not in self.armed:
+        if addr in self.stub_traps:  # a taken conditional tail jump reached its armed stub
+            site = self.stub_traps[addr][0]
+        elif site is None or addr not in self.armed:
             raise GuestFault("breakpoint trap at a site that is not armed", addr)
         m, arch = self.machine, self.machine.arch
         probe = site.probe
         raw = arch.args_at_site(m, len(probe.args), site.form)
+        resume = arch.return_address(m) if site.form in RETURNS else addr + site.length
+        if probe.spec in self.active:
+            # The probe's own action reached it again: like kprobes, disarm it rather than recurse.
+            self.disable(probe.spec)
+            self.on_warning(f"{probe.spec} fired again from its own action; disarmed it")
+            return resume
         args = tuple(decode_arg(t, v, m) for t, v in zip(probe.args, raw, strict=True))
         self.hits[probe.spec] += 1
         self.last_fired = probe.spec
         self.on_fire(Firing(probe.spec, addr, args, probe.args))
-        if site.form == "tail":
-            return arch.return_address(m)  # the jump would have returned through the stub
-        return addr + site.length
+        for pattern, func, name in self.actions:
+            if pattern.matches(probe):
+                self.active.add(probe.spec)
+                try:
+                    self.on_action(name, m.call_nested(func, raw))
+                finally:
+                    self.active.discard(probe.spec)
+        return resume
 
 
 class SpecError(ValueError):

@@ -15,6 +15,7 @@ from sdtgen.boot.runtime import Firing, ProbeRuntime, SpecError, read_guest_stri
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError
 from sdtgen.image import Image
+from sdtgen.probes import ProbeSpec
 from sdtgen.table import TableError, read_tables
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
@@ -61,6 +62,12 @@ class Reporter:
         lines = "\n".join(f"{n:8d}  {p}" for p, n in sorted(hits.items())) or "no probe fired"
         self._emit({"event": "stats", "hits": dict(sorted(hits.items()))}, lines)
 
+    def warning(self, text: str) -> None:
+        self._emit({"event": "warning", "text": text}, f"warning: {text}")
+
+    def action(self, symbol: str, value: int) -> None:
+        self._emit({"event": "action", "symbol": symbol, "value": value}, f"action {symbol} returned {value}")
+
     def note(self, text: str) -> None:
         self._emit({"event": "note", "text": text}, text)
 
@@ -97,6 +104,8 @@ class BootSession:
         for r in self.patch.refused:
             reporter.refused(r, self.image.symbolize(r.entry.addr))
         self.runtime = ProbeRuntime(self.machine, self.patch, reporter.fire)
+        self.runtime.on_warning = reporter.warning
+        self.runtime.on_action = reporter.action
         self.faults = 0
 
     def close(self) -> None:
@@ -117,6 +126,17 @@ class BootSession:
             raise SdtError("", f"probe spec {spec!r} matches no patched probe site",
                            "list the probes with `sdtgen probes IMAGE`")
         return n
+
+    def add_action(self, spec: str, symbol: str) -> None:
+        """Call SYMBOL in the guest, with the probe's arguments, whenever a probe matching SPEC fires."""
+        sym = self.image.symbols.get(symbol)
+        if sym is None or sym.type != STT_FUNC:
+            raise SdtError(self.image.path, f"no function {symbol!r} in the image", "check the symbol name")
+        try:
+            pattern = ProbeSpec.parse(spec)
+        except ValueError as e:
+            raise SdtError("", f"bad probe spec: {e}") from None
+        self.runtime.actions.append((pattern, sym.value, symbol))
 
     def functions(self) -> list[str]:
         return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)

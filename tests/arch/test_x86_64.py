@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keystone
 
-from sdtgen.arch.base import CALL, REF, TAIL
+from sdtgen.arch.base import CALL, COND, REF, TAIL
 from sdtgen.arch.x86_64 import ARCH, R_X86_64_GOTPCRELX, R_X86_64_PLT32
 
 KS = keystone.Ks(keystone.KS_ARCH_X86, keystone.KS_MODE_64)
@@ -20,7 +20,7 @@ def test_classify_call_tail_and_conditional_jump():
     tail = ARCH.classify(code, 6, R_X86_64_PLT32, True)
     assert (tail.form, tail.start, tail.length) == (TAIL, 5, 5)
     jcc = ARCH.classify(code, 12, R_X86_64_PLT32, True)
-    assert (jcc.form, jcc.start, jcc.length) == (REF, 10, 6)
+    assert (jcc.form, jcc.start, jcc.length) == (COND, 10, 6)
     assert ARCH.classify(code, 1, R_X86_64_PLT32, False).form == REF  # not in executable code
 
 

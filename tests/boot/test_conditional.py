@@ -1,0 +1,68 @@
+"""A conditional tail jump to a probe (clang -Os): returns when taken, fires only when taken."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from helpers import final_link, need_tool, partial_link, run, sdtgen
+
+from sdtgen.boot.session import BootSession, Reporter
+
+SOURCE = """#include <sdt.h>
+SDT_PROBE_DEFINE1(hk, cc, check, big, "unsigned long");
+void check_big(unsigned long x) { if (x > 3) SDT_PROBE1(hk, cc, check, big, x); }
+unsigned long kmain(unsigned long x) { check_big(x); check_big(x * 2); return x + 1; }
+"""
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    need_tool("clang", "clang")
+    tmp = tmp_path_factory.mktemp("cond")
+    include = sdtgen("include-dir", check=True).stdout.strip()
+    (tmp / "cc.c").write_text(SOURCE)
+    obj = tmp / "cc.o"
+    run(["clang", "-Os", "-ffreestanding", "-fno-pic", "-mcmodel=kernel", "-mno-red-zone", f"-I{include}",
+         "-fno-asynchronous-unwind-tables", "-c", "-o", str(obj), str(tmp / "cc.c")])
+    partial = partial_link(tmp, "kernel", obj)
+    return partial, final_link(tmp, partial)
+
+
+def test_clang_os_emits_a_conditional_tail_jump_to_the_probe(image):
+    partial, _ = image
+    objdump = run(["objdump", "-d", str(partial)]).stdout
+    sites = json.loads(sdtgen("scan", partial, "--json", check=True).stdout)["sites"]
+    cond = [s for s in sites if s["form"] == "cond"]
+    assert cond and cond[0]["length"] == 6
+    line = next(ln for ln in objdump.splitlines() if ln.strip().startswith(f"{cond[0]['offset']:x}:"))
+    assert "\tj" in line and "jmp" not in line  # a jcc
+    assert sdtgen("check", partial, image[1]).returncode == 0
+
+
+def events(buf: io.StringIO) -> list[dict]:
+    out = [json.loads(x) for x in buf.getvalue().splitlines()]
+    buf.seek(0)
+    buf.truncate()
+    return out
+
+
+def test_disarmed_it_returns_and_armed_it_fires_only_when_taken(image):
+    buf = io.StringIO()
+    s = BootSession(str(image[1]), Reporter(as_json=True, out=buf))
+    try:
+        assert events(buf)[0]["sites"] >= 1
+        assert s.run("check_big:void", [9]) is None and s.run("kmain", [9]) == 10
+        assert [e for e in events(buf) if e["event"] == "fire"] == []
+        s.enable("hk:cc:check:big")
+        s.run("check_big:void", [2])  # condition false: falls through, no firing
+        s.run("check_big:void", [9])
+        assert s.run("kmain", [2]) == 3  # 2 does not fire, 4 does
+        fires = [e["args"] for e in events(buf) if e["event"] == "fire"]
+        assert fires == [[9], [4]]
+        s.disable("hk:cc:check:big")
+        assert s.run("kmain", [9]) == 10
+        assert [e for e in events(buf) if e["event"] == "fire"] == []
+    finally:
+        s.close()
