@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 
-.PHONY: all venv demo test lint matrix clean
+.PHONY: all venv demo test lint matrix fuzz clean
 
 all: test
 
@@ -41,6 +41,10 @@ demo: $(STAMP)
 # Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the README table.
 matrix: $(STAMP)
 	$(BIN)/sdtgen matrix --readme README.md
+
+# The fuzz test with many more examples than CI runs.
+fuzz: $(STAMP)
+	SDTGEN_FUZZ_EXAMPLES=5000 $(BIN)/pytest -q tests/test_fuzz.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.arch.base import REF
-from sdtgen.atomic import write_atomic
+from sdtgen.atomic import write_all_atomic
 from sdtgen.elf.reader import ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError
@@ -34,10 +34,10 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
         result = scan_elf(elf)
         gen = generate(result, mode)
         anchored = _anchored_object(elf, gen.anchors) if gen.anchors else None
+    outputs = [(stubs, gen.stubs.encode()), (table, gen.table.encode())]
     if anchored is not None:
-        write_atomic(obj, anchored, keep_mode=True)
-    write_atomic(stubs, gen.stubs.encode())
-    write_atomic(table, gen.table.encode())
+        outputs.append((obj, anchored))
+    write_all_atomic(outputs)
     return result
 
 

@@ -21,6 +21,7 @@ from sdtgen.elf.reader import ET_DYN, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError
 
 PAGE = 0x1000
+MAX_SEGMENT = 256 << 20  # a larger one is a damaged header, not a kernel
 PF_X = 1
 STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
@@ -93,7 +94,7 @@ class Machine:
         for seg in sorted(loads, key=lambda s: s.vaddr):
             start = seg.vaddr & ~(PAGE - 1)
             end = (seg.vaddr + seg.memsz + PAGE - 1) & ~(PAGE - 1)
-            if end > 1 << self.arch.bits or end - start > 1 << 30:
+            if end > 1 << self.arch.bits or end - start > MAX_SEGMENT:
                 raise image.fail(f"segment at {seg.vaddr:#x} of {seg.memsz:#x} bytes cannot be loaded",
                                  "link the image at a valid address")
             if runs and start <= runs[-1][1]:

@@ -203,7 +203,7 @@ class ElfFile:
         end = self._map.find(b"\0", start, base + size)
         if end < 0:
             raise self._bad(f"{what} at string offset {off:#x} is not terminated")
-        return bytes(self.data[start:end]).decode("utf-8", "surrogateescape")
+        return bytes(self.data[start:end]).decode("utf-8", "backslashreplace")
 
     def section(self, name: str) -> Section | None:
         return self._by_name.get(name)
@@ -286,13 +286,16 @@ class ElfFile:
         if not starts:
             return {}
         rows, _, _ = self._symbol_rows()
+        if rows and max(r[0] for r in rows) >= len(blob):
+            i = next(i for i, r in enumerate(rows) if r[0] >= len(blob))
+            raise self._bad(f"the name of symbol {i} lies outside its {len(blob)}-byte string table")
         found = {}
         for i, row in enumerate(rows):
             if row[0] in starts and i:
                 end = blob.find(b"\0", row[0])
                 if end < 0:
                     raise self._bad(f"the name of symbol {i} is not terminated")
-                found[i] = blob[row[0]:end].decode("utf-8", "surrogateescape")
+                found[i] = blob[row[0]:end].decode("utf-8", "backslashreplace")
         return found
 
     # -- relocations -------------------------------------------------------------
