@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 
-.PHONY: all venv demo test lint matrix fuzz clean
+.PHONY: all venv demo test lint matrix fuzz bench clean
 
 all: test
 
@@ -41,6 +41,10 @@ demo: $(STAMP)
 # Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the README table.
 matrix: $(STAMP)
 	$(BIN)/sdtgen matrix --readme README.md
+
+# Kernel-scale timings and the cost of a probe, against baselines of the same run; writes BENCHMARKS.md.
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
 
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)

@@ -7,9 +7,7 @@ subcommand imports only what it needs: sdtgen runs inside every kernel build.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from importlib import resources
 
 from sdtgen.errors import SdtError
 
@@ -17,10 +15,14 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def _package_path(*parts: str) -> str:
-    return str(resources.files("sdtgen").joinpath(*parts))
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts)
 
 
 def _emit_json(obj: object) -> None:
+    import json
+
     json.dump(obj, sys.stdout, indent=1)
     sys.stdout.write("\n")
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -12,10 +10,19 @@ DESC_SECTION = ".sdt_desc"
 DESC_MAGIC = "SDT1"
 MAX_ARGS = 6
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,1023}")
-_FIELD = re.compile(r"[A-Za-z0-9_]{0,255}")
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
-_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_ *\[\]]{0,127}")
+# Validation patterns, compiled on first use: `re` costs start-up time scan does not need.
+_PATTERNS = {
+    "ident": r"[A-Za-z_][A-Za-z0-9_]{0,1023}",
+    "field": r"[A-Za-z0-9_]{0,255}",
+    "name": r"[A-Za-z0-9_-]{1,255}",
+    "type": r"[A-Za-z_][A-Za-z0-9_ *\[\]]{0,127}",
+}
+
+
+def _matches(kind: str, text: str) -> bool:
+    import re
+
+    return re.fullmatch(_PATTERNS[kind], text) is not None
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class ProbeSpec:
         return cls((full[0], full[1], full[2], full[3]), text)
 
     def matches(self, probe: Named) -> bool:
+        import fnmatch
+
         values = (probe.provider, probe.module, probe.function, probe.name)
         return all(not pat or fnmatch.fnmatchcase(val, pat) for pat, val in zip(self.fields, values, strict=True))
 
@@ -84,7 +93,7 @@ def listed_name(c_name: str) -> str:
 
 
 def is_c_identifier(name: str) -> bool:
-    return bool(_IDENT.fullmatch(name))
+    return _matches("ident", name)
 
 
 def probe_from_symbol(symbol: str, prefix: str) -> Probe:
@@ -149,11 +158,11 @@ def descriptor_problem(probe: Probe) -> str:
     if not is_c_identifier(probe.symbol):
         return f"probe symbol {probe.symbol!r} is not a valid C identifier"
     for what, value in (("provider", probe.provider), ("module", probe.module), ("function", probe.function)):
-        if not _FIELD.fullmatch(value):
+        if not _matches("field", value):
             return f"probe {probe.symbol}: {what} {value!r} may hold only letters, digits and '_'"
-    if not _NAME.fullmatch(probe.name):
+    if not _matches("name", probe.name):
         return f"probe {probe.symbol}: name {probe.name!r} may hold only letters, digits, '_' and '-'"
     for t in probe.args:
-        if not _TYPE.fullmatch(t):
+        if not _matches("type", t):
             return f"probe {probe.symbol}: argument type {t!r} may hold only letters, digits, '_', ' ', '*', '[]'"
     return ""

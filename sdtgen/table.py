@@ -62,7 +62,7 @@ class TableProbe:
         return f"{self.provider}:{self.module}:{self.function}:{self.name}"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TableSite:
     index: int
     addr: int  # where the entry says the site is
@@ -131,13 +131,13 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
     lo, hi = bounds.sites
     raw = read(lo, hi - lo) if hi > lo else b""
     sites = []
+    mask = (1 << bits) - 1
     rows = struct.iter_unpack(("<" if little else ">") + "iiBBBB", raw)
-    for i, (site, probe, form, length, mode, _r) in enumerate(rows):
+    for i, (site, probe, form, length, mode, _r) in enumerate(rows):  # the hot loop of a boot: keep it flat
         base = lo + i * SITE_SIZE
-        paddr = _rel(probe, base + 4, bits)
-        if paddr not in probes:
-            raise TableError(f"site entry {i} at {base:#x} points at {paddr:#x}, which is no probe entry")
-        if form not in FORM_NAMES or mode not in MODE_NAMES or not 1 <= length <= 16:
-            raise TableError(f"site entry {i} at {base:#x} has form {form}, length {length}, mode {mode}")
-        sites.append(TableSite(i, _rel(site, base, bits), probes[paddr], FORM_NAMES[form], length, MODE_NAMES[mode]))
+        entry = probes.get((base + 4 + probe) & mask)
+        if entry is None or form not in FORM_NAMES or mode not in MODE_NAMES or not 1 <= length <= 16:
+            raise TableError(f"site entry {i} at {base:#x} is not a valid entry (probe {probe:+#x}, form {form}, "
+                             f"length {length}, mode {mode})")
+        sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode]))
     return sites

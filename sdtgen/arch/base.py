@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import ClassVar
 
 from sdtgen.errors import SdtError
@@ -150,8 +149,10 @@ class Arch:
         """Where the current function returns to (what a tail-jump site does after firing)."""
         raise NotImplementedError
 
-    def linker_script(self, kind: str) -> Path:
+    def linker_script(self, kind: str):
+        from pathlib import Path
+
         if kind not in ("final", "partial"):
             raise SdtError("", f"unknown linker script kind {kind!r}", "use final or partial")
-        ref = resources.files("sdtgen") / "data" / "linker_scripts" / self.name / f"{kind}.ld"
-        return Path(str(ref))
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        return Path(here, "data", "linker_scripts", self.name, f"{kind}.ld")

@@ -97,6 +97,9 @@ class X86_64(Arch):
         return b"\xcc"
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
+        if length == 5 and form != COND:  # the common case first: call/jmp rel32, compared as integers
+            return 5 if (len(code) >= 5 and code[0] == (0xE8 if form == CALL else 0xE9)
+                         and int.from_bytes(code[1:5], "little", signed=True) == stub - site - 5) else None
         code = code[:length]
         if len(code) != length or not -(1 << 31) <= stub - site - 6 < (1 << 31) - 6:
             return None

@@ -140,15 +140,8 @@ class Machine:
             return self.regions[i]
         return None
 
-    def region_of(self, vaddr: int) -> Region:
-        r = self._region(vaddr)
-        if r is None:
-            raise GuestFault(f"no memory at {vaddr:#x}", vaddr)
-        return r
-
-    def is_code(self, vaddr: int, size: int) -> bool:
-        r = self._region(vaddr)
-        return r is not None and r.executable and vaddr + size <= r.vaddr + r.size
+    def region_at(self, vaddr: int) -> Region | None:
+        return self._region(vaddr)
 
     def _phys(self, vaddr: int, size: int) -> int:
         r = self._region(vaddr)

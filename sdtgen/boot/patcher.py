@@ -16,7 +16,7 @@ from sdtgen.boot.machine import Machine
 from sdtgen.table import TableProbe, TableSite
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PatchedSite:
     addr: int
     length: int
@@ -42,45 +42,50 @@ class PatchResult:
 
 
 def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
+    """Verify and patch every entry, in address order, in copies of the code regions written back once."""
     arch = machine.arch
     sites: list[PatchedSite] = []
     refused: list[Refusal] = []
-    buffers: dict[int, tuple[int, bytearray]] = {}  # region start -> (start, copy of its bytes)
-    seen: set[int] = set()
-    by_addr: dict[int, PatchedSite] = {}
+    buffers: dict[int, bytearray] = {}  # region start -> a copy of its bytes
+    encodings: dict[tuple[str, int], tuple[bytes, bytes]] = {}  # (form, length) -> (disabled, armed)
+    region = None
+    last: PatchedSite | None = None
     folded = 0
-    for e in entries:
-        twin = by_addr.get(e.addr)
-        if twin is not None and twin.probe.addr == e.probe.addr and twin.length == e.length:
-            folded += 1
+    for e in sorted(entries, key=lambda e: e.addr):
+        if last is not None and e.addr < last.addr + last.length:
+            if e.addr == last.addr and e.probe.addr == last.probe.addr:
+                folded += 1  # identical code folding: two entries, one site
+            else:
+                refused.append(Refusal(e, b"", "overlaps a site already patched"))
             continue
-        if not machine.is_code(e.addr, e.length):
+        if region is None or not region.vaddr <= e.addr < region.vaddr + region.size:
+            region = machine.region_at(e.addr)
+        if region is None or not region.executable or e.addr + e.length > region.vaddr + region.size:
             refused.append(Refusal(e, b"", "not inside the image's executable code"))
             continue
-        region = machine.region_of(e.addr)
-        start, buf = buffers.get(region.vaddr) or buffers.setdefault(
-            region.vaddr, (region.vaddr, bytearray(machine.read(region.vaddr, region.size))))
-        off = e.addr - start
-        code = bytes(buf[off:off + e.length])
-        if any(a in seen for a in range(e.addr, e.addr + e.length)):
-            refused.append(Refusal(e, code, "overlaps a site already patched"))
-            continue
+        buf = buffers.get(region.vaddr)
+        if buf is None:
+            buf = buffers[region.vaddr] = bytearray(machine.read(region.vaddr, region.size))
+        off = e.addr - region.vaddr
+        code = buf[off:off + e.length]
         length = arch.match_site(code, e.addr, e.form, e.length, e.probe.stub, machine.read_pointer)
         if length is None:
-            refused.append(Refusal(e, code, f"not the expected {e.form} to the stub at {e.probe.stub:#x}"))
+            refused.append(Refusal(e, bytes(code), f"not the expected {e.form} to the stub at {e.probe.stub:#x}"))
             continue
         if e.form == COND:
             # A conditional tail jump already does the disabled thing: taken, it reaches the empty
             # stub, which returns. It stays; arming puts the breakpoint on the stub instead.
-            disabled = armed = code[:length]
+            disabled = armed = bytes(code[:length])
         else:
-            disabled = arch.nop(length) if e.form == CALL else arch.tail_return(length)
-            bp = arch.breakpoint(length)
-            armed = bp + disabled[len(bp):]
-        buf[off:off + length] = disabled
-        seen.update(range(e.addr, e.addr + length))
-        by_addr[e.addr] = PatchedSite(e.addr, length, e.form, e.probe, code[:length], disabled, armed)
-        sites.append(by_addr[e.addr])
-    for start, buf in buffers.values():
+            pair = encodings.get((e.form, length))
+            if pair is None:
+                off_bytes = arch.nop(length) if e.form == CALL else arch.tail_return(length)
+                bp = arch.breakpoint(length)
+                pair = encodings[(e.form, length)] = (off_bytes, bp + off_bytes[len(bp):])
+            disabled, armed = pair
+            buf[off:off + length] = disabled
+        last = PatchedSite(e.addr, length, e.form, e.probe, bytes(code[:length]), disabled, armed)
+        sites.append(last)
+    for start, buf in buffers.items():
         machine.write_code(start, bytes(buf))
     return PatchResult(sites, refused, folded)

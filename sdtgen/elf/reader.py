@@ -10,11 +10,11 @@ carry hundreds of thousands of relocations and only a few matter.
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 from sdtgen.errors import SdtError
 
@@ -92,7 +92,7 @@ class Reloc:
 class ElfFile:
     """One ELF file, mapped read-only. Use as a context manager or call close()."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         try:
             with open(path, "rb") as f:
@@ -226,7 +226,19 @@ class ElfFile:
                 return s
         return None
 
+    def symbol_values(self, prefix: str) -> dict[str, int]:
+        """Values of the symbols whose names start with ``prefix`` (fast: no full symbol decode)."""
+        rows = self._symbol_rows()[0]
+        return {name: rows[i][4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
+
     def _symbol_rows(self) -> tuple[list[tuple[int, ...]], Section | None, list[int] | None]:
+        if self._rows_cache is None:
+            self._rows_cache = self._read_symbol_rows()
+        return self._rows_cache
+
+    _rows_cache: tuple[list[tuple[int, ...]], Section | None, list[int] | None] | None = None
+
+    def _read_symbol_rows(self) -> tuple[list[tuple[int, ...]], Section | None, list[int] | None]:
         st = self.symtab
         if st is None:
             return [], None, None

@@ -1,0 +1,252 @@
+"""`make bench`: sdtgen at kernel scale and the real cost of a probe, each beside a baseline.
+
+Builds its own inputs (cached under build/bench), prints a table and writes BENCHMARKS.md.
+Times are best-of-N wall clock on this machine; every figure is reported as a ratio to a
+baseline measured in the same run. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import synth  # noqa: E402
+
+from sdtgen import toolchain  # noqa: E402
+from sdtgen.boot.machine import Machine  # noqa: E402
+from sdtgen.boot.patcher import patch_sites  # noqa: E402
+from sdtgen.boot.session import BootSession, Reporter  # noqa: E402
+from sdtgen.codegen import gen_files  # noqa: E402
+from sdtgen.image import Image  # noqa: E402
+from sdtgen.table import read_tables  # noqa: E402
+
+SDTGEN = str(Path(sys.executable).with_name("sdtgen"))
+
+
+@dataclass
+class Row:
+    what: str
+    value: str
+    baseline: str
+    ratio: float
+    target: str
+    met: bool | None
+
+    def cells(self) -> list[str]:
+        met = "" if self.met is None else ("yes" if self.met else "NO")
+        return [self.what, self.value, self.baseline, f"{self.ratio:.3g}x", self.target, met]
+
+
+def run_measured(cmd: list[str] | str, shell: bool = False) -> tuple[float, int]:
+    """Wall seconds and peak RSS (bytes) of one process (and, for a shell pipeline, the largest child)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, shell=shell, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"bench: {cmd} failed: {proc.stderr.read().decode()[-500:]}")
+    return elapsed, usage.ru_maxrss * 1024
+
+
+def best(n: int, fn) -> tuple[float, int]:
+    results = [fn() for _ in range(n)]
+    return min(r[0] for r in results), max(r[1] for r in results)
+
+
+def timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def pyelftools_scan(path: Path, prefix: str = "__dtrace_sdt_") -> int:
+    """The naive baseline: every relocation section, every relocation, its symbol's name."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+
+    found = 0
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab")
+        for sec in elf.iter_sections():
+            if isinstance(sec, RelocationSection):
+                for r in sec.iter_relocations():
+                    if symtab.get_symbol(r["r_info_sym"]).name.startswith(prefix):
+                        found += 1
+    return found
+
+
+def link_image(obj: Path, work: Path, build: toolchain.Build) -> Path:
+    gen_files(obj, work / "s.c", work / "t.S", "reloc")
+    stubs_o, table_o = toolchain.compile_table(build, work / "s.c", work / "t.S", work)
+    return toolchain.final_link(build, obj, stubs_o, table_o, work / "kernel.elf")
+
+
+# -- build-time tools -----------------------------------------------------------------
+def tools_rows(large: Path, fixture: Path, work: Path) -> list[Row]:
+    rows = []
+    for name, obj, n, target in (("fixture", fixture, 10, 3.0), ("large", large, 3, 0.1)):
+        ours, mem = best(n, lambda obj=obj: run_measured([SDTGEN, "scan", "--json", str(obj)]))
+        theirs, _ = best(n, lambda obj=obj: run_measured(f"readelf -rW {obj} | grep __dtrace_sdt_", shell=True))
+        rows.append(Row(f"scan, {name} object ({obj.stat().st_size >> 10} KiB)", f"{ours:.3f} s",
+                        f"readelf -rW | grep: {theirs:.3f} s", ours / theirs, f"<= {target}x", ours / theirs <= target))
+        if name == "large":
+            size = obj.stat().st_size
+            rows.append(Row("scan peak memory, large object", f"{mem / 2**20:.0f} MiB",
+                            f"object size: {size / 2**20:.0f} MiB", mem / size, "<= 3x", mem / size <= 3))
+            scan_time = ours
+    copy = work / "large-copy.o"
+
+    def gen_once() -> tuple[float, int]:
+        shutil.copy(large, copy)
+        return run_measured([SDTGEN, "gen", str(copy), "--stubs", str(work / "s.c"), "--table", str(work / "t.S")])
+
+    gen_time, _ = best(3, gen_once)
+    rows.append(Row("gen, large object", f"{gen_time:.3f} s", f"scan: {scan_time:.3f} s", gen_time / scan_time,
+                    "<= 2x", gen_time / scan_time <= 2))
+    linked = work / "large-linked.o"
+    shutil.copy(large, linked)
+    image = link_image(linked, work, toolchain.Build(cflags=synth.CFLAGS))
+    check_time, _ = best(3, lambda: run_measured([SDTGEN, "check", "--quiet", str(linked), str(image)]))
+    rows.append(Row("check, large image", f"{check_time:.3f} s", f"scan: {scan_time:.3f} s",
+                    check_time / scan_time, "<= 2x", check_time / scan_time <= 2))
+    naive, count = timed(lambda: pyelftools_scan(large))
+    rows.append(Row(f"scan vs a pyelftools loop ({count} sites)", f"{scan_time:.3f} s", f"pyelftools: {naive:.1f} s",
+                    naive / scan_time, ">= 10x faster", naive / scan_time >= 10))
+    return rows
+
+
+# -- the emulated boot -------------------------------------------------------------------
+def patch_rows(image: Path) -> list[Row]:
+    def load() -> Machine:
+        with Image(str(image)) as img:
+            return Machine(img.elf, img.arch)
+
+    load_time = min(timed(load)[0] for _ in range(3))
+    best_patch, count = None, 0
+    for _ in range(3):
+        with Image(str(image)) as img:
+            m = Machine(img.elf, img.arch)
+            t, result = timed(lambda m=m, img=img: patch_sites(m, read_tables(m.read, img.bounds, img.arch.bits)))
+            count = len(result.sites)
+            best_patch = t if best_patch is None else min(best_patch, t)
+    rate = count / best_patch
+    return [Row(f"boot: patch {count} sites (verify, NOP, flush)", f"{rate:,.0f} sites/s",
+                f"loading the image: {load_time:.3f} s", best_patch / load_time, ">= 200,000 sites/s", rate >= 200_000)]
+
+
+def fixture_build(work: Path, variant: str) -> Path:
+    """The fixture kernel, probes compiled out / as calls / classic, built with sdtgen's steps."""
+    sources = sorted((ROOT / "fixtures" / "kernel").glob("*.c"))
+    define = {"out": ["-DSDT_COMPILED_OUT"], "classic": ["-DSDT_CLASSIC"], "calls": []}[variant]
+    extra = (ROOT / "bench" / "classic.c",) if variant == "classic" else ()
+    b = toolchain.Build(cflags=(*toolchain.KERNEL_CFLAGS, *define), extra_sources=extra)
+    d = work / f"fixture-{variant}"
+    d.mkdir(parents=True, exist_ok=True)
+    objs = toolchain.compile_sources(b, sources, d)
+    partial = toolchain.partial_link(b, objs, d / "kernel.o")
+    return link_image(partial, d, b)
+
+
+def run_loop(image: Path, patch: bool, arm: bool, n: int, count: bool = False) -> tuple[float, int]:
+    """Emulated seconds (best of 5) of sched_run(n), and guest instructions when ``count``."""
+    s = BootSession(str(image), Reporter(out=io.StringIO()), patch=patch)
+    try:
+        if arm:
+            s.enable("hk:sched:run:tick")
+        func = s.image.symbols["sched_run"].value
+        elapsed = min(timed(lambda: s.machine.call(func, [n]))[0] for _ in range(5))
+        insns = 0
+        if count:
+            from unicorn import UC_HOOK_CODE
+
+            counter = [0]
+            h = s.machine.uc.hook_add(UC_HOOK_CODE, lambda uc, a, size, u: counter.__setitem__(0, counter[0] + 1))
+            s.machine.uc.ctl_flush_tb()  # code translated before the hook would not count
+            s.machine.call(func, [n])
+            s.machine.uc.hook_del(h)
+            insns = counter[0]
+        return elapsed, insns
+    finally:
+        s.close()
+
+
+def probe_cost_rows(work: Path) -> list[Row]:
+    n = 200_000
+    out, calls, classic = (fixture_build(work, v) for v in ("out", "calls", "classic"))
+    t_out, i_out = run_loop(out, True, False, n, True)
+    t_stub, i_stub = run_loop(calls, False, False, n, True)
+    t_nop, i_nop = run_loop(calls, True, False, n, True)
+    t_classic, i_classic = run_loop(classic, True, False, n, True)
+    per = lambda i: f"{i / n:.2f} insns/iteration"  # noqa: E731
+    rows = [
+        Row("disabled probe, hot loop: patched NOP, emulated time", f"{t_nop * 1e3:.1f} ms",
+            f"compiled out: {t_out * 1e3:.1f} ms", t_nop / t_out, "<= 1.05x", t_nop / t_out <= 1.05),
+        Row("  guest instructions: patched NOP", per(i_nop), f"compiled out: {per(i_out)}", i_nop / i_out, "", None),
+        Row("  guest instructions: patched NOP vs stub calls", per(i_nop), f"unpatched stubs: {per(i_stub)}",
+            i_nop / i_stub, "< 1x", i_nop < i_stub),
+        Row("  guest instructions: patched NOP vs classic", per(i_nop), f"if (sdt_probe_func): {per(i_classic)}",
+            i_nop / i_classic, "< 1x", i_nop < i_classic),
+        Row("  emulated time: stub calls, classic", f"{t_stub * 1e3:.1f} ms, {t_classic * 1e3:.1f} ms",
+            f"compiled out: {t_out * 1e3:.1f} ms", t_stub / t_out, "", None),
+    ]
+    armed_n = 20_000
+    t_armed, _ = run_loop(calls, True, True, armed_n)
+    t_disarmed, _ = run_loop(calls, True, False, armed_n)
+    per_fire = (t_armed - t_disarmed) / armed_n * 1e6
+    rows.append(Row("armed probe: host time per firing", f"{per_fire:.1f} us",
+                    f"all disarmed: {t_disarmed * 1e3:.2f} ms for {armed_n} iterations",
+                    t_armed / t_disarmed, "(ratio armed / disarmed)", None))
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--work", default=str(ROOT / "build" / "bench"))
+    ap.add_argument("--small", action="store_true", help="a small large object, to try the harness quickly")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    include = str(ROOT / "sdtgen" / "include")
+    t0 = time.perf_counter()
+    print("building inputs (cached in build/bench) ...", file=sys.stderr)
+    units = 50 if args.small else 1000
+    large = synth.build(work, units, 40, 15, 2, include)
+    many = synth.build(work, 50 if args.small else 500, 100, 1, 1, include)
+    fixture = fixture_build(work, "calls").parent / "kernel.o"
+    many_image = work / "many"
+    many_image.mkdir(exist_ok=True)
+    many_copy = many_image / "kernel.o"
+    shutil.copy(many, many_copy)
+    many_elf = link_image(many_copy, many_image, toolchain.Build(cflags=synth.CFLAGS))
+    print("measuring ...", file=sys.stderr)
+    rows = tools_rows(large, fixture, work) + patch_rows(many_elf) + probe_cost_rows(work)
+    header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
+    table = [header, *(r.cells() for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    print("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table))
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, " \
+              f"{platform.platform()}"
+    md = ["# Benchmarks", "", f"Run by `make bench` on {machine}, in {time.perf_counter() - t0:.0f} s.",
+          "Best of several runs each; ratios are to the baseline measured in the same run.", "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    Path(args.out).write_text("\n".join(md) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
