@@ -23,7 +23,7 @@ def _package_path(*parts: str) -> str:
 def _emit_json(obj: object) -> None:
     import json
 
-    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write(json.dumps(obj))  # one shot, no indent: the C encoder, fast on 20,000 sites
     sys.stdout.write("\n")
 
 
@@ -183,6 +183,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         raise SdtError(str(root), "holds no C sources", "give --sources DIR with the kernel's .c files")
     extra = Path(_package_path()).parent / "fixtures" / "linkmodes"
     rows = [r for r in matrix.ROWS if not args.mode or any(fnmatch_any(r.key, args.mode))]
+    if args.cflags:
+        import dataclasses
+        import shlex
+
+        rows = [dataclasses.replace(r, add=r.add + tuple(shlex.split(args.cflags))) for r in rows]
     cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")))
             if not args.toolchain or any(fnmatch_any(c.label.replace(" ", ":"), args.toolchain))]
     if not rows or not cols:
@@ -285,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode")
     mx.add_argument("--sources", metavar="DIR", help="the kernel's C sources (default: the fixture kernel)")
     mx.add_argument("--mode", action="append", metavar="GLOB", help="rows to run, by key (plain, icf, lto-*...)")
+    mx.add_argument("--cflags", default="", help="extra compiler flags for every build, as --cflags=\"-O1 -g\"")
     mx.add_argument("--compiler", action="append", choices=("gcc", "clang"))
     mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
     mx.add_argument("--jobs", type=int, default=2)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sdtgen import arch as arches
 from sdtgen.arch.base import Arch, UnsupportedReloc
-from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Symbol
+from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile
 from sdtgen.errors import SdtError
 from sdtgen.probes import (
     DEFAULT_PREFIX,
@@ -30,7 +30,7 @@ class ScanResult:
     sites: list[Site]
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
     defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
-    section_index: dict[str, int] = field(default_factory=dict)  # section name -> index, for anchors
+    section_index: dict[str, int] = field(default_factory=dict)  # name -> index of the sections with sites
 
     def to_json(self) -> dict:
         keys = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function", "detail")
@@ -79,37 +79,36 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     arch = arches.for_elf(elf)
     probes = read_descriptors(elf)
     wanted = elf.symbol_indices_with_prefix(prefix)
-    symbols = elf.symbols if wanted else []
-    defined = {name for i, name in wanted.items() if symbols[i].defined}
-    sites: list[Site] = []
-    namers: dict[int, _FunctionNamer] = {}
+    defined = {name for i, name in wanted.items() if elf.symbol_defined(i)}
+    found = []  # (section, relocation, its symbol's name): named once all are known
+    symtab = elf.symtab.index if elf.symtab else -1
     for rsec, target in elf.reloc_sections():
-        if not target.is_alloc or target.type == SHT_NOBITS:
+        if not target.is_alloc or target.type == SHT_NOBITS or rsec.link != symtab:
             continue  # debug info and other non-loaded data never holds a site
-        if rsec.link != (elf.symtab.index if elf.symtab else -1):
-            continue
-        code = elf.contents(target)
         for r in elf.relocations(rsec, wanted):
-            sym = wanted[r.sym]
             if r.offset >= target.size:
-                raise elf.fail(f"a relocation against {sym} lies outside section {target.name}",
+                raise elf.fail(f"a relocation against {wanted[r.sym]} lies outside section {target.name}",
                                "the object is damaged; rebuild it")
-            namer = namers.get(target.index) or namers.setdefault(target.index, _FunctionNamer(elf, target.index))
-            try:
-                shape = arch.classify(code, r.offset, r.type, target.is_exec)
-            except UnsupportedReloc:
-                raise elf.fail(f"{target.name}:{namer.name(r.offset)}: {arch.reloc_name(r.type)} "
-                               f"against {sym} is not a relocation sdtgen understands",
-                               "compile probe sites as direct calls (see README, 'Diagnostics')") from None
-            probe = probes.get(sym) or probes.setdefault(sym, probe_from_symbol(sym, prefix))
-            sites.append(Site(
-                probe=probe.spec, symbol=sym, section=target.name, offset=shape.start,
-                text_offset=shape.start if target.name == ".text" else None,
-                reloc=arch.reloc_name(r.type), form=shape.form, length=shape.length,
-                detail=shape.detail, function=namer.name(shape.start),
-            ))
+            found.append((target, r, wanted[r.sym]))
+    funcs = elf.functions_in({target.index for target, _, _ in found})
+    sites: list[Site] = []
+    for target, r, sym in found:
+        namer = _FunctionNamer(funcs.get(target.index, []))
+        try:
+            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec)
+        except UnsupportedReloc:
+            raise elf.fail(f"{target.name}:{namer.name(r.offset)}: {arch.reloc_name(r.type)} "
+                           f"against {sym} is not a relocation sdtgen understands",
+                           "compile probe sites as direct calls (see README, 'Diagnostics')") from None
+        probe = probes.get(sym) or probes.setdefault(sym, probe_from_symbol(sym, prefix))
+        sites.append(Site(
+            probe=probe.spec, symbol=sym, section=target.name, offset=shape.start,
+            text_offset=shape.start if target.name == ".text" else None,
+            reloc=arch.reloc_name(r.type), form=shape.form, length=shape.length,
+            detail=shape.detail, function=namer.name(shape.start),
+        ))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
-    by_name = {s.name: s.index for s in elf.sections}
+    by_name = {target.name: target.index for target, _, _ in found}
     return ScanResult(elf.path, arch, sites, probes, defined, by_name)
 
 
@@ -127,14 +126,13 @@ def read_descriptors(elf: ElfFile) -> dict[str, Probe]:
 class _FunctionNamer:
     """Names an offset in a section as function+0xoff, from the object's own symbols."""
 
-    def __init__(self, elf: ElfFile, shndx: int) -> None:
-        self.funcs: list[Symbol] = elf.functions_in(shndx)
-        self.starts = [f.value for f in self.funcs]
+    def __init__(self, funcs: list[tuple[int, int, str]]) -> None:
+        self.funcs = funcs
 
     def name(self, offset: int) -> str:
-        i = bisect.bisect_right(self.starts, offset) - 1
+        i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
         if i >= 0:
-            f = self.funcs[i]
-            if f.size == 0 or offset < f.value + f.size:
-                return f"{f.name}+{offset - f.value:#x}"
+            value, size, name = self.funcs[i]
+            if size == 0 or offset < value + size:
+                return f"{name}+{offset - value:#x}"
         return f"{offset:#x}"

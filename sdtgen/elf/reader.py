@@ -12,7 +12,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -31,7 +30,7 @@ PT_LOAD = 1
 TYPE_NAMES = {ET_REL: "relocatable object", ET_EXEC: "executable", ET_DYN: "shared object or PIE"}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Section:
     index: int
     name: str
@@ -105,7 +104,6 @@ class ElfFile:
         self.data = memoryview(self._map)
         self._parse_header()
         self.sections = self._parse_sections()
-        self._by_name = {s.name: s for s in reversed(self.sections)}
 
     def close(self) -> None:
         try:
@@ -177,20 +175,29 @@ class ElfFile:
         if shstrndx == SHN_XINDEX:
             shstrndx = first[6]
         self._check_range(self.shoff, shnum * sh.size, f"the section header table of {shnum} entries")
-        raw = []
-        for i, t in enumerate(sh.iter_unpack(self.data[self.shoff:self.shoff + shnum * sh.size])):
-            name, typ, flags, addr, off, size, link, info, align, ent = t
-            if typ != SHT_NOBITS and typ != SHT_NULL:
+        if shstrndx >= shnum:
+            raise self._bad(f"section name table index {shstrndx} is out of range")
+        raw = sh.iter_unpack(self.data[self.shoff:self.shoff + shnum * sh.size])
+        names = b""
+        if shstrndx:
+            _, _, _, _, str_off, str_size, *_ = sh.unpack_from(self.data, self.shoff + shstrndx * sh.size)
+            self._check_range(str_off, str_size, "the section name table")
+            names = bytes(self.data[str_off:str_off + str_size])
+        filesize = len(self.data)
+        sections = []
+        for i, (name, typ, flags, addr, off, size, link, info, align, ent) in enumerate(raw):
+            # The loop over every section of a kernel object: checks inline, names sliced from one blob.
+            if typ != SHT_NOBITS and typ != SHT_NULL and (off + size > filesize):
                 self._check_range(off, size, f"section {i}")
             if link >= shnum and i:
                 raise self._bad(f"section {i} links to section {link}, but there are only {shnum}")
-            raw.append((i, name, typ, flags, addr, off, size, link, info, align, ent))
-        if shstrndx >= shnum:
-            raise self._bad(f"section name table index {shstrndx} is out of range")
-        strtab = raw[shstrndx] if shstrndx else None
-        sections = []
-        for i, name, typ, flags, addr, off, size, link, info, align, ent in raw:
-            nm = self._cstr(strtab[5], strtab[6], name, "section name") if strtab else ""
+            end = names.find(b"\0", name)
+            if name >= len(names) or end < 0:
+                if not names and name == 0:
+                    end = 0
+                else:
+                    raise self._bad(f"the name of section {i} lies outside the section name table")
+            nm = names[name:end].decode("utf-8", "backslashreplace")
             sections.append(Section(i, nm, typ, flags, addr, off, size, link, info, align, ent))
         return sections
 
@@ -206,7 +213,8 @@ class ElfFile:
         return bytes(self.data[start:end]).decode("utf-8", "backslashreplace")
 
     def section(self, name: str) -> Section | None:
-        return self._by_name.get(name)
+        """The first section of that name (a scan: no index of 80,000 names is kept for a few lookups)."""
+        return next((s for s in self.sections if s.name == name), None)
 
     def section_at(self, index: int) -> Section:
         if not 0 <= index < len(self.sections):
@@ -228,43 +236,50 @@ class ElfFile:
 
     def symbol_values(self, prefix: str) -> dict[str, int]:
         """Values of the symbols whose names start with ``prefix`` (fast: no full symbol decode)."""
-        rows = self._symbol_rows()[0]
-        return {name: rows[i][4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
+        return {name: self._symbol_row(i)[4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
 
-    def _symbol_rows(self) -> tuple[list[tuple[int, ...]], Section | None, list[int] | None]:
-        if self._rows_cache is None:
-            self._rows_cache = self._read_symbol_rows()
-        return self._rows_cache
-
-    _rows_cache: tuple[list[tuple[int, ...]], Section | None, list[int] | None] | None = None
-
-    def _read_symbol_rows(self) -> tuple[list[tuple[int, ...]], Section | None, list[int] | None]:
+    @cached_property
+    def _symtab_info(self) -> tuple[struct.Struct, memoryview, Section | None, list[int] | None]:
+        """How to read .symtab, checked once; rows are then decoded as they are needed, never all kept."""
         st = self.symtab
+        fmt = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
         if st is None:
-            return [], None, None
-        fmt = self.endian + ("IBBHQQ" if self.is64 else "IIIBBH")
-        ent = struct.calcsize(fmt)
-        if st.entsize != ent or st.size % ent:
-            raise self._bad(f"symbol table {st.name} has entry size {st.entsize}, expected {ent}")
+            return fmt, memoryview(b""), None, None
+        if st.entsize != fmt.size or st.size % fmt.size:
+            raise self._bad(f"symbol table {st.name} has entry size {st.entsize}, expected {fmt.size}")
         strsec = self.section_at(st.link)
-        rows = list(struct.iter_unpack(fmt, self.contents(st)))
-        if not self.is64:  # normalise to (name, info, other, shndx, value, size)
-            rows = [(n, i, o, x, v, s) for n, v, s, i, o, x in rows]
         xindex = None
         for s in self.sections:
             if s.type == SHT_SYMTAB_SHNDX and s.link == st.index:
                 xindex = list(struct.unpack_from(f"{self.endian}{s.size // 4}I", self.data, s.offset))
-        return rows, strsec, xindex
+        view = self.contents(st)
+        nsec = len(self.sections)
+        shndx_at = 3 if self.is64 else 5
+        for i, row in enumerate(fmt.iter_unpack(view)):
+            if nsec <= row[shndx_at] < SHN_LORESERVE:
+                raise self._bad(f"symbol {i} refers to section {row[shndx_at]}, but there are only {nsec}")
+        return fmt, view, strsec, xindex
+
+    def _symbol_rows(self):
+        fmt, view, _, _ = self._symtab_info
+        if self.is64:
+            return fmt.iter_unpack(view)
+        return ((n, i, o, x, v, s) for n, v, s, i, o, x in fmt.iter_unpack(view))
+
+    def _symbol_row(self, index: int) -> tuple[int, ...]:
+        fmt, view, _, _ = self._symtab_info
+        row = fmt.unpack_from(view, index * fmt.size)
+        return row if self.is64 else (row[0], row[3], row[4], row[5], row[1], row[2])
 
     @cached_property
     def symbols(self) -> list[Symbol]:
         """Every symbol of .symtab, in table order (index 0 is the null symbol)."""
-        rows, strsec, xindex = self._symbol_rows()
+        _, _, strsec, xindex = self._symtab_info
         if strsec is None:
             return []
         nsec = len(self.sections)
         out = []
-        for i, (name, info, other, shndx, value, size) in enumerate(rows):
+        for i, (name, info, other, shndx, value, size) in enumerate(self._symbol_rows()):
             if shndx == SHN_XINDEX:
                 if xindex is None or i >= len(xindex):
                     raise self._bad(f"symbol {i} needs an extended section index that is missing")
@@ -297,12 +312,10 @@ class ElfFile:
             pos = blob.find(pre, pos + 1)
         if not starts:
             return {}
-        rows, _, _ = self._symbol_rows()
-        if rows and max(r[0] for r in rows) >= len(blob):
-            i = next(i for i, r in enumerate(rows) if r[0] >= len(blob))
-            raise self._bad(f"the name of symbol {i} lies outside its {len(blob)}-byte string table")
         found = {}
-        for i, row in enumerate(rows):
+        for i, row in enumerate(self._symbol_rows()):
+            if row[0] >= len(blob):
+                raise self._bad(f"the name of symbol {i} lies outside its {len(blob)}-byte string table")
             if row[0] in starts and i:
                 end = blob.find(b"\0", row[0])
                 if end < 0:
@@ -321,19 +334,24 @@ class ElfFile:
                 out.append((s, self.sections[s.info]))
         return out
 
-    def relocations(self, rsec: Section, only_syms: set[int] | dict[int, str] | None = None) -> Iterator[Reloc]:
+    def relocations(self, rsec: Section, only_syms: set[int] | dict[int, str] | None = None) -> list[Reloc]:
         """Decode one relocation section, optionally keeping only some symbols."""
         rela = rsec.type == SHT_RELA
-        fmt = self.endian + ("QQ" if self.is64 else "II") + (("q" if self.is64 else "i") if rela else "")
-        ent = struct.calcsize(fmt)
-        if rsec.entsize != ent or rsec.size % ent:
-            raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {ent}")
+        st = self._reloc_structs[rela]
+        if rsec.entsize != st.size or rsec.size % st.size:
+            raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
         shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
-        for t in struct.iter_unpack(fmt, self.contents(rsec)):
-            sym = t[1] >> shift
-            if only_syms is not None and sym not in only_syms:
-                continue
-            yield Reloc(t[0], sym, t[1] & mask, t[2] if rela else 0)
+        rows = st.iter_unpack(self.data[rsec.offset:rsec.offset + rsec.size])
+        if only_syms is not None:
+            return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0)
+                    for t in rows if t[1] >> shift in only_syms]
+        return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0) for t in rows]
+
+    @cached_property
+    def _reloc_structs(self) -> dict[bool, struct.Struct]:
+        word = "Q" if self.is64 else "I"
+        return {False: struct.Struct(self.endian + word * 2),
+                True: struct.Struct(self.endian + word * 2 + ("q" if self.is64 else "i"))}
 
     # -- segments and addresses ---------------------------------------------------
     @cached_property
@@ -381,19 +399,27 @@ class ElfFile:
                 out[s.name] = s
         return out
 
-    def functions_in(self, shndx: int) -> list[Symbol]:
-        """Function symbols defined in one section, sorted by value (for naming sites)."""
-        return self._functions_by_section.get(shndx, [])
+    def functions_in(self, sections: set[int]) -> dict[int, list[tuple[int, int, str]]]:
+        """(value, size, name) of the function symbols in some sections, sorted by value.
 
-    @cached_property
-    def _functions_by_section(self) -> dict[int, list[Symbol]]:
-        out: dict[int, list[Symbol]] = {}
-        for s in self.symbols:
-            if s.type == STT_FUNC and s.defined:
-                out.setdefault(s.shndx, []).append(s)
+        Decodes only those symbols' names: naming 20,000 sites must not decode 200,000 symbols.
+        """
+        _, _, strsec, xindex = self._symtab_info
+        out: dict[int, list[tuple[int, int, str]]] = {}
+        for i, (name, info, _other, shndx, value, size) in enumerate(self._symbol_rows()):
+            if info & 0xF != STT_FUNC:
+                continue
+            if shndx == SHN_XINDEX and xindex is not None and i < len(xindex):
+                shndx = xindex[i]
+            if shndx in sections and strsec is not None:
+                nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}")
+                out.setdefault(shndx, []).append((value, size, nm))
         for funcs in out.values():
-            funcs.sort(key=lambda s: (s.value, -s.size))
+            funcs.sort(key=lambda f: (f[0], -f[1]))
         return out
+
+    def symbol_defined(self, index: int) -> bool:
+        return self._symbol_row(index)[3] != SHN_UNDEF
 
 
 def describe_kind(elf: ElfFile) -> str:

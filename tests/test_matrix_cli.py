@@ -1,0 +1,51 @@
+"""sdtgen matrix from the command line: filters, JSON, and the README block it rewrites."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import FIXTURE, sdtgen
+
+
+def test_one_cell_as_json(tmp_path):
+    proc = sdtgen("matrix", "--mode", "stubs-first", "--compiler", "gcc", "--toolchain", "gcc:bfd/bfd", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (cell,) = json.loads(proc.stdout)["cells"]
+    assert (cell["row"], cell["column"], cell["state"]) == ("stubs-first", "gcc bfd/bfd", "done")
+    assert cell["results"]["reloc"]["status"] == "ok" and cell["results"]["offset"]["status"] == "broken"
+
+
+def test_readme_block_is_rewritten_in_place(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- matrix:begin -->\nOLD-TABLE\n<!-- matrix:end -->\nafter\n")
+    proc = sdtgen("matrix", "--mode", "plain", "--compiler", "gcc", "--toolchain", "gcc:bfd/*", "--readme", readme)
+    assert proc.returncode == 0, proc.stderr
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- matrix:begin -->\n") and text.endswith("<!-- matrix:end -->\nafter\n")
+    assert "| plain (-mcmodel=kernel, one .text) | ✓ / ✓ | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
+
+
+def test_user_sources_and_flags(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in FIXTURE.glob("*.[ch]"):
+        (src / f.name).write_text(f.read_text())
+    proc = sdtgen("matrix", "--sources", src, "--cflags=-O1", "--mode", "plain", "--compiler", "gcc",
+                  "--toolchain", "gcc:bfd/lld", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["cells"][0]["results"]["reloc"]["status"] == "ok"
+
+
+def test_no_matching_cell_is_a_usage_error():
+    proc = sdtgen("matrix", "--mode", "nosuch")
+    assert proc.returncode == 2 and "no matrix cell matches" in proc.stderr
+
+
+def test_linker_scripts_and_paths():
+    for arch in ("x86_64", "i386", "aarch64", "riscv64"):
+        final = sdtgen("linker-script", "final", "--arch", arch, check=True).stdout
+        assert "btext = .;" in final and "__start_set_sdt_sites_set" in final
+        path = sdtgen("linker-script", "partial", "--arch", arch, "--path", check=True).stdout.strip()
+        assert path.endswith(f"linker_scripts/{arch}/partial.ld")
+    assert sdtgen("include-dir", check=True).stdout.strip().endswith("sdtgen/include")
+    assert sdtgen("makefile", check=True).stdout.strip().endswith("sdtgen/data/sdtgen.mk")
