@@ -38,7 +38,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
     result = scan(args.object, args.prefix)
     if args.json:
-        _emit_json(result.to_json())
+        result.write_json(sys.stdout)
         return EXIT_OK
     probes = {s.probe for s in result.sites}
     print(f"{args.object}: {result.arch.name}, {len(result.sites)} sites of {len(probes)} probes")

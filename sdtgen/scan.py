@@ -32,10 +32,18 @@ class ScanResult:
     defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
     section_index: dict[str, int] = field(default_factory=dict)  # name -> index of the sections with sites
 
-    def to_json(self) -> dict:
-        keys = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function", "detail")
-        return {"object": self.object, "arch": self.arch.name,
-                "sites": [{k: getattr(s, k) for k in keys} for s in self.sites]}
+    JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
+                 "detail")
+
+    def write_json(self, out) -> None:
+        """{"object", "arch", "sites": [...]}, one site at a time: no 20,000 dicts held at once."""
+        import json
+
+        head = json.dumps({"object": self.object, "arch": self.arch.name})[:-1]
+        out.write(f'{head}, "sites": [')
+        for i, s in enumerate(self.sites):
+            out.write((", " if i else "") + json.dumps({k: getattr(s, k) for k in self.JSON_KEYS}))
+        out.write("]}\n")
 
 
 def open_relocatable(path: str) -> ElfFile:

@@ -94,18 +94,23 @@ class ElfFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         try:
-            with open(path, "rb") as f:
-                try:
-                    self._map: mmap.mmap | bytes = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except ValueError:  # empty file
-                    self._map = b""
+            self._file = open(path, "rb")  # noqa: SIM115 - kept open for pread(); closed by close()
+            try:
+                self._map: mmap.mmap | bytes = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # empty file
+                self._map = b""
         except OSError as e:
             raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
         self.data = memoryview(self._map)
-        self._parse_header()
-        self.sections = self._parse_sections()
+        try:
+            self._parse_header()
+            self.sections = self._parse_sections()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
+        self._file.close()
         try:
             self.data.release()
             if isinstance(self._map, mmap.mmap):
@@ -341,7 +346,8 @@ class ElfFile:
         if rsec.entsize != st.size or rsec.size % st.size:
             raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
         shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
-        rows = st.iter_unpack(self.data[rsec.offset:rsec.offset + rsec.size])
+        # pread, not the mapping: mapped pages count in the resident size, and these are read only once.
+        rows = st.iter_unpack(os.pread(self._file.fileno(), rsec.size, rsec.offset))
         if only_syms is not None:
             return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0)
                     for t in rows if t[1] >> shift in only_syms]
