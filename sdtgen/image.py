@@ -68,27 +68,19 @@ class Image:
             raise self.elf.fail(f"corrupt probe table: {e}", "regenerate it with `sdtgen gen` and relink") from None
 
     @cached_property
-    def _functions(self) -> tuple[list[int], list[Symbol]]:
-        funcs = sorted((s for s in self.symbols.values() if s.type == STT_FUNC), key=lambda s: s.value)
-        return [f.value for f in funcs], funcs
+    def _sorted(self) -> dict[bool, tuple[list[int], list[Symbol]]]:
+        """Function symbols, and function and object symbols, sorted by address."""
+        out = {}
+        for data in (False, True):
+            kinds = (STT_FUNC, STT_OBJECT) if data else (STT_FUNC,)
+            syms = sorted((s for s in self.symbols.values() if s.type in kinds), key=lambda s: s.value)
+            out[data] = ([s.value for s in syms], syms)
+        return out
 
-    @cached_property
-    def _all_symbols(self) -> tuple[list[int], list[Symbol]]:
-        syms = sorted((s for s in self.symbols.values() if s.type in (STT_FUNC, STT_OBJECT)), key=lambda s: s.value)
-        return [s.value for s in syms], syms
-
-    def symbolize_data(self, addr: int) -> str:
-        """``symbol+0xoff`` against any function or object symbol (for pointers into data)."""
-        starts, syms = self._all_symbols
+    def symbolize(self, addr: int, data: bool = False) -> str:
+        """``function+0xoff`` for an address (with ``data``, objects too), or the bare hex address."""
+        starts, syms = self._sorted[data]
         i = bisect.bisect_right(starts, addr) - 1
         if i >= 0 and (syms[i].size == 0 or addr < syms[i].value + syms[i].size):
             return f"{syms[i].name}+{addr - syms[i].value:#x}"
-        return f"{addr:#x}"
-
-    def symbolize(self, addr: int) -> str:
-        """``function+0xoff`` for an address, or the bare hex address."""
-        starts, funcs = self._functions
-        i = bisect.bisect_right(starts, addr) - 1
-        if i >= 0 and (funcs[i].size == 0 or addr < funcs[i].value + funcs[i].size):
-            return f"{funcs[i].name}+{addr - funcs[i].value:#x}"
         return f"{addr:#x}"

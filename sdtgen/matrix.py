@@ -179,7 +179,7 @@ def boot_trace(image: Path, calls) -> list:
 
 def _name_pointer(session, ctype: str, value):
     if "*" in ctype and isinstance(value, int) and "char" not in ctype:
-        return session.image.symbolize_data(value)
+        return session.image.symbolize(value, data=True)
     return value
 
 

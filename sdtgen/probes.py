@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 DEFAULT_PREFIX = "__dtrace_sdt_"
@@ -70,7 +70,6 @@ class ProbeSpec:
     """A DTrace probe description: provider:module:function:name, globs, empty matches all."""
 
     fields: tuple[str, str, str, str] = ("", "", "", "")
-    text: str = field(default="")
 
     @classmethod
     def parse(cls, text: str) -> ProbeSpec:
@@ -79,7 +78,7 @@ class ProbeSpec:
             raise ValueError(f"probe spec {text!r} has more than four fields (provider:module:function:name)")
         # Like dtrace: "name", "function:name", "module:function:name" fill from the right.
         full = [""] * (4 - len(parts)) + parts
-        return cls((full[0], full[1], full[2], full[3]), text)
+        return cls((full[0], full[1], full[2], full[3]))
 
     def matches(self, probe: Named) -> bool:
         import fnmatch

@@ -93,3 +93,18 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
     objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
     run(["ld", "-T", script, "-o", str(image), *map(str, objs)])
     return image
+
+
+def corrupt_site_entry(image: Path, out: Path, index: int, delta: int) -> Path:
+    """A copy of ``image`` whose site entry ``index`` points ``delta`` bytes off its site."""
+    import struct
+
+    from sdtgen.elf.reader import ElfFile
+
+    with ElfFile(image) as elf:
+        offset = elf.section("set_sdt_sites_set").offset + 12 * index
+    data = bytearray(image.read_bytes())
+    (rel,) = struct.unpack_from("<i", data, offset)
+    struct.pack_into("<i", data, offset, rel + delta)
+    out.write_bytes(data)
+    return out

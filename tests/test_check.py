@@ -4,18 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 
-from helpers import final_link, sdtgen
-
-from sdtgen.elf.reader import ElfFile
-
-
-def site_entry_offsets(image) -> list[int]:
-    """File offsets of the site entries of an image (12 bytes each)."""
-    with ElfFile(image) as elf:
-        sec = elf.section("set_sdt_sites_set")
-        return list(range(sec.offset, sec.offset + sec.size, 12))
+from helpers import corrupt_site_entry, final_link, sdtgen
 
 
 def test_check_passes_on_the_fixture_image(kernel):
@@ -37,13 +27,7 @@ def test_offset_mode_holds_when_the_final_link_keeps_text_in_place(kernel_offset
 
 
 def test_check_fails_on_a_corrupted_table_entry(kernel, tmp_path):
-    image = tmp_path / "corrupt.elf"
-    shutil.copy(kernel.image, image)
-    entry = site_entry_offsets(image)[6]
-    data = bytearray(image.read_bytes())
-    (rel,) = struct.unpack_from("<i", data, entry)
-    struct.pack_into("<i", data, entry, rel + 3)
-    image.write_bytes(data)
+    image = corrupt_site_entry(kernel.image, tmp_path / "corrupt.elf", 6, 3)
     proc = sdtgen("check", kernel.partial, image)
     assert proc.returncode == 1
     sites = json.loads(sdtgen("scan", kernel.partial, "--json").stdout)["sites"]

@@ -118,21 +118,7 @@ class AArch64(Arch):
 
         return Regs(A.UC_ARM64_REG_PC, A.UC_ARM64_REG_SP, A.UC_ARM64_REG_X0,
                     (A.UC_ARM64_REG_X0, A.UC_ARM64_REG_X1, A.UC_ARM64_REG_X2, A.UC_ARM64_REG_X3,
-                     A.UC_ARM64_REG_X4, A.UC_ARM64_REG_X5))
-
-    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        from unicorn import arm64_const as A
-
-        for reg, value in zip(self.regs.args, args, strict=False):
-            m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
-        m.uc.reg_write(A.UC_ARM64_REG_X30, return_to)  # the link register
-        m.uc.reg_write(self.regs.sp, stack_top & ~0xF)
-        m.uc.reg_write(self.regs.pc, func)
-
-    def return_address(self, m) -> int:
-        from unicorn import arm64_const as A
-
-        return m.uc.reg_read(A.UC_ARM64_REG_X30)
+                     A.UC_ARM64_REG_X4, A.UC_ARM64_REG_X5), A.UC_ARM64_REG_X30)
 
 
 ARCH = AArch64()

@@ -39,6 +39,7 @@ class Regs:
     sp: int
     ret: int
     args: tuple[int, ...]
+    link: int | None = None  # the register a call leaves its return address in, if any
 
 
 class UnsupportedReloc(Exception):
@@ -138,8 +139,15 @@ class Arch:
         raise NotImplementedError
 
     def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        """Prepare registers and stack to call ``func(args)`` returning to ``return_to``."""
-        raise NotImplementedError
+        """Prepare registers and stack to call ``func(args)`` returning to ``return_to``.
+
+        This is the link-register convention (AArch64, RISC-V); x86 overrides it."""
+        mask = (1 << self.bits) - 1
+        for reg, value in zip(self.regs.args, args, strict=False):
+            m.uc.reg_write(reg, value & mask)
+        m.uc.reg_write(self.regs.link, return_to)
+        m.uc.reg_write(self.regs.sp, stack_top & ~0xF)
+        m.uc.reg_write(self.regs.pc, func)
 
     def args_at_site(self, m, count: int, form: str) -> list[int]:
         """The first ``count`` probe arguments, as the calling convention has them at a site of ``form``."""
@@ -147,7 +155,7 @@ class Arch:
 
     def return_address(self, m) -> int:
         """Where the current function returns to (what a tail-jump site does after firing)."""
-        raise NotImplementedError
+        return m.uc.reg_read(self.regs.link)
 
     def linker_script(self, kind: str):
         from pathlib import Path

@@ -152,21 +152,7 @@ class RiscV64(Arch):
 
         return Regs(R.UC_RISCV_REG_PC, R.UC_RISCV_REG_SP, R.UC_RISCV_REG_A0,
                     (R.UC_RISCV_REG_A0, R.UC_RISCV_REG_A1, R.UC_RISCV_REG_A2, R.UC_RISCV_REG_A3,
-                     R.UC_RISCV_REG_A4, R.UC_RISCV_REG_A5))
-
-    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        from unicorn import riscv_const as R
-
-        for reg, value in zip(self.regs.args, args, strict=False):
-            m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
-        m.uc.reg_write(R.UC_RISCV_REG_RA, return_to)
-        m.uc.reg_write(self.regs.sp, stack_top & ~0xF)
-        m.uc.reg_write(self.regs.pc, func)
-
-    def return_address(self, m) -> int:
-        from unicorn import riscv_const as R
-
-        return m.uc.reg_read(R.UC_RISCV_REG_RA)
+                     R.UC_RISCV_REG_A4, R.UC_RISCV_REG_A5), R.UC_RISCV_REG_RA)
 
 
 ARCH = RiscV64()

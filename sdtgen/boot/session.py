@@ -68,9 +68,6 @@ class Reporter:
     def action(self, symbol: str, value: int) -> None:
         self._emit({"event": "action", "symbol": symbol, "value": value}, f"action {symbol} returned {value}")
 
-    def note(self, text: str) -> None:
-        self._emit({"event": "note", "text": text}, text)
-
 
 def format_args(f: Firing) -> str:
     parts = []

@@ -390,12 +390,6 @@ class ElfFile:
                 return bytes(self.data[off:off + size])
         raise self.fail(f"address {addr:#x} (+{size}) is not inside any section with contents")
 
-    def section_containing(self, addr: int) -> Section | None:
-        for s in self.sections:
-            if s.is_alloc and s.addr <= addr < s.addr + s.size:
-                return s
-        return None
-
     def symbol_map(self) -> dict[str, Symbol]:
         """Defined symbols by name; globals win over locals of the same name."""
         out: dict[str, Symbol] = {}
@@ -427,6 +421,3 @@ class ElfFile:
     def symbol_defined(self, index: int) -> bool:
         return self._symbol_row(index)[3] != SHN_UNDEF
 
-
-def describe_kind(elf: ElfFile) -> str:
-    return f"{elf.type_name} for machine {elf.machine}"

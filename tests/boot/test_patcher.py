@@ -7,16 +7,10 @@ import shutil
 import struct
 
 from booted import Booted
-from helpers import sdtgen
+from helpers import corrupt_site_entry, sdtgen
 from native_oracle import Call
 
 from sdtgen.elf.reader import ElfFile
-
-
-def entry_offsets(image) -> list[int]:
-    with ElfFile(image) as elf:
-        sec = elf.section("set_sdt_sites_set")
-        return list(range(sec.offset, sec.offset + sec.size, 12))
 
 
 def test_every_site_is_patched_to_a_nop_capstone_decodes(booted, kernel):
@@ -76,13 +70,7 @@ def test_a_site_whose_bytes_differ_is_refused_left_alone_and_the_rest_work(kerne
 
 
 def test_a_corrupt_entry_is_refused_and_reported(kernel, tmp_path):
-    image = tmp_path / "corrupt.elf"
-    shutil.copy(kernel.image, image)
-    off = entry_offsets(image)[0]
-    data = bytearray(image.read_bytes())
-    (rel,) = struct.unpack_from("<i", data, off)
-    struct.pack_into("<i", data, off, rel + 2)
-    image.write_bytes(data)
+    image = corrupt_site_entry(kernel.image, tmp_path / "corrupt.elf", 0, 2)
     proc = sdtgen("boot", image, "--run", "kmain", "--arg", "1")
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0
