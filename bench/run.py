@@ -158,7 +158,7 @@ def fixture_build(work: Path, variant: str) -> Path:
     sources = sorted((ROOT / "fixtures" / "kernel").glob("*.c"))
     define = {"out": ["-DSDT_COMPILED_OUT"], "classic": ["-DSDT_CLASSIC"], "calls": []}[variant]
     extra = (ROOT / "bench" / "classic.c",) if variant == "classic" else ()
-    b = toolchain.Build(cflags=(*toolchain.KERNEL_CFLAGS, *define), extra_sources=extra)
+    b = toolchain.Build(cflags=(*toolchain.kernel_cflags("x86_64"), *define), extra_sources=extra)
     d = work / f"fixture-{variant}"
     d.mkdir(parents=True, exist_ok=True)
     objs = toolchain.compile_sources(b, sources, d)

@@ -188,7 +188,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         import shlex
 
         rows = [dataclasses.replace(r, add=r.add + tuple(shlex.split(args.cflags))) for r in rows]
-    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")))
+    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")), tuple(args.arch or ("x86_64",)))
             if not args.toolchain or any(fnmatch_any(c.label.replace(" ", ":"), args.toolchain))]
     if not rows or not cols:
         raise SdtError("", "no matrix cell matches the --mode/--toolchain filters", "see `sdtgen matrix --list`")
@@ -292,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--mode", action="append", metavar="GLOB", help="rows to run, by key (plain, icf, lto-*...)")
     mx.add_argument("--cflags", default="", help="extra compiler flags for every build, as --cflags=\"-O1 -g\"")
     mx.add_argument("--compiler", action="append", choices=("gcc", "clang"))
+    mx.add_argument("--arch", action="append", choices=("x86_64", "i386", "aarch64", "riscv64"),
+                    help="architectures to build for (default x86_64)")
     mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
     mx.add_argument("--jobs", type=int, default=2)
     mx.add_argument("--readme", metavar="FILE", help="rewrite the table between the matrix markers in FILE")

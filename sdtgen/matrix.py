@@ -23,15 +23,16 @@ from pathlib import Path
 
 from sdtgen.errors import SdtError
 from sdtgen.toolchain import (
-    COMPILERS,
-    KERNEL_CFLAGS,
-    LINKERS,
-    PARTIAL_LINKERS,
+    COMPILER_NAMES,
+    LINKER_NAMES,
+    PARTIAL_NAMES,
     Build,
     BuildError,
     compile_sources,
     compile_table,
     final_link,
+    kernel_cflags,
+    linker,
     missing_package,
     partial_link,
 )
@@ -58,14 +59,15 @@ class Row:
     compilers: tuple[str, ...] = ("gcc", "clang")
     partials: tuple[str, ...] = ("bfd", "gold", "lld", "gcc-r")
     finals: tuple[str, ...] = ("bfd", "gold", "lld")
+    arches: tuple[str, ...] = ("x86_64", "i386", "aarch64", "riscv64")
 
-    def cflags(self) -> tuple[str, ...]:
-        return tuple(f for f in KERNEL_CFLAGS if f not in self.drop) + self.add
+    def cflags(self, arch: str) -> tuple[str, ...]:
+        return tuple(f for f in kernel_cflags(arch) if f not in self.drop) + self.add
 
 
 FS = ("-ffunction-sections",)
 ROWS: tuple[Row, ...] = (
-    Row("plain", "plain (-mcmodel=kernel, one .text)"),
+    Row("plain", "plain (kernel flags, one .text)"),
     Row("function-sections", "-ffunction-sections", add=FS, merge_text=False),
     Row("fs-gc", "-ffunction-sections, --gc-sections", add=FS, merge_text=False, final_flags=("--gc-sections",)),
     Row("gc", "--gc-sections alone", final_flags=("--gc-sections",)),
@@ -83,13 +85,17 @@ ROWS: tuple[Row, ...] = (
     Row("lto-thin", "clang -flto=thin, ld.lld -r", add=("-flto=thin",), compilers=("clang",), partials=("lld",)),
     Row("pie", "-fPIE, -pie", drop=("-mcmodel=kernel", "-fno-pic"), add=("-fPIE",), final_flags=("-pie",)),
     Row("pic-noplt", "-fPIC -fno-plt (GOT calls)", drop=("-mcmodel=kernel", "-fno-pic"), add=("-fPIC", "-fno-plt")),
-    Row("large", "-mcmodel=large", drop=("-mcmodel=kernel",), add=("-mcmodel=large",)),
-    Row("cf-protection", "-fcf-protection (endbr64)", add=("-fcf-protection",)),
-    Row("fentry", "-pg -mfentry", add=("-pg", "-mfentry"), extra=("fentry.c",)),
+    Row("large", "-mcmodel=large", drop=("-mcmodel=kernel",), add=("-mcmodel=large",),
+        arches=("x86_64", "aarch64")),
+    Row("cf-protection", "-fcf-protection (endbr64)", add=("-fcf-protection",), arches=("x86_64", "i386")),
+    Row("fentry", "-pg -mfentry", add=("-pg", "-mfentry"), extra=("fentry.c",), arches=("x86_64", "i386")),
     Row("os", "-Os", add=("-Os",)),
     Row("stubs-first", "stubs linked before the kernel object", stubs_first=True),
     Row("linux-layout", "Linux-like final script (.head.text, .text.unlikely, .init.text)", add=FS,
-        merge_text=False, final_script="linux-like", extra=("sections.c",), calls=(("khead", (3,)),)),
+        merge_text=False, final_script="linux-like", extra=("sections.c",), calls=(("khead", (3,)),),
+        arches=("x86_64",)),
+    Row("no-relax", "-mno-relax, --no-relax (RISC-V without linker relaxation)", add=("-mno-relax",),
+        final_flags=("--no-relax",), arches=("riscv64",)),
 )
 
 
@@ -98,19 +104,21 @@ class Column:
     compiler: str
     partial: str
     final: str
+    arch: str = "x86_64"
 
     @property
     def label(self) -> str:
         return f"{self.compiler} {self.partial}/{self.final}"
 
 
-def columns(compilers: tuple[str, ...] = ("gcc", "clang")) -> list[Column]:
+def columns(compilers: tuple[str, ...] = COMPILER_NAMES, arches: tuple[str, ...] = ("x86_64",)) -> list[Column]:
     out = []
-    for cc in compilers:
-        for p in PARTIAL_LINKERS:
-            if p == "gcc-r" and cc != "gcc":
-                continue
-            out.extend(Column(cc, p, f) for f in LINKERS)
+    for arch in arches:
+        for cc in compilers:
+            for p in PARTIAL_NAMES:
+                if p == "gcc-r" and cc != "gcc":
+                    continue
+                out.extend(Column(cc, p, f, arch) for f in LINKER_NAMES)
     return out
 
 
@@ -133,6 +141,7 @@ class Cell:
     row: str
     column: str
     state: str  # done, skipped, n/a, error
+    arch: str = "x86_64"
     note: str = ""
     results: dict[str, ModeResult] = field(default_factory=dict)
 
@@ -143,7 +152,9 @@ class Cell:
 
 
 def applies(row: Row, col: Column) -> bool:
-    return col.compiler in row.compilers and col.partial in row.partials and col.final in row.finals
+    return (col.arch in row.arches and col.compiler in row.compilers and col.partial in row.partials
+            and col.final in row.finals and linker(col.partial, col.arch, partial=True) is not None
+            and linker(col.final, col.arch) is not None)
 
 
 # -- one cell -------------------------------------------------------------------------
@@ -215,7 +226,8 @@ def run_group(row: Row, cols: list[Column], sources: list[Path], extra_dir: Path
               reference: list | None) -> list[Cell]:
     """All the cells of one row for one compiler: compile once, then every linker pairing."""
     cells = []
-    base = Build(compiler=cols[0].compiler, cflags=row.cflags(), merge_text=row.merge_text,
+    arch = cols[0].arch
+    base = Build(compiler=cols[0].compiler, arch=arch, cflags=row.cflags(arch), merge_text=row.merge_text,
                  partial_flags=row.partial_flags, final_flags=row.final_flags, final_script=row.final_script,
                  stubs_first=row.stubs_first,
                  extra_sources=tuple(extra_dir / x for x in row.extra))
@@ -224,7 +236,7 @@ def run_group(row: Row, cols: list[Column], sources: list[Path], extra_dir: Path
     try:
         objs = compile_sources(base, sources, objdir)
     except BuildError as e:
-        return [Cell(row.key, c.label, "error", f"{e.step}: {_last_line(e.output)}") for c in cols]
+        return [Cell(row.key, c.label, "error", arch, f"{e.step}: {_last_line(e.output)}") for c in cols]
     calls = FIXTURE_CALLS + row.calls
     for col in cols:
         b = replace(base, partial=col.partial, final=col.final)
@@ -233,11 +245,11 @@ def run_group(row: Row, cols: list[Column], sources: list[Path], extra_dir: Path
         try:
             partial = partial_link(b, objs, out / "kernel.o")
             results = {m: _judge_mode(b, partial, m, out, reference, calls) for m in MODES}
-            cells.append(Cell(row.key, col.label, "done", results=results))
+            cells.append(Cell(row.key, col.label, "done", arch, results=results))
         except BuildError as e:
-            cells.append(Cell(row.key, col.label, "error", f"{e.step}: {_last_line(e.output)}"))
+            cells.append(Cell(row.key, col.label, "error", arch, f"{e.step}: {_last_line(e.output)}"))
         except SdtError as e:
-            cells.append(Cell(row.key, col.label, "error", str(e)))
+            cells.append(Cell(row.key, col.label, "error", arch, str(e)))
     return cells
 
 
@@ -246,9 +258,9 @@ def _last_line(text: str) -> str:
     return lines[-1][:200] if lines else "failed"
 
 
-def reference_trace(row: Row, sources: list[Path], extra_dir: Path, work: Path) -> list:
+def reference_trace(row: Row, sources: list[Path], extra_dir: Path, work: Path, arch: str = "x86_64") -> list:
     """gcc and GNU ld, kernel flags, sdtgen's scripts: what every cell of the row must reproduce."""
-    b = Build(extra_sources=tuple(extra_dir / x for x in row.extra))
+    b = Build(arch=arch, cflags=kernel_cflags(arch), extra_sources=tuple(extra_dir / x for x in row.extra))
     work.mkdir(parents=True, exist_ok=True)
     objs = compile_sources(b, sources, work)
     partial = partial_link(b, objs, work / "kernel.o")
@@ -264,7 +276,7 @@ def reference_trace(row: Row, sources: list[Path], extra_dir: Path, work: Path) 
 
 def _group_job(row: Row, cols: list[Column], sources: list[Path], extra_dir: Path, work: Path) -> list[Cell]:
     try:
-        reference = reference_trace(row, sources, extra_dir, work / "reference")
+        reference = reference_trace(row, sources, extra_dir, work / "reference", cols[0].arch)
     except (BuildError, SdtError):
         reference = None
     return run_group(row, cols, sources, extra_dir, work, reference)
@@ -278,21 +290,22 @@ def run_matrix(sources: list[Path], extra_dir: Path, rows: list[Row], cols: list
     for row in rows:
         for col in cols:
             if not applies(row, col):
-                cells.append(Cell(row.key, col.label, "n/a"))
+                cells.append(Cell(row.key, col.label, "n/a", col.arch))
                 continue
-            pkg = missing_package(COMPILERS[col.compiler], PARTIAL_LINKERS[col.partial], LINKERS[col.final])
+            b = Build(compiler=col.compiler, partial=col.partial, final=col.final, arch=col.arch)
+            pkg = missing_package(*b.tools())
             if pkg:
-                cells.append(Cell(row.key, col.label, "skipped", f"apt-get install {pkg}"))
+                cells.append(Cell(row.key, col.label, "skipped", col.arch, f"apt-get install {pkg}"))
                 continue
-            groups.setdefault((row.key, col.compiler), []).append(col)
+            groups.setdefault((col.arch, row.key, col.compiler), []).append(col)
     by_key = {r.key: r for r in rows}
     total = sum(len(c) for c in groups.values())
     done = 0
     root = Path(tempfile.mkdtemp(prefix="sdtgen-matrix-")) if keep is None else keep
     try:
         with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {pool.submit(_group_job, by_key[rk], cs, sources, extra_dir, root / rk / cc): (rk, cc)
-                       for (rk, cc), cs in groups.items()}
+            futures = {pool.submit(_group_job, by_key[rk], cs, sources, extra_dir, root / arch / rk / cc): (rk, cc)
+                       for (arch, rk, cc), cs in groups.items()}
             for fut in as_completed(futures):
                 group = fut.result()
                 cells.extend(group)
@@ -304,8 +317,8 @@ def run_matrix(sources: list[Path], extra_dir: Path, rows: list[Row], cols: list
             shutil.rmtree(root, ignore_errors=True)
     if progress:
         sys.stderr.write("\n")
-    order = {(r.key, c.label): i for i, (r, c) in enumerate((r, c) for r in rows for c in cols)}
-    return sorted(cells, key=lambda c: order[(c.row, c.column)])
+    order = {(c.arch, r.key, c.label): i for i, (r, c) in enumerate((r, c) for c in cols for r in rows)}
+    return sorted(cells, key=lambda c: order[(c.arch, c.row, c.column)])
 
 
 def _progress(done: int, total: int, what: tuple[str, str]) -> None:

@@ -29,9 +29,19 @@ def cell_text(cell: Cell | None) -> str:
 
 
 def render_table(cells: list[Cell], rows: list[Row], cols: list[Column], markdown: bool = False) -> str:
-    index = {(c.row, c.column): c for c in cells}
-    header = ["mode", *(c.label for c in cols)]
-    body = [[r.title, *(cell_text(index.get((r.key, c.label))) for c in cols)] for r in rows]
+    """One table per architecture in ``cols``: rows are modes, columns toolchains."""
+    index = {(c.arch, c.row, c.column): c for c in cells}
+    out = []
+    for arch in dict.fromkeys(c.arch for c in cols):
+        sub = [c for c in cols if c.arch == arch]
+        arch_rows = [r for r in rows if arch in r.arches]
+        header = [f"mode ({arch})", *(c.label for c in sub)]
+        body = [[r.title, *(cell_text(index.get((arch, r.key, c.label))) for c in sub)] for r in arch_rows]
+        out.append(_grid(header, body, markdown))
+    return "\n\n".join(out)
+
+
+def _grid(header: list[str], body: list[list[str]], markdown: bool) -> str:
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in body]
@@ -50,15 +60,17 @@ def notes(cells: list[Cell]) -> list[str]:
             reasons += [f"{r.mode}: boot differs from the reference" for r in c.results.values()
                         if r.status == "ok" and r.boot is False]
         for reason in reasons:
-            seen.setdefault(reason, []).append(f"{c.row} @ {c.column}")
+            seen.setdefault(reason, []).append(f"{c.row} @ {c.arch} {c.column}")
     return [f"{reason} ({', '.join(where[:3])}{', ...' if len(where) > 3 else ''})" for reason, where in seen.items()]
 
 
 def markdown_section(cells: list[Cell], rows: list[Row], cols: list[Column], machine: str) -> str:
     parts = [LEGEND, ""]
-    for compiler in dict.fromkeys(c.compiler for c in cols):
-        sub = [c for c in cols if c.compiler == compiler]
-        parts += [f"**{compiler}** (partial linker / final linker)", "", render_table(cells, rows, sub, True), ""]
+    for arch in dict.fromkeys(c.arch for c in cols):
+        for compiler in dict.fromkeys(c.compiler for c in cols if c.arch == arch):
+            sub = [c for c in cols if c.compiler == compiler and c.arch == arch]
+            parts += [f"**{arch}, {compiler}** (partial linker / final linker)", "",
+                      render_table(cells, rows, sub, True), ""]
     reasons = notes(cells)
     if reasons:
         parts += ["Reasons:", ""] + [f"- {r}" for r in reasons] + [""]

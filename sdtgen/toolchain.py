@@ -1,8 +1,10 @@
-"""Driving compilers and linkers: one kernel build in a given toolchain and link mode.
+"""Driving compilers and linkers: one kernel build in a given toolchain, link mode and architecture.
 
-Used by `sdtgen matrix` and by the tests; the steps are the ones sdtgen.mk
-runs (compile, partial link, gen, stubs and table, final link), with the
-compiler, the partial and final linkers and the flags as parameters.
+Used by `sdtgen matrix`, the benchmarks and the tests; the steps are the ones
+sdtgen.mk runs (compile, partial link, gen, stubs and table, final link), with
+the architecture, the compiler, the partial and final linkers and the flags as
+parameters. Cross builds use Debian's cross toolchains (`aarch64-linux-gnu-gcc`
+and its binutils) and clang with `--target`; lld serves every architecture.
 """
 
 from __future__ import annotations
@@ -18,27 +20,69 @@ from sdtgen.errors import SdtError
 @dataclass(frozen=True)
 class Tool:
     name: str
-    command: str
+    command: list[str]
     package: str  # the Debian package that provides it
 
 
-COMPILERS = {"gcc": Tool("gcc", "gcc", "gcc"), "clang": Tool("clang", "clang", "clang")}
-LINKERS = {
-    "bfd": Tool("bfd", "ld.bfd", "binutils"),
-    "gold": Tool("gold", "ld.gold", "binutils"),
-    "lld": Tool("lld", "ld.lld", "lld"),
-}
-# Partial linkers: the three linkers' `-r`, plus the compiler driver's `-r` (which runs LTO).
-PARTIAL_LINKERS = {**LINKERS, "gcc-r": Tool("gcc-r", "gcc", "gcc")}
+@dataclass(frozen=True)
+class Target:
+    """What differs per architecture when building a kernel."""
 
-KERNEL_CFLAGS = ("-ffreestanding", "-mcmodel=kernel", "-mno-red-zone", "-fno-pic", "-O2",
-                 "-fno-asynchronous-unwind-tables", "-fno-stack-protector", "-fno-common")
+    prefix: str  # of the GNU cross tools
+    triple: str  # for clang --target
+    package: str  # the Debian package of the cross gcc
+    binutils: str  # ... and of its binutils
+    cflags: tuple[str, ...]
+    gold: bool = True  # Debian ships gold for it
+
+
+TARGETS = {
+    "x86_64": Target("", "x86_64-linux-gnu", "gcc", "binutils", ("-mcmodel=kernel", "-mno-red-zone")),
+    "i386": Target("i686-linux-gnu-", "i686-linux-gnu", "gcc-i686-linux-gnu", "binutils-i686-linux-gnu",
+                   ("-mno-sse", "-mno-mmx")),
+    "aarch64": Target("aarch64-linux-gnu-", "aarch64-linux-gnu", "gcc-aarch64-linux-gnu",
+                      "binutils-aarch64-linux-gnu", ("-mgeneral-regs-only",)),
+    "riscv64": Target("riscv64-linux-gnu-", "riscv64-linux-gnu", "gcc-riscv64-linux-gnu",
+                      "binutils-riscv64-linux-gnu", ("-march=rv64imac", "-mabi=lp64", "-mcmodel=medany"), gold=False),
+}
+COMPILER_NAMES = ("gcc", "clang")
+LINKER_NAMES = ("bfd", "gold", "lld")
+PARTIAL_NAMES = (*LINKER_NAMES, "gcc-r")  # the linkers' `-r`, and gcc's (which runs LTO)
+
+COMMON_CFLAGS = ("-ffreestanding", "-fno-pic", "-O2", "-fno-asynchronous-unwind-tables", "-fno-stack-protector",
+                 "-fno-common")
+KERNEL_CFLAGS = (*COMMON_CFLAGS, *TARGETS["x86_64"].cflags)
+
+
+def kernel_cflags(arch: str) -> tuple[str, ...]:
+    return (*COMMON_CFLAGS, *TARGETS[arch].cflags)
+
+
+def compiler(name: str, arch: str) -> Tool:
+    t = TARGETS[arch]
+    if name == "clang":
+        return Tool("clang", ["clang", f"--target={t.triple}"], "clang")
+    return Tool("gcc", [f"{t.prefix}gcc"], t.package)
+
+
+def linker(name: str, arch: str, partial: bool = False) -> Tool | None:
+    """A linker for the architecture; None where Debian has none (gold for RISC-V)."""
+    t = TARGETS[arch]
+    if name == "lld":
+        return Tool("lld", ["ld.lld"], "lld")
+    if name == "gold" and not t.gold:
+        return None
+    if name == "gcc-r" and partial:
+        return Tool("gcc-r", [f"{t.prefix}gcc"], t.package)
+    if name in ("bfd", "gold"):
+        return Tool(name, [f"{t.prefix}ld.{name}"], t.binutils)
+    return None
 
 
 def missing_package(*tools: Tool) -> str | None:
     """The Debian package to install for the first tool not on PATH, or None."""
     for t in tools:
-        if shutil.which(t.command) is None:
+        if shutil.which(t.command[0]) is None:
             return t.package
     return None
 
@@ -61,7 +105,7 @@ def run_tool(step: str, cmd: list[str], cwd: Path | None = None) -> str:
 
 @dataclass(frozen=True)
 class Build:
-    """How to build one kernel: the toolchain and the link mode."""
+    """How to build one kernel: the architecture, the toolchain and the link mode."""
 
     compiler: str = "gcc"
     partial: str = "bfd"
@@ -76,8 +120,12 @@ class Build:
     arch: str = "x86_64"
     extra_sources: tuple[Path, ...] = field(default_factory=tuple)
 
-    def tools(self) -> list[Tool]:
-        return [COMPILERS[self.compiler], PARTIAL_LINKERS[self.partial], LINKERS[self.final]]
+    def cc(self) -> list[str]:
+        return compiler(self.compiler, self.arch).command
+
+    def tools(self) -> list[Tool | None]:
+        return [compiler(self.compiler, self.arch), linker(self.partial, self.arch, partial=True),
+                linker(self.final, self.arch)]
 
 
 def script_path(arch: str, name: str) -> Path:
@@ -92,17 +140,14 @@ def script_path(arch: str, name: str) -> Path:
 
 
 def include_dir() -> Path:
-    from importlib import resources
-
-    return Path(str(resources.files("sdtgen") / "include"))
+    return Path(__file__).resolve().parent / "include"
 
 
 def compile_sources(b: Build, sources: list[Path], out: Path) -> list[Path]:
-    cc = COMPILERS[b.compiler].command
     objs = []
     for src in [*sources, *b.extra_sources]:
         obj = out / f"{src.stem}.o"
-        run_tool(f"compile {src.name}", [cc, *b.cflags, f"-I{src.parent}", f"-I{include_dir()}", "-c", "-o",
+        run_tool(f"compile {src.name}", [*b.cc(), *b.cflags, f"-I{src.parent}", f"-I{include_dir()}", "-c", "-o",
                                          str(obj), str(src)])
         objs.append(obj)
     return objs
@@ -110,27 +155,32 @@ def compile_sources(b: Build, sources: list[Path], out: Path) -> list[Path]:
 
 def partial_link(b: Build, objs: list[Path], out: Path) -> Path:
     script = ["-T", str(script_path(b.arch, "partial"))] if b.merge_text else []
+    tool = linker(b.partial, b.arch, partial=True)
+    if tool is None:
+        raise BuildError("partial link", f"no {b.partial} linker for {b.arch}")
     if b.partial == "gcc-r":
-        cmd = [COMPILERS["gcc"].command, "-r", "-nostdlib", *b.cflags, *b.partial_flags, *(
-            [f"-Wl,{script[0]},{script[1]}"] if script else [])]
+        cmd = [*tool.command, "-r", "-nostdlib", *b.cflags, *b.partial_flags,
+               *([f"-Wl,{script[0]},{script[1]}"] if script else [])]
     else:
-        cmd = [PARTIAL_LINKERS[b.partial].command, "-r", *script, *b.partial_flags]
+        cmd = [*tool.command, "-r", *script, *b.partial_flags]
     run_tool("partial link", [*cmd, "-o", str(out), *map(str, objs)])
     return out
 
 
 def compile_table(b: Build, stubs: Path, table: Path, out: Path) -> tuple[Path, Path]:
     """Stubs with the kernel's flags but never LTO; the table assembled by the same compiler."""
-    cc = COMPILERS[b.compiler].command
     flags = [f for f in b.cflags if not f.startswith(("-flto", "-ffat-lto"))]
     stubs_o, table_o = out / "sdt_stubs.o", out / "sdt_table.o"
-    run_tool("compile stubs", [cc, *flags, "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run_tool("assemble table", [cc, *flags, "-fno-lto", "-c", "-o", str(table_o), str(table)])
+    run_tool("compile stubs", [*b.cc(), *flags, "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
+    run_tool("assemble table", [*b.cc(), *flags, "-fno-lto", "-c", "-o", str(table_o), str(table)])
     return stubs_o, table_o
 
 
 def final_link(b: Build, partial: Path, stubs_o: Path, table_o: Path, out: Path) -> Path:
     objs = [stubs_o, partial, table_o] if b.stubs_first else [partial, stubs_o, table_o]
-    run_tool("final link", [LINKERS[b.final].command, "-T", str(script_path(b.arch, b.final_script)),
+    tool = linker(b.final, b.arch)
+    if tool is None:
+        raise BuildError("final link", f"no {b.final} linker for {b.arch}")
+    run_tool("final link", [*tool.command, "-T", str(script_path(b.arch, b.final_script)),
                             "-e", b.entry, *b.final_flags, "-o", str(out), *map(str, objs)])
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from booted import Booted
-from helpers import Build, build_fixture, need_tool
+from helpers import CROSS, Build, build_fixture, need_tool
 from native_oracle import build_native, run_native
 
 
@@ -12,11 +12,6 @@ from native_oracle import build_native, run_native
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Build:
     """The fixture kernel, reloc mode (the default)."""
     return build_fixture(tmp_path_factory.mktemp("kernel"))
-
-
-CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"),
-         "aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
-         "riscv64": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")}
 
 
 @pytest.fixture(scope="session")

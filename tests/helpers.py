@@ -17,6 +17,11 @@ SDTGEN = str(Path(sys.executable).with_name("sdtgen"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"),
+         "aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
+         "riscv64": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")}
+
+
 def need_tool(tool: str, package: str) -> str:
     """The tool's path; a skip naming the Debian package, or a failure under CI."""
     path = shutil.which(tool)

@@ -90,3 +90,31 @@ def test_large_code_model_is_refused_with_the_place(tmp_path):
     c = cell(tmp_path, "large", "gcc", "bfd", "bfd")
     note = c.results["reloc"].note
     assert c.results["reloc"].status == "refused" and "absolute address load" in note and "not a call" in note
+
+
+@pytest.mark.parametrize("arch", ["i386", "aarch64", "riscv64"])
+def test_other_architectures_plain_and_stubs_first(tmp_path, arch):
+    from helpers import CROSS, need_tool
+
+    need_tool(*CROSS[arch])
+    r = ROWS["stubs-first"]
+    reference = matrix.reference_trace(r, SOURCES, EXTRA, tmp_path / "ref", arch)
+    (c,) = matrix.run_group(r, [matrix.Column("gcc", "bfd", "bfd", arch)], SOURCES, EXTRA, tmp_path, reference)
+    assert c.state == "done" and c.arch == arch, c.note
+    assert (c.results["reloc"].status, c.results["reloc"].boot) == ("ok", True)
+    assert c.results["offset"].status == "broken"
+
+
+def test_riscv_lld_does_not_relax_so_offsets_hold(tmp_path):
+    """lld 14 does not relax RISC-V calls; GNU ld does. The matrix shows both."""
+    from helpers import need_tool
+
+    need_tool("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")
+    need_tool("ld.lld", "lld")
+    r = ROWS["plain"]
+    reference = matrix.reference_trace(r, SOURCES, EXTRA, tmp_path / "ref", "riscv64")
+    cols = [matrix.Column("gcc", "bfd", "bfd", "riscv64"), matrix.Column("gcc", "bfd", "lld", "riscv64")]
+    bfd, lld = matrix.run_group(r, cols, SOURCES, EXTRA, tmp_path, reference)
+    assert bfd.results["offset"].status == "broken" and "relaxed" in bfd.results["offset"].note
+    assert lld.results["offset"].status == "ok"
+    assert bfd.results["reloc"].status == lld.results["reloc"].status == "ok"

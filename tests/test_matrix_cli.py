@@ -22,7 +22,7 @@ def test_readme_block_is_rewritten_in_place(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = readme.read_text()
     assert text.startswith("intro\n<!-- matrix:begin -->\n") and text.endswith("<!-- matrix:end -->\nafter\n")
-    assert "| plain (-mcmodel=kernel, one .text) | ✓ / ✓ | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
+    assert "| plain (kernel flags, one .text) | ✓ / ✓ | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
 
 
 def test_user_sources_and_flags(tmp_path):

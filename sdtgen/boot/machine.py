@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdtgen.arch.base import Arch
-from sdtgen.elf.reader import ET_DYN, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
+from sdtgen.elf.reader import PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError
 
 PAGE = 0x1000
@@ -106,8 +106,8 @@ class Machine:
             self._map(start, end - start, f"segments at {start:#x}", executable=bool(executable))
         for seg in loads:
             self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
-        if image.type == ET_DYN:
-            self._self_relocate(image)
+        # PIE kernels (and GNU ld's -pie output on RISC-V, which it marks EXEC) carry RELATIVE relocations.
+        self._self_relocate(image)
 
     def _self_relocate(self, image: ElfFile) -> None:
         """Apply a PIE kernel's RELATIVE relocations at its link address, as it would itself."""
