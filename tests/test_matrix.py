@@ -118,3 +118,13 @@ def test_riscv_lld_does_not_relax_so_offsets_hold(tmp_path):
     assert bfd.results["offset"].status == "broken" and "relaxed" in bfd.results["offset"].note
     assert lld.results["offset"].status == "ok"
     assert bfd.results["reloc"].status == lld.results["reloc"].status == "ok"
+
+
+def test_a_missing_toolchain_is_skipped_naming_the_package(monkeypatch):
+    import shutil
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda cmd: None if cmd == "ld.lld" else real(cmd))
+    rows = [ROWS["plain"]]
+    cells = matrix.run_matrix(SOURCES, EXTRA, rows, [matrix.Column("gcc", "bfd", "lld")], jobs=1)
+    assert [(c.state, c.note) for c in cells] == [("skipped", "apt-get install lld")]

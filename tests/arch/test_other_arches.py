@@ -132,9 +132,12 @@ def test_riscv_encodings_agree_with_gnu_as(tmp_path):
 @pytest.mark.parametrize("name", ["i386", "aarch64", "riscv64"])
 def test_breakpoints_trap_at_the_site(name):
     arch = arches.by_name(name)
+    expected = {"i386": {"int3"}, "aarch64": {"brk"}, "riscv64": {"ebreak", "c.ebreak"}}[name]
     for n in ((2, 4) if name == "riscv64" else (4,)):
         bp = arch.breakpoint(n)
         assert len(bp) == (2 if n == 2 else len(arch.breakpoint(4)))
+        (insn,) = arch.disassembler().disasm(bp, 0)
+        assert insn.mnemonic in expected and insn.size == len(bp)
         assert execute(arch, arch.nop(4) + bp) == 4  # trapped on the breakpoint after one NOP
 
 
