@@ -66,7 +66,7 @@ class ProbeRuntime:
         self.machine = machine
         self.sites: dict[int, PatchedSite] = {s.addr: s for s in patched.sites}
         self.armed: set[int] = set()
-        # Conditional tail sites fire through a breakpoint on their probe's stub: stub -> (site, its bytes).
+        # Conditional tail sites fire through a breakpoint on their probe's stub: stub -> (site, bytes it covers).
         self.stub_traps: dict[int, tuple[PatchedSite, bytes]] = {}
         # Guest functions called when a probe fires (--action), and the probes whose action is running.
         self.actions: list[tuple[ProbeSpec, int, str]] = []
@@ -110,8 +110,9 @@ class ProbeRuntime:
         if not arch.is_empty_stub(original):
             raise SdtError("", f"the stub of {site.probe.spec} at {stub:#x} is not an empty function, so its "
                            "conditional tail sites cannot be armed", "link the stubs `sdtgen gen` wrote")
-        self.stub_traps[stub] = (site, original)
-        self.machine.write_code(stub, arch.breakpoint(len(original)))
+        bp = arch.breakpoint(len(original))
+        self.stub_traps[stub] = (site, original[:len(bp)])
+        self.machine.write_code(stub, bp)
 
     def disable(self, spec: str) -> int:
         sites = self.matching(spec)
@@ -122,8 +123,8 @@ class ProbeRuntime:
                     self.machine.write_code(s.addr, s.disabled)
                 elif s.probe.stub in self.stub_traps and not any(
                         self.sites[a].probe.stub == s.probe.stub for a in self.armed if self.sites[a].form == COND):
-                    _, original = self.stub_traps.pop(s.probe.stub)
-                    self.machine.write_code(s.probe.stub, original[:len(self.machine.arch.breakpoint(4))])
+                    _, covered = self.stub_traps.pop(s.probe.stub)
+                    self.machine.write_code(s.probe.stub, covered)
         return len(sites)
 
     def armed_probes(self) -> set[str]:
