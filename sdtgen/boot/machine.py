@@ -35,6 +35,7 @@ class Region:
     size: int
     name: str
     executable: bool = False
+    code_end: int = 0  # end of the executable bytes the file holds (no site lies past it)
 
 
 class GuestFault(Exception):
@@ -90,20 +91,22 @@ class Machine:
         loads = [s for s in image.segments if s.type == PT_LOAD and s.memsz]
         if not loads:
             raise image.fail("has no loadable segments", "give a linked image")
-        runs: list[list[int]] = []  # [start, end, executable]
+        runs: list[list[int]] = []  # [start, end, executable, end of executable file bytes]
         for seg in sorted(loads, key=lambda s: s.vaddr):
             start = seg.vaddr & ~(PAGE - 1)
             end = (seg.vaddr + seg.memsz + PAGE - 1) & ~(PAGE - 1)
             if end > 1 << self.arch.bits or end - start > MAX_SEGMENT:
                 raise image.fail(f"segment at {seg.vaddr:#x} of {seg.memsz:#x} bytes cannot be loaded",
                                  "link the image at a valid address")
+            code_end = seg.vaddr + seg.filesz if seg.flags & PF_X else 0
             if runs and start <= runs[-1][1]:
                 runs[-1][1] = max(runs[-1][1], end)
                 runs[-1][2] |= bool(seg.flags & PF_X)
+                runs[-1][3] = max(runs[-1][3], code_end)
             else:
-                runs.append([start, end, bool(seg.flags & PF_X)])
-        for start, end, executable in runs:
-            self._map(start, end - start, f"segments at {start:#x}", executable=bool(executable))
+                runs.append([start, end, bool(seg.flags & PF_X), code_end])
+        for start, end, executable, code_end in runs:
+            self._map(start, end - start, f"segments at {start:#x}", executable=bool(executable), code_end=code_end)
         for seg in loads:
             self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
         # PIE kernels (and GNU ld's -pie output on RISC-V, which it marks EXEC) carry RELATIVE relocations.
@@ -123,11 +126,11 @@ class Machine:
                 self.write(r.offset, (addend & ((1 << self.arch.bits) - 1)).to_bytes(
                     size, "little" if self.arch.little else "big"))
 
-    def _map(self, vaddr: int, size: int, name: str, executable: bool = False) -> None:
+    def _map(self, vaddr: int, size: int, name: str, executable: bool = False, code_end: int = 0) -> None:
         for r in self.regions:
             if vaddr < r.vaddr + r.size and r.vaddr < vaddr + size:
                 raise SdtError("", f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
-        region = Region(vaddr, self._next_phys, size, name, executable)
+        region = Region(vaddr, self._next_phys, size, name, executable, code_end)
         self.uc.mem_map(region.paddr, size)
         self._next_phys += size + PAGE
         i = bisect.bisect(self._starts, vaddr)

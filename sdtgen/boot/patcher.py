@@ -60,12 +60,12 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
             continue
         if region is None or not region.vaddr <= e.addr < region.vaddr + region.size:
             region = machine.region_at(e.addr)
-        if region is None or not region.executable or e.addr + e.length > region.vaddr + region.size:
+        if region is None or not region.executable or e.addr + e.length > region.code_end:
             refused.append(Refusal(e, b"", "not inside the image's executable code"))
             continue
         buf = buffers.get(region.vaddr)
-        if buf is None:
-            buf = buffers[region.vaddr] = bytearray(machine.read(region.vaddr, region.size))
+        if buf is None:  # only the code the file holds: a region's zero-filled tail is no site
+            buf = buffers[region.vaddr] = bytearray(machine.read(region.vaddr, region.code_end - region.vaddr))
         off = e.addr - region.vaddr
         code = buf[off:off + e.length]
         length = arch.match_site(code, e.addr, e.form, e.length, e.probe.stub, machine.read_pointer)

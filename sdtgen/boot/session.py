@@ -90,6 +90,14 @@ class BootSession:
         arch = self.image.arch
         self.machine = Machine(self.image.elf, arch)
         bounds = self.image.bounds  # the linker's __start_/__stop_ symbols, as a kernel sees them
+        for lo, hi in (bounds.sites, bounds.probes):
+            # The sets must be bytes of the image file: a damaged symbol must not make the boot read
+            # megabytes of zero-filled memory.
+            if not 0 <= hi - lo <= len(self.image.elf.data):
+                raise self.image.elf.fail(f"probe table bounds {lo:#x}..{hi:#x} are not a table in this image",
+                                          "regenerate the table with `sdtgen gen` and relink")
+            if hi > lo:
+                self.image.read(lo, hi - lo)
         try:
             entries = read_tables(self.machine.read, bounds, arch.bits, arch.little)
         except (TableError, GuestFault) as e:
