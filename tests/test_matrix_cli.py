@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import FIXTURE, sdtgen
+from helpers import FIXTURE, need_tool, sdtgen
 
 
 def test_one_cell_as_json(tmp_path):
@@ -18,14 +18,16 @@ def test_one_cell_as_json(tmp_path):
 def test_readme_block_is_rewritten_in_place(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- matrix:begin -->\nOLD-TABLE\n<!-- matrix:end -->\nafter\n")
-    proc = sdtgen("matrix", "--mode", "plain", "--compiler", "gcc", "--toolchain", "gcc:bfd/*", "--readme", readme)
+    proc = sdtgen("matrix", "--mode", "plain", "--compiler", "gcc", "--toolchain", "gcc:bfd/bfd",
+                  "--toolchain", "gcc:bfd/gold", "--readme", readme)
     assert proc.returncode == 0, proc.stderr
     text = readme.read_text()
     assert text.startswith("intro\n<!-- matrix:begin -->\n") and text.endswith("<!-- matrix:end -->\nafter\n")
-    assert "| plain (kernel flags, one .text) | ✓ / ✓ | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
+    assert "| plain (kernel flags, one .text) | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
 
 
 def test_user_sources_and_flags(tmp_path):
+    need_tool("ld.lld", "lld")
     src = tmp_path / "src"
     src.mkdir()
     for f in FIXTURE.glob("*.[ch]"):
