@@ -12,6 +12,7 @@ import sys
 from sdtgen.errors import SdtError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+MAX_SITE_LINES = 20  # a kernel can have tens of thousands of sites; the rest are in --json
 
 
 def _package_path(*parts: str) -> str:
@@ -72,13 +73,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         for problem in report.problems:
             print(f"{args.image}: {problem}", file=sys.stderr)
         fixes = []
-        for v in report.verdicts:
-            if v.status != "stable":
-                delta = f" by {v.delta:+#x}" if v.delta is not None else ""
-                print(f"{args.image}: {v.site.probe} at {v.site.function}: {v.status}{delta}: {v.cause}",
-                      file=sys.stderr)
-                if v.fix and v.fix not in fixes:
-                    fixes.append(v.fix)
+        shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
+        for v in shown[:MAX_SITE_LINES]:
+            delta = f" by {v.delta:+#x}" if v.delta is not None else ""
+            print(f"{args.image}: {v.site.probe} at {v.site.function}: {v.status}{delta}: {v.cause}",
+                  file=sys.stderr)
+        if len(shown) > MAX_SITE_LINES:
+            print(f"{args.image}: ... and {len(shown) - MAX_SITE_LINES} more sites (all of them with --json)",
+                  file=sys.stderr)
+        for v in shown:
+            if v.fix and v.fix not in fixes:
+                fixes.append(v.fix)
         for fix in fixes:
             print(f"{args.image}: to fix: {fix}", file=sys.stderr)
         if not args.quiet or not report.ok:

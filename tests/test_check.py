@@ -49,6 +49,7 @@ def test_check_fails_in_offset_mode_when_text_moved_after_the_partial_link(kerne
     deltas = {s["delta"] for s in report["sites"]}
     assert report["moved"] == 21 and len(deltas) == 1 and deltas.pop() > 0
     assert "offset mode cannot follow" in proc.stderr and "use --mode reloc" in proc.stderr
+    assert "... and 1 more sites (all of them with --json)" in proc.stderr  # 21 moved, 20 shown
     assert "hk:proc:exit:done at proc_exit+0x" in proc.stderr
 
 
