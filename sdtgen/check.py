@@ -174,8 +174,7 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
         return Verdict(site, STABLE, entry.addr, entry.addr)
     found = _locate(site, image, stub)
     seen = f"`{here.text}`" if here else "no decodable instruction"
-    relaxed = entry.mode == "offset" and image.arch.relaxes
-    if relaxed:
+    if entry.mode == "offset" and image.arch.relaxes:
         cause = ("the final link relaxed calls and deleted their spare bytes (RISC-V linker relaxation), "
                  "so offsets measured after the partial link no longer hold")
         fix = "use --mode reloc (the default), or build with -mno-relax and link with --no-relax"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,4 +113,18 @@ def corrupt_site_entry(image: Path, out: Path, index: int, delta: int) -> Path:
     (rel,) = struct.unpack_from("<i", data, offset)
     struct.pack_into("<i", data, offset, rel + delta)
     out.write_bytes(data)
+    return out
+
+
+def readelf_probe_relocs(obj) -> list[tuple[str, int, str, str]]:
+    """(section, field offset, type, symbol) of every reloc against __dtrace_sdt_*, per readelf -rW."""
+    out, section = [], None
+    for line in run(["readelf", "-rW", str(obj)]).stdout.splitlines():
+        m = re.match(r"Relocation section '\.rela?(\S+)'", line)
+        if m:
+            section = m.group(1)
+            continue
+        f = line.split()
+        if len(f) >= 5 and f[4].startswith("__dtrace_sdt_"):
+            out.append((section, int(f[0], 16), f[2], f[4]))
     return out

@@ -5,21 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from helpers import assemble, compile_c, need_tool, partial_link, run, sdtgen
-
-
-def readelf_probe_relocs(obj) -> list[tuple[str, int, str, str]]:
-    """(section, field offset, type, symbol) of every reloc against __dtrace_sdt_*, per readelf -rW."""
-    out, section = [], None
-    for line in run(["readelf", "-rW", str(obj)]).stdout.splitlines():
-        m = re.match(r"Relocation section '\.rela?(\S+)'", line)
-        if m:
-            section = m.group(1)
-            continue
-        f = line.split()
-        if len(f) >= 5 and f[4].startswith("__dtrace_sdt_"):
-            out.append((section, int(f[0], 16), f[2], f[4]))
-    return out
+from helpers import assemble, compile_c, need_tool, partial_link, readelf_probe_relocs, run, sdtgen
 
 
 def test_scan_finds_exactly_the_sites_readelf_shows(kernel):

@@ -104,9 +104,6 @@ class AArch64(Arch):
         op = 0x94000000 if form == CALL else 0x14000000
         return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
 
-    def trap_site(self, pc: int) -> int:
-        return pc
-
     def unicorn(self):
         import unicorn
 

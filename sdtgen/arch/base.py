@@ -127,8 +127,8 @@ class Arch:
         return False
 
     def trap_site(self, pc: int) -> int:
-        """The address of the breakpoint that trapped, given the PC Unicorn reports."""
-        raise NotImplementedError
+        """The address of the breakpoint that trapped, given the PC Unicorn reports (on it, mostly)."""
+        return pc
 
     def unicorn(self):
         raise NotImplementedError

@@ -138,9 +138,6 @@ class RiscV64(Arch):
             return found[1]
         return None
 
-    def trap_site(self, pc: int) -> int:
-        return pc
-
     def unicorn(self):
         import unicorn
 

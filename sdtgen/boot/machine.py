@@ -137,17 +137,14 @@ class Machine:
         self._starts.insert(i, vaddr)
         self.regions.insert(i, region)
 
-    def _region(self, vaddr: int) -> Region | None:
+    def region_at(self, vaddr: int) -> Region | None:
         i = bisect.bisect_right(self._starts, vaddr) - 1
         if i >= 0 and vaddr < self.regions[i].vaddr + self.regions[i].size:
             return self.regions[i]
         return None
 
-    def region_at(self, vaddr: int) -> Region | None:
-        return self._region(vaddr)
-
     def _phys(self, vaddr: int, size: int) -> int:
-        r = self._region(vaddr)
+        r = self.region_at(vaddr)
         if r is None or vaddr + size > r.vaddr + r.size:
             raise GuestFault(f"no memory at {vaddr:#x} (+{size})", vaddr)
         return r.paddr + vaddr - r.vaddr
@@ -172,7 +169,7 @@ class Machine:
     def _tlb_fill(self, uc, vaddr, access, entry, user) -> bool:
         from unicorn import UC_PROT_ALL
 
-        r = self._region(vaddr)
+        r = self.region_at(vaddr)
         if r is None:
             self.last_miss = (vaddr, access)
             return False

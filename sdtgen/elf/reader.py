@@ -265,6 +265,16 @@ class ElfFile:
                 raise self._bad(f"symbol {i} refers to section {row[shndx_at]}, but there are only {nsec}")
         return fmt, view, strsec, xindex
 
+    def _real_shndx(self, i: int, shndx: int, xindex: list[int] | None) -> int:
+        """A symbol's section index, looked up in .symtab_shndx when it is SHN_XINDEX (and checked)."""
+        if shndx != SHN_XINDEX:
+            return shndx  # a real index (checked in _symtab_info) or ABS, COMMON...
+        if xindex is None or i >= len(xindex):
+            raise self._bad(f"symbol {i} needs an extended section index that is missing")
+        if xindex[i] >= len(self.sections):
+            raise self._bad(f"symbol {i} refers to section {xindex[i]}, but there are only {len(self.sections)}")
+        return xindex[i]
+
     def _symbol_rows(self):
         fmt, view, _, _ = self._symtab_info
         if self.is64:
@@ -282,17 +292,9 @@ class ElfFile:
         _, _, strsec, xindex = self._symtab_info
         if strsec is None:
             return []
-        nsec = len(self.sections)
         out = []
         for i, (name, info, other, shndx, value, size) in enumerate(self._symbol_rows()):
-            if shndx == SHN_XINDEX:
-                if xindex is None or i >= len(xindex):
-                    raise self._bad(f"symbol {i} needs an extended section index that is missing")
-                shndx = xindex[i]
-            elif shndx >= SHN_LORESERVE:
-                pass  # ABS, COMMON and other reserved indices
-            if shndx < SHN_LORESERVE and shndx >= nsec and shndx != SHN_XINDEX:
-                raise self._bad(f"symbol {i} refers to section {shndx}, but there are only {nsec}")
+            shndx = self._real_shndx(i, shndx, xindex)
             nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}") if name else ""
             out.append(Symbol(i, nm, value, size, info >> 4, info & 0xF, other & 3, shndx))
         return out
@@ -409,8 +411,7 @@ class ElfFile:
         for i, (name, info, _other, shndx, value, size) in enumerate(self._symbol_rows()):
             if info & 0xF != STT_FUNC:
                 continue
-            if shndx == SHN_XINDEX and xindex is not None and i < len(xindex):
-                shndx = xindex[i]
+            shndx = self._real_shndx(i, shndx, xindex)
             if shndx in sections and strsec is not None:
                 nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}")
                 out.setdefault(shndx, []).append((value, size, nm))
