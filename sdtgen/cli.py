@@ -315,10 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SdtError as e:
-        print(f"sdtgen: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("sdtgen: interrupted", file=sys.stderr)
+        print("sdtgen: error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return EXIT_OK

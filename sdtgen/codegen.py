@@ -60,11 +60,11 @@ def generate(result: ScanResult, mode: str = "reloc", source: str = "") -> Gener
     source = source or result.object
     for site in result.sites:
         if site.form == REF:
-            raise SdtError(result.object, f"{site.where}: {site.detail} of {site.symbol} is not a call or "
-                           "jump, so it cannot be patched", "use the probe only through SDT_PROBEn()")
+            raise SdtError(result.object, f"{site.detail} of {site.symbol} is not a call or jump, so it cannot "
+                           "be patched", "use the probe only through SDT_PROBEn()", where=site.where)
         if mode == "offset" and site.text_offset is None:
-            raise SdtError(result.object, f"{site.where}: site is outside .text, so it has no offset from btext",
-                           "partial-link with `sdtgen linker-script partial`, or use --mode reloc")
+            raise SdtError(result.object, "site is outside .text, so it has no offset from btext",
+                           "partial-link with `sdtgen linker-script partial`, or use --mode reloc", where=site.where)
     probes = sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol))
     for p in probes:
         problem = descriptor_problem(p)

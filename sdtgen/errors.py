@@ -1,14 +1,73 @@
-"""The one exception type users see: a message the CLI prints as a single line."""
+"""sdtgen's one diagnostic voice, objtool's shape.
+
+Every message a user reads, from any subcommand, is one line::
+
+    FILE: error|warning: section:function+0xoff: message; fix
+
+``FILE`` is the file the problem is in (``sdtgen`` when there is none), the
+place is left out when there is none, and so is the fix. Control characters
+from an ELF file never reach the terminal raw: ``printable`` escapes them.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+ERROR, WARNING = "error", "warning"
+MAX_SHOWN = 200  # characters of one name or value a message shows; the rest is elided
+
+
+def printable(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` safe for a terminal line: control characters escaped, long text elided."""
+    if text.isprintable() and len(text) <= limit:
+        return text
+    out = []
+    for ch in text[:limit]:
+        out.append(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii"))
+    if len(text) > limit:
+        out.append(f"...({len(text) - limit} more characters)")
+    return "".join(out)
+
+
+def place(section: str, function: str | None, offset: int) -> str:
+    """The symbolized place of a byte: ``section:function+0xoff`` (``section+0xoff`` with no function)."""
+    if function:
+        return f"{section}:{function}+{offset:#x}"
+    return f"{section}+{offset:#x}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    file: str
+    severity: str  # ERROR or WARNING
+    message: str
+    fix: str = ""
+    where: str = ""  # place() of the problem, when it has one
+
+    def __str__(self) -> str:
+        parts = [self.file or "sdtgen", self.severity]
+        if self.where:
+            parts.append(self.where)
+        parts.append(self.message)
+        line = ": ".join(parts)
+        return f"{line}; {self.fix}" if self.fix else line
+
+
+def warn(file: str, message: str, fix: str = "", where: str = "") -> None:
+    print(Diagnostic(file, WARNING, message, fix, where), file=sys.stderr)
 
 
 class SdtError(Exception):
-    """Bad input or a failed step. ``str()`` is the whole user-facing line."""
+    """Bad input or a failed step. ``str()`` is the whole user-facing line, in the one format."""
 
-    def __init__(self, where: str, what: str, fix: str = "") -> None:
-        self.where = where
+    def __init__(self, file: str, what: str, fix: str = "", where: str = "") -> None:
+        self.file = file
         self.what = what
         self.fix = fix
-        line = f"{where}: {what}" if where else what
-        if fix:
-            line += f"; {fix}"
-        super().__init__(line)
+        self.place = where
+        super().__init__(str(Diagnostic(file, ERROR, what, fix, where)))
+
+    @property
+    def where(self) -> str:  # the file, as older callers name it
+        return self.file

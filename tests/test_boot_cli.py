@@ -50,7 +50,7 @@ def test_script_error_names_file_and_line(kernel, tmp_path):
     script = tmp_path / "bad.sdt"
     script.write_text("enable hk:mem::\nfrobnicate\n")
     proc = sdtgen("boot", kernel.image, "--script", script)
-    assert proc.returncode == 2 and f"{script}:2: unknown command 'frobnicate'" in proc.stderr
+    assert proc.returncode == 2 and f"{script}:2: error: unknown command 'frobnicate'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -27,11 +27,11 @@ def one_error_line(proc, *needles: str) -> str:
 def test_not_elf(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("hello\n")
-    one_error_line(sdtgen("scan", path), f"{path}: not an ELF file")
+    one_error_line(sdtgen("scan", path), f"{path}: error: not an ELF file")
 
 
 def test_missing_file(tmp_path):
-    one_error_line(sdtgen("scan", tmp_path / "nope.o"), "nope.o: cannot read")
+    one_error_line(sdtgen("scan", tmp_path / "nope.o"), "nope.o: error: cannot read")
 
 
 def test_wrong_class(tmp_path):
@@ -91,7 +91,7 @@ def test_every_truncation_of_an_object_is_a_clean_error(tmp_path, capsys):
         assert main(["scan", str(cut)]) == 2, n
         assert main(["gen", str(cut), "--stubs", str(stubs), "--table", str(table)]) == 2, n
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 2 and all(line.startswith(f"sdtgen: {cut}: ") for line in err), (n, err)
+        assert len(err) == 2 and all(line.startswith(f"{cut}: error: ") for line in err), (n, err)
     assert not stubs.exists() and not table.exists()
 
 

@@ -39,7 +39,7 @@ def shdr(path, name: str) -> tuple[int, int]:
 def expect_clean(capsys, argv: list[str], *needles: str) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("sdtgen: "), err
+    assert len(err) == 1 and ": error: " in err[0], err
     for n in needles:
         assert n in err[0], err[0]
 

@@ -50,7 +50,7 @@ class Console(cmd.Cmd):
         except SdtError as e:
             if self.strict:
                 raise
-            print(f"error: {e}", file=sys.stderr)
+            print(e, file=sys.stderr)
             return False
 
     def emptyline(self) -> bool:
@@ -169,4 +169,4 @@ def run_script(session: BootSession, path: str) -> None:
             if console.onecmd(line.strip()):
                 return
         except SdtError as e:
-            raise SdtError(f"{path}:{number}", str(e)) from None
+            raise SdtError(f"{path}:{number}", e.what, e.fix, e.place) from None
