@@ -40,7 +40,7 @@ demo: $(STAMP)
 
 # Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the README table.
 matrix: $(STAMP)
-	$(BIN)/sdtgen matrix --arch x86_64 --arch i386 --arch aarch64 --arch riscv64 --readme README.md
+	$(BIN)/sdtgen matrix --arch all --readme README.md
 
 # Kernel-scale timings and the cost of a probe, against baselines of the same run; writes BENCHMARKS.md.
 bench: $(STAMP)

@@ -112,12 +112,59 @@ def cmd_probes(args: argparse.Namespace) -> int:
 def cmd_linker_script(args: argparse.Namespace) -> int:
     from sdtgen import arch as arches
 
-    path = arches.by_name(args.arch).linker_script(args.kind)
-    if args.path:
-        print(path)
+    arch = arches.by_name(args.arch)
+    if args.kind == "final":
+        if args.path:
+            raise SdtError("", "the final linker script is written from a template, so it has no path of its own",
+                           f"write it with `sdtgen linker-script final --arch {arch.name} -o FILE`")
+        text = arch.final_script()
     else:
-        sys.stdout.write(path.read_text())
+        path = arch.linker_script(args.kind)
+        if args.path:
+            print(path)
+            return EXIT_OK
+        text = path.read_text()
+    if args.output:
+        from sdtgen.atomic import write_atomic
+
+        try:
+            write_atomic(args.output, text.encode())  # left alone when unchanged: make relinks nothing
+        except OSError as e:
+            raise SdtError(args.output, f"cannot be written: {e.strerror}", "give a writable path to -o") from None
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
+
+
+def cmd_arch(args: argparse.Namespace) -> int:
+    from sdtgen import arch as arches
+
+    if args.packages:
+        print("\n".join(arches.packages()))
+    elif args.triple is not None:
+        print(arches.for_triple(args.triple).name)
+    elif args.get:
+        if not args.name:
+            raise SdtError("", "--get needs an architecture", f"sdtgen arch NAME --get {args.get}")
+        print(_arch_field(arches.by_name(args.name), args.get))
+    else:
+        chosen = [arches.by_name(args.name)] if args.name else arches.all_arches()
+        if args.json:
+            _emit_json({"arches": [{f: _arch_field(a, f) for f in ARCH_FIELDS} for a in chosen]})
+        else:
+            rows = [[_arch_field(a, f) for f in ARCH_FIELDS] for a in chosen]
+            print(_table(rows, [f.upper() for f in ARCH_FIELDS]))
+    return EXIT_OK
+
+
+ARCH_FIELDS = ("name", "machine", "bits", "triple", "cross-prefix", "cflags", "packages", "kernel-base")
+
+
+def _arch_field(arch, name: str) -> str:
+    return {"name": arch.name, "machine": str(arch.machine), "bits": str(arch.bits), "triple": arch.triple,
+            "cross-prefix": arch.cross_prefix, "cflags": " ".join(arch.cflags),
+            "packages": f"{arch.gcc_package} {arch.binutils_package}",
+            "kernel-base": f"{arch.kernel_base:#x}"}[name]
 
 
 def cmd_include_dir(args: argparse.Namespace) -> int:
@@ -179,21 +226,27 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     import platform
     from pathlib import Path
 
+    from sdtgen import arch as arches
     from sdtgen import matrix
     from sdtgen.matrix_report import markdown_section, notes, render_table
 
-    root = Path(args.sources) if args.sources else Path(_package_path()).parent / "fixtures" / "kernel"
+    fixtures = Path(_package_path()).parent / "fixtures"
+    if not (fixtures / "linkmodes").is_dir():  # an installed package: the fixtures stay in the source tree
+        raise SdtError(str(fixtures), "does not exist: `sdtgen matrix` needs a source checkout of sdtgen",
+                       "run it from a clone (git clone ...; pip install -e .), where fixtures/ holds its kernels")
+    root = Path(args.sources) if args.sources else fixtures / "kernel"
     sources = sorted(root.glob("*.c"))
     if not sources:
         raise SdtError(str(root), "holds no C sources", "give --sources DIR with the kernel's .c files")
-    extra = Path(_package_path()).parent / "fixtures" / "linkmodes"
+    extra = fixtures / "linkmodes"
     rows = [r for r in matrix.ROWS if not args.mode or any(fnmatch_any(r.key, args.mode))]
     if args.cflags:
         import dataclasses
         import shlex
 
         rows = [dataclasses.replace(r, add=r.add + tuple(shlex.split(args.cflags))) for r in rows]
-    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")), tuple(args.arch or ("x86_64",)))
+    chosen = arches.names() if "all" in (args.arch or ()) else tuple(args.arch or ("x86_64",))
+    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")), chosen)
             if not args.toolchain or any(fnmatch_any(c.label.replace(" ", ":"), args.toolchain))]
     if not rows or not cols:
         raise SdtError("", "no matrix cell matches the --mode/--toolchain filters", "see `sdtgen matrix --list`")
@@ -241,6 +294,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sdtgen import arch as arches
+
+    arch_names = arches.names()
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -272,10 +328,19 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
-    ls.add_argument("kind", choices=("final", "partial"))
-    ls.add_argument("--arch", default="x86_64")
-    ls.add_argument("--path", action="store_true", help="print its path instead of its text")
+    ls.add_argument("kind", choices=("final", "partial"), help="final: the image's (from a template); partial: ld -r's")
+    ls.add_argument("--arch", default="x86_64", choices=arch_names)
+    ls.add_argument("--path", action="store_true", help="print the partial script's path instead of its text")
+    ls.add_argument("-o", "--output", metavar="FILE", help="write the script to FILE")
     ls.set_defaults(func=cmd_linker_script)
+
+    ar = sub.add_parser("arch", help="what sdtgen knows of each architecture (for Makefiles and CI)")
+    ar.add_argument("name", nargs="?", choices=arch_names, help="one architecture (default: all)")
+    ar.add_argument("--get", choices=ARCH_FIELDS, help="print one field of NAME")
+    ar.add_argument("--triple", metavar="TRIPLE", help="print the architecture of a triple ($(CC) -dumpmachine)")
+    ar.add_argument("--packages", action="store_true", help="print the Debian packages that build for all of them")
+    ar.add_argument("--json", action="store_true", help="the registry as one JSON object")
+    ar.set_defaults(func=cmd_arch)
 
     b = sub.add_parser("boot", help="boot an image in the emulator, patch its sites, arm probes and run functions")
     b.add_argument("image")
@@ -292,13 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="JSON Lines events")
     b.set_defaults(func=cmd_boot, actions=None)
 
-    mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode")
+    mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
+                        "(needs a source checkout: it builds fixtures/)")
     mx.add_argument("--sources", metavar="DIR", help="the kernel's C sources (default: the fixture kernel)")
     mx.add_argument("--mode", action="append", metavar="GLOB", help="rows to run, by key (plain, icf, lto-*...)")
     mx.add_argument("--cflags", default="", help="extra compiler flags for every build, as --cflags=\"-O1 -g\"")
     mx.add_argument("--compiler", action="append", choices=("gcc", "clang"))
-    mx.add_argument("--arch", action="append", choices=("x86_64", "i386", "aarch64", "riscv64"),
-                    help="architectures to build for (default x86_64)")
+    mx.add_argument("--arch", action="append", choices=(*arch_names, "all"),
+                    help="architectures to build for (default x86_64; all: every one)")
     mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
     mx.add_argument("--jobs", type=int, default=2)
     mx.add_argument("--readme", metavar="FILE", help="rewrite the table between the matrix markers in FILE")

@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from sdtgen import arch as registry
 from sdtgen.errors import SdtError
 from sdtgen.toolchain import (
     COMPILER_NAMES,
@@ -59,7 +60,7 @@ class Row:
     compilers: tuple[str, ...] = ("gcc", "clang")
     partials: tuple[str, ...] = ("bfd", "gold", "lld", "gcc-r")
     finals: tuple[str, ...] = ("bfd", "gold", "lld")
-    arches: tuple[str, ...] = ("x86_64", "i386", "aarch64", "riscv64")
+    arches: tuple[str, ...] = field(default_factory=registry.names)  # by default every one the registry has
 
     def cflags(self, arch: str) -> tuple[str, ...]:
         return tuple(f for f in kernel_cflags(arch) if f not in self.drop) + self.add

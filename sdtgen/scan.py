@@ -103,7 +103,7 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     for target, r, sym in found:
         namer = _FunctionNamer(funcs.get(target.index, []))
         try:
-            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec)
+            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec, namer.start(r.offset))
         except UnsupportedReloc:
             raise elf.fail(f"{target.name}:{namer.name(r.offset)}: {arch.reloc_name(r.type)} "
                            f"against {sym} is not a relocation sdtgen understands",
@@ -136,6 +136,11 @@ class _FunctionNamer:
 
     def __init__(self, funcs: list[tuple[int, int, str]]) -> None:
         self.funcs = funcs
+
+    def start(self, offset: int) -> int:
+        """Where the function holding ``offset`` starts (an instruction boundary); 0 when none does."""
+        i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
+        return self.funcs[i][0] if i >= 0 else 0
 
     def name(self, offset: int) -> str:
         i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1

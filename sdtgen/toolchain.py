@@ -3,8 +3,10 @@
 Used by `sdtgen matrix`, the benchmarks and the tests; the steps are the ones
 sdtgen.mk runs (compile, partial link, gen, stubs and table, final link), with
 the architecture, the compiler, the partial and final linkers and the flags as
-parameters. Cross builds use Debian's cross toolchains (`aarch64-linux-gnu-gcc`
-and its binutils) and clang with `--target`; lld serves every architecture.
+parameters. What differs per architecture (cross prefix, triple, packages,
+flags) comes from the registry in sdtgen.arch: Debian's cross toolchains
+(`aarch64-linux-gnu-gcc` and its binutils), clang with `--target`, and lld,
+which serves every architecture.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sdtgen.errors import SdtError
+from sdtgen import arch as arches
 
 
 @dataclass(frozen=True)
@@ -24,58 +26,39 @@ class Tool:
     package: str  # the Debian package that provides it
 
 
-@dataclass(frozen=True)
-class Target:
-    """What differs per architecture when building a kernel."""
-
-    prefix: str  # of the GNU cross tools
-    triple: str  # for clang --target
-    package: str  # the Debian package of the cross gcc
-    binutils: str  # ... and of its binutils
-    cflags: tuple[str, ...]
-    gold: bool = True  # Debian ships gold for it
-
-
-TARGETS = {
-    "x86_64": Target("", "x86_64-linux-gnu", "gcc", "binutils", ("-mcmodel=kernel", "-mno-red-zone")),
-    "i386": Target("i686-linux-gnu-", "i686-linux-gnu", "gcc-i686-linux-gnu", "binutils-i686-linux-gnu",
-                   ("-mno-sse", "-mno-mmx")),
-    "aarch64": Target("aarch64-linux-gnu-", "aarch64-linux-gnu", "gcc-aarch64-linux-gnu",
-                      "binutils-aarch64-linux-gnu", ("-mgeneral-regs-only",)),
-    "riscv64": Target("riscv64-linux-gnu-", "riscv64-linux-gnu", "gcc-riscv64-linux-gnu",
-                      "binutils-riscv64-linux-gnu", ("-march=rv64imac", "-mabi=lp64", "-mcmodel=medany"), gold=False),
-}
 COMPILER_NAMES = ("gcc", "clang")
 LINKER_NAMES = ("bfd", "gold", "lld")
 PARTIAL_NAMES = (*LINKER_NAMES, "gcc-r")  # the linkers' `-r`, and gcc's (which runs LTO)
 
 COMMON_CFLAGS = ("-ffreestanding", "-fno-pic", "-O2", "-fno-asynchronous-unwind-tables", "-fno-stack-protector",
                  "-fno-common")
-KERNEL_CFLAGS = (*COMMON_CFLAGS, *TARGETS["x86_64"].cflags)
 
 
 def kernel_cflags(arch: str) -> tuple[str, ...]:
-    return (*COMMON_CFLAGS, *TARGETS[arch].cflags)
+    return (*COMMON_CFLAGS, *arches.by_name(arch).cflags)
+
+
+KERNEL_CFLAGS = kernel_cflags("x86_64")
 
 
 def compiler(name: str, arch: str) -> Tool:
-    t = TARGETS[arch]
+    t = arches.by_name(arch)
     if name == "clang":
         return Tool("clang", ["clang", f"--target={t.triple}"], "clang")
-    return Tool("gcc", [f"{t.prefix}gcc"], t.package)
+    return Tool("gcc", [f"{t.cross_prefix}gcc"], t.gcc_package)
 
 
 def linker(name: str, arch: str, partial: bool = False) -> Tool | None:
     """A linker for the architecture; None where Debian has none (gold for RISC-V)."""
-    t = TARGETS[arch]
+    t = arches.by_name(arch)
     if name == "lld":
         return Tool("lld", ["ld.lld"], "lld")
     if name == "gold" and not t.gold:
         return None
     if name == "gcc-r" and partial:
-        return Tool("gcc-r", [f"{t.prefix}gcc"], t.package)
+        return Tool("gcc-r", [f"{t.cross_prefix}gcc"], t.gcc_package)
     if name in ("bfd", "gold"):
-        return Tool(name, [f"{t.prefix}ld.{name}"], t.binutils)
+        return Tool(name, [f"{t.cross_prefix}ld.{name}"], t.binutils_package)
     return None
 
 
@@ -128,14 +111,12 @@ class Build:
                 linker(self.final, self.arch)]
 
 
-def script_path(arch: str, name: str) -> Path:
-    from sdtgen import arch as arches
-
-    if name in ("final", "partial"):
+def script_path(arch: str, name: str, out: Path) -> Path:
+    """The linker script ``name`` of the architecture; the final one is written from its template into ``out``."""
+    if name != "final":
         return arches.by_name(arch).linker_script(name)
-    path = arches.by_name(arch).linker_script("final").with_name(f"{name}.ld")
-    if not path.exists():
-        raise SdtError("", f"no linker script {name!r} for {arch}")
+    path = out / f"final-{arch}.ld"
+    path.write_text(arches.by_name(arch).final_script())
     return path
 
 
@@ -154,7 +135,7 @@ def compile_sources(b: Build, sources: list[Path], out: Path) -> list[Path]:
 
 
 def partial_link(b: Build, objs: list[Path], out: Path) -> Path:
-    script = ["-T", str(script_path(b.arch, "partial"))] if b.merge_text else []
+    script = ["-T", str(script_path(b.arch, "partial", out.parent))] if b.merge_text else []
     tool = linker(b.partial, b.arch, partial=True)
     if tool is None:
         raise BuildError("partial link", f"no {b.partial} linker for {b.arch}")
@@ -181,6 +162,6 @@ def final_link(b: Build, partial: Path, stubs_o: Path, table_o: Path, out: Path)
     tool = linker(b.final, b.arch)
     if tool is None:
         raise BuildError("final link", f"no {b.final} linker for {b.arch}")
-    run_tool("final link", [*tool.command, "-T", str(script_path(b.arch, b.final_script)),
+    run_tool("final link", [*tool.command, "-T", str(script_path(b.arch, b.final_script, out.parent)),
                             "-e", b.entry, *b.final_flags, "-o", str(out), *map(str, objs)])
     return out

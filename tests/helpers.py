@@ -12,15 +12,24 @@ from pathlib import Path
 
 import pytest
 
+from sdtgen import arch as arches
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "kernel"
 SDTGEN = str(Path(sys.executable).with_name("sdtgen"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"),
-         "aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
-         "riscv64": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")}
+# Every architecture from sdtgen's registry, and for each one built with cross tools, (its gcc, the package).
+ARCHES = arches.names()
+CROSS = {a.name: (f"{a.cross_prefix}gcc", a.gcc_package) for a in arches.all_arches() if a.cross_prefix}
+OTHER_ARCHES = tuple(CROSS)  # the architectures compared with x86-64
+
+
+def cross_tool(arch: str, tool: str) -> str:
+    """A GNU tool for ``arch`` (as, objdump, ld...): its path, or a skip (a failure under CI) naming the package."""
+    a = arches.by_name(arch)
+    return need_tool(f"{a.cross_prefix}{tool}", a.gcc_package if tool == "gcc" else a.binutils_package)
 
 
 def need_tool(tool: str, package: str) -> str:
@@ -94,7 +103,8 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
     stubs_o, table_o = tmp / f"{name}_stubs.o", tmp / f"{name}_table.o"
     run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
     run(["gcc", "-c", "-o", str(table_o), str(table)])
-    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
+    script = tmp / f"{name}_final.ld"
+    sdtgen("linker-script", "final", "-o", script, check=True)
     image = tmp / f"{name}.elf"
     objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
     run(["ld", "-T", script, "-o", str(image), *map(str, objs)])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import FIXTURE, ROOT, need_tool
+from helpers import FIXTURE, OTHER_ARCHES, ROOT, need_tool
 
 from sdtgen import matrix
 
@@ -92,7 +92,7 @@ def test_large_code_model_is_refused_with_the_place(tmp_path):
     assert c.results["reloc"].status == "refused" and "absolute address load" in note and "not a call" in note
 
 
-@pytest.mark.parametrize("arch", ["i386", "aarch64", "riscv64"])
+@pytest.mark.parametrize("arch", OTHER_ARCHES)
 def test_other_architectures_plain_and_stubs_first(tmp_path, arch):
     from helpers import CROSS, need_tool
 

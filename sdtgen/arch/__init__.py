@@ -1,30 +1,71 @@
-"""Architecture registry: one module per architecture behind sdtgen.arch.base.Arch."""
+"""Architecture registry: one module per architecture behind sdtgen.arch.base.Arch.
+
+Every module in this package except ``base`` defines ``ARCH``; adding an
+architecture means adding its module (and, if it needs one, a directory of
+extra linker scripts). Everything else (the CLI's choices, the toolchain,
+the matrix, the fixture Makefile, CI's packages, the tests) reads the
+registry. Importing it needs only the standard library: CI runs
+`python3 -m sdtgen arch --packages` before any virtual environment exists.
+"""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
 
 from sdtgen.arch.base import Arch
 from sdtgen.errors import SdtError
 
-# e_machine -> module name; modules are imported only when asked for.
-_MACHINES = {62: "x86_64", 3: "i386", 183: "aarch64", 243: "riscv64"}
-NAMES = tuple(sorted(set(_MACHINES.values())))
+
+@cache
+def _registry() -> dict[str, Arch]:
+    found = [importlib.import_module(f"{__name__}.{m.name}").ARCH
+             for m in pkgutil.iter_modules(__path__) if m.name != "base"]
+    return {a.name: a for a in sorted(found, key=lambda a: (a.order, a.name))}
+
+
+def all_arches() -> list[Arch]:
+    """Every architecture, x86-64 first (the registry's order: each module's ``order``)."""
+    return list(_registry().values())
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_registry())
 
 
 def by_name(name: str) -> Arch:
-    if name not in NAMES:
-        raise SdtError("", f"unknown architecture {name!r}", f"choose one of {', '.join(NAMES)}")
-    module = __import__(f"sdtgen.arch.{name}", fromlist=["ARCH"])
-    return module.ARCH
+    arch = _registry().get(name)
+    if arch is None:
+        raise SdtError("", f"unknown architecture {name!r}", f"choose one of {', '.join(names())}")
+    return arch
+
+
+def for_triple(triple: str) -> Arch:
+    """The architecture of a GNU triple, as `$(CC) -dumpmachine` prints it (x86_64-pc-linux-gnu, i686-linux-gnu)."""
+    cpu = triple.strip().split("-", 1)[0]
+    for arch in _registry().values():
+        if cpu in arch.triple_cpus:
+            return arch
+    raise SdtError("", f"target {triple.strip() or '(empty)'!r} is none of sdtgen's architectures",
+                   f"set SDT_ARCH to one of {', '.join(names())}, or use a compiler for one of them")
+
+
+def packages() -> list[str]:
+    """The Debian packages that build for every architecture: compilers and binutils, each once."""
+    out: list[str] = []
+    for arch in _registry().values():
+        out.extend(p for p in (arch.gcc_package, arch.binutils_package) if p not in out)
+    return out
 
 
 def for_elf(elf) -> Arch:
-    name = _MACHINES.get(elf.machine)
-    if name is None:
-        raise elf.fail(f"unsupported machine type {elf.machine}", f"sdtgen supports {', '.join(NAMES)}")
-    arch = by_name(name)
+    arch = next((a for a in _registry().values() if a.machine == elf.machine), None)
+    if arch is None:
+        raise elf.fail(f"unsupported machine type {elf.machine}", f"sdtgen supports {', '.join(names())}")
     if arch.bits != elf.bits or arch.little != elf.little:
         raise elf.fail(
-            f"{elf.bits}-bit {'little' if elf.little else 'big'}-endian file for machine {name}",
+            f"{elf.bits}-bit {'little' if elf.little else 'big'}-endian file for machine {arch.name}",
             f"expected {arch.bits}-bit {'little' if arch.little else 'big'}-endian",
         )
     return arch

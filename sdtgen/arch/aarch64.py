@@ -30,8 +30,17 @@ def _imm26(word: int, at: int) -> int:
 
 class AArch64(Arch):
     name = "aarch64"
+    title = "AArch64"
+    order = 2
     machine = 183
     bits = 64
+    triple = "aarch64-linux-gnu"
+    triple_cpus = ("aarch64",)
+    cross_prefix = "aarch64-linux-gnu-"
+    gcc_package, binutils_package = "gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu"
+    cflags = ("-mgeneral-regs-only",)
+    ld_format, ld_arch = "elf64-littleaarch64", "aarch64"
+    layout = "the upper half"
     reloc_names: ClassVar[dict[int, str]] = {
         R_AARCH64_ABS64: "R_AARCH64_ABS64", R_AARCH64_ABS32: "R_AARCH64_ABS32",
         R_AARCH64_PREL64: "R_AARCH64_PREL64", R_AARCH64_PREL32: "R_AARCH64_PREL32",
@@ -47,7 +56,7 @@ class AArch64(Arch):
     kernel_base = 0xFFFF800008000000
     trap_interrupts = frozenset({7})  # EXCP_BKPT: brk, with the PC on the brk
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
         if not executable:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from sdtgen.errors import SdtError
@@ -50,16 +50,33 @@ class Arch:
     """Base class of the per-architecture modules (see sdtgen/arch/<name>.py)."""
 
     name: str
+    title: str  # for people: "x86-64", "RISC-V 64"
+    order: int  # where it comes in listings: x86_64 first
     machine: int  # ELF e_machine
     bits: int
     little: bool = True
     reloc_names: ClassVar[dict[int, str]] = {}
 
+    # -- building for it -----------------------------------------------------------
+    triple: str  # GNU triple: clang --target, Debian's cross tools
+    triple_cpus: tuple[str, ...]  # first fields of `$(CC) -dumpmachine` triples that mean this architecture
+    cross_prefix: str  # of the GNU tools that build for it ("" where the host's own serve)
+    gcc_package: str  # the Debian packages of that gcc and its binutils
+    binutils_package: str
+    cflags: tuple[str, ...]  # the kernel flags it adds to sdtgen's common ones
+    gold: bool = True  # Debian ships gold for it
+    ld_format: str  # OUTPUT_FORMAT and OUTPUT_ARCH of the final linker script
+    ld_arch: str
+    layout: str  # where the final script puts the kernel, in words, for the script's header
+
     def reloc_name(self, rtype: int) -> str:
         return self.reloc_names.get(rtype, f"relocation type {rtype}")
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
-        """Decide the instruction form of a relocation at ``field`` in ``code``."""
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
+        """Decide the instruction form of a relocation at ``field`` in ``code``.
+
+        ``boundary`` is an offset at or before ``field`` where an instruction is known to start (the
+        enclosing function's), for instruction sets whose bytes do not say where instructions begin."""
         raise NotImplementedError
 
     _disassembler = None
@@ -157,10 +174,23 @@ class Arch:
         """Where the current function returns to (what a tail-jump site does after firing)."""
         return m.uc.reg_read(self.regs.link)
 
-    def linker_script(self, kind: str):
-        from pathlib import Path
+    def final_script(self) -> str:
+        """sdtgen's final linker script for this architecture, from the one template all share."""
+        from string import Template
 
-        if kind not in ("final", "partial"):
-            raise SdtError("", f"unknown linker script kind {kind!r}", "use final or partial")
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        return Path(here, "data", "linker_scripts", self.name, f"{kind}.ld")
+        text = Path(SCRIPTS, "final.ld.in").read_text()
+        return Template(text).substitute(name=self.title, layout=self.layout, format=self.ld_format,
+                                         ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}")
+
+    def linker_script(self, name: str) -> Path:
+        """A linker script file: the partial one (all share it) or an extra of this architecture's."""
+        if name == "partial":
+            return Path(SCRIPTS, "partial.ld")
+        path = Path(SCRIPTS, self.name, f"{name}.ld")
+        if name == "final" or not path.is_file():
+            raise SdtError("", f"no linker script {name!r} for {self.name}",
+                           "the final script is written by `sdtgen linker-script final --arch ARCH -o FILE`")
+        return path
+
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "data" / "linker_scripts"

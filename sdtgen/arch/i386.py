@@ -20,11 +20,25 @@ R_386_32, R_386_PC32, R_386_PLT32, R_386_GOT32X = 1, 2, 4, 43
 
 class I386(X86_64):
     name = "i386"
+    title = "i386"
+    order = 1
     machine = 3
     bits = 32
+    triple = "i686-linux-gnu"
+    triple_cpus = ("i386", "i486", "i586", "i686")
+    cross_prefix = "i686-linux-gnu-"
+    gcc_package, binutils_package = "gcc-i686-linux-gnu", "binutils-i686-linux-gnu"
+    cflags = ("-mno-sse", "-mno-mmx")
+    ld_format, ld_arch = "elf32-i386", "i386"
+    layout = "where 32-bit kernels sit"
+
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
-    # The numbers of these three match x86-64's 64, PC32 and PLT32, so its classify() reads them.
-    understood = frozenset({R_386_32, R_386_PC32, R_386_PLT32})
+    # Its own relocations, read by the x86 classify(): rel32 fields and absolute words; no GOT-slot branches,
+    # since i386 has no RIP-relative addressing.
+    branch_relocs = frozenset({R_386_PC32, R_386_PLT32})
+    got_relocs = frozenset()
+    understood = branch_relocs | {R_386_32}
+    rip_got = False
     relative_reloc = 8  # R_386_RELATIVE
     kernel_base = 0xC0000000
     word = "<I"

@@ -65,8 +65,18 @@ def _c_j_offset(half: int) -> int:
 
 class RiscV64(Arch):
     name = "riscv64"
+    title = "RISC-V 64"
+    order = 3
     machine = 243
     bits = 64
+    triple = "riscv64-linux-gnu"
+    triple_cpus = ("riscv64",)
+    cross_prefix = "riscv64-linux-gnu-"
+    gcc_package, binutils_package = "gcc-riscv64-linux-gnu", "binutils-riscv64-linux-gnu"
+    cflags = ("-march=rv64imac", "-mabi=lp64", "-mcmodel=medany")
+    gold = False
+    ld_format, ld_arch = "elf64-littleriscv", "riscv"
+    layout = "reachable with -mcmodel=medany"
     reloc_names: ClassVar[dict[int, str]] = {
         R_RISCV_32: "R_RISCV_32", R_RISCV_64: "R_RISCV_64", R_RISCV_BRANCH: "R_RISCV_BRANCH",
         R_RISCV_JAL: "R_RISCV_JAL", R_RISCV_CALL: "R_RISCV_CALL", R_RISCV_CALL_PLT: "R_RISCV_CALL_PLT",
@@ -81,7 +91,7 @@ class RiscV64(Arch):
     relaxes = True
     trap_on_invalid = True  # Unicorn 2.1.4 reports ebreak through the invalid-instruction hook
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
         if not executable:

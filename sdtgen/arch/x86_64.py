@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
@@ -12,8 +13,50 @@ R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
 R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX = 24, 41, 42
 
-_BRANCH = {0xE8: (CALL, "call rel32"), 0xE9: (TAIL, "jmp rel32")}
-_GOT_BRANCH = {b"\xff\x15": (CALL, "call *GOT"), b"\xff\x25": (TAIL, "jmp *GOT")}
+@dataclass(frozen=True)
+class Branch:
+    """A call or jump with a 32-bit displacement, the shapes a probe site takes on x86."""
+
+    form: str  # CALL, TAIL or COND
+    length: int
+    disp: int  # where the 32-bit field starts in the instruction
+    got: bool  # the field locates a pointer slot (call/jmp *x(%rip)), not the target
+    what: str
+
+
+# Leading bytes -> (form, where the field starts, through a pointer slot, words).
+_LEADS = {
+    b"\xe8": (CALL, 1, False, "call rel32"),
+    b"\xe9": (TAIL, 1, False, "jmp rel32"),
+    b"\x2e\xe8": (CALL, 2, False, "cs call rel32"),  # gcc -mindirect-branch-cs-prefix
+    b"\x2e\xe9": (TAIL, 2, False, "cs jmp rel32"),
+    b"\x67\xe8": (CALL, 2, False, "addr32 call rel32"),  # GNU ld and lld relax `call *GOT` to this
+    b"\xff\x15": (CALL, 2, True, "call *GOT"),
+    b"\xff\x25": (TAIL, 2, True, "jmp *GOT"),
+}
+
+
+def branch_at(code: bytes, got: bool = True) -> Branch | None:
+    """The call or jump ``code`` starts with, in every form a site takes; None for anything else.
+
+    The one x86 recognizer: scan's classify, check's decode and the patcher's
+    match_site all read instructions through it. ``got``: the pointer-slot forms
+    are RIP-relative, so only x86-64 has them.
+    """
+    if len(code) >= 6 and code[0] == 0x0F and 0x80 <= code[1] <= 0x8F:
+        return Branch(COND, 6, 2, False, "conditional tail jump (jcc rel32)")
+    for n in (2, 1):
+        lead = _LEADS.get(bytes(code[:n]))
+        if lead is not None:
+            form, disp, via_got, what = lead
+            if (via_got and not got) or len(code) < disp + 4:
+                return None
+            return Branch(form, disp + 4, disp, via_got, what)
+    return None
+
+
+def _field(code, b: Branch) -> int:
+    return int.from_bytes(code[b.disp:b.disp + 4], "little", signed=True)
 
 
 _RELOC_NAMES = """
@@ -25,35 +68,61 @@ _RELOC_NAMES = """
 
 class X86_64(Arch):
     name = "x86_64"
+    title = "x86-64"
+    order = 0
     machine = 62
     bits = 64
+    triple = "x86_64-linux-gnu"
+    triple_cpus = ("x86_64", "amd64")
+    cross_prefix = ""  # Debian's own gcc and binutils (the host sdtgen is developed on)
+    gcc_package, binutils_package = "gcc", "binutils"
+    cflags = ("-mcmodel=kernel", "-mno-red-zone")
+    ld_format, ld_arch = "elf64-x86-64", "i386:x86-64"
+    layout = "the top 2 GiB, what -mcmodel=kernel expects"
+
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_X86_64_{n}" for n in _RELOC_NAMES.split()))
-    # The relocations a probe reference can carry that sdtgen knows how to classify.
-    understood = frozenset({R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32, R_X86_64_GOTPCREL, R_X86_64_32,
-                            R_X86_64_32S, R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX})
+    # The relocations a probe reference can carry that sdtgen knows how to classify, by what they locate.
+    branch_relocs = frozenset({R_X86_64_PC32, R_X86_64_PLT32})  # a rel32 field: a branch, or an address load
+    got_relocs = frozenset({R_X86_64_GOTPCREL, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX})  # a GOT slot
+    understood = branch_relocs | got_relocs | {R_X86_64_64, R_X86_64_32, R_X86_64_32S, R_X86_64_PC64}
+    rip_got = True  # call/jmp *x(%rip) exist
 
     branch_mnemonics = frozenset({"call", "jmp", "je", "jne", "ja", "jae", "jb", "jbe", "jg", "jge", "jl", "jle",
                                   "js", "jns", "jo", "jno", "jp", "jnp"})
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool) -> SiteShape:
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
+        """``boundary``: an offset at or before ``field`` where an instruction starts (its function's start)."""
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
         if not executable:
             return SiteShape(REF, field, 0, "data reference")
-        if rtype in (R_X86_64_PC32, R_X86_64_PLT32) and field >= 1:
-            op = code[field - 1]
-            if op in _BRANCH:
-                form, what = _BRANCH[op]
-                return SiteShape(form, field - 1, 5, what)
-            if field >= 2 and code[field - 2] == 0x0F and 0x80 <= op <= 0x8F:
-                return SiteShape(COND, field - 2, 6, "conditional tail jump (jcc rel32)")
+        if rtype in self.branch_relocs:
+            for start in (field - 2, field - 1):  # a two-byte lead (prefix, 0f 8x) first, then a one-byte opcode
+                b = branch_at(code[max(start, 0):field + 4], got=False) if start >= 0 else None
+                if b is None or start + b.disp != field:
+                    continue
+                if b.disp == 2 and code[field - 1] in (0xE8, 0xE9) and not self._starts_insn(code, start, boundary):
+                    continue  # the 2e/67 byte ends the previous instruction: a plain call/jmp at field - 1
+                return SiteShape(b.form, start, b.length, b.what)
             return SiteShape(REF, field, 0, "PC-relative address load")
-        if rtype in (R_X86_64_GOTPCREL, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX) and field >= 2:
-            got = _GOT_BRANCH.get(bytes(code[field - 2:field]))
-            if got:
-                return SiteShape(got[0], field - 2, 6, got[1])
+        if rtype in self.got_relocs and field >= 2:
+            b = branch_at(code[field - 2:field + 4], got=self.rip_got)
+            if b is not None and b.got:
+                return SiteShape(b.form, field - 2, b.length, b.what)
             return SiteShape(REF, field, 0, "GOT load")
         return SiteShape(REF, field, 0, "absolute address load")
+
+    def _starts_insn(self, code: memoryview, at: int, boundary: int) -> bool:
+        """Whether an instruction starts at ``at``, decoding from ``boundary``: a byte before an opcode may be
+        a prefix of it or the last byte of the instruction before, and only a decode from a known start tells."""
+        if not 0 <= boundary <= at:
+            boundary = 0
+        for address, size, _, _ in self.disassembler().disasm_lite(bytes(code[boundary:at + 16]), boundary):
+            if address >= at:
+                return address == at
+            if address + size > at:
+                return False
+        return False
 
     def capstone(self):
         import capstone
@@ -65,19 +134,17 @@ class X86_64(Arch):
         if insn is None:
             return None
         text = f"{insn.mnemonic} {insn.op_str}".strip()
-        form = {"call": CALL, "jmp": TAIL}.get(insn.mnemonic, COND if insn.mnemonic in self.branch_mnemonics else REF)
-        target = slot = None
-        raw = bytes(insn.bytes)
-        if form != REF:
-            if raw[-5:-4] in (b"\xe8", b"\xe9") or (form == COND and raw[:1] == b"\x0f" and len(raw) == 6):
-                target = int(insn.op_str, 16)
-            elif raw[:2] in (b"\xff\x15", b"\xff\x25") and len(raw) == 6:
-                slot = addr + 6 + struct.unpack_from("<i", raw, 2)[0]
-                target = read_pointer(slot)
-            else:
-                form = REF
-        return Decoded(form, insn.size, target, slot, text)
+        b = branch_at(code, got=self.rip_got)
+        if b is None or b.length != insn.size:
+            return Decoded(REF, insn.size, None, None, text)
+        to = (addr + b.length + _field(code, b)) & self.mask
+        if b.got:
+            return Decoded(b.form, b.length, read_pointer(to), to, text)
+        return Decoded(b.form, b.length, to, None, text)
 
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
 
     # -- emulated boot -----------------------------------------------------------
     trap_interrupts = frozenset({3})  # int3
@@ -98,28 +165,22 @@ class X86_64(Arch):
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         if length == 5 and form != COND:  # the common case first: call/jmp rel32, compared as integers
-            return 5 if (len(code) >= 5 and code[0] == (0xE8 if form == CALL else 0xE9)
-                         and int.from_bytes(code[1:5], "little", signed=True) == stub - site - 5) else None
-        code = code[:length]
-        if len(code) != length or not -(1 << 31) <= stub - site - 6 < (1 << 31) - 6:
+            ok = (len(code) >= 5 and code[0] == (0xE8 if form == CALL else 0xE9)
+                  and (site + 5 + int.from_bytes(code[1:5], "little", signed=True)) & self.mask == stub)
+            return 5 if ok else None
+        code = bytes(code[:length])
+        b = branch_at(code, got=self.rip_got)
+        if len(code) != length or b is None or b.form != form:
             return None
-        if form == COND:  # jcc rel32, left as it is: taken, it reaches the stub, which returns
-            ok = length == 6 and code[0] == 0x0F and 0x80 <= code[1] <= 0x8F and code[2:] == _rel32(stub - site - 6)
-        elif length == 5:
-            ok = code == bytes([0xE8 if form == CALL else 0xE9]) + _rel32(stub - site - 5)
-        elif length == 6 and code[:2] == (b"\xff\x15" if form == CALL else b"\xff\x25"):  # through the GOT
-            slot = site + 6 + struct.unpack_from("<i", code, 2)[0]
+        if b.length != length and not (length == 6 and b.what == "jmp rel32" and code[5] == 0x90):
+            return None  # ... GNU ld relaxes `jmp *GOT` to jmp rel32 and a nop: the 6 bytes stay the site's
+        to = (site + b.length + _field(code, b)) & self.mask
+        if b.got:
             try:
-                ok = read_pointer(slot) == stub
+                return length if read_pointer(to) == stub else None
             except Exception:
-                ok = False
-        elif length == 6 and form == CALL:  # GNU ld and lld relax GOT calls: addr32 call
-            ok = code == b"\x67\xe8" + _rel32(stub - site - 6)
-        elif length == 6:  # ... and GOT jumps: jmp + nop
-            ok = code == b"\xe9" + _rel32(stub - site - 5) + b"\x90"
-        else:
-            ok = False
-        return length if ok else None
+                return None
+        return length if to == stub else None
 
     def is_empty_stub(self, code: bytes) -> bool:
         return code[:1] == b"\xc3" or code[:5] == b"\xf3\x0f\x1e\xfa\xc3"  # ret, or endbr64; ret
@@ -167,10 +228,6 @@ NOPS = {
     8: bytes.fromhex("0f1f840000000000"),
     9: bytes.fromhex("660f1f840000000000"),
 }
-
-
-def _rel32(delta: int) -> bytes:
-    return struct.pack("<i", delta)
 
 
 ARCH = X86_64()

@@ -9,21 +9,30 @@
 #                `sdtgen gen`, which writes PARTIAL_sdt_stubs.c and
 #                PARTIAL_sdt_table.S (named from PARTIAL without .o)
 #   *_sdt_*.o    the stubs (compiled without LTO) and the table
-#   IMAGE        the final link with sdtgen's final linker script, then
+#   *_sdt_final.ld  sdtgen's final linker script for SDT_ARCH, from its template
+#   IMAGE        the final link with that script (or SDT_FINAL_LDS), then
 #                `sdtgen check`; an image that fails the check is deleted
 #
 # Output is Kbuild-style ("  SDTGEN  build/kernel.o"); V=1 prints commands.
-# Override any of these before or after the include:
+# Override any of these before or after the include (SDT_FINAL_LDS empty: each
+# image gets PARTIAL_sdt_final.ld, written by `sdtgen linker-script final` for SDT_ARCH):
+sdt_final_template := $(dir $(lastword $(MAKEFILE_LIST)))linker_scripts/final.ld.in
 SDTGEN ?= sdtgen
-SDT_ARCH ?= x86_64
+SDT_ARCH ?= $(sdt_derived_arch)
 SDT_MODE ?= reloc
 SDT_CC ?= $(CC)
 SDT_LD ?= $(LD)
 SDT_STUB_CFLAGS ?= -O2 -ffreestanding -fno-pic
 SDT_ASFLAGS ?=
 SDT_LDFLAGS ?=
-SDT_PARTIAL_LDS ?= $(shell $(SDTGEN) linker-script partial --arch $(SDT_ARCH) --path)
-SDT_FINAL_LDS ?= $(shell $(SDTGEN) linker-script final --arch $(SDT_ARCH) --path)
+SDT_PARTIAL_LDS ?= $(shell $(SDTGEN) linker-script partial --path)
+SDT_FINAL_LDS ?=
+
+# SDT_ARCH, unless set: the architecture $(SDT_CC) builds for, asked once (`$(CC) -dumpmachine`).
+# A cross build whose SDT_ARCH disagrees with its compiler fails in the linker with
+# "cannot represent machine"; one whose compiler is none of sdtgen's stops here.
+sdt_derived_arch = $(eval SDT_ARCH := $(shell $(SDTGEN) arch --triple "$$($(SDT_CC) -dumpmachine)"))$(if \
+	$(SDT_ARCH),$(SDT_ARCH),$(error cannot tell the architecture of SDT_CC=$(SDT_CC): set SDT_ARCH (see `$(SDTGEN) arch`)))
 
 ifeq ($(V),1)
 sdt_q :=
@@ -50,9 +59,13 @@ $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
 	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto $$(SDT_ASFLAGS) -c -o $$@ $$<
 
-$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $$(SDT_FINAL_LDS)
+$(2:.o=)_sdt_final.ld: $(sdt_final_template)
+	$$(sdt_q)$$(SDTGEN) linker-script final --arch $$(SDT_ARCH) -o $$@
+
+$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
 	$$(sdt_msg) LD $$@
-	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -T $$(SDT_FINAL_LDS) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o
+	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o
 	$$(sdt_msg) SDTCHK $$@
 	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
 endef
+

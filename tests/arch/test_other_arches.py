@@ -6,7 +6,7 @@ import contextlib
 import struct
 
 import pytest
-from helpers import need_tool, run
+from helpers import OTHER_ARCHES, need_tool, run
 
 from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, TAIL
@@ -65,7 +65,7 @@ def gas_riscv(tmp_path, text: str) -> bytes:
     return raw.read_bytes()
 
 
-@pytest.mark.parametrize("name", ["i386", "aarch64", "riscv64"])
+@pytest.mark.parametrize("name", OTHER_ARCHES)
 def test_nops_decode_as_nops_and_fall_through(name):
     arch = arches.by_name(name)
     cs = arch.disassembler()
@@ -129,7 +129,7 @@ def test_riscv_encodings_agree_with_gnu_as(tmp_path):
     assert arch.match_site(code[8:12], 0x48, TAIL, 8, stub, None) is None
 
 
-@pytest.mark.parametrize("name", ["i386", "aarch64", "riscv64"])
+@pytest.mark.parametrize("name", OTHER_ARCHES)
 def test_breakpoints_trap_at_the_site(name):
     arch = arches.by_name(name)
     expected = {"i386": {"int3"}, "aarch64": {"brk"}, "riscv64": {"ebreak", "c.ebreak"}}[name]
