@@ -70,6 +70,10 @@ def build_fixture(out: Path, **make_vars: str) -> Build:
     return Build(out, out / "kernel.o", out / "kernel.elf", out / "kernel_sdt_stubs.c", out / "kernel_sdt_table.S")
 
 
+def include_flag() -> str:
+    return "-I" + sdtgen("include-dir", check=True).stdout.strip()
+
+
 def compile_c(tmp: Path, name: str, source: str, *flags: str) -> Path:
     """Compile one C file with kernel flags and sdt.h on the include path."""
     src = tmp / f"{name}.c"
@@ -138,3 +142,63 @@ def readelf_probe_relocs(obj) -> list[tuple[str, int, str, str]]:
         if len(f) >= 5 and f[4].startswith("__dtrace_sdt_"):
             out.append((section, int(f[0], 16), f[2], f[4]))
     return out
+
+
+# Section type names as readelf prints them (binutils' get_section_type_name), by number; the
+# processor-specific ones per e_machine. A type missing here fails the comparison loudly.
+READELF_SECTION_TYPES = {
+    0: "NULL", 1: "PROGBITS", 2: "SYMTAB", 3: "STRTAB", 4: "RELA", 5: "HASH", 6: "DYNAMIC", 7: "NOTE", 8: "NOBITS",
+    9: "REL", 11: "DYNSYM", 14: "INIT_ARRAY", 15: "FINI_ARRAY", 16: "PREINIT_ARRAY", 17: "GROUP",
+    18: "SYMTAB SECTION INDICES", 0x6FFFFFF6: "GNU_HASH", 0x6FFF4C03: "LLVM_ADDRSIG", 0x6FFFFFF5: "GNU_ATTRIBUTES",
+}
+READELF_MACHINE_SECTION_TYPES = {62: {0x70000001: "X86_64_UNWIND"}, 243: {0x70000003: "RISCV_ATTRIBUTES"},
+                                 183: {}, 3: {}}
+
+
+def readelf_sections(path) -> list[tuple[str, str, int, int]]:
+    """(name, type, offset, size) of every section header, per `readelf -tW` (names on their own line)."""
+    lines = run(["readelf", "-tW", str(path)]).stdout.splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        m = re.match(r"\s+\[\s*(\d+)\](?!:) ?(.*)$", line)  # not a "[flags]: ..." line
+        if m and i + 1 < len(lines) and not m.group(2).startswith("Name"):
+            f = lines[i + 1].split()  # Type (maybe several words), Address, Off, Size, ES, Lk, Inf, Al
+            rows.append((m.group(2), " ".join(f[:-7]), int(f[-6], 16), int(f[-5], 16)))
+    return rows
+
+
+def readelf_symbols(path) -> list[tuple[int, int, str, str, str, str]]:
+    """(value, size, type, bind, section index or UND/ABS/COM, name) of every .symtab entry, per `readelf -sW`."""
+    proc = run(["readelf", "-sW", str(path)])
+    assert "warning" not in proc.stderr.lower(), proc.stderr
+    rows, in_symtab = [], False
+    for line in proc.stdout.splitlines():
+        if line.startswith("Symbol table"):
+            in_symtab = "'.symtab'" in line
+            continue
+        m = re.match(r"\s*\d+: (\S+)\s+(\S+) (\S+)\s+(\S+)\s+(\S+)\s+(\S+) (.*)$", line)
+        if in_symtab and m:  # the name as printed, trailing spaces included (RISC-V's ".L0 ")
+            rows.append((int(m[1], 16), int(m[2], 0), m[3], m[4], m[6], m[7]))
+    return rows
+
+
+def readelf_relocs(path, bits: int) -> list[tuple[str, int, int, int, str, int | None]]:
+    """(relocation section, offset, symbol index, type, type name, addend or None for REL), per `readelf -rW`.
+
+    The symbol index and type come from the Info column; readelf names section symbols by their section."""
+    rows, section = [], None
+    for line in run(["readelf", "-rW", str(path)]).stdout.splitlines():
+        m = re.match(r"Relocation section '([^']+)'", line)
+        if m:
+            section = m.group(1)
+            continue
+        f = line.split()
+        if section and len(f) >= 3 and re.fullmatch(r"[0-9a-f]{8,16}", f[0]) and f[2].startswith("R_"):
+            info = int(f[1], 16)
+            sym, rtype = (info >> 32, info & 0xFFFFFFFF) if bits == 64 else (info >> 8, info & 0xFF)
+            addend = None
+            if section.startswith(".rela"):
+                rest = f[3:]
+                addend = int(rest[-1], 16) * (-1 if len(rest) >= 2 and rest[-2] == "-" else 1)
+            rows.append((section, int(f[0], 16), sym, rtype, f[2], addend))
+    return rows
