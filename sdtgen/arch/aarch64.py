@@ -105,7 +105,7 @@ class AArch64(Arch):
         return _insn(BRK)
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
-        if len(code) < 4:
+        if len(code) < 4 or length != 4 or form not in (CALL, TAIL):  # bl and b, 4 bytes, and nothing else
             return None
         delta = stub - site
         if delta % 4 or not -(1 << 27) <= delta < (1 << 27):
