@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import keystone
+from booted import Booted
+from helpers import compile_c, final_link, partial_link, run, sdtgen
 
 from sdtgen.arch.base import CALL, COND, REF, TAIL
 from sdtgen.arch.x86_64 import ARCH, R_X86_64_GOTPCRELX, R_X86_64_PLT32
@@ -110,3 +115,78 @@ def test_site_matches_only_the_exact_call_to_the_stub():
     assert ARCH.match_site(call, site, TAIL, 5, stub, None) is None
     assert ARCH.match_site(asm(f"jmp {stub:#x}", site)[:5], site, TAIL, 5, stub, None) == 5
     assert ARCH.match_site(ARCH.nop(5), site, CALL, 5, stub, None) is None
+
+
+# gcc -mindirect-branch-cs-prefix puts a CS prefix on calls to retpoline thunks that take their target in
+# r8..r15 (Linux then rewrites them in place); a loop keeping the pointer in a callee-saved register gets one.
+CS_SOURCE = """
+typedef void (*fn_t)(long);
+long loop(fn_t p, long a, long b, long c, long d) {
+\tfor (long i = 0; i < a; i++)
+\t\tp(i + b + c + d);
+\treturn a + b;
+}
+"""
+RETPOLINE = ("-mindirect-branch=thunk-extern", "-mindirect-branch-cs-prefix")
+
+
+def objdump_insns(obj) -> list[tuple[int, int, str]]:
+    """(offset, length, text) of each instruction objdump decodes in .text."""
+    out = []
+    for line in run(["objdump", "-d", "--section=.text", str(obj)]).stdout.splitlines():
+        m = re.match(r"\s+([0-9a-f]+):\t((?:[0-9a-f]{2} )+)\s*\t(.*)$", line)
+        if m:
+            out.append((int(m[1], 16), len(m[2].split()), m[3]))
+    return out
+
+
+def test_cs_prefixed_call_is_one_site_from_its_prefix(tmp_path):
+    obj = compile_c(tmp_path, "cs", CS_SOURCE, *RETPOLINE)
+    (cs_call,) = [i for i in objdump_insns(obj) if i[2].startswith("cs call")]
+    scanned = json.loads(sdtgen("scan", obj, "--prefix", "__x86_indirect_thunk_", "--json", check=True).stdout)
+    assert [(s["offset"], s["length"], s["form"]) for s in scanned["sites"]] == [(cs_call[0], 6, CALL)] == [
+        (cs_call[0], cs_call[1], CALL)]
+
+
+def test_a_byte_2e_ending_the_previous_instruction_is_not_a_prefix(tmp_path):
+    """movzbl 0x2e(%rdi),%edi; call probe: the 2e is a displacement, and the site is the 5-byte call."""
+    obj = compile_c(tmp_path, "disp", """
+        struct s { char pad[0x2e]; unsigned char x; };
+        extern void __dtrace_sdt_raw_x(long);
+        long f(struct s *p) { __dtrace_sdt_raw_x(p->x); return 1; }
+    """)
+    insns = objdump_insns(obj)
+    call = next(i for i in insns if i[2].startswith("call"))
+    before = insns[insns.index(call) - 1]
+    assert before[2].endswith("0x2e(%rdi),%edi") and before[0] + before[1] == call[0]  # the byte before is 2e
+    scanned = json.loads(sdtgen("scan", obj, "--json", check=True).stdout)
+    assert [(s["offset"], s["length"]) for s in scanned["sites"]] == [(call[0], call[1])] == [(call[0], 5)]
+
+
+def test_cs_prefixed_site_is_checked_patched_with_a_six_byte_nop_and_fires(tmp_path):
+    """The same gcc object with its thunk renamed to a probe: gen, link, check and boot take the 6 bytes."""
+    obj = compile_c(tmp_path, "cs", CS_SOURCE, *RETPOLINE)
+    (cs_call,) = [i for i in objdump_insns(obj) if i[2].startswith("cs call")]
+    thunk = re.search(r"__x86_indirect_thunk_\w+", run(["objdump", "-dr", str(obj)]).stdout)[0]
+    probe = tmp_path / "probe.o"
+    run(["objcopy", f"--redefine-sym={thunk}=__dtrace_sdt_cs_tick", str(obj), str(probe)])
+    partial = partial_link(tmp_path, "kernel", probe)
+    image = final_link(tmp_path, partial)
+    proc = sdtgen("check", partial, image)
+    assert proc.returncode == 0 and "1 stable" in proc.stdout, proc.stdout + proc.stderr
+    b = Booted(image)
+    try:
+        (site,) = b.session.runtime.sites.values()
+        loop = b.session.image.elf.symbol_map()["loop"].value
+        assert (site.addr, site.length) == (loop + cs_call[0], 6)
+        patched = b.session.machine.read(site.addr, 6)
+        (nop,) = ARCH.disassembler().disasm(bytes(patched), site.addr)
+        assert (nop.mnemonic, nop.size) == ("nop", 6)  # one NOP over the prefix and the call
+        b.events()
+        assert b.session.run("loop:long", [0, 3, 10, 0, 0]) == 13  # disarmed: the NOP runs through
+        assert not [e for e in b.events() if e["event"] == "fire"]
+        b.session.enable("cs:::tick")
+        assert b.session.run("loop:long", [0, 3, 10, 0, 0]) == 13  # armed: the breakpoint fires and resumes
+        assert [e["probe"] for e in b.events() if e["event"] == "fire"] == ["cs:::tick"] * 3
+    finally:
+        b.session.close()
