@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import struct
+import subprocess
 
 import pytest
-from helpers import OTHER_ARCHES, run, sdtgen
+from helpers import ARCHES, OTHER_ARCHES, cross_tool, need_tool, run, sdtgen
 
+from sdtgen import arch as arches
 from sdtgen.boot.session import BootSession, Reporter
 from sdtgen.matrix import boot_trace
 
@@ -94,3 +97,60 @@ def test_riscv_without_relaxation_keeps_8_byte_sites(arch_kernel):
         assert s.run("kmain:long", [1]) == 36185
     finally:
         s.close()
+
+
+# A user's Makefile as the README has it: the compiler and linker set, SDT_ARCH not.
+USER_MAKEFILE = """\
+SDTGEN := {sdtgen}
+CC := {cc}
+LD := {ld}
+CFLAGS := -ffreestanding -fno-pic -O2 -fno-asynchronous-unwind-tables {cflags} -I$(shell $(SDTGEN) include-dir)
+SDT_STUB_CFLAGS := $(CFLAGS)
+include $(shell $(SDTGEN) makefile)
+all: kernel.elf
+$(eval $(call sdt_image,kernel.elf,kernel.o,k.o))
+"""
+USER_SOURCE = """\
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(u);
+SDT_PROBE_DEFINE1(u, k, kmain, hello, "long");
+long kmain(long x) { SDT_PROBE1(u, k, kmain, hello, x); return x + 1; }
+"""
+
+
+def user_build(tmp_path, cc: str, ld: str, cflags: str = "") -> subprocess.CompletedProcess:
+    from helpers import SDTGEN
+
+    (tmp_path / "Makefile").write_text(USER_MAKEFILE.format(sdtgen=SDTGEN, cc=cc, ld=ld, cflags=cflags))
+    (tmp_path / "k.c").write_text(USER_SOURCE)
+    return run(["make", "-C", str(tmp_path), "--no-print-directory"], check=False)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_fragment_takes_the_architecture_from_the_compiler(tmp_path, arch):
+    """No SDT_ARCH: `$(CC) -dumpmachine` names it, and the image is linked for that machine."""
+    a = arches.by_name(arch)
+    cc, ld = cross_tool(arch, "gcc"), cross_tool(arch, "ld")
+    proc = user_build(tmp_path, cc, ld, " ".join(a.cflags))
+    assert proc.returncode == 0, proc.stderr
+    header = (tmp_path / "kernel.elf").read_bytes()[:20]
+    assert struct.unpack_from("<H", header, 18)[0] == a.machine  # e_machine, from the ELF header itself
+    assert f"OUTPUT_FORMAT(\"{a.ld_format}\")" in (tmp_path / "kernel_sdt_final.ld").read_text()
+
+
+def test_a_compiler_for_no_known_architecture_stops_make_naming_sdt_arch(tmp_path):
+    """clang for SPARC says sparc64-linux-gnu: make stops before any link, and says to set SDT_ARCH."""
+    need_tool("clang", "clang")
+    proc = user_build(tmp_path, "clang --target=sparc64-linux-gnu", "ld", "-fintegrated-as")
+    assert proc.returncode != 0 and (tmp_path / "k.o").exists()  # compiled, then stopped
+    assert "sparc64-linux-gnu" in proc.stderr and "set SDT_ARCH" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "kernel.o").exists()
+
+
+def test_an_explicit_sdt_arch_wins(tmp_path):
+    """SDT_ARCH set by hand is used as given: here the wrong one, which the linker refuses."""
+    cc, ld = cross_tool("aarch64", "gcc"), cross_tool("aarch64", "ld")
+    (tmp_path / "k.c").write_text(USER_SOURCE)
+    user_build(tmp_path, cc, ld)  # writes the Makefile; builds aarch64
+    proc = run(["make", "-C", str(tmp_path), "-B", "SDT_ARCH=x86_64"], check=False)
+    assert proc.returncode != 0 and "x86-64" in (tmp_path / "kernel_sdt_final.ld").read_text()

@@ -51,3 +51,19 @@ def test_linker_scripts_and_paths():
         assert path.endswith("linker_scripts/partial.ld")
     assert sdtgen("include-dir", check=True).stdout.strip().endswith("sdtgen/include")
     assert sdtgen("makefile", check=True).stdout.strip().endswith("sdtgen/data/sdtgen.mk")
+
+
+def test_outside_a_checkout_matrix_says_it_needs_one(tmp_path):
+    """The package alone (as pip installs it) has no fixtures/: one line, exit 2, nothing built."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    shutil.copytree(ROOT / "sdtgen", tmp_path / "sdtgen", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = subprocess.run([sys.executable, "-m", "sdtgen", "matrix", "--mode", "plain"], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "needs a source checkout" in proc.stderr and str(tmp_path / "fixtures") in proc.stderr

@@ -33,6 +33,7 @@ SDT_FINAL_LDS ?=
 # "cannot represent machine"; one whose compiler is none of sdtgen's stops here.
 sdt_derived_arch = $(eval SDT_ARCH := $(shell $(SDTGEN) arch --triple "$$($(SDT_CC) -dumpmachine)"))$(if \
 	$(SDT_ARCH),$(SDT_ARCH),$(error cannot tell the architecture of SDT_CC=$(SDT_CC): set SDT_ARCH (see `$(SDTGEN) arch`)))
+sdt_need_arch = $(if $(SDT_ARCH),)# expands to nothing, after asking: a compiler sdtgen cannot serve stops the first link
 
 ifeq ($(V),1)
 sdt_q :=
@@ -44,7 +45,7 @@ endif
 
 define sdt_image
 $(2): $(3) $$(SDT_PARTIAL_LDS)
-	$$(sdt_msg) LD $$@
+	$$(sdt_msg) LD $$@$$(sdt_need_arch)
 	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
 	$$(sdt_msg) SDTGEN $$@
 	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S
