@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import struct
 
 import pytest
@@ -143,3 +144,21 @@ def test_breakpoints_trap_at_the_site(name):
 
 def test_pointers_and_word_sizes():
     assert arches.by_name("i386").bits == 32 and struct.calcsize(arches.by_name("i386").word) == 4
+
+
+def test_i386_classifies_its_own_relocations(tmp_path):
+    """i686 gcc -fPIC: a PLT32 call is a site; -fno-plt's `call *x@GOT(%ebx)` (R_386_GOT32X) is refused by name."""
+    from helpers import cross_tool, readelf_probe_relocs, sdtgen
+
+    gcc = cross_tool("i386", "gcc")
+    src = tmp_path / "a.c"
+    src.write_text("extern void __dtrace_sdt_raw_x(long);\nlong f(long x) { __dtrace_sdt_raw_x(x); return x + 1; }\n")
+    for flags, name in ((["-fPIC"], "plt"), (["-fPIC", "-fno-plt"], "got")):
+        run([gcc, "-O2", *flags, "-c", "-o", str(tmp_path / f"{name}.o"), str(src)])
+    ((_, offset, rtype, _),) = readelf_probe_relocs(tmp_path / "plt.o")
+    assert rtype == "R_386_PLT32"
+    site = json.loads(sdtgen("scan", tmp_path / "plt.o", "--json", check=True).stdout)["sites"]
+    assert [(s["offset"], s["length"], s["form"], s["reloc"]) for s in site] == [(offset - 1, 5, CALL, rtype)]
+    ((_, _, got, _),) = readelf_probe_relocs(tmp_path / "got.o")
+    proc = sdtgen("scan", tmp_path / "got.o")
+    assert got == "R_386_GOT32X" and proc.returncode == 2 and "R_386_GOT32X" in proc.stderr
