@@ -1,4 +1,4 @@
-"""x86-64: call/jmp rel32 sites, GOT calls, and the System V calling convention."""
+"""x86-64: call/jmp rel32 sites (CS-prefixed too), GOT calls, and the System V calling convention."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sdtgen.arch.base import CALL, COND, REF, TAIL, Arch, Decoded, Regs, SiteSha
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
 R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX = 24, 41, 42
+
 
 @dataclass(frozen=True)
 class Branch:
