@@ -146,13 +146,13 @@ def cmd_arch(args: argparse.Namespace) -> int:
     elif args.get:
         if not args.name:
             raise SdtError("", "--get needs an architecture", f"sdtgen arch NAME --get {args.get}")
-        print(_arch_field(arches.by_name(args.name), args.get))
+        print(_text(_arch_record(arches.by_name(args.name))[args.get]))
     else:
         chosen = [arches.by_name(args.name)] if args.name else arches.all_arches()
         if args.json:
-            _emit_json({"arches": [{f: _arch_field(a, f) for f in ARCH_FIELDS} for a in chosen]})
+            _emit_json({"arches": [_arch_record(a) for a in chosen]})
         else:
-            rows = [[_arch_field(a, f) for f in ARCH_FIELDS] for a in chosen]
+            rows = [[_text(v) for v in _arch_record(a).values()] for a in chosen]
             print(_table(rows, [f.upper() for f in ARCH_FIELDS]))
     return EXIT_OK
 
@@ -160,11 +160,15 @@ def cmd_arch(args: argparse.Namespace) -> int:
 ARCH_FIELDS = ("name", "machine", "bits", "triple", "cross-prefix", "cflags", "packages", "kernel-base")
 
 
-def _arch_field(arch, name: str) -> str:
-    return {"name": arch.name, "machine": str(arch.machine), "bits": str(arch.bits), "triple": arch.triple,
-            "cross-prefix": arch.cross_prefix, "cflags": " ".join(arch.cflags),
-            "packages": f"{arch.gcc_package} {arch.binutils_package}",
-            "kernel-base": f"{arch.kernel_base:#x}"}[name]
+def _arch_record(arch) -> dict:
+    """What the registry says of one architecture, as `sdtgen arch --json` gives it."""
+    return {"name": arch.name, "machine": arch.machine, "bits": arch.bits, "triple": arch.triple,
+            "cross-prefix": arch.cross_prefix, "cflags": list(arch.cflags),
+            "packages": [arch.gcc_package, arch.binutils_package], "kernel-base": f"{arch.kernel_base:#x}"}
+
+
+def _text(value) -> str:
+    return " ".join(value) if isinstance(value, list) else str(value)
 
 
 def cmd_include_dir(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ checked to offer exactly its architectures.
 
 from __future__ import annotations
 
+import json
 import os
 import pkgutil
 import shutil
@@ -82,6 +83,9 @@ def test_every_arch_choice_of_the_cli_is_the_registrys():
     assert sdtgen("matrix", "--arch", "vax").returncode == 2
     listed = sdtgen("arch", check=True).stdout.splitlines()[1:]
     assert [ln.split()[0] for ln in listed] == list(ARCHES)
+    records = json.loads(sdtgen("arch", "--json", check=True).stdout)["arches"]
+    assert [(r["name"], r["machine"], r["packages"]) for r in records] == [
+        (a.name, a.machine, [a.gcc_package, a.binutils_package]) for a in arches.all_arches()]
 
 
 def test_an_unknown_triple_is_one_line_naming_sdt_arch():
