@@ -38,9 +38,9 @@ demo: $(STAMP)
 		--run kmain --arg 1 \
 		--disable 'hk:vfs::' --enable 'hk:proc:exit:done' --run kmain --arg 2
 
-# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the README table.
+# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the tables in docs/matrix.md.
 matrix: $(STAMP)
-	$(BIN)/sdtgen matrix --arch x86_64 --arch i386 --arch aarch64 --arch riscv64 --readme README.md
+	$(BIN)/sdtgen matrix --arch x86_64 --arch i386 --arch aarch64 --arch riscv64 --output docs/matrix.md
 
 # Kernel-scale timings and the cost of a probe, against baselines of the same run; writes BENCHMARKS.md.
 bench: $(STAMP)
