@@ -1,6 +1,8 @@
 # sdtgen: the two commands a newcomer needs are `make demo` and `make test`.
 # Each creates its own virtual environment in .venv on first use.
 
+# The checkout, also when make runs elsewhere with -f (the README's tests do).
+HERE := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,7 +23,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	@rm -rf $(DEMO)
 	@echo "== Building the fixture kernel with zero-cost probes"
-	$(MAKE) --no-print-directory -C fixtures/kernel O=$(CURDIR)/$(DEMO) SDTGEN=$(CURDIR)/$(BIN)/sdtgen
+	$(MAKE) --no-print-directory -C $(HERE)fixtures/kernel O=$(abspath $(DEMO)) SDTGEN=$(abspath $(BIN)/sdtgen)
 	@echo
 	@echo "== Probe sites found after the partial link"
 	$(BIN)/sdtgen scan $(DEMO)/kernel.o
