@@ -161,3 +161,29 @@ def test_every_console_example_prints_what_the_readme_shows(user_tree):
         assert command[0] == "sdtgen", command
         proc = run(command, cwd=user_tree, env=tool_env())
         assert proc.stdout.splitlines() == expected, shlex.join(command)
+
+
+# -- the layout matches the tree -------------------------------------------------------
+def _layout() -> dict[str, str]:
+    """path -> what, from the README's Layout table."""
+    section = README.read_text().split("## Layout", 1)[1]
+    return dict(re.findall(r"^\| `([^`]+)` \| (.*) \|$", section, re.M))
+
+
+def test_every_path_in_the_layout_exists_and_every_module_it_names():
+    layout = _layout()
+    assert [p for p in layout if not (ROOT / p).exists()] == []
+    modules = re.findall(r"`(\w+\.py)`", layout["sdtgen/"])
+    assert [m for m in modules if not (ROOT / "sdtgen" / m).is_file()] == []
+
+
+def test_the_layout_lists_every_package_module_and_directory():
+    layout = _layout()
+    tracked = run(["git", "ls-files"], cwd=ROOT).stdout.splitlines()
+    top = {f.split("/")[0] for f in tracked if "/" in f and not f.startswith(".")}
+    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "sdtgen").glob("*/__init__.py")}
+    listed = {p.rstrip("/") for p in layout}
+    assert top - {p.split("/")[0] for p in listed} == set()
+    assert packages - listed == set()
+    modules = {p.name for p in (ROOT / "sdtgen").glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert modules - set(re.findall(r"`(\w+\.py)`", layout["sdtgen/"])) == set()
