@@ -152,6 +152,9 @@ def test_the_demo_writes_where_the_readme_says(user_tree):
     paths = set(re.findall(r"\bbuild/[\w./-]+", text))
     assert DEMO_IMAGE in paths
     assert [p for p in sorted(paths) if not (user_tree / p.rstrip("./")).exists()] == []
+    section = text.split("## After `make demo`", 1)[1].split("\n## ", 1)[0]
+    files = re.findall(r"`([\w.]+\.(?:o|c|S|elf))`", section)
+    assert len(files) >= 4 and [f for f in files if not (user_tree / "build" / "demo" / f).is_file()] == []
 
 
 def test_every_console_example_prints_what_the_readme_shows(user_tree):
