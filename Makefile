@@ -1,6 +1,8 @@
 # sdtgen: the two commands a newcomer needs are `make demo` and `make test`.
 # Each creates its own virtual environment in .venv on first use.
 
+# The checkout, also when make runs elsewhere with -f (the README's tests do).
+HERE := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,7 +23,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	@rm -rf $(DEMO)
 	@echo "== Building the fixture kernel with zero-cost probes"
-	$(MAKE) --no-print-directory -C fixtures/kernel O=$(CURDIR)/$(DEMO) SDTGEN=$(CURDIR)/$(BIN)/sdtgen
+	$(MAKE) --no-print-directory -C $(HERE)fixtures/kernel O=$(abspath $(DEMO)) SDTGEN=$(abspath $(BIN)/sdtgen)
 	@echo
 	@echo "== Probe sites found after the partial link"
 	$(BIN)/sdtgen scan $(DEMO)/kernel.o
@@ -38,9 +40,9 @@ demo: $(STAMP)
 		--run kmain --arg 1 \
 		--disable 'hk:vfs::' --enable 'hk:proc:exit:done' --run kmain --arg 2
 
-# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the README table.
+# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the tables in docs/matrix.md.
 matrix: $(STAMP)
-	$(BIN)/sdtgen matrix --arch all --readme README.md
+	$(BIN)/sdtgen matrix --arch all --output docs/matrix.md
 
 # Kernel-scale timings and the cost of a probe, against baselines of the same run; writes BENCHMARKS.md.
 bench: $(STAMP)

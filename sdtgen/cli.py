@@ -261,8 +261,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         print(render_table(cells, rows, cols))
         for line in notes(cells):
             print(f"  {line}")
-    if args.readme:
-        _replace_block(Path(args.readme), markdown_section(cells, rows, cols, _machine(platform)))
+    if args.output:
+        _replace_block(Path(args.output), markdown_section(cells, rows, cols, _machine(platform)))
     broken = [c for c in cells if c.state == "done" and c.results["reloc"].status == "broken"]
     return EXIT_FAIL if broken else EXIT_OK
 
@@ -371,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="architectures to build for (default x86_64; all: every one)")
     mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
     mx.add_argument("--jobs", type=int, default=2)
-    mx.add_argument("--readme", metavar="FILE", help="rewrite the table between the matrix markers in FILE")
+    mx.add_argument("--output", metavar="FILE",
+                    help="rewrite the tables between the matrix markers in FILE (make matrix: docs/matrix.md)")
     mx.add_argument("--json", action="store_true")
     mx.set_defaults(func=cmd_matrix)
 

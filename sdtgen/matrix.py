@@ -207,7 +207,8 @@ def _judge_mode(b: Build, partial: Path, mode: str, out: Path, reference: list |
     try:
         result = gen_files(obj, stubs, table, mode)
     except SdtError as e:
-        return ModeResult(mode, "refused", note=e.what + (f"; {e.fix}" if e.fix else ""))
+        where = f"{e.place}: " if e.place else ""  # the file is the cell's temporary copy: left out
+        return ModeResult(mode, "refused", note=f"{where}{e.what}" + (f"; {e.fix}" if e.fix else ""))
     mdir = out / mode
     mdir.mkdir(exist_ok=True)
     stubs_o, table_o = compile_table(b, stubs, table, mdir)

@@ -1,6 +1,8 @@
-"""Rendering matrix results: a terminal table, and the Markdown table the README carries."""
+"""Rendering matrix results: a terminal table, and the Markdown that docs/matrix.md carries."""
 
 from __future__ import annotations
+
+import re
 
 from sdtgen.matrix import Cell, Column, Row
 
@@ -50,6 +52,16 @@ def _grid(header: list[str], body: list[list[str]], markdown: bool) -> str:
     return "\n".join("  ".join(x[i].ljust(widths[i]) for i in range(len(header))).rstrip() for x in [header, *body])
 
 
+# An absolute path's directories: a toolchain's message names the cell's file in a fresh temporary
+# directory on every run, which would make the generated document differ from run to run.
+_DIRECTORIES = re.compile(r"(?<![\w.~-])/(?:[^\s/:'\"()`]+/)+(?=[^\s/:'\"()`])")
+
+
+def without_directories(text: str) -> str:
+    """``/tmp/sdtgen-matrix-x1/i386/pie/kernel.o: bad`` -> ``kernel.o: bad``."""
+    return _DIRECTORIES.sub("", text)
+
+
 def notes(cells: list[Cell]) -> list[str]:
     """One line per distinct reason a cell was refused, broken or failed, with where it happened."""
     seen: dict[str, list[str]] = {}
@@ -59,7 +71,7 @@ def notes(cells: list[Cell]) -> list[str]:
             reasons += [f"{r.mode}: {r.note}" for r in c.results.values() if r.note]
             reasons += [f"{r.mode}: boot differs from the reference" for r in c.results.values()
                         if r.status == "ok" and r.boot is False]
-        for reason in reasons:
+        for reason in map(without_directories, reasons):
             seen.setdefault(reason, []).append(f"{c.row} @ {c.arch} {c.column}")
     return [f"{reason} ({', '.join(where[:3])}{', ...' if len(where) > 3 else ''})" for reason, where in seen.items()]
 

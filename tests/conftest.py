@@ -47,7 +47,7 @@ def booted(kernel):
 @pytest.fixture(scope="session")
 def native_exe(kernel, tmp_path_factory):
     """The fixture's C built for this machine, every probe a function that prints its call."""
-    return build_native(kernel.partial, tmp_path_factory.mktemp("native"))
+    return build_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.fixture(scope="session")

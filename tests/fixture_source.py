@@ -1,13 +1,22 @@
-"""What the fixture kernel's C source itself declares, read from the source (the test oracle)."""
+"""What the fixture kernel's C source itself declares, read from the source text (the test oracle).
+
+Nothing here asks sdtgen: probe names, symbols and argument types come from the
+`SDT_PROBE_DEFINEn` lines, the `SDT_PROBEn` uses and the direct `__dtrace_sdt_*`
+calls of the .c and .h files, by the naming rules sdt.h documents.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from helpers import FIXTURE
 
-_DEFINE = re.compile(r"SDT_PROBE_DEFINE(\d?)\(([^;]*)\);")
+PREFIX = "__dtrace_sdt_"
+_DEFINE = re.compile(r"\bSDT_PROBE_DEFINE(\d?)\(([^;]*)\);")
+_USE = re.compile(r"\bSDT_PROBE\d?\(\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w+)\s*[,)]")
+_DIRECT = re.compile(rf"\b{PREFIX}(\w+)\b")
 
 
 @dataclass(frozen=True)
@@ -16,14 +25,43 @@ class SourceProbe:
     module: str
     function: str
     name: str  # as listed ("__" -> "-")
-    args: tuple[str, ...]
+    args: tuple[str, ...]  # the declared types; a probe without SDT_PROBE_DEFINE declares none
+    symbol: str  # the function the site calls
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}:{self.module}:{self.function}:{self.name}"
 
 
-def defined_probes() -> list[SourceProbe]:
+def _symbol(prov: str, mod: str, func: str, name: str) -> str:
+    return f"{PREFIX}{prov}_{mod}_{func}_{name}"  # sdt.h's token pasting
+
+
+def _from_symbol(symbol: str) -> SourceProbe:
+    """A probe without a descriptor: up to the first `_` is the provider, the rest the name."""
+    provider, _, name = symbol[len(PREFIX):].partition("_")
+    return SourceProbe(provider, "", "", name, (), symbol)
+
+
+def _texts(root: Path) -> list[str]:
+    return [p.read_text() for p in sorted(root.glob("*.[ch]"))]
+
+
+def defined_probes(root: Path = FIXTURE) -> list[SourceProbe]:
     out = []
-    for path in sorted(FIXTURE.glob("*.[ch]")):
-        for m in _DEFINE.finditer(path.read_text()):
-            fields = [f.strip() for f in m.group(2).split(",")]
-            prov, mod, func, name, *types = fields
-            out.append(SourceProbe(prov, mod, func, name.replace("__", "-"), tuple(t.strip('"') for t in types)))
+    for text in _texts(root):
+        for m in _DEFINE.finditer(text):
+            prov, mod, func, name, *types = (f.strip() for f in m.group(2).split(","))
+            out.append(SourceProbe(prov, mod, func, name.replace("__", "-"), tuple(t.strip('"') for t in types),
+                                   _symbol(prov, mod, func, name)))
     return out
+
+
+def called_probes(root: Path = FIXTURE) -> list[SourceProbe]:
+    """Every probe the source calls: through the macros, defined or not, and by direct calls."""
+    defined = {p.symbol: p for p in defined_probes(root)}
+    symbols: set[str] = set()
+    for text in _texts(root):
+        symbols.update(_symbol(*m.groups()) for m in _USE.finditer(text))
+        symbols.update(PREFIX + m.group(1) for m in _DIRECT.finditer(text))
+    return [defined.get(s) or _from_symbol(s) for s in sorted(symbols)]

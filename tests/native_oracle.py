@@ -1,6 +1,8 @@
 """The fixture kernel's own C, compiled for this machine and run natively: the firings and return
-values the emulated boot must reproduce. Every probe function is defined here to print its call
-as JSON, decoding each argument the way C itself converts it (int, string, unsigned)."""
+values the emulated boot must reproduce. Every probe function the source calls is defined here to
+print its call as JSON, decoding each argument the way C itself converts it (int, string,
+unsigned). The probes and their argument types are read from the C source (fixture_source), never
+from sdtgen."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixture_source import called_probes
 from helpers import FIXTURE, run, sdtgen
 
 # The fixture's callable functions with their real C prototypes.
@@ -37,20 +40,15 @@ def _print_arg(ctype: str, i: int) -> str:
     return f'printf("%llu", (unsigned long long)a{i});'
 
 
-def harness_source(partial: Path) -> str:
-    sites = json.loads(sdtgen("scan", partial, "--json", check=True).stdout)["sites"]
-    probes = {f"{p['provider']}:{p['module']}:{p['function']}:{p['name']}": p["args"]
-              for p in json.loads(sdtgen("probes", partial, "--json", check=True).stdout)["probes"]}
-    symbols = sorted({(s["symbol"], s["probe"]) for s in sites})
+def harness_source(root: Path = FIXTURE) -> str:
     out = ["#include <stdio.h>", "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>",
            "static void put_string(const char *s) { putchar('\"'); for (; *s; s++) {",
            "  if (*s == '\"' || *s == '\\\\') putchar('\\\\'); putchar(*s); } putchar('\"'); }"]
     params = ", ".join(f"uintptr_t a{i}" for i in range(6))
-    for symbol, spec in symbols:
-        args = probes[spec]
-        body = ' printf(", "); '.join(_print_arg(t, i) for i, t in enumerate(args))
-        out.append(f"void {symbol}({params}) {{ printf(\"{{\\\"probe\\\": \\\"{spec}\\\", \\\"args\\\": [\"); "
-                   f"{body} printf(\"]}}\\n\"); }}")
+    for probe in called_probes(root):
+        body = ' printf(", "); '.join(_print_arg(t, i) for i, t in enumerate(probe.args))
+        out.append(f"void {probe.symbol}({params}) {{ printf(\"{{\\\"probe\\\": \\\"{probe.spec}\\\", "
+                   f"\\\"args\\\": [\"); {body} printf(\"]}}\\n\"); }}")
     for name, (ret, types) in PROTOTYPES.items():
         out.append(f"{ret} {name}({', '.join(types)});")
     out.append("int main(int argc, char **argv) { for (int i = 1; i < argc; i++) {")
@@ -66,9 +64,9 @@ def harness_source(partial: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def build_native(partial: Path, out: Path) -> Path:
+def build_native(out: Path) -> Path:
     harness = out / "harness.c"
-    harness.write_text(harness_source(partial))
+    harness.write_text(harness_source())
     exe = out / "native"
     include = sdtgen("include-dir", check=True).stdout.strip()
     sources = sorted(str(p) for p in FIXTURE.glob("*.c"))

@@ -1,10 +1,12 @@
-"""The Makefile fragment: Kbuild-style output, V=1, and only needed rebuilds."""
+"""The Makefile fragment: Kbuild-style output, V=1, and only needed rebuilds; and the project's own
+make targets."""
 
 from __future__ import annotations
 
 import os
+import shlex
 
-from helpers import FIXTURE, SDTGEN, run
+from helpers import FIXTURE, ROOT, SDTGEN, run
 
 
 def make(out, *args: str):
@@ -59,3 +61,14 @@ def test_a_failing_check_fails_the_build_and_deletes_the_image(tmp_path):
     assert not (tmp_path / "kernel.elf").exists()
     ok = run(["make", "-C", str(FIXTURE), f"O={tmp_path}", f"SDTGEN={SDTGEN}", f"SDT_FINAL_LDS={lds}", "-B"])
     assert ok.returncode == 0 and (tmp_path / "kernel.elf").exists()  # reloc mode follows the move
+
+
+def test_make_matrix_rewrites_a_document_that_has_the_markers():
+    """`make matrix` must find its block (the README no longer carries the tables)."""
+    dry = run(["make", "-C", str(ROOT), "--no-print-directory", "-n", "-o", ".venv/.installed", "matrix"]).stdout
+    (command,) = [shlex.split(ln) for ln in dry.splitlines() if " matrix " in ln]
+    target = ROOT / command[command.index("--output") + 1]
+    assert target == ROOT / "docs" / "matrix.md"
+    text = target.read_text()
+    assert text.count("<!-- matrix:begin -->") == text.count("<!-- matrix:end -->") == 1
+    assert "<!-- matrix:begin -->" not in (ROOT / "README.md").read_text()

@@ -1,4 +1,4 @@
-"""sdtgen matrix from the command line: filters, JSON, and the README block it rewrites."""
+"""sdtgen matrix from the command line: filters, JSON, and the document block it rewrites."""
 
 from __future__ import annotations
 
@@ -15,15 +15,34 @@ def test_one_cell_as_json(tmp_path):
     assert cell["results"]["reloc"]["status"] == "ok" and cell["results"]["offset"]["status"] == "broken"
 
 
-def test_readme_block_is_rewritten_in_place(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- matrix:begin -->\nOLD-TABLE\n<!-- matrix:end -->\nafter\n")
+def test_output_block_is_rewritten_in_place(tmp_path):
+    doc = tmp_path / "matrix.md"
+    doc.write_text("intro\n<!-- matrix:begin -->\nOLD-TABLE\n<!-- matrix:end -->\nafter\n")
     proc = sdtgen("matrix", "--mode", "plain", "--compiler", "gcc", "--toolchain", "gcc:bfd/bfd",
-                  "--toolchain", "gcc:bfd/gold", "--readme", readme)
+                  "--toolchain", "gcc:bfd/gold", "--output", doc)
     assert proc.returncode == 0, proc.stderr
-    text = readme.read_text()
+    text = doc.read_text()
     assert text.startswith("intro\n<!-- matrix:begin -->\n") and text.endswith("<!-- matrix:end -->\nafter\n")
     assert "| plain (kernel flags, one .text) | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
+
+
+def test_the_generated_document_is_the_same_from_run_to_run(tmp_path):
+    """Each run builds in a fresh temporary directory; the linker's messages name files in it."""
+    need_tool("i686-linux-gnu-gcc", "gcc-i686-linux-gnu")
+    need_tool("ld.lld", "lld")
+    docs = [tmp_path / "first.md", tmp_path / "second.md"]
+    for doc in docs:
+        doc.write_text("<!-- matrix:begin -->\n<!-- matrix:end -->\n")
+        proc = sdtgen("matrix", "--arch", "i386", "--mode", "pie", "--mode", "pic-noplt", "--compiler", "gcc",
+                      "--toolchain", "gcc:lld/bfd", "--toolchain", "gcc:lld/gold", "--output", doc)
+        assert proc.returncode == 0, proc.stderr
+    first, second = (d.read_text() for d in docs)
+    # lld's i386 PIE object is one GNU ld and gold reject, naming the file: the reasons carry a path
+    assert "- final link: kernel-reloc.o: file not recognized" in first
+    assert "/tmp" not in first and "sdtgen-matrix-" not in first
+    # a refusal keeps its place in the object, which is the same in every run
+    assert "- reloc: .text:kchecksum+0x" in first and "R_386_GOT32X" in first
+    assert first == second
 
 
 def test_user_sources_and_flags(tmp_path):

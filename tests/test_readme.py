@@ -1,0 +1,192 @@
+"""The README and docs/ say what is true: their recipe builds, their examples print what they show,
+their links resolve, and every option the CLI has is documented."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, SDTGEN, run
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+CLI_DOC = DOCS / "cli.md"
+MAX_README = 15_000
+# What `make demo` writes, the README promises, and its boot example reads.
+DEMO_IMAGE = "build/demo/kernel.elf"
+
+
+def fenced(text: str, info: str) -> list[str]:
+    """The bodies of the ```info blocks, in order."""
+    return re.findall(rf"^```{re.escape(info)}\n(.*?)^```$", text, re.S | re.M)
+
+
+def console_examples(text: str) -> list[tuple[list[str], list[str]]]:
+    """(command, expected output lines) for every `$ ` line of the ```console blocks."""
+    out = []
+    for block in fenced(text, "console"):
+        for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
+            command, *expected = chunk.rstrip("\n").split("\n")
+            out.append((shlex.split(command), expected))
+    return out
+
+
+def tool_env() -> dict[str, str]:
+    """The environment a user has after `. .venv/bin/activate`: sdtgen on the PATH."""
+    return {**os.environ, "PATH": f"{Path(SDTGEN).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def make_demo(cwd: Path) -> None:
+    """The project's own `make demo`, run in cwd with this interpreter's sdtgen."""
+    venv = Path(sys.prefix)
+    run(["make", "-f", str(ROOT / "Makefile"), "--no-print-directory", "-o", f"{venv}/.installed",
+         f"VENV={venv}", "demo"], cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def user_tree(tmp_path_factory) -> Path:
+    """A directory with the README's main.c and Makefile built, and `make demo` run in it."""
+    tree = tmp_path_factory.mktemp("readme")
+    text = README.read_text()
+    (source,) = [b for b in fenced(text, "c") if b.startswith("/* main.c")]
+    (makefile,) = [b for b in fenced(text, "make") if b.startswith("# Makefile")]
+    (tree / "main.c").write_text(source)
+    (tree / "Makefile").write_text(makefile)
+    run(["make", "--no-print-directory"], cwd=tree, env=tool_env())
+    make_demo(tree)
+    return tree
+
+
+# -- size and links --------------------------------------------------------------------
+def test_readme_fits_a_newcomer():
+    assert len(README.read_text()) <= MAX_README
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```$", "", path.read_text(), flags=re.S | re.M)
+    return {_slug(h) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+def markdown_files() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def test_every_relative_link_points_at_an_existing_file_and_heading():
+    broken = []
+    for doc in markdown_files():
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (doc.parent / path).resolve() if path else doc
+            if not dest.exists():
+                broken.append(f"{doc.name}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{doc.name}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_links_every_document_in_docs():
+    linked = set(re.findall(r"\]\(docs/([^)#]+)", README.read_text()))
+    assert linked == {p.name for p in DOCS.glob("*.md")}
+
+
+# -- the CLI reference is complete -----------------------------------------------------
+def _options(help_text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text.split("options:", 1)[1]))
+
+
+def subcommands() -> list[str]:
+    usage = run([SDTGEN, "--help"]).stdout
+    return re.search(r"\{([\w,-]+)\}", usage).group(1).split(",")
+
+
+def test_every_option_the_help_prints_is_in_the_cli_reference():
+    doc = CLI_DOC.read_text()
+    missing = []
+    for command in ["", *subcommands()]:
+        help_text = run([SDTGEN, *command.split(), "--help"]).stdout
+        if command and not re.search(rf"^#+ .*\bsdtgen {re.escape(command)}(?![\w-])", doc, re.M):
+            missing.append(f"sdtgen {command}: no section")
+        for option in sorted(_options(help_text)):
+            if not re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", doc):
+                missing.append(f"sdtgen {command} {option}")
+    assert missing == []
+    assert len(subcommands()) >= 9
+
+
+def test_every_json_event_of_the_boot_is_in_the_cli_reference():
+    emitted = set()
+    for source in (ROOT / "sdtgen" / "boot").glob("*.py"):
+        emitted |= set(re.findall(r"""["']event["']:\s*["'](\w+)["']""", source.read_text()))
+    assert {"patched", "fire", "folded"} - emitted == {"folded"}  # the scan is not blind
+    table = CLI_DOC.read_text().split("### JSON events", 1)[1]
+    assert {e for e in emitted if f"| `{e}` |" not in table} == set()
+    assert "`folded`" in table and "| `action` |" in table
+
+
+# -- the recipe and the examples -------------------------------------------------------
+def test_the_readme_makefile_builds_and_checks_an_image(user_tree):
+    image, partial = user_tree / "build" / "kernel.elf", user_tree / "build" / "kernel.o"
+    assert "Type:                              EXEC" in run(["readelf", "-hW", str(image)]).stdout
+    symbols = run(["nm", str(image)]).stdout
+    assert " T vfs_open" in symbols and "__start_set_sdt_sites_set" in symbols
+    # the two probe calls of main.c, as the assembler-level relocations readelf lists
+    relocs = [ln for ln in run(["readelf", "-rW", str(partial)]).stdout.splitlines() if "__dtrace_sdt_my_" in ln]
+    assert len(relocs) == 2
+    assert run([SDTGEN, "check", str(partial), str(image)]).returncode == 0
+
+
+def test_the_demo_writes_where_the_readme_says(user_tree):
+    text = README.read_text()
+    assert (user_tree / DEMO_IMAGE).is_file()
+    paths = set(re.findall(r"\bbuild/[\w./-]+", text))
+    assert DEMO_IMAGE in paths
+    assert [p for p in sorted(paths) if not (user_tree / p.rstrip("./")).exists()] == []
+    section = text.split("## After `make demo`", 1)[1].split("\n## ", 1)[0]
+    files = re.findall(r"`([\w.]+\.(?:o|c|S|elf))`", section)
+    assert len(files) >= 4 and [f for f in files if not (user_tree / "build" / "demo" / f).is_file()] == []
+
+
+def test_every_console_example_prints_what_the_readme_shows(user_tree):
+    examples = console_examples(README.read_text())
+    assert any(DEMO_IMAGE in cmd for cmd, _ in examples) and any("build/kernel.elf" in cmd for cmd, _ in examples)
+    for command, expected in examples:
+        assert command[0] == "sdtgen", command
+        proc = run(command, cwd=user_tree, env=tool_env())
+        assert proc.stdout.splitlines() == expected, shlex.join(command)
+
+
+# -- the layout matches the tree -------------------------------------------------------
+def _layout() -> dict[str, str]:
+    """path -> what, from the README's Layout table."""
+    section = README.read_text().split("## Layout", 1)[1]
+    return dict(re.findall(r"^\| `([^`]+)` \| (.*) \|$", section, re.M))
+
+
+def test_every_path_in_the_layout_exists_and_every_module_it_names():
+    layout = _layout()
+    assert [p for p in layout if not (ROOT / p).exists()] == []
+    modules = re.findall(r"`(\w+\.py)`", layout["sdtgen/"])
+    assert [m for m in modules if not (ROOT / "sdtgen" / m).is_file()] == []
+
+
+def test_the_layout_lists_every_package_module_and_directory():
+    layout = _layout()
+    tracked = run(["git", "ls-files"], cwd=ROOT).stdout.splitlines()
+    top = {f.split("/")[0] for f in tracked if "/" in f and not f.startswith(".")}
+    packages = {str(p.parent.relative_to(ROOT)) for p in (ROOT / "sdtgen").glob("*/__init__.py")}
+    listed = {p.rstrip("/") for p in layout}
+    assert top - {p.split("/")[0] for p in listed} == set()
+    assert packages - listed == set()
+    modules = {p.name for p in (ROOT / "sdtgen").glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert modules - set(re.findall(r"`(\w+\.py)`", layout["sdtgen/"])) == set()
