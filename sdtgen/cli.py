@@ -62,9 +62,9 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from sdtgen.check import check
     from sdtgen.image import Image
-    from sdtgen.scan import scan
+    from sdtgen.scan import merged, scan
 
-    result = scan(args.object)
+    result = merged([scan(obj) for obj in args.object])
     with Image(args.image) as image:
         report = check(result, image)
     if args.json:
@@ -260,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_gen)
 
     c = sub.add_parser("check", help="prove every site is where the image's table says")
-    c.add_argument("object")
-    c.add_argument("image")
+    c.add_argument("object", nargs="+",
+                   help="the object(s) `sdtgen gen` rewrote, in the order their tables are linked")
+    c.add_argument("image", help="the final image")
     c.add_argument("--json", action="store_true")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing when every site is stable")
     c.set_defaults(func=cmd_check)

@@ -46,6 +46,23 @@ class ScanResult:
         out.write("]}\n")
 
 
+def merged(results: list[ScanResult]) -> ScanResult:
+    """Several generated objects linked into one image, as one: their sites in link order."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    for r in results[1:]:
+        if r.arch.name != first.arch.name:
+            raise SdtError(r.object, f"is {r.arch.name} but {first.object} is {first.arch.name}",
+                           "give objects of one image")
+    probes: dict[str, Probe] = {}
+    for r in results:
+        for sym, p in r.probes.items():
+            probes.setdefault(sym, p)
+    return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
+                      probes, set().union(*(r.defined for r in results)))
+
+
 def open_relocatable(path: str) -> ElfFile:
     """Open ``path`` and insist on a relocatable object that holds machine code."""
     _reject_bitcode(path)

@@ -29,10 +29,11 @@ class NewSymbol:
     name: str
     shndx: int
     value: int
+    type: int = STT_NOTYPE  # sdtgen's anchors are STT_SECTION: see codegen.ANCHOR_TYPE
 
 
 def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
-    """The bytes of ``elf`` with ``new`` appended as hidden global symbols."""
+    """The bytes of ``elf`` with ``new`` appended as hidden global symbols (of each one's type)."""
     st = elf.symtab
     if st is None:
         raise elf.fail("has no symbol table", "give the output of ld -r, which always has one")
@@ -46,8 +47,8 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
     need_x = any(s.shndx >= SHN_LORESERVE for s in new)
     if need_x and xtab is None:
         xtab = bytearray(4 * nsyms)
-    info = (STB_GLOBAL << 4) | STT_NOTYPE
     for s in new:
+        info = (STB_GLOBAL << 4) | s.type
         name_off = len(strtab)
         strtab += s.name.encode("ascii") + b"\0"
         shndx = SHN_XINDEX if s.shndx >= SHN_LORESERVE else s.shndx
