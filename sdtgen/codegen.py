@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.arch.base import REF
-from sdtgen.atomic import write_all_atomic
+from sdtgen.atomic import check_distinct, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError
@@ -35,6 +35,7 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
     Everything is rendered and checked before the first byte is written, and
     each output goes through a temporary file renamed into place.
     """
+    check_distinct([("object", obj), ("stubs", stubs), ("table", table)])
     with open_relocatable(str(obj)) as elf:
         result = scan_elf(elf)
         tag = _anchor_tag(elf, result) if mode == "reloc" else ""
@@ -43,7 +44,7 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
     outputs = [(stubs, gen.stubs.encode()), (table, gen.table.encode())]
     if anchored is not None:
         outputs.append((obj, anchored))
-    write_all_atomic(outputs)
+    write_all_atomic(outputs, ["stubs", "table", "object"][:len(outputs)])
     return result
 
 

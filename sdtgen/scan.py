@@ -79,11 +79,17 @@ def open_relocatable(path: str) -> ElfFile:
 
 
 def _reject_bitcode(path: str) -> None:
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            head = f.read(4)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never wait on a FIFO
     except OSError:
         return  # ElfFile reports it
+    try:
+        head = os.pread(fd, 4, 0) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
     if head in (b"BC\xc0\xde", b"\xde\xc0\x17\x0b"):
         raise SdtError(path, "is LLVM bitcode (clang -flto), not machine code", LTO_HOWTO)
 

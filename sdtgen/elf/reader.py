@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -100,7 +101,12 @@ class ElfFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         try:
-            self._file = open(path, "rb")  # noqa: SIM115 - kept open for pread(); closed by close()
+            # Non-blocking, so a FIFO is refused below rather than waited on.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            self._file = os.fdopen(fd, "rb")  # kept open for pread(); closed by close()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self._file.close()
+                raise SdtError(self.path, "is not a regular file", "give an object file (.o) or a linked image")
             try:
                 self._map: mmap.mmap | bytes = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
             except ValueError:  # empty file
