@@ -53,7 +53,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_gen(args: argparse.Namespace) -> int:
     from sdtgen.codegen import gen_files
 
-    result = gen_files(args.object, args.stubs, args.table, args.mode)
+    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
     return EXIT_OK
@@ -251,11 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_scan)
 
     g = sub.add_parser("gen", help="write the stub C and the site table for an object")
-    g.add_argument("object")
-    g.add_argument("--stubs", required=True, metavar="FILE.c")
-    g.add_argument("--table", required=True, metavar="FILE.S")
+    g.add_argument("object", help="the partial link's output (ld -r); reloc mode adds site anchors to it")
+    g.add_argument("--stubs", required=True, metavar="FILE.c", help="where to write the stub functions")
+    g.add_argument("--table", required=True, metavar="FILE.S", help="where to write the probe and site tables")
     g.add_argument("--mode", choices=("reloc", "offset"), default="reloc",
                    help="reloc: entries the final linker resolves (default); offset: offsets from btext")
+    g.add_argument("--strict", action="store_true",
+                   help="refuse a probe used without SDT_PROBE_DEFINE (a warning otherwise)")
     g.add_argument("-v", "--verbose", action="store_true", help="say how many sites and probes were written")
     g.set_defaults(func=cmd_gen)
 

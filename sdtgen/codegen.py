@@ -9,8 +9,8 @@ from sdtgen.arch.base import REF
 from sdtgen.atomic import check_distinct, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
-from sdtgen.errors import SdtError
-from sdtgen.probes import Probe, descriptor_problem
+from sdtgen.errors import SdtError, printable, warn
+from sdtgen.probes import Probe, Site, descriptor_problem
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
@@ -29,7 +29,8 @@ class Generated:
     anchors: list[NewSymbol]  # to add to the object (reloc mode)
 
 
-def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str = "reloc") -> ScanResult:
+def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str = "reloc",
+              strict: bool = False) -> ScanResult:
     """`sdtgen gen`: scan, render, then write the anchored object, the stubs and the table.
 
     Everything is rendered and checked before the first byte is written, and
@@ -40,12 +41,32 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
         result = scan_elf(elf)
         tag = _anchor_tag(elf, result) if mode == "reloc" else ""
         gen = generate(result, mode, tag=tag)
+        report_undefined(result, strict)
         anchored = _anchored_object(elf, gen.anchors) if gen.anchors else None
     outputs = [(stubs, gen.stubs.encode()), (table, gen.table.encode())]
     if anchored is not None:
         outputs.append((obj, anchored))
     write_all_atomic(outputs, ["stubs", "table", "object"][:len(outputs)])
     return result
+
+
+UNDEFINED_FIX = ("define it with SDT_PROBE_DEFINE in one file of the object (a misspelt probe name makes "
+                 "a new probe); `--strict` or SDT_STRICT=1 makes this an error")
+
+
+def report_undefined(result: ScanResult, strict: bool = False) -> None:
+    """Warn once per probe the object calls but no SDT_PROBE_DEFINE describes; with ``strict``, refuse."""
+    first: dict[str, Site] = {}
+    for site in result.sites:
+        if not result.probes[site.symbol].described:
+            first.setdefault(site.symbol, site)
+    for symbol, site in first.items():
+        what = (f"probe {printable(symbol)} is used without SDT_PROBE_DEFINE, so it gets a name made from "
+                f"its symbol, {printable(site.probe)}")
+        if strict:
+            more = f" (and {len(first) - 1} more undefined probes)" if len(first) > 1 else ""
+            raise SdtError(result.object, what + more, UNDEFINED_FIX.split(";")[0], where=site.where)
+        warn(result.object, what, UNDEFINED_FIX, where=site.where)
 
 
 def _anchor_tag(elf: ElfFile, result: ScanResult) -> str:

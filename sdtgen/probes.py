@@ -55,7 +55,9 @@ class Site:
 
     @property
     def where(self) -> str:
-        return f"{self.section}:{self.function or hex(self.offset)}"
+        """The site's place in the one diagnostic format: ``section:function+0xoff`` (``section+0xoff``)."""
+        return f"{self.section}:{self.function}" if self.function and "+" in self.function \
+            else f"{self.section}+{self.offset:#x}"
 
 
 class Named(Protocol):
