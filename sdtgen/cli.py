@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sdtgen.errors import SdtError
+from sdtgen.errors import SdtError, printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MAX_SITE_LINES = 20  # a kernel can have tens of thousands of sites; the rest are in --json
@@ -29,6 +29,9 @@ def _emit_json(obj: object) -> None:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
+    """Aligned columns; names from ELF files have control characters escaped (a name must not move
+    the cursor, clear the screen or print a line of its own)."""
+    rows = [[printable(str(c)) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
