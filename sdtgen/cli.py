@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sdtgen.errors import SdtError, printable
+from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-MAX_SITE_LINES = 20  # a kernel can have tens of thousands of sites; the rest are in --json
 
 
 def _package_path(*parts: str) -> str:
@@ -72,31 +71,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         report = check(result, image)
     if args.json:
         _emit_json(report.to_json())
-    else:
-        for problem in report.problems:
-            print(f"{args.image}: {problem}", file=sys.stderr)
-        fixes = []
-        shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
-        for v in shown[:MAX_SITE_LINES]:
-            delta = f" by {v.delta:+#x}" if v.delta is not None else ""
-            print(f"{args.image}: {v.site.probe} at {v.site.function}: {v.status}{delta}: {v.cause}",
-                  file=sys.stderr)
-        if len(shown) > MAX_SITE_LINES:
-            print(f"{args.image}: ... and {len(shown) - MAX_SITE_LINES} more sites (all of them with --json)",
-                  file=sys.stderr)
-        for v in shown:
-            if v.fix and v.fix not in fixes:
-                fixes.append(v.fix)
-        for fix in fixes:
-            print(f"{args.image}: to fix: {fix}", file=sys.stderr)
-        if not args.quiet or not report.ok:
-            folded = f", {report.count('folded')} folded" if report.count("folded") else ""
-            print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
-                  f"{report.count('stable')} stable, {report.count('moved')} moved, "
-                  f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
-            if not report.ok and report.summary():
-                print(f"{args.image}: in short: {report.summary()}", file=sys.stderr)
+        return EXIT_OK if report.ok else EXIT_FAIL
+    for problem in report.problems:
+        print(Diagnostic(args.image, ERROR, printable(problem)), file=sys.stderr)
+    shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
+    for line in site_lines(args.image, shown):
+        print(line, file=sys.stderr)
+    if not args.quiet or not report.ok:
+        folded = f", {report.count('folded')} folded" if report.count("folded") else ""
+        print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
+              f"{report.count('stable')} stable, {report.count('moved')} moved, "
+              f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
+        if not report.ok and report.summary():
+            print(Diagnostic(args.image, ERROR, f"in short: {printable(report.summary())}"), file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def site_lines(image: str, verdicts: list) -> list[str]:
+    """One line per function, as objtool does: its first site that is not stable, and how many more."""
+    by_function: dict[str, list] = {}
+    for v in verdicts:
+        by_function.setdefault(f"{v.site.section}:{v.site.function.partition('+')[0]}", []).append(v)
+    lines = []
+    for group in by_function.values():
+        v = group[0]
+        delta = f" by {v.delta:+#x}" if v.delta is not None else ""
+        more = f" (and {len(group) - 1} more sites in this function)" if len(group) > 1 else ""
+        severity = WARNING if v.status == "folded" else ERROR
+        lines.append(str(Diagnostic(image, severity, printable(f"{v.site.probe} {v.status}{delta}: {v.cause}{more}"),
+                                    printable(v.fix), where=printable(v.site.where))))
+    return lines
 
 
 def cmd_probes(args: argparse.Namespace) -> int:
