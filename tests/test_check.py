@@ -101,3 +101,40 @@ def test_check_on_an_image_without_tables(tmp_path):
     proc = sdtgen("check", obj, image)
     assert proc.returncode == 2
     assert "has no set_sdt_sites_set linker set" in proc.stderr and "sdtgen gen" in proc.stderr
+
+
+class CountingList(list):
+    """A list that counts how often it is walked from the start."""
+
+    walks = 0
+
+    def __iter__(self):
+        CountingList.walks += 1
+        return super().__iter__()
+
+
+def test_image_reads_use_one_index_by_address_not_a_walk_over_every_section(kernel, tmp_path):
+    """20,000 sections x 2,000 probes took 24 s when every read walked the sections; reads must not."""
+    from helpers import compile_c, run
+
+    from sdtgen.check import check
+    from sdtgen.image import Image
+    from sdtgen.scan import scan
+
+    # 1,500 extra loaded sections: orphans the final script places after the kernel's own.
+    body = "\n".join(f'__attribute__((used, section("s{i}"))) const int c{i} = {i};' for i in range(1500))
+    extra = compile_c(tmp_path, "many", body + "\n")
+    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
+    image = tmp_path / "many.elf"
+    run(["ld", "-T", script, "-o", str(image), str(kernel.partial), str(kernel.dir / "kernel_sdt_stubs.o"),
+         str(kernel.dir / "kernel_sdt_table.o"), str(extra)])
+    sections = int(run(["readelf", "-hW", str(image)]).stdout.split("Number of section headers:")[1].split()[0])
+    assert sections > 1500
+    result = scan(str(kernel.partial))
+    with Image(str(image)) as img:
+        img.elf.sections = CountingList(img.elf.sections)
+        CountingList.walks = 0
+        report = check(result, img)
+        probes = img.probes()
+    assert report.ok and report.count("stable") == 21 and len(probes) == 18
+    assert CountingList.walks < 10  # a handful of setup walks, none per read
