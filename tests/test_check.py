@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-
 from collections import Counter
 
 from helpers import corrupt_site_entry, final_link, readelf_probe_relocs, run, sdtgen

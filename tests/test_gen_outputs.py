@@ -181,3 +181,24 @@ def test_an_interrupted_gen_changes_all_outputs_or_none(big_object, tmp_path, si
         assert sorted(p.name for p in work.iterdir()) == ["k.o", "s.c", "t.S"]  # no temporary file left
         outcomes.add(new[0])
     assert outcomes == {False, True}  # the signal landed both before and after the writes
+
+
+@pytest.mark.parametrize("cmd", ["scan", "gen"])
+def test_an_input_cut_short_while_it_is_read_gives_at_most_one_line(big_object, tmp_path, cmd):
+    """A mapped file that shrinks kills a reader with SIGBUS; sdtgen reads instead, so it never dies of it."""
+    for step in range(8):
+        obj = tmp_path / f"k{step}.o"
+        shutil.copy(big_object, obj)
+        argv = [SDTGEN, cmd, str(obj)]
+        if cmd == "gen":
+            argv += ["--stubs", str(tmp_path / f"s{step}.c"), "--table", str(tmp_path / f"t{step}.S")]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until_open(proc, obj)
+        time.sleep(0.005 * step)
+        os.truncate(obj, 4096)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 2), (step, proc.returncode, err)  # not -SIGBUS
+        assert b"Traceback" not in err and len(err.splitlines()) <= 1, err
+        if proc.returncode == 2:
+            assert b": error: " in err
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

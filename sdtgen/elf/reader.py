@@ -10,7 +10,7 @@ carry hundreds of thousands of relocations and only a few matter.
 from __future__ import annotations
 
 import bisect
-import mmap
+import contextlib
 import os
 import stat
 import struct
@@ -95,8 +95,27 @@ class Reloc:
     addend: int
 
 
+def _read_all(fd: int) -> bytes:
+    """The whole file, read once into memory.
+
+    Not mmap: a file cut short while it is mapped kills the process with SIGBUS at the next
+    access, and a Python SIGBUS handler cannot help (measured: the faulting access repeats
+    forever). A read takes what was there; a file truncated under it reads short and is
+    reported like any truncated file.
+    """
+    size = os.fstat(fd).st_size
+    chunks, got = [], 0
+    while got < size:
+        chunk = os.pread(fd, size - got, got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 class ElfFile:
-    """One ELF file, mapped read-only. Use as a context manager or call close()."""
+    """One ELF file, read into memory. Use as a context manager or call close()."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
@@ -107,10 +126,7 @@ class ElfFile:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 self._file.close()
                 raise SdtError(self.path, "is not a regular file", "give an object file (.o) or a linked image")
-            try:
-                self._map: mmap.mmap | bytes = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-            except ValueError:  # empty file
-                self._map = b""
+            self._map = _read_all(fd)
         except OSError as e:
             raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
         self.data = memoryview(self._map)
@@ -124,12 +140,8 @@ class ElfFile:
 
     def close(self) -> None:
         self._file.close()
-        try:
+        with contextlib.suppress(BufferError):  # a slice is still alive (say, in an exception's frame)
             self.data.release()
-            if isinstance(self._map, mmap.mmap):
-                self._map.close()
-        except BufferError:
-            pass  # a slice is still alive (say, in an exception's frame); the GC unmaps it later
 
     def __enter__(self) -> ElfFile:
         return self
@@ -337,30 +349,35 @@ class ElfFile:
         if st is None:
             return {}
         strsec = self.section_at(st.link)
-        blob = bytes(self.contents(strsec))
+        # Searched in place (no copy of a string table that can be tens of megabytes).
+        data, base, top = self._map, strsec.offset, strsec.offset + strsec.size
+        if strsec.type == SHT_NOBITS:
+            base = top = 0
+        size = top - base
         pre = prefix.encode()
         starts = set()
-        pos = blob.find(pre)
+        pos = data.find(pre, base, top)
         while pos >= 0:
-            if pos == 0 or blob[pos - 1] == 0:
-                starts.add(pos)
-            pos = blob.find(pre, pos + 1)
+            if pos == base or data[pos - 1] == 0:
+                starts.add(pos - base)
+            pos = data.find(pre, pos + 1, top)
         if not starts:
             return {}
         found = {}
         names: dict[int, str] = {}  # one string per name, however many symbols share it
         for i, row in enumerate(self._symbol_rows()):
-            if row[0] >= len(blob):
-                raise self._bad(f"the name of symbol {i} lies outside its {len(blob)}-byte string table")
+            if row[0] >= size:
+                raise self._bad(f"the name of symbol {i} lies outside its {size}-byte string table")
             if row[0] in starts and i:
                 name = names.get(row[0])
                 if name is None:
-                    end = blob.find(b"\0", row[0], row[0] + MAX_NAME + 1)
+                    start = base + row[0]
+                    end = data.find(b"\0", start, min(top, start + MAX_NAME + 1))
                     if end < 0:
-                        if blob.find(b"\0", row[0]) >= 0:
+                        if data.find(b"\0", start, top) >= 0:
                             raise self._too_long(f"the name of symbol {i}")
                         raise self._bad(f"the name of symbol {i} is not terminated")
-                    name = names[row[0]] = blob[row[0]:end].decode("utf-8", "backslashreplace")
+                    name = names[row[0]] = data[start:end].decode("utf-8", "backslashreplace")
                 found[i] = name
         return found
 
@@ -382,8 +399,8 @@ class ElfFile:
         if rsec.entsize != st.size or rsec.size % st.size:
             raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
         shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
-        # pread, not the mapping: mapped pages count in the resident size, and these are read only once.
-        rows = st.iter_unpack(os.pread(self._file.fileno(), rsec.size, rsec.offset))
+        self._check_range(rsec.offset, rsec.size, f"relocation section {rsec.name}")
+        rows = st.iter_unpack(self.data[rsec.offset:rsec.offset + rsec.size])
         if only_syms is not None:
             return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0)
                     for t in rows if t[1] >> shift in only_syms]
