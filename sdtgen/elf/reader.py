@@ -150,8 +150,8 @@ class ElfFile:
         self.close()
 
     # -- errors ---------------------------------------------------------------
-    def fail(self, what: str, fix: str = "") -> SdtError:
-        return SdtError(self.path, what, fix)
+    def fail(self, what: str, fix: str = "", where: str = "") -> SdtError:
+        return SdtError(self.path, what, fix, where=where)
 
     def _bad(self, what: str) -> SdtError:
         return self.fail(f"corrupt ELF file: {what}", "rebuild it; the file is damaged or not produced by a linker")
