@@ -39,7 +39,12 @@ def _shdr_offset(elf: ElfFile, index: int) -> int:
 
 
 def share_one_long_name(obj: Path, out: Path, length: int) -> int:
-    """Point every probe symbol's name at one new string of ``length`` bytes (moving .strtab to the end).
+    """Point every probe symbol's name at one new string of ``length`` bytes; how many now share it."""
+    return point_probe_names(obj, out, (PREFIX + "x" * length).encode()[:length])
+
+
+def point_probe_names(obj: Path, out: Path, name: bytes) -> int:
+    """Point every probe symbol's name at one new string ``name`` (.strtab moved to the end of the file).
 
     Returns how many symbols now share it.
     """
@@ -50,14 +55,11 @@ def share_one_long_name(obj: Path, out: Path, length: int) -> int:
         old = bytes(elf.contents(strsec))
         probes = [s for s in elf.symbols if s.name.startswith(PREFIX)]
         strtab_hdr = _shdr_offset(elf, strsec.index)
-    long_name = (PREFIX + "x" * length).encode()[:length] + b"\0"
     new_off = len(data)
-    data += old
-    name_at = len(old)
-    data += long_name
-    struct.pack_into("<QQ", data, strtab_hdr + 0x18, new_off, len(old) + len(long_name))  # sh_offset, sh_size
+    data += old + name + b"\0"
+    struct.pack_into("<QQ", data, strtab_hdr + 0x18, new_off, len(old) + len(name) + 1)  # sh_offset, sh_size
     for s in probes:
-        struct.pack_into("<I", data, st.offset + s.index * st.entsize, name_at)
+        struct.pack_into("<I", data, st.offset + s.index * st.entsize, len(old))
     out.write_bytes(data)
     return len(probes)
 
