@@ -49,7 +49,8 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
     return os.path.realpath(path), ino
 
 
-def _plan(path: str | os.PathLike[str], data: bytes, role: str) -> _Plan:
+def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | None:
+    """Check that ``path`` may be written; its lstat, or None when it does not exist yet."""
     target = Path(path)
     shown = printable(str(target))
     parent = target.parent
@@ -62,16 +63,30 @@ def _plan(path: str | os.PathLike[str], data: bytes, role: str) -> _Plan:
     try:
         st = os.lstat(target)
     except FileNotFoundError:
-        return _Plan(target, data, _default_mode(), False)
+        return None
     except OSError as e:
         raise SdtError(shown, f"cannot write the {role}: {e.strerror}", "give another path") from None
-    if stat.S_ISLNK(st.st_mode):
-        return _Plan(target, data, _default_mode(), False)  # replace the link; its target's bits are not ours
     if stat.S_ISDIR(st.st_mode):
         raise SdtError(shown, f"the {role} would replace a directory", "give a file name, not a directory")
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
         raise SdtError(shown, f"the {role} would replace a {_kind(st.st_mode)}, not a regular file",
                        "give the path of a regular file, or one that does not exist yet")
+    return st
+
+
+def check_outputs(outputs: list[tuple[str, str | os.PathLike[str]]],
+                  inputs: list[tuple[str, str | os.PathLike[str]]] = ()) -> None:
+    """Refuse, before any work, an output that cannot be written or that is another output or an input."""
+    for role, path in outputs:
+        _destination(path, role)
+    check_distinct([*inputs, *outputs])
+
+
+def _plan(path: str | os.PathLike[str], data: bytes, role: str) -> _Plan:
+    target = Path(path)
+    st = _destination(target, role)
+    if st is None or stat.S_ISLNK(st.st_mode):
+        return _Plan(target, data, _default_mode(), False)  # a link is replaced; its target's bits are not ours
     return _Plan(target, data, st.st_mode & 0o777, _holds(target, data, st.st_size))
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.arch.base import REF
-from sdtgen.atomic import check_distinct, write_all_atomic
+from sdtgen.atomic import check_outputs, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
@@ -36,7 +36,7 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
     Everything is rendered and checked before the first byte is written, and
     each output goes through a temporary file renamed into place.
     """
-    check_distinct([("object", obj), ("stubs", stubs), ("table", table)])
+    check_outputs([("stubs", stubs), ("table", table)], inputs=[("object", obj)])
     with open_relocatable(str(obj)) as elf:
         result = scan_elf(elf)
         tag = _anchor_tag(elf, result) if mode == "reloc" else ""

@@ -160,7 +160,7 @@ def wait_until_open(proc: subprocess.Popen, path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_gen_changes_all_outputs_or_none(big_object, tmp_path, sig):
     outcomes = set()
-    for step in range(16):
+    for step in range(80):  # later and later, until gen finishes before the signal
         work = tmp_path / f"run{step}"
         work.mkdir()
         obj, stubs, table = work / "k.o", work / "s.c", work / "t.S"
@@ -170,16 +170,21 @@ def test_an_interrupted_gen_changes_all_outputs_or_none(big_object, tmp_path, si
         proc = subprocess.Popen([SDTGEN, "gen", str(obj), "--stubs", str(stubs), "--table", str(table)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         wait_until_open(proc, obj)
-        time.sleep(0.01 * step)  # through the scan, into the writes and past them
+        time.sleep(0.012 * step)  # through the scan, into the writes and past them
+        finished = proc.poll() is not None
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
-        assert b"Traceback" not in err and len(err.splitlines()) <= 1, err
+        errors = [ln for ln in err.splitlines() if b": warning: " not in ln]  # the fixture's undefined probe
+        assert b"Traceback" not in err and len(errors) <= 1, err
         new = (stubs.read_bytes() != OLD_STUBS, table.read_bytes() != OLD_TABLE, anchored(obj))
         assert new in ((False, False, False), (True, True, True)), (step, new, err)
         if not any(new):
             assert obj.read_bytes() == big_object.read_bytes()
         assert sorted(p.name for p in work.iterdir()) == ["k.o", "s.c", "t.S"]  # no temporary file left
+        shutil.rmtree(work)
         outcomes.add(new[0])
+        if finished:
+            break
     assert outcomes == {False, True}  # the signal landed both before and after the writes
 
 
