@@ -27,7 +27,7 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 @dataclass(frozen=True)
 class _Plan:
     target: Path
-    data: bytes
+    data: bytes | bytearray
     mode: int  # permission bits for the new file
     unchanged: bool  # the file already holds exactly these bytes: keep it (and its mtime)
 
@@ -82,7 +82,7 @@ def check_outputs(outputs: list[tuple[str, str | os.PathLike[str]]],
     check_distinct([*inputs, *outputs])
 
 
-def _plan(path: str | os.PathLike[str], data: bytes, role: str) -> _Plan:
+def _plan(path: str | os.PathLike[str], data: bytes | bytearray, role: str) -> _Plan:
     target = Path(path)
     st = _destination(target, role)
     if st is None or stat.S_ISLNK(st.st_mode):
@@ -98,7 +98,7 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-def _holds(target: Path, data: bytes, size: int) -> bool:
+def _holds(target: Path, data: bytes | bytearray, size: int) -> bool:
     """Whether a regular file already holds ``data``; reads at most len(data) + 1 bytes of it."""
     if size != len(data):
         return False
@@ -146,7 +146,7 @@ def _held():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def write_all_atomic(outputs: list[tuple[str | os.PathLike[str], bytes]],
+def write_all_atomic(outputs: list[tuple[str | os.PathLike[str], bytes | bytearray]],
                      roles: list[str] | None = None) -> None:
     """Write every changed output to a temporary file first, then rename them all into place at once.
 

@@ -89,7 +89,7 @@ def anchor_name(tag: str, index: int) -> str:
     return f"{ANCHOR_PREFIX}{tag}_{index}"
 
 
-def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytes | None:
+def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytearray | None:
     """The object with anchor symbols added, or None when it already carries exactly these."""
     have = {}
     for i in elf.symbol_indices_with_prefix(ANCHOR_PREFIX):

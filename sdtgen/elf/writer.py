@@ -32,7 +32,7 @@ class NewSymbol:
     type: int = STT_NOTYPE  # sdtgen's anchors are STT_SECTION: see codegen.ANCHOR_TYPE
 
 
-def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
+def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytearray:
     """The bytes of ``elf`` with ``new`` appended as hidden global symbols (of each one's type)."""
     st = elf.symtab
     if st is None:
@@ -90,4 +90,4 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
     shoff = append(table, 8)
     off_fmt = "Q" if elf.is64 else "I"
     struct.pack_into(e + off_fmt, out, 0x28 if elf.is64 else 0x20, shoff)
-    return bytes(out)
+    return out  # not bytes(out): a kernel object is tens of megabytes, one copy is enough
