@@ -173,13 +173,45 @@ def write_all_atomic(outputs: list[tuple[str | os.PathLike[str], bytes | bytearr
                 except OSError as e:
                     raise SdtError(printable(str(p.target)), f"cannot write: {e.strerror}",
                                    "check the free space and permissions") from None
-            for tmp, target in staged:
-                os.replace(tmp, target)
+            _rename_all(staged)
             staged.clear()
         finally:
             for tmp, _ in staged:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+
+def _rename_all(staged: list[tuple[str, Path]]) -> None:
+    """Rename every temporary file into place; if one rename fails, put back what the others replaced.
+
+    Each existing output keeps a second name (a hard link) until all renames are done.
+    """
+    kept: list[tuple[Path, str | None]] = []  # (target, its old file's second name, or None: it was absent)
+    try:
+        for tmp, target in staged:
+            old = f"{tmp}.old"
+            try:
+                os.link(target, old, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            except OSError as e:
+                raise SdtError(printable(str(target)), f"cannot write: {e.strerror}",
+                               "check the directory's permissions") from None
+            kept.append((target, old))
+            os.replace(tmp, target)
+    except BaseException:
+        for target, old in reversed(kept):
+            with contextlib.suppress(OSError):
+                if old is None:
+                    os.unlink(target)
+                else:
+                    os.replace(old, target)
+        raise
+    finally:
+        for _, old in kept:
+            if old is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(old)
 
 
 def _mkstemp(target: Path) -> tuple[int, str]:

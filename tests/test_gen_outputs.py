@@ -207,3 +207,27 @@ def test_an_input_cut_short_while_it_is_read_gives_at_most_one_line(big_object, 
         if proc.returncode == 2:
             assert b": error: " in err
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_rename_that_fails_midway_puts_back_the_outputs_already_replaced(kernel, tmp_path, monkeypatch):
+    from sdtgen.codegen import gen_files
+
+    obj = tmp_path / "k.o"
+    shutil.copy(kernel.partial, obj)
+    stubs, table = tmp_path / "s.c", tmp_path / "t.S"
+    stubs.write_bytes(OLD_STUBS)  # the table does not exist yet
+    real, calls = os.replace, []
+
+    def second_fails(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", second_fails)
+    with pytest.raises(OSError):
+        gen_files(obj, stubs, table)
+    monkeypatch.setattr(os, "replace", real)
+    assert len(calls) >= 2 and str(calls[0]) == str(stubs)  # the stubs were replaced, then put back
+    assert stubs.read_bytes() == OLD_STUBS and not table.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.o", "s.c"]  # no temporary file, no second name
