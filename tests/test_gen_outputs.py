@@ -231,3 +231,18 @@ def test_a_rename_that_fails_midway_puts_back_the_outputs_already_replaced(kerne
     assert len(calls) >= 2 and str(calls[0]) == str(stubs)  # the stubs were replaced, then put back
     assert stubs.read_bytes() == OLD_STUBS and not table.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.o", "s.c"]  # no temporary file, no second name
+
+
+def test_an_input_too_big_for_memory_is_one_line(tmp_path):
+    """A 4 GiB sparse file under a 1 GiB address-space limit: refused in one line, not a MemoryError."""
+    import resource
+
+    big = tmp_path / "big.o"
+    with open(big, "wb") as f:
+        f.truncate(4 << 30)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    proc = subprocess.run([SDTGEN, "scan", str(big)], capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    one_error_line(proc, "more than this machine can hold in memory")

@@ -95,7 +95,7 @@ class Reloc:
     addend: int
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, path: str) -> bytearray:
     """The whole file, read once into memory.
 
     Not mmap: a file cut short while it is mapped kills the process with SIGBUS at the next
@@ -104,14 +104,21 @@ def _read_all(fd: int) -> bytes:
     reported like any truncated file.
     """
     size = os.fstat(fd).st_size
-    chunks, got = [], 0
+    try:
+        buf = bytearray(size)
+    except MemoryError:
+        raise SdtError(path, f"is {size} bytes, more than this machine can hold in memory",
+                       "free memory, or check that this is the file you meant") from None
+    view, got = memoryview(buf), 0
     while got < size:
-        chunk = os.pread(fd, size - got, got)
-        if not chunk:
+        n = os.preadv(fd, [view[got:]], got)
+        if n <= 0:
             break
-        chunks.append(chunk)
-        got += len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        got += n
+    view.release()
+    if got < size:
+        del buf[got:]
+    return buf
 
 
 class ElfFile:
@@ -126,7 +133,7 @@ class ElfFile:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 self._file.close()
                 raise SdtError(self.path, "is not a regular file", "give an object file (.o) or a linked image")
-            self._map = _read_all(fd)
+            self._map = _read_all(fd, self.path)
         except OSError as e:
             raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
         self.data = memoryview(self._map)
