@@ -252,9 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
-    s.add_argument("object")
+    s.add_argument("object", help="the partial link's output (ld -r)")
     s.add_argument("--prefix", default="__dtrace_sdt_", help="symbol prefix of probe functions")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="one JSON document: the object, its arch and its sites")
     s.set_defaults(func=cmd_scan)
 
     g = sub.add_parser("gen", help="write the stub C and the site table for an object")
@@ -272,13 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("object", nargs="+",
                    help="the object(s) `sdtgen gen` rewrote, in the order their tables are linked")
     c.add_argument("image", help="the final image")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="one JSON document with a verdict for every site")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing when every site is stable")
     c.set_defaults(func=cmd_check)
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
-    pr.add_argument("file")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("file", help="a relocatable object (ld -r output) or a final image")
+    pr.add_argument("--json", action="store_true", help='one JSON document: {"probes": [...]}')
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
