@@ -51,7 +51,8 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
 
 
 UNDEFINED_FIX = ("define it with SDT_PROBE_DEFINE in one file of the object (a misspelt probe name makes "
-                 "a new probe); `--strict` or SDT_STRICT=1 makes this an error")
+                 "a new probe)")
+STRICT_HINT = "; `--strict` or SDT_STRICT=1 makes this an error"
 
 
 def report_undefined(result: ScanResult, strict: bool = False) -> None:
@@ -65,8 +66,8 @@ def report_undefined(result: ScanResult, strict: bool = False) -> None:
                 f"its symbol, {printable(site.probe)}")
         if strict:
             more = f" (and {len(first) - 1} more undefined probes)" if len(first) > 1 else ""
-            raise SdtError(result.object, what + more, UNDEFINED_FIX.split(";")[0], where=site.where)
-        warn(result.object, what, UNDEFINED_FIX, where=site.where)
+            raise SdtError(result.object, what + more, UNDEFINED_FIX, where=site.where)
+        warn(result.object, what, UNDEFINED_FIX + STRICT_HINT, where=site.where)
 
 
 def _anchor_tag(elf: ElfFile, result: ScanResult) -> str:
