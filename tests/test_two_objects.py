@@ -101,3 +101,36 @@ def test_the_image_fires_exactly_as_the_native_run(halves, native, native_exe):
     keep = [PROTOTYPES[c.function][0] != "void" for c in CALLS]
     assert [v for v, k in zip(returned, keep, strict=True) if k] == \
         [v for v, k in zip(native_returns, keep, strict=True) if k]
+
+
+EXTRA = """#include <sdt.h>
+SDT_PROBE_DEFINE2(hk, lib, ref, acquire, "struct kobj *", "int");
+void driver_ref(void *o) { SDT_PROBE2(hk, lib, ref, acquire, o, 7); }
+"""
+
+
+def test_a_probe_two_objects_call_links_once_and_lists_once(halves, tmp_path):
+    """A driver object calls a probe the subsystems also call: both stubs files define it, both tables list it."""
+    from helpers import compile_c
+
+    _, built = halves
+    driver = tmp_path / "driver.o"
+    partial = sdtgen("linker-script", "partial", "--path", check=True).stdout.strip()
+    run(["ld", "-r", "-T", partial, "-o", str(driver), str(compile_c(tmp_path, "drv", EXTRA))])
+    sdtgen("gen", driver, "--stubs", tmp_path / "d.c", "--table", tmp_path / "d.S", check=True)
+    run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(tmp_path / "d_stubs.o"),
+         str(tmp_path / "d.c")])
+    run(["gcc", "-c", "-o", str(tmp_path / "d_table.o"), str(tmp_path / "d.S")])
+    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
+    image = tmp_path / "three.elf"
+    objs = [str(p) for name in HALVES for p in built[name]] + [str(driver), str(tmp_path / "d_stubs.o"),
+                                                             str(tmp_path / "d_table.o")]
+    run(["ld", "-T", script, "-o", str(image), *objs])
+    objects = [built[name][0] for name in HALVES] + [driver]
+    assert sdtgen("check", *objects, image).returncode == 0
+    relocs = [r for o in objects for r in readelf_probe_relocs(o)]
+    rows = [ln.split() for ln in sdtgen("probes", image, check=True).stdout.splitlines()[1:]]
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))  # one numbering across the three tables
+    assert len(rows) == len({sym for _, _, _, sym in relocs})  # each probe once
+    (acquire,) = [r for r in rows if r[1:5] == ["hk", "lib", "ref", "acquire"]]
+    assert int(acquire[5]) == sum(sym == "__dtrace_sdt_hk_lib_ref_acquire" for _, _, _, sym in relocs) == 5
