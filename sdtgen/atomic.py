@@ -1,9 +1,35 @@
-"""Write outputs through a temporary file renamed into place, so nothing is half written."""
+"""Write several outputs so that they all change together or not at all.
+
+Every destination is checked before the first byte is written: it must be a
+regular file, a symbolic link (the link itself is replaced, never the file it
+names) or absent, in an existing directory, and no two outputs, nor an output
+and an input, may be one file (by real path or by inode). Each output is
+written to a temporary file beside it and renamed into place, all with SIGINT,
+SIGTERM and SIGHUP held back, so an interrupt leaves either every old output
+or every new one, and never a temporary file.
+"""
+
+from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+from sdtgen.errors import SdtError, printable
+
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    target: Path
+    data: bytes | bytearray
+    mode: int  # permission bits for the new file
+    unchanged: bool  # the file already holds exactly these bytes: keep it (and its mtime)
 
 
 def _default_mode() -> int:
@@ -13,34 +39,187 @@ def _default_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_all_atomic(outputs: list[tuple[str | os.PathLike[str], bytes]]) -> None:
-    """Write every changed output to a temporary file first, then rename them all into place.
-
-    An error or an interrupt before the renames leaves every previous output as it was.
-    """
-    staged: list[tuple[str, Path]] = []
+def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
+    """A path's real path and, when it exists, its (device, inode)."""
     try:
-        for path, data in outputs:
-            target = Path(path)
-            with contextlib.suppress(OSError):
-                if target.read_bytes() == data:
-                    continue  # unchanged: keep its mtime
-            mode = _default_mode()
-            with contextlib.suppress(OSError):
-                mode = target.stat().st_mode & 0o7777
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-            staged.append((tmp, target))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, mode)
-        while staged:
-            tmp, target = staged[0]
-            os.replace(tmp, target)
-            staged.pop(0)
+        st = os.stat(path)
+        ino = (st.st_dev, st.st_ino)
+    except OSError:
+        ino = None
+    return os.path.realpath(path), ino
+
+
+def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | None:
+    """Check that ``path`` may be written; its lstat, or None when it does not exist yet."""
+    target = Path(path)
+    shown = printable(str(target))
+    parent = target.parent
+    if not parent.is_dir():
+        raise SdtError(shown, f"cannot write the {role}: directory {printable(str(parent))} does not exist",
+                       "create the directory first, or give another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SdtError(shown, f"cannot write the {role}: directory {printable(str(parent))} is not writable",
+                       "give a path in a directory you can write")
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise SdtError(shown, f"cannot write the {role}: {e.strerror}", "give another path") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SdtError(shown, f"the {role} would replace a directory", "give a file name, not a directory")
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+        raise SdtError(shown, f"the {role} would replace a {_kind(st.st_mode)}, not a regular file",
+                       "give the path of a regular file, or one that does not exist yet")
+    return st
+
+
+def check_outputs(outputs: list[tuple[str, str | os.PathLike[str]]],
+                  inputs: list[tuple[str, str | os.PathLike[str]]] = ()) -> None:
+    """Refuse, before any work, an output that cannot be written or that is another output or an input."""
+    for role, path in outputs:
+        _destination(path, role)
+    check_distinct([*inputs, *outputs])
+
+
+def _plan(path: str | os.PathLike[str], data: bytes | bytearray, role: str) -> _Plan:
+    target = Path(path)
+    st = _destination(target, role)
+    if st is None or stat.S_ISLNK(st.st_mode):
+        return _Plan(target, data, _default_mode(), False)  # a link is replaced; its target's bits are not ours
+    return _Plan(target, data, st.st_mode & 0o777, _holds(target, data, st.st_size))
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _holds(target: Path, data: bytes | bytearray, size: int) -> bool:
+    """Whether a regular file already holds ``data``; reads at most len(data) + 1 bytes of it."""
+    if size != len(data):
+        return False
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        old = bytearray()
+        while len(old) <= len(data):
+            chunk = os.read(fd, min(1 << 20, len(data) + 1 - len(old)))
+            if not chunk:
+                break
+            old += chunk
+        return old == data
+    except OSError:
+        return False
     finally:
-        for tmp, _ in staged:
+        os.close(fd)
+
+
+def check_distinct(named: list[tuple[str, str | os.PathLike[str]]]) -> None:
+    """Refuse two roles (inputs and outputs) that name one file, by real path or by inode."""
+    seen: dict[object, str] = {}
+    for role, path in named:
+        real, ino = _identity(Path(path))
+        for key in (real, ino):
+            if key is None:
+                continue
+            if key in seen and seen[key] != role:
+                raise SdtError(printable(str(path)), f"the {role} and the {seen[key]} are the same file",
+                               "give each output its own path, none of them the input")
+            seen.setdefault(key, role)
+
+
+@contextlib.contextmanager
+def _held():
+    """SIGINT, SIGTERM and SIGHUP wait until the block ends (then act as usual)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_all_atomic(outputs: list[tuple[str | os.PathLike[str], bytes | bytearray]],
+                     roles: list[str] | None = None) -> None:
+    """Write every changed output to a temporary file first, then rename them all into place at once.
+
+    Destinations are validated before anything is written; an error, SIGINT, SIGTERM or SIGHUP
+    before the renames leaves every previous output as it was, and no temporary file.
+    """
+    roles = roles or [f"output {i + 1}" for i in range(len(outputs))]
+    plans = [_plan(path, data, role) for (path, data), role in zip(outputs, roles, strict=True)]
+    # Signals wait while files are written and renamed (tens of milliseconds for a kernel object):
+    # one that arrives acts after the last rename, or one before the first temporary file left
+    # nothing behind. Catching SIGTERM instead would leave windows between the catch and the cleanup.
+    with _held():
+        staged: list[tuple[str, Path]] = []
+        try:
+            for p in plans:
+                if p.unchanged:
+                    continue
+                fd, tmp = _mkstemp(p.target)
+                staged.append((tmp, p.target))
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(p.data)
+                    os.chmod(tmp, p.mode)
+                except OSError as e:
+                    raise SdtError(printable(str(p.target)), f"cannot write: {e.strerror}",
+                                   "check the free space and permissions") from None
+            _rename_all(staged)
+            staged.clear()
+        finally:
+            for tmp, _ in staged:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+def _rename_all(staged: list[tuple[str, Path]]) -> None:
+    """Rename every temporary file into place; if one rename fails, put back what the others replaced.
+
+    Each existing output keeps a second name (a hard link) until all renames are done.
+    """
+    kept: list[tuple[Path, str | None]] = []  # (target, its old file's second name, or None: it was absent)
+    try:
+        for tmp, target in staged:
+            old = f"{tmp}.old"
+            try:
+                os.link(target, old, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            except OSError as e:
+                raise SdtError(printable(str(target)), f"cannot write: {e.strerror}",
+                               "check the directory's permissions") from None
+            kept.append((target, old))
+            os.replace(tmp, target)
+    except BaseException:
+        for target, old in reversed(kept):
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                if old is None:
+                    os.unlink(target)
+                else:
+                    os.replace(old, target)
+        raise
+    finally:
+        for _, old in kept:
+            if old is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(old)
+
+
+def _mkstemp(target: Path) -> tuple[int, str]:
+    try:
+        return tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise SdtError(printable(str(target)), f"cannot write: {e.strerror}",
+                       "check the directory's permissions") from None
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sdtgen.errors import SdtError
+from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-MAX_SITE_LINES = 20  # a kernel can have tens of thousands of sites; the rest are in --json
 
 
 def _package_path(*parts: str) -> str:
@@ -29,6 +28,9 @@ def _emit_json(obj: object) -> None:
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
+    """Aligned columns; names from ELF files have control characters escaped (a name must not move
+    the cursor, clear the screen or print a line of its own)."""
+    rows = [[printable(str(c)) for c in r] for r in rows]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
@@ -53,7 +55,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_gen(args: argparse.Namespace) -> int:
     from sdtgen.codegen import gen_files
 
-    result = gen_files(args.object, args.stubs, args.table, args.mode)
+    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
     return EXIT_OK
@@ -62,38 +64,43 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from sdtgen.check import check
     from sdtgen.image import Image
-    from sdtgen.scan import scan
+    from sdtgen.scan import merged, scan
 
-    result = scan(args.object)
+    result = merged([scan(obj) for obj in args.object])
     with Image(args.image) as image:
         report = check(result, image)
     if args.json:
         _emit_json(report.to_json())
-    else:
-        for problem in report.problems:
-            print(f"{args.image}: {problem}", file=sys.stderr)
-        fixes = []
-        shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
-        for v in shown[:MAX_SITE_LINES]:
-            delta = f" by {v.delta:+#x}" if v.delta is not None else ""
-            print(f"{args.image}: {v.site.probe} at {v.site.function}: {v.status}{delta}: {v.cause}",
-                  file=sys.stderr)
-        if len(shown) > MAX_SITE_LINES:
-            print(f"{args.image}: ... and {len(shown) - MAX_SITE_LINES} more sites (all of them with --json)",
-                  file=sys.stderr)
-        for v in shown:
-            if v.fix and v.fix not in fixes:
-                fixes.append(v.fix)
-        for fix in fixes:
-            print(f"{args.image}: to fix: {fix}", file=sys.stderr)
-        if not args.quiet or not report.ok:
-            folded = f", {report.count('folded')} folded" if report.count("folded") else ""
-            print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
-                  f"{report.count('stable')} stable, {report.count('moved')} moved, "
-                  f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
-            if not report.ok and report.summary():
-                print(f"{args.image}: in short: {report.summary()}", file=sys.stderr)
+        return EXIT_OK if report.ok else EXIT_FAIL
+    for problem in report.problems:
+        print(Diagnostic(args.image, ERROR, printable(problem)), file=sys.stderr)
+    shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
+    for line in site_lines(args.image, shown):
+        print(line, file=sys.stderr)
+    if not args.quiet or not report.ok:
+        folded = f", {report.count('folded')} folded" if report.count("folded") else ""
+        print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
+              f"{report.count('stable')} stable, {report.count('moved')} moved, "
+              f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
+        if not report.ok and report.summary():
+            print(Diagnostic(args.image, ERROR, f"in short: {printable(report.summary())}"), file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+def site_lines(image: str, verdicts: list) -> list[str]:
+    """One line per function, as objtool does: its first site that is not stable, and how many more."""
+    by_function: dict[str, list] = {}
+    for v in verdicts:
+        by_function.setdefault(f"{v.site.section}:{v.site.function.partition('+')[0]}", []).append(v)
+    lines = []
+    for group in by_function.values():
+        v = group[0]
+        delta = f" by {v.delta:+#x}" if v.delta is not None else ""
+        more = f" (and {len(group) - 1} more sites in this function)" if len(group) > 1 else ""
+        severity = WARNING if v.status == "folded" else ERROR
+        lines.append(str(Diagnostic(image, severity, printable(f"{v.site.probe} {v.status}{delta}: {v.cause}{more}"),
+                                    printable(v.fix), where=printable(v.site.where))))
+    return lines
 
 
 def cmd_probes(args: argparse.Namespace) -> int:
@@ -305,30 +312,33 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
-    s.add_argument("object")
+    s.add_argument("object", help="the partial link's output (ld -r)")
     s.add_argument("--prefix", default="__dtrace_sdt_", help="symbol prefix of probe functions")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="one JSON document: the object, its arch and its sites")
     s.set_defaults(func=cmd_scan)
 
     g = sub.add_parser("gen", help="write the stub C and the site table for an object")
-    g.add_argument("object")
-    g.add_argument("--stubs", required=True, metavar="FILE.c")
-    g.add_argument("--table", required=True, metavar="FILE.S")
+    g.add_argument("object", help="the partial link's output (ld -r); reloc mode adds site anchors to it")
+    g.add_argument("--stubs", required=True, metavar="FILE.c", help="where to write the stub functions")
+    g.add_argument("--table", required=True, metavar="FILE.S", help="where to write the probe and site tables")
     g.add_argument("--mode", choices=("reloc", "offset"), default="reloc",
                    help="reloc: entries the final linker resolves (default); offset: offsets from btext")
+    g.add_argument("--strict", action="store_true",
+                   help="refuse a probe used without SDT_PROBE_DEFINE (a warning otherwise)")
     g.add_argument("-v", "--verbose", action="store_true", help="say how many sites and probes were written")
     g.set_defaults(func=cmd_gen)
 
     c = sub.add_parser("check", help="prove every site is where the image's table says")
-    c.add_argument("object")
-    c.add_argument("image")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("object", nargs="+",
+                   help="the object(s) `sdtgen gen` rewrote, in the order their tables are linked")
+    c.add_argument("image", help="the final image")
+    c.add_argument("--json", action="store_true", help="one JSON document with a verdict for every site")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing when every site is stable")
     c.set_defaults(func=cmd_check)
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
-    pr.add_argument("file")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("file", help="a relocatable object (ld -r output) or a final image")
+    pr.add_argument("--json", action="store_true", help='one JSON document: {"probes": [...]}')
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")

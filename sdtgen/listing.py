@@ -43,10 +43,20 @@ def _from_object(path: str) -> list[ListedProbe]:
 
 
 def _from_image(path: str) -> list[ListedProbe]:
+    """The image's probes in table order, numbered from 1.
+
+    An image linked from several generated objects carries one table per object, each numbered
+    from 0, and a probe two objects call has an entry in each: list it once, with all its sites.
+    """
     from sdtgen.image import Image
+    from sdtgen.table import TableProbe
 
     with Image(path) as image:
-        probes = image.probes()
+        probes = sorted(image.probes(), key=lambda p: p.addr)
         counts = Counter(s.probe.addr for s in image.sites())
-    return [ListedProbe(p.id + 1, p.provider, p.module, p.function, p.name, p.args, counts[p.addr])
-            for p in sorted(probes, key=lambda p: p.id)]
+    merged: dict[tuple[str, int], tuple[TableProbe, int]] = {}
+    for p in probes:
+        first, sites = merged.get((p.spec, p.stub), (p, 0))
+        merged[(p.spec, p.stub)] = (first, sites + counts[p.addr])
+    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, sites)
+            for i, (p, sites) in enumerate(merged.values())]

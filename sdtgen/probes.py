@@ -55,7 +55,9 @@ class Site:
 
     @property
     def where(self) -> str:
-        return f"{self.section}:{self.function or hex(self.offset)}"
+        """The site's place in the one diagnostic format: ``section:function+0xoff`` (``section+0xoff``)."""
+        return f"{self.section}:{self.function}" if self.function and "+" in self.function \
+            else f"{self.section}+{self.offset:#x}"
 
 
 class Named(Protocol):
@@ -91,8 +93,20 @@ def listed_name(c_name: str) -> str:
     return c_name.replace("__", "-")
 
 
+# C's keywords (C23 included): never a function name, so never a probe symbol.
+C_KEYWORDS = frozenset([
+    "alignas", "alignof", "auto", "bool", "break", "case", "char", "const", "constexpr", "continue",
+    "default", "do", "double", "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline",
+    "int", "long", "nullptr", "register", "restrict", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "struct", "switch", "thread_local", "true", "typedef", "typeof", "typeof_unqual",
+    "union", "unsigned", "void", "volatile", "while", "_Alignas", "_Alignof", "_Atomic", "_BitInt", "_Bool",
+    "_Complex", "_Decimal128", "_Decimal32", "_Decimal64", "_Generic", "_Imaginary", "_Noreturn",
+    "_Static_assert", "_Thread_local", "asm",
+])
+
+
 def is_c_identifier(name: str) -> bool:
-    return _matches("ident", name)
+    return _matches("ident", name) and name not in C_KEYWORDS
 
 
 def probe_from_symbol(symbol: str, prefix: str) -> Probe:
@@ -135,14 +149,14 @@ def parse_descriptors(blob: bytes) -> dict[str, Probe]:
         except UnicodeDecodeError:
             raise DescriptorError("a descriptor field is not ASCII") from None
         if not nargs.isdigit() or int(nargs) > MAX_ARGS:
-            raise DescriptorError(f"probe {sym!r} declares {nargs!r} arguments (0 to {MAX_ARGS} allowed)")
+            raise DescriptorError(f"probe {_quoted(sym)} declares {_quoted(nargs)} arguments (0 to {MAX_ARGS} allowed)")
         n = int(nargs)
         if i + 7 + n > len(tokens):
-            raise DescriptorError(f"the argument types of {sym!r} are truncated")
+            raise DescriptorError(f"the argument types of {_quoted(sym)} are truncated")
         try:
             types = tuple(t.decode("ascii") for t in tokens[i + 7:i + 7 + n])
         except UnicodeDecodeError:
-            raise DescriptorError(f"an argument type of {sym!r} is not ASCII") from None
+            raise DescriptorError(f"an argument type of {_quoted(sym)} is not ASCII") from None
         i += 7 + n
         probe = Probe(prov, mod, func, listed_name(name), types, sym)
         problem = descriptor_problem(probe)
@@ -152,16 +166,30 @@ def parse_descriptors(blob: bytes) -> dict[str, Probe]:
     return out
 
 
-def descriptor_problem(probe: Probe) -> str:
-    """Why a probe's names cannot be written into generated C or assembly ('' when they can)."""
+def descriptor_problem(probe: Probe, prefix: str = DEFAULT_PREFIX) -> str:
+    """Why a probe's names cannot be written into generated C or assembly ('' when they can).
+
+    The symbol must carry the probe prefix: gen defines an empty function of that name, so a
+    descriptor naming ``memcpy`` would replace the real one at link time.
+    """
     if not is_c_identifier(probe.symbol):
-        return f"probe symbol {probe.symbol!r} is not a valid C identifier"
+        return f"probe symbol {_quoted(probe.symbol)} is not a valid C identifier"
+    if not probe.symbol.startswith(prefix) or probe.symbol == prefix:
+        return f"probe symbol {_quoted(probe.symbol)} does not start with the probe prefix {prefix}"
     for what, value in (("provider", probe.provider), ("module", probe.module), ("function", probe.function)):
         if not _matches("field", value):
-            return f"probe {probe.symbol}: {what} {value!r} may hold only letters, digits and '_'"
+            return f"probe {probe.symbol}: {what} {_quoted(value)} may hold only letters, digits and '_'"
     if not _matches("name", probe.name):
-        return f"probe {probe.symbol}: name {probe.name!r} may hold only letters, digits, '_' and '-'"
+        return f"probe {probe.symbol}: name {_quoted(probe.name)} may hold only letters, digits, '_' and '-'"
     for t in probe.args:
         if not _matches("type", t):
-            return f"probe {probe.symbol}: argument type {t!r} may hold only letters, digits, '_', ' ', '*', '[]'"
+            return (f"probe {probe.symbol}: argument type {_quoted(t)} may hold only letters, digits, '_', ' ', "
+                    "'*', '[]'")
     return ""
+
+
+def _quoted(text: str) -> str:
+    """A refused name, quoted, control characters escaped and a long one cut short."""
+    from sdtgen.errors import printable
+
+    return f"'{printable(text)}'"

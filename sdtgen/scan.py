@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from sdtgen import arch as arches
 from sdtgen.arch.base import Arch, UnsupportedReloc
 from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile
-from sdtgen.errors import SdtError
+from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
@@ -46,6 +46,23 @@ class ScanResult:
         out.write("]}\n")
 
 
+def merged(results: list[ScanResult]) -> ScanResult:
+    """Several generated objects linked into one image, as one: their sites in link order."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    for r in results[1:]:
+        if r.arch.name != first.arch.name:
+            raise SdtError(r.object, f"is {r.arch.name} but {first.object} is {first.arch.name}",
+                           "give objects of one image")
+    probes: dict[str, Probe] = {}
+    for r in results:
+        for sym, p in r.probes.items():
+            probes.setdefault(sym, p)
+    return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
+                      probes, set().union(*(r.defined for r in results)))
+
+
 def open_relocatable(path: str) -> ElfFile:
     """Open ``path`` and insist on a relocatable object that holds machine code."""
     _reject_bitcode(path)
@@ -62,11 +79,17 @@ def open_relocatable(path: str) -> ElfFile:
 
 
 def _reject_bitcode(path: str) -> None:
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            head = f.read(4)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never wait on a FIFO
     except OSError:
         return  # ElfFile reports it
+    try:
+        head = os.pread(fd, 4, 0) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
     if head in (b"BC\xc0\xde", b"\xde\xc0\x17\x0b"):
         raise SdtError(path, "is LLVM bitcode (clang -flto), not machine code", LTO_HOWTO)
 
@@ -95,8 +118,8 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
             continue  # debug info and other non-loaded data never holds a site
         for r in elf.relocations(rsec, wanted):
             if r.offset >= target.size:
-                raise elf.fail(f"a relocation against {wanted[r.sym]} lies outside section {target.name}",
-                               "the object is damaged; rebuild it")
+                raise elf.fail(f"a relocation against {printable(wanted[r.sym])} lies outside its section",
+                               "the object is damaged; rebuild it", where=place(target.name, None, r.offset))
             found.append((target, r, wanted[r.sym]))
     funcs = elf.functions_in({target.index for target, _, _ in found})
     sites: list[Site] = []
@@ -105,9 +128,9 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
         try:
             shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec, namer.start(r.offset))
         except UnsupportedReloc:
-            raise elf.fail(f"{target.name}:{namer.name(r.offset)}: {arch.reloc_name(r.type)} "
-                           f"against {sym} is not a relocation sdtgen understands",
-                           "compile probe sites as direct calls (see README, 'Diagnostics')") from None
+            raise elf.fail(f"{arch.reloc_name(r.type)} against {printable(sym)} is not a relocation sdtgen "
+                           "understands", "compile probe sites as direct calls (see README, 'Diagnostics')",
+                           where=namer.place(target.name, r.offset)) from None
         probe = probes.get(sym) or probes.setdefault(sym, probe_from_symbol(sym, prefix))
         sites.append(Site(
             probe=probe.spec, symbol=sym, section=target.name, offset=shape.start,
@@ -142,10 +165,20 @@ class _FunctionNamer:
         i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
         return self.funcs[i][0] if i >= 0 else 0
 
-    def name(self, offset: int) -> str:
+    def _at(self, offset: int) -> tuple[str, int] | None:
         i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
         if i >= 0:
             value, size, name = self.funcs[i]
             if size == 0 or offset < value + size:
-                return f"{name}+{offset - value:#x}"
-        return f"{offset:#x}"
+                return name, offset - value
+        return None
+
+    def name(self, offset: int) -> str:
+        """``function+0xoff`` (a bare ``0xoff`` outside any function)."""
+        found = self._at(offset)
+        return f"{found[0]}+{found[1]:#x}" if found else f"{offset:#x}"
+
+    def place(self, section: str, offset: int) -> str:
+        """The one symbolizer's form: ``section:function+0xoff``, or ``section+0xoff`` outside functions."""
+        found = self._at(offset)
+        return place(section, printable(found[0]), found[1]) if found else place(section, None, offset)

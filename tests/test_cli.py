@@ -114,3 +114,14 @@ def test_failed_gen_leaves_previous_outputs_intact(kernel, tmp_path):
     one_error_line(sdtgen("gen", obj, "--stubs", stubs, "--table", table))
     assert (stubs.read_bytes(), table.read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.o", "s.c", "t.S"]  # no temporaries left
+
+
+@pytest.mark.parametrize("command", ["scan", "gen", "check", "probes"])
+def test_every_argument_of_the_build_commands_says_what_it_is(command):
+    import argparse
+
+    from sdtgen.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    silent = [a.dest for a in sub.choices[command]._actions if not a.help]
+    assert silent == []

@@ -6,7 +6,18 @@ import re
 import shutil
 
 import pytest
-from helpers import assemble, compile_c, final_link, need_tool, partial_link, readelf_probe_relocs, run, sdtgen
+from helpers import (
+    FIXTURE,
+    SDTGEN,
+    assemble,
+    compile_c,
+    final_link,
+    need_tool,
+    partial_link,
+    readelf_probe_relocs,
+    run,
+    sdtgen,
+)
 
 from sdtgen.elf.reader import ElfFile
 
@@ -79,7 +90,7 @@ def test_refuses_references_that_are_not_calls(tmp_path, mode):
     """)
     proc = sdtgen("gen", obj, "--mode", mode, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
     assert proc.returncode == 2
-    assert "text:0x3: PC-relative address load of __dtrace_sdt_t_m_f_n is not a call or jump" in proc.stderr
+    assert ".text+0x3: PC-relative address load of __dtrace_sdt_t_m_f_n is not a call or jump" in proc.stderr
     assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists()
 
 
@@ -100,3 +111,63 @@ def test_offset_mode_needs_sites_in_text(tmp_path):
     obj = compile_c(tmp_path, "cold", src)
     proc = sdtgen("gen", obj, "--mode", "offset", "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
     assert proc.returncode == 2 and "outside .text" in proc.stderr and "linker-script partial" in proc.stderr
+
+
+UNDEFINED = """#include <sdt.h>
+SDT_PROBE_DEFINE1(t, m, f, defined, "int");
+int f(int x) {
+    SDT_PROBE1(t, m, f, defined, x);
+    if (x > 3) SDT_PROBE1(t, m, f, defnied, x);   /* a typo: a probe nothing defines */
+    SDT_PROBE1(t, m, f, defnied, x + 1);
+    return x;
+}
+"""
+
+
+def first_call_place(obj, symbol: str) -> str:
+    """section:function+0xoff of the first call to ``symbol``, from objdump's disassembly of the object."""
+    func_at, func = {}, None
+    for line in run(["objdump", "-dr", "--no-show-raw-insn", str(obj)]).stdout.splitlines():
+        m = re.match(r"^([0-9a-f]+) <(\w+)>:$", line)
+        if m:
+            func = m.group(2)
+            func_at[func] = int(m.group(1), 16)
+        m = re.match(r"^\s+([0-9a-f]+):\s+R_X86_64_PLT32\s+(\S+)-0x4$", line)
+        if m and m.group(2) == symbol:
+            return f".text:{func}+{int(m.group(1), 16) - 1 - func_at[func]:#x}"
+    raise AssertionError(f"no call to {symbol}")
+
+
+def test_a_probe_used_without_a_definition_warns_once_naming_its_first_site(tmp_path):
+    obj = compile_c(tmp_path, "typo", UNDEFINED)
+    proc = sdtgen("gen", obj, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 0
+    lines = proc.stderr.strip().splitlines()
+    symbol = "__dtrace_sdt_t_m_f_defnied"
+    assert lines == [ln for ln in lines if f"{obj}: warning: {first_call_place(obj, symbol)}: probe {symbol} " in ln]
+    assert len(lines) == 1 and "SDT_PROBE_DEFINE" in lines[0]
+    assert (tmp_path / "t.S").exists()
+
+
+def test_strict_makes_an_undefined_probe_an_error_and_writes_nothing(tmp_path):
+    obj = compile_c(tmp_path, "typo", UNDEFINED)
+    before = obj.read_bytes()
+    proc = sdtgen("gen", obj, "--strict", "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{obj}: error: {first_call_place(obj, '__dtrace_sdt_t_m_f_defnied')}: probe " in line
+    assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists() and obj.read_bytes() == before
+
+
+def test_strict_accepts_an_object_whose_probes_are_all_defined(tmp_path):
+    obj = compile_c(tmp_path, "ok", UNDEFINED.replace("defnied", "defined"))
+    proc = sdtgen("gen", obj, "--strict", "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_sdt_strict_in_the_makefile_stops_the_build_at_an_undefined_probe(tmp_path):
+    # The fixture calls __dtrace_sdt_raw_checksum directly, with no SDT_PROBE_DEFINE.
+    proc = run(["make", "-C", str(FIXTURE), f"O={tmp_path}", f"SDTGEN={SDTGEN}", "SDT_STRICT=1"], check=False)
+    assert proc.returncode != 0
+    assert "error: .text:kchecksum+" in proc.stderr and "__dtrace_sdt_raw_checksum" in proc.stderr
+    assert not (tmp_path / "kernel.elf").exists() and not (tmp_path / "kernel.o").exists()

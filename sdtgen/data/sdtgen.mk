@@ -20,6 +20,8 @@ sdt_final_template := $(dir $(lastword $(MAKEFILE_LIST)))linker_scripts/final.ld
 SDTGEN ?= sdtgen
 SDT_ARCH ?= $(sdt_derived_arch)
 SDT_MODE ?= reloc
+# SDT_STRICT=1: a probe used without SDT_PROBE_DEFINE stops the build (gen --strict), not just a warning
+SDT_STRICT ?= 0
 SDT_CC ?= $(CC)
 SDT_LD ?= $(LD)
 SDT_STUB_CFLAGS ?= -O2 -ffreestanding -fno-pic
@@ -48,7 +50,8 @@ $(2): $(3) $$(SDT_PARTIAL_LDS)
 	$$(sdt_msg) LD $$@$$(sdt_need_arch)
 	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
 	$$(sdt_msg) SDTGEN $$@
-	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S
+	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE)$$(if $$(filter 1,$$(SDT_STRICT)), --strict) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S \
+		|| { rm -f $$@; exit 1; }
 
 $(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S: $(2) ;
 

@@ -9,8 +9,10 @@ carry hundreds of thousands of relocations and only a few matter.
 
 from __future__ import annotations
 
-import mmap
+import bisect
+import contextlib
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +28,11 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 0, 1, 2, 3, 4
 STV_DEFAULT, STV_HIDDEN = 0, 2
 PT_LOAD = 1
+
+# The longest symbol or section name read, in bytes. Names are read where sdtgen needs them and
+# refused past this with one line: a name table of 10 MB names shared by many symbols must
+# not cost a copy per symbol (Linux's own KSYM_NAME_LEN is 512).
+MAX_NAME = 4096
 
 TYPE_NAMES = {ET_REL: "relocatable object", ET_EXEC: "executable", ET_DYN: "shared object or PIE"}
 
@@ -88,20 +95,49 @@ class Reloc:
     addend: int
 
 
+def _read_all(fd: int, path: str) -> bytearray:
+    """The whole file, read once into memory.
+
+    Not mmap: a file cut short while it is mapped kills the process with SIGBUS at the next
+    access, and a Python SIGBUS handler cannot help (measured: the faulting access repeats
+    forever). A read takes what was there; a file truncated under it reads short and is
+    reported like any truncated file.
+    """
+    size = os.fstat(fd).st_size
+    try:
+        buf = bytearray(size)
+    except MemoryError:
+        raise SdtError(path, f"is {size} bytes, more than this machine can hold in memory",
+                       "free memory, or check that this is the file you meant") from None
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = os.preadv(fd, [view[got:]], got)
+        if n <= 0:
+            break
+        got += n
+    view.release()
+    if got < size:
+        del buf[got:]
+    return buf
+
+
 class ElfFile:
-    """One ELF file, mapped read-only. Use as a context manager or call close()."""
+    """One ELF file, read into memory. Use as a context manager or call close()."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         try:
-            self._file = open(path, "rb")  # noqa: SIM115 - kept open for pread(); closed by close()
-            try:
-                self._map: mmap.mmap | bytes = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-            except ValueError:  # empty file
-                self._map = b""
+            # Non-blocking, so a FIFO is refused below rather than waited on.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            self._file = os.fdopen(fd, "rb")  # kept open for pread(); closed by close()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self._file.close()
+                raise SdtError(self.path, "is not a regular file", "give an object file (.o) or a linked image")
+            self._map = _read_all(fd, self.path)
         except OSError as e:
             raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
         self.data = memoryview(self._map)
+        self._names: dict[tuple[int, int], str] = {}  # (table, offset) -> name: symbols share names
         try:
             self._parse_header()
             self.sections = self._parse_sections()
@@ -111,12 +147,8 @@ class ElfFile:
 
     def close(self) -> None:
         self._file.close()
-        try:
+        with contextlib.suppress(BufferError):  # a slice is still alive (say, in an exception's frame)
             self.data.release()
-            if isinstance(self._map, mmap.mmap):
-                self._map.close()
-        except BufferError:
-            pass  # a slice is still alive (say, in an exception's frame); the GC unmaps it later
 
     def __enter__(self) -> ElfFile:
         return self
@@ -125,8 +157,8 @@ class ElfFile:
         self.close()
 
     # -- errors ---------------------------------------------------------------
-    def fail(self, what: str, fix: str = "") -> SdtError:
-        return SdtError(self.path, what, fix)
+    def fail(self, what: str, fix: str = "", where: str = "") -> SdtError:
+        return SdtError(self.path, what, fix, where=where)
 
     def _bad(self, what: str) -> SdtError:
         return self.fail(f"corrupt ELF file: {what}", "rebuild it; the file is damaged or not produced by a linker")
@@ -196,7 +228,9 @@ class ElfFile:
                 self._check_range(off, size, f"section {i}")
             if link >= shnum and i:
                 raise self._bad(f"section {i} links to section {link}, but there are only {shnum}")
-            end = names.find(b"\0", name)
+            end = names.find(b"\0", name, name + MAX_NAME + 1)
+            if end < 0 and name < len(names) and names.find(b"\0", name) >= 0:
+                raise self._too_long(f"the name of section {i}")
             if name >= len(names) or end < 0:
                 if not names and name == 0:
                     end = 0
@@ -206,16 +240,29 @@ class ElfFile:
             sections.append(Section(i, nm, typ, flags, addr, off, size, link, info, align, ent))
         return sections
 
+    def _too_long(self, what: str) -> SdtError:
+        return self.fail(f"{what} is longer than {MAX_NAME} bytes, which sdtgen refuses",
+                         "rename it; a name this long is a damaged or hostile file")
+
     def _cstr(self, base: int, size: int, off: int, what: str) -> str:
+        """A name from a string table: bounded by MAX_NAME, and decoded once per offset."""
         if off >= size:
             if off == 0 and size == 0:
                 return ""
             raise self._bad(f"{what} at string offset {off:#x} is outside its {size}-byte string table")
+        key = (base, off)
+        cached = self._names.get(key)
+        if cached is not None:
+            return cached
         start = base + off
-        end = self._map.find(b"\0", start, base + size)
+        end = self._map.find(b"\0", start, min(base + size, start + MAX_NAME + 1))
         if end < 0:
+            if start + MAX_NAME < base + size:
+                raise self._too_long(what)
             raise self._bad(f"{what} at string offset {off:#x} is not terminated")
-        return bytes(self.data[start:end]).decode("utf-8", "backslashreplace")
+        name = bytes(self.data[start:end]).decode("utf-8", "backslashreplace")
+        self._names[key] = name
+        return name
 
     def section(self, name: str) -> Section | None:
         """The first section of that name (a scan: no index of 80,000 names is kept for a few lookups)."""
@@ -309,25 +356,36 @@ class ElfFile:
         if st is None:
             return {}
         strsec = self.section_at(st.link)
-        blob = bytes(self.contents(strsec))
+        # Searched in place (no copy of a string table that can be tens of megabytes).
+        data, base, top = self._map, strsec.offset, strsec.offset + strsec.size
+        if strsec.type == SHT_NOBITS:
+            base = top = 0
+        size = top - base
         pre = prefix.encode()
         starts = set()
-        pos = blob.find(pre)
+        pos = data.find(pre, base, top)
         while pos >= 0:
-            if pos == 0 or blob[pos - 1] == 0:
-                starts.add(pos)
-            pos = blob.find(pre, pos + 1)
+            if pos == base or data[pos - 1] == 0:
+                starts.add(pos - base)
+            pos = data.find(pre, pos + 1, top)
         if not starts:
             return {}
         found = {}
+        names: dict[int, str] = {}  # one string per name, however many symbols share it
         for i, row in enumerate(self._symbol_rows()):
-            if row[0] >= len(blob):
-                raise self._bad(f"the name of symbol {i} lies outside its {len(blob)}-byte string table")
+            if row[0] >= size:
+                raise self._bad(f"the name of symbol {i} lies outside its {size}-byte string table")
             if row[0] in starts and i:
-                end = blob.find(b"\0", row[0])
-                if end < 0:
-                    raise self._bad(f"the name of symbol {i} is not terminated")
-                found[i] = blob[row[0]:end].decode("utf-8", "backslashreplace")
+                name = names.get(row[0])
+                if name is None:
+                    start = base + row[0]
+                    end = data.find(b"\0", start, min(top, start + MAX_NAME + 1))
+                    if end < 0:
+                        if data.find(b"\0", start, top) >= 0:
+                            raise self._too_long(f"the name of symbol {i}")
+                        raise self._bad(f"the name of symbol {i} is not terminated")
+                    name = names[row[0]] = data[start:end].decode("utf-8", "backslashreplace")
+                found[i] = name
         return found
 
     # -- relocations -------------------------------------------------------------
@@ -348,8 +406,8 @@ class ElfFile:
         if rsec.entsize != st.size or rsec.size % st.size:
             raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
         shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
-        # pread, not the mapping: mapped pages count in the resident size, and these are read only once.
-        rows = st.iter_unpack(os.pread(self._file.fileno(), rsec.size, rsec.offset))
+        self._check_range(rsec.offset, rsec.size, f"relocation section {rsec.name}")
+        rows = st.iter_unpack(self.data[rsec.offset:rsec.offset + rsec.size])
         if only_syms is not None:
             return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0)
                     for t in rows if t[1] >> shift in only_syms]
@@ -384,12 +442,29 @@ class ElfFile:
             out.append(Segment(typ, flags, off, vaddr, paddr, filesz, memsz))
         return out
 
+    @cached_property
+    def _by_addr(self) -> tuple[list[int], list[Section], list[int]]:
+        """Loaded sections with contents sorted by address, and the highest end up to each one."""
+        secs = sorted((s for s in self.sections if s.is_alloc and s.type != SHT_NOBITS and s.size),
+                      key=lambda s: s.addr)
+        ends, top = [], 0
+        for s in secs:
+            top = max(top, s.addr + s.size)
+            ends.append(top)
+        return [s.addr for s in secs], secs, ends
+
     def read_addr(self, addr: int, size: int) -> bytes:
-        """Bytes at a link-time address of a linked image (from its sections)."""
-        for s in self.sections:
-            if s.is_alloc and s.type != SHT_NOBITS and s.addr <= addr and addr + size <= s.addr + s.size:
+        """Bytes at a link-time address of a linked image (from its sections, by one index of addresses)."""
+        starts, secs, ends = self._by_addr
+        i = bisect.bisect_right(starts, addr) - 1
+        # Sections of a linked image do not overlap; a hostile one may, so look further back only
+        # while an earlier section still reaches far enough.
+        while i >= 0 and ends[i] >= addr + size:
+            s = secs[i]
+            if addr + size <= s.addr + s.size:
                 off = s.offset + addr - s.addr
                 return bytes(self.data[off:off + size])
+            i -= 1
         raise self.fail(f"address {addr:#x} (+{size}) is not inside any section with contents")
 
     def symbol_map(self) -> dict[str, Symbol]:
@@ -418,6 +493,13 @@ class ElfFile:
         for funcs in out.values():
             funcs.sort(key=lambda f: (f[0], -f[1]))
         return out
+
+    def symbol(self, index: int) -> Symbol:
+        """One symbol of .symtab, decoded alone."""
+        _, _, strsec, xindex = self._symtab_info
+        name, info, other, shndx, value, size = self._symbol_row(index)
+        nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {index}") if name and strsec else ""
+        return Symbol(index, nm, value, size, info >> 4, info & 0xF, other & 3, self._real_shndx(index, shndx, xindex))
 
     def symbol_defined(self, index: int) -> bool:
         return self._symbol_row(index)[3] != SHN_UNDEF

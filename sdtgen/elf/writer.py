@@ -29,10 +29,11 @@ class NewSymbol:
     name: str
     shndx: int
     value: int
+    type: int = STT_NOTYPE  # sdtgen's anchors are STT_SECTION: see codegen.ANCHOR_TYPE
 
 
-def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
-    """The bytes of ``elf`` with ``new`` appended as hidden global symbols."""
+def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytearray:
+    """The bytes of ``elf`` with ``new`` appended as hidden global symbols (of each one's type)."""
     st = elf.symtab
     if st is None:
         raise elf.fail("has no symbol table", "give the output of ld -r, which always has one")
@@ -46,8 +47,8 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
     need_x = any(s.shndx >= SHN_LORESERVE for s in new)
     if need_x and xtab is None:
         xtab = bytearray(4 * nsyms)
-    info = (STB_GLOBAL << 4) | STT_NOTYPE
     for s in new:
+        info = (STB_GLOBAL << 4) | s.type
         name_off = len(strtab)
         strtab += s.name.encode("ascii") + b"\0"
         shndx = SHN_XINDEX if s.shndx >= SHN_LORESERVE else s.shndx
@@ -89,4 +90,4 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytes:
     shoff = append(table, 8)
     off_fmt = "Q" if elf.is64 else "I"
     struct.pack_into(e + off_fmt, out, 0x28 if elf.is64 else 0x20, shoff)
-    return bytes(out)
+    return out  # not bytes(out): a kernel object is tens of megabytes, one copy is enough
