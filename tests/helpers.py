@@ -101,6 +101,12 @@ def partial_link(tmp: Path, name: str, *objs: Path) -> Path:
     return out
 
 
+def final_script(path: Path, arch: str = "x86_64") -> Path:
+    """sdtgen's final linker script for ``arch``, written to ``path`` (it is made from a template)."""
+    sdtgen("linker-script", "final", "--arch", arch, "-o", path, check=True)
+    return path
+
+
 def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image", order: str = "kernel-first") -> Path:
     """gen + compile stubs and table + final link, the way sdtgen.mk does it."""
     stubs, table = tmp / f"{name}_stubs.c", tmp / f"{name}_table.S"
@@ -109,8 +115,7 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
     stubs_o, table_o = tmp / f"{name}_stubs.o", tmp / f"{name}_table.o"
     run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
     run(["gcc", "-c", "-o", str(table_o), str(table)])
-    script = tmp / f"{name}_final.ld"
-    sdtgen("linker-script", "final", "-o", script, check=True)
+    script = final_script(tmp / f"{name}_final.ld")
     image = tmp / f"{name}.elf"
     objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
     run(["ld", "-T", script, "-o", str(image), *map(str, objs)])

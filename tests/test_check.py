@@ -6,7 +6,7 @@ import json
 import shutil
 from collections import Counter
 
-from helpers import corrupt_site_entry, final_link, readelf_probe_relocs, run, sdtgen
+from helpers import corrupt_site_entry, final_link, final_script, readelf_probe_relocs, run, sdtgen
 
 
 def functions_with_sites(obj) -> Counter:
@@ -123,7 +123,7 @@ def test_image_reads_use_one_index_by_address_not_a_walk_over_every_section(kern
     # 1,500 extra loaded sections: orphans the final script places after the kernel's own.
     body = "\n".join(f'__attribute__((used, section("s{i}"))) const int c{i} = {i};' for i in range(1500))
     extra = compile_c(tmp_path, "many", body + "\n")
-    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
+    script = final_script(tmp_path / "final.ld")
     image = tmp_path / "many.elf"
     run(["ld", "-T", script, "-o", str(image), str(kernel.partial), str(kernel.dir / "kernel_sdt_stubs.o"),
          str(kernel.dir / "kernel_sdt_table.o"), str(extra)])

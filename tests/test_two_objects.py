@@ -6,7 +6,7 @@ import re
 
 import pytest
 from booted import Booted
-from helpers import need_tool, readelf_probe_relocs, run, sdtgen
+from helpers import final_script, need_tool, readelf_probe_relocs, run, sdtgen
 from native_oracle import PROTOTYPES, Call, data_symbolizer
 
 # Each half carries the descriptors of the probes it calls: lib.c defines the probe kern.h's
@@ -38,7 +38,7 @@ def halves(kernel, tmp_path_factory):
 def link(halves, linker: str):
     out, built = halves
     tool = need_tool(*LINKERS[linker])
-    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
+    script = final_script(out / f"final-{linker}.ld")
     image = out / f"image-{linker}.elf"
     objs = [str(p) for name in HALVES for p in built[name]]
     run([tool, "-T", script, "-o", str(image), *objs])
@@ -121,7 +121,7 @@ def test_a_probe_two_objects_call_links_once_and_lists_once(halves, tmp_path):
     run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(tmp_path / "d_stubs.o"),
          str(tmp_path / "d.c")])
     run(["gcc", "-c", "-o", str(tmp_path / "d_table.o"), str(tmp_path / "d.S")])
-    script = sdtgen("linker-script", "final", "--path", check=True).stdout.strip()
+    script = final_script(tmp_path / "final.ld")
     image = tmp_path / "three.elf"
     objs = [str(p) for name in HALVES for p in built[name]] + [str(driver), str(tmp_path / "d_stubs.o"),
                                                              str(tmp_path / "d_table.o")]
