@@ -97,14 +97,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_probes(args: argparse.Namespace) -> int:
-    from sdtgen.listing import list_probes
+    from sdtgen.errors import printable
+    from sdtgen.listing import list_all
 
-    listing = list_probes(args.file)
+    listing = list_all(args.file, tuple(dict.fromkeys(args.kind or ())))
     if args.json:
         _emit_json({"probes": [p.to_json() for p in listing]})
         return EXIT_OK
-    rows = [[str(p.id), p.provider, p.module, p.function, p.name, str(p.sites), ", ".join(p.args)]
-            for p in listing]
+    rows = [[str(p.id), *(printable(f) for f in (p.provider, p.module, p.function, p.name)), str(p.sites),
+             printable((" " if p.kind == "stapsdt" else ", ").join(p.args))] for p in listing]
     print(_table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"]))
     return EXIT_OK
 
@@ -268,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
     pr.add_argument("file")
+    pr.add_argument("--kind", action="append", choices=("sdt", "stapsdt", "mcount", "patchable", "jump"),
+                    help="list only this kind of table (repeatable; default: every kind the file carries)")
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(func=cmd_probes)
 
