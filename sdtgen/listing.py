@@ -26,6 +26,7 @@ class ListedProbe:
     semaphore: int | str | None = None
     raw_name: str = ""  # the table's own name ("gc__start" lists as "gc-start")
     arg_specs: tuple = ()  # USDT: each argument's size, signedness and location
+    site_args: tuple = ()  # USDT: each site's own argument specs (sites of one probe may differ)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -33,6 +34,7 @@ class ListedProbe:
         d["addresses"] = list(self.addresses)
         d["raw_name"] = self.raw_name or self.name
         d["arg_specs"] = [a.to_json() for a in self.arg_specs]
+        d["site_args"] = [list(a) for a in self.site_args]
         return d
 
 
@@ -58,7 +60,8 @@ def list_all(path: str, kinds: tuple[str, ...] = ()) -> list[ListedProbe]:
             len(out) + 1, first.provider, module, first.function, first.name,
             tuple(a.spec for a in first.args), len(sites), first.kind,
             tuple(s.place.to_json() for s in sites), None if semaphore is None else semaphore.to_json(),
-            first.raw_name, first.args))
+            first.raw_name, first.args,
+            tuple(tuple(a.spec for a in s.args) for s in sites) if first.kind == "stapsdt" else ()))
     return out
 
 
