@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sdtgen.elf.reader import ET_REL, SHN_ABS, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, SHT_RELA, ElfFile, Section
+from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_ABS, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, SHT_RELA, ElfFile, Section
 
 # e_machine -> relocation type -> (bytes, pc-relative). The data relocations tables use; one row per
 # architecture sdtgen supports. ADD/SUB pairs (RISC-V's label differences) are in _PAIRS.
@@ -21,6 +21,7 @@ DATA_RELOCS: dict[int, dict[int, tuple[int, bool]]] = {
     183: {257: (8, False), 258: (4, False), 260: (8, True), 261: (4, True)},  # aarch64
     243: {1: (4, False), 2: (8, False), 57: (4, True)},  # riscv64
 }
+RELATIVE = {62: 8, 3: 8, 183: 1027, 243: 3}  # R_*_RELATIVE: a linked file's load-address fix-ups
 _PAIRS = {243: {35: ("add", 4), 36: ("add", 8), 39: ("sub", 4), 40: ("sub", 8)}}  # riscv64 ADD32/64, SUB32/64
 
 
@@ -50,6 +51,7 @@ class Fields:
         self.relocatable = elf.type == ET_REL
         self.relocs: dict[int, list] = {}
         self.rela = True
+        self._dynamic: dict[int, int] | None = None
         if self.relocatable:
             self._load_relocs()
 
@@ -72,9 +74,22 @@ class Fields:
     def absolute(self, off: int, size: int) -> Place | None:
         """An address field; None for a zero field with no relocation (an absent semaphore, say)."""
         if not self.relocatable:
-            value = self.raw(off, size, False)
+            value = self.raw(off, size, False) or self._relative_addend(off)
             return Place(None, value) if value else None
         return self._relocated(off, size, pcrel=False)
+
+    def _relative_addend(self, off: int) -> int:
+        """A shared object's pointer whose bytes the linker left zero (RISC-V's ld does): the addend
+        of the R_*_RELATIVE dynamic relocation at it."""
+        if self._dynamic is None:
+            self._dynamic = {}
+            kind = RELATIVE.get(self.elf.machine)
+            for rsec in self.elf.sections if self.elf.type == ET_DYN else ():
+                if rsec.type == SHT_RELA and rsec.is_alloc:  # .rela.dyn (REL files keep the value in place)
+                    for r in self.elf.relocations(rsec):
+                        if r.type == kind and self.sec.addr <= r.offset < self.sec.addr + self.sec.size:
+                            self._dynamic[r.offset - self.sec.addr] = r.addend
+        return self._dynamic.get(off, 0)
 
     def relative(self, off: int, size: int) -> Place:
         """A PC-relative field: the place it points at (field + value)."""

@@ -143,3 +143,71 @@ def contents(path: Path, name: str) -> list[tuple[int, bytes]]:
                 out[-1] = (int(m[1], 16), data)
             data += bytes.fromhex(m[2].replace(" ", ""))
     return [(a, bytes(d)) for a, d in out]
+
+
+def relocated_fields(path: Path, name: str) -> dict[tuple[int, int], list[tuple[str, str]]]:
+    """Per (section index, offset) of every section called ``name`` in a relocatable object, the
+    relocation types there and where each points: "section+0xoff", or "symbol+0xoff" for a symbol
+    the object does not define. REL objects keep the addend in the bytes, read from objdump -s."""
+    secs = sections(path)
+    names = {str(s.index): s.name for s in secs}
+    syms = symbols(path)
+    dumps = {}
+    wanted = [s.index for s in secs if s.name == name]
+    for index, (_, data) in zip(wanted, contents(path, name), strict=True):
+        dumps[index] = data
+    out: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    for rs in relocations(path):
+        if rs.target not in dumps:
+            continue
+        for offset, sym, typ, addend in rs.rows:
+            if addend is None:
+                addend = int.from_bytes(dumps[rs.target][offset:offset + 4], "little", signed=True)
+            s = syms[sym]
+            where = f"{s.name}+{addend:#x}" if s.ndx == "UND" else f"{names[s.ndx]}+{s.value + addend:#x}"
+            out.setdefault((rs.target, offset), []).append((typ, where))
+    return out
+
+
+def words(data: bytes, size: int, signed: bool = False) -> list[int]:
+    return [int.from_bytes(data[i:i + size], "little", signed=signed) for i in range(0, len(data), size)]
+
+
+def symbol_at(path: Path, where: str, types=("OBJECT",)) -> str:
+    """The symbol of those types holding ``where`` ("section+0xoff" in an object, an address otherwise),
+    with "+0xoff" when the place is inside it."""
+    if isinstance(where, str) and "+" in where:
+        sec, off = where.rsplit("+", 1)
+        ndx = {s.name: str(s.index) for s in sections(path)}.get(sec)
+        if ndx is None:
+            return where.rsplit("+", 1)[0] if int(off, 16) == 0 else where  # an undefined symbol
+        addr = int(off, 16)
+    else:
+        ndx, addr = None, where
+    for s in symbols(path).values():
+        if s.type in types and (ndx is None or s.ndx == ndx) and s.value <= addr < s.value + max(s.size, 1):
+            return s.name if addr == s.value else f"{s.name}+{addr - s.value:#x}"
+    return ""
+
+
+def first_function_from(path: Path, where) -> str:
+    """The function starting first at or after ``where`` (an address, or "section+0xoff")."""
+    if isinstance(where, str):
+        sec, off = where.rsplit("+", 1)
+        ndx, addr = {s.name: str(s.index) for s in sections(path)}[sec], int(off, 16)
+    else:
+        ndx, addr = None, where
+    starts = sorted((s.value, s.name) for s in functions(path) if (ndx is None or s.ndx == ndx) and s.value >= addr)
+    return starts[0][1] if starts else ""
+
+
+def linked_words(path: Path, start: int, data: bytes, size: int) -> list[int]:
+    """The addresses an array of pointers in a linked file holds: its bytes, or where the linker left
+    them zero for the loader (RISC-V's ld in a shared object), the addend of readelf -r's
+    R_*_RELATIVE relocation at that address."""
+    fixups = {}
+    for line in run(["readelf", "-rW", str(path)]).stdout.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[2].endswith("_RELATIVE"):
+            fixups[int(f[0], 16)] = int(f[-1], 16)
+    return [w or fixups.get(start + i * size, 0) for i, w in enumerate(words(data, size))]

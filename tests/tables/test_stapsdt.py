@@ -4,7 +4,6 @@ and in programs, shared objects and objects gcc builds with <sys/sdt.h> on four 
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 from pathlib import Path
 
