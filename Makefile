@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 
-.PHONY: all venv demo test lint matrix fuzz bench clean
+.PHONY: all venv demo test lint matrix fuzz bench realworld clean
 
 all: test
 
@@ -48,7 +48,13 @@ bench: $(STAMP)
 
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)
-	SDTGEN_FUZZ_EXAMPLES=5000 $(BIN)/pytest -q tests/test_fuzz.py
+	SDTGEN_FUZZ_EXAMPLES=5000 $(BIN)/pytest -q tests/test_fuzz.py tests/tables/test_fuzz_tables.py
+
+# A real Linux kernel (Debian's linux-source-6.1: tinyconfig + ftrace + jump labels) in build/realworld;
+# its probe tables and __fentry__ sites checked against readelf and objdump. Minutes; not part of test.
+realworld: $(STAMP)
+	realworld/build-kernel.sh
+	$(BIN)/pytest -q -p no:cacheprovider realworld
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
