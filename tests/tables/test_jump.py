@@ -9,7 +9,7 @@ import struct
 
 import pytest
 import readelf
-from conftest import ARCHES
+from builders import ARCHES
 from helpers import sdtgen
 
 # Our own static branch: a NOP the kernel would patch into a jump, and a table entry naming it.

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import readelf
-from conftest import ARCHES
+from builders import ARCHES
 from helpers import run, sdtgen
 
 SOURCE = r"""

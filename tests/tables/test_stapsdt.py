@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import readelf
-from conftest import ARCHES
+from builders import ARCHES
 from helpers import IN_CI, sdtgen
 
 # Installed ELF files known to carry USDT notes on Debian 12 (python3.11 comes with python3-venv,
