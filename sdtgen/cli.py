@@ -236,7 +236,27 @@ def _replace_block(path, text: str) -> None:
     write_atomic(path, f"{head}{begin}\n{text}\n{end}{tail}".encode())
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without importing shutil (and its compression modules): argparse
+    builds one for every add_argument, so every sdtgen run paid for that import."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            import os
+
+            try:
+                width = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.stdout.fileno()).columns) - 2
+            except (OSError, ValueError):
+                width = 78
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 

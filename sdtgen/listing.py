@@ -6,7 +6,6 @@ import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from sdtgen.arch.base import REF
 from sdtgen.elf.reader import ET_REL, ElfFile
 
 KINDS = ("sdt", "stapsdt", "mcount", "patchable", "jump")
@@ -84,6 +83,7 @@ def list_probes(path: str) -> list[ListedProbe]:
 
 
 def _from_object(path: str) -> list[ListedProbe]:
+    from sdtgen.arch.base import REF
     from sdtgen.scan import scan
 
     result = scan(path)
