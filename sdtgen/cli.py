@@ -289,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
     pr.add_argument("file")
-    pr.add_argument("--kind", action="append", choices=("sdt", "stapsdt", "mcount", "patchable", "jump"),
+    from sdtgen.tables import KINDS
+
+    pr.add_argument("--kind", action="append", choices=("sdt", *KINDS),
                     help="list only this kind of table (repeatable; default: every kind the file carries)")
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(func=cmd_probes)

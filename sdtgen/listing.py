@@ -1,4 +1,4 @@
-"""dtrace -l style probe listings, from a relocatable object or a final image's own tables."""
+"""dtrace -l style probe listings: sdtgen's own probes (object or image tables) and the tables binaries carry."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 
 from sdtgen.elf.reader import ET_REL, ElfFile
+from sdtgen.tables import KINDS as TABLE_KINDS
 
-KINDS = ("sdt", "stapsdt", "mcount", "patchable", "jump")
+KINDS = ("sdt", *TABLE_KINDS)
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from sdtgen.elf.reader import ElfFile
+from sdtgen.elf.reader import ET_REL, ElfFile
+from sdtgen.tables import KINDS
 from sdtgen.tables.model import TableSite
-
-KINDS = ("stapsdt", "mcount", "patchable", "jump")
 
 
 def read_tables(path: str, kinds: tuple[str, ...] = KINDS) -> list[TableSite]:
@@ -36,4 +35,4 @@ def _has(elf: ElfFile, kind: str) -> bool:
     if any(s.name == section for s in elf.sections):
         return True
     bounds = {"mcount": mcount.BOUNDS, "jump": jump.BOUNDS}.get(kind)
-    return bool(bounds and elf.type != 1 and elf.symbol_values(bounds[0]))
+    return bool(bounds and elf.type != ET_REL and elf.symbol_values(bounds[0]))

@@ -11,7 +11,7 @@ so an entry is 8 bytes plus one word, aligned to the word. The key's symbol name
 
 from __future__ import annotations
 
-from sdtgen.elf.reader import ElfFile
+from sdtgen.elf.reader import ET_REL, ElfFile
 from sdtgen.tables.fields import Fields, Place
 from sdtgen.tables.model import TableSite
 from sdtgen.tables.symbols import CODE, DATA, Namer
@@ -43,7 +43,7 @@ def read(elf: ElfFile, names: Namer | None = None, keys: Namer | None = None) ->
 def _arrays(elf: ElfFile):
     """(fields, first offset, end offset) of each jump table: the linker's bounds in a linked file,
     every ``__jump_table`` section otherwise."""
-    if elf.type != 1:
+    if elf.type != ET_REL:
         found = {**elf.symbol_values(BOUNDS[0]), **elf.symbol_values(BOUNDS[1])}
         lo, hi = found.get(BOUNDS[0]), found.get(BOUNDS[1])
         if lo is not None and hi is not None:

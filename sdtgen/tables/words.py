@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdtgen.elf.reader import ElfFile
+from sdtgen.elf.reader import ET_REL, ElfFile
 from sdtgen.tables.fields import Fields, Place
 
 MAX_ENTRIES = 4_000_000
@@ -13,7 +13,7 @@ def address_array(elf: ElfFile, section: str, bounds: tuple[str, str] | None, wh
     (a vmlinux folds ``__mcount_loc`` into its init data), else in every section of that name.
     Zero entries (no relocation, nothing recorded) are not sites and are left out."""
     word = elf.bits // 8
-    if bounds is not None and elf.type != 1:
+    if bounds is not None and elf.type != ET_REL:
         found = {**elf.symbol_values(bounds[0]), **elf.symbol_values(bounds[1])}
         lo, hi = found.get(bounds[0]), found.get(bounds[1])
         if lo is not None and hi is not None:
