@@ -9,13 +9,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 
-.PHONY: all venv demo test lint matrix fuzz bench clean
+.PHONY: all venv demo test lint matrix fuzz bench realworld clean
 
 all: test
 
+# editable_mode=compat: a plain path in a .pth, not an import hook that costs every sdtgen run ~10 ms.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --config-settings editable_mode=compat -e '.[test]'
 	@touch $@
 
 venv: $(STAMP)
@@ -50,7 +51,13 @@ bench: $(STAMP)
 
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)
-	SDTGEN_FUZZ_EXAMPLES=5000 $(BIN)/pytest -q tests/test_fuzz.py
+	SDTGEN_FUZZ_EXAMPLES=5000 $(BIN)/pytest -q tests/test_fuzz.py tests/tables/test_fuzz_tables.py
+
+# A real Linux kernel (Debian's linux-source-6.1: tinyconfig + ftrace + jump labels) in build/realworld;
+# its probe tables and __fentry__ sites checked against readelf and objdump. Minutes; not part of test.
+realworld: $(STAMP)
+	realworld/build-kernel.sh
+	$(BIN)/pytest -q -p no:cacheprovider realworld
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -134,6 +134,35 @@ def tools_rows(large: Path, fixture: Path, work: Path) -> list[Row]:
     return rows
 
 
+# -- probe tables binaries already carry ------------------------------------------------
+def tables_rows(work: Path) -> list[Row]:
+    import tables
+
+    rows = []
+    if tables.VMLINUX_O.exists():
+        obj = tables.VMLINUX_O
+        ours, _ = best(10, lambda: run_measured([SDTGEN, "scan", "--prefix", "__fentry__", str(obj)]))
+        theirs, _ = best(10, lambda: run_measured(f"readelf -rW {obj} | grep -c __fentry__", shell=True))
+        rows.append(Row(f"scan --prefix __fentry__, Linux vmlinux.o ({obj.stat().st_size >> 10} KiB, make realworld)",
+                        f"{ours:.3f} s", f"readelf -rW | grep -c: {theirs:.3f} s", ours / theirs, "<= 1.5x",
+                        ours / theirs <= 1.5))
+    else:
+        print("bench: no build/realworld vmlinux.o (run `make realworld`): the __fentry__ row is left out",
+              file=sys.stderr)
+    lib = tables.usdt_library(work)
+    if lib is not None:
+        ours, _ = best(10, lambda: run_measured([SDTGEN, "probes", str(lib)]))
+        theirs, _ = best(10, lambda: run_measured(["readelf", "-n", str(lib)]))
+        rows.append(Row("probes, shared object with 500 USDT notes", f"{ours:.3f} s", f"readelf -n: {theirs:.3f} s",
+                        ours / theirs, "<= 2x", ours / theirs <= 2))
+        floor, _ = best(10, lambda: run_measured([sys.executable, "-c", "pass"]))
+        rows.append(Row("  of which the interpreter's start-up", f"python -c pass: {floor:.3f} s",
+                        f"readelf -n: {theirs:.3f} s", floor / theirs, "(the floor)", None))
+    else:
+        print("bench: no sys/sdt.h (apt-get install systemtap-sdt-dev): the USDT row is left out", file=sys.stderr)
+    return rows
+
+
 # -- the emulated boot -------------------------------------------------------------------
 def patch_rows(image: Path) -> list[Row]:
     def load() -> Machine:
@@ -239,6 +268,7 @@ def main() -> int:
     print("measuring ...", file=sys.stderr)
     # The tools first, while this process is small: a child's peak RSS counts what it inherited at fork.
     rows = tools_rows(large, fixture, work)
+    rows += tables_rows(work)
     many_image = work / "many"
     many_image.mkdir(exist_ok=True)
     many_copy = many_image / "kernel.o"

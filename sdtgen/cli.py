@@ -104,14 +104,15 @@ def site_lines(image: str, verdicts: list) -> list[str]:
 
 
 def cmd_probes(args: argparse.Namespace) -> int:
-    from sdtgen.listing import list_probes
+    from sdtgen.errors import printable
+    from sdtgen.listing import list_all
 
-    listing = list_probes(args.file)
+    listing = list_all(args.file, tuple(dict.fromkeys(args.kind or ())))
     if args.json:
         _emit_json({"probes": [p.to_json() for p in listing]})
         return EXIT_OK
-    rows = [[str(p.id), p.provider, p.module, p.function, p.name, str(p.sites), ", ".join(p.args)]
-            for p in listing]
+    rows = [[str(p.id), *(printable(f) for f in (p.provider, p.module, p.function, p.name)), str(p.sites),
+             printable((" " if p.kind == "stapsdt" else ", ").join(p.args))] for p in listing]
     print(_table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"]))
     return EXIT_OK
 
@@ -299,7 +300,27 @@ def _replace_block(path, text: str) -> None:
     write_atomic(path, f"{head}{begin}\n{text}\n{end}{tail}".encode())
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without importing shutil (and its compression modules): argparse
+    builds one for every add_argument, so every sdtgen run paid for that import."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            import os
+
+            try:
+                width = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.stdout.fileno()).columns) - 2
+            except (OSError, ValueError):
+                width = 78
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
@@ -337,7 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_check)
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
-    pr.add_argument("file", help="a relocatable object (ld -r output) or a final image")
+    pr.add_argument("file", help="a relocatable object, an executable, a shared object or a kernel image")
+    from sdtgen.tables import KINDS
+
+    pr.add_argument("--kind", action="append", choices=("sdt", *KINDS),
+                    help="list only this kind of table (repeatable; default: every kind the file carries)")
     pr.add_argument("--json", action="store_true", help='one JSON document: {"probes": [...]}')
     pr.set_defaults(func=cmd_probes)
 

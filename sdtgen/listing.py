@@ -1,12 +1,15 @@
-"""dtrace -l style probe listings, from a relocatable object or a final image's own tables."""
+"""dtrace -l style probe listings: sdtgen's own probes (object or image tables) and the tables binaries carry."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-from sdtgen.arch.base import REF
 from sdtgen.elf.reader import ET_REL, ElfFile
+from sdtgen.tables import KINDS as TABLE_KINDS
+
+KINDS = ("sdt", *TABLE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -18,11 +21,60 @@ class ListedProbe:
     name: str
     args: tuple[str, ...]
     sites: int
+    kind: str = "sdt"
+    addresses: tuple = ()  # link-time addresses, or "section+0xoff" in a relocatable object
+    semaphore: int | str | None = None
+    raw_name: str = ""  # the table's own name ("gc__start" lists as "gc-start")
+    arg_specs: tuple = ()  # USDT: each argument's size, signedness and location
+    site_args: tuple = ()  # USDT: each site's own argument specs (sites of one probe may differ)
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["args"] = list(self.args)
+        d["addresses"] = list(self.addresses)
+        d["raw_name"] = self.raw_name or self.name
+        d["arg_specs"] = [a.to_json() for a in self.arg_specs]
+        d["site_args"] = [list(a) for a in self.site_args]
         return d
+
+
+def list_all(path: str, kinds: tuple[str, ...] = ()) -> list[ListedProbe]:
+    """Every probe of the asked kinds (every kind the file carries when none is asked), dtrace -l
+    style: one row per provider, module, function and name, sdtgen's own probes first."""
+    from sdtgen.tables.collect import read_tables
+
+    with ElfFile(path) as elf:
+        want_sdt = "sdt" in kinds or (not kinds and _has_sdt(elf))
+    out = list_probes(path) if want_sdt else []
+    others = tuple(k for k in (kinds or KINDS) if k != "sdt")
+    groups: dict[tuple, list] = {}
+    for site in read_tables(path, others) if others else []:
+        groups.setdefault((site.kind, site.provider, site.function, site.name), []).append(site)
+    module = os.path.basename(path)
+    order = {k: i for i, k in enumerate(KINDS)}
+    rows = sorted(groups.values(), key=lambda g: (order[g[0].kind], _place_key(g[0].place)))
+    for sites in rows:
+        first = sites[0]
+        semaphore = next((s.semaphore for s in sites if s.semaphore is not None), None)
+        out.append(ListedProbe(
+            len(out) + 1, first.provider, module, first.function, first.name,
+            tuple(a.spec for a in first.args), len(sites), first.kind,
+            tuple(s.place.to_json() for s in sites), None if semaphore is None else semaphore.to_json(),
+            first.raw_name, first.args,
+            tuple(tuple(a.spec for a in s.args) for s in sites) if first.kind == "stapsdt" else ()))
+    return out
+
+
+def _place_key(place) -> tuple:
+    return (place.section or "", place.symbol, place.value)
+
+
+def _has_sdt(elf: ElfFile) -> bool:
+    from sdtgen.probes import DEFAULT_PREFIX, DESC_SECTION
+
+    if elf.type == ET_REL:
+        return elf.section(DESC_SECTION) is not None or bool(elf.symbol_indices_with_prefix(DEFAULT_PREFIX))
+    return bool(elf.symbol_values("__start_set_sdt_"))
 
 
 def list_probes(path: str) -> list[ListedProbe]:
@@ -32,13 +84,19 @@ def list_probes(path: str) -> list[ListedProbe]:
 
 
 def _from_object(path: str) -> list[ListedProbe]:
+    from sdtgen.arch.base import REF
     from sdtgen.scan import scan
 
     result = scan(path)
     counts = Counter(s.symbol for s in result.sites if s.form != REF)
+    where: dict[str, list[str]] = {}
+    for s in result.sites:
+        if s.form != REF:
+            where.setdefault(s.symbol, []).append(f"{s.section}+{s.offset:#x}")
     # Same order, so the same IDs, as the table `sdtgen gen` writes.
     probes = sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol))
-    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, counts[p.symbol])
+    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, counts[p.symbol],
+                        addresses=tuple(where.get(p.symbol, ())))
             for i, p in enumerate(probes)]
 
 
@@ -53,10 +111,12 @@ def _from_image(path: str) -> list[ListedProbe]:
 
     with Image(path) as image:
         probes = sorted(image.probes(), key=lambda p: p.addr)
-        counts = Counter(s.probe.addr for s in image.sites())
-    merged: dict[tuple[str, int], tuple[TableProbe, int]] = {}
+        where: dict[int, list[int]] = {}
+        for s in image.sites():
+            where.setdefault(s.probe.addr, []).append(s.addr)
+    merged: dict[tuple[str, int], tuple[TableProbe, list[int]]] = {}
     for p in probes:
-        first, sites = merged.get((p.spec, p.stub), (p, 0))
-        merged[(p.spec, p.stub)] = (first, sites + counts[p.addr])
-    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, sites)
-            for i, (p, sites) in enumerate(merged.values())]
+        first, addrs = merged.setdefault((p.spec, p.stub), (p, []))
+        addrs.extend(where.get(p.addr, ()))
+    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, len(addrs), addresses=tuple(addrs))
+            for i, (p, addrs) in enumerate(merged.values())]

@@ -123,8 +123,10 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
             found.append((target, r, wanted[r.sym]))
     funcs = elf.functions_in({target.index for target, _, _ in found})
     sites: list[Site] = []
+    namers: dict[int, _FunctionNamer] = {}
+    specs: dict[str, str] = {}  # one spec string a probe, not one a site
     for target, r, sym in found:
-        namer = _FunctionNamer(funcs.get(target.index, []))
+        namer = namers.get(target.index) or namers.setdefault(target.index, _FunctionNamer(funcs.get(target.index, [])))
         try:
             shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec, namer.start(r.offset))
         except UnsupportedReloc:
@@ -133,7 +135,8 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
                            where=namer.place(target.name, r.offset)) from None
         probe = probes.get(sym) or probes.setdefault(sym, probe_from_symbol(sym, prefix))
         sites.append(Site(
-            probe=probe.spec, symbol=sym, section=target.name, offset=shape.start,
+            probe=specs.get(sym) or specs.setdefault(sym, probe.spec),
+            symbol=sym, section=target.name, offset=shape.start,
             text_offset=shape.start if target.name == ".text" else None,
             reloc=arch.reloc_name(r.type), form=shape.form, length=shape.length,
             detail=shape.detail, function=namer.name(shape.start),

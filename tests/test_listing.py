@@ -21,7 +21,10 @@ def test_image_lists_every_defined_probe_with_real_names_and_types(kernel):
 
 
 def test_object_and_image_list_the_same_probes_ids_and_site_counts(kernel):
-    assert listed(kernel.partial) == listed(kernel.image)
+    def without_addresses(probes):  # section+offset in the object, link-time addresses in the image
+        return [{k: v for k, v in p.items() if k != "addresses"} for p in probes]
+
+    assert without_addresses(listed(kernel.partial)) == without_addresses(listed(kernel.image))
     by_name = {p["name"]: p for p in listed(kernel.image)}
     assert by_name["acquire"]["sites"] == 4 and by_name["exec-success"]["sites"] == 1
     assert [p["id"] for p in listed(kernel.image)] == list(range(1, 19))
