@@ -116,7 +116,7 @@ def _from_image(path: str) -> list[ListedProbe]:
             where.setdefault(s.probe.addr, []).append(s.addr)
     merged: dict[tuple[str, int], tuple[TableProbe, list[int]]] = {}
     for p in probes:
-        first, addrs = merged.setdefault((p.spec, p.stub), (p, []))
+        _, addrs = merged.setdefault((p.spec, p.stub), (p, []))
         addrs.extend(where.get(p.addr, ()))
     return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, len(addrs), addresses=tuple(addrs))
             for i, (p, addrs) in enumerate(merged.values())]
