@@ -294,10 +294,10 @@ class BootSession:
         try:
             raw = self.machine.call(func, args, timeout=self.timeout)
         except GuestFault as fault:
-            self.faults += 1
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
-            if isinstance(fault, Interrupted):
+            if isinstance(fault, Interrupted):  # the user's choice, not the guest's fault
                 raise Stopped() from None
+            self.faults += 1
             return None
         value = self._decode_return(raw, rtype)
         self.reporter.returned(symbol, args, value, rtype)
