@@ -243,7 +243,8 @@ class BootSession:
                            "a spec is provider:module:function:name, filled from the right")
         n = action(pattern)
         if n == 0 and action == self.runtime.enable:
-            raise SdtError("", f"no site of {printable(text)!r} could be armed: the guest rewrote every one")
+            raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: "
+                           "the guest rewrote every one")
         return n
 
     def add_action(self, spec: str, symbol: str) -> None:
