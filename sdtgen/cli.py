@@ -256,13 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
-    s.add_argument("object")
+    s.add_argument("object", help="the relocatable object of the whole kernel (ld -r output)")
     s.add_argument("--prefix", default="__dtrace_sdt_", help="symbol prefix of probe functions")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the sites as one JSON document")
     s.set_defaults(func=cmd_scan)
 
     g = sub.add_parser("gen", help="write the stub C and the site table for an object")
-    g.add_argument("object")
+    g.add_argument("object", help="the relocatable object of the whole kernel (ld -r output); its anchors are added")
     g.add_argument("--stubs", required=True, metavar="FILE.c")
     g.add_argument("--table", required=True, metavar="FILE.S")
     g.add_argument("--mode", choices=("reloc", "offset"), default="reloc",
@@ -271,19 +271,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_gen)
 
     c = sub.add_parser("check", help="prove every site is where the image's table says")
-    c.add_argument("object")
-    c.add_argument("image")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("object", help="the relocatable object `sdtgen gen` read")
+    c.add_argument("image", help="the final image linked from it")
+    c.add_argument("--json", action="store_true", help="print every site's verdict as one JSON document")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing when every site is stable")
     c.set_defaults(func=cmd_check)
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
-    pr.add_argument("file")
-    pr.add_argument("--json", action="store_true")
+    pr.add_argument("file", help="a relocatable object or a linked image")
+    pr.add_argument("--json", action="store_true", help="print the probes as one JSON document")
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
-    ls.add_argument("kind", choices=("final", "partial"))
+    ls.add_argument("kind", choices=("final", "partial"), help="final: the image link; partial: the ld -r link")
     ls.add_argument("--arch", default="x86_64")
     ls.add_argument("--path", action="store_true", help="print its path instead of its text")
     ls.set_defaults(func=cmd_linker_script)
@@ -318,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
     mx.add_argument("--jobs", type=int, default=2)
     mx.add_argument("--readme", metavar="FILE", help="rewrite the table between the matrix markers in FILE")
-    mx.add_argument("--json", action="store_true")
+    mx.add_argument("--json", action="store_true", help="print every cell as one JSON document")
     mx.set_defaults(func=cmd_matrix)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
