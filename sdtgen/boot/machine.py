@@ -82,7 +82,7 @@ class Machine:
         self._returned = False
         self._trapped_at: int | None = None
         self._stopped_by: GuestFault | None = None
-        self.watchdog = Watchdog(self.uc)
+        self._watchdog: Watchdog | None = None  # made by the first call
         self._detailed = None  # a Capstone handle with operand details, made on the first fault
         self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
         self.load(image)
@@ -100,6 +100,17 @@ class Machine:
             self.uc.hook_add(UC_HOOK_INSN_INVALID, self._invalid)
         else:
             self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
+
+    @property
+    def watchdog(self) -> Watchdog:
+        if self._watchdog is None:
+            self._watchdog = Watchdog(self.uc)
+        return self._watchdog
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
 
     # -- memory ---------------------------------------------------------------------
     def load(self, image: ElfFile) -> None:
@@ -400,6 +411,7 @@ class Watchdog:
         self._deadline: float | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._closed = False
         self._read, self._write = socket.socketpair()
         self._write.setblocking(False)
 
@@ -426,6 +438,16 @@ class Watchdog:
                 signal.set_wakeup_fd(old_fd)
                 signal.signal(signal.SIGINT, old_handler)
 
+    def close(self) -> None:
+        """End the thread and free its sockets."""
+        with self._lock:
+            self._closed = True
+        if self._thread is not None:
+            self._wake()
+            self._thread.join()
+        self._read.close()
+        self._write.close()
+
     def _sigint(self, signum, frame) -> None:
         with self._lock:
             if self._deadline is not None:
@@ -441,6 +463,8 @@ class Watchdog:
         while True:
             with self._lock:
                 deadline, reason = self._deadline, self.reason
+                if self._closed:
+                    return
             if deadline is None:
                 wait = None
             elif reason is not None:

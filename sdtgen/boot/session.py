@@ -156,10 +156,11 @@ class BootSession:
         reporter.file = reporter.file or path
         self.timeout = timeout
         self.image = Image(path)
+        self.machine: Machine | None = None
         try:
             self._boot(patch)
         except BaseException:
-            self.image.close()
+            self.close()
             raise
 
     def _boot(self, patch: bool) -> None:
@@ -194,6 +195,8 @@ class BootSession:
         self.faults = 0
 
     def close(self) -> None:
+        if self.machine is not None:
+            self.machine.close()
         self.image.close()
 
     # -- places ---------------------------------------------------------------------
