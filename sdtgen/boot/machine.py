@@ -229,7 +229,7 @@ class Machine:
         return int.from_bytes(self.read(vaddr, self.arch.bits // 8), "little" if self.arch.little else "big")
 
     def _tlb_fill(self, uc, vaddr, access, entry, user) -> bool:
-        from unicorn import UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ
+        from unicorn import UC_MEM_WRITE, UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ
 
         r = self.region_at(vaddr)
         if r is None:
@@ -239,7 +239,8 @@ class Machine:
         entry.paddr = (r.paddr + vaddr - r.vaddr) & ~(self._page - 1)
         if r.protected:
             entry.perms = UC_PROT_READ | UC_PROT_EXEC
-            self.last_miss = (vaddr, access)  # a write here faults: say where
+            if access == UC_MEM_WRITE:
+                self.last_miss = (vaddr, access)  # the write faults: say where
         else:
             entry.perms = UC_PROT_ALL
         return True
@@ -329,7 +330,7 @@ class Machine:
         """Raise what the watchdog stopped the guest for, if it did."""
         reason = self.watchdog.reason
         if reason == INTERRUPTED:
-            raise Interrupted("interrupted (Ctrl-C)", self.uc.reg_read(self.arch.regs.pc) if pc is None else pc)
+            raise Interrupted("interrupted (Ctrl-C)", pc)
         if reason == TIMED_OUT:
             raise GuestFault(f"did not return within {self.watchdog.timeout:g} s", pc)
 
@@ -409,7 +410,7 @@ class Watchdog:
         self.reason: str | None = None
         self.timeout = DEFAULT_TIMEOUT
         self._deadline: float | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the SIGINT handler may run while the main thread holds it
         self._thread: threading.Thread | None = None
         self._closed = False
         self._read, self._write = socket.socketpair()
@@ -462,13 +463,16 @@ class Watchdog:
 
         while True:
             with self._lock:
-                deadline, reason = self._deadline, self.reason
                 if self._closed:
                     return
+                deadline, reason = self._deadline, self.reason
+                if deadline is not None and reason is not None:
+                    # Again, in case the last stop came between two emu_start()s. Under the lock, so
+                    # that no stop is ever made for a call that has already ended.
+                    self.uc.emu_stop()
             if deadline is None:
                 wait = None
             elif reason is not None:
-                self.uc.emu_stop()
                 wait = 0.05
             else:
                 wait = max(0.0, deadline - time.monotonic())
@@ -483,4 +487,4 @@ class Watchdog:
                     self.reason = TIMED_OUT
                 else:
                     continue
-            self.uc.emu_stop()
+                self.uc.emu_stop()
