@@ -69,6 +69,7 @@ class Machine:
         from unicorn import UC_HOOK_INTR, UC_HOOK_TLB_FILL, UC_TLB_VIRTUAL, Uc
 
         self.arch = arch
+        self.file = image.path  # for diagnostics
         self.uc = Uc(*arch.unicorn())
         self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
         self._page = self.uc.ctl_get_page_size()
@@ -188,12 +189,12 @@ class Machine:
 
         for r in self.regions:
             if vaddr < r.vaddr + r.size and r.vaddr < vaddr + size:
-                raise SdtError("", f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
+                raise SdtError(self.file, f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
         region = Region(vaddr, self._next_phys, size, name, protected)
         try:
             self.uc.mem_map(region.paddr, size)
         except UcError as e:
-            raise SdtError("", f"cannot map {size:#x} bytes for {name}: {e}", "link a smaller image") from None
+            raise SdtError(self.file, f"cannot map {size:#x} bytes for {name}: {e}", "link a smaller image") from None
         self._next_phys += size + PAGE
         i = bisect.bisect(self._starts, vaddr)
         self._starts.insert(i, vaddr)

@@ -159,3 +159,12 @@ def test_refused_sites_are_summarised_per_function(kernel, tmp_path):
     assert lines[3] == f"{bad}: warning: {count - 3} more refused sites not shown; see all of them with --json"
     refused = [e for e in events(sdtgen("boot", bad, "--json")) if e["event"] == "refused"]
     assert len(refused) == count == 21 and {e["pc"] for e in refused} == {kmain + 1}
+
+
+def test_a_segment_where_the_boot_keeps_its_return_page_is_refused(tricks, tmp_path):
+    bad = with_loads(tricks, tmp_path / "top.elf", [Load(0xFFFF_FFFF_FFFF_F000, 0x1000)])
+    assert (0xFFFF_FFFF_FFFF_F000, 0, 0x1000, "RW") in readelf_loads(bad)
+    proc = sdtgen("boot", bad)
+    assert proc.returncode == 2 and proc.stderr == (
+        f"{bad}: error: the return page at 0xfffffffffffff000 overlaps segments at 0xfffffffffffff000; "
+        "relink the image\n")
