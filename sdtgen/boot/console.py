@@ -42,8 +42,8 @@ class Console(cmd.Cmd):
         self.use_rawinput = stdin is None and sys.stdin.isatty()
         if not self.use_rawinput or session.reporter.as_json:
             self.intro = None
-        if not self.use_rawinput:
-            self.prompt = ""
+        if not self.use_rawinput or (session.reporter.as_json and not sys.stdout.isatty()):
+            self.prompt = ""  # piped --json output holds JSON lines only
 
     def commands(self) -> list[str]:
         return sorted({name[3:] for name in self.get_names() if name.startswith("do_") and name != "do_EOF"})
