@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import sdtgen
 
 
@@ -38,3 +39,13 @@ def test_control_characters_in_names_are_escaped(tricks, tmp_path):
     proc = sdtgen("boot", bad, "--json", "--enable", "tk:::", "--run", "probed:int", "--arg", "1")
     fire = json.loads(proc.stdout.splitlines()[1])
     assert fire["probe"] == "tk:code:probed:\x1b[2J\n"  # JSON keeps the name, escaped by JSON itself
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "i386", "aarch64", "riscv64"])
+def test_fault_addresses_are_exact_on_every_architecture(arch_kernel, arch):
+    image = arch_kernel(arch).image
+    proc = sdtgen("boot", image, "--run", "vfs_lookup", "--arg", "0x1234")  # reads the path's first byte
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"{image}: error: .text:vfs_lookup+0x")
+    assert line.endswith(": fault in vfs_lookup: page fault: read from unmapped address 0x1234 "
+                         "(last probe fired: none)")
