@@ -15,6 +15,21 @@ from helpers import SDTGEN, sdtgen
 BOUND = 15  # seconds a stopped run may take at most before the test calls it hung (the guest never ends)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system time the process has used, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_spinning(pid: int, since: float) -> None:
+    """Wait until the process has burnt 0.3 s of CPU since ``since``: only a spinning guest does that."""
+    deadline = time.monotonic() + BOUND
+    while cpu_seconds(pid) - since < 0.3:
+        assert time.monotonic() < deadline, "the guest never started spinning"
+        time.sleep(0.05)
+
+
 def start(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([SDTGEN, "boot", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, **kw)
@@ -24,7 +39,7 @@ def interrupt_after_boot(proc: subprocess.Popen) -> tuple[str, str]:
     """SIGINT once the boot has patched and the guest is spinning; what the process printed."""
     first = proc.stdout.readline()  # the boot's first line: the guest is about to run
     assert first.startswith(("patched", '{"event": "patched"')), first
-    time.sleep(0.5)
+    wait_spinning(proc.pid, cpu_seconds(proc.pid))
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=BOUND)
     return first + out, err
@@ -111,8 +126,9 @@ def test_ctrl_c_in_the_console_returns_to_the_prompt_keeping_state(tricks):
         c.send("enable tk:::\n")
         c.expect("armed 1 site(s)")
         c.expect("sdt> ")
+        since = cpu_seconds(c.proc.pid)
         c.send("run spin 0\n")
-        time.sleep(0.5)
+        wait_spinning(c.proc.pid, since)
         c.interrupt()
         shown = c.expect("sdt> ")
         assert ": .text:spin+0x" in shown and "interrupted in spin" in shown
