@@ -30,6 +30,20 @@ def wait_spinning(pid: int, since: float) -> None:
         time.sleep(0.05)
 
 
+def wait_reading(pid: int) -> None:
+    """Wait until the process is blocked waiting for input, done with what it was sent.
+
+    Python's readline sees a signal only while it waits in select(): one that arrives while it
+    is still echoing a keystroke is taken with the next keystroke (as a user would never notice).
+    """
+    deadline = time.monotonic() + BOUND
+    from pathlib import Path
+
+    while "poll" not in (wchan := Path(f"/proc/{pid}/wchan").read_text()) and "select" not in wchan:
+        assert time.monotonic() < deadline, f"the console never waited for input ({wchan})"
+        time.sleep(0.02)
+
+
 def start(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([SDTGEN, "boot", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, **kw)
@@ -138,6 +152,7 @@ def test_ctrl_c_in_the_console_returns_to_the_prompt_keeping_state(tricks):
         # Ctrl-C at the prompt drops the half-typed line, as a shell does, and the console stays.
         c.send("run nosuch")
         c.expect("run nosuch")
+        wait_reading(c.proc.pid)
         c.interrupt()
         c.expect("sdt> ")
         c.send("stats\n")
