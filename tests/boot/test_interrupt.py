@@ -86,6 +86,17 @@ def test_a_run_longer_than_its_timeout_stops(tricks):
     assert proc.stdout.splitlines()[-1] == "probed(1) = 42"  # the boot goes on
 
 
+def test_the_timeout_holds_for_each_run_of_a_script_and_the_console(tricks, tmp_path):
+    script = tmp_path / "spin.sdt"
+    script.write_text("run spin 0\nrun spin 0\nrun probed 2\n")
+    proc = sdtgen("boot", tricks, "--timeout", "0.3", "--script", script)
+    assert proc.returncode == 1 and proc.stdout.splitlines()[-1] == "probed(2) = 42"
+    assert proc.stderr.count("fault in spin: did not return within 0.3 s") == 2
+    proc = subprocess.run([SDTGEN, "boot", str(tricks), "--timeout", "0.3", "-i"], input="run spin 0\nrun probed 3\n",
+                          capture_output=True, text=True, timeout=BOUND)
+    assert "fault in spin: did not return within 0.3 s" in proc.stderr and "probed(3) = 42" in proc.stdout
+
+
 def test_a_bad_timeout_is_a_usage_error(tricks):
     proc = sdtgen("boot", tricks, "--timeout", "0", "--run", "probed")
     assert proc.returncode == 2 and "--timeout 0 is not a positive number" in proc.stderr
