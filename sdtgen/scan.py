@@ -69,7 +69,8 @@ def open_relocatable(path: str) -> ElfFile:
     elf = ElfFile(path)
     try:
         if elf.type != ET_REL:
-            raise elf.fail(f"is an {elf.type_name}, not a relocatable object",
+            raise elf.fail(f"is {'an' if elf.type_name[0] in 'aeiou' else 'a'} {elf.type_name}, not a relocatable"
+                           " object",
                            "give the output of the partial link (ld -r), not the final image")
         _reject_ir_only(elf)
     except BaseException:
