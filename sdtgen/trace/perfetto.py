@@ -1,0 +1,114 @@
+"""A Perfetto protobuf trace: one track per CPU, an instant TrackEvent per event, arguments as debug annotations.
+
+The few messages are encoded here by hand (the protobuf wire format is varints and length-prefixed
+fields), so writing needs no protobuf runtime; the tests read every file back with Perfetto's own
+protos. Field numbers are those of perfetto_trace.proto.
+
+Time: TracePacket timestamps are nanoseconds of the trace's default clock, ``ticks * 10**9 // hz`` of
+the guest clock (model.ticks_to_ns). A CPU whose ring buffer lost events gets a counter track under
+its own, ``CPU n lost events``, holding the count from its first event's time.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sdtgen.atomic import write_atomic
+from sdtgen.trace.argtypes import UNREADABLE, ArgType, probe_types
+from sdtgen.trace.model import TraceEvent, TraceMeta, ticks_to_ns
+
+SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
+LOST_TRACKS = 1 << 32  # counter track uuids: this plus the CPU's track uuid
+
+# Field numbers (perfetto_trace.proto), each as its tag byte(s) with the wire type.
+_VARINT, _BYTES = 0, 2
+TRACE_PACKET = 1
+PACKET_TIMESTAMP, PACKET_SEQUENCE, PACKET_TRACK_EVENT, PACKET_TRACK_DESCRIPTOR = 8, 10, 11, 60
+TRACK_UUID, TRACK_NAME, TRACK_PARENT, TRACK_COUNTER = 1, 2, 5, 8
+EVENT_ANNOTATIONS, EVENT_TYPE, EVENT_TRACK, EVENT_CATEGORIES, EVENT_NAME, EVENT_COUNTER = 4, 9, 11, 22, 23, 30
+TYPE_INSTANT, TYPE_COUNTER = 3, 4
+ANNOTATION_UINT, ANNOTATION_INT, ANNOTATION_STRING, ANNOTATION_POINTER, ANNOTATION_NAME = 3, 4, 6, 7, 10
+
+
+def varint(n: int) -> bytes:
+    n &= (1 << 64) - 1  # int64: a negative value is its two's complement, ten bytes
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def tag(field: int, wire: int) -> bytes:
+    return varint(field << 3 | wire)
+
+
+def number(field: int, n: int) -> bytes:
+    return tag(field, _VARINT) + varint(n)
+
+
+def message(field: int, body: bytes) -> bytes:
+    """A length-delimited field: a string, bytes or an embedded message."""
+    return tag(field, _BYTES) + varint(len(body)) + body
+
+
+def text(field: int, s: str) -> bytes:
+    return message(field, s.encode("utf-8", "replace"))
+
+
+def cpu_track(cpu: int) -> int:
+    return cpu + 1  # track uuids are any non-zero 64-bit number unique in the trace
+
+
+def encode(meta: TraceMeta, events: list[TraceEvent]) -> bytes:
+    out = []
+
+    def packet(body: bytes) -> None:
+        out.append(message(TRACE_PACKET, body + number(PACKET_SEQUENCE, SEQUENCE)))
+
+    first: dict[int, int] = {}
+    for e in events:
+        first.setdefault(e.cpu, e.ts)
+    for cpu in range(meta.cpus):
+        packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, cpu_track(cpu)) + text(TRACK_NAME, f"CPU {cpu}")))
+        lost = meta.lost.get(cpu, 0)
+        if lost:
+            track = LOST_TRACKS + cpu_track(cpu)
+            packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, track) + number(TRACK_PARENT, cpu_track(cpu))
+                           + text(TRACK_NAME, f"CPU {cpu} lost events") + message(TRACK_COUNTER, b"")))
+            packet(number(PACKET_TIMESTAMP, ticks_to_ns(first.get(cpu, 0), meta.clock_hz))
+                   + message(PACKET_TRACK_EVENT, number(EVENT_TYPE, TYPE_COUNTER) + number(EVENT_TRACK, track)
+                             + number(EVENT_COUNTER, lost)))
+    # Per probe, the event's fixed part (type, name, category) and each argument's annotation name.
+    fixed = {p.id: (number(EVENT_TYPE, TYPE_INSTANT) + text(EVENT_NAME, p.spec) + text(EVENT_CATEGORIES, p.provider),
+                    [(text(ANNOTATION_NAME, f"arg{i}"), t) for i, t in enumerate(probe_types(p.arg_types, meta.arch))])
+             for p in meta.probes}
+    tracks = {cpu: number(EVENT_TRACK, cpu_track(cpu)) for cpu in range(meta.cpus)}
+    hz = meta.clock_hz
+    for e in events:
+        try:
+            head, annotations = fixed[e.probe_id]
+            track = tracks[e.cpu]
+        except KeyError:
+            raise ValueError(f"event {e!r}: no such probe id or CPU in the trace") from None
+        if len(e.args) != len(annotations):
+            raise ValueError(f"event {e!r}: {len(annotations)} arguments expected")
+        body = [head, track]
+        for (name, t), v in zip(annotations, e.args, strict=True):
+            body.append(message(EVENT_ANNOTATIONS, name + _annotation_value(t, v, e)))
+        packet(number(PACKET_TIMESTAMP, ticks_to_ns(e.ts, hz)) + message(PACKET_TRACK_EVENT, b"".join(body)))
+    return b"".join(out)
+
+
+def _annotation_value(t: ArgType, v: int | str | None, e: TraceEvent) -> bytes:
+    v = t.value(v, repr(e))
+    if t.kind == "str":
+        return text(ANNOTATION_STRING, UNREADABLE if v is None else v)
+    if t.hex:
+        return number(ANNOTATION_POINTER, v)
+    return number(ANNOTATION_INT if t.kind == "int" else ANNOTATION_UINT, v)
+
+
+def write_perfetto(path: str | os.PathLike[str], meta: TraceMeta, events: list[TraceEvent]) -> None:
+    write_atomic(path, encode(meta, events))
