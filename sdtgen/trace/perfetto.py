@@ -70,16 +70,17 @@ def encode(meta: TraceMeta, events: list[TraceEvent]) -> bytes:
     first: dict[int, int] = {}
     for e in events:
         first.setdefault(e.cpu, e.ts)
-    for cpu in range(meta.cpus):
+    lost = {cpu: n for cpu, n in sorted(meta.lost.items()) if n and 0 <= cpu < meta.cpus}
+    for cpu in range(meta.cpus):  # every track is described before the first event on it
         packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, cpu_track(cpu)) + text(TRACK_NAME, f"CPU {cpu}")))
-        lost = meta.lost.get(cpu, 0)
-        if lost:
-            track = LOST_TRACKS + cpu_track(cpu)
-            packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, track) + number(TRACK_PARENT, cpu_track(cpu))
-                           + text(TRACK_NAME, f"CPU {cpu} lost events") + message(TRACK_COUNTER, b"")))
-            packet(number(PACKET_TIMESTAMP, ticks_to_ns(first.get(cpu, 0), meta.clock_hz))
-                   + message(PACKET_TRACK_EVENT, number(EVENT_TYPE, TYPE_COUNTER) + number(EVENT_TRACK, track)
-                             + number(EVENT_COUNTER, lost)))
+    for cpu in lost:
+        packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, LOST_TRACKS + cpu_track(cpu))
+                       + number(TRACK_PARENT, cpu_track(cpu)) + text(TRACK_NAME, f"CPU {cpu} lost events")
+                       + message(TRACK_COUNTER, b"")))
+    for cpu, n in lost.items():
+        packet(number(PACKET_TIMESTAMP, ticks_to_ns(first.get(cpu, 0), meta.clock_hz))
+               + message(PACKET_TRACK_EVENT, number(EVENT_TYPE, TYPE_COUNTER)
+                         + number(EVENT_TRACK, LOST_TRACKS + cpu_track(cpu)) + number(EVENT_COUNTER, n)))
     # Per probe, the event's fixed part (type, name, category) and each argument's annotation name.
     fixed = {p.id: (number(EVENT_TYPE, TYPE_INSTANT) + text(EVENT_NAME, p.spec) + text(EVENT_CATEGORIES, p.provider),
                     [(text(ANNOTATION_NAME, f"arg{i}"), t) for i, t in enumerate(probe_types(p.arg_types, meta.arch))])
