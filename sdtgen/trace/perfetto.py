@@ -15,7 +15,7 @@ import os
 
 from sdtgen.atomic import write_atomic
 from sdtgen.trace.argtypes import UNREADABLE, ArgType, probe_types
-from sdtgen.trace.model import TraceEvent, TraceMeta, ticks_to_ns
+from sdtgen.trace.model import TraceEvent, TraceMeta, TraceProbe, ticks_to_ns
 
 SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
 LOST_TRACKS = 1 << 32  # counter track uuids: this plus the CPU's track uuid
@@ -30,7 +30,12 @@ TYPE_INSTANT, TYPE_COUNTER = 3, 4
 ANNOTATION_UINT, ANNOTATION_INT, ANNOTATION_STRING, ANNOTATION_POINTER, ANNOTATION_NAME = 3, 4, 6, 7, 10
 
 
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
 def varint(n: int) -> bytes:
+    if 0 <= n < 128:
+        return _SMALL[n]
     n &= (1 << 64) - 1  # int64: a negative value is its two's complement, ten bytes
     out = bytearray()
     while n > 0x7F:
@@ -81,34 +86,48 @@ def encode(meta: TraceMeta, events: list[TraceEvent]) -> bytes:
         packet(number(PACKET_TIMESTAMP, ticks_to_ns(first.get(cpu, 0), meta.clock_hz))
                + message(PACKET_TRACK_EVENT, number(EVENT_TYPE, TYPE_COUNTER)
                          + number(EVENT_TRACK, LOST_TRACKS + cpu_track(cpu)) + number(EVENT_COUNTER, n)))
-    # Per probe, the event's fixed part (type, name, category) and each argument's annotation name.
-    fixed = {p.id: (number(EVENT_TYPE, TYPE_INSTANT) + text(EVENT_NAME, p.spec) + text(EVENT_CATEGORIES, p.provider),
-                    [(text(ANNOTATION_NAME, f"arg{i}"), t) for i, t in enumerate(probe_types(p.arg_types, meta.arch))])
-             for p in meta.probes}
+    encoders = {p.id: _event_encoder(p, meta.arch) for p in meta.probes}
     tracks = {cpu: number(EVENT_TRACK, cpu_track(cpu)) for cpu in range(meta.cpus)}
-    hz = meta.clock_hz
+    hz, ts_tag, seq = meta.clock_hz, tag(PACKET_TIMESTAMP, _VARINT), number(PACKET_SEQUENCE, SEQUENCE)
+    packet_tag, event_tag = tag(TRACE_PACKET, _BYTES), tag(PACKET_TRACK_EVENT, _BYTES)
     for e in events:
         try:
-            head, annotations = fixed[e.probe_id]
-            track = tracks[e.cpu]
+            body = encoders[e.probe_id](e) + tracks[e.cpu]
         except KeyError:
             raise ValueError(f"event {e!r}: no such probe id or CPU in the trace") from None
-        if len(e.args) != len(annotations):
-            raise ValueError(f"event {e!r}: {len(annotations)} arguments expected")
-        body = [head, track]
-        for (name, t), v in zip(annotations, e.args, strict=True):
-            body.append(message(EVENT_ANNOTATIONS, name + _annotation_value(t, v, e)))
-        packet(number(PACKET_TIMESTAMP, ticks_to_ns(e.ts, hz)) + message(PACKET_TRACK_EVENT, b"".join(body)))
+        p = ts_tag + varint(ticks_to_ns(e.ts, hz)) + event_tag + varint(len(body)) + body + seq
+        out.append(packet_tag + varint(len(p)) + p)
     return b"".join(out)
 
 
-def _annotation_value(t: ArgType, v: int | str | None, e: TraceEvent) -> bytes:
-    v = t.value(v, repr(e))
+def _event_encoder(probe: TraceProbe, arch: str):
+    """The TrackEvent fields of one probe's event but its track: the fixed part made once."""
+    head = number(EVENT_TYPE, TYPE_INSTANT) + text(EVENT_NAME, probe.spec) + text(EVENT_CATEGORIES, probe.provider)
+    fields = [(text(ANNOTATION_NAME, f"arg{i}"), t, tag(_value_field(t), _BYTES if t.kind == "str" else _VARINT))
+              for i, t in enumerate(probe_types(probe.arg_types, arch))]
+    annotations_tag = tag(EVENT_ANNOTATIONS, _BYTES)
+
+    def encode_event(e: TraceEvent) -> bytes:
+        if len(e.args) != len(fields):
+            raise ValueError(f"event {e!r}: {len(fields)} arguments expected")
+        out = [head]
+        for (name, t, value_tag), v in zip(fields, e.args, strict=True):
+            v = t.value(v, repr(e))
+            if t.kind == "str":
+                b = (UNREADABLE if v is None else v).encode("utf-8", "replace")
+                a = name + value_tag + varint(len(b)) + b
+            else:
+                a = name + value_tag + varint(v)
+            out.append(annotations_tag + varint(len(a)) + a)
+        return b"".join(out)
+
+    return encode_event
+
+
+def _value_field(t: ArgType) -> int:
     if t.kind == "str":
-        return text(ANNOTATION_STRING, UNREADABLE if v is None else v)
-    if t.hex:
-        return number(ANNOTATION_POINTER, v)
-    return number(ANNOTATION_INT if t.kind == "int" else ANNOTATION_UINT, v)
+        return ANNOTATION_STRING
+    return ANNOTATION_POINTER if t.hex else ANNOTATION_INT if t.kind == "int" else ANNOTATION_UINT
 
 
 def write_perfetto(path: str | os.PathLike[str], meta: TraceMeta, events: list[TraceEvent]) -> None:
