@@ -130,9 +130,9 @@ def _field_type(t: ArgType) -> str:
 
 
 def _literal(text: str) -> str:
-    """A TSDL string literal (C's escapes)."""
+    """A TSDL string literal (C's escapes; the metadata is UTF-8)."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in escaped if ord(c) < 256) + '"'
+    return '"' + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else "?" for c in escaped) + '"'
 
 
 # -- streams ---------------------------------------------------------------------------
