@@ -49,8 +49,11 @@ def is_ctf_trace(directory: Path) -> bool:
     names = [p.name for p in directory.iterdir()]
     if "metadata" not in names or not all(n == "metadata" or re.fullmatch(r"stream_\d+", n) for n in names):
         return False
-    with open(directory / "metadata", "rb") as f:
-        return f.read(13) == b"/* CTF 1.8 */"
+    try:
+        with open(directory / "metadata", "rb") as f:
+            return f.read(13) == b"/* CTF 1.8 */"
+    except OSError:  # a directory named metadata, unreadable...: not ours
+        return False
 
 
 # -- metadata --------------------------------------------------------------------------

@@ -157,6 +157,9 @@ def test_rewriting_replaces_an_earlier_trace_whole(tmp_path, recorded):
 @pytest.mark.parametrize("make, what", [
     (lambda p: p.mkdir() or (p / "notes.txt").write_text("mine"), "would replace a directory that is not a CTF trace"),
     (lambda p: p.write_text("a file"), "is a directory and this path is a regular file"),
+    (lambda p: p.mkdir() or (p / "metadata").mkdir(), "would replace a directory that is not a CTF trace"),
+    (lambda p: p.mkdir() or (p / "metadata").write_text("/* CTF 1.8 */") or (p / "x").write_text(""),
+     "would replace a directory that is not a CTF trace"),
     (lambda p: None, "does not exist"),
 ])
 def test_a_path_it_must_not_write_is_one_line_and_touches_nothing(tmp_path, recorded, make, what):
@@ -190,3 +193,24 @@ def test_an_empty_string_is_the_lone_nul_ctf_defines(tmp_path):
     data = (tmp_path / "t" / "stream_0").read_bytes()
     assert data.endswith(struct.pack("<IQi", 7, 1, 5) + b"ab\0" + struct.pack("<i", -1)
                          + struct.pack("<IQi", 7, 2, 6) + b"\0" + struct.pack("<i", -2))
+
+
+def test_a_failed_rename_puts_the_earlier_trace_back(tmp_path, recorded, monkeypatch):
+    import os
+
+    path = tmp_path / "t"
+    write_trace(path, "ctf", recorded.meta, recorded.events)
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if str(dst) == str(path) and str(src).endswith(".tmp"):  # the new trace into place fails
+            raise OSError(28, "No space left on device")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    with pytest.raises(SdtError, match="No space left on device"):
+        write_trace(path, "ctf", recorded.meta, recorded.events[:3])
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["t"]
