@@ -158,7 +158,7 @@ def test_rewriting_replaces_an_earlier_trace_whole(tmp_path, recorded):
     (lambda p: p.mkdir() or (p / "notes.txt").write_text("mine"), "would replace a directory that is not a CTF trace"),
     (lambda p: p.write_text("a file"), "is a directory and this path is a regular file"),
     (lambda p: p.mkdir() or (p / "metadata").mkdir(), "would replace a directory that is not a CTF trace"),
-    (lambda p: p.mkdir() or (p / "metadata").write_text("/* CTF 1.8 */") or (p / "x").write_text(""),
+    (lambda p: p.mkdir() or (p / "x").write_text("") or (p / "metadata").write_text("/* CTF 1.8 */"),
      "would replace a directory that is not a CTF trace"),
     (lambda p: None, "does not exist"),
 ])
