@@ -140,7 +140,8 @@ def _literal(text: str) -> str:
 
 # -- streams ---------------------------------------------------------------------------
 def streams(meta: TraceMeta, events: list[TraceEvent], trace_uuid: bytes) -> dict[int, bytes]:
-    """Every CPU's stream file, packets of packed events; a CPU with no events gets one empty packet."""
+    """Every CPU's stream file: the opening empty packet (lost count 0), then packets of packed events, at
+    least one (a CPU with no events has an empty one, carrying its lost count)."""
     packers = {p.id: _packer(p, meta.arch) for p in meta.probes}
     per_cpu: dict[int, list[TraceEvent]] = {cpu: [] for cpu in range(meta.cpus)}
     for e in events:
