@@ -214,3 +214,18 @@ def test_a_failed_rename_puts_the_earlier_trace_back(tmp_path, recorded, monkeyp
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["t"]
+
+
+def test_each_c_integer_type_is_a_field_of_its_size_and_sign(tmp_path):
+    # (declared type, value the runtime passes, what C holds after converting it to that type)
+    cases = [("short", 0x18000, -0x8000), ("unsigned short", -1, 0xFFFF), ("int8_t", 0x80, -128),
+             ("uint8_t", 0x1FF, 0xFF), ("signed char", 0xFF, -1), ("_Bool", 1, 1), ("uint16_t", 0x12345, 0x2345),
+             ("int32_t", 0x80000000, -(1 << 31)), ("long long", (1 << 64) - 2, -2), ("size_t", -1, (1 << 64) - 1),
+             ("ssize_t", (1 << 64) - 3, -3), ("u32", -1, 0xFFFFFFFF), ("s64", 1 << 63, -(1 << 63))]
+    probes = tuple(TraceProbe(i, "tt", "c", "types", f"t{i}", (t,)) for i, (t, _, _) in enumerate(cases))
+    events = [TraceEvent(i, 0, i, (raw,)) for i, (_, raw, _) in enumerate(cases)]
+    write_trace(tmp_path / "t", "ctf", TraceMeta("x86_64", "tsc", 1000, 1, probes, {}), events)
+    metadata = (tmp_path / "t" / "metadata").read_text()
+    assert re.search(r"integer \{ size = 8; align = 8; signed = true; base = 10; \} arg0;", metadata)
+    rows = [r for r in read_bt2(tmp_path / "t") if "name" in r]
+    assert [(cases[r["id"]][0], r["fields"]["arg0"]) for r in rows] == [(t, want) for t, _, want in cases]
