@@ -218,7 +218,9 @@ def cmd_boot(args: argparse.Namespace) -> int:
     for kind, value, _ in actions:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
-    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout)
+    _check_cpus(args.cpus)
+    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout,
+                          cpus=args.cpus, seed=args.seed)
     try:
         for kind, value, extra in actions:  # every run's arguments are checked before anything runs
             if kind == "run":
@@ -242,6 +244,31 @@ def cmd_boot(args: argparse.Namespace) -> int:
     finally:
         session.close()
     return EXIT_FAIL if session.faults else EXIT_OK
+
+
+def _check_cpus(cpus: int) -> None:
+    from sdtgen.boot.smp import MAX_CPUS
+
+    if not 1 <= cpus <= MAX_CPUS:
+        raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
+
+
+def cmd_torture(args: argparse.Namespace) -> int:
+    from sdtgen.boot.session import parse_int
+    from sdtgen.torture import torture
+
+    if not args.timeout > 0:
+        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
+    _check_cpus(args.cpus)
+    if args.toggles < 0:
+        raise SdtError("", f"--toggles {args.toggles} is negative")
+    summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
+                      toggles=args.toggles, protocol=args.protocol, seed=args.seed, timeout=args.timeout)
+    if args.json:
+        _emit_json(summary.as_dict())
+    else:
+        print(summary.text())
+    return EXIT_OK if summary.passed else EXIT_FAIL
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -410,7 +437,25 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
+    b.add_argument("--cpus", type=int, default=1, metavar="N",
+                   help="run N CPUs on the guest's memory; each --run calls the function on all of them")
+    b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed that decides how the CPUs interleave")
     b.set_defaults(func=cmd_boot, actions=None)
+
+    t = sub.add_parser("torture", help="call a function on N CPUs while probes are armed and disarmed under them")
+    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
+    t.add_argument("--run", required=True, metavar="SYMBOL", help="the function every CPU calls over and over")
+    t.add_argument("--arg", action="append", metavar="N", help="an argument of SYMBOL (repeat for each)")
+    t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
+    t.add_argument("--toggles", type=int, default=100, metavar="K",
+                   help="how many times the host arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--protocol", choices=("safe", "naive"), default="safe",
+                   help="safe: the breakpoint protocol (x86) or one atomic instruction write; naive: bytes in place")
+    t.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the interleaving and the toggles")
+    t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop after this long, counting unfinished calls as faults (default {DEFAULT_TIMEOUT:g})")
+    t.add_argument("--json", action="store_true", help="the summary as one JSON object")
+    t.set_defaults(func=cmd_torture)
 
     mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
                         "(needs a source checkout: it builds fixtures/)")

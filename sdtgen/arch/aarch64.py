@@ -95,6 +95,8 @@ class AArch64(Arch):
                 out.append(addr + i)
         return out
 
+    patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
+
     def nop(self, length: int) -> bytes:
         return _insn(NOP) * (length // 4)
 

@@ -118,6 +118,9 @@ class Arch:
     kernel_base: int = 0  # where sdtgen's final script links the kernel
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
+    # An aligned store of this many bytes is one instruction write every other CPU fetches whole, old or
+    # new (the architecture guarantees it for instruction fetch); 0: none, so patches need a breakpoint.
+    patch_unit: int = 0
 
     def nop(self, length: int) -> bytes:
         """The recommended NOP filling exactly ``length`` bytes."""
@@ -142,6 +145,12 @@ class Arch:
     def is_empty_stub(self, code: bytes) -> bool:
         """Whether ``code`` is an empty function: what may take a breakpoint for conditional sites."""
         return False
+
+    def emulate_branch(self, m, addr: int, code: bytes) -> int | None:
+        """Do on CPU ``m`` what the direct call or jump ``code`` at ``addr`` does; where it goes (None: not one).
+
+        For a CPU that traps on a patch's transient breakpoint where a branch is being written."""
+        return None
 
     def trap_site(self, pc: int) -> int:
         """The address of the breakpoint that trapped, given the PC Unicorn reports (on it, mostly)."""

@@ -131,6 +131,8 @@ class RiscV64(Arch):
                 out.append(addr + i)
         return out
 
+    patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
+
     def nop(self, length: int) -> bytes:
         return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")
 

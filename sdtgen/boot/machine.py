@@ -28,6 +28,9 @@ STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
 
 
+RETURNED = object()  # what _slice() says when the call came back to the return page
+
+
 @dataclass(frozen=True)
 class Region:
     vaddr: int
@@ -59,22 +62,47 @@ class Interrupted(GuestFault):
 
 
 class Machine:
-    """Unicorn with an image loaded. ``trap`` is called for every breakpoint but our own."""
+    """Unicorn with an image loaded. ``trap`` is called for every breakpoint but our own.
 
-    def __init__(self, image: ElfFile, arch: Arch) -> None:
-        from unicorn import UC_HOOK_INTR, UC_HOOK_TLB_FILL, UC_TLB_VIRTUAL, Uc
+    With ``cpus`` > 1 the guest's memory is host buffers that more engines map
+    (``sibling``): one per CPU, each with its own registers, stack and
+    translation cache.
+    """
 
-        self.arch = arch
-        self.file = image.path  # for diagnostics
-        self.uc = Uc(*arch.unicorn())
-        self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
-        self._page = self.uc.ctl_get_page_size()
+    def __init__(self, image: ElfFile, arch: Arch, cpus: int = 1) -> None:
+        self._engine(arch, image.path)
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self.code: list[CodeSpan] = []
         self._code_starts: list[int] = []
         self._next_phys = PHYS_BASE
+        self.buffers: list[tuple[int, int, object, int]] | None = [] if cpus > 1 else None  # paddr, size, mmap, ptr
+        self.load(image)
+        top = 1 << arch.bits
+        self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
+        self.stack_top = self.cpu_stack_top(0)
+        self._map(self.exit_addr, PAGE, "the return page", protected=True)
+        bp = arch.breakpoint(4)
+        self.write(self.exit_addr, bp * (PAGE // len(bp)))
+        for cpu in range(cpus):
+            top_k = self.cpu_stack_top(cpu)
+            self._map(top_k - STACK_SIZE, STACK_SIZE, "stack" if cpu == 0 else f"stack of CPU {cpu}")
+        self._hooks()
+
+    def _engine(self, arch: Arch, file: str) -> None:
+        """This CPU's own parts: an engine in virtual-TLB mode, and its run state."""
+        from unicorn import UC_TLB_VIRTUAL, Uc
+
+        self.arch = arch
+        self.file = file  # for diagnostics
+        self.cpu = 0
+        self.uc = Uc(*arch.unicorn())
+        self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
+        self._page = self.uc.ctl_get_page_size()
         self.trap: Callable[[int], int] | None = None  # site -> where to resume
+        # How code is written: None writes and drops this engine's translations; a machine of several CPUs
+        # sets its patch protocol here (sdtgen.boot.textpoke), so every code write goes through it.
+        self.code_writer: Callable[[int, bytes], None] | None = None
         self.last_miss: tuple[int, int] | None = None
         self._returned = False
         self._trapped_at: int | None = None
@@ -82,14 +110,33 @@ class Machine:
         self._watchdog: Watchdog | None = None  # made by the first call
         self._detailed = None  # a Capstone handle with operand details, made on the first fault
         self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
-        self.load(image)
-        top = 1 << arch.bits
-        self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
-        self.stack_top = top - 2 * PAGE
-        self._map(self.exit_addr, PAGE, "the return page", protected=True)
-        bp = arch.breakpoint(4)
-        self.write(self.exit_addr, bp * (PAGE // len(bp)))
-        self._map(self.stack_top - STACK_SIZE, STACK_SIZE, "stack")
+        self._pc = 0  # where step() goes on
+
+    def cpu_stack_top(self, cpu: int) -> int:
+        """CPU ``cpu``'s stack top: CPU 0's is the single-CPU machine's, the others' lie below it."""
+        return (1 << self.arch.bits) - 2 * PAGE - cpu * (STACK_SIZE + PAGE)
+
+    def sibling(self, cpu: int) -> Machine:
+        """Another CPU of this machine: its own engine on the same host memory, with stack ``cpu``."""
+        from unicorn import UC_PROT_ALL
+
+        if self.buffers is None:
+            raise ValueError("a machine of one CPU has no shared memory")
+        m = Machine.__new__(Machine)
+        m._engine(self.arch, self.file)
+        m.cpu = cpu
+        m.regions, m._starts, m.code, m._code_starts = self.regions, self._starts, self.code, self._code_starts
+        m.buffers, m._next_phys = self.buffers, self._next_phys
+        for paddr, size, _, ptr in self.buffers:
+            m.uc.mem_map_ptr(paddr, size, UC_PROT_ALL, ptr)
+        m.exit_addr, m.stack_top = self.exit_addr, self.cpu_stack_top(cpu)
+        m._hooks()
+        return m
+
+    def _hooks(self) -> None:
+        from unicorn import UC_HOOK_INTR, UC_HOOK_TLB_FILL
+
+        arch = self.arch
         self.uc.hook_add(UC_HOOK_TLB_FILL, self._tlb_fill)
         if arch.trap_on_invalid:
             from unicorn import UC_HOOK_INSN_INVALID
@@ -188,7 +235,18 @@ class Machine:
                 raise SdtError(self.file, f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
         region = Region(vaddr, self._next_phys, size, name, protected)
         try:
-            self.uc.mem_map(region.paddr, size)
+            if self.buffers is None:
+                self.uc.mem_map(region.paddr, size)
+            else:  # host memory every CPU's engine maps; anonymous, so untouched pages cost nothing
+                import ctypes
+                import mmap
+
+                from unicorn import UC_PROT_ALL
+
+                buf = mmap.mmap(-1, size)
+                ptr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+                self.uc.mem_map_ptr(region.paddr, size, UC_PROT_ALL, ptr)
+                self.buffers.append((region.paddr, size, buf, ptr))
         except UcError as e:
             raise SdtError(self.file, f"cannot map {size:#x} bytes for {name}: {e}", "link a smaller image") from None
         self._next_phys += size + PAGE
@@ -216,6 +274,9 @@ class Machine:
 
     def write_code(self, vaddr: int, data: bytes) -> None:
         """Write instructions and drop their translations, as a kernel syncs the icache."""
+        if self.code_writer is not None:
+            self.code_writer(vaddr, data)
+            return
         self.write(vaddr, data)
         self.invalidate(vaddr, vaddr + len(data))
 
@@ -301,31 +362,60 @@ class Machine:
             self._depth -= 1
 
     def _run(self, pc: int) -> int:
-        from unicorn import UcError
-
         while True:
-            self._returned, self._trapped_at, self._stopped_by, self.last_miss = False, None, None, None
-            self._check_watchdog(pc)
-            try:
-                self.uc.emu_start(pc, 0)
-            except UcError as e:
-                if self._trapped_at is None and not self._returned and self._stopped_by is None:
-                    raise GuestFault(self._describe(e), self.uc.reg_read(self.arch.regs.pc)) from None
-            if self._stopped_by is not None:
-                raise self._stopped_by
-            if self._returned:
+            after = self._slice(pc, 0)
+            if after is RETURNED:
                 return self.uc.reg_read(self.arch.regs.ret)
-            if self._trapped_at is None:
+            if after is None:
                 here = self.uc.reg_read(self.arch.regs.pc)
                 self._check_watchdog(here)
                 raise GuestFault("the CPU halted (hlt, wfi or a stop Unicorn gives no reason for)", here)
-            if self.trap is None:
-                raise GuestFault("breakpoint trap", self._trapped_at)
-            pc = self.trap(self._trapped_at)
+            pc = after
+
+    def _slice(self, pc: int, count: int) -> int | object | None:
+        """Run from ``pc`` (at most ``count`` instructions, if not 0) to the next stop.
+
+        RETURNED when the call returned; where to go on after a breakpoint; None when the CPU
+        stopped for no reason of ours (a halt, or the ``count`` ran out).
+        """
+        from unicorn import UcError
+
+        self._returned, self._trapped_at, self._stopped_by, self.last_miss = False, None, None, None
+        self._check_watchdog(pc)
+        try:
+            self.uc.emu_start(pc, 0, count=count)
+        except UcError as e:
+            if self._trapped_at is None and not self._returned and self._stopped_by is None:
+                raise GuestFault(self._describe(e), self.uc.reg_read(self.arch.regs.pc)) from None
+        if self._stopped_by is not None:
+            raise self._stopped_by
+        if self._returned:
+            return RETURNED
+        if self._trapped_at is None:
+            return None
+        if self.trap is None:
+            raise GuestFault("breakpoint trap", self._trapped_at)
+        return self.trap(self._trapped_at)
+
+    # -- one CPU of several: calls run a quantum at a time (sdtgen.boot.smp schedules them) ----------------
+    def begin_call(self, func: int, args: list[int]) -> None:
+        """Set up ``func(*args)`` on this CPU's stack; ``step`` runs it."""
+        self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
+        self._pc = func
+
+    def step(self, count: int) -> bool:
+        """Run this CPU's call for at most ``count`` instructions; True once it has returned."""
+        after = self._slice(self._pc, count)
+        if after is RETURNED:
+            return True
+        self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
+        return False
 
     def _check_watchdog(self, pc: int) -> None:
         """Raise what the watchdog stopped the guest for, if it did."""
-        reason = self.watchdog.reason
+        if self._watchdog is None:
+            return
+        reason = self._watchdog.reason
         if reason == INTERRUPTED:
             raise Interrupted("interrupted (Ctrl-C)", pc)
         if reason == TIMED_OUT:

@@ -30,6 +30,7 @@ class Firing:
     pc: int
     args: tuple[int | str | None, ...]
     types: tuple[str, ...]
+    cpu: int | None = None  # the CPU that fired, on a machine of several
 
 
 def decode_arg(ctype: str, raw: int, machine: Machine) -> int | str | None:
@@ -78,6 +79,7 @@ class ProbeRuntime:
         self.hits: Counter[str] = Counter()
         self.last_fired: str | None = None
         self.on_fire = on_fire
+        self.per_cpu = False  # several CPUs: firings say which one (each CPU's trap is trap_on(that CPU, ...))
         machine.trap = self._trap
         probes: dict[int, TableProbe] = {}
         for s in patched.sites:
@@ -146,13 +148,16 @@ class ProbeRuntime:
         return {self.sites[a].probe.spec for a in self.armed}
 
     def _trap(self, addr: int) -> int:
-        """Record a firing; where execution resumes."""
+        return self.trap_on(self.machine, addr)
+
+    def trap_on(self, m: Machine, addr: int) -> int:
+        """Record a firing on CPU ``m``; where its execution resumes."""
         site = self.sites.get(addr)
         if addr in self.stub_traps:  # a taken conditional tail jump reached its armed stub
             site = self.stub_traps[addr][0]
         elif site is None or addr not in self.armed:
             raise GuestFault("breakpoint trap at a site that is not armed", addr)
-        m, arch = self.machine, self.machine.arch
+        arch = m.arch
         probe = site.probe
         raw = arch.args_at_site(m, len(probe.args), site.form)
         resume = arch.return_address(m) if site.form in RETURNS else addr + site.length
@@ -164,7 +169,7 @@ class ProbeRuntime:
         args = tuple(decode_arg(t, v, m) for t, v in zip(probe.args, raw, strict=True))
         self.hits[probe.spec] += 1
         self.last_fired = probe.spec
-        self.on_fire(Firing(probe.spec, addr, args, probe.args))
+        self.on_fire(Firing(probe.spec, addr, args, probe.args, m.cpu if self.per_cpu else None))
         for pattern, func, name in self.actions:
             if pattern.matches(probe):
                 self.active.add(probe.spec)

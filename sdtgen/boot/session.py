@@ -88,23 +88,30 @@ class Reporter:
                        "sdtgen leaves it as it is and writes there no more", printable(at))
 
     def fire(self, f: Firing) -> None:
-        self._emit({"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args)},
-                   f"{printable(f.probe)}  {format_args(f)}".rstrip())
+        event = {"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args)}
+        if f.cpu is not None:
+            event["cpu"] = f.cpu
+        self._emit(event, f"{_on_cpu(f.cpu)}{printable(f.probe)}  {format_args(f)}".rstrip())
 
-    def returned(self, symbol: str, args: list[int], value: int | str | None, rtype: str) -> None:
+    def returned(self, symbol: str, args: list[int], value: int | str | None, rtype: str,
+                 cpu: int | None = None) -> None:
         if value is None:
             shown = "<unreadable>" if rtype == "str" else "void"
         else:
             shown = printable(json.dumps(value)) if isinstance(value, str) else str(value)
-        self._emit({"event": "return", "symbol": symbol, "value": value},
-                   f"{printable(symbol)}({', '.join(map(str, args))}) = {shown}")
+        event = {"event": "return", "symbol": symbol, "value": value}
+        if cpu is not None:
+            event["cpu"] = cpu
+        self._emit(event, f"{_on_cpu(cpu)}{printable(symbol)}({', '.join(map(str, args))}) = {shown}")
 
-    def fault(self, symbol: str, fault: GuestFault, where: str, last: str | None) -> None:
+    def fault(self, symbol: str, fault: GuestFault, where: str, last: str | None, cpu: int | None = None) -> None:
         kind = "interrupted" if isinstance(fault, Interrupted) else "fault"
-        self._diagnose({"event": kind, "symbol": symbol, "fault": fault.what, "pc": fault.pc, "where": where,
-                        "last_probe": last}, "error",
-                       f"{kind} in {printable(symbol)}: {fault.what} (last probe fired: {printable(last or 'none')})",
-                       "", printable(where))
+        event = {"event": kind, "symbol": symbol, "fault": fault.what, "pc": fault.pc, "where": where,
+                 "last_probe": last}
+        if cpu is not None:
+            event["cpu"] = cpu
+        self._diagnose(event, "error", f"{_on_cpu(cpu)}{kind} in {printable(symbol)}: {fault.what} "
+                       f"(last probe fired: {printable(last or 'none')})", "", printable(where))
 
     def stats(self, hits: dict[str, int]) -> None:
         lines = "\n".join(f"{n:8d}  {printable(p)}" for p, n in sorted(hits.items())) or "no probe fired"
@@ -126,6 +133,11 @@ class Reporter:
 
     def text(self, kind: str, text: str) -> None:
         self._emit({"event": kind, "text": text}, text)
+
+
+def _on_cpu(cpu: int | None) -> str:
+    """How a line starts with its CPU, on a machine of several: ``cpu2 `` (nothing on one CPU)."""
+    return "" if cpu is None else f"cpu{cpu} "
 
 
 def format_args(f: Firing) -> str:
@@ -151,10 +163,13 @@ def parse_int(text: str) -> int:
 
 
 class BootSession:
-    def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
+                 cpus: int = 1, seed: int = 0) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.timeout = timeout
+        self.cpus, self.seed = cpus, seed
+        self.smp = None  # sdtgen.boot.smp.Smp when cpus > 1
         self.image = Image(path)
         self.machine: Machine | None = None
         try:
@@ -168,7 +183,7 @@ class BootSession:
         # The allocated sections by address, to name the section of a place.
         self._sections = sorted((s for s in self.image.elf.sections if s.is_alloc and s.size), key=lambda s: s.addr)
         self._section_starts = [s.addr for s in self._sections]
-        self.machine = Machine(self.image.elf, arch)
+        self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
         bounds = self.image.bounds  # the linker's __start_/__stop_ symbols, as a kernel sees them
         for lo, hi in (bounds.sites, bounds.probes):
             # The sets must be bytes of the image file: a damaged symbol must not make the boot read
@@ -193,6 +208,13 @@ class BootSession:
         self.runtime.on_action = self.reporter.action
         self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
         self.faults = 0
+        if self.cpus > 1:  # after the boot's patching, which runs before any other CPU exists
+            from sdtgen.boot.smp import Smp
+
+            self.smp = Smp(self.machine, self.cpus, self.seed)
+            self.runtime.per_cpu = True
+            for m in self.smp.cpus:
+                m.trap = lambda addr, m=m: self.runtime.trap_on(m, addr)
 
     def close(self) -> None:
         if self.machine is not None:
@@ -295,6 +317,8 @@ class BootSession:
         func, rtype = self.check_run(target, args)
         symbol = target.partition(":")[0]
         self.runtime.last_fired = None
+        if self.smp is not None:
+            return self._run_all(symbol, func, args, rtype)
         try:
             raw = self.machine.call(func, args, timeout=self.timeout)
         except GuestFault as fault:
@@ -306,6 +330,24 @@ class BootSession:
         value = self._decode_return(raw, rtype)
         self.reporter.returned(symbol, args, value, rtype)
         return value
+
+    def _run_all(self, symbol: str, func: int, args: list[int], rtype: str) -> int | str | None:
+        """The call on every CPU at once: one return (or fault) per CPU, in CPU order; CPU 0's value."""
+        try:
+            results = self.smp.call_all(func, args, self.timeout)
+        except Interrupted as fault:
+            self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
+            raise Stopped() from None
+        first = None
+        for cpu, raw in enumerate(results):
+            if isinstance(raw, GuestFault):
+                self.reporter.fault(symbol, raw, self.where(raw.pc), self.runtime.last_fired, cpu=cpu)
+                self.faults += 1
+                continue
+            value = self._decode_return(raw, rtype)
+            first = value if cpu == 0 else first
+            self.reporter.returned(symbol, args, value, rtype, cpu=cpu)
+        return first
 
     def _decode_return(self, raw: int, rtype: str) -> int | str | None:
         bits = self.image.arch.bits
