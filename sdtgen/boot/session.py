@@ -217,6 +217,8 @@ class BootSession:
                 m.trap = lambda addr, m=m: self.runtime.trap_on(m, addr)
 
     def close(self) -> None:
+        for m in self.smp.cpus[1:] if self.smp is not None else []:
+            m.close()
         if self.machine is not None:
             self.machine.close()
         self.image.close()

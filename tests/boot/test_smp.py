@@ -1,0 +1,94 @@
+"""Several CPUs on one guest memory: every CPU runs each call, firings are per CPU, the seed decides the rest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from booted import Booted
+from helpers import sdtgen
+from native_oracle import Call
+
+SCHED = Call("sched_run", (6,))
+
+
+@pytest.fixture
+def four(kernel):
+    b = Booted(kernel.image, cpus=4, seed=3)
+    b.events()
+    yield b
+    b.session.close()
+
+
+def test_a_pure_function_returns_the_native_value_on_every_cpu(four, native):
+    for call in (SCHED, Call("sched_switch", (1, 2, 3, 4, 5, 6)), Call("vfs_lookup_id", (3,))):
+        want = [e["return"] for e in native([call]) if "return" in e]
+        returns = [e for e in four.run([call]) if e["event"] == "return"]
+        assert [e["cpu"] for e in returns] == [0, 1, 2, 3]
+        assert [e["value"] for e in returns] == want * 4, call
+
+
+def test_each_cpus_firings_are_that_cpus_calls_in_order(four, native):
+    four.session.enable("hk:sched:run:tick")
+    four.events()
+    events = four.run([SCHED])
+    want = [e["args"] for e in native([SCHED]) if e.get("probe") == "hk:sched:run:tick"]
+    assert len(want) == 6
+    fired = [e for e in events if e["event"] == "fire"]
+    for cpu in range(4):
+        assert [e["args"] for e in fired if e["cpu"] == cpu] == want
+    # The CPUs really ran at once: their firings interleave rather than come one CPU after another.
+    order = [e["cpu"] for e in fired]
+    assert order != sorted(order)
+
+
+def test_the_same_seed_gives_the_same_interleaving_and_another_seed_another(kernel):
+    def interleaving(seed: int) -> list[int]:
+        b = Booted(kernel.image, cpus=3, seed=seed)
+        try:
+            b.session.enable("hk:sched:run:tick")
+            return [e["cpu"] for e in b.run([SCHED]) if e["event"] == "fire"]
+        finally:
+            b.session.close()
+
+    first = interleaving(5)
+    assert interleaving(5) == first
+    assert any(interleaving(seed) != first for seed in (6, 7, 8))
+
+
+def test_one_cpu_reports_as_the_boot_always_did(kernel):
+    out = sdtgen("boot", str(kernel.image), "--enable", "hk:sched:run:tick", "--run", "sched_run", "--arg", "2",
+                 "--json", check=True).stdout
+    same = sdtgen("boot", str(kernel.image), "--enable", "hk:sched:run:tick", "--run", "sched_run", "--arg", "2",
+                  "--json", "--cpus", "1", check=True).stdout
+    assert out == same
+    assert all("cpu" not in json.loads(line) for line in out.splitlines())
+
+
+def test_the_cli_reports_one_return_per_cpu(kernel):
+    r = sdtgen("boot", str(kernel.image), "--run", "sched_run", "--arg", "3", "--cpus", "2")
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[1:] == ["cpu0 sched_run(3) = 8", "cpu1 sched_run(3) = 8"]
+
+
+@pytest.mark.parametrize("cpus", ["0", "65", "-1"])
+def test_a_number_of_cpus_out_of_range_is_one_line(kernel, cpus):
+    r = sdtgen("boot", str(kernel.image), f"--cpus={cpus}")
+    assert r.returncode == 2
+    assert len(r.stderr.splitlines()) == 1 and "--cpus" in r.stderr
+
+
+def test_a_cpu_does_not_see_another_cpus_code_write_until_its_cache_is_flushed(tricks):
+    """The model: the translation cache is the instruction cache (docs/boot.md)."""
+    b = Booted(tricks, cpus=2)
+    try:
+        image, cpus = b.session.image, b.session.smp.cpus
+        probed, rewrite = image.symbols["probed"].value, image.symbols["rewrite"].value
+        assert [m.call(probed, [0]) for m in cpus] == [42, 42]  # both have translated probed()
+        cpus[0].call(rewrite, [])  # CPU 0 stores replacement()'s code over probed()
+        assert cpus[0].call(probed, [0]) == 1234  # a CPU sees its own store
+        assert cpus[1].call(probed, [0]) == 42  # the other runs what it translated
+        cpus[1].invalidate(probed, probed + 16)
+        assert cpus[1].call(probed, [0]) == 1234
+    finally:
+        b.session.close()
