@@ -250,6 +250,56 @@ def probe_cost_rows(work: Path) -> list[Row]:
     return rows
 
 
+# -- several CPUs ------------------------------------------------------------------------
+def smp_rows(work: Path) -> list[Row]:
+    """Firings a second on 1, 2 and 4 CPUs; the patch protocol's time per toggle; what --cpus 1 costs."""
+    from sdtgen.boot.smp import Smp
+
+    image = fixture_build(work, "calls")
+    n = 5_000
+    rates = {}
+    for cpus in (1, 2, 4):
+        s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus)
+        try:
+            s.enable("hk:sched:run:tick")
+            t = min(timed(lambda s=s: s.run("sched_run", [n]))[0] for _ in range(3))
+            rates[cpus] = cpus * n / t
+        finally:
+            s.close()
+    rows = [Row(f"--cpus {c}: firings a second (sched_run({n}) on every CPU)", f"{rates[c]:,.0f} firings/s",
+                f"--cpus 1: {rates[1]:,.0f} firings/s", rates[c] / rates[1], "", None) for c in (2, 4)]
+    toggle = {}
+    for cpus in (1, 4):  # a toggle: the call written over the NOP and back, by the breakpoint protocol
+        s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus)
+        try:
+            smp = s.smp or Smp(s.machine, 1)
+            s.run("sched_run", [10])  # every CPU has the code translated: every flush has work to do
+            site = next(x for x in s.patch.sites if x.length == 5 and x.form == "call")
+            k = 2_000
+
+            def toggles(smp=smp, site=site, k=k) -> None:
+                for _ in range(k):
+                    smp.poke.write(site.addr, site.original)
+                    smp.poke.write(site.addr, site.disabled)
+
+            toggle[cpus] = min(timed(toggles)[0] for _ in range(3)) / (2 * k)
+        finally:
+            s.close()
+    rows.append(Row("patch protocol (x86 breakpoint, 5 bytes): time per toggle, 4 CPUs",
+                    f"{toggle[4] * 1e6:.1f} us", f"1 CPU: {toggle[1] * 1e6:.1f} us", toggle[4] / toggle[1], "", None))
+    m = 5_000_000
+    one = run_loop(image, True, False, m)[0]
+    s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=4)
+    try:  # the same call on one CPU of a 4-CPU machine: its memory is host buffers shared by four engines
+        func = s.image.symbols["sched_run"].value
+        shared = min(timed(lambda: s.machine.call(func, [m]))[0] for _ in range(5))
+    finally:
+        s.close()
+    rows.append(Row(f"--cpus 1: sched_run({m:,}), disarmed", f"{one * 1e3:.1f} ms",
+                    f"one CPU of --cpus 4: {shared * 1e3:.1f} ms", one / shared, "<= 1.05x", one / shared <= 1.05))
+    return rows
+
+
 # -- trace writers -----------------------------------------------------------------------
 def trace_rows(work: Path) -> list[Row]:
     """Events a second each trace writer turns into its file, beside pickling the same events."""
@@ -299,7 +349,7 @@ def main() -> int:
     many_copy = many_image / "kernel.o"
     shutil.copy(many, many_copy)
     many_elf = link_image(many_copy, many_image, toolchain.Build(cflags=synth.CFLAGS))
-    rows += patch_rows(many_elf) + probe_cost_rows(work) + trace_rows(work)
+    rows += patch_rows(many_elf) + probe_cost_rows(work) + smp_rows(work) + trace_rows(work)
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
     table = [header, *(r.cells() for r in rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
