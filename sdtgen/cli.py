@@ -113,7 +113,14 @@ def cmd_probes(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[str(p.id), *(printable(f) for f in (p.provider, p.module, p.function, p.name)), str(p.sites),
              printable((" " if p.kind == "stapsdt" else ", ").join(p.args))] for p in listing]
-    print(_table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"]))
+    table = _table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"])
+    if not args.verbose:
+        print(table)
+        return EXIT_OK
+    head, *body = table.splitlines()
+    print(head)
+    for line, p in zip(body, listing, strict=True):  # dtrace -lv: each probe, then its argument types
+        print(line, "", *(printable(v) for v in p.verbose()), "", sep="\n")
     return EXIT_OK
 
 
@@ -364,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--kind", action="append", choices=("sdt", *KINDS),
                     help="list only this kind of table (repeatable; default: every kind the file carries)")
     pr.add_argument("--json", action="store_true", help='one JSON document: {"probes": [...]}')
+    pr.add_argument("-v", "--verbose", action="store_true",
+                    help="like dtrace's verbose listing: each probe's argument types, translated ones beside the native")
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
