@@ -16,6 +16,11 @@
  *   ...
  *   SDT_PROBE2(hk, vfs, lookup, entry, path, flags);
  *
+ * Also FreeBSD's SDT_PROBE_DEFINEn_XLATE (native and translated types),
+ * SDT_PROBE_ARGTYPE, SDT_PROBES_ENABLED() and the kernel's DTRACE_PROBEn, and
+ * SDT_PROBE_ENABLED(prov, mod, func, name): a call the boot patcher turns into
+ * "result = 0", and arming into "result = 1".
+ *
  * Define SDT_COMPILED_OUT to compile every probe out, or SDT_CLASSIC for the
  * older `if (probe enabled) call` form; both exist for comparison.
  */
@@ -117,7 +122,7 @@
 #define SDT_PROBE_DEFINE7(...) _Static_assert(0, _SDT_SIX)
 #define SDT_PROBE_DEFINE7_XLATE(...) _Static_assert(0, _SDT_SIX)
 #define SDT_PROBE7(...) _Static_assert(0, _SDT_SIX)
-#define DTRACE_PROBE6(...) _Static_assert(0, "sdtgen's DTRACE_PROBEn, like FreeBSD's, takes up to five arguments")
+#define DTRACE_PROBE6(...) _Static_assert(0, "sdtgen supports DTRACE_PROBE with up to five arguments, as FreeBSD does")
 
 #define _SDT_P0 void
 #define _SDT_P1 _SDT_UINT
