@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="list only this kind of table (repeatable; default: every kind the file carries)")
     pr.add_argument("--json", action="store_true", help='one JSON document: {"probes": [...]}')
     pr.add_argument("-v", "--verbose", action="store_true",
-                    help="like dtrace's verbose listing: each probe's argument types, translated ones beside the native")
+                    help="like dtrace's verbose listing: each probe's argument types, the translated beside the native")
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")

@@ -74,6 +74,7 @@ class ProbeRuntime:
         self.on_warning: Callable[[str], None] = lambda text: None
         self.on_action: Callable[[str, int], None] = lambda name, value: None
         self.hits: Counter[str] = Counter()
+        self.flag: int | None = None  # sdt_probes_enabled's address: SDT_PROBES_ENABLED() reads it
         self.last_fired: str | None = None
         self.on_fire = on_fire
         machine.trap = self._trap
@@ -99,6 +100,7 @@ class ProbeRuntime:
                 else:
                     self.machine.write_code(s.addr, s.armed)
                 self.armed.add(s.addr)
+        self.sync_flag()
         return len(sites)
 
     def _arm_stub(self, site: PatchedSite) -> None:
@@ -125,7 +127,13 @@ class ProbeRuntime:
                         self.sites[a].probe.stub == s.probe.stub for a in self.armed if self.sites[a].form == COND):
                     _, covered = self.stub_traps.pop(s.probe.stub)
                     self.machine.write_code(s.probe.stub, covered)
+        self.sync_flag()
         return len(sites)
+
+    def sync_flag(self) -> None:
+        """SDT_PROBES_ENABLED() is true exactly while some site is armed: keep the guest's flag so."""
+        if self.flag is not None:
+            self.machine.write(self.flag, b"\x01" if self.armed else b"\x00")
 
     def armed_probes(self) -> set[str]:
         return {self.sites[a].probe.spec for a in self.armed}

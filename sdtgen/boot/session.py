@@ -12,7 +12,7 @@ from typing import TextIO
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.patcher import PatchResult, Refusal, patch_sites
 from sdtgen.boot.runtime import Firing, ProbeRuntime, SpecError, read_guest_string
-from sdtgen.elf.reader import STT_FUNC
+from sdtgen.elf.reader import SHF_WRITE, STT_FUNC, STT_OBJECT
 from sdtgen.errors import SdtError
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
@@ -111,10 +111,21 @@ class BootSession:
         self.runtime = ProbeRuntime(self.machine, self.patch, reporter.fire)
         self.runtime.on_warning = reporter.warning
         self.runtime.on_action = reporter.action
+        self.runtime.flag = self._probes_enabled_flag()
         self.faults = 0
 
     def close(self) -> None:
         self.image.close()
+
+    def _probes_enabled_flag(self) -> int | None:
+        """Where SDT_PROBES_ENABLED()'s flag is: the one-byte sdt_probes_enabled the stubs define (None when
+        the image has none, or it is not in writable memory)."""
+        sym = self.image.symbols.get("sdt_probes_enabled")
+        if sym is None or sym.type != STT_OBJECT or sym.size != 1 or not 0 < sym.shndx < len(self.image.elf.sections):
+            return None
+        section = self.image.elf.sections[sym.shndx]
+        writable = section.is_alloc and section.flags & SHF_WRITE and not section.is_exec
+        return sym.value if writable and section.addr <= sym.value < section.addr + section.size else None
 
     def enable(self, spec: str) -> int:
         return self._arm(spec, self.runtime.enable)
