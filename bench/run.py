@@ -222,7 +222,8 @@ def run_loop(image: Path, patch: bool, arm: bool, n: int, count: int = 0) -> tup
 
 
 def count_instructions(image: Path, func: str, n: int, arm: str = "") -> int:
-    """Guest instructions of one call ``func(n)``, after the boot's patching (and arming ``arm``)."""
+    """Guest instructions of ``func(2n)`` less those of ``func(n)``: n iterations of its loop, without the
+    call's own set-up, after the boot's patching (and arming ``arm``)."""
     from unicorn import UC_HOOK_CODE
 
     s = BootSession(str(image), Reporter(out=io.StringIO()), patch=True)
@@ -233,8 +234,10 @@ def count_instructions(image: Path, func: str, n: int, arm: str = "") -> int:
         h = s.machine.uc.hook_add(UC_HOOK_CODE, lambda uc, a, size, u: counter.__setitem__(0, counter[0] + 1))
         s.machine.uc.ctl_flush_tb()
         s.machine.call(s.image.symbols[func].value, [n])
+        once = counter[0]
+        s.machine.call(s.image.symbols[func].value, [2 * n])
         s.machine.uc.hook_del(h)
-        return counter[0]
+        return counter[0] - 2 * once
     finally:
         s.close()
 
