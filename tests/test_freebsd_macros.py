@@ -110,20 +110,25 @@ def test_check_passes_the_built_image_and_fails_one_whose_is_enabled_call_is_gon
     report = json.loads(sdtgen("check", "--json", build.partial, build.image, check=True).stdout)
     assert report["ok"] and report["stable"] == len(report["sites"])
     # Overwrite one is-enabled call with NOPs, where objdump says the call is.
-    objdump = cross_tool(arch, "objdump")
-    dis = run([objdump, "-d", str(build.image)]).stdout
-    m = re.search(r"^\s*([0-9a-f]+):\s+([0-9a-f]{2}(?: [0-9a-f]{2})*|[0-9a-f]{8}|[0-9a-f]{4})\s.*<" + ISEN, dis, re.M)
-    assert m, "objdump shows no call to an is-enabled function"
-    addr, size = int(m.group(1), 16), len(m.group(2).replace(" ", "")) // 2
-    broken = tmp_path / "broken.elf"
-    data = bytearray(build.image.read_bytes())
-    offset = file_offset(build.image, addr, arch)
-    data[offset:offset + size] = arches.by_name(arch).nop(size)
-    broken.write_bytes(bytes(data))
+    broken, addr = without_an_is_enabled_call(build, arch, tmp_path)
     proc = sdtgen("check", "--json", build.partial, broken)
     assert proc.returncode != 0
     bad = [v for v in json.loads(proc.stdout)["sites"] if v["status"] != "stable"]
     assert [v["probe"] for v in bad] == ["hk:hot:loop:hash"] and bad[0]["address"] == addr
+
+
+def without_an_is_enabled_call(build, arch: str, tmp_path):
+    """A copy of the image with NOPs over the first is-enabled call objdump shows; (the copy, the call's address)."""
+    dis = run([cross_tool(arch, "objdump"), "-d", str(build.image)]).stdout
+    m = re.search(r"^\s*([0-9a-f]+):\s+([0-9a-f]{2}(?: [0-9a-f]{2})*|[0-9a-f]{8}|[0-9a-f]{4})\s.*<" + ISEN, dis, re.M)
+    assert m, "objdump shows no call to an is-enabled function"
+    addr, size = int(m.group(1), 16), len(m.group(2).replace(" ", "")) // 2
+    data = bytearray(build.image.read_bytes())
+    offset = file_offset(build.image, addr, arch)
+    data[offset:offset + size] = arches.by_name(arch).nop(size)
+    broken = tmp_path / "broken.elf"
+    broken.write_bytes(bytes(data))
+    return broken, addr
 
 
 def file_offset(image, addr: int, arch: str) -> int:

@@ -72,6 +72,19 @@ def test_the_patched_check_is_the_encoding_and_never_a_trap(booted_freebsd):
         assert b.session.machine.read(s.addr, s.length) == arch.set_result(s.length, 1)
 
 
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_patcher_refuses_a_check_that_is_not_the_call(arch, freebsd_kernel, tmp_path):
+    from test_freebsd_macros import without_an_is_enabled_call
+
+    broken, addr = without_an_is_enabled_call(freebsd_kernel(arch), arch, tmp_path)
+    b = Booted(broken)
+    try:
+        refused = [e for e in b.events() if e["event"] == "refused"]
+    finally:
+        b.session.close()
+    assert [(e["probe"], e["pc"]) for e in refused] == [(CHECKED, addr)]
+
+
 # -- firings against the C source run natively -------------------------------------------------------------
 
 def native_harness() -> str:
