@@ -40,7 +40,7 @@ class Verdict:
 
     def to_json(self) -> dict:
         return {"probe": self.site.probe, "site": self.site.function, "section": self.site.section,
-                "status": self.status, "address": self.address, "actual": self.actual,
+                "form": self.site.form, "status": self.status, "address": self.address, "actual": self.actual,
                 "delta": self.delta, "cause": self.cause, "fix": self.fix}
 
 
@@ -82,10 +82,16 @@ class StabilityReport:
     def count(self, status: str) -> int:
         return sum(v.status == status for v in self.verdicts)
 
+    @property
+    def checks(self) -> int:
+        """How many of the sites are SDT_PROBE_ENABLED() checks."""
+        return sum(v.site.form == ISEN for v in self.verdicts)
+
     def to_json(self) -> dict:
         return {"object": self.object, "image": self.image, "mode": self.mode, "ok": self.ok,
                 "stable": self.count(STABLE), "moved": self.count(MOVED), "missing": self.count(MISSING),
-                "folded": self.count(FOLDED), "extra": self.extra, "problems": self.problems,
+                "folded": self.count(FOLDED), "isenabled": self.checks, "extra": self.extra,
+                "problems": self.problems,
                 "sites": [v.to_json() for v in self.verdicts]}
 
 

@@ -79,7 +79,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if not args.quiet or not report.ok:
         folded = f", {report.count('folded')} folded" if report.count("folded") else ""
-        print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
+        checks = f", {report.checks} of them is-enabled checks" if report.checks else ""
+        print(f"{args.image}: {len(report.verdicts)} sites{checks} (table mode {report.mode}): "
               f"{report.count('stable')} stable, {report.count('moved')} moved, "
               f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
         if not report.ok and report.summary():
@@ -98,7 +99,8 @@ def site_lines(image: str, verdicts: list) -> list[str]:
         delta = f" by {v.delta:+#x}" if v.delta is not None else ""
         more = f" (and {len(group) - 1} more sites in this function)" if len(group) > 1 else ""
         severity = WARNING if v.status == "folded" else ERROR
-        lines.append(str(Diagnostic(image, severity, printable(f"{v.site.probe} {v.status}{delta}: {v.cause}{more}"),
+        what = f"{v.site.probe} is-enabled check" if v.site.form == "isen" else v.site.probe
+        lines.append(str(Diagnostic(image, severity, printable(f"{what} {v.status}{delta}: {v.cause}{more}"),
                                     printable(v.fix), where=printable(v.site.where))))
     return lines
 

@@ -109,12 +109,16 @@ def test_check_passes_the_built_image_and_fails_one_whose_is_enabled_call_is_gon
     build = freebsd_kernel(arch)
     report = json.loads(sdtgen("check", "--json", build.partial, build.image, check=True).stdout)
     assert report["ok"] and report["stable"] == len(report["sites"])
+    isen = sum(v["form"] == "isen" for v in report["sites"])
+    assert report["isenabled"] == isen == len(is_enabled_calls(build, arch))
     # Overwrite one is-enabled call with NOPs, where objdump says the call is.
     broken, addr = without_an_is_enabled_call(build, arch, tmp_path)
     proc = sdtgen("check", "--json", build.partial, broken)
     assert proc.returncode != 0
     bad = [v for v in json.loads(proc.stdout)["sites"] if v["status"] != "stable"]
-    assert [v["probe"] for v in bad] == ["hk:hot:loop:hash"] and bad[0]["address"] == addr
+    assert [(v["probe"], v["form"]) for v in bad] == [("hk:hot:loop:hash", "isen")] and bad[0]["address"] == addr
+    human = sdtgen("check", build.partial, broken)
+    assert human.returncode != 0 and "hk:hot:loop:hash is-enabled check missing" in human.stderr, human.stderr
 
 
 def without_an_is_enabled_call(build, arch: str, tmp_path):
