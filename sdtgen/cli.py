@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sdtgen import __version__
+from sdtgen.boot.limits import DEFAULT_TIMEOUT
 from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -215,24 +217,32 @@ class _Ordered(argparse.Action):
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
-    from sdtgen.boot.console import Console, parse_int, run_script
-    from sdtgen.boot.session import BootSession, Reporter
+    from sdtgen.boot.console import Console, run_script
+    from sdtgen.boot.session import BootSession, Reporter, parse_int
 
-    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch)
+    if not args.timeout > 0:
+        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
+    actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
+               for kind, value, extra in args.actions or []]
+    for kind, value, _ in actions:
+        if kind == "action" and "=" not in value:
+            raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout)
     try:
-        for kind, value, extra in args.actions or []:
+        for kind, value, extra in actions:  # every run's arguments are checked before anything runs
+            if kind == "run":
+                session.check_run(value, extra)
+        for kind, value, extra in actions:
             if kind == "enable":
                 session.enable(value)
             elif kind == "disable":
                 session.disable(value)
             elif kind == "run":
-                session.run(value, [parse_int(a) for a in extra])
+                session.run(value, extra)
             elif kind == "script":
                 run_script(session, value)
             elif kind == "action":
-                spec, sep, symbol = value.partition("=")
-                if not sep:
-                    raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+                spec, _, symbol = value.partition("=")
                 session.add_action(spec, symbol)
         if args.interactive:
             Console(session).cmdloop()
@@ -339,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     arch_names = arches.names()
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
@@ -393,18 +404,23 @@ def build_parser() -> argparse.ArgumentParser:
     ar.set_defaults(func=cmd_arch)
 
     b = sub.add_parser("boot", help="boot an image in the emulator, patch its sites, arm probes and run functions")
-    b.add_argument("image")
+    b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
     b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
     b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
     b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
                    help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
-    b.add_argument("--arg", action=_Ordered, metavar="N", help="an integer argument of the preceding --run")
-    b.add_argument("--script", action=_Ordered, metavar="FILE", help="commands, one per line (see -i)")
+    b.add_argument("--arg", action=_Ordered, metavar="N",
+                   help="an integer argument of the preceding --run (decimal, 0x hex, negative)")
+    b.add_argument("--script", action=_Ordered, metavar="FILE",
+                   help="commands, one per line (see -i); - reads standard input")
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
-                   help="call FUNCTION in the guest with the probe's arguments when SPEC fires")
+                   help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
+                        "arguments whenever one fires")
+    b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
-    b.add_argument("--json", action="store_true", help="JSON Lines events")
+    b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
     b.set_defaults(func=cmd_boot, actions=None)
 
     mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
@@ -419,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--jobs", type=int, default=2)
     mx.add_argument("--output", metavar="FILE",
                     help="rewrite the tables between the matrix markers in FILE (make matrix: docs/matrix.md)")
-    mx.add_argument("--json", action="store_true")
+    mx.add_argument("--json", action="store_true", help="print every cell as one JSON document")
     mx.set_defaults(func=cmd_matrix)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
@@ -427,15 +443,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _negative_args(argv: list[str]) -> list[str]:
+    """``--arg -0x10`` as ``--arg=-0x10``: argparse takes a value starting with '-' for an option."""
+    out: list[str] = []
+    for word in argv:
+        if out and out[-1] == "--arg" and word.startswith("-") and word[1:2].isdigit():
+            out[-1] = f"--arg={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_negative_args(sys.argv[1:] if argv is None else argv))
     try:
         return args.func(args)
     except SdtError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("sdtgen: error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        if type(e).__name__ != "Stopped":  # a stopped guest has said where it was
+            print("sdtgen: error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return EXIT_OK

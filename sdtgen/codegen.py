@@ -10,7 +10,7 @@ from sdtgen.atomic import check_outputs, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
-from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.probes import FLAG_SYMBOL, ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
@@ -160,8 +160,9 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
         if p.symbol in checked:  # SDT_PROBE_ENABLED(): reads 0 until the boot patcher rewrites the call
             lines.append(f"int {p.isenabled_symbol}(void);")
             lines.append(f"SDT_STUB int {p.isenabled_symbol}(void) {{ return 0; }}")
-    lines += ["", "/* SDT_PROBES_ENABLED(): the boot runtime sets it while any probe is armed. */",
-              "__attribute__((weak)) volatile _Bool sdt_probes_enabled;"]
+    if result.flag:
+        lines += ["", "/* SDT_PROBES_ENABLED(): the boot runtime sets it while any probe is armed. */",
+                  f"__attribute__((weak)) volatile _Bool {FLAG_SYMBOL};"]
     return "\n".join(lines) + "\n"
 
 

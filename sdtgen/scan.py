@@ -12,6 +12,7 @@ from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
+    FLAG_SYMBOL,
     ISENABLED_PREFIX,
     DescriptorError,
     Probe,
@@ -33,6 +34,7 @@ class ScanResult:
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
     defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
     section_index: dict[str, int] = field(default_factory=dict)  # name -> index of the sections with sites
+    flag: bool = False  # the object reads sdt_probes_enabled (SDT_PROBES_ENABLED()) without defining it
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
                  "detail")
@@ -62,7 +64,7 @@ def merged(results: list[ScanResult]) -> ScanResult:
         for sym, p in r.probes.items():
             probes.setdefault(sym, p)
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
-                      probes, set().union(*(r.defined for r in results)))
+                      probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
 
 
 def open_relocatable(path: str) -> ElfFile:
@@ -71,7 +73,8 @@ def open_relocatable(path: str) -> ElfFile:
     elf = ElfFile(path)
     try:
         if elf.type != ET_REL:
-            raise elf.fail(f"is an {elf.type_name}, not a relocatable object",
+            raise elf.fail(f"is {'an' if elf.type_name[0] in 'aeiou' else 'a'} {elf.type_name}, not a relocatable"
+                           " object",
                            "give the output of the partial link (ld -r), not the final image")
         _reject_ir_only(elf)
     except BaseException:
@@ -152,7 +155,9 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
         ))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     by_name = {target.name: target.index for target, _, _ in found}
-    return ScanResult(elf.path, arch, sites, probes, defined, by_name)
+    flag = any(name == FLAG_SYMBOL and not elf.symbol_defined(i)
+               for i, name in elf.symbol_indices_with_prefix(FLAG_SYMBOL).items())
+    return ScanResult(elf.path, arch, sites, probes, defined, by_name, flag)
 
 
 def read_descriptors(elf: ElfFile) -> dict[str, Probe]:

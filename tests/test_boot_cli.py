@@ -87,10 +87,12 @@ def test_a_guest_fault_is_one_line_and_the_boot_goes_on(kernel):
                   "--run", "sched_run", "--arg", "3")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[1] == "hk:vfs:lookup:entry  arg0=<unreadable>"
-    assert lines[2].startswith("fault in vfs_lookup: page fault: read from unmapped address 0x0 at vfs_lookup+0x")
-    assert lines[2].endswith("(last probe fired: hk:vfs:lookup:entry)")
-    assert lines[3] == "sched_run(3) = 8"
+    assert lines[1:] == ["hk:vfs:lookup:entry  arg0=<unreadable>", "sched_run(3) = 8"]
+    # The fault is a diagnostic: FILE: error: section:function+0xoff: message.
+    (fault,) = proc.stderr.splitlines()
+    assert fault.startswith(f"{kernel.image}: error: .text:vfs_lookup+0x")
+    assert fault.endswith(": fault in vfs_lookup: page fault: read from unmapped address 0x0 "
+                          "(last probe fired: hk:vfs:lookup:entry)")
 
 
 def test_bad_specs_and_symbols_are_usage_errors(kernel):
@@ -104,3 +106,185 @@ def test_bad_specs_and_symbols_are_usage_errors(kernel):
     assert proc.returncode == 2 and "'x' is not an integer" in proc.stderr
     proc = sdtgen("boot", kernel.partial)
     assert proc.returncode == 2 and "is a relocatable object" in proc.stderr
+
+
+# -- bad input: one line, exit 2 ------------------------------------------------------------
+
+
+def one_line(proc) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    (line,) = proc.stderr.splitlines()
+    assert "Traceback" not in line
+    return line
+
+
+def test_a_script_that_is_not_utf8_is_one_line(kernel, tmp_path):
+    script = tmp_path / "latin1.sdt"
+    script.write_bytes("enable hk:mem::\nrun kmem_alloc 64 # caf\xe9\n".encode("latin-1"))
+    line = one_line(sdtgen("boot", kernel.image, "--script", script))
+    assert line == f"{script}:2: error: is not UTF-8 text (byte 0xe9 at offset 39); save the script as UTF-8"
+
+
+def test_script_dash_reads_standard_input(kernel):
+    proc = subprocess.run([SDTGEN, "boot", str(kernel.image), "--script", "-"], input="run kmem_alloc 64\n",
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[1:] == ["kmem_alloc(64) = 4096"]
+
+
+def test_a_script_must_be_a_regular_file_of_bounded_size(kernel, tmp_path):
+    import os
+
+    from sdtgen.boot.limits import MAX_SCRIPT
+
+    assert one_line(sdtgen("boot", kernel.image, "--script", "/dev/zero")) == (
+        "/dev/zero: error: is not a regular file; give a script file, or - for standard input")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.run([SDTGEN, "boot", str(kernel.image), "--script", str(fifo)], capture_output=True,
+                          text=True, timeout=60)  # a FIFO with no writer: refused, not waited on
+    assert "is not a regular file" in one_line(proc)
+    big = tmp_path / "big.sdt"
+    big.write_text("stats\n" * (MAX_SCRIPT // 6 + 1))
+    assert f"is longer than the {MAX_SCRIPT} bytes a script may have" in one_line(
+        sdtgen("boot", kernel.image, "--script", big))
+
+
+def test_script_syntax_errors_are_one_line_naming_the_line(kernel, tmp_path):
+    script = tmp_path / "quote.sdt"
+    script.write_text('stats\nrun kmain "1\n')
+    assert one_line(sdtgen("boot", kernel.image, "--script", script)) == (
+        f"{script}:2: error: cannot split the run command: No closing quotation; close the quotation")
+    script.write_text("list a:b:c:d:e\n")
+    assert one_line(sdtgen("boot", kernel.image, "--script", script)) == (
+        f"{script}:1: error: probe spec 'a:b:c:d:e' has more than four fields (provider:module:function:name)")
+
+
+def test_long_lines_and_specs_are_refused_with_the_limit(kernel, tmp_path):
+    from sdtgen.boot.limits import MAX_LINE, MAX_SPEC
+
+    script = tmp_path / "long.sdt"
+    script.write_text("run kmain " + "1" * MAX_LINE + "\n")
+    assert one_line(sdtgen("boot", kernel.image, "--script", script)) == (
+        f"{script}:1: error: a command of {MAX_LINE + 10} characters is longer than the {MAX_LINE} allowed; "
+        "split it into shorter commands")
+    spec = "hk:" + "*" * MAX_SPEC
+    assert f"a probe spec of {len(spec)} characters is longer than the {MAX_SPEC} allowed" in one_line(
+        sdtgen("boot", kernel.image, "--enable", spec))
+
+
+def test_the_console_stays_after_bad_lines(kernel):
+    commands = 'run kmain "1\nlist a:b:c:d:e\nfrob\nrun kmem_alloc 64\nquit\n'
+    proc = subprocess.run([SDTGEN, "boot", str(kernel.image), "-i"], input=commands, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[1:] == ["kmem_alloc(64) = 4096"]
+    errors = proc.stderr.splitlines()
+    assert errors[0] == "sdtgen: error: cannot split the run command: No closing quotation; close the quotation"
+    assert "more than four fields" in errors[1]
+    # Every command the console has, help and action among them.
+    assert errors[2] == ("sdtgen: error: unknown command 'frob'; use one of: action, disable, enable, exit, help, "
+                         "list, quit, run, stats")
+
+
+# -- --json is JSON Lines only ----------------------------------------------------------------
+
+
+def test_json_output_is_json_lines_only(kernel, tmp_path):
+    script = tmp_path / "all.sdt"
+    script.write_text("list hk:proc::\nhelp\nenable hk:proc:exit:done\nrun proc_exit 7\nstats\n")
+    proc = sdtgen("boot", kernel.image, "--json", "--script", script)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]  # every line parses
+    probes = [e for e in events if e["event"] == "probe"]
+    assert {p["probe"] for p in probes} == {"hk:proc:exec:exec-success", "hk:proc:exec:exec-failure",
+                                            "hk:proc:exit:done"}
+    assert all(p["sites"] == 1 and p["armed"] is False for p in probes)
+    assert [e["event"] for e in events if e["event"] != "probe"] == ["patched", "help", "fire", "return", "stats",
+                                                                    "stats"]
+    commands = "list hk:proc:exit:\nenable hk:proc:exit:done\nhelp\nfrob\nquit\n"
+    proc = subprocess.run([SDTGEN, "boot", str(kernel.image), "--json", "-i"], input=commands,
+                          capture_output=True, text=True)
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["event"] for e in events] == ["patched", "probe", "armed", "help", "stats"]
+    assert "unknown command 'frob'" in proc.stderr  # errors stay on stderr
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def test_arguments_out_of_range_are_refused_before_anything_runs(kernel):
+    line = one_line(sdtgen("boot", kernel.image, "--run", "kmain", "--arg", "1", "--run", "kmain", "--arg",
+                           str(1 << 64)))
+    assert line == (f"sdtgen: error: argument {1 << 64} of kmain does not fit in a 64-bit register; "
+                    f"give a value from {-(1 << 63)} to {(1 << 64) - 1}")
+    proc = sdtgen("boot", kernel.image, "--run", "kmain", "--arg", "1", "--run", "kmain", "--arg", "abc")
+    assert one_line(proc) == "sdtgen: error: 'abc' is not an integer; give decimal, 0x hex or negative numbers"
+    assert proc.stdout == ""  # not even the boot: the arguments are checked first
+    proc = sdtgen("boot", kernel.image, "--run", "kmain", "--arg", "1", "--run", "kmain:float")
+    assert "unknown return type 'float'" in one_line(proc) and "kmain(1)" not in proc.stdout
+
+
+def test_negative_hex_arguments_are_accepted(kernel):
+    proc = sdtgen("boot", kernel.image, "--enable", "hk:proc:exit:done", "--run", "proc_exit", "--arg", "-0x10",
+                  "--run", "proc_exit", "--arg", "-7")
+    assert proc.returncode == 0, proc.stderr
+    assert [ln for ln in proc.stdout.splitlines() if ln.startswith("hk:")] == [
+        f"hk:proc:exit:done  arg0={-0x10}", "hk:proc:exit:done  arg0=-7"]
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_version_is_the_package_version():
+    import tomllib
+
+    from helpers import ROOT
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    proc = sdtgen("--version")
+    assert proc.returncode == 0 and proc.stdout == f"sdtgen {version}\n"
+
+
+def test_every_positional_and_json_option_has_help():
+    import argparse
+
+    from sdtgen.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = []
+    for name, p in sub.choices.items():
+        for a in p._actions:
+            if (not a.option_strings or "--json" in a.option_strings) and not a.help:
+                missing.append(f"{name} {a.dest}")
+    assert missing == []
+    assert "the linked kernel image" in sdtgen("boot", "--help").stdout
+
+
+def test_wording_of_spec_errors(kernel):
+    assert one_line(sdtgen("boot", kernel.image, "--enable", "a:b:c:d:e")) == (
+        "sdtgen: error: probe spec 'a:b:c:d:e' has more than four fields (provider:module:function:name)")
+    line = one_line(sdtgen("boot", kernel.image, "--enable", "my:net"))
+    assert line.startswith("sdtgen: error: probe spec 'my:net' reads as function 'my', name 'net' and matches no "
+                           "patched probe site; ")
+    line = one_line(sdtgen("boot", kernel.image, "--no-patch", "--enable", "hk:::"))
+    assert "nothing is patched (--no-patch)" in line and "matches no" not in line
+
+
+def test_an_action_enables_its_probes(kernel):
+    proc = sdtgen("boot", kernel.image, "--json", "--action", "hk:sched:switch:six=sched_run",
+                  "--run", "sched_switch", "--arg", "3", "--arg", "1", "--arg", "0", "--arg", "0", "--arg", "0",
+                  "--arg", "0")
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [e["event"] for e in events] == ["patched", "fire", "action", "return", "stats"]
+
+
+def test_a_shared_object_is_named_with_the_right_article(tmp_path):
+    from helpers import run
+
+    so = tmp_path / "lib.so"
+    src = tmp_path / "lib.c"
+    src.write_text("int f(void) { return 1; }\n")
+    run(["gcc", "-shared", "-fpic", "-o", str(so), str(src)])
+    assert "is a shared object or PIE, not a relocatable object" in one_line(sdtgen("scan", so))
+
+

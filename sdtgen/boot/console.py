@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import cmd
+import os
 import shlex
+import stat
 import sys
 
-from sdtgen.boot.session import BootSession
-from sdtgen.errors import SdtError
+from sdtgen.boot.limits import MAX_LINE, MAX_SCRIPT
+from sdtgen.boot.session import BootSession, Stopped, parse_int
+from sdtgen.errors import SdtError, printable
 
 HELP = """commands:
   list [SPEC]          probes with their sites and whether they are armed
@@ -17,41 +20,68 @@ HELP = """commands:
                        call a function of the image with integer arguments; TYPE (long, int,
                        uint, ulong, str, void; default long) says how to read its result
   action SPEC FUNCTION  call FUNCTION in the guest with the probe's arguments when SPEC fires
+                       (and enable SPEC's probes)
   stats                firings per probe so far
-  quit                 leave"""
+  help                 this text
+  quit                 leave
+Ctrl-C stops a running function and comes back here."""
 
-
-def parse_int(text: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise SdtError("", f"{text!r} is not an integer", "give decimal, 0x hex or negative numbers") from None
+__all__ = ["Console", "parse_int", "run_script"]
 
 
 class Console(cmd.Cmd):
     """Commands over a BootSession. ``strict``: an error stops (scripts); otherwise it is printed."""
 
     prompt = "sdt> "
-    intro = "sdtgen boot console: list, enable, disable, run, stats, quit (tab completes probe names)"
+    intro = "sdtgen boot console: list, enable, disable, run, action, stats, help, quit (tab completes probe names)"
 
     def __init__(self, session: BootSession, strict: bool = False, stdin=None) -> None:
         super().__init__(stdin=stdin)
         self.session = session
         self.strict = strict
         self.use_rawinput = stdin is None and sys.stdin.isatty()
-        if not self.use_rawinput:
-            self.prompt = ""
+        if not self.use_rawinput or session.reporter.as_json:
             self.intro = None
+        if not self.use_rawinput or (session.reporter.as_json and not sys.stdout.isatty()):
+            self.prompt = ""  # piped --json output holds JSON lines only
+
+    def commands(self) -> list[str]:
+        return sorted({name[3:] for name in self.get_names() if name.startswith("do_") and name != "do_EOF"})
 
     # -- plumbing -------------------------------------------------------------------
+    def cmdloop(self, intro=None) -> None:
+        """The console: Ctrl-C at the prompt drops the line being typed, as a shell does."""
+        while True:
+            try:
+                super().cmdloop(intro)
+                return
+            except KeyboardInterrupt:
+                print("^C" if self.use_rawinput else "", flush=True)
+                self.intro = intro = None
+
     def onecmd(self, line: str) -> bool:
+        if len(line) > MAX_LINE:
+            return self._failed(SdtError("", f"a command of {len(line)} characters is longer than the "
+                                         f"{MAX_LINE} allowed", "split it into shorter commands"))
         try:
             return super().onecmd(line)
         except SdtError as e:
+            return self._failed(e)
+        except Stopped:
             if self.strict:
                 raise
-            print(e, file=sys.stderr)
+            return False  # the guest was stopped and where it was reported: back to the prompt
+        except KeyboardInterrupt:
+            if self.strict:
+                raise
+            print("^C", flush=True)
             return False
+
+    def _failed(self, e: SdtError) -> bool:
+        if self.strict:
+            raise e
+        print(e, file=sys.stderr, flush=True)
+        return False
 
     def emptyline(self) -> bool:
         return False
@@ -59,7 +89,8 @@ class Console(cmd.Cmd):
     def default(self, line: str) -> bool:
         if line.lstrip().startswith("#"):
             return False
-        raise SdtError("", f"unknown command {line.split()[0]!r}", "use list, enable, disable, run, stats or quit")
+        raise SdtError("", f"unknown command {printable(line.split()[0])!r}",
+                       f"use one of: {', '.join(self.commands())}")
 
     def preloop(self) -> None:
         if self.use_rawinput:
@@ -74,34 +105,38 @@ class Console(cmd.Cmd):
     def do_list(self, arg: str) -> bool:
         """list [SPEC]: probes with their site counts and whether they are armed."""
         rt = self.session.runtime
-        wanted = {s.probe.spec for s in rt.matching(arg.strip())} if arg.strip() else None
+        wanted = {s.probe.spec for s in self.session.matching(arg.strip())} if arg.strip() else None
         armed = rt.armed_probes()
         counts: dict[str, int] = {}
         for s in rt.sites.values():
             counts[s.probe.spec] = counts.get(s.probe.spec, 0) + 1
         for p in rt.probes:
             if wanted is None or p.spec in wanted:
-                state = "armed" if p.spec in armed else "-"
-                print(f"{p.id + 1:4d}  {p.spec:40s} {counts[p.spec]:3d} site(s)  {state}")
+                self.session.reporter.probe(p.id + 1, p.spec, counts[p.spec], p.spec in armed)
         return False
 
     def do_enable(self, arg: str) -> bool:
         """enable SPEC: arm every probe matching SPEC."""
-        n = self.session.enable(self._one(arg, "enable SPEC"))
+        spec = self._one(arg, "enable SPEC")
+        n = self.session.enable(spec)
         if not self.strict:
-            print(f"armed {n} site(s)")
+            self.session.reporter.armed("armed", spec, n)
         return False
 
     def do_disable(self, arg: str) -> bool:
         """disable SPEC: disarm every probe matching SPEC."""
-        n = self.session.disable(self._one(arg, "disable SPEC"))
+        spec = self._one(arg, "disable SPEC")
+        n = self.session.disable(spec)
         if not self.strict:
-            print(f"disarmed {n} site(s)")
+            self.session.reporter.armed("disarmed", spec, n)
         return False
 
     def do_run(self, arg: str) -> bool:
         """run SYMBOL [ARG...]: call a function with integer arguments."""
-        words = shlex.split(arg)
+        try:
+            words = shlex.split(arg)
+        except ValueError as e:
+            raise SdtError("", f"cannot split the run command: {e}", "close the quotation") from None
         if not words:
             raise SdtError("", "run needs a function name", "run SYMBOL [ARG...]")
         self.session.run(words[0], [parse_int(w) for w in words[1:]])
@@ -132,7 +167,7 @@ class Console(cmd.Cmd):
         return True
 
     def do_help(self, arg: str) -> bool:
-        print(HELP)
+        self.session.reporter.text("help", HELP)
         return False
 
     # -- completion -----------------------------------------------------------------
@@ -156,17 +191,39 @@ class Console(cmd.Cmd):
         return words[0]
 
 
+def read_script(path: str) -> list[str]:
+    """A script's lines: a regular file, or standard input for ``-``, of at most MAX_SCRIPT bytes of UTF-8."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_SCRIPT + 1)
+        else:
+            # O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is read.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise SdtError(path, "is not a regular file", "give a script file, or - for standard input")
+                data = f.read(MAX_SCRIPT + 1)
+    except OSError as e:
+        raise SdtError(name, f"cannot read script: {e.strerror}") from None
+    if len(data) > MAX_SCRIPT:
+        raise SdtError(name, f"is longer than the {MAX_SCRIPT} bytes a script may have", "split the script")
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SdtError(f"{name}:{line}", f"is not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start})",
+                       "save the script as UTF-8") from None
+
+
 def run_script(session: BootSession, path: str) -> None:
     """Run a script's commands in order; the first error stops it, naming file and line."""
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise SdtError(path, f"cannot read script: {e.strerror}") from None
+    lines = read_script(path)
+    name = "<stdin>" if path == "-" else path
     console = Console(session, strict=True, stdin=sys.stdin)
     for number, line in enumerate(lines, 1):
         try:
             if console.onecmd(line.strip()):
                 return
         except SdtError as e:
-            raise SdtError(f"{path}:{number}", e.what, e.fix, e.place) from None
+            raise SdtError(f"{name}:{number}", e.what, e.fix, e.place) from None

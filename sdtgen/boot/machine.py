@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdtgen.arch.base import Arch
+from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
+from sdtgen.boot.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
 from sdtgen.elf.reader import PT_LOAD, SHT_REL, SHT_RELA, ElfFile
-from sdtgen.errors import SdtError
+from sdtgen.errors import SdtError, printable
 
 PAGE = 0x1000
-MAX_SEGMENT = 256 << 20  # a larger one is a damaged header, not a kernel
 PF_X = 1
 STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
-CALL_TIMEOUT_US = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,15 @@ class Region:
     paddr: int
     size: int
     name: str
-    executable: bool = False
-    code_end: int = 0  # end of the executable bytes the file holds (no site lies past it)
+    protected: bool = False  # the guest may read and run it, not write it
+
+
+@dataclass(frozen=True)
+class CodeSpan:
+    """The bytes an executable segment holds in the file: the only bytes a site may be in."""
+
+    start: int
+    end: int
 
 
 class GuestFault(Exception):
@@ -47,6 +54,10 @@ class GuestFault(Exception):
         self.pc = pc
 
 
+class Interrupted(GuestFault):
+    """Ctrl-C stopped the guest."""
+
+
 class Machine:
     """Unicorn with an image loaded. ``trap`` is called for every breakpoint but our own."""
 
@@ -54,22 +65,28 @@ class Machine:
         from unicorn import UC_HOOK_INTR, UC_HOOK_TLB_FILL, UC_TLB_VIRTUAL, Uc
 
         self.arch = arch
+        self.file = image.path  # for diagnostics
         self.uc = Uc(*arch.unicorn())
         self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
         self._page = self.uc.ctl_get_page_size()
         self.regions: list[Region] = []
         self._starts: list[int] = []
+        self.code: list[CodeSpan] = []
+        self._code_starts: list[int] = []
         self._next_phys = PHYS_BASE
         self.trap: Callable[[int], int] | None = None  # site -> where to resume
         self.last_miss: tuple[int, int] | None = None
         self._returned = False
         self._trapped_at: int | None = None
         self._stopped_by: GuestFault | None = None
+        self._watchdog: Watchdog | None = None  # made by the first call
+        self._detailed = None  # a Capstone handle with operand details, made on the first fault
+        self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
         self.load(image)
         top = 1 << arch.bits
         self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
         self.stack_top = top - 2 * PAGE
-        self._map(self.exit_addr, PAGE, "exit")
+        self._map(self.exit_addr, PAGE, "the return page", protected=True)
         bp = arch.breakpoint(4)
         self.write(self.exit_addr, bp * (PAGE // len(bp)))
         self._map(self.stack_top - STACK_SIZE, STACK_SIZE, "stack")
@@ -81,36 +98,68 @@ class Machine:
         else:
             self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
 
+    @property
+    def watchdog(self) -> Watchdog:
+        if self._watchdog is None:
+            self._watchdog = Watchdog(self.uc)
+        return self._watchdog
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
+
     # -- memory ---------------------------------------------------------------------
     def load(self, image: ElfFile) -> None:
         """Map every PT_LOAD segment at its link address; the part past the file is zero (bss).
 
         Segments may share pages (lld packs them), so the pages they cover are
-        mapped as contiguous runs first, then each segment's bytes written.
+        mapped as contiguous runs, then each segment's file bytes written: zero
+        pages are never copied, and the host commits them only when the guest
+        touches them. Which bytes may hold a site is decided per segment.
         """
-        loads = [s for s in image.segments if s.type == PT_LOAD and s.memsz]
+        loads = sorted((s for s in image.segments if s.type == PT_LOAD and s.memsz), key=lambda s: s.vaddr)
         if not loads:
             raise image.fail("has no loadable segments", "give a linked image")
-        runs: list[list[int]] = []  # [start, end, executable, end of executable file bytes]
-        for seg in sorted(loads, key=lambda s: s.vaddr):
+        if len(loads) > MAX_SEGMENTS:
+            raise image.fail(f"has {len(loads)} loadable segments, more than the {MAX_SEGMENTS} a boot maps",
+                             "link the kernel into a few segments")
+        runs: list[list[int]] = []  # [start, end] of pages
+        last_end = None
+        for seg in loads:
             start = seg.vaddr & ~(PAGE - 1)
             end = (seg.vaddr + seg.memsz + PAGE - 1) & ~(PAGE - 1)
-            if end > 1 << self.arch.bits or end - start > MAX_SEGMENT:
+            if end > 1 << self.arch.bits or end - start > MAX_SEGMENT or seg.filesz > seg.memsz:
                 raise image.fail(f"segment at {seg.vaddr:#x} of {seg.memsz:#x} bytes cannot be loaded",
                                  "link the image at a valid address")
-            code_end = seg.vaddr + seg.filesz if seg.flags & PF_X else 0
+            if last_end is not None and seg.vaddr < last_end:
+                raise image.fail(f"segment at {seg.vaddr:#x} overlaps the segment before it",
+                                 "relink the image: segments may share pages, not bytes")
+            last_end = seg.vaddr + seg.memsz
+            if seg.flags & PF_X and seg.filesz:
+                self.code.append(CodeSpan(seg.vaddr, seg.vaddr + seg.filesz))
             if runs and start <= runs[-1][1]:
                 runs[-1][1] = max(runs[-1][1], end)
-                runs[-1][2] |= bool(seg.flags & PF_X)
-                runs[-1][3] = max(runs[-1][3], code_end)
             else:
-                runs.append([start, end, bool(seg.flags & PF_X), code_end])
-        for start, end, executable, code_end in runs:
-            self._map(start, end - start, f"segments at {start:#x}", executable=bool(executable), code_end=code_end)
+                runs.append([start, end])
+        total = sum(end - start for start, end in runs)
+        if total > MAX_MAPPED:
+            raise image.fail(f"segments need {total:#x} bytes of memory, more than the {MAX_MAPPED >> 20} MiB "
+                             "a boot maps, so they cannot be loaded", "link a smaller image")
+        self._code_starts = [c.start for c in self.code]
+        for start, end in runs:
+            self._map(start, end - start, f"segments at {start:#x}")
         for seg in loads:
             self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
         # PIE kernels (and GNU ld's -pie output on RISC-V, which it marks EXEC) carry RELATIVE relocations.
         self._self_relocate(image)
+
+    def code_at(self, addr: int) -> CodeSpan | None:
+        """The executable segment bytes holding ``addr``, if any."""
+        i = bisect.bisect_right(self._code_starts, addr) - 1
+        if i >= 0 and addr < self.code[i].end:
+            return self.code[i]
+        return None
 
     def _self_relocate(self, image: ElfFile) -> None:
         """Apply a PIE kernel's RELATIVE relocations at its link address, as it would itself."""
@@ -118,20 +167,30 @@ class Machine:
         for sec in image.sections:
             if sec.type not in (SHT_RELA, SHT_REL) or not sec.is_alloc:
                 continue
-            for r in image.relocations(sec):
+            for i, r in enumerate(image.relocations(sec)):
                 if r.type != self.arch.relative_reloc:
                     raise image.fail(f"dynamic relocation type {self.arch.reloc_name(r.type)} in {sec.name}",
                                      "link the kernel so that only RELATIVE relocations remain (-pie, -Bsymbolic)")
-                addend = r.addend if sec.type == SHT_RELA else self.read_pointer(r.offset)
-                self.write(r.offset, (addend & ((1 << self.arch.bits) - 1)).to_bytes(
-                    size, "little" if self.arch.little else "big"))
+                try:
+                    addend = r.addend if sec.type == SHT_RELA else self.read_pointer(r.offset)
+                    self.write(r.offset, (addend & ((1 << self.arch.bits) - 1)).to_bytes(
+                        size, "little" if self.arch.little else "big"))
+                except GuestFault:
+                    raise image.fail(f"relocation {i} in {printable(sec.name)} ({self.arch.reloc_name(r.type)}) "
+                                     f"is at {r.offset:#x}, outside every loaded segment",
+                                     "relink the image") from None
 
-    def _map(self, vaddr: int, size: int, name: str, executable: bool = False, code_end: int = 0) -> None:
+    def _map(self, vaddr: int, size: int, name: str, protected: bool = False) -> None:
+        from unicorn import UcError
+
         for r in self.regions:
             if vaddr < r.vaddr + r.size and r.vaddr < vaddr + size:
-                raise SdtError("", f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
-        region = Region(vaddr, self._next_phys, size, name, executable, code_end)
-        self.uc.mem_map(region.paddr, size)
+                raise SdtError(self.file, f"{name} at {vaddr:#x} overlaps {r.name}", "relink the image")
+        region = Region(vaddr, self._next_phys, size, name, protected)
+        try:
+            self.uc.mem_map(region.paddr, size)
+        except UcError as e:
+            raise SdtError(self.file, f"cannot map {size:#x} bytes for {name}: {e}", "link a smaller image") from None
         self._next_phys += size + PAGE
         i = bisect.bisect(self._starts, vaddr)
         self._starts.insert(i, vaddr)
@@ -167,7 +226,7 @@ class Machine:
         return int.from_bytes(self.read(vaddr, self.arch.bits // 8), "little" if self.arch.little else "big")
 
     def _tlb_fill(self, uc, vaddr, access, entry, user) -> bool:
-        from unicorn import UC_PROT_ALL
+        from unicorn import UC_MEM_WRITE, UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ
 
         r = self.region_at(vaddr)
         if r is None:
@@ -175,7 +234,12 @@ class Machine:
             return False
         # Unicorn's page is the CPU's: 4 KiB on x86 and RISC-V, 1 KiB on Arm.
         entry.paddr = (r.paddr + vaddr - r.vaddr) & ~(self._page - 1)
-        entry.perms = UC_PROT_ALL
+        if r.protected:
+            entry.perms = UC_PROT_READ | UC_PROT_EXEC
+            if access == UC_MEM_WRITE:
+                self.last_miss = (vaddr, access)  # the write faults: say where
+        else:
+            entry.perms = UC_PROT_ALL
         return True
 
     # -- running ---------------------------------------------------------------------
@@ -221,22 +285,29 @@ class Machine:
         finally:
             self.uc.context_restore(ctx)
 
-    def call(self, func: int, args: list[int], timeout_us: int = CALL_TIMEOUT_US, stack_top: int | None = None) -> int:
-        """Call ``func(*args)`` per the ABI; the return value, or GuestFault."""
-        import time
+    def call(self, func: int, args: list[int], timeout: float = DEFAULT_TIMEOUT, stack_top: int | None = None) -> int:
+        """Call ``func(*args)`` per the ABI; the return value, or GuestFault (Interrupted on Ctrl-C).
 
+        The outermost call's ``timeout`` (seconds) bounds every call nested in it.
+        """
+        self.arch.set_call(self, func, args, self.exit_addr, stack_top or self.stack_top)
+        if self._depth:
+            return self._run(func)
+        self._depth += 1
+        try:
+            with self.watchdog.watching(timeout):
+                return self._run(func)
+        finally:
+            self._depth -= 1
+
+    def _run(self, pc: int) -> int:
         from unicorn import UcError
 
-        self.arch.set_call(self, func, args, self.exit_addr, stack_top or self.stack_top)
-        deadline = time.monotonic() + timeout_us / 1e6
-        pc = func
         while True:
             self._returned, self._trapped_at, self._stopped_by, self.last_miss = False, None, None, None
-            left = int((deadline - time.monotonic()) * 1e6)
-            if left <= 0:
-                raise GuestFault(f"did not return within {timeout_us / 1e6:g} s", pc)
+            self._check_watchdog(pc)
             try:
-                self.uc.emu_start(pc, 0, timeout=left)
+                self.uc.emu_start(pc, 0)
             except UcError as e:
                 if self._trapped_at is None and not self._returned and self._stopped_by is None:
                     raise GuestFault(self._describe(e), self.uc.reg_read(self.arch.regs.pc)) from None
@@ -245,16 +316,74 @@ class Machine:
             if self._returned:
                 return self.uc.reg_read(self.arch.regs.ret)
             if self._trapped_at is None:
-                raise GuestFault(f"did not return within {timeout_us / 1e6:g} s", self.uc.reg_read(self.arch.regs.pc))
+                here = self.uc.reg_read(self.arch.regs.pc)
+                self._check_watchdog(here)
+                raise GuestFault("the CPU halted (hlt, wfi or a stop Unicorn gives no reason for)", here)
             if self.trap is None:
                 raise GuestFault("breakpoint trap", self._trapped_at)
             pc = self.trap(self._trapped_at)
 
+    def _check_watchdog(self, pc: int) -> None:
+        """Raise what the watchdog stopped the guest for, if it did."""
+        reason = self.watchdog.reason
+        if reason == INTERRUPTED:
+            raise Interrupted("interrupted (Ctrl-C)", pc)
+        if reason == TIMED_OUT:
+            raise GuestFault(f"did not return within {self.watchdog.timeout:g} s", pc)
+
     def _describe(self, e: Exception) -> str:
-        from unicorn import UC_MEM_FETCH, UC_MEM_WRITE
+        from unicorn import UC_MEM_FETCH, UC_MEM_FETCH_UNMAPPED, UC_MEM_WRITE, UC_MEM_WRITE_UNMAPPED
 
         if self.last_miss is not None:
             addr, access = self.last_miss
-            kind = {UC_MEM_WRITE: "write to", UC_MEM_FETCH: "instruction fetch from"}.get(access, "read from")
+            if access not in (UC_MEM_FETCH, UC_MEM_FETCH_UNMAPPED):
+                addr = self._operand_address(addr)
+            region = self.region_at(addr)
+            if region is not None and region.protected:
+                return f"write to {addr:#x} in {region.name}, which the guest may not write"
+            kind = {UC_MEM_WRITE: "write to", UC_MEM_WRITE_UNMAPPED: "write to", UC_MEM_FETCH: "instruction fetch from",
+                    UC_MEM_FETCH_UNMAPPED: "instruction fetch from"}.get(access, "read from")
             return f"page fault: {kind} unmapped address {addr:#x}"
         return str(e)
+
+    def _operand_address(self, page: int) -> int:
+        """The exact address the faulting instruction names, from its memory operand and the registers.
+
+        The TLB fill hook sees only the page; the guest stopped before the
+        instruction ran, so its registers still give the address.
+        """
+        import importlib
+
+        import unicorn
+
+        pc = self.uc.reg_read(self.arch.regs.pc)
+        module, prefix = {unicorn.UC_ARCH_X86: ("x86_const", "UC_X86_REG_"),
+                          unicorn.UC_ARCH_ARM64: ("arm64_const", "UC_ARM64_REG_"),
+                          unicorn.UC_ARCH_RISCV: ("riscv_const", "UC_RISCV_REG_")}.get(self.arch.unicorn()[0], ("", ""))
+        try:
+            if self._detailed is None:
+                self._detailed = self.arch.capstone()
+                self._detailed.detail = True
+            insn = next(self._detailed.disasm(self.read(pc, 16), pc, 1))
+            consts = importlib.import_module(f"unicorn.{module}")
+
+            def reg(number: int) -> int:
+                if not number:
+                    return 0
+                name = insn.reg_name(number)
+                if name in ("rip", "eip", "pc"):
+                    return pc + insn.size
+                return self.uc.reg_read(getattr(consts, prefix + name.upper()))
+
+            for op in insn.operands:
+                mem = getattr(op, "mem", None)
+                if op.type != 3 or mem is None:  # 3: a memory operand, in every Capstone architecture
+                    continue
+                scale = getattr(mem, "scale", 1) or 1
+                addr = reg(mem.base) + reg(getattr(mem, "index", 0)) * scale + mem.disp
+                addr &= (1 << self.arch.bits) - 1
+                if addr & ~(PAGE - 1) <= page <= addr + 64:  # the operand that touched the missing page
+                    return addr
+        except Exception:  # no decoding, an unknown register: the page is still true
+            pass
+        return page

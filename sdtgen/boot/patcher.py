@@ -2,9 +2,14 @@
 
 Like Linux's ftrace_verify_code(), nothing is written over bytes that are not
 exactly the expected call or jump to the probe's stub: such a site is refused,
-reported and left alone. Sites are verified and patched in one pass over a
-copy of each code region, written back once and invalidated once, so tens of
+reported and left alone. Only bytes an executable segment holds in the file
+can be a site. Sites are verified and patched in one pass over a copy of each
+executable segment, written back once and invalidated once, so tens of
 thousands of sites cost one emulator write.
+
+After that, every write to a site goes through ``write_site``: like ftrace
+and jump labels, it first checks the bytes are exactly what sdtgen last wrote
+there, so code the guest rewrote is never overwritten.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sdtgen.arch.base import CALL, COND, ISEN, Arch, branch_form
-from sdtgen.boot.machine import Machine
+from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.table import TableProbe, TableSite
 
 
@@ -25,6 +30,44 @@ class PatchedSite:
     original: bytes  # the call that was there
     disabled: bytes  # what the patcher wrote: NOP, or return + NOPs
     armed: bytes  # breakpoint over the first bytes of ``disabled``
+    current: bytes = b""  # what sdtgen last wrote there (what the next write expects to find)
+    usable: bool = True  # False once the bytes were found changed: sdtgen writes there no more
+
+
+class SiteChanged(Exception):
+    """The bytes at a site are not what sdtgen last wrote there: something else rewrote the code."""
+
+    def __init__(self, addr: int, expected: bytes, found: bytes) -> None:
+        super().__init__(f"found {found.hex(' ')} where sdtgen last wrote {expected.hex(' ')}")
+        self.addr = addr
+        self.expected = expected
+        self.found = found
+
+
+def write_code_verified(machine: Machine, addr: int, expected: bytes, new: bytes) -> None:
+    """Write ``new`` at ``addr`` only if the bytes there are exactly ``expected``; else SiteChanged."""
+    try:
+        found = machine.read(addr, len(expected))
+    except GuestFault:
+        found = b""
+    if found != expected:
+        raise SiteChanged(addr, expected, found)
+    machine.write_code(addr, new)
+
+
+def write_site(machine: Machine, site: PatchedSite, new: bytes) -> None:
+    """Arm or disarm ``site``: the one way sdtgen writes a site after the boot's patching.
+
+    On SiteChanged the site is marked unusable and left as the guest made it.
+    """
+    if not site.usable:
+        raise SiteChanged(site.addr, site.current, machine.read(site.addr, site.length))
+    try:
+        write_code_verified(machine, site.addr, site.current, new)
+    except SiteChanged:
+        site.usable = False
+        raise
+    site.current = new
 
 
 @dataclass(frozen=True)
@@ -46,9 +89,9 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
     arch = machine.arch
     sites: list[PatchedSite] = []
     refused: list[Refusal] = []
-    buffers: dict[int, bytearray] = {}  # region start -> a copy of its bytes
+    buffers: dict[int, bytearray] = {}  # executable segment start -> a copy of its file bytes
     encodings: dict[tuple[str, int], tuple[bytes, bytes]] = {}  # (form, length) -> (disabled, armed)
-    region = None
+    span = None
     last: PatchedSite | None = None
     folded = 0
     for e in sorted(entries, key=lambda e: e.addr):
@@ -58,15 +101,19 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
             else:
                 refused.append(Refusal(e, b"", "overlaps a site already patched"))
             continue
-        if region is None or not region.vaddr <= e.addr < region.vaddr + region.size:
-            region = machine.region_at(e.addr)
-        if region is None or not region.executable or e.addr + e.length > region.code_end:
-            refused.append(Refusal(e, b"", "not inside the image's executable code"))
+        if span is None or not span.start <= e.addr < span.end:
+            span = machine.code_at(e.addr)
+        if span is None:
+            refused.append(Refusal(e, b"", "not inside an executable segment of the image"))
             continue
-        buf = buffers.get(region.vaddr)
-        if buf is None:  # only the code the file holds: a region's zero-filled tail is no site
-            buf = buffers[region.vaddr] = bytearray(machine.read(region.vaddr, region.code_end - region.vaddr))
-        off = e.addr - region.vaddr
+        if e.addr + e.length > span.end:
+            refused.append(Refusal(e, b"", f"its {e.length}-byte site runs past the end of the executable "
+                                           f"segment at {span.start:#x}..{span.end:#x}"))
+            continue
+        buf = buffers.get(span.start)
+        if buf is None:  # only the code the file holds: a segment's zero-filled tail is no site
+            buf = buffers[span.start] = bytearray(machine.read(span.start, span.end - span.start))
+        off = e.addr - span.start
         code = buf[off:off + e.length]
         stub = site_stub(e)
         length = arch.match_site(code, e.addr, branch_form(e.form), e.length, stub, machine.read_pointer)
@@ -83,7 +130,7 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
                 pair = encodings[(e.form, length)] = site_encodings(arch, e.form, length)
             disabled, armed = pair
             buf[off:off + length] = disabled
-        last = PatchedSite(e.addr, length, e.form, e.probe, bytes(code[:length]), disabled, armed)
+        last = PatchedSite(e.addr, length, e.form, e.probe, bytes(code[:length]), disabled, armed, disabled)
         sites.append(last)
     for start, buf in buffers.items():
         machine.write_code(start, bytes(buf))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sdtgen.arch.base import COND, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.patcher import PatchedSite, PatchResult
+from sdtgen.boot.patcher import PatchedSite, PatchResult, SiteChanged, write_code_verified, write_site
 from sdtgen.errors import SdtError
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import TableProbe
@@ -66,13 +66,15 @@ class ProbeRuntime:
         self.machine = machine
         self.sites: dict[int, PatchedSite] = {s.addr: s for s in patched.sites}
         self.armed: set[int] = set()
-        # Conditional tail sites fire through a breakpoint on their probe's stub: stub -> (site, bytes it covers).
-        self.stub_traps: dict[int, tuple[PatchedSite, bytes]] = {}
+        # Conditional tail sites fire through a breakpoint on their probe's stub:
+        # stub -> (site, the bytes the breakpoint covers, the breakpoint).
+        self.stub_traps: dict[int, tuple[PatchedSite, bytes, bytes]] = {}
         # Guest functions called when a probe fires (--action), and the probes whose action is running.
         self.actions: list[tuple[ProbeSpec, int, str]] = []
         self.active: set[str] = set()
         self.on_warning: Callable[[str], None] = lambda text: None
         self.on_action: Callable[[str, int], None] = lambda name, value: None
+        self.on_changed: Callable[[PatchedSite, SiteChanged], None] = lambda site, e: None
         self.hits: Counter[str] = Counter()
         self.flag: int | None = None  # sdt_probes_enabled's address: SDT_PROBES_ENABLED() reads it
         self.last_fired: str | None = None
@@ -83,25 +85,32 @@ class ProbeRuntime:
             probes.setdefault(s.probe.addr, s.probe)
         self.probes = sorted(probes.values(), key=lambda p: p.id)
 
-    def matching(self, spec: str) -> list[PatchedSite]:
-        try:
-            pattern = ProbeSpec.parse(spec)
-        except ValueError as e:
-            raise SpecError(str(e)) from None
+    def matching(self, pattern: ProbeSpec) -> list[PatchedSite]:
         return [s for s in self.sites.values() if pattern.matches(s.probe)]
 
-    def enable(self, spec: str) -> int:
-        """Arm every site of every probe matching ``spec``; how many sites that is."""
-        sites = self.matching(spec)
+    def enable(self, pattern: ProbeSpec) -> int:
+        """Arm every usable site of every probe matching ``pattern``; how many sites that is.
+
+        A site whose bytes something else rewrote is left alone and reported (``on_changed``).
+        """
+        sites = self.matching(pattern)
+        armed = 0
         for s in sites:
-            if s.addr not in self.armed:
+            if s.addr in self.armed:
+                armed += 1
+                continue
+            try:
                 if s.form == COND:
                     self._arm_stub(s)
                 else:
-                    self.machine.write_code(s.addr, s.armed)
-                self.armed.add(s.addr)
+                    write_site(self.machine, s, s.armed)
+            except SiteChanged as e:
+                self.on_changed(s, e)
+                continue
+            self.armed.add(s.addr)
+            armed += 1
         self.sync_flag()
-        return len(sites)
+        return armed
 
     def _arm_stub(self, site: PatchedSite) -> None:
         stub = site.probe.stub
@@ -113,20 +122,26 @@ class ProbeRuntime:
             raise SdtError("", f"the stub of {site.probe.spec} at {stub:#x} is not an empty function, so its "
                            "conditional tail sites cannot be armed", "link the stubs `sdtgen gen` wrote")
         bp = arch.breakpoint(len(original))
-        self.stub_traps[stub] = (site, original[:len(bp)])
-        self.machine.write_code(stub, bp)
+        write_code_verified(self.machine, stub, original[:len(bp)], bp)
+        self.stub_traps[stub] = (site, original[:len(bp)], bp)
 
-    def disable(self, spec: str) -> int:
-        sites = self.matching(spec)
+    def disable(self, pattern: ProbeSpec) -> int:
+        """Disarm every armed site of every probe matching ``pattern``; how many sites match."""
+        sites = self.matching(pattern)
         for s in sites:
-            if s.addr in self.armed:
-                self.armed.discard(s.addr)
+            if s.addr not in self.armed:
+                continue
+            self.armed.discard(s.addr)
+            try:
                 if s.form != COND:
-                    self.machine.write_code(s.addr, s.disabled)
+                    write_site(self.machine, s, s.disabled)
                 elif s.probe.stub in self.stub_traps and not any(
                         self.sites[a].probe.stub == s.probe.stub for a in self.armed if self.sites[a].form == COND):
-                    _, covered = self.stub_traps.pop(s.probe.stub)
-                    self.machine.write_code(s.probe.stub, covered)
+                    _, covered, bp = self.stub_traps.pop(s.probe.stub)
+                    write_code_verified(self.machine, s.probe.stub, bp, covered)
+            except SiteChanged as e:
+                s.usable = False
+                self.on_changed(s, e)
         self.sync_flag()
         return len(sites)
 
@@ -151,7 +166,7 @@ class ProbeRuntime:
         resume = arch.return_address(m) if site.form in RETURNS else addr + site.length
         if probe.spec in self.active:
             # The probe's own action reached it again: like kprobes, disarm it rather than recurse.
-            self.disable(probe.spec)
+            self.disable(ProbeSpec.parse(probe.spec))
             self.on_warning(f"{probe.spec} fired again from its own action; disarmed it")
             return resume
         args = tuple(decode_arg(t, v, m) for t, v in zip(probe.args, raw, strict=True))
@@ -166,8 +181,3 @@ class ProbeRuntime:
                 finally:
                     self.active.discard(probe.spec)
         return resume
-
-
-class SpecError(ValueError):
-    pass
-

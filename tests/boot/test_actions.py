@@ -23,9 +23,10 @@ def test_recursion_disarms_the_probe_with_a_warning_and_the_run_goes_on(kernel):
                   "--action", "hk:vfs:lookup:entry=vfs_lookup",
                   "--run", "vfs_lookup_id:int", "--arg", "2", "--run", "vfs_lookup_id:int", "--arg", "1")
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == f"{kernel.image}: warning: hk:vfs:lookup:entry fired again from its own action; " \
+                          "disarmed it\n"
     assert proc.stdout.splitlines()[1:] == [
         'hk:vfs:lookup:entry  arg0="/var/log/messages"',
-        "warning: hk:vfs:lookup:entry fired again from its own action; disarmed it",
         "action vfs_lookup returned 3",  # the action itself completed, with the site disarmed
         "vfs_lookup_id(2) = 3",
         "vfs_lookup_id(1) = 2",  # no longer armed: no firing

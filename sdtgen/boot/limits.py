@@ -1,0 +1,14 @@
+"""What a boot accepts, in one place. Past each limit the input is refused with one line and exit 2.
+
+Real kernels sit far inside every limit: a handful of PT_LOAD segments, tens
+of megabytes, commands and probe specs of a few dozen characters. The limits
+keep a crafted image or script from costing minutes or gigabytes.
+"""
+
+MAX_SEGMENTS = 256  # PT_LOAD segments of one image (Unicorn maps each run of pages once)
+MAX_SEGMENT = 256 << 20  # bytes of memory one segment may ask for
+MAX_MAPPED = 512 << 20  # bytes of guest memory all segments together may ask for (bss included)
+MAX_LINE = 4096  # characters of one console or script line
+MAX_SPEC = 1024  # characters of one probe spec (--enable, --disable, --action, enable, list...)
+MAX_SCRIPT = 1 << 20  # bytes of one --script file (or of standard input with --script -)
+DEFAULT_TIMEOUT = 20.0  # seconds one --run, script or console `run` may take (--timeout)

@@ -1,0 +1,75 @@
+"""Every write to a site checks first that the bytes are what sdtgen last wrote (ftrace_verify_code's rule).
+
+The tricks kernel's rewrite() copies replacement() (return 1234) over probed() (a probe site, return 42),
+as self-modifying code or a module reusing memory would.
+"""
+
+from __future__ import annotations
+
+from booted import Booted
+
+from sdtgen.elf.reader import ElfFile
+
+
+def replacement_bytes(image, length: int) -> bytes:
+    """What rewrite() leaves at probed(): the first bytes of replacement(), from the image file."""
+    with ElfFile(image) as elf:
+        syms = elf.symbol_map()
+        return elf.read_addr(syms["replacement"].value, length)
+
+
+def test_enable_after_the_guest_rewrote_the_site_refuses_and_marks_it(tricks):
+    b = Booted(tricks)
+    try:
+        (site,) = b.session.runtime.sites.values()
+        b.events()
+        b.session.run("rewrite:void", [])
+        found = b.session.machine.read(site.addr, site.length)
+        entry = b.session.image.symbols["probed"].value
+        assert found == replacement_bytes(tricks, 16)[site.addr - entry:][:site.length] != site.disabled
+        b.events()
+        assert b.session.runtime.enable(b.session.spec("tk:::")) == 0  # nothing armed
+        (changed,) = b.events()
+        assert changed["event"] == "changed" and changed["pc"] == site.addr and changed["bytes"] == found.hex()
+        assert changed["expected"] == site.disabled.hex() and changed["where"].startswith(".text:probed+0x")
+        assert b.session.machine.read(site.addr, site.length) == found  # no breakpoint written
+        assert not site.usable
+        b.session.run("probed:int", [1])
+        assert b.events() == [{"event": "return", "symbol": "probed", "value": 1234}]  # and no firing
+    finally:
+        b.session.close()
+
+
+def test_disable_after_the_guest_rewrote_an_armed_site_leaves_the_guest_code(tricks):
+    b = Booted(tricks)
+    try:
+        (site,) = b.session.runtime.sites.values()
+        b.session.enable("tk:::")
+        b.session.run("probed:int", [7])
+        b.events()
+        b.session.run("rewrite:void", [])
+        b.session.disable("tk:::")
+        events = b.events()
+        assert [e["event"] for e in events] == ["return", "changed"]
+        assert events[1]["expected"] == site.armed.hex()
+        b.session.run("probed:int", [7])
+        assert b.events() == [{"event": "return", "symbol": "probed", "value": 1234}]  # not the NOP over it
+        import pytest
+
+        from sdtgen.errors import SdtError
+
+        with pytest.raises(SdtError, match="the guest rewrote every one"):  # unusable from now on
+            b.session.enable("tk:::")
+    finally:
+        b.session.close()
+
+
+def test_the_cli_says_which_site_and_what_bytes(tricks):
+    from helpers import sdtgen
+
+    proc = sdtgen("boot", tricks, "--run", "rewrite:void", "--enable", "tk:::", "--run", "probed:int", "--arg", "3")
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"{tricks}: warning: .text:probed+0x")
+    assert ": tk:code:probed:entry: the site's code changed since sdtgen wrote it: found " in lines[0]
+    assert lines[1] == f"{tricks}: error: no site of 'tk:::' could be armed: the guest rewrote every one"
