@@ -72,6 +72,18 @@ def test_the_patched_check_is_the_encoding_and_never_a_trap(booted_freebsd):
         assert b.session.machine.read(s.addr, s.length) == arch.set_result(s.length, 1)
 
 
+def test_arming_a_check_whose_bytes_changed_leaves_them_and_says_so(booted_freebsd):
+    b = booted_freebsd
+    (site, *_) = sorted((s for s in b.session.patch.sites if s.form == "isen"), key=lambda s: s.addr)
+    foreign = b.session.image.arch.nop(site.length)  # something other than sdtgen rewrote the check
+    b.session.machine.write_code(site.addr, foreign)
+    b.session.enable(CHECKED)
+    changed = [e for e in b.events() if e["event"] == "changed"]
+    assert [(e["pc"], e["bytes"], e["expected"]) for e in changed] == [
+        (site.addr, foreign.hex(), b.session.image.arch.set_result(site.length, 0).hex())]
+    assert b.session.machine.read(site.addr, site.length) == foreign and not site.usable
+
+
 @pytest.mark.parametrize("arch", ARCHES)
 def test_the_patcher_refuses_a_check_that_is_not_the_call(arch, freebsd_kernel, tmp_path):
     from test_freebsd_macros import without_an_is_enabled_call
