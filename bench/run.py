@@ -295,6 +295,31 @@ def probe_cost_rows(work: Path) -> list[Row]:
     return rows
 
 
+# -- trace writers -----------------------------------------------------------------------
+def trace_rows(work: Path) -> list[Row]:
+    """Events a second each trace writer turns into its file, beside pickling the same events."""
+    import pickle
+
+    from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
+
+    n = 200_000
+    probes = (TraceProbe(0, "hk", "vfs", "lookup", "component", ("const char *", "int")),
+              TraceProbe(1, "hk", "sched", "run", "tick", ("int", "long")),
+              TraceProbe(2, "hk", "sched", "switch", "six", ("int", "int", "int", "int", "long", "unsigned long")))
+    args = {0: lambda i: ("etc", i), 1: lambda i: (i, -i), 2: lambda i: (i, 1, 2, 3, -i, i << 20)}
+    events = [TraceEvent(i % 3, i % 4, 1000 + i // 4 * 10, args[i % 3](i)) for i in range(n)]
+    meta = TraceMeta("x86_64", "tsc", 1_000_000_000, 4, probes, {1: 3})
+    base = min(timed(lambda: pickle.dumps(events))[0] for _ in range(3))
+    rows = []
+    for fmt, name, target in (("ctf", "trace", 500_000), ("perfetto", "trace.pftrace", None),
+                              ("chrome", "trace.json", None)):
+        t = min(timed(lambda fmt=fmt, name=name: write_trace(work / name, fmt, meta, events))[0] for _ in range(3))
+        rows.append(Row(f"trace writer: {fmt}, {n:,} events (1/3 with a string)", f"{n / t:,.0f} events/s",
+                        f"pickle.dumps: {n / base:,.0f} events/s", t / base,
+                        f">= {target:,} events/s" if target else "", n / t >= target if target else None))
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
@@ -319,7 +344,7 @@ def main() -> int:
     many_copy = many_image / "kernel.o"
     shutil.copy(many, many_copy)
     many_elf = link_image(many_copy, many_image, toolchain.Build(cflags=synth.CFLAGS))
-    rows += patch_rows(many_elf) + probe_cost_rows(work) + guarded_loop_rows(work)
+    rows += patch_rows(many_elf) + probe_cost_rows(work) + guarded_loop_rows(work) + trace_rows(work)
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
     table = [header, *(r.cells() for r in rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

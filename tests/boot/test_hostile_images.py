@@ -1,4 +1,4 @@
-"""Images crafted from a real gcc + GNU ld image (tests/boot/crafted.py) that the boot must refuse or survive.
+"""Images crafted from a real gcc + GNU ld image (tests/boot/crafted_images.py) that the boot must refuse or survive.
 
 Each expectation is checked against readelf's reading of the crafted file, not sdtgen's.
 """
@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from crafted import PF_R, PF_W, PF_X, Load, point_site_entry, set_site_length, with_loads, with_relative_reloc
+from crafted_images import PF_R, PF_W, PF_X, Load, point_site_entry, set_site_length, with_loads, with_relative_reloc
 from helpers import SDTGEN, run, sdtgen
 
 from sdtgen.boot.limits import MAX_MAPPED, MAX_SEGMENTS

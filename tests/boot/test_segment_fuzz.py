@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from crafted import PF_R, PF_W, PF_X, Load, with_loads
+from crafted_images import PF_R, PF_W, PF_X, Load, with_loads
 
 from sdtgen.cli import main
 
