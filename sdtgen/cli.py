@@ -31,11 +31,21 @@ def _emit_json(obj: object) -> None:
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned columns; names from ELF files have control characters escaped (a name must not move
-    the cursor, clear the screen or print a line of its own)."""
-    rows = [[printable(str(c)) for c in r] for r in rows]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
-    return "\n".join(lines)
+    the cursor, clear the screen or print a line of its own).
+
+    Column by column, so a kernel's tens of thousands of rows cost one C-level check each, not a call per cell.
+    """
+    from sdtgen.errors import MAX_SHOWN
+
+    columns = []
+    for column in zip(header, *rows, strict=True):
+        column = [str(c) for c in column]
+        if max(map(len, column)) > MAX_SHOWN or not "".join(column).isprintable():
+            column = [printable(c) for c in column]
+        columns.append(column)
+    widths = [max(map(len, c)) for c in columns]
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format
+    return "\n".join(line(*r).rstrip() for r in zip(*columns, strict=True))
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
