@@ -182,13 +182,13 @@ def patch_rows(image: Path) -> list[Row]:
                 f"loading the image: {load_time:.3f} s", best_patch / load_time, ">= 200,000 sites/s", rate >= 200_000)]
 
 
-def fixture_build(work: Path, variant: str) -> Path:
-    """The fixture kernel, probes compiled out / as calls / classic, built with sdtgen's steps."""
-    sources = sorted((ROOT / "fixtures" / "kernel").glob("*.c"))
+def fixture_build(work: Path, variant: str, fixture: str = "kernel") -> Path:
+    """A fixture kernel, probes compiled out / as calls / classic, built with sdtgen's steps."""
+    sources = sorted((ROOT / "fixtures" / fixture).glob("*.c"))
     define = {"out": ["-DSDT_COMPILED_OUT"], "classic": ["-DSDT_CLASSIC"], "calls": []}[variant]
     extra = (ROOT / "bench" / "classic.c",) if variant == "classic" else ()
     b = toolchain.Build(cflags=(*toolchain.kernel_cflags("x86_64"), *define), extra_sources=extra)
-    d = work / f"fixture-{variant}"
+    d = work / (f"fixture-{variant}" if fixture == "kernel" else f"{fixture}-{variant}")
     d.mkdir(parents=True, exist_ok=True)
     objs = toolchain.compile_sources(b, sources, d)
     partial = toolchain.partial_link(b, objs, d / "kernel.o")
@@ -219,6 +219,51 @@ def run_loop(image: Path, patch: bool, arm: bool, n: int, count: int = 0) -> tup
         return elapsed, insns
     finally:
         s.close()
+
+
+def count_instructions(image: Path, func: str, n: int, arm: str = "") -> int:
+    """Guest instructions of ``func(2n)`` less those of ``func(n)``: n iterations of its loop, without the
+    call's own set-up, after the boot's patching (and arming ``arm``)."""
+    from unicorn import UC_HOOK_CODE
+
+    s = BootSession(str(image), Reporter(out=io.StringIO()), patch=True)
+    try:
+        if arm:
+            s.enable(arm)
+        counter = [0]
+        h = s.machine.uc.hook_add(UC_HOOK_CODE, lambda uc, a, size, u: counter.__setitem__(0, counter[0] + 1))
+        s.machine.uc.ctl_flush_tb()
+        s.machine.call(s.image.symbols[func].value, [n])
+        once = counter[0]
+        s.machine.call(s.image.symbols[func].value, [2 * n])
+        s.machine.uc.hook_del(h)
+        return counter[0] - 2 * once
+    finally:
+        s.close()
+
+
+def guarded_loop_rows(work: Path) -> list[Row]:
+    """fixtures/freebsd's hot loop: its probe's argument is a string hash, asked for through
+    SDT_PROBE_ENABLED(); guest instructions per iteration with the probe disabled."""
+    n = 20_000
+    out, calls, classic = (fixture_build(work, v, "freebsd") for v in ("out", "calls", "classic"))
+    per = lambda i: f"{i / n:.2f} insns/iteration"  # noqa: E731
+    i_out = count_instructions(out, "hot_loop", n)
+    i_guarded = count_instructions(calls, "hot_loop", n)
+    i_unguarded = count_instructions(calls, "hot_loop_unguarded", n)
+    i_classic = count_instructions(classic, "hot_loop", n)
+    i_other = count_instructions(calls, "hot_loop", n, "ip:::send")
+    extra = (i_guarded - i_out) / n
+    return [
+        Row("is-enabled guard, expensive argument, disabled: guest instructions", per(i_guarded),
+            f"compiled out: {per(i_out)}", i_guarded / i_out, "<= 3 more", extra <= 3),
+        Row("  guarded vs the same probe unguarded (hash always computed)", per(i_guarded),
+            f"unguarded: {per(i_unguarded)}", i_guarded / i_unguarded, "< 1x", i_guarded < i_unguarded),
+        Row("  guarded vs classic if (sdt_probe_func)", per(i_guarded), f"classic: {per(i_classic)}",
+            i_guarded / i_classic, "", None),
+        Row("  guarded, another probe armed (ip:::send)", per(i_other), f"nothing armed: {per(i_guarded)}",
+            i_other / i_guarded, "1x", i_other == i_guarded),
+    ]
 
 
 def probe_cost_rows(work: Path) -> list[Row]:
@@ -349,7 +394,8 @@ def main() -> int:
     many_copy = many_image / "kernel.o"
     shutil.copy(many, many_copy)
     many_elf = link_image(many_copy, many_image, toolchain.Build(cflags=synth.CFLAGS))
-    rows += patch_rows(many_elf) + probe_cost_rows(work) + smp_rows(work) + trace_rows(work)
+    rows += (patch_rows(many_elf) + probe_cost_rows(work) + guarded_loop_rows(work) + smp_rows(work)
+             + trace_rows(work))
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
     table = [header, *(r.cells() for r in rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

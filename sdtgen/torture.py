@@ -25,7 +25,7 @@ import io
 import time
 from dataclasses import dataclass, field
 
-from sdtgen.arch.base import COND, RETURNS
+from sdtgen.arch.base import COND, ISEN, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.patcher import PatchedSite, write_code_verified
 from sdtgen.boot.session import BootSession, Reporter
@@ -68,6 +68,7 @@ class Toggled:
     off: bytes  # the disabled bytes
     on: bytes  # the armed bytes
     legit: frozenset[tuple[int, bytes]]  # (address, bytes) of every instruction a CPU may execute in the site
+    branch: bool  # armed, it is the call to the stub again (else the site's own armed bytes)
 
 
 class Torture:
@@ -94,8 +95,9 @@ class Torture:
         end = sym.value + max(sym.size, 1)
         for s in self.session.patch.sites:
             if sym.value <= s.addr < end and s.form != COND and s.usable:
-                on = s.original if self.branch else s.armed
-                self.sites[s.addr] = Toggled(s, s.disabled, on, self._legit(s.addr, s.disabled, on))
+                branch = self.branch and s.form != ISEN  # an is-enabled check toggles between result 0 and 1
+                on = s.original if branch else s.armed
+                self.sites[s.addr] = Toggled(s, s.disabled, on, self._legit(s.addr, s.disabled, on), branch)
         if not self.sites:
             raise SdtError(self.session.image.path, f"{printable(symbol)} has no probe site to toggle",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
@@ -103,7 +105,7 @@ class Torture:
             bp = self.arch.breakpoint(1)
             for t in self.sites.values():
                 stub = t.site.probe.stub
-                if stub in self.stubs:
+                if stub in self.stubs or not t.branch:
                     continue
                 code = self.machine.read(stub, 8)
                 if not self.arch.is_empty_stub(code):
@@ -149,14 +151,17 @@ class Torture:
             self.summary.transient += 1
         else:  # the breakpoint is the site's own: armed in trap mode
             new = self.machine.read(addr, len(t.on))
-            if new != t.on or self.branch:
+            if new != t.on or t.branch or t.site.form == ISEN:
                 raise GuestFault("breakpoint trap at a site that is not armed", addr)
         return self._as_if(m, t, new)
 
     def _as_if(self, m: Machine, t: Toggled, new: bytes) -> int:
         """Go on as if ``new`` were the site's instruction (a CPU on a transient breakpoint does)."""
         site = t.site
-        if new == t.on and self.branch:
+        if site.form == ISEN:  # "result = 0 or 1": what the new instruction would leave in the result register
+            m.uc.reg_write(self.arch.regs.ret, int(new == t.on))
+            return site.addr + site.length
+        if new == t.on and t.branch:
             to = self.arch.emulate_branch(m, site.addr, new)
             if to is None:
                 raise GuestFault("cannot emulate the instruction being written", site.addr)

@@ -77,6 +77,7 @@ class ProbeRuntime:
         self.on_action: Callable[[str, int], None] = lambda name, value: None
         self.on_changed: Callable[[PatchedSite, SiteChanged], None] = lambda site, e: None
         self.hits: Counter[str] = Counter()
+        self.flag: int | None = None  # sdt_probes_enabled's address: SDT_PROBES_ENABLED() reads it
         self.last_fired: str | None = None
         self.on_fire = on_fire
         self.per_cpu = False  # several CPUs: firings say which one (each CPU's trap is trap_on(that CPU, ...))
@@ -110,6 +111,7 @@ class ProbeRuntime:
                 continue
             self.armed.add(s.addr)
             armed += 1
+        self.sync_flag()
         return armed
 
     def _arm_stub(self, site: PatchedSite) -> None:
@@ -142,7 +144,13 @@ class ProbeRuntime:
             except SiteChanged as e:
                 s.usable = False
                 self.on_changed(s, e)
+        self.sync_flag()
         return len(sites)
+
+    def sync_flag(self) -> None:
+        """SDT_PROBES_ENABLED() is true exactly while some site is armed: keep the guest's flag so."""
+        if self.flag is not None:
+            self.machine.write(self.flag, b"\x01" if self.armed else b"\x00")
 
     def armed_probes(self) -> set[str]:
         return {self.sites[a].probe.spec for a in self.armed}
