@@ -78,3 +78,11 @@ def test_a_function_without_probes_is_one_line(kernel):
     r = sdtgen("torture", str(kernel.image), "--run", "kstrlen", "--arg", "0")
     assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1 and "no probe site" in r.stderr
+
+
+def test_is_enabled_sites_toggle_under_the_protocol_too(freebsd_kernel):
+    """hot_loop asks SDT_PROBE_ENABLED() each iteration: its check is rewritten between result 0 and 1."""
+    image = str(freebsd_kernel("x86_64").image)
+    s = torture(image, "hot_loop", [20], cpus=4, toggles=300, protocol="safe", seed=3, timeout=120)
+    assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
+    assert torture(image, "hot_loop", [20], cpus=4, toggles=300, protocol="naive", seed=3, timeout=120).torn > 0

@@ -111,6 +111,7 @@ class Machine:
         self._detailed = None  # a Capstone handle with operand details, made on the first fault
         self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
         self._pc = 0  # where step() goes on
+        self._counted = False  # the code translated so far counts instructions (see step)
 
     def cpu_stack_top(self, cpu: int) -> int:
         """CPU ``cpu``'s stack top: CPU 0's is the single-CPU machine's, the others' lie below it."""
@@ -362,6 +363,7 @@ class Machine:
             self._depth -= 1
 
     def _run(self, pc: int) -> int:
+        self._counted = False
         while True:
             after = self._slice(pc, 0)
             if after is RETURNED:
@@ -405,6 +407,11 @@ class Machine:
 
     def step(self, count: int) -> bool:
         """Run this CPU's call for at most ``count`` instructions; True once it has returned."""
+        if not self._counted:
+            # Unicorn counts instructions with a hook compiled into each translated block: code translated by
+            # an uncounted run (call()) would run past the count, so it is translated again.
+            self.uc.ctl_flush_tb()
+            self._counted = True
         after = self._slice(self._pc, count)
         if after is RETURNED:
             return True

@@ -92,3 +92,25 @@ def test_a_cpu_does_not_see_another_cpus_code_write_until_its_cache_is_flushed(t
         assert cpus[1].call(probed, [0]) == 1234
     finally:
         b.session.close()
+
+
+def test_a_quantum_is_exactly_its_count_of_instructions_even_after_a_plain_call(tricks):
+    """Unicorn counts with a hook compiled into translated code: code a plain call translated must not escape it."""
+    from unicorn import UC_HOOK_CODE
+
+    b = Booted(tricks, cpus=2)
+    try:
+        m = b.session.smp.cpus[0]
+        spin = b.session.image.symbols["spin"].value
+        executed = [0]
+        m.uc.hook_add(UC_HOOK_CODE, lambda uc, addr, size, user: executed.__setitem__(0, executed[0] + 1))
+        m.uc.ctl_flush_tb()
+        assert m.call(spin, [1000]) == 1000  # translates spin() without counting
+        m.begin_call(spin, [100_000])
+        executed[0] = 0
+        for quantum in (10, 1, 25):
+            executed[0] = 0
+            assert not m.step(quantum)
+            assert executed[0] == quantum
+    finally:
+        b.session.close()
