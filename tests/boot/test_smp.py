@@ -114,3 +114,13 @@ def test_a_quantum_is_exactly_its_count_of_instructions_even_after_a_plain_call(
             assert executed[0] == quantum
     finally:
         b.session.close()
+
+
+def test_a_script_runs_on_every_cpu_too(kernel, tmp_path):
+    script = tmp_path / "s.txt"
+    script.write_text("enable hk:sched:run:tick\nrun sched_run 2\n")
+    r = sdtgen("boot", str(kernel.image), "--cpus", "2", "--seed", "4", "--script", str(script), "--json")
+    assert r.returncode == 0
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert sorted((e["cpu"], e["value"]) for e in events if e["event"] == "return") == [(0, 3), (1, 3)]  # 1 + 2
+    assert sorted(e["cpu"] for e in events if e["event"] == "fire") == [0, 0, 1, 1]
