@@ -91,8 +91,9 @@ class Machine:
 
     def _engine(self, arch: Arch, file: str) -> None:
         """This CPU's own parts: an engine in virtual-TLB mode, and its run state."""
-        from unicorn import UC_TLB_VIRTUAL, Uc
+        from unicorn import UC_TLB_VIRTUAL, Uc, UcError
 
+        self._UcError = UcError  # caught on every stop: imported once, not per stop
         self.arch = arch
         self.file = file  # for diagnostics
         self.cpu = 0
@@ -380,13 +381,11 @@ class Machine:
         RETURNED when the call returned; where to go on after a breakpoint; None when the CPU
         stopped for no reason of ours (a halt, or the ``count`` ran out).
         """
-        from unicorn import UcError
-
         self._returned, self._trapped_at, self._stopped_by, self.last_miss = False, None, None, None
         self._check_watchdog(pc)
         try:
-            self.uc.emu_start(pc, 0, count=count)
-        except UcError as e:
+            self.uc.emu_start(pc, 0, 0, count)
+        except self._UcError as e:
             if self._trapped_at is None and not self._returned and self._stopped_by is None:
                 raise GuestFault(self._describe(e), self.uc.reg_read(self.arch.regs.pc)) from None
         if self._stopped_by is not None:

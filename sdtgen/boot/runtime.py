@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from sdtgen.arch.base import COND, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
@@ -81,7 +82,7 @@ class ProbeRuntime:
         self.last_fired: str | None = None
         self.on_fire = on_fire
         self.per_cpu = False  # several CPUs: firings say which one (each CPU's trap is trap_on(that CPU, ...))
-        machine.trap = self._trap
+        machine.trap = partial(self.trap_on, machine)
         probes: dict[int, TableProbe] = {}
         for s in patched.sites:
             probes.setdefault(s.probe.addr, s.probe)
@@ -154,9 +155,6 @@ class ProbeRuntime:
 
     def armed_probes(self) -> set[str]:
         return {self.sites[a].probe.spec for a in self.armed}
-
-    def _trap(self, addr: int) -> int:
-        return self.trap_on(self.machine, addr)
 
     def trap_on(self, m: Machine, addr: int) -> int:
         """Record a firing on CPU ``m``; where its execution resumes."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 import sys
+from functools import partial
 from typing import TextIO
 
 from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_SPEC
@@ -89,9 +90,11 @@ class Reporter:
 
     def fire(self, f: Firing) -> None:
         event = {"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args)}
+        line = f"{printable(f.probe)}  {format_args(f)}".rstrip()
         if f.cpu is not None:
             event["cpu"] = f.cpu
-        self._emit(event, f"{_on_cpu(f.cpu)}{printable(f.probe)}  {format_args(f)}".rstrip())
+            line = _on_cpu(f.cpu) + line
+        self._emit(event, line)
 
     def returned(self, symbol: str, args: list[int], value: int | str | None, rtype: str,
                  cpu: int | None = None) -> None:
@@ -215,7 +218,7 @@ class BootSession:
             self.smp = Smp(self.machine, self.cpus, self.seed)
             self.runtime.per_cpu = True
             for m in self.smp.cpus:
-                m.trap = lambda addr, m=m: self.runtime.trap_on(m, addr)
+                m.trap = partial(self.runtime.trap_on, m)
 
     def close(self) -> None:
         for m in self.smp.cpus[1:] if self.smp is not None else []:
