@@ -332,6 +332,19 @@ def smp_rows(work: Path) -> list[Row]:
             s.close()
     rows.append(Row("patch protocol (x86 breakpoint, 5 bytes): time per toggle, 4 CPUs",
                     f"{toggle[4] * 1e6:.1f} us", f"1 CPU: {toggle[1] * 1e6:.1f} us", toggle[4] / toggle[1], "", None))
+    running = {}
+    for cpus in (1, 4):  # the torture test: toggles while the CPUs call sched_run, quanta between the stores
+        from sdtgen.torture import torture
+
+        k = 5_000
+        t, summary = timed(lambda cpus=cpus, k=k: torture(str(image), "sched_run", [20], cpus=cpus, toggles=k,
+                                                           protocol="safe", seed=1, timeout=600))
+        running[cpus] = (t / k, summary)
+    s1, s4 = running[1][1], running[4][1]
+    rows.append(Row(f"torture, safe protocol: {s4.toggles} toggles under 4 CPUs ({s4.calls} calls, {s4.torn} torn, "
+                    f"{s4.faults} faults)", f"{running[4][0] * 1e6:.0f} us/toggle",
+                    f"under 1 CPU: {running[1][0] * 1e6:.0f} us/toggle ({s1.torn} torn, {s1.faults} faults)",
+                    running[4][0] / running[1][0], "0 torn, 0 faults", s4.passed and s1.passed))
     m = 5_000_000
     one = run_loop(image, True, False, m)[0]
     s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=4)
