@@ -124,3 +124,14 @@ def test_a_script_runs_on_every_cpu_too(kernel, tmp_path):
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert sorted((e["cpu"], e["value"]) for e in events if e["event"] == "return") == [(0, 3), (1, 3)]  # 1 + 2
     assert sorted(e["cpu"] for e in events if e["event"] == "fire") == [0, 0, 1, 1]
+
+
+def test_a_run_past_its_timeout_is_a_fault_on_every_cpu_still_in_it_and_the_boot_goes_on(tricks):
+    r = sdtgen("boot", str(tricks), "--cpus", "2", "--timeout", "0.3", "--run", "spin", "--arg", "0",
+               "--run", "probed", "--arg", "1")
+    assert r.returncode == 1
+    faults = r.stderr.splitlines()
+    assert len(faults) == 2
+    for cpu, line in enumerate(faults):
+        assert f": cpu{cpu} fault in spin: did not return within 0.3 s" in line
+    assert r.stdout.splitlines()[-2:] == ["cpu0 probed(1) = 42", "cpu1 probed(1) = 42"]
