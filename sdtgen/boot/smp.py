@@ -44,6 +44,8 @@ class Smp:
                     m = self.cpus[k]
                     try:
                         done = m.step(self.quantum())
+                    except Interrupted:  # Ctrl-C during an --action's call on this CPU: the whole run stops
+                        raise
                     except GuestFault as fault:
                         results[k] = fault
                         running.remove(k)
