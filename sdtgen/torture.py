@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 from sdtgen.arch.base import COND, ISEN, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
@@ -91,6 +92,7 @@ class Torture:
 
     # -- setting up ------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
+        """The reference value (before anything is armed), the sites to toggle, their stubs' breakpoints, hooks."""
         sym = self.session.image.symbols[symbol]
         end = sym.value + max(sym.size, 1)
         for s in self.session.patch.sites:
@@ -101,6 +103,11 @@ class Torture:
         if not self.sites:
             raise SdtError(self.session.image.path, f"{printable(symbol)} has no probe site to toggle",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
+        try:
+            self.expected = self.reference() & self.mask
+        except GuestFault as e:
+            raise SdtError(self.session.image.path, f"{printable(symbol)} faults on one CPU with nothing armed: "
+                           f"{e.what} at {e.pc:#x}", "give arguments the function accepts") from None
         if self.branch:
             bp = self.arch.breakpoint(1)
             for t in self.sites.values():
@@ -114,7 +121,7 @@ class Torture:
                 write_code_verified(self.machine, stub, code[:len(bp)], bp)
                 self.stubs.add(stub)
         for m in self.smp.cpus:
-            m.trap = lambda addr, m=m: self._trap(m, addr)
+            m.trap = partial(self._trap, m)
             self._hook(m)
 
     def _legit(self, addr: int, off: bytes, on: bytes) -> frozenset[tuple[int, bytes]]:
@@ -179,7 +186,6 @@ class Torture:
 
     def run(self) -> Summary:
         """Toggle the sites ``toggles`` times while every CPU calls the function; then let the calls end."""
-        self.expected = self.reference() & self.mask
         rng, poke = self.smp.rng, self.smp.poke
         self.rounds = [0] * len(self.smp.cpus)
         self.calls = [0] * len(self.smp.cpus)

@@ -90,3 +90,9 @@ def test_is_enabled_sites_toggle_under_the_protocol_too(freebsd_kernel):
     s = torture(image, "hot_loop", [20], cpus=4, toggles=300, protocol="safe", seed=3, timeout=120)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
     assert torture(image, "hot_loop", [20], cpus=4, toggles=300, protocol="naive", seed=3, timeout=120).torn > 0
+
+
+def test_a_function_that_faults_by_itself_is_one_line(kernel):
+    r = sdtgen("torture", str(kernel.image), "--run", "vfs_lookup", "--arg", "0")
+    assert r.returncode == 2
+    assert len(r.stderr.splitlines()) == 1 and "faults on one CPU with nothing armed" in r.stderr
