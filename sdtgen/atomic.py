@@ -263,7 +263,7 @@ def write_directory_atomic(path: str | os.PathLike[str], files: list[tuple[str, 
                            "give a new path, an empty directory or an earlier one of these")
     with _held():
         try:
-            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         except OSError as e:
             raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
         try:
