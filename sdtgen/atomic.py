@@ -55,9 +55,8 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
     return os.path.realpath(path), ino
 
 
-def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | None:
-    """Check that ``path`` may be written; its lstat, or None when it does not exist yet."""
-    target = Path(path)
+def _lstat_in_writable_dir(target: Path, role: str) -> os.stat_result | None:
+    """The lstat of ``target``, or None when it does not exist; its directory must exist and be writable."""
     shown = printable(str(target))
     parent = target.parent
     if not parent.is_dir():
@@ -67,11 +66,20 @@ def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | No
         raise SdtError(shown, f"cannot write the {role}: directory {printable(str(parent))} is not writable",
                        "give a path in a directory you can write")
     try:
-        st = os.lstat(target)
+        return os.lstat(target)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise SdtError(shown, f"cannot write the {role}: {e.strerror}", "give another path") from None
+
+
+def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | None:
+    """Check that ``path`` may be written; its lstat, or None when it does not exist yet."""
+    target = Path(path)
+    shown = printable(str(target))
+    st = _lstat_in_writable_dir(target, role)
+    if st is None:
+        return None
     if stat.S_ISDIR(st.st_mode):
         raise SdtError(shown, f"the {role} would replace a directory", "give a file name, not a directory")
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
@@ -243,19 +251,7 @@ def write_directory_atomic(path: str | os.PathLike[str], files: list[tuple[str, 
     """
     target = Path(path)
     shown = printable(str(target))
-    parent = target.parent
-    if not parent.is_dir():
-        raise SdtError(shown, f"cannot write the {role}: directory {printable(str(parent))} does not exist",
-                       "create the directory first, or give another path")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise SdtError(shown, f"cannot write the {role}: directory {printable(str(parent))} is not writable",
-                       "give a path in a directory you can write")
-    try:
-        st = os.lstat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise SdtError(shown, f"cannot write the {role}: {e.strerror}", "give another path") from None
+    st = _lstat_in_writable_dir(target, role)
     replace_old = False
     if st is not None:
         if not stat.S_ISDIR(st.st_mode):
@@ -267,7 +263,7 @@ def write_directory_atomic(path: str | os.PathLike[str], files: list[tuple[str, 
                            "give a new path, an empty directory or an earlier one of these")
     with _held():
         try:
-            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         except OSError as e:
             raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
         try:
