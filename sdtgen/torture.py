@@ -59,7 +59,8 @@ class Summary:
 
     def text(self) -> str:
         verdict = "ok" if self.passed else "FAILED"
-        return (f"{verdict}: {self.protocol} protocol, {self.cpus} CPUs, {self.toggles} toggles: {self.calls} calls, "
+        cpus = f"{self.cpus} CPU" + ("s" if self.cpus != 1 else "")
+        return (f"{verdict}: {self.protocol} protocol, {cpus}, {self.toggles} toggles: {self.calls} calls, "
                 f"{self.firings} firings, {self.faults} faults, {self.torn} torn")
 
 
