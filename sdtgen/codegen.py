@@ -11,6 +11,7 @@ from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import Probe, Site, descriptor_problem
+from sdtgen.recorder import render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
@@ -152,6 +153,7 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
             continue  # the object defines it itself
         lines.append(f"void {p.symbol}(void);")
         lines.append(f'SDT_STUB void {p.symbol}(void) {{ __asm__ __volatile__(""); }}')
+    lines.append(render_recorders(result.arch, [(p.symbol, p.args) for p in probes]))
     return "\n".join(lines) + "\n"
 
 

@@ -86,6 +86,7 @@ class Machine:
         top = 1 << arch.bits
         self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
         self.stack_top = top - 2 * PAGE
+        self.stack_size = STACK_SIZE
         self._map(self.exit_addr, PAGE, "the return page", protected=True)
         bp = arch.breakpoint(4)
         self.write(self.exit_addr, bp * (PAGE // len(bp)))
@@ -195,6 +196,10 @@ class Machine:
         i = bisect.bisect(self._starts, vaddr)
         self._starts.insert(i, vaddr)
         self.regions.insert(i, region)
+
+    def map_area(self, vaddr: int, size: int, name: str) -> None:
+        """Map guest memory of sdtgen's own (the trace buffers) at ``vaddr``."""
+        self._map(vaddr, size, name)
 
     def region_at(self, vaddr: int) -> Region | None:
         i = bisect.bisect_right(self._starts, vaddr) - 1

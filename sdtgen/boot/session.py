@@ -12,15 +12,17 @@ import json
 import sys
 from typing import TextIO
 
-from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_SPEC
+from sdtgen.boot.buffers import POLICIES, Rings, make_format
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_SPEC
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.patcher import PatchedSite, PatchResult, Refusal, SiteChanged, patch_sites
-from sdtgen.boot.runtime import Firing, ProbeRuntime, read_guest_string
+from sdtgen.boot.runtime import ARM_MODES, BRANCH, DataPath, Firing, ProbeRuntime, read_guest_string
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import WARNING, Diagnostic, SdtError, place, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
-from sdtgen.table import TableError, read_tables
+from sdtgen.recorder import RECORDER_PREFIX, probe_key
+from sdtgen.table import TableError, TableProbe, read_tables
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
@@ -88,7 +90,7 @@ class Reporter:
                        "sdtgen leaves it as it is and writes there no more", printable(at))
 
     def fire(self, f: Firing) -> None:
-        self._emit({"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args)},
+        self._emit({"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args), "cpu": f.cpu, "ts": f.ts},
                    f"{printable(f.probe)}  {format_args(f)}".rstrip())
 
     def returned(self, symbol: str, args: list[int], value: int | str | None, rtype: str) -> None:
@@ -106,9 +108,11 @@ class Reporter:
                        f"{kind} in {printable(symbol)}: {fault.what} (last probe fired: {printable(last or 'none')})",
                        "", printable(where))
 
-    def stats(self, hits: dict[str, int]) -> None:
+    def stats(self, hits: dict[str, int], lost: int = 0) -> None:
         lines = "\n".join(f"{n:8d}  {printable(p)}" for p, n in sorted(hits.items())) or "no probe fired"
-        self._emit({"event": "stats", "hits": dict(sorted(hits.items()))}, lines)
+        if lost:
+            lines += f"\n{lost:8d}  lost (the trace buffer was full: see --buffer-size, --overflow)"
+        self._emit({"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}, lines)
 
     def warning(self, text: str) -> None:
         self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
@@ -151,14 +155,19 @@ def parse_int(text: str) -> int:
 
 
 class BootSession:
-    def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
+                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite") -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.timeout = timeout
         self.image = Image(path)
         self.machine: Machine | None = None
+        if overflow not in POLICIES:
+            raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+        self.buffer_size, self.overflow = buffer_size, overflow
         try:
             self._boot(patch)
+            self.set_arm(arm)
         except BaseException:
             self.close()
             raise
@@ -188,11 +197,51 @@ class BootSession:
         self.patch = patch_sites(self.machine, entries) if patch else PatchResult([], [])
         self.reporter.patched(self.patch)
         self.reporter.refused(self.patch.refused, self._where_function)
-        self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire)
+        data = self._data_path(entries) if patch else None
+        self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire, data)
         self.runtime.on_warning = self.reporter.warning
         self.runtime.on_action = self.reporter.action
         self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
         self.faults = 0
+
+    def _data_path(self, entries) -> DataPath | None:
+        """The image's recorders (``__sdt_rec_<stub>``) and the rings they write; None without recorders."""
+        probes: dict[int, TableProbe] = {e.probe.stub: e.probe for e in entries}
+        recorders: dict[int, int] = {}
+        formats = {}
+        arch = self.image.arch
+        for name, sym in self.image.symbols.items():
+            if not name.startswith(RECORDER_PREFIX) or sym.type != STT_FUNC:
+                continue
+            stub = self.image.symbols.get(name[len(RECORDER_PREFIX):])
+            probe = probes.get(stub.value) if stub is not None else None
+            if probe is None:
+                continue
+            if self.machine.code_at(sym.value) is None:
+                raise self.image.elf.fail(f"recorder {printable(name)} at {sym.value:#x} is outside the image's code",
+                                          "regenerate the stubs with `sdtgen gen` and relink")
+            key = probe_key(stub.name)
+            if key in formats and formats[key].spec != probe.spec:
+                raise self.image.elf.fail(f"probes {printable(formats[key].spec)} and {printable(probe.spec)} have "
+                                          "the same record key", "rename one of them")
+            recorders[probe.stub] = sym.value
+            formats[key] = make_format(key, probe.spec, probe.args, arch.bits)
+        if not recorders:
+            return None
+        return DataPath(Rings(self.machine, self.buffer_size, self.overflow), recorders, formats)
+
+    def set_arm(self, mode: str) -> None:
+        """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""
+        if mode not in ARM_MODES:
+            raise SdtError("", f"unknown arming mode {printable(mode)!r}", "use trap or branch")
+        if mode == BRANCH and not self.patched:
+            raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
+        self.runtime.set_mode(mode)
+
+    def drain(self) -> None:
+        """Report what the guest recorded since the last drain (it is stopped whenever this runs)."""
+        for f in self.runtime.drain():
+            self.reporter.fire(f)
 
     def close(self) -> None:
         if self.machine is not None:
@@ -260,8 +309,14 @@ class BootSession:
             raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
                            "check the symbol name")
         pattern = self.spec(spec)
-        self.enable(spec)
-        self.runtime.actions.append((pattern, sym.value, symbol))
+        self.runtime.actions.append((pattern, sym.value, symbol))  # first: a probe with an action is trapped
+        if self.patched and self.runtime.matching(pattern):
+            self.runtime.disable(pattern)  # branch-armed sites of it are rearmed with the breakpoint
+        try:
+            self.enable(spec)
+        except BaseException:
+            self.runtime.actions.pop()
+            raise
 
     def functions(self) -> list[str]:
         return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)
@@ -298,11 +353,13 @@ class BootSession:
         try:
             raw = self.machine.call(func, args, timeout=self.timeout)
         except GuestFault as fault:
+            self.drain()
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
             if isinstance(fault, Interrupted):  # the user's choice, not the guest's fault
                 raise Stopped() from None
             self.faults += 1
             return None
+        self.drain()
         value = self._decode_return(raw, rtype)
         self.reporter.returned(symbol, args, value, rtype)
         return value
@@ -320,7 +377,8 @@ class BootSession:
         return value
 
     def stats(self) -> None:
-        self.reporter.stats(dict(self.runtime.hits))
+        self.drain()
+        self.reporter.stats(dict(self.runtime.hits), self.runtime.lost)
 
 
 def describe(pattern: ProbeSpec) -> str:
