@@ -98,14 +98,14 @@ class AArch64(Arch):
     # TPIDR_EL1 (the kernel's per-CPU register) holds this CPU's control structure; the clock is the
     # virtual counter (cntfrq_el0 says 62,500,000 Hz under Unicorn 2.1.4; it counts host time).
     recorder_c = r"""
-static inline struct sdt_cpu *sdt_this_cpu(void)
+static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
 {
 	struct sdt_cpu *c;
 	__asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(c));
 	return c;
 }
 
-static inline unsigned long long sdt_clock(void)
+static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
 {
 	unsigned long long t;
 	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(t));

@@ -134,14 +134,14 @@ class RiscV64(Arch):
     # tp holds this CPU's control structure; the clock is the cycle CSR (Unicorn 2.1.4 raises an exception
     # on rdtime, and rdcycle counts host ticks).
     recorder_c = r"""
-static inline struct sdt_cpu *sdt_this_cpu(void)
+static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
 {
 	struct sdt_cpu *c;
 	__asm__ __volatile__("mv %0, tp" : "=r"(c));
 	return c;
 }
 
-static inline unsigned long long sdt_clock(void)
+static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
 {
 	unsigned long long t;
 	__asm__ __volatile__("rdcycle %0" : "=r"(t));

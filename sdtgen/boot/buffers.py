@@ -104,7 +104,7 @@ class Rings:
         self.slots = size // SLOT
         self.policy = policy
         self.cpus = cpus
-        area = PAGE + cpus * size
+        area = (PAGE + cpus * size + PAGE - 1) & ~(PAGE - 1)
         self.base = (machine.stack_top - machine.stack_size - PAGE - area) & ~(PAGE - 1)
         machine.map_area(self.base, area, "the trace buffers")
         self.lost = [0] * cpus

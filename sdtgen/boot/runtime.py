@@ -101,6 +101,7 @@ class ProbeRuntime:
         self.on_warning: Callable[[str], None] = lambda text: None
         self.on_action: Callable[[str, int], None] = lambda name, value: None
         self.on_changed: Callable[[PatchedSite, SiteChanged], None] = lambda site, e: None
+        self.on_drain: Callable[[], None] = lambda: None  # report what the rings hold now
         self.hits: Counter[str] = Counter()
         self.last_fired: str | None = None
         self.on_fire = on_fire
@@ -245,6 +246,11 @@ class ProbeRuntime:
             self.hits[probe.spec] += 1
             self.on_fire(Firing(probe.spec, addr, args, probe.args))
         self.last_fired = probe.spec
+        if recorder is not None and any(pattern.matches(probe) for pattern, _, _ in self.actions):
+            # The firing is recorded (and shown) before the action runs, as the guest would order them.
+            m.call_nested(recorder, raw)
+            self.on_drain()
+            recorder = None
         self._run_actions(probe, raw)
         if recorder is None:
             return self._resume(site, addr)

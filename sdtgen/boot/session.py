@@ -201,6 +201,7 @@ class BootSession:
         self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire, data)
         self.runtime.on_warning = self.reporter.warning
         self.runtime.on_action = self.reporter.action
+        self.runtime.on_drain = self.drain
         self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
         self.faults = 0
 
@@ -240,8 +241,12 @@ class BootSession:
 
     def drain(self) -> None:
         """Report what the guest recorded since the last drain (it is stopped whenever this runs)."""
+        before = self.runtime.lost
         for f in self.runtime.drain():
             self.reporter.fire(f)
+        if self.runtime.lost > before:
+            self.reporter.warning(f"{self.runtime.lost - before} record(s) lost: the trace buffer was full "
+                                  f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
 
     def close(self) -> None:
         if self.machine is not None:
