@@ -167,5 +167,6 @@ def test_hostile_probe_names(inputs, name, capsys):
             run(["gcc", "-c", "-o", f"{d}/t.o", str(table)])
             defined = [ln.split()[-1] for ln in run(["nm", "--defined-only", f"{d}/s.o"]).stdout.splitlines()
                        if ln.split()[1] in "TtWw"]
-            stubs_defined = [n.removeprefix(RECORDER_PREFIX) for n in defined if n.split(".")[0] not in WRITER_FUNCTIONS]
+            stubs_defined = [n.removeprefix(RECORDER_PREFIX) for n in defined
+                             if n.split(".")[0] not in WRITER_FUNCTIONS]
             assert all(n.startswith("__dtrace_sdt_") and len(n) > 13 for n in stubs_defined), defined

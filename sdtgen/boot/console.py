@@ -35,7 +35,8 @@ class Console(cmd.Cmd):
     """Commands over a BootSession. ``strict``: an error stops (scripts); otherwise it is printed."""
 
     prompt = "sdt> "
-    intro = "sdtgen boot console: list, enable, disable, run, action, arm, stats, help, quit (tab completes probe names)"
+    intro = ("sdtgen boot console: list, enable, disable, run, action, arm, stats, help, quit "
+             "(tab completes probe names)")
 
     def __init__(self, session: BootSession, strict: bool = False, stdin=None) -> None:
         super().__init__(stdin=stdin)
