@@ -45,7 +45,7 @@ struct sdt_cpu {
 	unsigned long long head;	/* slots ever written */
 	unsigned long long tail;	/* first slot not yet read or overwritten */
 	unsigned long long lost;	/* records not kept */
-	unsigned long long policy;	/* 0 drop the newest, 1 overwrite the oldest */
+	unsigned long long policy;	/* SDT_DROP, SDT_OVERWRITE, or SDT_FULL: drop mode that dropped */
 	unsigned long long cpu;
 };
 
@@ -56,6 +56,10 @@ struct sdt_slot {
 	unsigned short nulls;		/* bit k: string argument k was a null pointer */
 	unsigned long long a[6];
 };
+
+#define SDT_DROP 0
+#define SDT_OVERWRITE 1
+#define SDT_FULL 2
 
 #define SDT_RECORD __attribute__((weak, used, noinline, no_instrument_function, section(".text.sdt_record")))
 #define SDT_WRITER __attribute__((noinline, no_instrument_function, section(".text.sdt_record")))
@@ -83,11 +87,15 @@ static SDT_WRITER struct sdt_slot *sdt_reserve(unsigned int key, unsigned int n)
 	unsigned long long pad = pos + n > size ? size - pos : 0;
 	struct sdt_slot *s;
 
+	if (c->policy == SDT_FULL)
+		goto lose;
 	if (head + pad + n - c->tail > size) {
-		if (!c->policy || n > size) {
-			c->lost++;
-			return 0;
+		if (c->policy == SDT_DROP) {
+			c->policy = SDT_FULL;	/* the oldest stay: drop the rest until the host reads the ring */
+			goto lose;
 		}
+		if (n > size)
+			goto lose;
 		sdt_make_room(c, ring, head + pad + n - size);
 	}
 	if (pad) {
@@ -102,6 +110,9 @@ static SDT_WRITER struct sdt_slot *sdt_reserve(unsigned int key, unsigned int n)
 	s->nulls = 0;
 	c->head = head + pad + n;
 	return s;
+lose:
+	c->lost++;
+	return 0;
 }
 
 /* Copy a string argument into the record's string slots, up to %(max)d bytes. */

@@ -20,6 +20,7 @@ from sdtgen.recorder import SLOT, STRING_SLOTS
 CTL = struct.Struct("<8Q")  # self, base, slots, head, tail, lost, policy, cpu
 RECORD = struct.Struct("<QIHH6Q")  # ts, key, n, nulls, a[6]
 POLICIES = {"drop": 0, "overwrite": 1}
+FULL = 2  # the policy word of a drop-mode ring that dropped: the writer drops until the host reads it
 PAGE = 0x1000
 
 
@@ -124,7 +125,7 @@ class Rings:
         out = []
         for cpu in range(self.cpus):
             ctl = self.control(cpu)
-            _, _, _, head, tail, lost, _, _ = CTL.unpack(self.machine.read(ctl, CTL.size))
+            _, _, _, head, tail, lost, policy, _ = CTL.unpack(self.machine.read(ctl, CTL.size))
             self.lost[cpu] = lost
             if not 0 <= head - tail <= self.slots:
                 raise SdtError("", f"the trace buffer of CPU {cpu} is corrupt (head {head}, tail {tail})",
@@ -132,6 +133,8 @@ class Rings:
             if head != tail:
                 out.append((cpu, self._linear(cpu, head, tail)))
                 self.machine.write(ctl + 32, struct.pack("<Q", head))  # the tail: read up to the head
+            if policy == FULL:
+                self.machine.write(ctl + 48, struct.pack("<Q", POLICIES["drop"]))  # room again
         return out
 
     def _linear(self, cpu: int, head: int, tail: int) -> bytes:

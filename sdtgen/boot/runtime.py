@@ -144,15 +144,15 @@ class ProbeRuntime:
                             f"(e.g. {far[0].probe.spec} at {far[0].addr:#x}): armed with the breakpoint")
         return armed
 
-    def set_mode(self, mode: str) -> None:
-        """Arm sites with ``mode`` from now on; the armed ones are rearmed that way."""
+    def set_mode(self, mode: str, rearm: bool = True) -> None:
+        """Arm sites with ``mode`` from now on; with ``rearm``, the armed ones are rearmed that way."""
         if mode == BRANCH and self.data is None:
             raise SdtError("", "this image has no recorders, so it can only be armed with traps",
                            "rebuild it with this sdtgen's `gen`")
-        armed = [self.sites[a] for a in sorted(self.armed)]
+        armed = [self.sites[a] for a in sorted(self.armed)] if rearm else []
         for s in armed:
             self._disarm(s)
-        self.armed.clear()
+        self.armed.difference_update(s.addr for s in armed)
         self.mode = mode
         for s in armed:
             try:

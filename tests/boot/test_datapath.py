@@ -1,0 +1,113 @@
+"""The data path: branch arming into guest recorders, per-CPU rings, timestamps, overflow, mode switches."""
+
+from __future__ import annotations
+
+import pytest
+import test_runtime
+from booted import Booted
+from native_oracle import Call
+from test_runtime import CALLS, comparable, firings, native_firings, returns
+
+from sdtgen.arch.base import CALL, COND
+
+same = test_runtime.same  # the fixture comparing firings with the native run's
+
+
+@pytest.fixture
+def branch(kernel):
+    b = Booted(kernel.image, arm="branch")
+    b.events()
+    yield b
+    b.session.close()
+
+
+def fires(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["event"] == "fire"]
+
+
+def test_branch_mode_firings_equal_the_native_run(branch, native, same):
+    branch.session.enable(":::")
+    emulated = branch.run(CALLS)
+    expected = native(CALLS)
+    same(emulated, expected, ":::")
+    assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
+    assert not branch.session.runtime.trapped  # every x86-64 site reaches its recorder
+
+
+def test_armed_sites_call_the_recorder_and_disarmed_ones_are_the_nop_again(branch):
+    s = branch.session
+    cs = s.image.arch.disassembler()
+    recorders = s.runtime.data.recorders
+    before = {a: s.machine.read(a, site.length) for a, site in s.runtime.sites.items()}
+    s.enable(":::")
+    for addr, site in s.runtime.sites.items():
+        insn = next(cs.disasm(s.machine.read(addr, site.length), addr))
+        want = {CALL: "call", COND: site.original and next(cs.disasm(site.original, addr)).mnemonic}.get(
+            site.form, "jmp")
+        assert (insn.mnemonic, int(insn.op_str, 16)) == (want, recorders[site.probe.stub])
+    s.disable(":::")
+    assert {a: s.machine.read(a, site.length) for a, site in s.runtime.sites.items()} == before
+
+
+def test_every_firing_has_cpu_0_and_a_timestamp_that_never_goes_back(branch):
+    branch.session.enable(":::")
+    events = fires(branch.run(CALLS))
+    assert events and all(e["cpu"] == 0 and isinstance(e["ts"], int) for e in events)
+    ts = [e["ts"] for e in events]
+    assert ts == sorted(ts) and ts[0] < ts[-1]
+
+
+def test_trap_mode_records_through_the_same_buffers(booted):
+    booted.session.enable("hk:sched:run:tick")
+    events = fires(booted.run([Call("sched_run", (3,))]))
+    assert [e["args"] for e in events] == [[0, 1], [1, 3], [2, 8]]
+    assert all(e["cpu"] == 0 and isinstance(e["ts"], int) for e in events)
+    assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)
+
+
+def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, same):
+    """Arm with traps, run, switch to branches, run, disarm, run, rearm mixed: each run is the native truth."""
+    s = booted.session
+    expected = native(CALLS)
+    s.enable(":::")
+    same(booted.run(CALLS), expected, ":::")
+    s.set_arm("branch")
+    same(booted.run(CALLS), expected, ":::")
+    s.disable(":::")
+    assert firings(booted.run(CALLS)) == []
+    s.enable("hk:sched::")  # branches
+    s.set_arm("trap")
+    s.enable("hk:vfs::")  # traps; the sched probes were rearmed with traps too
+    assert s.runtime.trapped == s.runtime.armed
+    s.runtime.set_mode("branch", rearm=False)
+    s.enable(":::")  # the sched and vfs probes stay traps, the rest branch: a mixed arming
+    assert s.runtime.trapped and s.runtime.armed - s.runtime.trapped
+    same(booted.run(CALLS), expected, ":::")
+    s.disable(":::")
+    assert firings(booted.run(CALLS)) == []
+    assert all(s.machine.read(a, x.length) == x.disabled for a, x in s.runtime.sites.items())
+
+
+@pytest.mark.parametrize("policy", ["drop", "overwrite"])
+@pytest.mark.parametrize("size", [256, 512, 1024])
+@pytest.mark.parametrize("call", [Call("kmain", (3,)), Call("sched_run", (40,))])
+def test_overflow_loses_exactly_what_it_reports(kernel, native, policy, size, call):
+    """Shown plus lost equals what fired natively; drop keeps the oldest run, overwrite the newest."""
+    expected = native_firings(native([call]), ":::")
+    b = Booted(kernel.image, arm="branch", buffer_size=size, overflow=policy)
+    try:
+        b.session.enable(":::")
+        shown = firings(b.run([call]))
+        b.session.stats()
+        (stats,) = [e for e in b.events() if e["event"] == "stats"]
+    finally:
+        b.session.close()
+    assert stats["lost"] > 0 and len(shown) > 0  # the buffer holds some of the run, not all
+    assert len(shown) + stats["lost"] == len(expected)
+    kept = expected[:len(shown)] if policy == "drop" else expected[len(expected) - len(shown):]
+    assert [p for p, _ in shown] == [p for p, _ in kept]
+    assert all(a == x for (_, a), (_, x) in zip(shown, kept, strict=True) if not _has_pointer(a))
+
+
+def _has_pointer(args: list) -> bool:
+    return any(isinstance(a, int) and a > 1 << 40 for a in args)  # a kernel address differs from the native one
