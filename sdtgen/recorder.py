@@ -13,6 +13,7 @@ from __future__ import annotations
 from sdtgen.arch.base import Arch
 
 RECORDER_PREFIX = "__sdt_rec_"
+CONTROL = 1024  # bytes per CPU of control structure (64) and scratch slots for a dropped record (13 * 64)
 SLOT = 64  # bytes of one ring slot: a record is one slot, plus STRING_SLOTS per copied string
 STRING_SLOTS = 2
 MAX_COPIED_STRING = STRING_SLOTS * SLOT - 1  # bytes of a string copied at fire time (a NUL ends it)
@@ -38,7 +39,7 @@ COMMON = r"""
  * register points to and reads the ring only while the guest is stopped, so
  * the writer is the only one on its CPU and takes no lock.
  */
-struct sdt_cpu {
+struct sdt_cpu {			/* CONTROL bytes apart; the rest is scratch for dropped records */
 	unsigned long long self;	/* this structure's address */
 	unsigned long long base;	/* the ring: slots * 64 bytes */
 	unsigned long long slots;	/* a power of two */
@@ -51,9 +52,14 @@ struct sdt_cpu {
 
 struct sdt_slot {
 	unsigned long long ts;
-	unsigned int key;		/* the probe; 0 in padding that skips the ring's end */
-	unsigned short n;		/* slots in this record */
-	unsigned short nulls;		/* bit k: string argument k was a null pointer */
+	union {
+		struct {
+			unsigned int key;	/* the probe; 0 in padding that skips the ring's end */
+			unsigned short n;	/* slots in this record */
+			unsigned short nulls;	/* bit k: string argument k was a null pointer */
+		};
+		unsigned long long key_n;	/* all three in one store (little-endian) */
+	};
 	unsigned long long a[6];
 };
 
@@ -78,12 +84,12 @@ static SDT_WRITER void sdt_make_room(struct sdt_cpu *c, struct sdt_slot *ring, u
 	}
 }
 
-/* Reserve n contiguous slots, stamped with the clock and the probe's key; 0 when dropped. */
-static SDT_WRITER struct sdt_slot *sdt_reserve(unsigned int key, unsigned int n)
+/* A record that does not fit as it is: padding past the ring's end, a full ring, or a dropped record. */
+static SDT_WRITER struct sdt_slot *sdt_reserve_slow(struct sdt_cpu *c, unsigned long long key_n)
 {
-	struct sdt_cpu *c = sdt_this_cpu();
 	struct sdt_slot *ring = (struct sdt_slot *)(unsigned long)c->base;
 	unsigned long long head = c->head, size = c->slots, pos = head & (size - 1);
+	unsigned long long n = key_n >> 32;
 	unsigned long long pad = pos + n > size ? size - pos : 0;
 	struct sdt_slot *s;
 
@@ -105,14 +111,33 @@ static SDT_WRITER struct sdt_slot *sdt_reserve(unsigned int key, unsigned int n)
 	}
 	s = &ring[pos];
 	s->ts = sdt_clock();
-	s->key = key;
-	s->n = (unsigned short)n;
-	s->nulls = 0;
+	s->key_n = key_n;
 	c->head = head + pad + n;
 	return s;
 lose:
 	c->lost++;
-	return 0;
+	return (struct sdt_slot *)(c + 1);	/* the CPU's scratch record: written, never read */
+}
+
+/*
+ * Reserve n contiguous slots stamped with the clock, the probe's key and n (key_n: key | n << 32).
+ * A dropped record goes to the CPU's scratch slots after its control structure, so recorders need
+ * no test. The common case stays short: it fits, no padding, nothing dropped.
+ */
+static SDT_WRITER struct sdt_slot *sdt_reserve(unsigned long long key_n)
+{
+	struct sdt_cpu *c = sdt_this_cpu();
+	unsigned long long head = c->head, size = c->slots, next = head + (key_n >> 32);
+	struct sdt_slot *s;
+
+	/* One branch, not three: each branch ends a translation block in the emulator. */
+	if (((head & (size - 1)) + (key_n >> 32) > size) | (next - c->tail > size) | (c->policy == SDT_FULL))
+		return sdt_reserve_slow(c, key_n);
+	s = (struct sdt_slot *)(unsigned long)c->base + (head & (size - 1));
+	s->ts = sdt_clock();
+	s->key_n = key_n;
+	c->head = next;
+	return s;
 }
 
 /* Copy a string argument into the record's string slots, up to %(max)d bytes. */
@@ -144,11 +169,12 @@ def render_recorders(arch: Arch, probes: list[tuple[str, tuple[str, ...]]]) -> s
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
         out.append("{")
-        out.append(f"\tstruct sdt_slot *s = sdt_reserve({probe_key(symbol):#x}u, "
-                   f"{1 + STRING_SLOTS * len(strings)});")
-        out.append("")
-        out.append("\tif (!s)")
-        out.append("\t\treturn;")
+        key_n = probe_key(symbol) | (1 + STRING_SLOTS * len(strings)) << 32  # nulls: 0
+        if types:
+            out.append(f"\tstruct sdt_slot *s = sdt_reserve({key_n:#x}ull);")
+            out.append("")
+        else:
+            out.append(f"\tsdt_reserve({key_n:#x}ull);")
         for k in range(len(types)):
             out.append(f"\ts->a[{k}] = a{k};")
         for j, k in enumerate(strings):

@@ -1,8 +1,8 @@
 """Per-CPU ring buffers in guest memory, and the host's drain of them.
 
-The host maps one area: a page of per-CPU control structures (64 bytes each,
-``struct sdt_cpu`` of the generated recorders), then each CPU's ring of
-64-byte slots. It points each CPU's per-CPU register at that CPU's control
+The host maps one area: per-CPU control structures (``struct sdt_cpu`` of the
+generated recorders, 1 KiB apart: the rest is scratch a dropped record is
+written to), then each CPU's ring of 64-byte slots. It points each CPU's per-CPU register at that CPU's control
 structure, and reads the rings only while the guest is stopped: records
 between tail and head, oldest first, after which the tail moves to the head.
 The layout is in docs/boot.md.
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sdtgen.boot.limits import MAX_BUFFER, MIN_BUFFER
 from sdtgen.errors import SdtError
-from sdtgen.recorder import SLOT, STRING_SLOTS
+from sdtgen.recorder import CONTROL, SLOT, STRING_SLOTS
 
 CTL = struct.Struct("<8Q")  # self, base, slots, head, tail, lost, policy, cpu
 RECORD = struct.Struct("<QIHH6Q")  # ts, key, n, nulls, a[6]
@@ -43,6 +44,11 @@ class Format:
     strings: tuple[int, ...]  # arguments copied as strings, in slot order
     mask: int  # a register word of the guest
 
+    @property
+    def plain(self) -> bool:
+        """Every argument is the register word as it is (the batch path)."""
+        return not self.ints and not self.strings and self.mask == MASK64
+
 
 def make_format(key: int, spec: str, types: tuple[str, ...], bits: int) -> Format:
     from sdtgen.recorder import is_string
@@ -51,8 +57,7 @@ def make_format(key: int, spec: str, types: tuple[str, ...], bits: int) -> Forma
     return Format(key, spec, types, ints, tuple(k for k, t in enumerate(types) if is_string(t)), (1 << bits) - 1)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One recorded firing: what a trace event is made of (probe, CPU, timestamp, arguments)."""
 
     ts: int
@@ -64,33 +69,41 @@ class Event:
 def decode(cpu: int, data: bytes, formats: dict[int, Format]) -> list[Event]:
     """The records of one CPU's ring, read out in order (``data``: whole slots from tail to head).
 
-    Fixed 64-byte slots unpack in one batch; a record of an unknown key is skipped by its length.
+    Fixed 64-byte slots unpack in one batch; a record whose arguments are plain register words
+    is a slice of its slot. Padding (key 0) and records of unknown keys are skipped by their length.
     """
     out: list[Event] = []
     append = out.append
-    slots = list(RECORD.iter_unpack(data))
-    i, count = 0, len(slots)
-    while i < count:
-        ts, key, n, nulls, *words = slots[i]
-        f = formats.get(key)
-        i += n or 1
-        if f is None:
-            continue  # padding at the ring's end (key 0)
-        args: list = words[:len(f.types)]
-        if f.mask != MASK64:
-            args = [w & f.mask for w in args]
-        for k in f.ints:
-            v = args[k] & 0xFFFFFFFF
-            args[k] = v - (1 << 32) if v & 0x80000000 else v
-        for j, k in enumerate(f.strings):
-            if nulls >> k & 1:
-                args[k] = None
-                continue
-            at = (i - n + 1 + STRING_SLOTS * j) * SLOT
-            text = data[at:at + STRING_SLOTS * SLOT]
-            args[k] = text[:text.find(b"\0")].decode("utf-8", "replace") if b"\0" in text else None
-        append(Event(ts, cpu, f.spec, tuple(args)))
+    fast = {k: (f.spec, 4 + len(f.types)) for k, f in formats.items() if f.plain}
+    new = tuple.__new__
+    nxt = 0
+    for i, slot in enumerate(RECORD.iter_unpack(data)):
+        if i < nxt:
+            continue  # a string slot of the record before
+        nxt = i + (slot[2] or 1)
+        plain = fast.get(slot[1])
+        if plain is not None:
+            append(new(Event, (slot[0], cpu, plain[0], slot[4:plain[1]])))
+            continue
+        f = formats.get(slot[1])
+        if f is not None:
+            append(new(Event, (slot[0], cpu, f.spec, _args(f, slot, i, data))))
     return out
+
+
+def _args(f: Format, slot: tuple, i: int, data: bytes) -> tuple:
+    """Arguments that need more than a slice: 32-bit words, signed ints, copied strings."""
+    args: list = [w & f.mask for w in slot[4:4 + len(f.types)]]
+    for k in f.ints:
+        v = args[k] & 0xFFFFFFFF
+        args[k] = v - (1 << 32) if v & 0x80000000 else v
+    nulls = slot[3]
+    for j, k in enumerate(f.strings):
+        at = (i + 1 + STRING_SLOTS * j) * SLOT
+        text = data[at:at + STRING_SLOTS * SLOT]
+        end = text.find(b"\0")
+        args[k] = None if nulls >> k & 1 or end < 0 else text[:end].decode("utf-8", "replace")
+    return tuple(args)
 
 
 MASK64 = (1 << 64) - 1
@@ -105,7 +118,8 @@ class Rings:
         self.slots = size // SLOT
         self.policy = policy
         self.cpus = cpus
-        area = (PAGE + cpus * size + PAGE - 1) & ~(PAGE - 1)
+        self.controls = (cpus * CONTROL + PAGE - 1) & ~(PAGE - 1)
+        area = self.controls + cpus * size
         self.base = (machine.stack_top - machine.stack_size - PAGE - area) & ~(PAGE - 1)
         machine.map_area(self.base, area, "the trace buffers")
         self.lost = [0] * cpus
@@ -115,10 +129,10 @@ class Rings:
         machine.arch.set_cpu_pointer(machine.uc, self.control(0))  # one CPU today: this engine is CPU 0
 
     def control(self, cpu: int) -> int:
-        return self.base + cpu * CTL.size
+        return self.base + cpu * CONTROL
 
     def ring(self, cpu: int) -> int:
-        return self.base + PAGE + cpu * self.size
+        return self.base + self.controls + cpu * self.size
 
     def drain(self) -> list[tuple[int, bytes]]:
         """(cpu, its records since the last drain as whole slots, oldest first); the lost counts updated."""

@@ -272,18 +272,19 @@ class ProbeRuntime:
                 finally:
                     self.active.discard(probe.spec)
 
-    def drain(self) -> list[Firing]:
+    def drain(self) -> list[Event]:
         """What the recorders wrote since the last drain, every CPU merged in timestamp order."""
         if self.data is None:
             return []
         streams = [decode(cpu, data, self.data.formats) for cpu, data in self.data.rings.drain()]
         self.lost = sum(self.data.rings.lost)
-        events: list[Event] = streams[0] if len(streams) == 1 else list(heapq.merge(*streams, key=lambda e: e.ts))
-        out = []
-        for e in events:
-            probe = self.by_spec[e.probe]
-            self.hits[e.probe] += 1
-            out.append(Firing(e.probe, self.single_site.get(e.probe), e.args, probe.args, e.cpu, e.ts))
-        if out:
-            self.last_fired = out[-1].probe
-        return out
+        if not streams:
+            return []
+        events = streams[0] if len(streams) == 1 else list(heapq.merge(*streams, key=lambda e: e.ts))
+        self.hits.update(e.probe for e in events)
+        self.last_fired = events[-1].probe
+        return events
+
+    def firing(self, e: Event) -> Firing:
+        """A drained event as the reporter shows it (the site, when its probe has only one)."""
+        return Firing(e.probe, self.single_site.get(e.probe), e.args, self.by_spec[e.probe].args, e.cpu, e.ts)

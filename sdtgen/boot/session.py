@@ -242,8 +242,8 @@ class BootSession:
     def drain(self) -> None:
         """Report what the guest recorded since the last drain (it is stopped whenever this runs)."""
         before = self.runtime.lost
-        for f in self.runtime.drain():
-            self.reporter.fire(f)
+        for e in self.runtime.drain():
+            self.reporter.fire(self.runtime.firing(e))
         if self.runtime.lost > before:
             self.reporter.warning(f"{self.runtime.lost - before} record(s) lost: the trace buffer was full "
                                   f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
