@@ -198,3 +198,26 @@ def test_an_explicit_sdt_arch_wins(tmp_path):
     user_build(tmp_path, cc, ld)  # writes the Makefile; builds aarch64
     proc = run(["make", "-C", str(tmp_path), "-B", "SDT_ARCH=x86_64"], check=False)
     assert proc.returncode != 0 and "x86-64" in (tmp_path / "kernel_sdt_final.ld").read_text()
+
+
+@pytest.mark.parametrize("policy", ["drop", "overwrite"])
+@pytest.mark.parametrize("arch", ["aarch64", "i386"])
+def test_overflow_is_exact_on_other_architectures(arch_kernel, kernel, arch, policy):
+    """A 256-byte ring: shown plus lost is what x86-64's traps fire (the native truth); drop keeps the oldest
+    run, overwrite the newest."""
+    calls = (("kmain", (3,)),)
+    expected = [e[1] for e in boot_trace(kernel.image, calls) if e[0] == "fire"]
+    buf = io.StringIO()
+    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=256,
+                    overflow=policy)
+    try:
+        s.enable(":::")
+        s.run("kmain:long", [3])
+        s.stats()
+    finally:
+        s.close()
+    events = [json.loads(x) for x in buf.getvalue().splitlines()]
+    shown = [e["probe"] for e in events if e["event"] == "fire"]
+    (stats,) = [e for e in events if e["event"] == "stats"]
+    assert 0 < len(shown) < len(expected) and len(shown) + stats["lost"] == len(expected)
+    assert shown == (expected[:len(shown)] if policy == "drop" else expected[len(expected) - len(shown):])

@@ -119,7 +119,7 @@ class Rings:
         self.policy = policy
         self.cpus = cpus
         self.controls = (cpus * CONTROL + PAGE - 1) & ~(PAGE - 1)
-        area = self.controls + cpus * size
+        area = (self.controls + cpus * size + PAGE - 1) & ~(PAGE - 1)  # Unicorn maps whole pages
         self.base = (machine.stack_top - machine.stack_size - PAGE - area) & ~(PAGE - 1)
         machine.map_area(self.base, area, "the trace buffers")
         self.lost = [0] * cpus

@@ -111,3 +111,15 @@ def test_overflow_loses_exactly_what_it_reports(kernel, native, policy, size, ca
 
 def _has_pointer(args: list) -> bool:
     return any(isinstance(a, int) and a > 1 << 40 for a in args)  # a kernel address differs from the native one
+
+
+def test_bad_buffer_sizes_and_modes_are_one_line_and_exit_2(kernel):
+    from helpers import sdtgen
+
+    for argv, what in ((["--buffer-size", "1000"], "is not a power of two from 256 to 67108864"),
+                       (["--buffer-size", "128"], "is not a power of two"),
+                       (["--buffer-size", str(128 << 20)], "is not a power of two"),
+                       (["--arm", "branch", "--no-patch"], "cannot arm with branches: nothing is patched")):
+        proc = sdtgen("boot", kernel.image, *argv)
+        assert proc.returncode == 2 and what in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
