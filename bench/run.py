@@ -182,13 +182,13 @@ def patch_rows(image: Path) -> list[Row]:
                 f"loading the image: {load_time:.3f} s", best_patch / load_time, ">= 200,000 sites/s", rate >= 200_000)]
 
 
-def fixture_build(work: Path, variant: str) -> Path:
-    """The fixture kernel, probes compiled out / as calls / classic, built with sdtgen's steps."""
-    sources = sorted((ROOT / "fixtures" / "kernel").glob("*.c"))
+def fixture_build(work: Path, variant: str, fixture: str = "kernel") -> Path:
+    """A fixture kernel, probes compiled out / as calls / classic, built with sdtgen's steps."""
+    sources = sorted((ROOT / "fixtures" / fixture).glob("*.c"))
     define = {"out": ["-DSDT_COMPILED_OUT"], "classic": ["-DSDT_CLASSIC"], "calls": []}[variant]
     extra = (ROOT / "bench" / "classic.c",) if variant == "classic" else ()
     b = toolchain.Build(cflags=(*toolchain.kernel_cflags("x86_64"), *define), extra_sources=extra)
-    d = work / f"fixture-{variant}"
+    d = work / (f"fixture-{variant}" if fixture == "kernel" else f"{fixture}-{variant}")
     d.mkdir(parents=True, exist_ok=True)
     objs = toolchain.compile_sources(b, sources, d)
     partial = toolchain.partial_link(b, objs, d / "kernel.o")
@@ -225,6 +225,51 @@ def run_loop(image: Path, patch: bool, arm: bool, n: int, count: int = 0, mode: 
         return elapsed, insns
     finally:
         s.close()
+
+
+def count_instructions(image: Path, func: str, n: int, arm: str = "") -> int:
+    """Guest instructions of ``func(2n)`` less those of ``func(n)``: n iterations of its loop, without the
+    call's own set-up, after the boot's patching (and arming ``arm``)."""
+    from unicorn import UC_HOOK_CODE
+
+    s = BootSession(str(image), Reporter(out=io.StringIO()), patch=True)
+    try:
+        if arm:
+            s.enable(arm)
+        counter = [0]
+        h = s.machine.uc.hook_add(UC_HOOK_CODE, lambda uc, a, size, u: counter.__setitem__(0, counter[0] + 1))
+        s.machine.uc.ctl_flush_tb()
+        s.machine.call(s.image.symbols[func].value, [n])
+        once = counter[0]
+        s.machine.call(s.image.symbols[func].value, [2 * n])
+        s.machine.uc.hook_del(h)
+        return counter[0] - 2 * once
+    finally:
+        s.close()
+
+
+def guarded_loop_rows(work: Path) -> list[Row]:
+    """fixtures/freebsd's hot loop: its probe's argument is a string hash, asked for through
+    SDT_PROBE_ENABLED(); guest instructions per iteration with the probe disabled."""
+    n = 20_000
+    out, calls, classic = (fixture_build(work, v, "freebsd") for v in ("out", "calls", "classic"))
+    per = lambda i: f"{i / n:.2f} insns/iteration"  # noqa: E731
+    i_out = count_instructions(out, "hot_loop", n)
+    i_guarded = count_instructions(calls, "hot_loop", n)
+    i_unguarded = count_instructions(calls, "hot_loop_unguarded", n)
+    i_classic = count_instructions(classic, "hot_loop", n)
+    i_other = count_instructions(calls, "hot_loop", n, "ip:::send")
+    extra = (i_guarded - i_out) / n
+    return [
+        Row("is-enabled guard, expensive argument, disabled: guest instructions", per(i_guarded),
+            f"compiled out: {per(i_out)}", i_guarded / i_out, "<= 3 more", extra <= 3),
+        Row("  guarded vs the same probe unguarded (hash always computed)", per(i_guarded),
+            f"unguarded: {per(i_unguarded)}", i_guarded / i_unguarded, "< 1x", i_guarded < i_unguarded),
+        Row("  guarded vs classic if (sdt_probe_func)", per(i_guarded), f"classic: {per(i_classic)}",
+            i_guarded / i_classic, "", None),
+        Row("  guarded, another probe armed (ip:::send)", per(i_other), f"nothing armed: {per(i_guarded)}",
+            i_other / i_guarded, "1x", i_other == i_guarded),
+    ]
 
 
 def probe_cost_rows(work: Path) -> list[Row]:
@@ -294,6 +339,31 @@ def drain_rate(image: Path, n: int) -> tuple[int, float]:
         s.close()
 
 
+# -- trace writers -----------------------------------------------------------------------
+def trace_rows(work: Path) -> list[Row]:
+    """Events a second each trace writer turns into its file, beside pickling the same events."""
+    import pickle
+
+    from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
+
+    n = 200_000
+    probes = (TraceProbe(0, "hk", "vfs", "lookup", "component", ("const char *", "int")),
+              TraceProbe(1, "hk", "sched", "run", "tick", ("int", "long")),
+              TraceProbe(2, "hk", "sched", "switch", "six", ("int", "int", "int", "int", "long", "unsigned long")))
+    args = {0: lambda i: ("etc", i), 1: lambda i: (i, -i), 2: lambda i: (i, 1, 2, 3, -i, i << 20)}
+    events = [TraceEvent(i % 3, i % 4, 1000 + i // 4 * 10, args[i % 3](i)) for i in range(n)]
+    meta = TraceMeta("x86_64", "tsc", 1_000_000_000, 4, probes, {1: 3})
+    base = min(timed(lambda: pickle.dumps(events))[0] for _ in range(3))
+    rows = []
+    for fmt, name, target in (("ctf", "trace", 500_000), ("perfetto", "trace.pftrace", None),
+                              ("chrome", "trace.json", None)):
+        t = min(timed(lambda fmt=fmt, name=name: write_trace(work / name, fmt, meta, events))[0] for _ in range(3))
+        rows.append(Row(f"trace writer: {fmt}, {n:,} events (1/3 with a string)", f"{n / t:,.0f} events/s",
+                        f"pickle.dumps: {n / base:,.0f} events/s", t / base,
+                        f">= {target:,} events/s" if target else "", n / t >= target if target else None))
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
@@ -318,7 +388,8 @@ def main() -> int:
     many_copy = many_image / "kernel.o"
     shutil.copy(many, many_copy)
     many_elf = link_image(many_copy, many_image, toolchain.Build(cflags=synth.CFLAGS))
-    rows += patch_rows(many_elf) + probe_cost_rows(work) + datapath_rows(work)
+    rows += patch_rows(many_elf) + probe_cost_rows(work) + guarded_loop_rows(work) + trace_rows(work)
+    rows += datapath_rows(work)
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
     table = [header, *(r.cells() for r in rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

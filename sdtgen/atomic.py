@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +34,15 @@ class _Plan:
     unchanged: bool  # the file already holds exactly these bytes: keep it (and its mtime)
 
 
-def _default_mode() -> int:
-    # mkstemp creates 0600; a generated file should get the usual 0666 & ~umask.
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
+
+
+def _default_mode() -> int:
+    # mkstemp creates 0600; a generated file should get the usual 0666 & ~umask.
+    return 0o666 & ~_umask()
 
 
 def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
@@ -49,9 +55,8 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
     return os.path.realpath(path), ino
 
 
-def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | None:
-    """Check that ``path`` may be written; its lstat, or None when it does not exist yet."""
-    target = Path(path)
+def _lstat_in_writable_dir(target: Path, role: str) -> os.stat_result | None:
+    """The lstat of ``target``, or None when it does not exist; its directory must exist and be writable."""
     shown = printable(str(target))
     parent = target.parent
     if not parent.is_dir():
@@ -61,11 +66,20 @@ def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | No
         raise SdtError(shown, f"cannot write the {role}: directory {printable(str(parent))} is not writable",
                        "give a path in a directory you can write")
     try:
-        st = os.lstat(target)
+        return os.lstat(target)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise SdtError(shown, f"cannot write the {role}: {e.strerror}", "give another path") from None
+
+
+def _destination(path: str | os.PathLike[str], role: str) -> os.stat_result | None:
+    """Check that ``path`` may be written; its lstat, or None when it does not exist yet."""
+    target = Path(path)
+    shown = printable(str(target))
+    st = _lstat_in_writable_dir(target, role)
+    if st is None:
+        return None
     if stat.S_ISDIR(st.st_mode):
         raise SdtError(shown, f"the {role} would replace a directory", "give a file name, not a directory")
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
@@ -225,3 +239,66 @@ def _mkstemp(target: Path) -> tuple[int, str]:
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """One output, written as write_all_atomic() writes several."""
     write_all_atomic([(path, data)])
+
+
+def write_directory_atomic(path: str | os.PathLike[str], files: list[tuple[str, bytes | bytearray]], role: str,
+                           replaceable: Callable[[Path], bool], kind: str) -> None:
+    """Write a directory of ``files`` (plain names) in place of ``path``, all at once.
+
+    The directory is built beside ``path`` and renamed into place with SIGINT, SIGTERM and SIGHUP held back.
+    An existing ``path`` is replaced only when it is an empty directory or ``replaceable`` says it is a
+    ``kind`` this program wrote (it is then renamed aside first, and removed once the new one is in place).
+    """
+    target = Path(path)
+    shown = printable(str(target))
+    st = _lstat_in_writable_dir(target, role)
+    replace_old = False
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise SdtError(shown, f"the {role} is a directory and this path is a {_what(st.st_mode)}",
+                           "give the path of a new directory")
+        replace_old = any(target.iterdir())
+        if replace_old and not replaceable(target):
+            raise SdtError(shown, f"the {role} would replace a directory that is not a {kind}",
+                           "give a new path, an empty directory or an earlier one of these")
+    with _held():
+        try:
+            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as e:
+            raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
+        try:
+            mode = _default_mode()
+            for name, data in files:
+                try:
+                    with open(os.path.join(tmp, name), "wb") as f:
+                        f.write(data)
+                    os.chmod(os.path.join(tmp, name), mode)
+                except OSError as e:
+                    raise SdtError(printable(str(target / name)), f"cannot write: {e.strerror}",
+                                   "check the free space and permissions") from None
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a new directory gets what mkdir would give
+            _swap_in(tmp, target, replace_old, shown)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(tmp: str, target: Path, replace_old: bool, shown: str) -> None:
+    """Rename ``tmp`` to ``target``; an old non-empty ``target`` goes aside first and comes back on failure."""
+    old = f"{tmp}.old"
+    try:
+        if replace_old:
+            os.rename(target, old)
+        try:
+            os.rename(tmp, target)  # replaces an empty directory
+        except OSError:
+            if replace_old:
+                os.rename(old, target)
+            raise
+    except OSError as e:
+        raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
+    if replace_old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _what(mode: int) -> str:
+    return "regular file" if stat.S_ISREG(mode) else "symbolic link" if stat.S_ISLNK(mode) else _kind(mode)

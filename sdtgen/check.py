@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sdtgen.arch.base import REF, Decoded
+from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
 from sdtgen.errors import SdtError
 from sdtgen.image import Image
 from sdtgen.probes import Site
@@ -40,7 +40,7 @@ class Verdict:
 
     def to_json(self) -> dict:
         return {"probe": self.site.probe, "site": self.site.function, "section": self.site.section,
-                "status": self.status, "address": self.address, "actual": self.actual,
+                "form": self.site.form, "status": self.status, "address": self.address, "actual": self.actual,
                 "delta": self.delta, "cause": self.cause, "fix": self.fix}
 
 
@@ -82,10 +82,16 @@ class StabilityReport:
     def count(self, status: str) -> int:
         return sum(v.status == status for v in self.verdicts)
 
+    @property
+    def checks(self) -> int:
+        """How many of the sites are SDT_PROBE_ENABLED() checks."""
+        return sum(v.site.form == ISEN for v in self.verdicts)
+
     def to_json(self) -> dict:
         return {"object": self.object, "image": self.image, "mode": self.mode, "ok": self.ok,
                 "stable": self.count(STABLE), "moved": self.count(MOVED), "missing": self.count(MISSING),
-                "folded": self.count(FOLDED), "extra": self.extra, "problems": self.problems,
+                "folded": self.count(FOLDED), "isenabled": self.checks, "extra": self.extra,
+                "problems": self.problems,
                 "sites": [v.to_json() for v in self.verdicts]}
 
 
@@ -149,13 +155,14 @@ def _decode(image: Image, addr: int, length: int) -> Decoded | None:
 def _branches_to(image: Image, addr: int, d: Decoded | None, site: Site, stub: int) -> bool:
     """Capstone sees a branch of the site's form to the stub, and its bytes are ones the patcher accepts
     (the same rule, so check passes exactly the sites the boot will patch)."""
-    if d is None or d.form != site.form or d.target != stub or d.length > site.length:
+    form = branch_form(site.form)  # an is-enabled check is a plain call to its own stub
+    if d is None or d.form != form or d.target != stub or d.length > site.length:
         return False
     try:
         code = image.read(addr, site.length)
     except SdtError:
         return False
-    return image.arch.match_site(code, addr, site.form, site.length, stub, image.read_pointer) is not None
+    return image.arch.match_site(code, addr, form, site.length, stub, image.read_pointer) is not None
 
 
 def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
@@ -165,10 +172,11 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
     stub = stub_sym.value
     if entry is None:
         return Verdict(site, MISSING, None, cause="the image's table has no entry for this site")
-    if entry.probe.spec != site.probe or entry.probe.stub != stub:
+    listed = entry.probe.isenabled if site.form == ISEN else entry.probe.stub
+    if entry.probe.spec != site.probe or listed != stub or entry.form != site.form:
         return Verdict(site, MISSING, entry.addr, cause=(
-            f"table entry {entry.index} is for {entry.probe.spec} at stub {entry.probe.stub:#x}, not "
-            f"{site.probe} at {stub:#x}: the table does not belong to this object"))
+            f"table entry {entry.index} is for {entry.probe.spec} ({entry.form}) at stub {listed:#x}, not "
+            f"{site.probe} ({site.form}) at {stub:#x}: the table does not belong to this object"))
     here = _decode(image, entry.addr, site.length)
     if _branches_to(image, entry.addr, here, site, stub):
         return Verdict(site, STABLE, entry.addr, entry.addr)

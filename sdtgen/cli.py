@@ -31,11 +31,21 @@ def _emit_json(obj: object) -> None:
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
     """Aligned columns; names from ELF files have control characters escaped (a name must not move
-    the cursor, clear the screen or print a line of its own)."""
-    rows = [[printable(str(c)) for c in r] for r in rows]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
-    return "\n".join(lines)
+    the cursor, clear the screen or print a line of its own).
+
+    Column by column, so a kernel's tens of thousands of rows cost one C-level check each, not a call per cell.
+    """
+    from sdtgen.errors import MAX_SHOWN
+
+    columns = []
+    for column in zip(header, *rows, strict=True):
+        column = [str(c) for c in column]
+        if max(map(len, column)) > MAX_SHOWN or not "".join(column).isprintable():
+            column = [printable(c) for c in column]
+        columns.append(column)
+    widths = [max(map(len, c)) for c in columns]
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format
+    return "\n".join(line(*r).rstrip() for r in zip(*columns, strict=True))
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
@@ -81,7 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if not args.quiet or not report.ok:
         folded = f", {report.count('folded')} folded" if report.count("folded") else ""
-        print(f"{args.image}: {len(report.verdicts)} sites (table mode {report.mode}): "
+        checks = f", {report.checks} of them is-enabled checks" if report.checks else ""
+        print(f"{args.image}: {len(report.verdicts)} sites{checks} (table mode {report.mode}): "
               f"{report.count('stable')} stable, {report.count('moved')} moved, "
               f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
         if not report.ok and report.summary():
@@ -100,7 +111,8 @@ def site_lines(image: str, verdicts: list) -> list[str]:
         delta = f" by {v.delta:+#x}" if v.delta is not None else ""
         more = f" (and {len(group) - 1} more sites in this function)" if len(group) > 1 else ""
         severity = WARNING if v.status == "folded" else ERROR
-        lines.append(str(Diagnostic(image, severity, printable(f"{v.site.probe} {v.status}{delta}: {v.cause}{more}"),
+        what = f"{v.site.probe} is-enabled check" if v.site.form == "isen" else v.site.probe
+        lines.append(str(Diagnostic(image, severity, printable(f"{what} {v.status}{delta}: {v.cause}{more}"),
                                     printable(v.fix), where=printable(v.site.where))))
     return lines
 
@@ -115,7 +127,14 @@ def cmd_probes(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[str(p.id), *(printable(f) for f in (p.provider, p.module, p.function, p.name)), str(p.sites),
              printable((" " if p.kind == "stapsdt" else ", ").join(p.args))] for p in listing]
-    print(_table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"]))
+    table = _table(rows, ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"])
+    if not args.verbose:
+        print(table)
+        return EXIT_OK
+    head, *body = table.splitlines()
+    print(head)
+    for line, p in zip(body, listing, strict=True):  # dtrace -lv: each probe, then its argument types
+        print(line, "", *(printable(v) for v in p.verbose()), "", sep="\n")
     return EXIT_OK
 
 
@@ -383,6 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--kind", action="append", choices=("sdt", *KINDS),
                     help="list only this kind of table (repeatable; default: every kind the file carries)")
     pr.add_argument("--json", action="store_true", help='one JSON document: {"probes": [...]}')
+    pr.add_argument("-v", "--verbose", action="store_true",
+                    help="like dtrace's verbose listing: each probe's argument types, the translated beside the native")
     pr.set_defaults(func=cmd_probes)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")

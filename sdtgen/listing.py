@@ -27,10 +27,30 @@ class ListedProbe:
     raw_name: str = ""  # the table's own name ("gc__start" lists as "gc-start")
     arg_specs: tuple = ()  # USDT: each argument's size, signedness and location
     site_args: tuple = ()  # USDT: each site's own argument specs (sites of one probe may differ)
+    xargs: tuple = ()  # translated types (SDT_PROBE_DEFINEn_XLATE, SDT_PROBE_ARGTYPE), None where there is none
+    checks: int = 0  # SDT_PROBE_ENABLED() sites asking about the probe (not counted in ``sites``)
+
+    @property
+    def translated(self) -> tuple[str | None, ...]:
+        """One translated type or None for each argument."""
+        return tuple((self.xargs[k] or None) if k < len(self.xargs) else None for k in range(len(self.args)))
+
+    def verbose(self) -> list[str]:
+        """dtrace -lv's "Argument Types" block: each argument's type, translated where it is."""
+        pad = " " * 16
+        lines = ["        Argument Types"]
+        for k, (native, xtype) in enumerate(zip(self.args, self.translated, strict=True)):
+            lines.append(f"{pad}args[{k}]: {xtype} (native: {native})" if xtype else f"{pad}args[{k}]: {native}")
+        if not self.args:
+            lines.append(f"{pad}None")
+        if self.checks:
+            lines.append(f"        Is-enabled checks: {self.checks}")
+        return lines
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["args"] = list(self.args)
+        d["xargs"] = list(self.translated)
         d["addresses"] = list(self.addresses)
         d["raw_name"] = self.raw_name or self.name
         d["arg_specs"] = [a.to_json() for a in self.arg_specs]
@@ -84,19 +104,21 @@ def list_probes(path: str) -> list[ListedProbe]:
 
 
 def _from_object(path: str) -> list[ListedProbe]:
-    from sdtgen.arch.base import REF
+    from sdtgen.arch.base import ISEN, REF
+    from sdtgen.probes import probe_symbol
     from sdtgen.scan import scan
 
     result = scan(path)
-    counts = Counter(s.symbol for s in result.sites if s.form != REF)
+    counts = Counter(s.symbol for s in result.sites if s.form not in (REF, ISEN))
+    checks = Counter(probe_symbol(s.symbol) for s in result.sites if s.form == ISEN)
     where: dict[str, list[str]] = {}
     for s in result.sites:
-        if s.form != REF:
+        if s.form not in (REF, ISEN):
             where.setdefault(s.symbol, []).append(f"{s.section}+{s.offset:#x}")
     # Same order, so the same IDs, as the table `sdtgen gen` writes.
     probes = sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol))
     return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, counts[p.symbol],
-                        addresses=tuple(where.get(p.symbol, ())))
+                        addresses=tuple(where.get(p.symbol, ())), xargs=p.xargs, checks=checks[p.symbol])
             for i, p in enumerate(probes)]
 
 
@@ -106,17 +128,24 @@ def _from_image(path: str) -> list[ListedProbe]:
     An image linked from several generated objects carries one table per object, each numbered
     from 0, and a probe two objects call has an entry in each: list it once, with all its sites.
     """
+    from sdtgen.arch.base import ISEN
     from sdtgen.image import Image
     from sdtgen.table import TableProbe
 
     with Image(path) as image:
         probes = sorted(image.probes(), key=lambda p: p.addr)
         where: dict[int, list[int]] = {}
+        checks: Counter[int] = Counter()
         for s in image.sites():
-            where.setdefault(s.probe.addr, []).append(s.addr)
-    merged: dict[tuple[str, int], tuple[TableProbe, list[int]]] = {}
+            if s.form == ISEN:
+                checks[s.probe.addr] += 1
+            else:
+                where.setdefault(s.probe.addr, []).append(s.addr)
+    merged: dict[tuple[str, int], tuple[TableProbe, list[int], list[int]]] = {}
     for p in probes:
-        _, addrs = merged.setdefault((p.spec, p.stub), (p, []))
+        _, addrs, asks = merged.setdefault((p.spec, p.stub), (p, [], []))
         addrs.extend(where.get(p.addr, ()))
-    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, len(addrs), addresses=tuple(addrs))
-            for i, (p, addrs) in enumerate(merged.values())]
+        asks.append(checks[p.addr])
+    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, len(addrs), addresses=tuple(addrs),
+                        xargs=p.xargs, checks=sum(asks))
+            for i, (p, addrs, asks) in enumerate(merged.values())]

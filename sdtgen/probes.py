@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 DEFAULT_PREFIX = "__dtrace_sdt_"
+ISENABLED_PREFIX = "__dtrace_isenabled_"  # SDT_PROBE_ENABLED()'s call: the probe's symbol with this prefix
 DESC_SECTION = ".sdt_desc"
 DESC_MAGIC = "SDT1"
+FLAG_SYMBOL = "sdt_probes_enabled"  # SDT_PROBES_ENABLED() reads it; gen defines it when an object does
+ARGTYPE_MAGIC = "SDTA"  # one argument's native and translated type (SDT_PROBE_ARGTYPE, the _XLATE forms)
 MAX_ARGS = 6
 
 # Validation patterns, compiled on first use: `re` costs start-up time scan does not need.
@@ -34,10 +37,21 @@ class Probe:
     args: tuple[str, ...]
     symbol: str  # the stub the sites call
     described: bool = True  # False when only the symbol name was there to go by
+    xargs: tuple[str, ...] = ()  # translated types, "" where an argument has none (all "" or empty: none)
 
     @property
     def spec(self) -> str:
         return f"{self.provider}:{self.module}:{self.function}:{self.name}"
+
+    @property
+    def isenabled_symbol(self) -> str:
+        """What SDT_PROBE_ENABLED() of this probe calls."""
+        return ISENABLED_PREFIX + self.symbol[len(DEFAULT_PREFIX):]
+
+
+def probe_symbol(symbol: str) -> str:
+    """The probe a site's symbol belongs to: an is-enabled check's symbol names its probe's."""
+    return DEFAULT_PREFIX + symbol[len(ISENABLED_PREFIX):] if symbol.startswith(ISENABLED_PREFIX) else symbol
 
 
 @dataclass(frozen=True)
@@ -48,7 +62,7 @@ class Site:
     offset: int  # of the instruction in its section
     text_offset: int | None  # from the start of .text (btext after the partial link)
     reloc: str
-    form: str  # call, tail or ref
+    form: str  # call, tail, cond, isen (an is-enabled check's call) or ref
     length: int
     detail: str = ""
     function: str = ""  # enclosing function and offset: "vfs_lookup+0x1c"
@@ -128,42 +142,77 @@ class DescriptorError(ValueError):
 
 
 def parse_descriptors(blob: bytes) -> dict[str, Probe]:
-    """Read the records ``sdt.h`` leaves in ``.sdt_desc``; the first definition of a symbol wins."""
+    """Read the records ``sdt.h`` leaves in ``.sdt_desc``; the first definition of a symbol wins.
+
+    An SDTA record (SDT_PROBE_ARGTYPE, the _XLATE forms) sets one argument's native and
+    translated type of a probe an SDT1 record defines, wherever in the section it lies.
+    """
     if not blob:
         return {}
     if blob[-1:] != b"\0":
         raise DescriptorError("the descriptor section does not end with a NUL")
     tokens = blob[:-1].split(b"\0")
     out: dict[str, Probe] = {}
+    argtypes: dict[str, dict[int, tuple[str, str]]] = {}  # symbol -> argument number -> (type, xtype)
     i = 0
     while i < len(tokens):
         if tokens[i] == b"":  # alignment padding between input sections
             i += 1
             continue
+        if tokens[i] == ARGTYPE_MAGIC.encode():
+            if i + 5 > len(tokens):
+                raise DescriptorError("an argument type record is truncated")
+            sym, num, ctype, xtype = _ascii(tokens[i + 1:i + 5], "an argument type record")
+            if not num.isdigit() or int(num) >= MAX_ARGS:
+                raise DescriptorError(f"probe {_quoted(sym)} types argument {_quoted(num)} (0 to {MAX_ARGS - 1} "
+                                      "allowed)")
+            argtypes.setdefault(sym, {}).setdefault(int(num), (ctype, xtype))
+            i += 5
+            continue
         if tokens[i] != DESC_MAGIC.encode():
             raise DescriptorError(f"unexpected token at record {len(out)}: expected {DESC_MAGIC}")
         if i + 7 > len(tokens):
             raise DescriptorError("a descriptor record is truncated")
-        try:
-            sym, prov, mod, func, name, nargs = (t.decode("ascii") for t in tokens[i + 1:i + 7])
-        except UnicodeDecodeError:
-            raise DescriptorError("a descriptor field is not ASCII") from None
+        sym, prov, mod, func, name, nargs = _ascii(tokens[i + 1:i + 7], "a descriptor field")
         if not nargs.isdigit() or int(nargs) > MAX_ARGS:
             raise DescriptorError(f"probe {_quoted(sym)} declares {_quoted(nargs)} arguments (0 to {MAX_ARGS} allowed)")
         n = int(nargs)
         if i + 7 + n > len(tokens):
             raise DescriptorError(f"the argument types of {_quoted(sym)} are truncated")
-        try:
-            types = tuple(t.decode("ascii") for t in tokens[i + 7:i + 7 + n])
-        except UnicodeDecodeError:
-            raise DescriptorError(f"an argument type of {_quoted(sym)} is not ASCII") from None
+        types = _ascii(tokens[i + 7:i + 7 + n], f"an argument type of {_quoted(sym)}")
         i += 7 + n
-        probe = Probe(prov, mod, func, listed_name(name), types, sym)
+        out.setdefault(sym, Probe(prov, mod, func, listed_name(name), types, sym))
+    for sym, typed in argtypes.items():
+        if sym not in out:
+            raise DescriptorError(f"SDT_PROBE_ARGTYPE names probe {_quoted(sym)}, which no SDT_PROBE_DEFINE defines")
+        out[sym] = _with_argtypes(out[sym], typed)
+    for probe in out.values():
         problem = descriptor_problem(probe)
         if problem:
             raise DescriptorError(problem)
-        out.setdefault(sym, probe)
     return out
+
+
+def _ascii(raw: list[bytes], what: str) -> tuple[str, ...]:
+    try:
+        return tuple(t.decode("ascii") for t in raw)
+    except UnicodeDecodeError:
+        raise DescriptorError(f"{what} is not ASCII") from None
+
+
+def _with_argtypes(probe: Probe, typed: dict[int, tuple[str, str]]) -> Probe:
+    """The probe with its SDTA records applied: native types filled in, translated types beside them."""
+    n = max(len(probe.args), max(typed) + 1)
+    args, xargs = list(probe.args) + [""] * (n - len(probe.args)), [""] * n
+    for k, (ctype, xtype) in typed.items():
+        args[k], xargs[k] = ctype, xtype
+    missing = [k for k in range(n) if not args[k]]
+    if missing:
+        raise DescriptorError(f"probe {_quoted(probe.symbol)} types arguments up to {n - 1} but not argument "
+                              f"{missing[0]}")
+    from dataclasses import replace
+
+    return replace(probe, args=tuple(args), xargs=tuple(xargs) if any(xargs) else ())
 
 
 def descriptor_problem(probe: Probe, prefix: str = DEFAULT_PREFIX) -> str:
@@ -181,7 +230,7 @@ def descriptor_problem(probe: Probe, prefix: str = DEFAULT_PREFIX) -> str:
             return f"probe {probe.symbol}: {what} {_quoted(value)} may hold only letters, digits and '_'"
     if not _matches("name", probe.name):
         return f"probe {probe.symbol}: name {_quoted(probe.name)} may hold only letters, digits, '_' and '-'"
-    for t in probe.args:
+    for t in probe.args + tuple(x for x in probe.xargs if x):
         if not _matches("type", t):
             return (f"probe {probe.symbol}: argument type {_quoted(t)} may hold only letters, digits, '_', ' ', "
                     "'*', '[]'")

@@ -6,17 +6,20 @@ import bisect
 from dataclasses import dataclass, field
 
 from sdtgen import arch as arches
-from sdtgen.arch.base import Arch, UnsupportedReloc
+from sdtgen.arch.base import CALL, ISEN, REF, Arch, UnsupportedReloc
 from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile
 from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
+    FLAG_SYMBOL,
+    ISENABLED_PREFIX,
     DescriptorError,
     Probe,
     Site,
     parse_descriptors,
     probe_from_symbol,
+    probe_symbol,
 )
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
@@ -31,6 +34,7 @@ class ScanResult:
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
     defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
     section_index: dict[str, int] = field(default_factory=dict)  # name -> index of the sections with sites
+    flag: bool = False  # the object reads sdt_probes_enabled (SDT_PROBES_ENABLED()) without defining it
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
                  "detail")
@@ -60,7 +64,7 @@ def merged(results: list[ScanResult]) -> ScanResult:
         for sym, p in r.probes.items():
             probes.setdefault(sym, p)
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
-                      probes, set().union(*(r.defined for r in results)))
+                      probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
 
 
 def open_relocatable(path: str) -> ElfFile:
@@ -111,6 +115,8 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     arch = arches.for_elf(elf)
     probes = read_descriptors(elf)
     wanted = elf.symbol_indices_with_prefix(prefix)
+    if prefix == DEFAULT_PREFIX:  # SDT_PROBE_ENABLED()'s calls, by the same scan
+        wanted.update(elf.symbol_indices_with_prefix(ISENABLED_PREFIX))
     defined = {name for i, name in wanted.items() if elf.symbol_defined(i)}
     found = []  # (section, relocation, its symbol's name): named once all are known
     symtab = elf.symtab.index if elf.symtab else -1
@@ -134,17 +140,24 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
             raise elf.fail(f"{arch.reloc_name(r.type)} against {printable(sym)} is not a relocation sdtgen "
                            "understands", "compile probe sites as direct calls (see README, 'Diagnostics')",
                            where=namer.place(target.name, r.offset)) from None
-        probe = probes.get(sym) or probes.setdefault(sym, probe_from_symbol(sym, prefix))
+        form, detail = shape.form, shape.detail
+        owner = probe_symbol(sym)
+        if owner != sym:  # an is-enabled check: patchable only as a plain call
+            form = ISEN if form == CALL else REF
+            detail = "is-enabled call" if form == ISEN else f"is-enabled reference by {detail}"
+        probe = probes.get(owner) or probes.setdefault(owner, probe_from_symbol(owner, prefix))
         sites.append(Site(
-            probe=specs.get(sym) or specs.setdefault(sym, probe.spec),
+            probe=specs.get(owner) or specs.setdefault(owner, probe.spec),
             symbol=sym, section=target.name, offset=shape.start,
             text_offset=shape.start if target.name == ".text" else None,
-            reloc=arch.reloc_name(r.type), form=shape.form, length=shape.length,
-            detail=shape.detail, function=namer.name(shape.start),
+            reloc=arch.reloc_name(r.type), form=form, length=shape.length,
+            detail=detail, function=namer.name(shape.start),
         ))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     by_name = {target.name: target.index for target, _, _ in found}
-    return ScanResult(elf.path, arch, sites, probes, defined, by_name)
+    flag = any(name == FLAG_SYMBOL and not elf.symbol_defined(i)
+               for i, name in elf.symbol_indices_with_prefix(FLAG_SYMBOL).items())
+    return ScanResult(elf.path, arch, sites, probes, defined, by_name, flag)
 
 
 def read_descriptors(elf: ElfFile) -> dict[str, Probe]:

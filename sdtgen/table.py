@@ -10,16 +10,18 @@ set_sdt_sites_set, 12 bytes an entry:
                    symbol on the instruction. Offset mode: btext + the offset
                    measured after the partial link (the 2015 FreeBSD design).
     s32 probe      probe entry - &probe
-    u8  form       1 call, 2 tail jump, 3 conditional tail jump
+    u8  form       1 call, 2 tail jump, 3 conditional tail jump, 4 is-enabled call
     u8  length     instruction length in bytes
     u8  mode       0 reloc, 1 offset
     u8  reserved
 
-set_sdt_probes_set, 48 bytes an entry:
+set_sdt_probes_set, 76 bytes an entry:
     s32 stub       the probe's stub function
     s32 provider, module, function, name     NUL-terminated strings
     u16 nargs, u16 id
     s32 argtype[6] strings; 0 where there is no argument
+    s32 isenabled  the probe's __dtrace_isenabled_ stub; 0 when no SDT_PROBE_ENABLED() asks
+    s32 xargtype[6] translated types (the _XLATE forms); 0 where there is none
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from dataclasses import dataclass
 SITES_SET = "set_sdt_sites_set"
 PROBES_SET = "set_sdt_probes_set"
 SITE_SIZE = 12
-PROBE_SIZE = 48
-FORMS = {"call": 1, "tail": 2, "cond": 3}
+PROBE_SIZE = 76
+FORMS = {"call": 1, "tail": 2, "cond": 3, "isen": 4}
 FORM_NAMES = {v: k for k, v in FORMS.items()}
 MODES = {"reloc": 0, "offset": 1}
 MODE_NAMES = {v: k for k, v in MODES.items()}
@@ -56,6 +58,8 @@ class TableProbe:
     function: str
     name: str
     args: tuple[str, ...]
+    isenabled: int = 0  # the is-enabled stub's address; 0 when no SDT_PROBE_ENABLED() asks
+    xargs: tuple[str | None, ...] = ()  # translated types, None where there is none
 
     @property
     def spec(self) -> str:
@@ -112,15 +116,18 @@ def read_probes(read: Reader, span: tuple[int, int], bits: int, little: bool = T
     lo, hi = span
     raw = read(lo, hi - lo) if hi > lo else b""
     probes: dict[int, TableProbe] = {}
-    for i, row in enumerate(struct.iter_unpack(("<" if little else ">") + "5iHH6i", raw)):
+    for i, row in enumerate(struct.iter_unpack(("<" if little else ">") + "5iHH6ii6i", raw)):
         base = lo + i * PROBE_SIZE
         stub, *names = (_rel(v, base + 4 * k, bits) for k, v in enumerate(row[:5]))
         nargs, pid = row[5], row[6]
         if nargs > 6:
             raise TableError(f"probe entry {i} at {base:#x} declares {nargs} arguments")
         args = tuple(read_string(read, _rel(row[7 + k], base + 24 + 4 * k, bits)) for k in range(nargs))
+        isenabled = _rel(row[13], base + 48, bits) if row[13] else 0
+        xargs = tuple(read_string(read, _rel(row[14 + k], base + 52 + 4 * k, bits)) if row[14 + k] else None
+                      for k in range(nargs))
         prov, mod, func, name = (read_string(read, a) for a in names)
-        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args)
+        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs)
     return probes
 
 

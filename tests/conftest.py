@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from booted import Booted
-from helpers import CROSS, Build, build_fixture, need_tool
+from helpers import CROSS, FREEBSD, Build, build_fixture, need_tool
 from native_oracle import build_native, run_native
 
 
@@ -53,3 +53,18 @@ def native_exe(kernel, tmp_path_factory):
 @pytest.fixture(scope="session")
 def native(native_exe):
     return lambda calls: run_native(native_exe, calls)
+
+
+@pytest.fixture(scope="session")
+def freebsd_kernel(tmp_path_factory):
+    """fixtures/freebsd (the rest of FreeBSD's macros, is-enabled checks) built for an architecture, once."""
+    built: dict[str, Build] = {}
+
+    def build(arch: str) -> Build:
+        if arch not in built:
+            if arch in CROSS:
+                need_tool(*CROSS[arch])
+            built[arch] = build_fixture(tmp_path_factory.mktemp(f"freebsd-{arch}"), FREEBSD, ARCH=arch)
+        return built[arch]
+
+    return build

@@ -15,6 +15,9 @@ from helpers import FIXTURE
 
 PREFIX = "__dtrace_sdt_"
 _DEFINE = re.compile(r"\bSDT_PROBE_DEFINE(\d?)\(([^;]*)\);")
+_XLATE = re.compile(r"\bSDT_PROBE_DEFINE\d_XLATE\(([^;]*)\);")  # native and translated type, in pairs
+_ARGTYPE = re.compile(r"\bSDT_PROBE_ARGTYPE\(([^;]*)\);")
+_DTRACE = re.compile(r"\bDTRACE_PROBE\d?\(([^;]*)\);")  # provider sdt: name, then C type and argument pairs
 _USE = re.compile(r"\bSDT_PROBE\d?\(\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w+)\s*[,)]")
 _DIRECT = re.compile(rf"\b{PREFIX}(\w+)\b")
 
@@ -27,6 +30,7 @@ class SourceProbe:
     name: str  # as listed ("__" -> "-")
     args: tuple[str, ...]  # the declared types; a probe without SDT_PROBE_DEFINE declares none
     symbol: str  # the function the site calls
+    xargs: tuple[str | None, ...] = ()  # translated types (_XLATE, SDT_PROBE_ARGTYPE); None: none
 
     @property
     def spec(self) -> str:
@@ -47,13 +51,36 @@ def _texts(root: Path) -> list[str]:
     return [p.read_text() for p in sorted(root.glob("*.[ch]"))]
 
 
+def _fields(text: str) -> list[str]:
+    return [f.strip() for f in text.split(",")]
+
+
 def defined_probes(root: Path = FIXTURE) -> list[SourceProbe]:
     out = []
     for text in _texts(root):
         for m in _DEFINE.finditer(text):
-            prov, mod, func, name, *types = (f.strip() for f in m.group(2).split(","))
+            prov, mod, func, name, *types = _fields(m.group(2))
             out.append(SourceProbe(prov, mod, func, name.replace("__", "-"), tuple(t.strip('"') for t in types),
                                    _symbol(prov, mod, func, name)))
+        for m in _XLATE.finditer(text):
+            prov, mod, func, name, *pairs = _fields(m.group(1))
+            out.append(SourceProbe(prov, mod, func, name.replace("__", "-"), tuple(t.strip('"') for t in pairs[::2]),
+                                   _symbol(prov, mod, func, name), tuple(x.strip('"') for x in pairs[1::2])))
+        for m in _DTRACE.finditer(text):
+            name, *pairs = _fields(m.group(1))
+            out.append(SourceProbe("sdt", "", "", name.replace("__", "-"), tuple(pairs[::2]),
+                                   _symbol("sdt", "", "", name)))
+    for text in _texts(root):  # SDT_PROBE_ARGTYPE: one argument's types of a probe defined above
+        for m in _ARGTYPE.finditer(text):
+            prov, mod, func, name, num, ctype, xtype = _fields(m.group(1))
+            k = int(num)
+            for i, p in enumerate(out):
+                if p.symbol == _symbol(prov, mod, func, name):
+                    args = list(p.args) + [""] * (k + 1 - len(p.args))
+                    xargs = list(p.xargs) + [None] * (len(args) - len(p.xargs))
+                    args[k], xargs[k] = ctype.strip('"'), None if xtype == "NULL" else xtype.strip('"')
+                    out[i] = SourceProbe(p.provider, p.module, p.function, p.name, tuple(args), p.symbol,
+                                         tuple(xargs))
     return out
 
 
@@ -64,4 +91,5 @@ def called_probes(root: Path = FIXTURE) -> list[SourceProbe]:
     for text in _texts(root):
         symbols.update(_symbol(*m.groups()) for m in _USE.finditer(text))
         symbols.update(PREFIX + m.group(1) for m in _DIRECT.finditer(text))
+        symbols.update(_symbol("sdt", "", "", _fields(m.group(1))[0]) for m in _DTRACE.finditer(text))
     return [defined.get(s) or _from_symbol(s) for s in sorted(symbols)]

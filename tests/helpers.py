@@ -16,6 +16,7 @@ from sdtgen import arch as arches
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "kernel"
+FREEBSD = ROOT / "fixtures" / "freebsd"  # the rest of FreeBSD's macro set and is-enabled checks
 SDTGEN = str(Path(sys.executable).with_name("sdtgen"))
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -63,10 +64,10 @@ class Build:
     table: Path
 
 
-def build_fixture(out: Path, **make_vars: str) -> Build:
+def build_fixture(out: Path, root: Path = FIXTURE, **make_vars: str) -> Build:
     out.mkdir(parents=True, exist_ok=True)
     assigns = [f"{k}={v}" for k, v in make_vars.items()]
-    run(["make", "-C", str(FIXTURE), f"O={out}", f"SDTGEN={SDTGEN}", *assigns])
+    run(["make", "-C", str(root), f"O={out}", f"SDTGEN={SDTGEN}", *assigns])
     readelf_symbols(out / "kernel.o")  # gen rewrote it: readelf reads it back without a warning
     return Build(out, out / "kernel.o", out / "kernel.elf", out / "kernel_sdt_stubs.c", out / "kernel_sdt_table.S")
 

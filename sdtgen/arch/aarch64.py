@@ -16,6 +16,7 @@ R_AARCH64_ADR_GOT_PAGE, R_AARCH64_LD64_GOT_LO12_NC = 311, 312
 
 NOP = 0xD503201F
 RET = 0xD65F03C0
+MOVZ_W0 = 0x52800000  # movz w0, #imm16 (imm16 in bits 5..20)
 BRK = 0xD4200000 | (0x5D7 << 5)  # brk #0x5d7, an immediate of sdtgen's own
 
 
@@ -121,6 +122,10 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
 
     def breakpoint(self, length: int) -> bytes:
         return _insn(BRK)
+
+    def set_result(self, length: int, value: int) -> bytes:
+        """``mov w0, #value`` (movz), then NOPs: w0 is the int an is-enabled stub returns."""
+        return _insn(MOVZ_W0 | (value & 0xFFFF) << 5) + self.nop(length - 4)
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         if len(code) < 4 or length != 4 or form not in (CALL, TAIL):  # bl and b, 4 bytes, and nothing else

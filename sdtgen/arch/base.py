@@ -9,7 +9,13 @@ from typing import ClassVar
 from sdtgen.errors import SdtError
 
 CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
+ISEN = "isen"  # an is-enabled check: a plain call to the probe's __dtrace_isenabled_ stub
 RETURNS = (TAIL, COND)  # forms after which the function returns: args as at a function entry
+
+
+def branch_form(form: str) -> str:
+    """The branch a site of ``form`` is in the code: an is-enabled check is a call."""
+    return CALL if form == ISEN else form
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,11 @@ class Arch:
 
     def breakpoint(self, length: int) -> bytes:
         """The breakpoint written over the start of a ``length``-byte site to arm it."""
+        raise NotImplementedError
+
+    def set_result(self, length: int, value: int) -> bytes:
+        """What an is-enabled call site becomes: "return register = ``value``" (0 or 1), exactly ``length``
+        bytes, with no branch: a disabled check reads 0, an armed one 1."""
         raise NotImplementedError
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:

@@ -22,6 +22,7 @@ R_RISCV_RVC_BRANCH, R_RISCV_RVC_JUMP, R_RISCV_32_PCREL = 44, 45, 57
 NOP, C_NOP = 0x00000013, 0x0001
 RET, C_RET = 0x00008067, 0x8082  # jalr zero, 0(ra); c.jr ra
 EBREAK, C_EBREAK = 0x00100073, 0x9002
+LI_A0, C_LI_A0 = 0x00000513, 0x4501  # addi a0, zero, imm12; c.li a0, imm6 (imm in bits 2..6)
 RA, ZERO, T1 = 1, 0, 6
 
 
@@ -159,6 +160,13 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
 
     def breakpoint(self, length: int) -> bytes:
         return struct.pack("<H", C_EBREAK) if length == 2 else struct.pack("<I", EBREAK)
+
+    def set_result(self, length: int, value: int) -> bytes:
+        """``li a0, value`` (addi a0, zero, value), plus a NOP where the call was an auipc+jalr pair;
+        ``c.li a0, value`` for a 2-byte site."""
+        if length == 2:
+            return struct.pack("<H", C_LI_A0 | (value & 0x1F) << 2)
+        return struct.pack("<I", LI_A0 | (value & 0xFFF) << 20) + self.nop(length - 4)
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         found = branch_at(code, site)

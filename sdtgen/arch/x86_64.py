@@ -182,6 +182,17 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
     def breakpoint(self, length: int) -> bytes:
         return b"\xcc"
 
+    def set_result(self, length: int, value: int) -> bytes:
+        """One instruction however long the call was: ``xor eax,eax`` (also for i386, where it is the
+        whole return register) or ``mov eax,1``, lengthened by redundant CS prefixes, which are
+        ignored without a memory operand (Linux's static_call writes its "return 0" as cs cs cs xor).
+        One instruction, not xor and a NOP, keeps a disabled check at three instructions with its
+        test and branch."""
+        body = bytes.fromhex("31c0") if value == 0 else bytes.fromhex("b8") + value.to_bytes(4, "little")
+        if not len(body) <= length <= 15:
+            raise ValueError(f"no {length}-byte x86 instruction sets eax to {value}")
+        return b"\x2e" * (length - len(body)) + body
+
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         if length == 5 and form != COND:  # the common case first: call/jmp rel32, compared as integers
             ok = (len(code) >= 5 and code[0] == (0xE8 if form == CALL else 0xE9)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sdtgen.arch.base import CALL, COND
+from sdtgen.arch.base import CALL, COND, ISEN, Arch, branch_form
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.table import TableProbe, TableSite
 
@@ -115,9 +115,10 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
             buf = buffers[span.start] = bytearray(machine.read(span.start, span.end - span.start))
         off = e.addr - span.start
         code = buf[off:off + e.length]
-        length = arch.match_site(code, e.addr, e.form, e.length, e.probe.stub, machine.read_pointer)
+        stub = site_stub(e)
+        length = arch.match_site(code, e.addr, branch_form(e.form), e.length, stub, machine.read_pointer)
         if length is None:
-            refused.append(Refusal(e, bytes(code), f"not the expected {e.form} to the stub at {e.probe.stub:#x}"))
+            refused.append(Refusal(e, bytes(code), f"not the expected {e.form} to the stub at {stub:#x}"))
             continue
         if e.form == COND:
             # A conditional tail jump already does the disabled thing: taken, it reaches the empty
@@ -126,9 +127,7 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
         else:
             pair = encodings.get((e.form, length))
             if pair is None:
-                off_bytes = arch.nop(length) if e.form == CALL else arch.tail_return(length)
-                bp = arch.breakpoint(length)
-                pair = encodings[(e.form, length)] = (off_bytes, bp + off_bytes[len(bp):])
+                pair = encodings[(e.form, length)] = site_encodings(arch, e.form, length)
             disabled, armed = pair
             buf[off:off + length] = disabled
         last = PatchedSite(e.addr, length, e.form, e.probe, bytes(code[:length]), disabled, armed, disabled)
@@ -136,3 +135,21 @@ def patch_sites(machine: Machine, entries: list[TableSite]) -> PatchResult:
     for start, buf in buffers.items():
         machine.write_code(start, bytes(buf))
     return PatchResult(sites, refused, folded)
+
+
+def site_stub(entry: TableSite) -> int:
+    """The function a site must call: an is-enabled check calls its probe's is-enabled stub."""
+    return entry.probe.isenabled if entry.form == ISEN else entry.probe.stub
+
+
+def site_encodings(arch: Arch, form: str, length: int) -> tuple[bytes, bytes]:
+    """(disabled, armed) bytes of a ``length``-byte site of ``form`` (not COND, which stays as it is).
+
+    A call becomes a NOP and a tail jump a return, armed by a breakpoint over their first bytes; an
+    is-enabled call becomes "result = 0" and, armed, "result = 1": no trap, and asking fires nothing.
+    """
+    if form == ISEN:
+        return arch.set_result(length, 0), arch.set_result(length, 1)
+    off_bytes = arch.nop(length) if form == CALL else arch.tail_return(length)
+    bp = arch.breakpoint(length)
+    return off_bytes, bp + off_bytes[len(bp):]

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sdtgen.arch.base import COND, RETURNS
+from sdtgen.arch.base import CALL, COND, RETURNS, TAIL
 from sdtgen.boot.buffers import Event, Format, Rings, decode
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.patcher import PatchedSite, PatchResult, SiteChanged, write_code_verified, write_site
@@ -29,6 +29,7 @@ from sdtgen.table import TableProbe
 MAX_STRING_ARG = 256
 _STRING_TYPES = {"char*", "constchar*", "charconst*"}
 TRAP, BRANCH = "trap", "branch"
+FIRING = (CALL, TAIL, COND)  # site forms that record a firing (an is-enabled check only reads 0 or 1)
 ARM_MODES = (TRAP, BRANCH)
 
 
@@ -103,6 +104,7 @@ class ProbeRuntime:
         self.on_changed: Callable[[PatchedSite, SiteChanged], None] = lambda site, e: None
         self.on_drain: Callable[[], None] = lambda: None  # report what the rings hold now
         self.hits: Counter[str] = Counter()
+        self.flag: int | None = None  # sdt_probes_enabled's address: SDT_PROBES_ENABLED() reads it
         self.last_fired: str | None = None
         self.on_fire = on_fire
         machine.trap = self._trap
@@ -142,6 +144,7 @@ class ProbeRuntime:
             self.out_of_range.update(s.addr for s in far)
             self.on_warning(f"{len(far)} site(s) are out of branch range of their recorder "
                             f"(e.g. {far[0].probe.spec} at {far[0].addr:#x}): armed with the breakpoint")
+        self.sync_flag()
         return armed
 
     def set_mode(self, mode: str, rearm: bool = True) -> None:
@@ -162,8 +165,10 @@ class ProbeRuntime:
                 self.on_changed(s, e)
 
     def _wants_branch(self, site: PatchedSite) -> bool:
-        """Branch mode, a recorder, and no --action on the probe (an action needs the host at each firing)."""
-        return (self.mode == BRANCH and self.data is not None and site.probe.stub in self.data.recorders
+        """A firing site, branch mode, a recorder, and no --action on the probe (an action needs the host at
+        each firing)."""
+        return (site.form in FIRING and self.mode == BRANCH and self.data is not None
+                and site.probe.stub in self.data.recorders
                 and not any(pattern.matches(site.probe) for pattern, _, _ in self.actions))
 
     def _arm(self, site: PatchedSite) -> None:
@@ -176,8 +181,9 @@ class ProbeRuntime:
         if site.form == COND:
             self._arm_stub(site)
         else:
-            write_site(self.machine, site, site.armed)
-        self.trapped.add(site.addr)
+            write_site(self.machine, site, site.armed)  # the breakpoint, or an is-enabled check's "1"
+        if site.form in FIRING:
+            self.trapped.add(site.addr)
 
     def _branch_code(self, site: PatchedSite) -> bytes | None:
         arch, recorder = self.machine.arch, self.data.recorders[site.probe.stub]
@@ -220,7 +226,13 @@ class ProbeRuntime:
             except SiteChanged as e:
                 s.usable = False
                 self.on_changed(s, e)
+        self.sync_flag()
         return len(sites)
+
+    def sync_flag(self) -> None:
+        """SDT_PROBES_ENABLED() is true exactly while some site is armed: keep the guest's flag so."""
+        if self.flag is not None:
+            self.machine.write(self.flag, b"\x01" if self.armed else b"\x00")
 
     def armed_probes(self) -> set[str]:
         return {self.sites[a].probe.spec for a in self.armed}

@@ -17,7 +17,7 @@ from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_SPEC
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.patcher import PatchedSite, PatchResult, Refusal, SiteChanged, patch_sites
 from sdtgen.boot.runtime import ARM_MODES, BRANCH, DataPath, Firing, ProbeRuntime, read_guest_string
-from sdtgen.elf.reader import STT_FUNC
+from sdtgen.elf.reader import SHF_WRITE, STT_FUNC, STT_OBJECT
 from sdtgen.errors import WARNING, Diagnostic, SdtError, place, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
@@ -203,6 +203,7 @@ class BootSession:
         self.runtime.on_action = self.reporter.action
         self.runtime.on_drain = self.drain
         self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
+        self.runtime.flag = self._probes_enabled_flag()
         self.faults = 0
 
     def _data_path(self, entries) -> DataPath | None:
@@ -271,6 +272,16 @@ class BootSession:
         return f"{addr:#x}", ""
 
     # -- probes ---------------------------------------------------------------------
+    def _probes_enabled_flag(self) -> int | None:
+        """Where SDT_PROBES_ENABLED()'s flag is: the one-byte sdt_probes_enabled the stubs define (None when
+        the image has none, or it is not in writable data)."""
+        sym = self.image.symbols.get("sdt_probes_enabled")
+        if sym is None or sym.type != STT_OBJECT or sym.size != 1 or not 0 < sym.shndx < len(self.image.elf.sections):
+            return None
+        section = self.image.elf.sections[sym.shndx]
+        writable = section.is_alloc and section.flags & SHF_WRITE and not section.is_exec
+        return sym.value if writable and section.addr <= sym.value < section.addr + section.size else None
+
     def spec(self, text: str) -> ProbeSpec:
         if len(text) > MAX_SPEC:
             raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",

@@ -16,6 +16,11 @@
  *   ...
  *   SDT_PROBE2(hk, vfs, lookup, entry, path, flags);
  *
+ * Also FreeBSD's SDT_PROBE_DEFINEn_XLATE (native and translated types),
+ * SDT_PROBE_ARGTYPE, SDT_PROBES_ENABLED() and the kernel's DTRACE_PROBEn, and
+ * SDT_PROBE_ENABLED(prov, mod, func, name): a call the boot patcher turns into
+ * "result = 0", and arming into "result = 1".
+ *
  * Define SDT_COMPILED_OUT to compile every probe out, or SDT_CLASSIC for the
  * older `if (probe enabled) call` form; both exist for comparison.
  */
@@ -33,17 +38,43 @@
 #define SDT_PROBE_DECLARE(prov, mod, func, name) extern int __sdt_probe_decl_##prov##_##mod##_##func##_##name
 
 #define _SDT_T(t) ".asciz \"" t "\"\n"
-#define _SDT_DESC(prov, mod, func, name, n, types)                         \
+#define _SDT_SYMSTR(prov, mod, func, name) _SDT_XSTR(_SDT_SYM(prov, mod, func, name))
+/*
+ * A probe record: "SDT1", its stub symbol, provider, module, function, name,
+ * the argument count and the native types; ``more`` holds "SDTA" records
+ * (symbol, argument number, native type, translated type or an empty string).
+ */
+#define _SDT_DESCX(prov, mod, func, name, n, types, more)                  \
 	__asm__(".pushsection .sdt_desc, \"\"\n"                            \
 		".asciz \"SDT1\"\n"                                         \
-		".asciz \"" _SDT_XSTR(_SDT_SYM(prov, mod, func, name)) "\"\n" \
+		".asciz \"" _SDT_SYMSTR(prov, mod, func, name) "\"\n"      \
 		".asciz \"" #prov "\"\n"                                   \
 		".asciz \"" #mod "\"\n"                                    \
 		".asciz \"" #func "\"\n"                                   \
 		".asciz \"" #name "\"\n"                                   \
 		".asciz \"" #n "\"\n"                                      \
-		types                                                         \
+		types more                                                    \
 		".popsection\n")
+#define _SDT_DESC(prov, mod, func, name, n, types) _SDT_DESCX(prov, mod, func, name, n, types, "")
+
+/*
+ * An "SDTA" record. ``xs`` is the translated type already stringified (#x), so
+ * FreeBSD's NULL ("no translated type") arrives as the text NULL, which the
+ * assembler's .ifc turns into an empty string.
+ */
+#define _SDT_XT(xs) ".ifc " xs ",NULL\n.byte 0\n.else\n.asciz " xs "\n.endif\n"
+#define _SDT_AREC(prov, mod, func, name, num, t, xs)                     \
+	".asciz \"SDTA\"\n"                                                \
+	".asciz \"" _SDT_SYMSTR(prov, mod, func, name) "\"\n"              \
+	".asciz \"" #num "\"\n" _SDT_T(t) _SDT_XT(xs)
+
+#define _SDT_SIX "sdtgen supports probes of up to six arguments (as FreeBSD has since 2024)"
+
+/* FreeBSD's SDT_PROBE_ARGTYPE: the type (and translated type, or NULL) of argument ``num``. */
+#define SDT_PROBE_ARGTYPE(prov, mod, func, name, num, type, xtype)              \
+	_Static_assert((num) >= 0 && (num) < 6, _SDT_SIX);                        \
+	__asm__(".pushsection .sdt_desc, \"\"\n"                                  \
+		_SDT_AREC(prov, mod, func, name, num, type, #xtype) ".popsection\n")
 
 #define SDT_PROBE_DEFINE(prov, mod, func, name) _SDT_DESC(prov, mod, func, name, 0, "")
 #define SDT_PROBE_DEFINE0(prov, mod, func, name) _SDT_DESC(prov, mod, func, name, 0, "")
@@ -58,6 +89,40 @@
 	_SDT_DESC(prov, mod, func, name, 5, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3) _SDT_T(t4))
 #define SDT_PROBE_DEFINE6(prov, mod, func, name, t0, t1, t2, t3, t4, t5) \
 	_SDT_DESC(prov, mod, func, name, 6, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3) _SDT_T(t4) _SDT_T(t5))
+
+/* The _XLATE forms give each argument a native and a translated type, as FreeBSD's network providers do. */
+#define _SDT_X(prov, mod, func, name, k, t, x) _SDT_AREC(prov, mod, func, name, k, t, #x)
+#define SDT_PROBE_DEFINE0_XLATE(prov, mod, func, name) _SDT_DESC(prov, mod, func, name, 0, "")
+#define SDT_PROBE_DEFINE1_XLATE(prov, mod, func, name, t0, x0) \
+	_SDT_DESCX(prov, mod, func, name, 1, _SDT_T(t0), _SDT_X(prov, mod, func, name, 0, t0, x0))
+#define SDT_PROBE_DEFINE2_XLATE(prov, mod, func, name, t0, x0, t1, x1)                  \
+	_SDT_DESCX(prov, mod, func, name, 2, _SDT_T(t0) _SDT_T(t1),                     \
+		   _SDT_X(prov, mod, func, name, 0, t0, x0) _SDT_X(prov, mod, func, name, 1, t1, x1))
+#define SDT_PROBE_DEFINE3_XLATE(prov, mod, func, name, t0, x0, t1, x1, t2, x2)          \
+	_SDT_DESCX(prov, mod, func, name, 3, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2),          \
+		   _SDT_X(prov, mod, func, name, 0, t0, x0) _SDT_X(prov, mod, func, name, 1, t1, x1) \
+		   _SDT_X(prov, mod, func, name, 2, t2, x2))
+#define SDT_PROBE_DEFINE4_XLATE(prov, mod, func, name, t0, x0, t1, x1, t2, x2, t3, x3)  \
+	_SDT_DESCX(prov, mod, func, name, 4, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3), \
+		   _SDT_X(prov, mod, func, name, 0, t0, x0) _SDT_X(prov, mod, func, name, 1, t1, x1) \
+		   _SDT_X(prov, mod, func, name, 2, t2, x2) _SDT_X(prov, mod, func, name, 3, t3, x3))
+#define SDT_PROBE_DEFINE5_XLATE(prov, mod, func, name, t0, x0, t1, x1, t2, x2, t3, x3, t4, x4) \
+	_SDT_DESCX(prov, mod, func, name, 5, _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3) _SDT_T(t4), \
+		   _SDT_X(prov, mod, func, name, 0, t0, x0) _SDT_X(prov, mod, func, name, 1, t1, x1) \
+		   _SDT_X(prov, mod, func, name, 2, t2, x2) _SDT_X(prov, mod, func, name, 3, t3, x3) \
+		   _SDT_X(prov, mod, func, name, 4, t4, x4))
+#define SDT_PROBE_DEFINE6_XLATE(prov, mod, func, name, t0, x0, t1, x1, t2, x2, t3, x3, t4, x4, t5, x5) \
+	_SDT_DESCX(prov, mod, func, name, 6,                                                        \
+		   _SDT_T(t0) _SDT_T(t1) _SDT_T(t2) _SDT_T(t3) _SDT_T(t4) _SDT_T(t5),                \
+		   _SDT_X(prov, mod, func, name, 0, t0, x0) _SDT_X(prov, mod, func, name, 1, t1, x1) \
+		   _SDT_X(prov, mod, func, name, 2, t2, x2) _SDT_X(prov, mod, func, name, 3, t3, x3) \
+		   _SDT_X(prov, mod, func, name, 4, t4, x4) _SDT_X(prov, mod, func, name, 5, t5, x5))
+
+/* Seven arguments: FreeBSD dropped them in 2024, and sdtgen never had them. */
+#define SDT_PROBE_DEFINE7(...) _Static_assert(0, _SDT_SIX)
+#define SDT_PROBE_DEFINE7_XLATE(...) _Static_assert(0, _SDT_SIX)
+#define SDT_PROBE7(...) _Static_assert(0, _SDT_SIX)
+#define DTRACE_PROBE6(...) _Static_assert(0, "sdtgen supports DTRACE_PROBE with up to five arguments, as FreeBSD does")
 
 #define _SDT_P0 void
 #define _SDT_P1 _SDT_UINT
@@ -108,5 +173,68 @@ extern volatile sdt_probe_func_t sdt_probe_func;
 	_SDT_CALL(prov, mod, func, name, 6, _SDT_A(a0), _SDT_A(a1), _SDT_A(a2), _SDT_A(a3), _SDT_A(a4), _SDT_A(a5))
 /* FreeBSD's five-argument SDT_PROBE(). */
 #define SDT_PROBE(prov, mod, func, name, a0, a1, a2, a3, a4) SDT_PROBE5(prov, mod, func, name, a0, a1, a2, a3, a4)
+
+/*
+ * Per-probe is-enabled: a call to __dtrace_isenabled_<prov>_<mod>_<func>_<name>,
+ * a stub returning 0 that the boot patcher turns into "result = 0" in place,
+ * and arming into "result = 1": no trap and no branch. The empty asm keeps the
+ * call a plain call (never a tail jump, which could not be patched so).
+ * Asking does not fire the probe.
+ */
+#define _SDT_ISEN(prov, mod, func, name) __dtrace_isenabled_##prov##_##mod##_##func##_##name
+/* FreeBSD's SDT_PROBES_ENABLED(): true while any probe is armed; the boot runtime keeps the flag. */
+extern volatile _Bool sdt_probes_enabled;
+#if defined(SDT_COMPILED_OUT)
+#define SDT_PROBE_ENABLED(prov, mod, func, name) 0
+#define SDT_PROBES_ENABLED() 0
+#elif defined(SDT_CLASSIC)
+#define SDT_PROBE_ENABLED(prov, mod, func, name) __builtin_expect(sdt_probe_func != 0, 0)
+#define SDT_PROBES_ENABLED() __builtin_expect(sdt_probe_func != 0, 0)
+#else
+#define SDT_PROBE_ENABLED(prov, mod, func, name)                               \
+	__builtin_expect(__extension__({                                       \
+		extern int _SDT_ISEN(prov, mod, func, name)(void);             \
+		int _sdt_on = _SDT_ISEN(prov, mod, func, name)();              \
+		__asm__("" : "+r"(_sdt_on));                                   \
+		_sdt_on;                                                       \
+	}), 0)
+#define SDT_PROBES_ENABLED() __builtin_expect(sdt_probes_enabled, 0)
+#endif
+
+/*
+ * The kernel's anonymous probes: provider sdt, empty module and function, the
+ * types given as C types beside each argument.
+ */
+#define DTRACE_PROBE(name)                                                    \
+	do {                                                                  \
+		_SDT_DESC(sdt, , , name, 0, "");                              \
+		SDT_PROBE0(sdt, , , name);                                    \
+	} while (0)
+#define DTRACE_PROBE1(name, type0, arg0)                                      \
+	do {                                                                  \
+		_SDT_DESC(sdt, , , name, 1, _SDT_T(#type0));                  \
+		SDT_PROBE1(sdt, , , name, arg0);                              \
+	} while (0)
+#define DTRACE_PROBE2(name, type0, arg0, type1, arg1)                         \
+	do {                                                                  \
+		_SDT_DESC(sdt, , , name, 2, _SDT_T(#type0) _SDT_T(#type1));   \
+		SDT_PROBE2(sdt, , , name, arg0, arg1);                        \
+	} while (0)
+#define DTRACE_PROBE3(name, type0, arg0, type1, arg1, type2, arg2)            \
+	do {                                                                  \
+		_SDT_DESC(sdt, , , name, 3, _SDT_T(#type0) _SDT_T(#type1) _SDT_T(#type2)); \
+		SDT_PROBE3(sdt, , , name, arg0, arg1, arg2);                  \
+	} while (0)
+#define DTRACE_PROBE4(name, type0, arg0, type1, arg1, type2, arg2, type3, arg3) \
+	do {                                                                  \
+		_SDT_DESC(sdt, , , name, 4, _SDT_T(#type0) _SDT_T(#type1) _SDT_T(#type2) _SDT_T(#type3)); \
+		SDT_PROBE4(sdt, , , name, arg0, arg1, arg2, arg3);            \
+	} while (0)
+#define DTRACE_PROBE5(name, type0, arg0, type1, arg1, type2, arg2, type3, arg3, type4, arg4) \
+	do {                                                                  \
+		_SDT_DESC(sdt, , , name, 5,                                   \
+			  _SDT_T(#type0) _SDT_T(#type1) _SDT_T(#type2) _SDT_T(#type3) _SDT_T(#type4)); \
+		SDT_PROBE5(sdt, , , name, arg0, arg1, arg2, arg3, arg4);      \
+	} while (0)
 
 #endif /* SDTGEN_SDT_H */
