@@ -244,8 +244,12 @@ def cmd_boot(args: argparse.Namespace) -> int:
     for kind, value, _ in actions:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+    if args.trace:
+        from sdtgen.atomic import check_outputs
+
+        check_outputs([("trace", args.trace)], inputs=[("image", args.image)])
     session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout,
-                          arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow)
+                          arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow, keep=bool(args.trace))
     try:
         for kind, value, extra in actions:  # every run's arguments are checked before anything runs
             if kind == "run":
@@ -264,6 +268,8 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 session.add_action(spec, symbol)
         if args.interactive:
             Console(session).cmdloop()
+        if args.trace:
+            session.write_trace(args.trace, args.trace_format)
         if args.json:
             session.stats()
     finally:
@@ -444,6 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default {DEFAULT_BUFFER})")
     b.add_argument("--overflow", choices=("overwrite", "drop"), default="overwrite",
                    help="when a buffer is full: overwrite the oldest records (the default) or drop the newest")
+    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH at the end (a directory "
+                                                  "for ctf)")
+    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default="ctf",
+                   help="the --trace file's format: CTF 1.8 (babeltrace2, the default), a Perfetto protobuf trace, "
+                        "or Chrome trace-event JSON")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")

@@ -136,6 +136,10 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
         op = 0x94000000 if form == CALL else 0x14000000
         return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
 
+    clock_name = "cntvct_el0"
+    clock_code = _insn(0xD53BE040)  # mrs x0, cntvct_el0
+    clock_hz_code = _insn(0xD53BE000)  # mrs x0, cntfrq_el0
+
     def set_cpu_pointer(self, uc, addr: int) -> None:
         from unicorn.arm64_const import UC_ARM64_REG_TPIDR_EL1
 

@@ -129,6 +129,16 @@ class Arch:
     # the host sets to the CPU's control structure, sdt_clock() the clock the guest stamps records with.
     recorder_c: str = ""
 
+    # The same clock for trace files (sdtgen/boot/clock.py): its name, an instruction reading it (or its
+    # frequency, where the CPU says it), and where the value is after it ran.
+    clock_name: str = ""
+    clock_code: bytes = b""
+    clock_hz_code: bytes = b""
+
+    def clock_value(self, uc) -> int:
+        """The clock as ``clock_code`` left it in the registers."""
+        return uc.reg_read(self.regs.ret)
+
     def set_cpu_pointer(self, uc, addr: int) -> None:
         """Point the per-CPU register the recorders read (``recorder_c``) at this CPU's control structure."""
         raise NotImplementedError

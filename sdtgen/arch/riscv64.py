@@ -174,6 +174,9 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
             return found[1]
         return None
 
+    clock_name = "cycle"
+    clock_code = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle)
+
     def set_cpu_pointer(self, uc, addr: int) -> None:
         from unicorn.riscv_const import UC_RISCV_REG_TP
 

@@ -212,6 +212,14 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
                 return None
         return length if to == stub else None
 
+    clock_name = "tsc"
+    clock_code = bytes.fromhex("0f31")  # rdtsc
+
+    def clock_value(self, uc) -> int:
+        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
+
+        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
+
     def set_cpu_pointer(self, uc, addr: int) -> None:
         from unicorn.x86_const import UC_X86_REG_GS_BASE
 

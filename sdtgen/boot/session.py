@@ -156,7 +156,8 @@ def parse_int(text: str) -> int:
 
 class BootSession:
     def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
-                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite") -> None:
+                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite",
+                 keep: bool = False) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.timeout = timeout
@@ -165,6 +166,7 @@ class BootSession:
         if overflow not in POLICIES:
             raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
         self.buffer_size, self.overflow = buffer_size, overflow
+        self.recorded: list | None = [] if keep else None  # every drained event, for a trace file
         try:
             self._boot(patch)
             self.set_arm(arm)
@@ -243,11 +245,31 @@ class BootSession:
     def drain(self) -> None:
         """Report what the guest recorded since the last drain (it is stopped whenever this runs)."""
         before = self.runtime.lost
-        for e in self.runtime.drain():
+        events = self.runtime.drain()
+        if self.recorded is not None:
+            self.recorded += events
+        for e in events:
             self.reporter.fire(self.runtime.firing(e))
         if self.runtime.lost > before:
             self.reporter.warning(f"{self.runtime.lost - before} record(s) lost: the trace buffer was full "
                                   f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
+
+    def write_trace(self, path: str, fmt: str) -> None:
+        """Write every event the session drained (kept since it started) as a trace file of ``fmt``."""
+        from sdtgen.boot.clock import guest_clock
+        from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
+
+        self.drain()
+        probes = [TraceProbe(i, p.provider, p.module, p.function, p.name, p.args)
+                  for i, p in enumerate(self.runtime.probes)]
+        ids = {p.spec: p.id for p in probes}
+        arch = self.image.arch
+        clock, hz = guest_clock(arch)
+        data = self.runtime.data
+        cpus = data.rings.cpus if data is not None else 1
+        lost = {cpu: n for cpu, n in enumerate(data.rings.lost) if n} if data is not None else {}
+        events = [TraceEvent(ids[e.probe], e.cpu, e.ts, e.args) for e in self.recorded or []]
+        write_trace(path, fmt, TraceMeta(arch.name, clock, hz, cpus, tuple(probes), lost), events)
 
     def close(self) -> None:
         if self.machine is not None:
