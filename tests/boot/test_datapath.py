@@ -123,3 +123,40 @@ def test_bad_buffer_sizes_and_modes_are_one_line_and_exit_2(kernel):
         proc = sdtgen("boot", kernel.image, *argv)
         assert proc.returncode == 2 and what in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+GOT_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(gt);
+SDT_PROBE_DEFINE2(gt, got, twice, entry, "long", "const char *");
+SDT_PROBE_DEFINE1(gt, got, twice, last, "long");
+__attribute__((noinline)) long twice(long x)
+{
+	SDT_PROBE2(gt, got, twice, entry, x, "got");
+	return 2 * x;
+}
+__attribute__((noinline)) void last(long x) { SDT_PROBE1(gt, got, twice, last, x); }
+long kmain(long x) { long y = twice(x) + twice(x + 1); last(y); return y; }
+"""
+
+
+def test_six_byte_got_sites_branch_with_a_call_and_a_nop(tmp_path):
+    """gcc -fPIC -fno-plt calls probes through the GOT; GNU ld relaxes them to 6-byte `addr32 call`s."""
+    from helpers import compile_c, final_link, partial_link
+
+    obj = compile_c(tmp_path, "got", GOT_SOURCE, "-mcmodel=small", "-fPIC", "-fno-plt")
+    image = final_link(tmp_path, partial_link(tmp_path, "kernel", obj))
+    b = Booted(image, arm="branch")
+    try:
+        s = b.session
+        assert {x.length for x in s.runtime.sites.values()} == {6}
+        s.enable("gt:::")
+        cs = s.image.arch.disassembler()
+        for a, x in s.runtime.sites.items():
+            call, pad = cs.disasm(s.machine.read(a, 6), a)
+            assert (call.mnemonic, pad.mnemonic) in (("call", "nop"), ("jmp", "nop"))
+        assert s.run("kmain", [5]) == 22
+        assert [(e["probe"], e["args"]) for e in fires(b.events())] == [
+            ("gt:got:twice:entry", [5, "got"]), ("gt:got:twice:entry", [6, "got"]), ("gt:got:twice:last", [22])]
+    finally:
+        s.close()
