@@ -69,7 +69,11 @@ def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, sa
     """Arm with traps, run, switch to branches, run, disarm, run, rearm mixed: each run is the native truth."""
     s = booted.session
     expected = native(CALLS)
+    assert firings(booted.run(CALLS)) == []  # every site translated as its NOP
+    s.set_arm("branch")
     s.enable(":::")
+    same(booted.run(CALLS), expected, ":::")
+    s.set_arm("trap")
     same(booted.run(CALLS), expected, ":::")
     s.set_arm("branch")
     same(booted.run(CALLS), expected, ":::")
