@@ -92,9 +92,14 @@ def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, sa
     assert all(s.machine.read(a, x.length) == x.disabled for a, x in s.runtime.sites.items())
 
 
+# vfs_lookup_id(2) mixes 3-slot string records with 1-slot ones: a drop buffer left with a slot or two must
+# still drop the smaller records after a larger one it could not keep. Every case overflows its buffer.
+CASES = [(Call(f, a), size) for f, a in (("kmain", (3,)), ("sched_run", (40,))) for size in (256, 512, 1024)]
+CASES += [(Call("vfs_lookup_id", (2,)), 256), (Call("vfs_lookup_id", (2,)), 512)]
+
+
 @pytest.mark.parametrize("policy", ["drop", "overwrite"])
-@pytest.mark.parametrize("size", [256, 512, 1024])
-@pytest.mark.parametrize("call", [Call("kmain", (3,)), Call("sched_run", (40,))])
+@pytest.mark.parametrize(("call", "size"), CASES)
 def test_overflow_loses_exactly_what_it_reports(kernel, native, policy, size, call):
     """Shown plus lost equals what fired natively; drop keeps the oldest run, overwrite the newest."""
     expected = native_firings(native([call]), ":::")
@@ -156,7 +161,7 @@ def test_six_byte_got_sites_branch_with_a_call_and_a_nop(tmp_path):
         assert {x.length for x in s.runtime.sites.values()} == {6}
         s.enable("gt:::")
         cs = s.image.arch.disassembler()
-        for a, x in s.runtime.sites.items():
+        for a in s.runtime.sites:
             call, pad = cs.disasm(s.machine.read(a, 6), a)
             assert (call.mnemonic, pad.mnemonic) in (("call", "nop"), ("jmp", "nop"))
         assert s.run("kmain", [5]) == 22
