@@ -280,7 +280,9 @@ class ProbeRuntime:
             if pattern.matches(probe):
                 self.active.add(probe.spec)
                 try:
-                    self.on_action(name, m.call_nested(func, raw))
+                    value = m.call_nested(func, raw)
+                    self.on_drain()  # what the action's own code recorded comes before its result
+                    self.on_action(name, value)
                 finally:
                     self.active.discard(probe.spec)
 
