@@ -157,7 +157,7 @@ def parse_int(text: str) -> int:
 class BootSession:
     def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
                  arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite",
-                 keep: bool = False) -> None:
+                 keep: bool = False, cpus: int = 1) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.timeout = timeout
@@ -165,7 +165,7 @@ class BootSession:
         self.machine: Machine | None = None
         if overflow not in POLICIES:
             raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
-        self.buffer_size, self.overflow = buffer_size, overflow
+        self.buffer_size, self.overflow, self.cpus = buffer_size, overflow, cpus
         self.recorded: list | None = [] if keep else None  # every drained event, for a trace file
         try:
             self._boot(patch)
@@ -232,7 +232,7 @@ class BootSession:
             formats[key] = make_format(key, probe.spec, probe.args, arch.bits)
         if not recorders:
             return None
-        return DataPath(Rings(self.machine, self.buffer_size, self.overflow), recorders, formats)
+        return DataPath(Rings(self.machine, self.buffer_size, self.overflow, self.cpus), recorders, formats)
 
     def set_arm(self, mode: str) -> None:
         """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""

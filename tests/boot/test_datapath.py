@@ -169,3 +169,46 @@ def test_six_byte_got_sites_branch_with_a_call_and_a_nop(tmp_path):
             ("gt:got:twice:entry", [5, "got"]), ("gt:got:twice:entry", [6, "got"]), ("gt:got:twice:last", [22])]
     finally:
         s.close()
+
+
+def test_each_cpu_records_into_its_own_ring_and_the_drain_merges_them_by_timestamp(kernel):
+    """Two rings, the per-CPU register pointed at one then the other between calls (as two CPUs would be):
+    each record carries its CPU, and the merged stream is in timestamp order, not ring by ring."""
+    b = Booted(kernel.image, arm="branch", cpus=2)
+    try:
+        s = b.session
+        s.enable("hk:sched:run:tick")
+        rings, func = s.runtime.data.rings, s.image.symbols["sched_run"].value
+        for cpu, n in ((0, 1), (1, 2), (0, 3), (1, 1)):
+            s.image.arch.set_cpu_pointer(s.machine.uc, rings.control(cpu))
+            s.machine.call(func, [n])
+        s.drain()
+        fired = fires(b.events())
+    finally:
+        s.close()
+    assert [(e["cpu"], e["args"][0]) for e in fired] == [(0, 0), (1, 0), (1, 1), (0, 0), (0, 1), (0, 2), (1, 0)]
+    assert [e["ts"] for e in fired] == sorted(e["ts"] for e in fired)
+
+
+def test_a_script_switches_arming_modes_and_every_run_fires_the_same(kernel, tmp_path, native):
+    from helpers import sdtgen
+
+    script = tmp_path / "modes.sdt"
+    script.write_text("enable hk:sched::\nrun sched_run 3\narm branch\nrun sched_run 3\narm trap\nrun sched_run 3\n"
+                      "arm branch\ndisable :::\nrun sched_run 3\n")
+    proc = sdtgen("boot", kernel.image, "--script", script, "--json")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    runs, current = [], []
+    for e in events:
+        if e["event"] == "fire":
+            current.append((e["probe"], e["args"]))
+        elif e["event"] == "return":
+            runs.append(current)
+            current = []
+    expected = native_firings(native([Call("sched_run", (3,))]), "hk:sched::")
+    assert runs == [expected, expected, expected, []]
+    (stats,) = [e for e in events if e["event"] == "stats"]
+    assert stats == {"event": "stats", "hits": {"hk:sched:run:tick": 9}, "lost": 0}
