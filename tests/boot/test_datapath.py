@@ -212,3 +212,30 @@ def test_a_script_switches_arming_modes_and_every_run_fires_the_same(kernel, tmp
     assert runs == [expected, expected, expected, []]
     (stats,) = [e for e in events if e["event"] == "stats"]
     assert stats == {"event": "stats", "hits": {"hk:sched:run:tick": 9}, "lost": 0}
+
+
+def test_an_image_without_recorders_fires_through_the_host_and_refuses_branches(tmp_path):
+    """Stubs from an sdtgen before the data path: trap mode decodes at the trap (no cpu, no ts)."""
+    from helpers import compile_c, final_script, partial_link, run, sdtgen
+
+    partial = partial_link(tmp_path, "kernel", compile_c(tmp_path, "got", GOT_SOURCE))
+    stubs, table = tmp_path / "stubs.c", tmp_path / "table.S"
+    sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+    text = stubs.read_text()
+    stubs.write_text(text[:text.index("/*\n * The data path")])  # the empty stubs only
+    for src in (stubs, table):
+        run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-c", "-o", str(src.with_suffix(".o")), str(src)])
+    image = tmp_path / "old.elf"
+    run(["ld", "-T", str(final_script(tmp_path / "final.ld")), "-o", str(image), str(partial),
+         str(stubs.with_suffix(".o")), str(table.with_suffix(".o"))])
+    b = Booted(image)
+    try:
+        b.session.enable("gt:::")
+        assert b.session.run("kmain", [5]) == 22
+        assert [(e["probe"], e["args"], e["cpu"], e["ts"]) for e in fires(b.events())] == [
+            ("gt:got:twice:entry", [5, "got"], None, None), ("gt:got:twice:entry", [6, "got"], None, None),
+            ("gt:got:twice:last", [22], None, None)]
+    finally:
+        b.session.close()
+    proc = sdtgen("boot", image, "--arm", "branch")
+    assert proc.returncode == 2 and "has no recorders" in proc.stderr and len(proc.stderr.splitlines()) == 1
