@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sdtgen.arch.base import CALL, COND, RETURNS, TAIL
 from sdtgen.boot.buffers import Event, Format, Rings, decode
@@ -50,7 +50,6 @@ class DataPath:
     rings: Rings
     recorders: dict[int, int]  # probe stub -> its recorder
     formats: dict[int, Format]  # record key -> how to decode it
-    specs: dict[str, int] = field(default_factory=dict)  # probe spec -> its stub
 
 
 def decode_arg(ctype: str, raw: int, machine: Machine) -> int | str | None:
@@ -113,9 +112,10 @@ class ProbeRuntime:
             probes.setdefault(s.probe.addr, s.probe)
         self.probes = sorted(probes.values(), key=lambda p: p.id)
         self.by_spec = {p.spec: p for p in self.probes}
-        sites_of = Counter(s.probe.spec for s in patched.sites)
+        firing = [s for s in patched.sites if s.form in FIRING]
+        sites_of = Counter(s.probe.spec for s in firing)
         # A record does not say which site fired: a probe with one site names it, others give None.
-        self.single_site = {s.probe.spec: s.addr for s in patched.sites if sites_of[s.probe.spec] == 1}
+        self.single_site = {s.probe.spec: s.addr for s in firing if sites_of[s.probe.spec] == 1}
 
     def matching(self, pattern: ProbeSpec) -> list[PatchedSite]:
         return [s for s in self.sites.values() if pattern.matches(s.probe)]
