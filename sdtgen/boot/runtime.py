@@ -153,16 +153,22 @@ class ProbeRuntime:
             raise SdtError("", "this image has no recorders, so it can only be armed with traps",
                            "rebuild it with this sdtgen's `gen`")
         armed = [self.sites[a] for a in sorted(self.armed)] if rearm else []
+        rearmed = []
         for s in armed:
-            self._disarm(s)
-        self.armed.difference_update(s.addr for s in armed)
+            self.armed.discard(s.addr)
+            try:
+                self._disarm(s)
+                rearmed.append(s)
+            except SiteChanged as e:  # left as the guest made it, and written no more
+                self.on_changed(s, e)
         self.mode = mode
-        for s in armed:
+        for s in rearmed:
             try:
                 self._arm(s)
                 self.armed.add(s.addr)
             except SiteChanged as e:
                 self.on_changed(s, e)
+        self.sync_flag()
 
     def _wants_branch(self, site: PatchedSite) -> bool:
         """A firing site, branch mode, a recorder, and no --action on the probe (an action needs the host at
