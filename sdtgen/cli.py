@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from sdtgen import __version__
-from sdtgen.boot.limits import DEFAULT_TIMEOUT
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
 from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -226,6 +226,13 @@ class _Ordered(argparse.Action):
         namespace.actions = actions
 
 
+def _int_arg(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
 def cmd_boot(args: argparse.Namespace) -> int:
     from sdtgen.boot.console import Console, run_script
     from sdtgen.boot.session import BootSession, Reporter, parse_int
@@ -237,8 +244,13 @@ def cmd_boot(args: argparse.Namespace) -> int:
     for kind, value, _ in actions:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+    if args.trace:
+        from sdtgen.atomic import check_outputs
+
+        check_outputs([("trace", args.trace)], inputs=[("image", args.image)])
     _check_cpus(args.cpus)
     session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout,
+                          arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow, keep=bool(args.trace),
                           cpus=args.cpus, seed=args.seed)
     try:
         for kind, value, extra in actions:  # every run's arguments are checked before anything runs
@@ -258,6 +270,8 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 session.add_action(spec, symbol)
         if args.interactive:
             Console(session).cmdloop()
+        if args.trace:
+            session.write_trace(args.trace, args.trace_format)
         if args.json:
             session.stats()
     finally:
@@ -455,6 +469,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "arguments whenever one fires")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
+    b.add_argument("--arm", choices=("trap", "branch"), default="trap",
+                   help="how probes are armed: trap (a breakpoint the host handles; the default) or branch "
+                        "(a call to the probe's recorder in the guest)")
+    b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
+                   help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
+                        f"(default {DEFAULT_BUFFER})")
+    b.add_argument("--overflow", choices=("overwrite", "drop"), default="overwrite",
+                   help="when a buffer is full: overwrite the oldest records (the default) or drop the newest")
+    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH at the end (a directory "
+                                                  "for ctf)")
+    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default="ctf",
+                   help="the --trace file's format: CTF 1.8 (babeltrace2, the default), a Perfetto protobuf trace, "
+                        "or Chrome trace-event JSON")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")

@@ -11,6 +11,7 @@ from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import FLAG_SYMBOL, ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.recorder import render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
@@ -163,6 +164,7 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
     if result.flag:
         lines += ["", "/* SDT_PROBES_ENABLED(): the boot runtime sets it while any probe is armed. */",
                   f"__attribute__((weak)) volatile _Bool {FLAG_SYMBOL};"]
+    lines.append(render_recorders(result.arch, [(p.symbol, p.args) for p in probes]))
     return "\n".join(lines) + "\n"
 
 

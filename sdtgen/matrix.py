@@ -159,12 +159,12 @@ def applies(row: Row, col: Column) -> bool:
 
 
 # -- one cell -------------------------------------------------------------------------
-def boot_trace(image: Path, calls) -> list:
+def boot_trace(image: Path, calls, arm: str = "trap") -> list:
     """Firings (pointers named by the object they point at) and results of the calls, all probes armed."""
     from sdtgen.boot.session import BootSession, Reporter
 
     buf = io.StringIO()
-    session = BootSession(str(image), Reporter(as_json=True, out=buf))
+    session = BootSession(str(image), Reporter(as_json=True, out=buf), arm=arm)
     try:
         types = {p.spec: p.args for p in session.runtime.probes}
         try:

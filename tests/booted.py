@@ -13,10 +13,9 @@ from sdtgen.boot.session import BootSession, Reporter
 class Booted:
     """A BootSession whose JSON events are kept for the test to read."""
 
-    def __init__(self, image, patch: bool = True, cpus: int = 1, seed: int = 0) -> None:
+    def __init__(self, image, patch: bool = True, **options) -> None:
         self.buffer = io.StringIO()
-        self.session = BootSession(str(image), Reporter(as_json=True, out=self.buffer), patch=patch, cpus=cpus,
-                                   seed=seed)
+        self.session = BootSession(str(image), Reporter(as_json=True, out=self.buffer), patch=patch, **options)
 
     def events(self) -> list[dict]:
         out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]

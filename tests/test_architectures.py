@@ -44,6 +44,50 @@ def test_firings_and_results_equal_x86_64(arch_kernel, arch, x86_trace):
     assert ("return", "proc_exec", -2) in trace
 
 
+@pytest.mark.parametrize("arch", ARCHES)
+def test_branch_mode_firings_and_results_equal_x86_64_traps(arch_kernel, kernel, arch, x86_trace):
+    """Recorded in the guest by branches, the firings are what x86-64's traps give (the native truth)."""
+    image = kernel.image if arch == "x86_64" else arch_kernel(arch).image
+    assert boot_trace(image, CALLS, arm="branch") == x86_trace
+
+
+def test_riscv_branch_mode_without_relaxation_calls_through_auipc_jalr(arch_kernel, x86_trace):
+    image = arch_kernel("riscv64", RELAX="0").image
+    assert boot_trace(image, CALLS, arm="branch") == x86_trace
+    s = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
+    try:
+        s.enable(":::")
+        assert not s.runtime.trapped and {x.length for x in s.runtime.sites.values()} == {8}
+        cs = s.image.arch.disassembler()
+        for x in s.runtime.sites.values():
+            auipc, jalr = cs.disasm(s.machine.read(x.addr, 8), x.addr)
+            assert (auipc.mnemonic, jalr.mnemonic) == ("auipc", "jalr")
+    finally:
+        s.close()
+
+
+# Sites a recorder is out of branch range of, armed with the breakpoint instead: RISC-V's 2-byte c.j.
+FAR_SITES = {"x86_64": 0, "i386": 0, "aarch64": 0, "riscv64": 1}
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(arch_kernel, kernel, arch):
+    buf = io.StringIO()
+    s = BootSession(str(kernel.image if arch == "x86_64" else arch_kernel(arch).image),
+                    Reporter(as_json=True, out=buf), arm="branch")
+    try:
+        s.enable(":::")
+        s.disable(":::")
+        s.enable(":::")
+        far = [s.runtime.sites[a] for a in s.runtime.trapped]
+        assert len(far) == FAR_SITES[arch]
+        assert all(x.length == 2 for x in far)
+        warnings = [json.loads(x) for x in buf.getvalue().splitlines() if '"warning"' in x]
+        assert len(warnings) == (1 if far else 0)
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("arch", OTHER_ARCHES)
 def test_tail_site_disarmed_returns_and_armed_fires(arch_kernel, arch):
     buf = io.StringIO()
@@ -154,3 +198,26 @@ def test_an_explicit_sdt_arch_wins(tmp_path):
     user_build(tmp_path, cc, ld)  # writes the Makefile; builds aarch64
     proc = run(["make", "-C", str(tmp_path), "-B", "SDT_ARCH=x86_64"], check=False)
     assert proc.returncode != 0 and "x86-64" in (tmp_path / "kernel_sdt_final.ld").read_text()
+
+
+@pytest.mark.parametrize("policy", ["drop", "overwrite"])
+@pytest.mark.parametrize("arch", ["aarch64", "i386"])
+def test_overflow_is_exact_on_other_architectures(arch_kernel, kernel, arch, policy):
+    """A 256-byte ring: shown plus lost is what x86-64's traps fire (the native truth); drop keeps the oldest
+    run, overwrite the newest."""
+    calls = (("kmain", (3,)),)
+    expected = [e[1] for e in boot_trace(kernel.image, calls) if e[0] == "fire"]
+    buf = io.StringIO()
+    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=256,
+                    overflow=policy)
+    try:
+        s.enable(":::")
+        s.run("kmain:long", [3])
+        s.stats()
+    finally:
+        s.close()
+    events = [json.loads(x) for x in buf.getvalue().splitlines()]
+    shown = [e["probe"] for e in events if e["event"] == "fire"]
+    (stats,) = [e for e in events if e["event"] == "stats"]
+    assert 0 < len(shown) < len(expected) and len(shown) + stats["lost"] == len(expected)
+    assert shown == (expected[:len(shown)] if policy == "drop" else expected[len(expected) - len(shown):])

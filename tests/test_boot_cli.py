@@ -30,7 +30,7 @@ def test_actions_apply_in_command_line_order_json(kernel):
     assert [e["event"] for e in events] == ["patched", "return", "fire", "fire", "return", "return", "stats"]
     fires = [e for e in events if e["event"] == "fire"]
     assert [f["args"] for f in fires] == [[0, 1], [1, 3]] and all(f["probe"] == "hk:sched:run:tick" for f in fires)
-    assert events[-1] == {"event": "stats", "hits": {"hk:sched:run:tick": 2}}
+    assert events[-1] == {"event": "stats", "hits": {"hk:sched:run:tick": 2}, "lost": 0}
     assert {e["value"] for e in events if e["event"] == "return"} == {3}
 
 
@@ -181,8 +181,8 @@ def test_the_console_stays_after_bad_lines(kernel):
     assert errors[0] == "sdtgen: error: cannot split the run command: No closing quotation; close the quotation"
     assert "more than four fields" in errors[1]
     # Every command the console has, help and action among them.
-    assert errors[2] == ("sdtgen: error: unknown command 'frob'; use one of: action, disable, enable, exit, help, "
-                         "list, quit, run, stats")
+    assert errors[2] == ("sdtgen: error: unknown command 'frob'; use one of: action, arm, disable, enable, exit, "
+                         "help, list, quit, run, stats")
 
 
 # -- --json is JSON Lines only ----------------------------------------------------------------

@@ -17,6 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdtgen.cli import main
+from sdtgen.recorder import RECORDER_PREFIX
+
+# The recorders' static writer (gcc may clone its functions).
+WRITER_FUNCTIONS = {"sdt_reserve", "sdt_reserve_slow", "sdt_make_room", "sdt_string"}
 
 EXAMPLES = int(os.environ.get("SDTGEN_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -164,4 +168,6 @@ def test_hostile_probe_names(inputs, name, capsys):
             run(["gcc", "-c", "-o", f"{d}/t.o", str(table)])
             defined = [ln.split()[-1] for ln in run(["nm", "--defined-only", f"{d}/s.o"]).stdout.splitlines()
                        if ln.split()[1] in "TtWw"]
-            assert all(n.startswith("__dtrace_sdt_") and len(n) > 13 for n in defined), defined
+            stubs_defined = [n.removeprefix(RECORDER_PREFIX) for n in defined
+                             if n.split(".")[0] not in WRITER_FUNCTIONS]
+            assert all(n.startswith("__dtrace_sdt_") and len(n) > 13 for n in stubs_defined), defined

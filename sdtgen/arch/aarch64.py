@@ -97,6 +97,23 @@ class AArch64(Arch):
         return out
 
     patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
+    # TPIDR_EL1 (the kernel's per-CPU register) holds this CPU's control structure; the clock is the
+    # virtual counter (cntfrq_el0 says 62,500,000 Hz under Unicorn 2.1.4; it counts host time).
+    recorder_c = r"""
+static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
+{
+	struct sdt_cpu *c;
+	__asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(c));
+	return c;
+}
+
+static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
+{
+	unsigned long long t;
+	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(t));
+	return t;
+}
+"""
 
     def nop(self, length: int) -> bytes:
         return _insn(NOP) * (length // 4)
@@ -119,6 +136,22 @@ class AArch64(Arch):
             return None  # out of bl/b range: the linker would have used a veneer, not this site
         op = 0x94000000 if form == CALL else 0x14000000
         return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
+
+    clock_name = "cntvct_el0"
+    clock_code = _insn(0xD53BE040)  # mrs x0, cntvct_el0
+    clock_hz_code = _insn(0xD53BE000)  # mrs x0, cntfrq_el0
+
+    def set_cpu_pointer(self, uc, addr: int) -> None:
+        from unicorn.arm64_const import UC_ARM64_REG_TPIDR_EL1
+
+        uc.reg_write(UC_ARM64_REG_TPIDR_EL1, addr)
+
+    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
+        """bl (CALL) or b (TAIL), ±128 MiB."""
+        delta = target - site
+        if length != 4 or delta % 4 or not -(1 << 27) <= delta < (1 << 27):
+            return None
+        return _insn((0x94000000 if form == CALL else 0x14000000) | ((delta >> 2) & 0x03FFFFFF))
 
     def unicorn(self):
         import unicorn

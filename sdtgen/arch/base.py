@@ -128,6 +128,40 @@ class Arch:
     # new (the architecture guarantees it for instruction fetch); 0: none, so patches need a breakpoint.
     patch_unit: int = 0
 
+    # C for the recorders `gen` writes (sdtgen/recorder.py): sdt_this_cpu() reads the per-CPU register
+    # the host sets to the CPU's control structure, sdt_clock() the clock the guest stamps records with.
+    recorder_c: str = ""
+
+    # The same clock for trace files (sdtgen/boot/clock.py): its name, an instruction reading it (or its
+    # frequency, where the CPU says it), and where the value is after it ran.
+    clock_name: str = ""
+    clock_code: bytes = b""
+    clock_hz_code: bytes = b""
+
+    def clock_value(self, uc) -> int:
+        """The clock as ``clock_code`` left it in the registers."""
+        return uc.reg_read(self.regs.ret)
+
+    def set_cpu_pointer(self, uc, addr: int) -> None:
+        """Point the per-CPU register the recorders read (``recorder_c``) at this CPU's control structure."""
+        raise NotImplementedError
+
+    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
+        """A call (CALL) or jump (TAIL) from ``site`` to ``target`` filling ``length`` bytes; None when
+        ``target`` is out of that instruction's range (the site is then armed with the breakpoint)."""
+        return None
+
+    def retarget(self, code: bytes, site: int, target: int) -> bytes | None:
+        """A conditional tail jump (COND) ``code`` at ``site`` sent to ``target`` instead; None if out of range."""
+        return None
+
+    def enter(self, m, func: int, return_to: int | None) -> None:
+        """Make the stopped guest call ``func`` returning to ``return_to``, arguments as they are; with
+        None, jump to it (a tail site: it returns to the current function's caller)."""
+        if return_to is not None:
+            m.uc.reg_write(self.regs.link, return_to)
+        m.uc.reg_write(self.regs.pc, func)
+
     def nop(self, length: int) -> bytes:
         """The recommended NOP filling exactly ``length`` bytes."""
         raise NotImplementedError

@@ -23,7 +23,7 @@ NOP, C_NOP = 0x00000013, 0x0001
 RET, C_RET = 0x00008067, 0x8082  # jalr zero, 0(ra); c.jr ra
 EBREAK, C_EBREAK = 0x00100073, 0x9002
 LI_A0, C_LI_A0 = 0x00000513, 0x4501  # addi a0, zero, imm12; c.li a0, imm6 (imm in bits 2..6)
-RA, ZERO = 1, 0
+RA, ZERO, T1 = 1, 0, 6
 
 
 def _sext(value: int, bits: int) -> int:
@@ -133,6 +133,23 @@ class RiscV64(Arch):
         return out
 
     patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
+    # tp holds this CPU's control structure; the clock is the cycle CSR (Unicorn 2.1.4 raises an exception
+    # on rdtime, and rdcycle counts host ticks).
+    recorder_c = r"""
+static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
+{
+	struct sdt_cpu *c;
+	__asm__ __volatile__("mv %0, tp" : "=r"(c));
+	return c;
+}
+
+static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
+{
+	unsigned long long t;
+	__asm__ __volatile__("rdcycle %0" : "=r"(t));
+	return t;
+}
+"""
 
     def nop(self, length: int) -> bytes:
         return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")
@@ -156,6 +173,33 @@ class RiscV64(Arch):
         found = branch_at(code, site)
         if found and found[0] == form and found[2] == stub and found[1] <= length:
             return found[1]
+        return None
+
+    clock_name = "cycle"
+    clock_code = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle)
+
+    def set_cpu_pointer(self, uc, addr: int) -> None:
+        from unicorn.riscv_const import UC_RISCV_REG_TP
+
+        uc.reg_write(UC_RISCV_REG_TP, addr)
+
+    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
+        """jal ra/zero (±1 MiB) in 4 bytes; auipc+jalr (±2 GiB) in 8, through ra for a call and t1 for a
+        jump; a 2-byte site (c.j, ±2 KiB) is out of reach of any recorder kept apart from the code."""
+        rd = RA if form == CALL else ZERO
+        delta = target - site
+        if length == 4 and -(1 << 20) <= delta < (1 << 20):
+            imm = delta & 0x1FFFFF
+            word = ((imm >> 20 & 1) << 31 | (imm >> 1 & 0x3FF) << 21 | (imm >> 11 & 1) << 20
+                    | (imm >> 12 & 0xFF) << 12 | rd << 7 | 0x6F)
+            return struct.pack("<I", word)
+        if length == 8 and -(1 << 31) <= delta < (1 << 31) - (1 << 11):
+            via = RA if form == CALL else T1
+            hi = (delta + 0x800) >> 12  # jalr adds a sign-extended low 12 bits
+            lo = delta - (hi << 12)
+            auipc = (hi & 0xFFFFF) << 12 | via << 7 | 0x17
+            jalr = (lo & 0xFFF) << 20 | via << 15 | rd << 7 | 0x67
+            return struct.pack("<II", auipc, jalr)
         return None
 
     def unicorn(self):

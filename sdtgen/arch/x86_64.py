@@ -153,6 +153,24 @@ class X86_64(Arch):
     kernel_base = 0xFFFFFFFF80000000
     word = "<Q"
 
+    # GS base holds this CPU's control structure, which starts with its own address (as Linux's per-CPU
+    # offset does); the clock is the TSC, which Unicorn passes through from the host.
+    recorder_c = r"""
+static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
+{
+	struct sdt_cpu *c;
+	__asm__ __volatile__("mov %%gs:0, %0" : "=r"(c));
+	return c;
+}
+
+static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
+{
+	unsigned int lo, hi;
+	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+	return (unsigned long long)hi << 32 | lo;
+}
+"""
+
     def nop(self, length: int) -> bytes:
         if length in NOPS:
             return NOPS[length]
@@ -193,6 +211,43 @@ class X86_64(Arch):
             except Exception:
                 return None
         return length if to == stub else None
+
+    clock_name = "tsc"
+    clock_code = bytes.fromhex("0f31")  # rdtsc
+
+    def clock_value(self, uc) -> int:
+        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
+
+        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
+
+    def set_cpu_pointer(self, uc, addr: int) -> None:
+        from unicorn.x86_const import UC_X86_REG_GS_BASE
+
+        uc.reg_write(UC_X86_REG_GS_BASE, addr)
+
+    def _rel32(self, site: int, end: int, target: int) -> bytes | None:
+        delta = (target - (site + end)) & self.mask
+        delta = delta - (1 << self.bits) if delta >> (self.bits - 1) else delta
+        return struct.pack("<i", delta) if -(1 << 31) <= delta < (1 << 31) else None
+
+    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
+        """call/jmp rel32, then NOPs to fill a 6-byte site (a call returns to them)."""
+        rel = self._rel32(site, 5, target)
+        if rel is None or length < 5:
+            return None
+        return (b"\xe8" if form == CALL else b"\xe9") + rel + (self.nop(length - 5) if length > 5 else b"")
+
+    def retarget(self, code: bytes, site: int, target: int) -> bytes | None:
+        rel = self._rel32(site, 6, target)
+        return None if rel is None else bytes(code[:2]) + rel
+
+    def enter(self, m, func: int, return_to: int | None) -> None:
+        if return_to is not None:
+            size = struct.calcsize(self.word)
+            sp = m.uc.reg_read(self.regs.sp) - size
+            m.write(sp, struct.pack(self.word, return_to))
+            m.uc.reg_write(self.regs.sp, sp)
+        m.uc.reg_write(self.regs.pc, func)
 
     def is_empty_stub(self, code: bytes) -> bool:
         return code[:1] == b"\xc3" or code[:5] == b"\xf3\x0f\x1e\xfa\xc3"  # ret, or endbr64; ret

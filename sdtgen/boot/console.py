@@ -21,7 +21,9 @@ HELP = """commands:
                        uint, ulong, str, void; default long) says how to read its result
   action SPEC FUNCTION  call FUNCTION in the guest with the probe's arguments when SPEC fires
                        (and enable SPEC's probes)
-  stats                firings per probe so far
+  arm trap|branch      how probes are armed from now on (armed ones are rearmed): a breakpoint
+                       the host handles, or a call to the probe's recorder in the guest
+  stats                firings per probe so far, and records lost to a full buffer
   help                 this text
   quit                 leave
 Ctrl-C stops a running function and comes back here."""
@@ -33,7 +35,8 @@ class Console(cmd.Cmd):
     """Commands over a BootSession. ``strict``: an error stops (scripts); otherwise it is printed."""
 
     prompt = "sdt> "
-    intro = "sdtgen boot console: list, enable, disable, run, action, stats, help, quit (tab completes probe names)"
+    intro = ("sdtgen boot console: list, enable, disable, run, action, arm, stats, help, quit "
+             "(tab completes probe names)")
 
     def __init__(self, session: BootSession, strict: bool = False, stdin=None) -> None:
         super().__init__(stdin=stdin)
@@ -148,6 +151,14 @@ class Console(cmd.Cmd):
         if len(words) != 2:
             raise SdtError("", "expected: action SPEC FUNCTION")
         self.session.add_action(*words)
+        return False
+
+    def do_arm(self, arg: str) -> bool:
+        """arm trap|branch: how probes are armed from now on."""
+        mode = self._one(arg, "arm trap|branch")
+        self.session.set_arm(mode)
+        if not self.strict:
+            self.session.reporter.text("arm", f"arming with {mode}")
         return False
 
     def do_stats(self, arg: str) -> bool:

@@ -12,3 +12,6 @@ MAX_LINE = 4096  # characters of one console or script line
 MAX_SPEC = 1024  # characters of one probe spec (--enable, --disable, --action, enable, list...)
 MAX_SCRIPT = 1 << 20  # bytes of one --script file (or of standard input with --script -)
 DEFAULT_TIMEOUT = 20.0  # seconds one --run, script or console `run` may take (--timeout)
+MIN_BUFFER = 256  # bytes of one CPU's trace buffer (--buffer-size): four 64-byte slots
+MAX_BUFFER = 64 << 20
+DEFAULT_BUFFER = 1 << 20  # 16,384 one-slot records per CPU

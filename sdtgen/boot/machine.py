@@ -81,6 +81,8 @@ class Machine:
         top = 1 << arch.bits
         self.exit_addr = top - PAGE  # the last page: a breakpoint calls return to
         self.stack_top = self.cpu_stack_top(0)
+        # From CPU 0's stack top down to the end of the last CPU's stack: sdtgen's own areas go below.
+        self.stack_size = self.stack_top - (self.cpu_stack_top(cpus - 1) - STACK_SIZE)
         self._map(self.exit_addr, PAGE, "the return page", protected=True)
         bp = arch.breakpoint(4)
         self.write(self.exit_addr, bp * (PAGE // len(bp)))
@@ -131,7 +133,7 @@ class Machine:
         m.buffers, m._next_phys = self.buffers, self._next_phys
         for paddr, size, _, ptr in self.buffers:
             m.uc.mem_map_ptr(paddr, size, UC_PROT_ALL, ptr)
-        m.exit_addr, m.stack_top = self.exit_addr, self.cpu_stack_top(cpu)
+        m.exit_addr, m.stack_top, m.stack_size = self.exit_addr, self.cpu_stack_top(cpu), STACK_SIZE
         m._hooks()
         return m
 
@@ -255,6 +257,10 @@ class Machine:
         i = bisect.bisect(self._starts, vaddr)
         self._starts.insert(i, vaddr)
         self.regions.insert(i, region)
+
+    def map_area(self, vaddr: int, size: int, name: str) -> None:
+        """Map guest memory of sdtgen's own (the trace buffers) at ``vaddr``."""
+        self._map(vaddr, size, name)
 
     def region_at(self, vaddr: int) -> Region | None:
         i = bisect.bisect_right(self._starts, vaddr) - 1

@@ -13,15 +13,17 @@ import sys
 from functools import partial
 from typing import TextIO
 
-from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_SPEC
+from sdtgen.boot.buffers import POLICIES, Rings, make_format
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_SPEC
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.patcher import PatchedSite, PatchResult, Refusal, SiteChanged, patch_sites
-from sdtgen.boot.runtime import Firing, ProbeRuntime, read_guest_string
+from sdtgen.boot.runtime import ARM_MODES, BRANCH, DataPath, Firing, ProbeRuntime, read_guest_string
 from sdtgen.elf.reader import SHF_WRITE, STT_FUNC, STT_OBJECT
 from sdtgen.errors import WARNING, Diagnostic, SdtError, place, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
-from sdtgen.table import TableError, read_tables
+from sdtgen.recorder import RECORDER_PREFIX, probe_key
+from sdtgen.table import TableError, TableProbe, read_tables
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
@@ -39,6 +41,7 @@ class Reporter:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.file = file  # the image, for diagnostics
+        self.per_cpu = False  # several CPUs: a line starts with its CPU
 
     def _emit(self, event: dict, human: str | None) -> None:
         if self.as_json:
@@ -89,12 +92,11 @@ class Reporter:
                        "sdtgen leaves it as it is and writes there no more", printable(at))
 
     def fire(self, f: Firing) -> None:
-        event = {"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args)}
         line = f"{printable(f.probe)}  {format_args(f)}".rstrip()
-        if f.cpu is not None:
-            event["cpu"] = f.cpu
+        if self.per_cpu:
             line = _on_cpu(f.cpu) + line
-        self._emit(event, line)
+        self._emit({"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args), "cpu": f.cpu, "ts": f.ts},
+                   line)
 
     def returned(self, symbol: str, args: list[int], value: int | str | None, rtype: str,
                  cpu: int | None = None) -> None:
@@ -116,9 +118,11 @@ class Reporter:
         self._diagnose(event, "error", f"{_on_cpu(cpu)}{kind} in {printable(symbol)}: {fault.what} "
                        f"(last probe fired: {printable(last or 'none')})", "", printable(where))
 
-    def stats(self, hits: dict[str, int]) -> None:
+    def stats(self, hits: dict[str, int], lost: int = 0) -> None:
         lines = "\n".join(f"{n:8d}  {printable(p)}" for p, n in sorted(hits.items())) or "no probe fired"
-        self._emit({"event": "stats", "hits": dict(sorted(hits.items()))}, lines)
+        if lost:
+            lines += f"\n{lost:8d}  lost (the trace buffer was full: see --buffer-size, --overflow)"
+        self._emit({"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}, lines)
 
     def warning(self, text: str) -> None:
         self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
@@ -167,16 +171,22 @@ def parse_int(text: str) -> int:
 
 class BootSession:
     def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
-                 cpus: int = 1, seed: int = 0) -> None:
+                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite",
+                 keep: bool = False, cpus: int = 1, seed: int = 0) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.timeout = timeout
-        self.cpus, self.seed = cpus, seed
+        self.seed = seed
         self.smp = None  # sdtgen.boot.smp.Smp when cpus > 1
         self.image = Image(path)
         self.machine: Machine | None = None
+        if overflow not in POLICIES:
+            raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+        self.buffer_size, self.overflow, self.cpus = buffer_size, overflow, cpus
+        self.recorded: list | None = [] if keep else None  # every drained event, for a trace file
         try:
             self._boot(patch)
+            self.set_arm(arm)
         except BaseException:
             self.close()
             raise
@@ -206,9 +216,11 @@ class BootSession:
         self.patch = patch_sites(self.machine, entries) if patch else PatchResult([], [])
         self.reporter.patched(self.patch)
         self.reporter.refused(self.patch.refused, self._where_function)
-        self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire)
+        data = self._data_path(entries) if patch else None
+        self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire, data)
         self.runtime.on_warning = self.reporter.warning
         self.runtime.on_action = self.reporter.action
+        self.runtime.on_drain = self.drain
         self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
         self.runtime.flag = self._probes_enabled_flag()
         self.faults = 0
@@ -216,9 +228,74 @@ class BootSession:
             from sdtgen.boot.smp import Smp
 
             self.smp = Smp(self.machine, self.cpus, self.seed)
-            self.runtime.per_cpu = True
+            self.runtime.per_cpu = self.reporter.per_cpu = True
             for m in self.smp.cpus:
                 m.trap = partial(self.runtime.trap_on, m)
+                if data is not None:  # each CPU's per-CPU register points at its own ring's control structure
+                    arch.set_cpu_pointer(m.uc, data.rings.control(m.cpu))
+
+    def _data_path(self, entries) -> DataPath | None:
+        """The image's recorders (``__sdt_rec_<stub>``) and the rings they write; None without recorders."""
+        probes: dict[int, TableProbe] = {e.probe.stub: e.probe for e in entries}
+        recorders: dict[int, int] = {}
+        formats = {}
+        arch = self.image.arch
+        for name, sym in self.image.symbols.items():
+            if not name.startswith(RECORDER_PREFIX) or sym.type != STT_FUNC:
+                continue
+            stub = self.image.symbols.get(name[len(RECORDER_PREFIX):])
+            probe = probes.get(stub.value) if stub is not None else None
+            if probe is None:
+                continue
+            if self.machine.code_at(sym.value) is None:
+                raise self.image.elf.fail(f"recorder {printable(name)} at {sym.value:#x} is outside the image's code",
+                                          "regenerate the stubs with `sdtgen gen` and relink")
+            key = probe_key(stub.name)
+            if key in formats and formats[key].spec != probe.spec:
+                raise self.image.elf.fail(f"probes {printable(formats[key].spec)} and {printable(probe.spec)} have "
+                                          "the same record key", "rename one of them")
+            recorders[probe.stub] = sym.value
+            formats[key] = make_format(key, probe.spec, probe.args, arch.bits)
+        if not recorders:
+            return None
+        return DataPath(Rings(self.machine, self.buffer_size, self.overflow, self.cpus), recorders, formats)
+
+    def set_arm(self, mode: str) -> None:
+        """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""
+        if mode not in ARM_MODES:
+            raise SdtError("", f"unknown arming mode {printable(mode)!r}", "use trap or branch")
+        if mode == BRANCH and not self.patched:
+            raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
+        self.runtime.set_mode(mode)
+
+    def drain(self) -> None:
+        """Report what the guest recorded since the last drain (it is stopped whenever this runs)."""
+        before = self.runtime.lost
+        events = self.runtime.drain()
+        if self.recorded is not None:
+            self.recorded += events
+        for e in events:
+            self.reporter.fire(self.runtime.firing(e))
+        if self.runtime.lost > before:
+            self.reporter.warning(f"{self.runtime.lost - before} record(s) lost: the trace buffer was full "
+                                  f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
+
+    def write_trace(self, path: str, fmt: str) -> None:
+        """Write every event the session drained (kept since it started) as a trace file of ``fmt``."""
+        from sdtgen.boot.clock import guest_clock
+        from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
+
+        self.drain()
+        probes = [TraceProbe(i, p.provider, p.module, p.function, p.name, p.args)
+                  for i, p in enumerate(self.runtime.probes)]
+        ids = {p.spec: p.id for p in probes}
+        arch = self.image.arch
+        clock, hz = guest_clock(arch)
+        data = self.runtime.data
+        cpus = data.rings.cpus if data is not None else 1
+        lost = {cpu: n for cpu, n in enumerate(data.rings.lost) if n} if data is not None else {}
+        events = [TraceEvent(ids[e.probe], e.cpu, e.ts, e.args) for e in self.recorded or []]
+        write_trace(path, fmt, TraceMeta(arch.name, clock, hz, cpus, tuple(probes), lost), events)
 
     def close(self) -> None:
         for m in self.smp.cpus[1:] if self.smp is not None else []:
@@ -298,8 +375,14 @@ class BootSession:
             raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
                            "check the symbol name")
         pattern = self.spec(spec)
-        self.enable(spec)
-        self.runtime.actions.append((pattern, sym.value, symbol))
+        self.runtime.actions.append((pattern, sym.value, symbol))  # first: a probe with an action is trapped
+        if self.patched and self.runtime.matching(pattern):
+            self.runtime.disable(pattern)  # branch-armed sites of it are rearmed with the breakpoint
+        try:
+            self.enable(spec)
+        except BaseException:
+            self.runtime.actions.pop()
+            raise
 
     def functions(self) -> list[str]:
         return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)
@@ -338,11 +421,13 @@ class BootSession:
         try:
             raw = self.machine.call(func, args, timeout=self.timeout)
         except GuestFault as fault:
+            self.drain()
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
             if isinstance(fault, Interrupted):  # the user's choice, not the guest's fault
                 raise Stopped() from None
             self.faults += 1
             return None
+        self.drain()
         value = self._decode_return(raw, rtype)
         self.reporter.returned(symbol, args, value, rtype)
         return value
@@ -352,8 +437,10 @@ class BootSession:
         try:
             results = self.smp.call_all(func, args, self.timeout)
         except Interrupted as fault:
+            self.drain()
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
             raise Stopped() from None
+        self.drain()  # every CPU's records, merged in timestamp order
         first = None
         for cpu, raw in enumerate(results):
             if isinstance(raw, GuestFault):
@@ -378,7 +465,8 @@ class BootSession:
         return value
 
     def stats(self) -> None:
-        self.reporter.stats(dict(self.runtime.hits))
+        self.drain()
+        self.reporter.stats(dict(self.runtime.hits), self.runtime.lost)
 
 
 def describe(pattern: ProbeSpec) -> str:

@@ -38,3 +38,22 @@ def test_action_errors_are_usage_errors(kernel):
     assert proc.returncode == 2 and "needs SPEC=FUNCTION" in proc.stderr
     proc = sdtgen("boot", kernel.image, "--action", "hk:::boot=nosuch")
     assert proc.returncode == 2 and "no function 'nosuch'" in proc.stderr
+
+
+def test_in_branch_mode_a_probe_with_an_action_is_trapped_and_the_others_branch(kernel):
+    import json
+
+    proc = sdtgen("boot", kernel.image, "--json", "--arm", "branch", "--enable", "hk:sched::",
+                  "--action", "hk:sched:switch:six=sched_run", "--run", "sched_switch", "--arg", "3", "--arg", "1",
+                  "--arg", "0", "--arg", "0", "--arg", "0", "--arg", "0")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    shown = [(e["event"], e.get("probe") or e.get("symbol")) for e in events]
+    # The action's sched_run(3) ticks three times through branches; the six-argument probe traps, is
+    # recorded first, and its action runs after it.
+    assert shown == [("patched", None), ("fire", "hk:sched:switch:six"), ("fire", "hk:sched:run:tick"),
+                     ("fire", "hk:sched:run:tick"), ("fire", "hk:sched:run:tick"), ("action", "sched_run"),
+                     ("return", "sched_switch"), ("stats", None)]
+    ticks = [e for e in events if e.get("probe") == "hk:sched:run:tick"]
+    six = next(e for e in events if e.get("probe") == "hk:sched:switch:six")
+    assert [t["args"] for t in ticks] == [[0, 1], [1, 3], [2, 8]] and all(t["ts"] > six["ts"] for t in ticks)

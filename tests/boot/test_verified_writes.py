@@ -73,3 +73,25 @@ def test_the_cli_says_which_site_and_what_bytes(tricks):
     assert lines[0].startswith(f"{tricks}: warning: .text:probed+0x")
     assert ": tk:code:probed:entry: the site's code changed since sdtgen wrote it: found " in lines[0]
     assert lines[1] == f"{tricks}: error: no site of 'tk:::' could be armed: the guest rewrote every one"
+
+
+def test_switching_arming_modes_after_the_guest_rewrote_an_armed_site_leaves_the_guest_code(tricks):
+    b = Booted(tricks, arm="branch")
+    try:
+        (site,) = b.session.runtime.sites.values()
+        b.session.enable("tk:::")
+        armed = b.session.machine.read(site.addr, site.length)
+        assert armed != site.disabled  # the call to the recorder
+        b.session.run("rewrite:void", [])
+        found = b.session.machine.read(site.addr, site.length)
+        b.events()
+        b.session.set_arm("trap")  # would write the NOP back, then the breakpoint
+        (changed,) = b.events()
+        assert changed["event"] == "changed" and changed["expected"] == armed.hex() and changed["bytes"] == found.hex()
+        assert b.session.machine.read(site.addr, site.length) == found and not site.usable
+        assert not b.session.runtime.armed
+        b.session.run("probed:int", [1])
+        assert [e for e in b.events() if e["event"] != "warning"] == [
+            {"event": "return", "symbol": "probed", "value": 1234}]
+    finally:
+        b.session.close()
