@@ -346,17 +346,20 @@ def smp_rows(work: Path) -> list[Row]:
 
     image = fixture_build(work, "calls")
     n = 5_000
-    rates = {}
-    for cpus in (1, 2, 4):
-        s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus)
-        try:
-            s.enable("hk:sched:run:tick")
-            t = min(timed(lambda s=s: s.run("sched_run", [n]))[0] for _ in range(3))
-            rates[cpus] = cpus * n / t
-        finally:
-            s.close()
-    rows = [Row(f"--cpus {c}: firings a second (sched_run({n}) on every CPU)", f"{rates[c]:,.0f} firings/s",
-                f"--cpus 1: {rates[1]:,.0f} firings/s", rates[c] / rates[1], "", None) for c in (2, 4)]
+    rows = []
+    for arm in ("trap", "branch"):
+        rates = {}
+        for cpus in (1, 2, 4):
+            s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus, arm=arm)
+            try:
+                s.enable("hk:sched:run:tick")
+                t = min(timed(lambda s=s: s.run("sched_run", [n]))[0] for _ in range(3))
+                rates[cpus] = cpus * n / t
+            finally:
+                s.close()
+        rows += [Row(f"--cpus {c} --arm {arm}: firings a second (sched_run({n}) on every CPU)",
+                     f"{rates[c]:,.0f} firings/s", f"--cpus 1: {rates[1]:,.0f} firings/s", rates[c] / rates[1], "",
+                     None) for c in (2, 4)]
     toggle = {}
     for cpus in (1, 4):  # a toggle: the call written over the NOP and back, by the breakpoint protocol
         s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus)
