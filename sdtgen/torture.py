@@ -1,11 +1,12 @@
 """`sdtgen torture`: every CPU calls one function over and over while the host arms and disarms its probes.
 
-What is toggled: every call or tail site inside the function. Where a patch
-unit exists (AArch64, RISC-V: one aligned instruction) arming writes the
-breakpoint, as the boot does. On x86, where the interesting case is a
-multi-byte write, arming restores the call to the probe's stub and the stub
-holds a breakpoint (a branch to a recorder, as a data path arms it): so a
-toggle rewrites all the bytes of the site.
+What is toggled: every call, tail and is-enabled site inside the function.
+Arming writes what the data path's branch arming writes, a call (or tail
+jump) to the probe's recorder, so on x86 a toggle rewrites all five bytes of
+a site, the case the protocol exists for; a site its recorder is out of
+reach of gets the breakpoint, and an is-enabled check "result = 1". Firings
+are what the recorders wrote into the CPUs' rings (with what a full ring
+lost), plus breakpoint firings.
 
 The host's writes interleave with the CPUs' quanta: the seed chooses how many
 rounds run between toggles, and every store of a write is followed by a round
@@ -28,7 +29,7 @@ from functools import partial
 
 from sdtgen.arch.base import COND, ISEN, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.patcher import PatchedSite, write_code_verified
+from sdtgen.boot.patcher import PatchedSite
 from sdtgen.boot.session import BootSession, Reporter
 from sdtgen.boot.smp import Smp
 from sdtgen.errors import SdtError, printable
@@ -70,7 +71,7 @@ class Toggled:
     off: bytes  # the disabled bytes
     on: bytes  # the armed bytes
     legit: frozenset[tuple[int, bytes]]  # (address, bytes) of every instruction a CPU may execute in the site
-    branch: bool  # armed, it is the call to the stub again (else the site's own armed bytes)
+    target: int | None  # armed, the site branches here (its recorder); None: it holds the breakpoint
 
 
 class Torture:
@@ -84,8 +85,6 @@ class Torture:
         self.timeout = timeout
         self.summary = Summary(self.smp.poke.protocol, len(self.smp.cpus), toggles)
         self.sites: dict[int, Toggled] = {}
-        self.stubs: set[int] = set()
-        self.branch = not self.arch.patch_unit  # x86: arming writes the call back, the stub traps
         self.mask = (1 << self.arch.bits) - 1
         self.expected = 0
         self.rounds: list[int] = []
@@ -93,14 +92,13 @@ class Torture:
 
     # -- setting up ------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
-        """The reference value (before anything is armed), the sites to toggle, their stubs' breakpoints, hooks."""
+        """The sites to toggle, the reference value (before anything is armed), the traps and hooks."""
         sym = self.session.image.symbols[symbol]
         end = sym.value + max(sym.size, 1)
         for s in self.session.patch.sites:
             if sym.value <= s.addr < end and s.form != COND and s.usable:
-                branch = self.branch and s.form != ISEN  # an is-enabled check toggles between result 0 and 1
-                on = s.original if branch else s.armed
-                self.sites[s.addr] = Toggled(s, s.disabled, on, self._legit(s.addr, s.disabled, on), branch)
+                target, on = self._armed(s)
+                self.sites[s.addr] = Toggled(s, s.disabled, on, self._legit(s.addr, s.disabled, on), target)
         if not self.sites:
             raise SdtError(self.session.image.path, f"{printable(symbol)} has no probe site to toggle",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
@@ -109,21 +107,23 @@ class Torture:
         except GuestFault as e:
             raise SdtError(self.session.image.path, f"{printable(symbol)} faults on one CPU with nothing armed: "
                            f"{e.what} at {e.pc:#x}", "give arguments the function accepts") from None
-        if self.branch:
-            bp = self.arch.breakpoint(1)
-            for t in self.sites.values():
-                stub = t.site.probe.stub
-                if stub in self.stubs or not t.branch:
-                    continue
-                code = self.machine.read(stub, 8)
-                if not self.arch.is_empty_stub(code):
-                    raise SdtError(self.session.image.path, f"the stub of {printable(t.site.probe.spec)} at "
-                                   f"{stub:#x} is not an empty function", "link the stubs `sdtgen gen` wrote")
-                write_code_verified(self.machine, stub, code[:len(bp)], bp)
-                self.stubs.add(stub)
         for m in self.smp.cpus:
             m.trap = partial(self._trap, m)
             self._hook(m)
+
+    def _armed(self, s: PatchedSite) -> tuple[int | None, bytes]:
+        """(where the armed site branches, the armed bytes): a call (or tail jump) to the probe's recorder, as
+        the data path's branch arming writes it, where it reaches; else the breakpoint. An is-enabled check
+        toggles between result 0 and 1."""
+        if s.form == ISEN:
+            return None, s.armed
+        data = self.session.runtime.data
+        recorder = data.recorders.get(s.probe.stub) if data is not None else None
+        if recorder is not None:
+            code = self.arch.branch_to(s.form, s.addr, s.length, recorder)
+            if code is not None:
+                return recorder, code
+        return None, s.armed
 
     def _legit(self, addr: int, off: bytes, on: bytes) -> frozenset[tuple[int, bytes]]:
         cs = self.arch.capstone()
@@ -148,9 +148,6 @@ class Torture:
 
     # -- traps -----------------------------------------------------------------------
     def _trap(self, m: Machine, addr: int) -> int:
-        if addr in self.stubs:  # an armed site's call reached its stub's breakpoint: a firing
-            self.summary.firings += 1
-            return self.arch.return_address(m)
         t = self.sites.get(addr)
         if t is None:
             raise GuestFault("breakpoint trap outside every site", addr)
@@ -159,7 +156,7 @@ class Torture:
             self.summary.transient += 1
         else:  # the breakpoint is the site's own: armed in trap mode
             new = self.machine.read(addr, len(t.on))
-            if new != t.on or t.branch or t.site.form == ISEN:
+            if new != t.on or t.target is not None or t.site.form == ISEN:
                 raise GuestFault("breakpoint trap at a site that is not armed", addr)
         return self._as_if(m, t, new)
 
@@ -169,11 +166,9 @@ class Torture:
         if site.form == ISEN:  # "result = 0 or 1": what the new instruction would leave in the result register
             m.uc.reg_write(self.arch.regs.ret, int(new == t.on))
             return site.addr + site.length
-        if new == t.on and t.branch:
-            to = self.arch.emulate_branch(m, site.addr, new)
-            if to is None:
-                raise GuestFault("cannot emulate the instruction being written", site.addr)
-            return to
+        if new == t.on and t.target is not None:  # the call (or tail jump) being written: make it
+            self.arch.enter(m, t.target, None if site.form in RETURNS else site.addr + site.length)
+            return t.target
         if new == t.on:
             self.summary.firings += 1
         elif new != t.off:
@@ -211,6 +206,8 @@ class Torture:
                 break
         while running:  # every CPU finishes the call it is in
             self._round(running, again=False)
+        # Firings through recorders are in the CPUs' rings (a full ring counts what it lost).
+        self.summary.firings += len(self.session.runtime.drain()) + self.session.runtime.lost
         self.summary.calls = sum(self.calls)
         self.summary.per_cpu_calls = self.calls
         return self.summary

@@ -191,12 +191,6 @@ class Arch:
         """Whether ``code`` is an empty function: what may take a breakpoint for conditional sites."""
         return False
 
-    def emulate_branch(self, m, addr: int, code: bytes) -> int | None:
-        """Do on CPU ``m`` what the direct call or jump ``code`` at ``addr`` does; where it goes (None: not one).
-
-        For a CPU that traps on a patch's transient breakpoint where a branch is being written."""
-        return None
-
     def trap_site(self, pc: int) -> int:
         """The address of the breakpoint that trapped, given the PC Unicorn reports (on it, mostly)."""
         return pc

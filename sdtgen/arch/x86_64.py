@@ -252,20 +252,6 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
     def is_empty_stub(self, code: bytes) -> bool:
         return code[:1] == b"\xc3" or code[:5] == b"\xf3\x0f\x1e\xfa\xc3"  # ret, or endbr64; ret
 
-    def emulate_branch(self, m, addr: int, code: bytes) -> int | None:
-        b = branch_at(code, got=self.rip_got)
-        if b is None or b.form == COND:
-            return None
-        to = (addr + b.length + _field(code, b)) & self.mask
-        if b.got:
-            to = m.read_pointer(to)
-        if b.form == CALL:  # push the return address, as the call would
-            size = struct.calcsize(self.word)
-            sp = m.uc.reg_read(self.regs.sp) - size
-            m.write(sp, struct.pack(self.word, addr + b.length))
-            m.uc.reg_write(self.regs.sp, sp)
-        return to
-
     def trap_site(self, pc: int) -> int:
         return pc - 1  # int3 traps with the PC after it
 
