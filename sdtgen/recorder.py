@@ -13,7 +13,7 @@ from __future__ import annotations
 from sdtgen.arch.base import Arch
 
 RECORDER_PREFIX = "__sdt_rec_"
-CONTROL = 1024  # bytes per CPU of control structure (64) and scratch slots for a dropped record (13 * 64)
+CONTROL = 1024  # bytes per CPU of control structure (80) and scratch slots for a dropped record (13 * 64)
 SLOT = 64  # bytes of one ring slot: a record is one slot, plus STRING_SLOTS per copied string
 STRING_SLOTS = 2
 MAX_COPIED_STRING = STRING_SLOTS * SLOT - 1  # bytes of a string copied at fire time (a NUL ends it)
@@ -48,6 +48,8 @@ struct sdt_cpu {			/* CONTROL bytes apart; the rest is scratch for dropped recor
 	unsigned long long lost;	/* records not kept */
 	unsigned long long policy;	/* SDT_DROP, SDT_OVERWRITE, or SDT_FULL: drop mode that dropped */
 	unsigned long long cpu;
+	unsigned long long ranges;	/* what the guest may read: nranges (start, size) pairs */
+	unsigned long long nranges;
 };
 
 struct sdt_slot {
@@ -140,18 +142,36 @@ static SDT_WRITER struct sdt_slot *sdt_reserve(unsigned long long key_n)
 	return s;
 }
 
-/* Copy a string argument into the record's string slots, up to %(max)d bytes. */
+/*
+ * How many bytes from p on the guest can read: 0 when p is in no mapped range. A probe must never
+ * fault the kernel it traces, so a string is copied only as far as memory is there to read, as
+ * Linux's copy_from_kernel_nofault checks its range first.
+ */
+static SDT_WRITER unsigned long long sdt_readable(const struct sdt_cpu *c, unsigned long long p)
+{
+	const unsigned long long *r = (const unsigned long long *)(unsigned long)c->ranges;
+	unsigned long long i;
+
+	for (i = 0; i < c->nranges; i++)
+		if (p - r[2 * i] < r[2 * i + 1])
+			return r[2 * i + 1] - (p - r[2 * i]);
+	return 0;
+}
+
+/* Copy a string argument into the record's string slots, up to %(max)d bytes and never past
+ * readable memory; a null or unreadable pointer sets the argument's bit in nulls instead. */
 static SDT_WRITER void sdt_string(struct sdt_slot *s, unsigned int k, unsigned int j, const char *p)
 {
 	char *to = (char *)(s + 1 + %(per)d * j);
+	unsigned long long room = p ? sdt_readable(sdt_this_cpu(), (unsigned long)p) : 0;
 	unsigned int i = 0;
 
-	if (!p) {
+	if (!room) {
 		s->nulls |= (unsigned short)(1u << k);
 		to[0] = 0;
 		return;
 	}
-	while (i < %(max)d && p[i]) {
+	while (i < %(max)d && i < room && p[i]) {
 		to[i] = p[i];
 		i++;
 	}

@@ -18,7 +18,8 @@ from sdtgen.boot.limits import MAX_BUFFER, MIN_BUFFER
 from sdtgen.errors import SdtError
 from sdtgen.recorder import CONTROL, SLOT, STRING_SLOTS
 
-CTL = struct.Struct("<8Q")  # self, base, slots, head, tail, lost, policy, cpu
+CTL = struct.Struct("<10Q")  # self, base, slots, head, tail, lost, policy, cpu, ranges, nranges
+RANGE = struct.Struct("<2Q")  # start, size: memory a recorder may copy a string from
 RECORD = struct.Struct("<QIHH6Q")  # ts, key, n, nulls, a[6]
 POLICIES = {"drop": 0, "overwrite": 1}
 FULL = 2  # the policy word of a drop-mode ring that dropped: the writer drops until the host reads it
@@ -109,6 +110,18 @@ def _args(f: Format, slot: tuple, i: int, data: bytes) -> tuple:
 MASK64 = (1 << 64) - 1
 
 
+def readable_ranges(machine, extra: int = 0) -> list[tuple[int, int]]:
+    """(start, size) of the guest memory a recorder may read strings from, adjacent regions joined;
+    with ``extra``, room for that many more (what is about to be mapped)."""
+    out: list[list[int]] = []
+    for r in sorted(machine.regions, key=lambda r: r.vaddr):
+        if out and out[-1][0] + out[-1][1] == r.vaddr:
+            out[-1][1] += r.size
+        else:
+            out.append([r.vaddr, r.size])
+    return [(start, size) for start, size in out] + [(0, 0)] * extra
+
+
 class Rings:
     """The rings of ``cpus`` CPUs, ``size`` bytes each, in one guest area mapped at ``base``."""
 
@@ -118,14 +131,19 @@ class Rings:
         self.slots = size // SLOT
         self.policy = policy
         self.cpus = cpus
-        self.controls = (cpus * CONTROL + PAGE - 1) & ~(PAGE - 1)
+        ranges = readable_ranges(machine, extra=1)  # the area this maps is readable too
+        self.table = cpus * CONTROL  # the readable ranges, after the control structures
+        self.controls = (self.table + RANGE.size * len(ranges) + PAGE - 1) & ~(PAGE - 1)
         area = (self.controls + cpus * size + PAGE - 1) & ~(PAGE - 1)  # Unicorn maps whole pages
         self.base = (machine.stack_top - machine.stack_size - PAGE - area) & ~(PAGE - 1)
         machine.map_area(self.base, area, "the trace buffers")
         self.lost = [0] * cpus
+        table = readable_ranges(machine)
+        machine.write(self.base + self.table, b"".join(RANGE.pack(start, size) for start, size in table))
         for cpu in range(cpus):
             ctl = self.control(cpu)
-            machine.write(ctl, CTL.pack(ctl, self.ring(cpu), self.slots, 0, 0, 0, POLICIES[policy], cpu))
+            machine.write(ctl, CTL.pack(ctl, self.ring(cpu), self.slots, 0, 0, 0, POLICIES[policy], cpu,
+                                        self.base + self.table, len(table)))
         machine.arch.set_cpu_pointer(machine.uc, self.control(0))  # one CPU today: this engine is CPU 0
 
     def control(self, cpu: int) -> int:
@@ -139,7 +157,7 @@ class Rings:
         out = []
         for cpu in range(self.cpus):
             ctl = self.control(cpu)
-            _, _, _, head, tail, lost, policy, _ = CTL.unpack(self.machine.read(ctl, CTL.size))
+            _, _, _, head, tail, lost, policy, *_ = CTL.unpack(self.machine.read(ctl, CTL.size))
             self.lost[cpu] = lost
             if not 0 <= head - tail <= self.slots:
                 raise SdtError("", f"the trace buffer of CPU {cpu} is corrupt (head {head}, tail {tail})",

@@ -239,3 +239,40 @@ def test_an_image_without_recorders_fires_through_the_host_and_refuses_branches(
         b.session.close()
     proc = sdtgen("boot", image, "--arm", "branch")
     assert proc.returncode == 2 and "has no recorders" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+NOFAULT_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(nf);
+SDT_PROBE_DEFINE2(nf, str, show, arg, "const char *", "long");
+static const char hello[] = "hello";
+__attribute__((noinline)) long show(long p)
+{
+	SDT_PROBE2(nf, str, show, arg, (const char *)p, p);
+	return p + 1;
+}
+long kmain(long p) { return show(p ? p : (long)hello); }
+"""
+
+
+@pytest.mark.parametrize("arm", ["branch", "trap"])
+def test_a_string_the_guest_cannot_read_is_unreadable_and_the_kernel_runs_on(tmp_path, arm):
+    """A probe never faults the kernel it traces: an unmapped pointer records as unreadable (as a null does)."""
+    from helpers import compile_c, final_link, partial_link, run
+
+    image = final_link(tmp_path, partial_link(tmp_path, "kernel", compile_c(tmp_path, "nf", NOFAULT_SOURCE)))
+    loads = [line.split() for line in run(["readelf", "-lW", str(image)]).stdout.splitlines()
+             if line.strip().startswith("LOAD")]
+    unmapped = [0x1234, 0xdead0000]  # below and far from the kernel: in no PT_LOAD readelf shows
+    assert not any(int(f[2], 16) <= a < int(f[2], 16) + int(f[5], 16) for f in loads for a in unmapped)
+    b = Booted(image, arm=arm)
+    try:
+        b.session.enable("nf:::")
+        b.session.run("kmain", [0])  # a readable string: hello
+        for p in unmapped:
+            assert b.session.run("kmain", [p]) == p + 1  # the C: show returns its argument plus one
+        shown = [(e["args"][0], e["args"][1]) for e in fires(b.events())]
+        assert shown[0][0] == "hello" and [s for s, _ in shown[1:]] == [None, None]
+        assert [a for _, a in shown[1:]] == unmapped
+    finally:
+        b.session.close()
