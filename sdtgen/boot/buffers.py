@@ -144,7 +144,7 @@ class Rings:
             ctl = self.control(cpu)
             machine.write(ctl, CTL.pack(ctl, self.ring(cpu), self.slots, 0, 0, 0, POLICIES[policy], cpu,
                                         self.base + self.table, len(table)))
-        machine.arch.set_cpu_pointer(machine.uc, self.control(0))  # one CPU today: this engine is CPU 0
+        machine.arch.set_cpu_pointer(machine.uc, self.control(0))  # the boot CPU; the others are pointed by Smp
 
     def control(self, cpu: int) -> int:
         return self.base + cpu * CONTROL
