@@ -104,7 +104,11 @@ static SDT_WRITER struct sdt_slot *sdt_reserve_slow(struct sdt_cpu *c, unsigned 
 		}
 		if (n > size)
 			goto lose;
-		sdt_make_room(c, ring, head + pad + n - size);
+		if (pad + n > size) {	/* only an empty ring holds it: drop every old record, skip the padding */
+			sdt_make_room(c, ring, head);
+			c->tail = head + pad;
+		} else
+			sdt_make_room(c, ring, head + pad + n - size);
 	}
 	if (pad) {
 		ring[pos].key = 0;

@@ -118,6 +118,29 @@ def test_overflow_loses_exactly_what_it_reports(kernel, native, policy, size, ca
     assert all(a == x for (_, a), (_, x) in zip(shown, kept, strict=True) if not _has_pointer(a))
 
 
+@pytest.mark.parametrize("policy", ["drop", "overwrite"])
+def test_overflow_stays_exact_run_after_run_when_records_nearly_fill_the_ring(kernel, native, policy):
+    """Records of strings take most of a 256-byte ring, and runs start wherever the last one left the head:
+    a record that only an empty ring can hold, after padding, is where counting went wrong."""
+    calls = [Call("vfs_lookup_id", (2,)), *[Call("proc_exit", (0,))] * 3, Call("vfs_lookup_id", (2,)),
+             Call("sched_run", (3,)), Call("vfs_lookup_id", (1,))]
+    b = Booted(kernel.image, arm="branch", buffer_size=256, overflow=policy)
+    try:
+        b.session.enable(":::")
+        lost_before = 0
+        for call in calls:
+            expected = native_firings(native([call]), ":::")
+            shown = firings(b.run([call]))
+            b.session.stats()
+            (stats,) = [e for e in b.events() if e["event"] == "stats"]
+            lost, lost_before = stats["lost"] - lost_before, stats["lost"]
+            assert len(shown) + lost == len(expected), call
+            kept = expected[:len(shown)] if policy == "drop" else expected[len(expected) - len(shown):]
+            assert [p for p, _ in shown] == [p for p, _ in kept], call
+    finally:
+        b.session.close()
+
+
 def _has_pointer(args: list) -> bool:
     return any(isinstance(a, int) and a > 1 << 40 for a in args)  # a kernel address differs from the native one
 
