@@ -152,10 +152,11 @@ class Rings:
     def ring(self, cpu: int) -> int:
         return self.base + self.controls + cpu * self.size
 
-    def drain(self) -> list[tuple[int, bytes]]:
-        """(cpu, its records since the last drain as whole slots, oldest first); the lost counts updated."""
+    def drain(self, only: int | None = None) -> list[tuple[int, bytes]]:
+        """(cpu, its records since the last drain as whole slots, oldest first); the lost counts updated.
+        ``only``: that CPU's ring alone."""
         out = []
-        for cpu in range(self.cpus):
+        for cpu in range(self.cpus) if only is None else (only,):
             ctl = self.control(cpu)
             _, _, _, head, tail, lost, policy, *_ = CTL.unpack(self.machine.read(ctl, CTL.size))
             self.lost[cpu] = lost

@@ -102,7 +102,9 @@ class ProbeRuntime:
         self.on_warning: Callable[[str], None] = lambda text: None
         self.on_action: Callable[[str, int], None] = lambda name, value: None
         self.on_changed: Callable[[PatchedSite, SiteChanged], None] = lambda site, e: None
-        self.on_drain: Callable[[], None] = lambda: None  # report what the rings hold now
+        # Report what a CPU's ring holds now: only the trapping CPU's, since another CPU may be paused
+        # inside its recorder with a record half written.
+        self.on_drain: Callable[[int], None] = lambda cpu: None
         self.hits: Counter[str] = Counter()
         self.flag: int | None = None  # sdt_probes_enabled's address: SDT_PROBES_ENABLED() reads it
         self.last_fired: str | None = None
@@ -269,7 +271,7 @@ class ProbeRuntime:
         if recorder is not None and any(pattern.matches(probe) for pattern, _, _ in self.actions):
             # The firing is recorded (and shown) before the action runs, as the guest would order them.
             m.call_nested(recorder, raw)
-            self.on_drain()
+            self.on_drain(m.cpu)
             recorder = None
         self._run_actions(m, probe, raw)
         if recorder is None:
@@ -288,16 +290,16 @@ class ProbeRuntime:
                 self.active.add(probe.spec)
                 try:
                     value = m.call_nested(func, raw)
-                    self.on_drain()  # what the action's own code recorded comes before its result
+                    self.on_drain(m.cpu)  # what the action's own code recorded comes before its result
                     self.on_action(name, value)
                 finally:
                     self.active.discard(probe.spec)
 
-    def drain(self) -> list[Event]:
-        """What the recorders wrote since the last drain, every CPU merged in timestamp order."""
+    def drain(self, cpu: int | None = None) -> list[Event]:
+        """What the recorders wrote since the last drain, every CPU (or only ``cpu``) merged in timestamp order."""
         if self.data is None:
             return []
-        streams = [decode(cpu, data, self.data.formats) for cpu, data in self.data.rings.drain()]
+        streams = [decode(c, data, self.data.formats) for c, data in self.data.rings.drain(cpu)]
         self.lost = sum(self.data.rings.lost)
         if not streams:
             return []

@@ -268,10 +268,11 @@ class BootSession:
             raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
         self.runtime.set_mode(mode)
 
-    def drain(self) -> None:
-        """Report what the guest recorded since the last drain (it is stopped whenever this runs)."""
+    def drain(self, cpu: int | None = None) -> None:
+        """Report what the guest recorded since the last drain (every CPU, or only ``cpu``, is stopped
+        outside its recorder whenever this runs)."""
         before = self.runtime.lost
-        events = self.runtime.drain()
+        events = self.runtime.drain(cpu)
         if self.recorded is not None:
             self.recorded += events
         for e in events:

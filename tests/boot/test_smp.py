@@ -138,3 +138,23 @@ def test_a_run_past_its_timeout_is_a_fault_on_every_cpu_still_in_it_and_the_boot
     for cpu, line in enumerate(faults):
         assert f": cpu{cpu} fault in spin: did not return within 0.3 s" in line
     assert r.stdout.splitlines()[-2:] == ["cpu0 probed(1) = 42", "cpu1 probed(1) = 42"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_action_drains_only_its_own_cpu_so_no_record_is_read_half_written(kernel, native, seed):
+    """An action's firing is reported at once; another CPU may then be paused inside its recorder with
+    a record half written, which only its own later drain may read. Strings are what the C passed."""
+    from test_runtime import native_firings
+
+    call = Call("vfs_lookup_id", (2,))
+    want = [(p, a) for p, a in native_firings(native([call]), "hk:vfs::")]
+    b = Booted(kernel.image, cpus=2, seed=seed, arm="branch")
+    try:
+        b.session.enable("hk:vfs::")
+        b.session.add_action("hk:lib:ref:acquire", "kstrlen")
+        b.events()
+        fired = [e for e in b.run([call]) if e["event"] == "fire" and e["probe"].startswith("hk:vfs:")]
+    finally:
+        b.session.close()
+    for cpu in range(2):
+        assert [(e["probe"], e["args"]) for e in fired if e["cpu"] == cpu] == want, cpu
