@@ -96,3 +96,49 @@ def test_a_function_that_faults_by_itself_is_one_line(kernel):
     r = sdtgen("torture", str(kernel.image), "--run", "vfs_lookup", "--arg", "0")
     assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1 and "faults on one CPU with nothing armed" in r.stderr
+
+
+GOT_LOOP = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(gt);
+SDT_PROBE_DEFINE1(gt, got, loop, tick, "long");
+long spin(long n)
+{
+	long s = 0;
+	for (long i = 0; i < n; i++) {
+		SDT_PROBE1(gt, got, loop, tick, i);
+		s += i;
+	}
+	return s;
+}
+"""
+
+
+def test_six_byte_x86_sites_are_one_instruction_in_both_states_so_the_safe_protocol_holds(tmp_path):
+    """gcc -fPIC -fno-plt calls through the GOT; GNU ld relaxes it to a 6-byte `addr32 call`. Armed, the
+    site is a 6-byte `cs call`, so no CPU is ever between two instructions of it when it is written."""
+    from helpers import compile_c, final_link, partial_link, run
+
+    obj = compile_c(tmp_path, "got", GOT_LOOP, "-mcmodel=small", "-fPIC", "-fno-plt")
+    image = final_link(tmp_path, partial_link(tmp_path, "kernel", obj))
+    disasm = run(["objdump", "-d", str(image)]).stdout
+    assert "addr32 call" in disasm  # the site is the linker-relaxed 6-byte form
+    s = torture(str(image), "spin", [20], cpus=4, toggles=300, protocol="safe", seed=4, timeout=120)
+    assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
+    assert torture(str(image), "spin", [20], cpus=4, toggles=300, protocol="naive", seed=4, timeout=120).torn > 0
+
+
+def test_eight_byte_riscv_sites_change_one_word_so_the_safe_protocol_holds(arch_kernel):
+    """Built without relaxation every RISC-V site is auipc+jalr, 8 bytes; armed, only its first word changes."""
+    image = arch_kernel("riscv64", RELAX="0").image
+    session = BootSession(str(image), Reporter(out=io.StringIO()), cpus=2, arm="branch")
+    try:
+        session.enable(":::")
+        assert {x.length for x in session.runtime.sites.values()} == {8}
+        nop = session.image.arch.nop(4)
+        for x in session.runtime.sites.values():  # a CPU paused after the first word runs a NOP either way
+            assert session.machine.read(x.addr + 4, 4) == nop, hex(x.addr)
+    finally:
+        session.close()
+    s = torture(str(image), "sched_run", [20], cpus=4, toggles=300, protocol="safe", seed=5, timeout=120)
+    assert (s.faults, s.torn) == (0, 0) and s.firings > 0

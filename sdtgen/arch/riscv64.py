@@ -184,23 +184,20 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
         uc.reg_write(UC_RISCV_REG_TP, addr)
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
-        """jal ra/zero (±1 MiB) in 4 bytes; auipc+jalr (±2 GiB) in 8, through ra for a call and t1 for a
-        jump; a 2-byte site (c.j, ±2 KiB) is out of reach of any recorder kept apart from the code."""
+        """jal ra/zero (±1 MiB) in the site's first word; an 8-byte site keeps its second word, the NOP.
+
+        One aligned word is all that changes, so arming and disarming are single stores another CPU sees
+        whole: an auipc+jalr pair would let a CPU paused between the two run a jalr with a stale register.
+        A site farther than jal reaches, and a 2-byte site (c.j, ±2 KiB), are armed with the breakpoint.
+        """
         rd = RA if form == CALL else ZERO
         delta = target - site
-        if length == 4 and -(1 << 20) <= delta < (1 << 20):
-            imm = delta & 0x1FFFFF
-            word = ((imm >> 20 & 1) << 31 | (imm >> 1 & 0x3FF) << 21 | (imm >> 11 & 1) << 20
-                    | (imm >> 12 & 0xFF) << 12 | rd << 7 | 0x6F)
-            return struct.pack("<I", word)
-        if length == 8 and -(1 << 31) <= delta < (1 << 31) - (1 << 11):
-            via = RA if form == CALL else T1
-            hi = (delta + 0x800) >> 12  # jalr adds a sign-extended low 12 bits
-            lo = delta - (hi << 12)
-            auipc = (hi & 0xFFFFF) << 12 | via << 7 | 0x17
-            jalr = (lo & 0xFFF) << 20 | via << 15 | rd << 7 | 0x67
-            return struct.pack("<II", auipc, jalr)
-        return None
+        if length not in (4, 8) or not -(1 << 20) <= delta < (1 << 20):
+            return None
+        imm = delta & 0x1FFFFF
+        word = ((imm >> 20 & 1) << 31 | (imm >> 1 & 0x3FF) << 21 | (imm >> 11 & 1) << 20
+                | (imm >> 12 & 0xFF) << 12 | rd << 7 | 0x6F)
+        return struct.pack("<I", word) + self.nop(length - 4)
 
     def unicorn(self):
         import unicorn

@@ -231,11 +231,15 @@ static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
         return struct.pack("<i", delta) if -(1 << 31) <= delta < (1 << 31) else None
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
-        """call/jmp rel32, then NOPs to fill a 6-byte site (a call returns to them)."""
-        rel = self._rel32(site, 5, target)
-        if rel is None or length < 5:
+        """call/jmp rel32 filling the site as one instruction: a 6-byte site gets a CS prefix.
+
+        One instruction, not a call and a NOP: the call returns past the site, and a CPU can never be
+        between two instructions of it when it is written back (Linux pads its calls the same way).
+        """
+        rel = self._rel32(site, length, target)
+        if rel is None or not 5 <= length <= 6:
             return None
-        return (b"\xe8" if form == CALL else b"\xe9") + rel + (self.nop(length - 5) if length > 5 else b"")
+        return b"\x2e" * (length - 5) + (b"\xe8" if form == CALL else b"\xe9") + rel
 
     def retarget(self, code: bytes, site: int, target: int) -> bytes | None:
         rel = self._rel32(site, 6, target)
