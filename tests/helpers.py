@@ -210,3 +210,18 @@ def readelf_relocs(path, bits: int) -> list[tuple[str, int, int, int, str, int |
                 addend = int(rest[-1], 16) * (-1 if len(rest) >= 2 and rest[-2] == "-" else 1)
             rows.append((section, int(f[0], 16), sym, rtype, f[2], addend))
     return rows
+
+
+def assemble_text(arch_name: str, flags: list[str], source: str, tmp: Path, name: str) -> bytes:
+    """``source`` assembled by the architecture's GNU as and linked by its GNU ld at the kernel's address
+    (ld resolves what as left to it, like RISC-V's jumps): the bytes of .text, from its start."""
+    from sdtgen import arch as arches
+
+    gas, ld, objcopy = (cross_tool(arch_name, t) for t in ("as", "ld", "objcopy"))
+    src, obj, linked, raw = (tmp / f"{name}.{x}" for x in ("s", "o", "elf", "bin"))
+    src.write_text(".text\n" + "\n".join(line.strip() for line in source.splitlines()) + "\n")
+    run([gas, *flags, "-o", str(obj), str(src)])
+    run([ld, f"-Ttext={arches.by_name(arch_name).kernel_base:#x}", "-e", "stub", "--no-relax", "-o", str(linked),
+         str(obj)])
+    run([objcopy, "-O", "binary", "-j", ".text", str(linked), str(raw)])
+    return raw.read_bytes()

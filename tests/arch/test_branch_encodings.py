@@ -10,7 +10,7 @@ tests/test_architectures.py).
 from __future__ import annotations
 
 import pytest
-from helpers import ARCHES, cross_tool, run
+from helpers import ARCHES, assemble_text, cross_tool, run
 
 from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, TAIL
@@ -57,14 +57,7 @@ CASES["i386"] = (["--32"], CASES["x86_64"][1], CASES["x86_64"][2])
 
 def assemble(arch_name: str, tmp_path) -> bytes:
     flags, source, _ = CASES[arch_name]
-    gas, ld, objcopy = (cross_tool(arch_name, t) for t in ("as", "ld", "objcopy"))
-    src, obj, linked, raw = (tmp_path / f"rec.{x}" for x in ("s", "o", "elf", "bin"))
-    src.write_text(".text\n" + "\n".join(line.strip() for line in source.splitlines()) + "\n")
-    run([gas, *flags, "-o", str(obj), str(src)])
-    run([ld, f"-Ttext={arches.by_name(arch_name).kernel_base:#x}", "-e", "stub", "--no-relax", "-o", str(linked),
-         str(obj)])
-    run([objcopy, "-O", "binary", "-j", ".text", str(linked), str(raw)])
-    return raw.read_bytes()
+    return assemble_text(arch_name, flags, source, tmp_path, "rec")
 
 
 @pytest.mark.parametrize("name", ARCHES)

@@ -11,7 +11,7 @@ opcode, another length. Each instruction sits at a fixed offset (.org) after a
 from __future__ import annotations
 
 import pytest
-from helpers import ARCHES, cross_tool, run
+from helpers import ARCHES, assemble_text
 
 from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, COND, TAIL
@@ -114,15 +114,7 @@ CASES = {
 
 def assemble(arch_name: str, tmp_path) -> bytes:
     flags, source, _ = CASES[arch_name]
-    gas, ld, objcopy = (cross_tool(arch_name, t) for t in ("as", "ld", "objcopy"))
-    src, obj, linked, raw = (tmp_path / f"sites.{x}" for x in ("s", "o", "elf", "bin"))
-    src.write_text(".text\n" + "\n".join(line.strip() for line in source.splitlines()) + "\n")
-    run([gas, *flags, "-o", str(obj), str(src)])
-    # GNU ld resolves what as left to it (RISC-V keeps its jumps' relocations), at the kernel's address.
-    run([ld, f"-Ttext={arches.by_name(arch_name).kernel_base:#x}", "-e", "stub", "--no-relax", "-o", str(linked),
-         str(obj)])
-    run([objcopy, "-O", "binary", "-j", ".text", str(linked), str(raw)])
-    return raw.read_bytes()
+    return assemble_text(arch_name, flags, source, tmp_path, "sites")
 
 
 @pytest.fixture(params=ARCHES)
