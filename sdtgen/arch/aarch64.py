@@ -99,21 +99,8 @@ class AArch64(Arch):
     patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
     # TPIDR_EL1 (the kernel's per-CPU register) holds this CPU's control structure; the clock is the
     # virtual counter (cntfrq_el0 says 62,500,000 Hz under Unicorn 2.1.4; it counts host time).
-    recorder_c = r"""
-static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
-{
-	struct sdt_cpu *c;
-	__asm__ __volatile__("mrs %0, tpidr_el1" : "=r"(c));
-	return c;
-}
-
-static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
-{
-	unsigned long long t;
-	__asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(t));
-	return t;
-}
-"""
+    cpu_insn = "mrs %0, tpidr_el1"
+    clock_insn = "mrs %0, cntvct_el0"
 
     def nop(self, length: int) -> bytes:
         return _insn(NOP) * (length // 4)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 from sdtgen.errors import SdtError
@@ -46,6 +46,23 @@ class Regs:
     ret: int
     args: tuple[int, ...]
     link: int | None = None  # the register a call leaves its return address in, if any
+
+
+_RECORDER_C = """
+static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
+{
+%(cpu)s
+}
+
+static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
+{
+%(clock)s
+}
+"""
+
+
+def _read_register(ctype: str, insn: str) -> str:
+    return f'\t{ctype} v;\n\t__asm__ __volatile__("{insn}" : "=r"(v));\n\treturn v;'
 
 
 class UnsupportedReloc(Exception):
@@ -128,9 +145,23 @@ class Arch:
     # new (the architecture guarantees it for instruction fetch); 0: none, so patches need a breakpoint.
     patch_unit: int = 0
 
-    # C for the recorders `gen` writes (sdtgen/recorder.py): sdt_this_cpu() reads the per-CPU register
-    # the host sets to the CPU's control structure, sdt_clock() the clock the guest stamps records with.
-    recorder_c: str = ""
+    # The recorders `gen` writes (sdtgen/recorder.py) read two things with an instruction of their own:
+    # the per-CPU register the host sets to the CPU's control structure (sdt_this_cpu()) and the clock
+    # the guest stamps records with (sdt_clock()). Most CPUs read each into any register (%0).
+    cpu_insn: str = ""
+    clock_insn: str = ""
+
+    def cpu_c(self) -> str:
+        """The body of sdt_this_cpu()."""
+        return _read_register("struct sdt_cpu *", self.cpu_insn)
+
+    def clock_c(self) -> str:
+        """The body of sdt_clock()."""
+        return _read_register("unsigned long long", self.clock_insn)
+
+    @property
+    def recorder_c(self) -> str:
+        return _RECORDER_C % {"cpu": self.cpu_c(), "clock": self.clock_c()}
 
     # The same clock for trace files (sdtgen/boot/clock.py): its name, an instruction reading it (or its
     # frequency, where the CPU says it), and where the value is after it ran.
@@ -226,12 +257,15 @@ class Arch:
         """sdtgen's final linker script for this architecture, from the one template all share."""
         from string import Template
 
-        text = Path(SCRIPTS, "final.ld.in").read_text()
+        with open(os.path.join(SCRIPTS, "final.ld.in")) as f:
+            text = f.read()
         return Template(text).substitute(name=self.title, layout=self.layout, format=self.ld_format,
                                          ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}")
 
-    def linker_script(self, name: str) -> Path:
-        """A linker script file: the partial one (all share it) or an extra of this architecture's."""
+    def linker_script(self, name: str):
+        """A linker script file (a Path): the partial one (all share it) or an extra of this architecture's."""
+        from pathlib import Path
+
         if name == "partial":
             return Path(SCRIPTS, "partial.ld")
         path = Path(SCRIPTS, self.name, f"{name}.ld")
@@ -241,4 +275,4 @@ class Arch:
         return path
 
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "data" / "linker_scripts"
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "linker_scripts")

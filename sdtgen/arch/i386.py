@@ -45,21 +45,9 @@ class I386(X86_64):
 
     # Unicorn 2.1.4 ignores a GS base in 32-bit mode, but rdtscp returns the TSC_AUX MSR the host sets:
     # it holds this CPU's control structure (a 32-bit address).
-    recorder_c = r"""
-static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
-{
-	unsigned int lo, hi, aux;
-	__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
-	return (struct sdt_cpu *)aux;
-}
-
-static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
-{
-	unsigned int lo, hi;
-	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return (unsigned long long)hi << 32 | lo;
-}
-"""
+    def cpu_c(self) -> str:  # the clock is x86-64's rdtsc
+        return ('\tunsigned int lo, hi, aux;\n\t__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));\n'
+                '\treturn (struct sdt_cpu *)aux;')
 
     def set_cpu_pointer(self, uc, addr: int) -> None:
         uc.msr_write(0xC0000103, addr)  # IA32_TSC_AUX, what rdtscp returns in ecx

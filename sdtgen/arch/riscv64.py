@@ -135,21 +135,8 @@ class RiscV64(Arch):
     patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
     # tp holds this CPU's control structure; the clock is the cycle CSR (Unicorn 2.1.4 raises an exception
     # on rdtime, and rdcycle counts host ticks).
-    recorder_c = r"""
-static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
-{
-	struct sdt_cpu *c;
-	__asm__ __volatile__("mv %0, tp" : "=r"(c));
-	return c;
-}
-
-static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
-{
-	unsigned long long t;
-	__asm__ __volatile__("rdcycle %0" : "=r"(t));
-	return t;
-}
-"""
+    cpu_insn = "mv %0, tp"
+    clock_insn = "rdcycle %0"
 
     def nop(self, length: int) -> bytes:
         return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")

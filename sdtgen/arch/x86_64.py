@@ -155,21 +155,11 @@ class X86_64(Arch):
 
     # GS base holds this CPU's control structure, which starts with its own address (as Linux's per-CPU
     # offset does); the clock is the TSC, which Unicorn passes through from the host.
-    recorder_c = r"""
-static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
-{
-	struct sdt_cpu *c;
-	__asm__ __volatile__("mov %%gs:0, %0" : "=r"(c));
-	return c;
-}
+    cpu_insn = "mov %%gs:0, %0"
 
-static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
-{
-	unsigned int lo, hi;
-	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return (unsigned long long)hi << 32 | lo;
-}
-"""
+    def clock_c(self) -> str:
+        return ('\tunsigned int lo, hi;\n\t__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));\n'
+                '\treturn (unsigned long long)hi << 32 | lo;')
 
     def nop(self, length: int) -> bytes:
         if length in NOPS:
