@@ -398,7 +398,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from sdtgen import arch as arches
 
-    arch_names = arches.names()
+    arch_names = arches.module_names()  # each module is imported only when its architecture is used
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)

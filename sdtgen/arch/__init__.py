@@ -19,10 +19,16 @@ from sdtgen.errors import SdtError
 
 
 @cache
+def module_names() -> tuple[str, ...]:
+    """The architectures' names, from the package's directory alone: what the command line offers
+    without importing a module it may not need (sdtgen starts in every kernel build)."""
+    here = os.path.dirname(__file__)  # a directory listing, not pkgutil
+    return tuple(sorted(f[:-3] for f in os.listdir(here) if f.endswith(".py") and f not in ("__init__.py", "base.py")))
+
+
+@cache
 def _registry() -> dict[str, Arch]:
-    here = os.path.dirname(__file__)  # a directory listing, not pkgutil: sdtgen starts in every kernel build
-    modules = sorted(f[:-3] for f in os.listdir(here) if f.endswith(".py") and f not in ("__init__.py", "base.py"))
-    found = [importlib.import_module(f"{__name__}.{m}").ARCH for m in modules]
+    found = [importlib.import_module(f"{__name__}.{m}").ARCH for m in module_names()]
     return {a.name: a for a in sorted(found, key=lambda a: (a.order, a.name))}
 
 
