@@ -1,0 +1,97 @@
+/* sdt_internal.h - what the runtime's own files share (not for kernels). */
+#ifndef SDTGEN_SDT_INTERNAL_H
+#define SDTGEN_SDT_INTERNAL_H
+
+#include "sdt_arch.h"
+
+#define SDT_HIDDEN __attribute__((visibility("hidden")))
+/* The runtime's code stays out of what it patches and traces: its own section, never instrumented. */
+#define SDT_CODE __attribute__((no_instrument_function, section(".text.sdt_runtime")))
+
+extern struct sdt_site __start_set_sdt_sites_set[] SDT_HIDDEN;
+extern struct sdt_site __stop_set_sdt_sites_set[] SDT_HIDDEN;
+extern const struct sdt_probe __start_set_sdt_probes_set[] SDT_HIDDEN;
+extern const struct sdt_probe __stop_set_sdt_probes_set[] SDT_HIDDEN;
+
+/* A linker set's bound, as a plain address: the compiler may not reason about two distinct arrays. */
+static inline sdt_word sdt_bound(const void *p)
+{
+	sdt_word a = (sdt_word)p;
+
+	__asm__("" : "+r"(a));
+	return a;
+}
+
+/* A relative field: the address it names. */
+static inline sdt_word sdt_rel(const sdt_s32 *field)
+{
+	return (sdt_word)field + (sdt_word)(long)*field;
+}
+
+static inline sdt_word sdt_site_address(const struct sdt_site *s)
+{
+	return sdt_rel(&s->site);
+}
+
+static inline const struct sdt_probe *sdt_site_probe(const struct sdt_site *s)
+{
+	return (const struct sdt_probe *)sdt_rel(&s->probe);
+}
+
+/* The function a site must go to: its probe's stub, or for an is-enabled check the is-enabled stub. */
+static inline sdt_word sdt_site_stub(const struct sdt_site *s)
+{
+	const struct sdt_probe *p = sdt_site_probe(s);
+
+	return s->form == SDT_FORM_ISEN ? sdt_rel(&p->isenabled) : sdt_rel(&p->stub);
+}
+
+/* What the site's bytes are in ``state`` (size bytes into out); 0 when the state has no encoding. */
+static inline unsigned sdt_site_bytes(const struct sdt_site *s, unsigned state, sdt_u8 *out)
+{
+	const struct sdt_probe *p = sdt_site_probe(s);
+
+	return sdt_arch_encode(out, s->form, s->size, state, sdt_site_address(s), sdt_site_stub(s),
+			       p->recorder ? sdt_rel(&p->recorder) : 0, s->keep);
+}
+
+#define sdt_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define sdt_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+/* Sequence numbers are u64 fields; a 32-bit CPU reads and writes their low word atomically (little-endian). */
+static inline sdt_word sdt_seq_load(const sdt_u64 *p)
+{
+	return __atomic_load_n((const sdt_word *)p, __ATOMIC_ACQUIRE);
+}
+
+static inline void sdt_seq_store(sdt_u64 *p, sdt_word v)
+{
+	if (sizeof(sdt_word) < 8)
+		((volatile sdt_u32 *)p)[1] = 0;
+	__atomic_store_n((sdt_word *)p, v, __ATOMIC_RELEASE);
+}
+
+/* One site to change, as the patch protocol takes it. */
+struct sdt_poke {
+	struct sdt_site *site;
+	sdt_word addr;
+	sdt_u8 size;
+	sdt_u8 state;	/* what the site becomes */
+	sdt_u8 old[SDT_SITE_MAX];
+	sdt_u8 new[SDT_SITE_MAX];
+};
+
+/* sdt_patch.c */
+void sdt_poke_batch(struct sdt_poke *pokes, unsigned n) SDT_HIDDEN;
+const struct sdt_poke *sdt_poke_find(sdt_word addr) SDT_HIDDEN;
+void sdt_poke_put(void) SDT_HIDDEN;
+void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDDEN;
+
+/* sdt_report.c */
+void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n) SDT_HIDDEN;
+void sdt_report(const char *line) SDT_HIDDEN;
+
+/* sdt_transport.c */
+sdt_u32 sdt_readable(sdt_word p) SDT_HIDDEN;
+
+#endif

@@ -1,0 +1,71 @@
+/* sdt_report.c - lines for the kernel's log, through the report hook (no printf in a freestanding kernel). */
+#include "sdt_internal.h"
+
+#define LINE 256
+
+struct line {
+	char buf[LINE];
+	unsigned n;
+};
+
+static SDT_CODE void put(struct line *l, const char *s, unsigned max)
+{
+	while (*s && max-- && l->n < LINE - 1)
+		l->buf[l->n++] = *s++;
+}
+
+static SDT_CODE void hex(struct line *l, sdt_u64 v, unsigned digits)
+{
+	static const char x[] = "0123456789abcdef";
+	unsigned i;
+
+	for (i = digits; i-- > 0;)
+		if (l->n < LINE - 1)
+			l->buf[l->n++] = x[(v >> (4 * i)) & 15];
+}
+
+SDT_CODE void sdt_report(const char *text)
+{
+	struct line l = {{0}, 0};
+
+	if (!sdt_hooks.report)
+		return;
+	put(&l, "sdt: ", 8);
+	put(&l, text, LINE);
+	l.buf[l.n] = 0;
+	sdt_hooks.report(0, l.buf);
+}
+
+/* "sdt: provider:module:function:name at 0x...: what (found 0f 1f ...)" */
+SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n)
+{
+	const struct sdt_probe *p = sdt_site_probe(s);
+	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
+	struct line l = {{0}, 0};
+	unsigned i;
+
+	if (!sdt_hooks.report)
+		return;
+	put(&l, "sdt: ", 8);
+	if ((sdt_word)p >= sdt_bound(__start_set_sdt_probes_set) && (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set)) {
+		for (i = 0; i < 4; i++) {
+			put(&l, (const char *)sdt_rel(names[i]), 64);
+			put(&l, i < 3 ? ":" : "", 1);
+		}
+		put(&l, " ", 1);
+	}
+	put(&l, "site at 0x", 16);
+	hex(&l, sdt_site_address(s), sizeof(sdt_word) * 2);
+	put(&l, " ", 1);
+	put(&l, what, LINE);
+	if (n) {
+		put(&l, " (found", 8);
+		for (i = 0; i < n; i++) {
+			put(&l, " ", 1);
+			hex(&l, found[i], 2);
+		}
+		put(&l, ")", 1);
+	}
+	l.buf[l.n] = 0;
+	sdt_hooks.report(s, l.buf);
+}

@@ -1,0 +1,185 @@
+/*
+ * sdt_transport.c - per-CPU rings of packets, and their consumers (transport layer).
+ *
+ * Each CPU writes only its own ring, so the writer takes no lock: a firing
+ * inside a recorder (an interrupt that fires a probe) is discarded and
+ * counted instead of interleaving with it. A ring is ``packets`` packets of
+ * ``packet_size`` bytes; a packet is a CTF 1.8 packet as it stands (struct
+ * sdt_packet, then events), so writing a trace file is a copy. A full
+ * packet is closed (its end time, size and the CPU's discarded count
+ * written, then commit_seq stored with release) and the notify hook told;
+ * the next is opened unless the consumer has not read it yet: then
+ * SDT_DISCARD discards events until it has, and SDT_OVERWRITE overwrites it
+ * (counting its events in ``overwritten``).
+ */
+#include "sdt_internal.h"
+
+SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
+			    unsigned long packet_size, int policy)
+{
+	unsigned long n = packet_size ? ring_bytes / packet_size : 0;
+
+	if (!c || !ring || packet_size < SDT_MIN_PACKET || (packet_size & (packet_size - 1)) || n < 2 ||
+	    (n & (n - 1)) || n * packet_size != ring_bytes || ((sdt_word)ring & 7) ||
+	    (policy != SDT_DISCARD && policy != SDT_OVERWRITE))
+		return SDT_ERR_ARG;
+	c->self = (sdt_word)c;
+	c->cpu = cpu;
+	c->ring = (sdt_word)ring;
+	c->packets = n;
+	c->packet_size = packet_size;
+	c->policy = (sdt_u64)policy;
+	c->write_seq = c->commit_seq = c->read_seq = 0;
+	c->current = 0;
+	c->offset = packet_size;	/* none open: the first event opens packet 0 */
+	c->events = c->discarded = c->overwritten = c->nesting = c->clock_last = 0;
+	return 0;
+}
+
+static SDT_CODE struct sdt_packet *slot(const struct sdt_cpu *c, sdt_word seq)
+{
+	return (struct sdt_packet *)(sdt_word)(c->ring + (seq & (c->packets - 1)) * c->packet_size);
+}
+
+static SDT_CODE void close_packet(struct sdt_cpu *c)
+{
+	struct sdt_packet *pk = (struct sdt_packet *)(sdt_word)c->current;
+
+	pk->timestamp_end = sdt_hooks.clock();
+	pk->content_size = c->offset * 8;
+	pk->events = (sdt_u32)c->events;
+	pk->events_discarded = c->discarded;
+	c->offset = c->packet_size;
+	c->events = 0;
+	sdt_seq_store(&c->commit_seq, (sdt_word)c->write_seq);
+	if (sdt_hooks.notify)
+		sdt_hooks.notify(c);
+}
+
+static SDT_CODE int open_packet(struct sdt_cpu *c)
+{
+	sdt_word next = (sdt_word)c->write_seq;
+	struct sdt_packet *pk = slot(c, next);
+
+	if (next - sdt_seq_load(&c->read_seq) >= c->packets) {	/* the slot holds a packet nobody read */
+		if (c->policy == SDT_DISCARD)
+			return 0;
+		c->overwritten += pk->events;
+	}
+	/* write_seq first: a consumer copying the old packet sees it reused when it checks again */
+	sdt_seq_store(&c->write_seq, next + 1);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	pk->magic = SDT_PACKET_MAGIC;
+	pk->stream_id = 0;
+	pk->timestamp_begin = pk->timestamp_end = sdt_hooks.clock();
+	pk->content_size = 0;
+	pk->packet_size = c->packet_size * 8;
+	pk->packet_seq_num = next;
+	pk->events_discarded = c->discarded;
+	pk->cpu_id = (sdt_u32)c->cpu;
+	pk->events = 0;
+	c->current = (sdt_word)pk;
+	c->offset = sizeof(*pk);
+	return 1;
+}
+
+/* The writer's slow path: a nested firing, or an event that does not fit the open packet (or none is open). */
+SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
+{
+	struct sdt_event *e;
+
+	if (c->nesting) {
+		c->discarded++;
+		return 0;
+	}
+	c->nesting = 1;
+	__asm__ __volatile__("" ::: "memory");
+	if (size > c->packet_size - sizeof(struct sdt_packet))
+		goto discard;
+	if (c->offset + size > c->packet_size) {
+		if (c->offset != c->packet_size)
+			close_packet(c);
+		if (!open_packet(c))
+			goto discard;
+	}
+	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
+	c->offset += size;
+	c->events++;
+	*(sdt_u64 *)e = key | (sdt_u64)size << 32;
+	e->timestamp = c->clock_last = sdt_hooks.clock();
+	return e;
+discard:
+	c->discarded++;
+	__asm__ __volatile__("" ::: "memory");
+	c->nesting = 0;
+	return 0;
+}
+
+SDT_CODE void sdt_flush(void)
+{
+	struct sdt_cpu *c = sdt_hooks.cpu_area ? sdt_hooks.cpu_area() : 0;
+
+	if (!c || c->nesting)
+		return;
+	c->nesting = 1;
+	if (c->offset != c->packet_size && c->events)
+		close_packet(c);
+	__asm__ __volatile__("" ::: "memory");
+	c->nesting = 0;
+}
+
+SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
+{
+	sdt_word commit = sdt_seq_load(&c->commit_seq), w = sdt_seq_load(&c->write_seq);
+	sdt_word r = sdt_seq_load(&c->read_seq);
+
+	if (w - r > c->packets)	/* overwritten: the oldest still in the ring */
+		r = w - c->packets;
+	if (r >= commit)
+		return 0;
+	*seq = r;
+	return slot(c, r);
+}
+
+SDT_CODE int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq)
+{
+	sdt_word s = (sdt_word)seq;
+	int intact;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	intact = sdt_seq_load(&c->write_seq) <= s + c->packets;	/* its slot was not opened again meanwhile */
+	sdt_seq_store(&c->read_seq, s + 1);
+	return intact;
+}
+
+/* -- strings ----------------------------------------------------------------------------------- */
+
+/* Bytes readable from ``p`` by the kernel's ranges (all of them when it gave none), at most SDT_MAX_STRING + 1. */
+SDT_CODE sdt_u32 sdt_readable(sdt_word p)
+{
+	unsigned i;
+
+	if (!sdt_hooks.nreadable)
+		return SDT_MAX_STRING + 1;
+	for (i = 0; i < sdt_hooks.nreadable; i++) {
+		sdt_u64 off = (sdt_u64)p - sdt_hooks.readable[i].start;
+		if (off < sdt_hooks.readable[i].size) {
+			sdt_u64 room = sdt_hooks.readable[i].size - off;
+			return room > SDT_MAX_STRING + 1 ? SDT_MAX_STRING + 1 : (sdt_u32)room;
+		}
+	}
+	return 0;
+}
+
+/* One pass: a string that changes while it is copied still ends where its NUL is written. */
+SDT_CODE sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *s)
+{
+	sdt_u32 room = s ? sdt_readable((sdt_word)s) : 0, i = 0;
+
+	if (!room)
+		e->unreadable |= (sdt_u16)(1u << k);
+	while (i < SDT_MAX_STRING && i < room && s[i])
+		to[i] = s[i], i++;
+	to[i] = 0;
+	return i + 1;
+}
