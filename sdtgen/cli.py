@@ -205,6 +205,11 @@ def cmd_include_dir(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_runtime_dir(args: argparse.Namespace) -> int:
+    print(_package_path("runtime"))
+    return EXIT_OK
+
+
 def cmd_makefile(args: argparse.Namespace) -> int:
     print(_package_path("data", "sdtgen.mk"))
     return EXIT_OK
@@ -521,6 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
     mx.set_defaults(func=cmd_matrix)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
+    sub.add_parser("runtime-dir", help="print the directory holding the runtime's C sources (docs/runtime.md)"
+                   ).set_defaults(func=cmd_runtime_dir)
     sub.add_parser("makefile", help="print the path of the Makefile fragment").set_defaults(func=cmd_makefile)
     return p
 

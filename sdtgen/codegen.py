@@ -10,8 +10,8 @@ from sdtgen.atomic import check_outputs, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
-from sdtgen.probes import FLAG_SYMBOL, ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
-from sdtgen.recorder import render_recorders
+from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.recorder import RECORDER_PREFIX, probe_key, render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
@@ -161,10 +161,7 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
         if p.symbol in checked:  # SDT_PROBE_ENABLED(): reads 0 until the boot patcher rewrites the call
             lines.append(f"int {p.isenabled_symbol}(void);")
             lines.append(f"SDT_STUB int {p.isenabled_symbol}(void) {{ return 0; }}")
-    if result.flag:
-        lines += ["", "/* SDT_PROBES_ENABLED(): the boot runtime sets it while any probe is armed. */",
-                  f"__attribute__((weak)) volatile _Bool {FLAG_SYMBOL};"]
-    lines.append(render_recorders(result.arch, [(p.symbol, p.args) for p in probes]))
+    lines.append(render_recorders([(p.symbol, p.args) for p in probes], result.arch.bits))
     return "\n".join(lines) + "\n"
 
 
@@ -195,13 +192,16 @@ def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str
         for k in range(6):
             xtype = p.xargs[k] if k < len(p.xargs) else ""
             out.append(f"\t.4byte {label(xtype)} - ." if xtype else "\t.4byte 0")
-    out += ["", f'\t.section {SITES_SET},"a"', "\t.balign 4"]
+        out.append(f"\t.4byte {RECORDER_PREFIX}{p.symbol} - .")
+        out.append(f"\t.4byte {probe_key(p.symbol):#x}")
+    # Writable: the runtime keeps each site's state in its entry (sdtgen/layout.py, SITE).
+    out += ["", f'\t.section {SITES_SET},"aw"', "\t.balign 4"]
     for i, s in enumerate(result.sites):
         target = anchor_name(tag, i) if mode == "reloc" else f"btext + {s.text_offset:#x}"
         out.append(f"\t/* {s.probe} at {_comment(s.where)} */")
         out.append(f"\t.4byte {target} - .")
         out.append(f"\t.4byte .Lsdt_probe{index[probe_symbol(s.symbol)]} - .")
-        out.append(f"\t.byte {FORMS[s.form]}, {s.length}, {MODES[mode]}, 0")
+        out.append(f"\t.byte {FORMS[s.form]}, {s.length}, {MODES[mode]}, 0, 0, 0, 0, 0")
     out += ["", '\t.section .rodata.sdt_strings,"a"']
     for text, lab in strings.items():
         out.append(f'{lab}:\t.asciz "{text}"')

@@ -1,42 +1,28 @@
-"""The in-image probe tables: their binary layout, and reading them back.
+"""The in-image probe tables: reading them back (their layout is sdtgen/layout.py's SITE and PROBE).
 
 Two linker sets, each an array bounded by ``__start_<set>``/``__stop_<set>``.
 Every pointer is a 32-bit PC-relative offset (target - &field), like Linux
 jump-label entries, so the tables need no dynamic relocations in a PIE
-kernel and read the same on 32- and 64-bit machines.
-
-set_sdt_sites_set, 12 bytes an entry:
-    s32 site       site - &site. Reloc mode: the linker resolves an anchor
-                   symbol on the instruction. Offset mode: btext + the offset
-                   measured after the partial link (the 2015 FreeBSD design).
-    s32 probe      probe entry - &probe
-    u8  form       1 call, 2 tail jump, 3 conditional tail jump, 4 is-enabled call
-    u8  length     instruction length in bytes
-    u8  mode       0 reloc, 1 offset
-    u8  reserved
-
-set_sdt_probes_set, 76 bytes an entry:
-    s32 stub       the probe's stub function
-    s32 provider, module, function, name     NUL-terminated strings
-    u16 nargs, u16 id
-    s32 argtype[6] strings; 0 where there is no argument
-    s32 isenabled  the probe's __dtrace_isenabled_ stub; 0 when no SDT_PROBE_ENABLED() asks
-    s32 xargtype[6] translated types (the _XLATE forms); 0 where there is none
+kernel and read the same on 32- and 64-bit machines. In reloc mode the
+linker resolves each site entry against an anchor symbol on the
+instruction; in offset mode it is btext + the offset measured after the
+partial link (the 2015 FreeBSD design). The site set is writable: the
+runtime keeps each site's state and verified length in its entry.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sdtgen.layout import FORMS, PROBE, SITE, SITE_STATES, VALUES
+
 SITES_SET = "set_sdt_sites_set"
 PROBES_SET = "set_sdt_probes_set"
-SITE_SIZE = 12
-PROBE_SIZE = 76
-FORMS = {"call": 1, "tail": 2, "cond": 3, "isen": 4}
+SITE_SIZE = SITE.size(64)
+PROBE_SIZE = PROBE.size(64)
 FORM_NAMES = {v: k for k, v in FORMS.items()}
-MODES = {"reloc": 0, "offset": 1}
+MODES = {"reloc": VALUES["SDT_TABLE_RELOC"], "offset": VALUES["SDT_TABLE_OFFSET"]}
 MODE_NAMES = {v: k for k, v in MODES.items()}
 MAX_STRING = 256
 MAX_ENTRIES = 4_000_000
@@ -60,6 +46,8 @@ class TableProbe:
     args: tuple[str, ...]
     isenabled: int = 0  # the is-enabled stub's address; 0 when no SDT_PROBE_ENABLED() asks
     xargs: tuple[str | None, ...] = ()  # translated types, None where there is none
+    recorder: int = 0  # the recorder gen wrote for it
+    key: int = 0  # the event id of its records
 
     @property
     def spec(self) -> str:
@@ -74,6 +62,8 @@ class TableSite:
     form: str
     length: int
     mode: str
+    state: str = "unseen"  # the runtime's SDT_SITE_* (a table read from memory after sdt_init)
+    size: int = 0  # the length the runtime verified
 
 
 @dataclass(frozen=True)
@@ -116,18 +106,21 @@ def read_probes(read: Reader, span: tuple[int, int], bits: int, little: bool = T
     lo, hi = span
     raw = read(lo, hi - lo) if hi > lo else b""
     probes: dict[int, TableProbe] = {}
-    for i, row in enumerate(struct.iter_unpack(("<" if little else ">") + "5iHH6ii6i", raw)):
+    off = PROBE.offsets(bits)
+    for i, row in enumerate(PROBE.struct(bits, little).iter_unpack(raw)):
         base = lo + i * PROBE_SIZE
         stub, *names = (_rel(v, base + 4 * k, bits) for k, v in enumerate(row[:5]))
         nargs, pid = row[5], row[6]
-        if nargs > 6:
-            raise TableError(f"probe entry {i} at {base:#x} declares {nargs} arguments")
-        args = tuple(read_string(read, _rel(row[7 + k], base + 24 + 4 * k, bits)) for k in range(nargs))
-        isenabled = _rel(row[13], base + 48, bits) if row[13] else 0
-        xargs = tuple(read_string(read, _rel(row[14 + k], base + 52 + 4 * k, bits)) if row[14 + k] else None
-                      for k in range(nargs))
+        if nargs > VALUES["SDT_MAX_ARGS"]:
+            raise TableError(f"probe entry {i} at {base:#x} declares {nargs} arguments, more than "
+                             f"{VALUES['SDT_MAX_ARGS']}")
+        args = tuple(read_string(read, _rel(row[7 + k], base + off["argtype"] + 4 * k, bits)) for k in range(nargs))
+        isenabled = _rel(row[13], base + off["isenabled"], bits) if row[13] else 0
+        xargs = tuple(read_string(read, _rel(row[14 + k], base + off["xargtype"] + 4 * k, bits)) if row[14 + k]
+                      else None for k in range(nargs))
+        recorder = _rel(row[20], base + off["recorder"], bits) if row[20] else 0
         prov, mod, func, name = (read_string(read, a) for a in names)
-        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs)
+        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs, recorder, row[21])
     return probes
 
 
@@ -139,12 +132,15 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
     raw = read(lo, hi - lo) if hi > lo else b""
     sites = []
     mask = (1 << bits) - 1
-    rows = struct.iter_unpack(("<" if little else ">") + "iiBBBB", raw)
-    for i, (site, probe, form, length, mode, _r) in enumerate(rows):  # the hot loop of a boot: keep it flat
+    rows = SITE.struct(bits, little).iter_unpack(raw)
+    states = SITE_STATES
+    for i, (site, probe, form, length, mode, _keep, state, size, _p0, _p1) in enumerate(rows):  # keep it flat
         base = lo + i * SITE_SIZE
         entry = probes.get((base + 4 + probe) & mask)
-        if entry is None or form not in FORM_NAMES or mode not in MODE_NAMES or not 1 <= length <= 16:
+        if entry is None or form not in FORM_NAMES or mode not in MODE_NAMES or not 1 <= length <= 16 \
+                or state not in states:
             raise TableError(f"site entry {i} at {base:#x} is not a valid entry (probe {probe:+#x}, form {form}, "
                              f"length {length}, mode {mode})")
-        sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode]))
+        sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode],
+                               states[state], size))
     return sites
