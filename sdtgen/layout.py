@@ -150,7 +150,7 @@ PACKET = Layout("sdt_packet", "The header of every packet: CTF 1.8's packet head
     Field("timestamp_end", "u64", "the clock when it closed"),
     Field("content_size", "u64", "bits of the packet holding data (header included)"),
     Field("packet_size", "u64", "bits of the packet"),
-    Field("packet_seq_num", "u64", "the packet's number on its CPU (a gap: packets overwritten unread)"),
+    Field("packet_seq_num", "u64", "the packet's number on its CPU, from 1 (a gap: packets overwritten unread)"),
     Field("events_discarded", "u64", "the CPU's discarded count when the packet closed (a running count)"),
     Field("cpu_id", "u32", "the CPU"),
     Field("events", "u32", "events in the packet"),

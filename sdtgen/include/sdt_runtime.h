@@ -160,7 +160,7 @@ struct sdt_packet {
 	sdt_u64 timestamp_end;	/* the clock when it closed */
 	sdt_u64 content_size;	/* bits of the packet holding data (header included) */
 	sdt_u64 packet_size;	/* bits of the packet */
-	sdt_u64 packet_seq_num;	/* the packet's number on its CPU (a gap: packets overwritten unread) */
+	sdt_u64 packet_seq_num;	/* the packet's number on its CPU, from 1 (a gap: packets overwritten unread) */
 	sdt_u64 events_discarded;	/* the CPU's discarded count when the packet closed (a running count) */
 	sdt_u32 cpu_id;	/* the CPU */
 	sdt_u32 events;	/* events in the packet */

@@ -74,7 +74,7 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 	pk->timestamp_begin = pk->timestamp_end = sdt_hooks.clock();
 	pk->content_size = 0;
 	pk->packet_size = c->packet_size * 8;
-	pk->packet_seq_num = next;
+	pk->packet_seq_num = next + 1;	/* from 1: a consumer may open a stream with an empty packet 0 */
 	pk->events_discarded = c->discarded;
 	pk->cpu_id = (sdt_u32)c->cpu;
 	pk->events = 0;
