@@ -117,7 +117,7 @@ static SDT_CODE struct sdt_site *find_site(sdt_word addr)
 
 /* -- boot ---------------------------------------------------------------------------------- */
 
-static SDT_CODE void copy(sdt_u8 *to, sdt_word from, unsigned n)
+static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
 {
 	unsigned i;
 
@@ -169,7 +169,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 			sdt_report_site(s, "overlaps the site before it", 0, 0);
 			continue;
 		}
-		copy(code, a, s->length);
+		read_text(code, a, s->length);
 		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
 		if (!size) {
 			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length);
@@ -350,7 +350,7 @@ static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
 	p->state = (sdt_u8)state;
 	sdt_site_bytes(s, cur, p->old);
 	sdt_site_bytes(s, state, p->new);
-	copy(now, a, s->size);
+	read_text(now, a, s->size);
 	for (i = 0; i < s->size; i++)
 		if (now[i] != p->old[i]) {
 			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size);
@@ -511,7 +511,7 @@ SDT_CODE int sdt_trap(struct sdt_frame *f)
 	s = find_site(a);
 	if (!s || (s->state != SDT_SITE_OFF && !is_armed(s->state)))
 		return SDT_TRAP_NOT_OURS;
-	copy(code, a, s->size);
+	read_text(code, a, s->size);
 	if (!sdt_arch_is_breakpoint(code)) {	/* disarmed since the CPU fetched it: run what is there now */
 		f->pc = a;
 		return SDT_TRAP_RETRY;

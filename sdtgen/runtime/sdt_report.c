@@ -8,13 +8,13 @@ struct line {
 	unsigned n;
 };
 
-static SDT_CODE void put(struct line *l, const char *s, unsigned max)
+static SDT_CODE void line_put(struct line *l, const char *s, unsigned max)
 {
 	while (*s && max-- && l->n < LINE - 1)
 		l->buf[l->n++] = *s++;
 }
 
-static SDT_CODE void hex(struct line *l, sdt_u64 v, unsigned digits)
+static SDT_CODE void line_hex(struct line *l, sdt_u64 v, unsigned digits)
 {
 	static const char x[] = "0123456789abcdef";
 	unsigned i;
@@ -30,8 +30,8 @@ SDT_CODE void sdt_report(const char *text)
 
 	if (!sdt_hooks.report)
 		return;
-	put(&l, "sdt: ", 8);
-	put(&l, text, LINE);
+	line_put(&l, "sdt: ", 8);
+	line_put(&l, text, LINE);
 	l.buf[l.n] = 0;
 	sdt_hooks.report(0, l.buf);
 }
@@ -46,25 +46,25 @@ SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const 
 
 	if (!sdt_hooks.report)
 		return;
-	put(&l, "sdt: ", 8);
+	line_put(&l, "sdt: ", 8);
 	if ((sdt_word)p >= sdt_bound(__start_set_sdt_probes_set) && (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set)) {
 		for (i = 0; i < 4; i++) {
-			put(&l, (const char *)sdt_rel(names[i]), 64);
-			put(&l, i < 3 ? ":" : "", 1);
+			line_put(&l, (const char *)sdt_rel(names[i]), 64);
+			line_put(&l, i < 3 ? ":" : "", 1);
 		}
-		put(&l, " ", 1);
+		line_put(&l, " ", 1);
 	}
-	put(&l, "site at 0x", 16);
-	hex(&l, sdt_site_address(s), sizeof(sdt_word) * 2);
-	put(&l, " ", 1);
-	put(&l, what, LINE);
+	line_put(&l, "site at 0x", 16);
+	line_hex(&l, sdt_site_address(s), sizeof(sdt_word) * 2);
+	line_put(&l, " ", 1);
+	line_put(&l, what, LINE);
 	if (n) {
-		put(&l, " (found", 8);
+		line_put(&l, " (found", 8);
 		for (i = 0; i < n; i++) {
-			put(&l, " ", 1);
-			hex(&l, found[i], 2);
+			line_put(&l, " ", 1);
+			line_hex(&l, found[i], 2);
 		}
-		put(&l, ")", 1);
+		line_put(&l, ")", 1);
 	}
 	l.buf[l.n] = 0;
 	sdt_hooks.report(s, l.buf);

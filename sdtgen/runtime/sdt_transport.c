@@ -96,17 +96,20 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	__asm__ __volatile__("" ::: "memory");
 	if (size > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;
-	if (c->offset + size > c->packet_size) {
+	if (((c->offset + 7) & ~7ull) + size > c->packet_size) {
 		if (c->offset != c->packet_size)
 			close_packet(c);
 		if (!open_packet(c))
 			goto discard;
 	}
+	c->offset = (c->offset + 7) & ~7ull;
 	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
 	c->offset += size;
 	c->events++;
-	*(sdt_u64 *)e = key | (sdt_u64)size << 32;
 	e->timestamp = c->clock_last = sdt_hooks.clock();
+	e->id = key;
+	e->size = (sdt_u16)size;
+	e->unreadable = 0;
 	return e;
 discard:
 	c->discarded++;
