@@ -1,4 +1,4 @@
-"""The guest clock events are stamped with (the emulated platform's clock hook runs ``clock_body``): its name and ticks a second, for trace files.
+"""The clock events are stamped with: its name and ticks a second, for trace files.
 
 Measured in a scratch Unicorn engine of the architecture (the boot's own machine maps only the
 image): the clock instruction run twice, 50 ms of host time apart. AArch64 says its frequency
