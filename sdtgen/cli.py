@@ -318,15 +318,16 @@ def _check_cpus(cpus: int) -> None:
 
 def cmd_torture(args: argparse.Namespace) -> int:
     from sdtgen.boot.session import parse_int
+    from sdtgen.boot.smp import MAX_CPUS
     from sdtgen.torture import torture
 
-    if not args.timeout > 0:
-        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
-    _check_cpus(args.cpus)
+    _check_timeout(args.timeout)
+    if not 1 <= args.cpus < MAX_CPUS:
+        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
     if args.toggles < 0:
         raise SdtError("", f"--toggles {args.toggles} is negative")
     summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
-                      toggles=args.toggles, protocol=args.protocol, seed=args.seed, timeout=args.timeout)
+                      toggles=args.toggles, seed=args.seed, timeout=args.timeout, exhaustive=args.exhaustive)
     if args.json:
         _emit_json(summary.as_dict())
     else:
@@ -528,18 +529,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the seeded schedule")
     b.set_defaults(func=cmd_boot, actions=None)
 
-    t = sub.add_parser("torture", help="call a function on N CPUs while probes are armed and disarmed under them")
-    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
-    t.add_argument("--run", required=True, metavar="SYMBOL", help="the function every CPU calls over and over")
+    t = sub.add_parser("torture", help="call a function on N CPUs while another CPU arms and disarms its probes "
+                                      "through the image's runtime")
+    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime)")
+    t.add_argument("--run", required=True, metavar="SYMBOL[:TYPE]",
+                   help="the function every CPU calls over and over; TYPE (long, int, ...) reads its result")
     t.add_argument("--arg", action="append", metavar="N", help="an argument of SYMBOL (repeat for each)")
     t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
     t.add_argument("--toggles", type=int, default=100, metavar="K",
-                   help="how many times the host arms or disarms SYMBOL's probes (default 100)")
-    t.add_argument("--protocol", choices=("safe", "naive"), default="safe",
-                   help="safe: the breakpoint protocol (x86) or one atomic instruction write; naive: bytes in place")
+                   help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--exhaustive", action="store_true",
+                   help="instead: at every store the runtime makes to SYMBOL's sites, start another CPU at every "
+                        "instruction boundary of the site, in every order the store's bytes can land")
     t.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the interleaving and the toggles")
     t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop after this long, counting unfinished calls as faults (default {DEFAULT_TIMEOUT:g})")
+                   help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
 

@@ -134,8 +134,9 @@ CPU = Layout("sdt_cpu", "One CPU's recording state and ring of packets (sdt_cpu_
     Field("write_seq", "u64", "packets opened so far: the open packet is write_seq - 1"),
     Field("commit_seq", "u64", "packets closed so far (stored with release after the packet is complete)"),
     Field("read_seq", "u64", "packets the consumer is done with (the consumer's only field)"),
-    Field("current", "u64", "address of the open packet"),
-    Field("offset", "u64", "bytes used in the open packet (the end of its last event); packet_size when none is open"),
+    Field("current", "u64", "address of the open packet; 0 when none is open"),
+    Field("offset", "u64", "bytes used in the open packet (the end of its last event); past packet_size when none "
+          "is open"),
     Field("events", "u64", "events in the open packet"),
     Field("discarded", "u64", "events not recorded since attach: ring full (discard), nested, too big"),
     Field("overwritten", "u64", "events lost with packets the writer overwrote unread (overwrite)"),

@@ -443,6 +443,31 @@ class Machine:
         self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
         return False
 
+    def watch_code_stores(self, callback: Callable[[int, bytes], None]) -> None:
+        """``callback(address, bytes)`` before every store this CPU makes to an executable segment lands.
+
+        In virtual-TLB mode Unicorn hands memory hooks physical addresses: they are mapped back."""
+        from unicorn import UC_HOOK_MEM_WRITE
+
+        order = "little" if self.arch.little else "big"
+        for span in self.code:
+            r = self.region_at(span.start)
+            base = r.paddr - r.vaddr
+
+            def stored(uc, access, paddr: int, size: int, value: int, user, base=base) -> None:
+                callback(paddr - base, (value & ((1 << (8 * size)) - 1)).to_bytes(size, order))
+
+            self.uc.hook_add(UC_HOOK_MEM_WRITE, stored, None, span.start + base, span.end + base - 1)
+
+    def step_one(self, pc: int) -> int | None:
+        """Run the one instruction at ``pc`` (a breakpoint resolved as any other); where the CPU is after it,
+        or None when it returned to the host."""
+        self._counted = True
+        after = self._slice(pc, 1)
+        if after is RETURNED:
+            return None
+        return self.uc.reg_read(self.arch.regs.pc) if after is None else after
+
     def _check_watchdog(self, pc: int) -> None:
         """Raise what the watchdog stopped the guest for, if it did."""
         if self._watchdog is None:

@@ -92,7 +92,7 @@ class Platform:
         self.scratch = _align(self.areas + CPU.size(self.bits) * ncpu, 64)
         self.pages = _align(self.scratch + SCRATCH * ncpu, PAGE)
         self.rings = self.pages + PAGE * ncpu
-        size = self.rings + buffer_size * ncpu
+        size = _align(self.rings + buffer_size * ncpu, PAGE)
         top = m0.stack_top - m0.stack_size - PAGE
         self.firmware = (top - PAGE) & ~(PAGE - 1)
         self.percpu = self.firmware - PAGE  # the virtual page each CPU sees as its own

@@ -69,6 +69,7 @@ class ProbeRuntime:
         self.on_warning: Callable[[str], None] = lambda text: None
         self.on_action: Callable[[str, int], None] = lambda name, value: None
         self.sync: Callable[[Machine], None] = self.flush_all
+        self.on_trap_result: Callable[[int], None] = lambda result: None  # what sdt_trap said (torture counts)
         for m in machines:
             m.trap = self._trap_handler(m)
 
@@ -199,6 +200,7 @@ class ProbeRuntime:
             values[f"arg[{k}]"] = uc.reg_read(r)
         m.write(p.frame(m.cpu), p.frame_bytes(values))
         result = self.call(m, "sdt_trap", [p.frame(m.cpu)])
+        self.on_trap_result(result)
         out = p.read_frame(m, m.cpu)
         if result != NOT_OURS:
             mask = (1 << self.arch.bits) - 1
