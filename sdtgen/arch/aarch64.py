@@ -39,7 +39,7 @@ class AArch64(Arch):
     triple_cpus = ("aarch64",)
     cross_prefix = "aarch64-linux-gnu-"
     gcc_package, binutils_package = "gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu"
-    cflags = ("-mgeneral-regs-only",)
+    cflags = ("-mgeneral-regs-only", "-mno-outline-atomics")  # no libgcc atomics helpers, as Linux builds
     ld_format, ld_arch = "elf64-littleaarch64", "aarch64"
     layout = "the upper half"
     reloc_names: ClassVar[dict[int, str]] = {

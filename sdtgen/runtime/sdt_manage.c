@@ -49,7 +49,7 @@ static SDT_CODE void move(struct sdt_site *to, const struct sdt_site *from)
 {
 	sdt_word site = sdt_site_address(from), probe = sdt_rel(&from->probe);
 
-	*to = *from;
+	sdt_copy(to, from, sizeof(*to));
 	to->site = (sdt_s32)(site - (sdt_word)&to->site);
 	to->probe = (sdt_s32)(probe - (sdt_word)&to->probe);
 }
@@ -137,7 +137,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
 		return SDT_ERR_INIT;
-	sdt_hooks = *hooks;
+	sdt_copy(&sdt_hooks, hooks, sizeof(sdt_hooks));
 	sites = (struct sdt_site *)s0;
 	sites_end = (struct sdt_site *)s1;
 	sort_sites(sites, n);
@@ -434,13 +434,13 @@ typedef void (*recorder_fn)(sdt_word, sdt_word, sdt_word, sdt_word, sdt_word, sd
 static SDT_CODE void fire(struct sdt_frame *f, const struct sdt_site *s)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
-	sdt_word a[SDT_MAX_ARGS] = {0};
+	sdt_word a[SDT_MAX_ARGS];
 	unsigned k;
 
 	if (!p->recorder)
 		return;
-	for (k = 0; k < p->nargs; k++)
-		a[k] = sdt_arch_arg(f, k, s->form);
+	for (k = 0; k < SDT_MAX_ARGS; k++)
+		a[k] = k < p->nargs ? sdt_arch_arg(f, k, s->form) : 0;
 	((recorder_fn)sdt_rel(&p->recorder))(a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 

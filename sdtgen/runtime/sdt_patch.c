@@ -78,11 +78,12 @@ static SDT_CODE int poke_same(const sdt_u8 *a, const sdt_u8 *b, unsigned n)
 
 static SDT_CODE void poke_protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
 {
-	unsigned i, k, at, width, slow = 0, bp = sdt_arch_bp_len, unit = sdt_arch_tail_unit;
-	int single = 0;
+	unsigned i, k, at, width, bp = sdt_arch_bp_len, unit = sdt_arch_tail_unit;
+	int single = 0, slow = 0;
 
 	for (i = 0; i < n; i++) {
 		unsigned first = p[i].size, last = 0;
+		p[i].slow = 0;
 		for (k = 0; k < p[i].size; k++)
 			if (p[i].old[k] != p[i].new[k]) {
 				first = first < k ? first : k;
@@ -94,31 +95,26 @@ static SDT_CODE void poke_protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias
 			poke_store(&p[i], alias, lo, at, p[i].new, width);
 			single = 1;
 		} else {
-			struct sdt_poke t = p[i];	/* kept in address order: sdt_poke_find bisects */
-			for (k = slow; k > 0 && p[k - 1].addr > t.addr; k--)
-				p[k] = p[k - 1];
-			p[k] = t;
-			slow++;
+			p[i].slow = 1;
+			slow = 1;
 		}
 	}
 	if (single)
 		poke_sync();
 	if (!slow)
 		return;
-	ninflight = slow;
-	__atomic_store_n(&refs, 1, __ATOMIC_RELEASE);
-	sdt_store_release(&inflight, p);
-	for (i = 0; i < slow; i++)
-		if (!poke_same(p[i].old, sdt_arch_bp, bp))
+	for (i = 0; i < n; i++)
+		if (p[i].slow && !poke_same(p[i].old, sdt_arch_bp, bp))
 			poke_store(&p[i], alias, lo, 0, sdt_arch_bp, bp);
 	poke_sync();
-	for (i = 0; i < slow; i++)
-		for (k = bp; k < p[i].size; k += unit)
+	for (i = 0; i < n; i++)
+		for (k = bp; p[i].slow && k < p[i].size; k += unit)
 			if (!poke_same(p[i].old + k, p[i].new + k, unit))
 				poke_store(&p[i], alias, lo, k, p[i].new, unit);
 	poke_sync();
-	for (i = 0; i < slow; i++)
-		poke_store(&p[i], alias, lo, 0, p[i].new, bp);
+	for (i = 0; i < n; i++)
+		if (p[i].slow)
+			poke_store(&p[i], alias, lo, 0, p[i].new, bp);
 	poke_sync();
 }
 #endif
@@ -139,16 +135,28 @@ SDT_CODE void sdt_poke_batch(struct sdt_poke *p, unsigned n)
 		lo = p[i].addr < lo ? p[i].addr : lo;
 		hi = p[i].addr + p[i].size > hi ? p[i].addr + p[i].size : hi;
 	}
+	for (i = 1; i < n; i++) {	/* in address order: sdt_poke_find bisects the batch */
+		struct sdt_poke t;
+		unsigned k;
+		sdt_copy(&t, &p[i], sizeof(t));
+		for (k = i; k > 0 && p[k - 1].addr > t.addr; k--)
+			sdt_copy(&p[k], &p[k - 1], sizeof(t));
+		sdt_copy(&p[k], &t, sizeof(t));
+	}
+	/* Published for the whole change: a CPU that traps on a breakpoint being written, or on one a single
+	 * store just armed, is resolved as the site's new state. */
+	ninflight = n;
+	__atomic_store_n(&refs, 1, __ATOMIC_RELEASE);
+	sdt_store_release(&inflight, p);
 	alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
 	poke_protocol(p, n, alias, lo);
 	for (i = 0; i < n; i++)
 		sdt_store_release(&p[i].site->state, p[i].state);
-	if (inflight) {	/* unpublish, then wait for the trap handlers still looking at it */
-		sdt_store_release(&inflight, (struct sdt_poke *)0);
-		__atomic_sub_fetch(&refs, 1, __ATOMIC_ACQ_REL);
-		while (__atomic_load_n(&refs, __ATOMIC_ACQUIRE))
-			;
-	}
+	/* unpublish, then wait for the trap handlers still looking at it */
+	sdt_store_release(&inflight, (struct sdt_poke *)0);
+	__atomic_sub_fetch(&refs, 1, __ATOMIC_ACQ_REL);
+	while (__atomic_load_n(&refs, __ATOMIC_ACQUIRE))
+		;
 	if (sdt_hooks.text_close)
 		sdt_hooks.text_close(alias, hi - lo);
 }

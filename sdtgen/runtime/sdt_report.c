@@ -26,8 +26,9 @@ static SDT_CODE void line_hex(struct line *l, sdt_u64 v, unsigned digits)
 
 SDT_CODE void sdt_report(const char *text)
 {
-	struct line l = {{0}, 0};
+	struct line l;
 
+	l.n = 0;
 	if (!sdt_hooks.report)
 		return;
 	line_put(&l, "sdt: ", 8);
@@ -41,9 +42,10 @@ SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const 
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
-	struct line l = {{0}, 0};
+	struct line l;
 	unsigned i;
 
+	l.n = 0;
 	if (!sdt_hooks.report)
 		return;
 	line_put(&l, "sdt: ", 8);
