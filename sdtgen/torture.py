@@ -230,12 +230,21 @@ class Torture:
 
 
 def legit_instructions(arch, addr: int, *states: bytes) -> frozenset[tuple[int, bytes]]:
-    """(address, bytes) of every instruction of the site in each state, and the transient breakpoint."""
+    """(address, bytes) of every instruction a CPU can be at in the site, in any of ``states``, and the
+    protocol's transient breakpoint. Reachable ones only: from the site's start, on past each instruction
+    that falls through (a call returns past itself); the bytes behind a breakpoint, a return or a jump are
+    never executed, whatever Capstone would make of them."""
+    from capstone import CS_GRP_INT, CS_GRP_IRET, CS_GRP_JUMP, CS_GRP_RET
+
     cs = arch.capstone()
+    cs.detail = True
     legit = {(addr, arch.breakpoint(2))}  # the protocol's transient breakpoint (int3, c.ebreak)
     for code in states:
-        for a, size, _, _ in cs.disasm_lite(code, addr):
-            legit.add((a, code[a - addr:a - addr + size]))
+        for insn in cs.disasm(code, addr):
+            legit.add((insn.address, bytes(insn.bytes)))
+            if any(insn.group(g) for g in (CS_GRP_INT, CS_GRP_IRET, CS_GRP_JUMP, CS_GRP_RET)) \
+                    or bytes(insn.bytes) in (arch.breakpoint(2), arch.breakpoint(4)):
+                break
     return frozenset(legit)
 
 

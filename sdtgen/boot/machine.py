@@ -119,6 +119,7 @@ class Machine:
         self._detailed = None  # a Capstone handle with operand details, made on the first fault
         self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
         self._pc = 0  # where step() goes on
+        self._stepping = False  # a call begun by begin_call() has not returned yet
         self._counted = False  # the code translated so far counts instructions (see step)
 
     def cpu_stack_top(self, cpu: int) -> int:
@@ -156,8 +157,9 @@ class Machine:
 
     @property
     def depth(self) -> int:
-        """Calls in progress on this CPU (a host call made inside a trap is nested in the one it stopped)."""
-        return self._depth
+        """Calls in progress on this CPU (a host call made inside a trap is nested in the one it stopped);
+        a call run in quanta (``begin_call``, ``step``) counts until it returns."""
+        return self._depth + self._stepping
 
     @property
     def watchdog(self) -> Watchdog:
@@ -429,6 +431,7 @@ class Machine:
         """Set up ``func(*args)`` on this CPU's stack; ``step`` runs it."""
         self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
         self._pc = func
+        self._stepping = True
 
     def step(self, count: int) -> bool:
         """Run this CPU's call for at most ``count`` instructions; True once it has returned."""
@@ -437,8 +440,13 @@ class Machine:
             # an uncounted run (call()) would run past the count, so it is translated again.
             self.uc.ctl_flush_tb()
             self._counted = True
-        after = self._slice(self._pc, count)
+        try:
+            after = self._slice(self._pc, count)
+        except GuestFault:
+            self._stepping = False
+            raise
         if after is RETURNED:
+            self._stepping = False
             return True
         self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
         return False
