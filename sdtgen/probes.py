@@ -70,8 +70,10 @@ class Site:
     @property
     def where(self) -> str:
         """The site's place in the one diagnostic format: ``section:function+0xoff`` (``section+0xoff``)."""
-        return f"{self.section}:{self.function}" if self.function and "+" in self.function \
-            else f"{self.section}+{self.offset:#x}"
+        from sdtgen.errors import place
+
+        func, plus, off = self.function.rpartition("+")
+        return place(self.section, func, int(off, 16)) if plus and func else place(self.section, None, self.offset)
 
 
 class Named(Protocol):

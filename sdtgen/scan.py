@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
 from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, ISEN, REF, Arch, UnsupportedReloc
-from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile
+from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Section
+from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
@@ -128,18 +128,17 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
                 raise elf.fail(f"a relocation against {printable(wanted[r.sym])} lies outside its section",
                                "the object is damaged; rebuild it", where=place(target.name, None, r.offset))
             found.append((target, r, wanted[r.sym]))
-    funcs = elf.functions_in({target.index for target, _, _ in found})
+    funcs = SymbolIndex(elf, CODE, {target.index for target, _, _ in found})
     sites: list[Site] = []
-    namers: dict[int, _FunctionNamer] = {}
     specs: dict[str, str] = {}  # one spec string a probe, not one a site
     for target, r, sym in found:
-        namer = namers.get(target.index) or namers.setdefault(target.index, _FunctionNamer(funcs.get(target.index, [])))
         try:
-            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec, namer.start(r.offset))
+            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec,
+                                  funcs.preceding(r.offset, target.index) or 0)
         except UnsupportedReloc:
             raise elf.fail(f"{arch.reloc_name(r.type)} against {printable(sym)} is not a relocation sdtgen "
                            "understands", "compile probe sites as direct calls (see README, 'Diagnostics')",
-                           where=namer.place(target.name, r.offset)) from None
+                           where=section_place(funcs, target, r.offset)) from None
         form, detail = shape.form, shape.detail
         owner = probe_symbol(sym)
         if owner != sym:  # an is-enabled check: patchable only as a plain call
@@ -151,7 +150,7 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
             symbol=sym, section=target.name, offset=shape.start,
             text_offset=shape.start if target.name == ".text" else None,
             reloc=arch.reloc_name(r.type), form=form, length=shape.length,
-            detail=detail, function=namer.name(shape.start),
+            detail=detail, function=funcs.name(shape.start, target.index),
         ))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     by_name = {target.name: target.index for target, _, _ in found}
@@ -171,31 +170,8 @@ def read_descriptors(elf: ElfFile) -> dict[str, Probe]:
                        "define probes with the SDT_PROBE_DEFINE macros of sdtgen's sdt.h") from None
 
 
-class _FunctionNamer:
-    """Names an offset in a section as function+0xoff, from the object's own symbols."""
-
-    def __init__(self, funcs: list[tuple[int, int, str]]) -> None:
-        self.funcs = funcs
-
-    def start(self, offset: int) -> int:
-        """Where the function holding ``offset`` starts (an instruction boundary); 0 when none does."""
-        i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
-        return self.funcs[i][0] if i >= 0 else 0
-
-    def _at(self, offset: int) -> tuple[str, int] | None:
-        i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
-        if i >= 0:
-            value, size, name = self.funcs[i]
-            if size == 0 or offset < value + size:
-                return name, offset - value
-        return None
-
-    def name(self, offset: int) -> str:
-        """``function+0xoff`` (a bare ``0xoff`` outside any function)."""
-        found = self._at(offset)
-        return f"{found[0]}+{found[1]:#x}" if found else f"{offset:#x}"
-
-    def place(self, section: str, offset: int) -> str:
-        """The one symbolizer's form: ``section:function+0xoff``, or ``section+0xoff`` outside functions."""
-        found = self._at(offset)
-        return place(section, printable(found[0]), found[1]) if found else place(section, None, offset)
+def section_place(index: SymbolIndex, section: Section, offset: int) -> str:
+    """``section:function+0xoff`` of an offset in a relocatable object's section (``section+0xoff``
+    outside every function)."""
+    found = index.containing(offset, section.index)
+    return place(section.name, printable(found[0]), found[1]) if found else place(section.name, None, offset)

@@ -13,20 +13,20 @@ import bisect
 import contextlib
 import os
 import stat
-import struct
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
+from sdtgen.elf.structs import Layout, layout
 from sdtgen.errors import SdtError
 
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 0, 1, 2, 3, 4
-SHT_NOBITS, SHT_REL, SHT_SYMTAB_SHNDX = 8, 9, 18
+SHT_NOBITS, SHT_REL, SHT_DYNSYM, SHT_SYMTAB_SHNDX = 8, 9, 11, 18
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 0, 1, 2, 3, 4
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_GNU_IFUNC = 0, 1, 2, 3, 4, 10
 STV_DEFAULT, STV_HIDDEN = 0, 2
 PT_LOAD = 1
 
@@ -182,15 +182,14 @@ class ElfFile:
         self.is64 = ei_class == 2
         self.little = ei_data == 1
         self.bits = 64 if self.is64 else 32
-        e = "<" if self.little else ">"
-        self.endian = e
-        hdr = struct.Struct(e + ("HHIQQQIHHHHHH" if self.is64 else "HHIIIIIHHHHHH"))
+        self.layout: Layout = layout(self.is64, self.little)
+        self.endian = self.layout.endian
+        hdr = self.layout.ehdr
         if len(d) < 16 + hdr.size:
             raise self._bad("the ELF header is truncated")
         (self.type, self.machine, _ver, self.entry, self.phoff, self.shoff, self.flags, _ehsize,
          self.phentsize, self.phnum, self.shentsize, shnum, shstrndx) = hdr.unpack_from(d, 16)
         self._shnum_raw, self._shstrndx_raw = shnum, shstrndx
-        self._ptr = "Q" if self.is64 else "I"
 
     @property
     def type_name(self) -> str:
@@ -200,8 +199,7 @@ class ElfFile:
     def _parse_sections(self) -> list[Section]:
         if self.shoff == 0:
             return []
-        fmt = self.endian + ("IIQQQQIIQQ" if self.is64 else "IIIIIIIIII")
-        sh = struct.Struct(fmt)
+        sh = self.layout.shdr
         if self.shentsize != sh.size:
             raise self._bad(f"section header size {self.shentsize}, expected {sh.size}")
         self._check_range(self.shoff, sh.size, "the section header table")
@@ -291,20 +289,19 @@ class ElfFile:
         return {name: self._symbol_row(i)[4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
 
     @cached_property
-    def _symtab_info(self) -> tuple[struct.Struct, memoryview, Section | None, list[int] | None]:
+    def _symtab_info(self) -> tuple[object, memoryview, Section | None, list[int] | None]:
         """How to read .symtab, checked once; rows are then decoded as they are needed, never all kept."""
         st = self.symtab
-        fmt = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
+        fmt = self.layout.sym
         if st is None:
             return fmt, memoryview(b""), None, None
-        if st.entsize != fmt.size or st.size % fmt.size:
-            raise self._bad(f"symbol table {st.name} has entry size {st.entsize}, expected {fmt.size}")
+        view = self._table_view(st)
         strsec = self.section_at(st.link)
         xindex = None
         for s in self.sections:
             if s.type == SHT_SYMTAB_SHNDX and s.link == st.index:
-                xindex = list(struct.unpack_from(f"{self.endian}{s.size // 4}I", self.data, s.offset))
-        view = self.contents(st)
+                self._check_range(s.offset, s.size, f"section {s.name}")
+                xindex = [v for (v,) in self.layout.u32.iter_unpack(self.data[s.offset:s.offset + s.size // 4 * 4])]
         nsec = len(self.sections)
         shndx_at = 3 if self.is64 else 5
         for i, row in enumerate(fmt.iter_unpack(view)):
@@ -323,15 +320,11 @@ class ElfFile:
         return xindex[i]
 
     def _symbol_rows(self):
-        fmt, view, _, _ = self._symtab_info
-        if self.is64:
-            return fmt.iter_unpack(view)
-        return ((n, i, o, x, v, s) for n, v, s, i, o, x in fmt.iter_unpack(view))
+        return self.layout.sym_rows(self._symtab_info[1])
 
     def _symbol_row(self, index: int) -> tuple[int, ...]:
         fmt, view, _, _ = self._symtab_info
-        row = fmt.unpack_from(view, index * fmt.size)
-        return row if self.is64 else (row[0], row[3], row[4], row[5], row[1], row[2])
+        return self.layout.sym_row(fmt.unpack_from(view, index * fmt.size))
 
     @cached_property
     def symbols(self) -> list[Symbol]:
@@ -402,10 +395,10 @@ class ElfFile:
     def relocations(self, rsec: Section, only_syms: set[int] | dict[int, str] | None = None) -> list[Reloc]:
         """Decode one relocation section, optionally keeping only some symbols."""
         rela = rsec.type == SHT_RELA
-        st = self._reloc_structs[rela]
+        st = self.layout.reloc(rela)
         if rsec.entsize != st.size or rsec.size % st.size:
             raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
-        shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
+        shift, mask = self.layout.r_shift, self.layout.r_mask
         self._check_range(rsec.offset, rsec.size, f"relocation section {rsec.name}")
         blob = bytes(self.data[rsec.offset:rsec.offset + rsec.size])  # searched as bytes, read once
         if only_syms is not None and len(only_syms) <= 8:
@@ -416,14 +409,12 @@ class ElfFile:
                     for t in rows if t[1] >> shift in only_syms]
         return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0) for t in rows]
 
-    def _relocations_against(self, blob: bytes, st: struct.Struct, rela: bool, syms) -> list[Reloc]:
+    def _relocations_against(self, blob: bytes, st, rela: bool, syms) -> list[Reloc]:
         """The rows of a few symbols, found by searching for their index bytes in r_info: a kernel
         object's 70,000 relocations are never decoded one by one in Python for 7,000 matches."""
-        word = 8 if self.is64 else 4
-        # Where r_info's symbol bytes sit in a row, and how many there are.
-        at, width = (word + (4 if self.little else 0), 4) if self.is64 else (word + (1 if self.little else 0), 3)
+        at, width = self.layout.r_sym_at, self.layout.r_sym_width  # r_info's symbol bytes in a row
         order = "little" if self.little else "big"
-        shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
+        shift, mask = self.layout.r_shift, self.layout.r_mask
         size, out = st.size, []  # (where in the section, relocation)
         for sym in syms:
             if not 0 <= sym < 1 << (8 * width):
@@ -440,19 +431,12 @@ class ElfFile:
             out.sort(key=lambda found: found[0])  # file order, as the full decode gives them
         return [r for _, r in out]
 
-    @cached_property
-    def _reloc_structs(self) -> dict[bool, struct.Struct]:
-        word = "Q" if self.is64 else "I"
-        return {False: struct.Struct(self.endian + word * 2),
-                True: struct.Struct(self.endian + word * 2 + ("q" if self.is64 else "i"))}
-
     # -- segments and addresses ---------------------------------------------------
     @cached_property
     def segments(self) -> list[Segment]:
         if self.phoff == 0 or self.phnum == 0:
             return []
-        fmt = self.endian + ("IIQQQQQQ" if self.is64 else "IIIIIIII")
-        ph = struct.Struct(fmt)
+        ph = self.layout.phdr
         if self.phentsize != ph.size:
             raise self._bad(f"program header size {self.phentsize}, expected {ph.size}")
         self._check_range(self.phoff, self.phnum * ph.size, "the program header table")
@@ -503,27 +487,42 @@ class ElfFile:
                 out[s.name] = s
         return out
 
-    def functions_in(self, sections: set[int]) -> dict[int, list[tuple[int, int, str]]]:
-        """(value, size, name) of the function symbols in some sections, sorted by value.
+    @cached_property
+    def dynsym(self) -> Section | None:
+        return next((s for s in self.sections if s.type == SHT_DYNSYM), None)
+
+    def typed_symbols(self, types: tuple[int, ...], sections: set[int] | None = None):
+        """(section index, value, size, name) of the symbols of some types (STT_*) defined in a section
+        (in ``sections`` when given), from .symtab, or from .dynsym when the file was stripped.
 
         Decodes only those symbols' names: naming 20,000 sites must not decode 200,000 symbols.
         """
-        _, _, strsec, xindex = self._symtab_info
-        out: dict[int, list[tuple[int, int, str]]] = {}
-        strings = bytes(self.contents(strsec)) if strsec is not None else b""
-        for i, (name, info, _other, shndx, value, size) in enumerate(self._symbol_rows()):
-            if info & 0xF != STT_FUNC:
+        if self.symtab is not None:
+            _, view, strsec, xindex = self._symtab_info
+        elif self.dynsym is not None:
+            view, strsec, xindex = self._table_view(self.dynsym), self.section_at(self.dynsym.link), None
+        else:
+            return
+        if strsec is None:
+            return
+        strings = bytes(self.contents(strsec))
+        nsec = len(self.sections)
+        for i, (name, info, _other, shndx, value, size) in enumerate(self.layout.sym_rows(view)):
+            if info & 0xF not in types or shndx == SHN_UNDEF:
                 continue
             shndx = self._real_shndx(i, shndx, xindex)
-            if shndx in sections and strsec is not None:
-                end = strings.find(b"\0", name)
-                if name >= len(strings) or end < 0:  # the message is built only when it is needed
-                    self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}")
-                nm = strings[name:end].decode("utf-8", "backslashreplace")
-                out.setdefault(shndx, []).append((value, size, nm))
-        for funcs in out.values():
-            funcs.sort(key=lambda f: (f[0], -f[1]))
-        return out
+            if shndx >= nsec or (sections is not None and shndx not in sections):
+                continue  # ABS, COMMON: in no section
+            end = strings.find(b"\0", name)
+            if name >= len(strings) or end < 0:  # the message is built only when it is needed
+                self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}")
+            yield shndx, value, size, strings[name:end].decode("utf-8", "backslashreplace")
+
+    def _table_view(self, sec: Section) -> memoryview:
+        fmt = self.layout.sym
+        if sec.entsize != fmt.size or sec.size % fmt.size:
+            raise self._bad(f"symbol table {sec.name} has entry size {sec.entsize}, expected {fmt.size}")
+        return self.contents(sec)
 
     def symbol(self, index: int) -> Symbol:
         """One symbol of .symtab, decoded alone."""
