@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
+from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.errors import SdtError
 from sdtgen.image import Image
 from sdtgen.probes import Site
@@ -96,6 +97,9 @@ class StabilityReport:
 
 
 def check(result: ScanResult, image: Image, find_extra: bool = False) -> StabilityReport:
+    if stripped(image.elf):
+        raise image.elf.fail("is stripped (no symbol table): check finds each site's stub and function by "
+                             "their symbols", STRIPPED_FIX)
     sites = [s for s in result.sites if s.form != REF]
     entries = image.sites()
     mode = entries[0].mode if entries else "reloc"

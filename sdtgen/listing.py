@@ -94,7 +94,10 @@ def _has_sdt(elf: ElfFile) -> bool:
 
     if elf.type == ET_REL:
         return elf.section(DESC_SECTION) is not None or bool(elf.symbol_indices_with_prefix(DEFAULT_PREFIX))
-    return bool(elf.symbol_values("__start_set_sdt_"))
+    from sdtgen.elf.linkerset import linker_set
+    from sdtgen.table import PROBES_SET
+
+    return linker_set(elf, PROBES_SET) is not None
 
 
 def list_probes(path: str) -> list[ListedProbe]:
