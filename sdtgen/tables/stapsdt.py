@@ -69,9 +69,10 @@ def _site(fields: Fields, names: Namer, base_sec, at: int, size: int, word: int)
     provider, raw_name, args = (p.decode("utf-8", "backslashreplace") for p in parts[:3])
     if base_sec is not None and base is not None and base.section is None and not fields.relocatable:
         delta = base_sec.addr - base.value  # the file moved after the notes were written (prelink)
-        pc = Place(None, pc.value + delta)
+        mask = (1 << fields.elf.bits) - 1  # address arithmetic wraps at the address width
+        pc = Place(None, (pc.value + delta) & mask)
         if semaphore is not None:
-            semaphore = Place(None, semaphore.value + delta)
+            semaphore = Place(None, (semaphore.value + delta) & mask)
     return TableSite("stapsdt", provider, names.name(pc), listed_name(raw_name), pc, raw_name,
                      parse_args(args), semaphore)
 

@@ -70,3 +70,21 @@ def test_a_vmlinux_style_image_reads_between_start_and_stop_mcount_loc(traced, t
     got = listed(image)
     assert sorted(a for p in got for a in p["addresses"]) == sorted(readelf.words(data[lo:hi], word))
     assert {p["name"] for p in got} == TRACED
+
+
+def test_an_entry_outside_every_section_is_named_by_no_function(builder):
+    """A function without .size (assembler code) is a label: it holds bytes up to the end of its
+    section, not every address after it. readelf shows the entry lies in no section."""
+    b = builder("x86_64")
+    src = b.dir / "label.s"
+    src.write_text(".text\n.globl start\n.type start, @function\nstart: ret\n"
+                   ".section __mcount_loc, \"a\"\n.quad start\n.quad start + 0x100000\n")
+    obj = b.dir / "label.o"
+    __import__("helpers").run(["as", "-o", str(obj), str(src)])
+    exe = b.link("label", [obj], "-no-pie", "-Wl,-e,start")
+    start = next(s for s in readelf.symbols(exe).values() if s.name == "start")
+    assert start.size == 0
+    outside = start.value + 0x100000
+    assert not any(s.addr <= outside < s.addr + s.size for s in readelf.sections(exe))
+    got = {p["addresses"][0]: p["function"] for p in listed(exe)}
+    assert got == {start.value: "start", outside: ""}
