@@ -23,7 +23,8 @@ from sdtgen.errors import SdtError
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 0, 1, 2, 3, 4
 SHT_NOBITS, SHT_REL, SHT_DYNSYM, SHT_SYMTAB_SHNDX = 8, 9, 11, 18
-SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x1, 0x2, 0x4, 0x800
+ELFCOMPRESS_ZLIB = 1
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_GNU_IFUNC = 0, 1, 2, 3, 4, 10
@@ -138,6 +139,7 @@ class ElfFile:
             raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
         self.data = memoryview(self._map)
         self._names: dict[tuple[int, int], str] = {}  # (table, offset) -> name: symbols share names
+        self._inflated: dict[int, memoryview] = {}  # compressed sections, decompressed once
         try:
             self._parse_header()
             self.sections = self._parse_sections()
@@ -272,9 +274,38 @@ class ElfFile:
         return self.sections[index]
 
     def contents(self, sec: Section) -> memoryview:
+        """A section's bytes; an SHF_COMPRESSED one decompressed (zlib, as the gABI defines it)."""
         if sec.type == SHT_NOBITS:
             return memoryview(b"")
+        if sec.flags & SHF_COMPRESSED:
+            return self._decompressed(sec)
         return self.data[sec.offset:sec.offset + sec.size]
+
+    def _decompressed(self, sec: Section) -> memoryview:
+        cached = self._inflated.get(sec.index)
+        if cached is not None:
+            return cached
+        what = f"section {sec.name} is compressed (SHF_COMPRESSED)"
+        if sec.is_alloc:  # the gABI forbids it: a loader maps the bytes as they are
+            raise self._bad(f"{what} but loaded (SHF_ALLOC), which no loader can use")
+        chdr = self.layout.chdr
+        if sec.size < chdr.size:
+            raise self._bad(f"{what} but shorter than its compression header")
+        ctype, *_, size, _align = chdr.unpack_from(self.data, sec.offset)
+        if ctype != ELFCOMPRESS_ZLIB:
+            raise self.fail(f"{what} with compression type {ctype}, which sdtgen does not read (zlib only)",
+                            "rebuild it with the section uncompressed")
+        import zlib
+
+        inflate = zlib.decompressobj()
+        try:  # never more than the header promises, and the header is bounded by what a file can hold
+            out = inflate.decompress(self.data[sec.offset + chdr.size:sec.offset + sec.size], min(size, 1 << 32) + 1)
+        except zlib.error as e:
+            raise self._bad(f"{what} but its zlib data is damaged ({e})") from None
+        if len(out) != size:
+            raise self._bad(f"{what} to {size} bytes, but its data inflates to {len(out)}")
+        self._inflated[sec.index] = view = memoryview(out)
+        return view
 
     # -- symbols -----------------------------------------------------------------
     @cached_property
