@@ -12,7 +12,8 @@ from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import FLAG_SYMBOL, ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
 from sdtgen.recorder import render_recorders
-from sdtgen.scan import ScanResult, open_relocatable, scan_elf
+from sdtgen.elf.symbols import CODE, SymbolIndex
+from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
 ANCHOR_PREFIX = "__sdt_site_"
@@ -102,8 +103,13 @@ def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytearray | None
     if have == want:
         return None
     if have:
-        raise elf.fail("already carries sdtgen site anchors for a different set of sites",
-                       "rerun the partial link (ld -r) before `sdtgen gen`")
+        # ld -r carried them over from an input that `gen` was given (and rewrote): name where.
+        shndx, value, _ = min(have.values())
+        where = section_place(SymbolIndex(elf, CODE, {shndx}), elf.section_at(shndx), value)
+        raise elf.fail(f"already carries {len(have)} sdtgen site anchors (the first at {where}) but has "
+                       f"{len(want)} sites: an object linked into it went through `sdtgen gen`, which adds "
+                       "anchors to the object it is given", "rebuild the objects `sdtgen gen` was run on, "
+                       "rerun the partial link (ld -r), and run gen only on its output")
     return add_symbols(elf, anchors)
 
 
