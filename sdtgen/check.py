@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
 from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
-from sdtgen.errors import SdtError
+from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import Site
 from sdtgen.scan import ScanResult
@@ -119,8 +119,8 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
         if verdict.status == STABLE and earlier is not None:
             # Two sites, one address: identical code folding kept one copy of both functions.
             verdict.status = FOLDED
-            verdict.cause = f"identical code folding merged {site.function.partition('+')[0]} into " \
-                            f"{earlier.site.function.partition('+')[0]}; the copy kept fires for both"
+            verdict.cause = f"identical code folding merged {printable(site.function.partition('+')[0])} into " \
+                            f"{printable(earlier.site.function.partition('+')[0])}; the copy kept fires for both"
         elif verdict.actual is not None:
             first_at.setdefault(verdict.actual, verdict)
         report.verdicts.append(verdict)
@@ -172,15 +172,16 @@ def _branches_to(image: Image, addr: int, d: Decoded | None, site: Site, stub: i
 def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
     stub_sym = image.symbols.get(site.symbol)
     if stub_sym is None:
-        return Verdict(site, MISSING, None, cause=f"the image defines no {site.symbol}: the stubs were not linked")
+        return Verdict(site, MISSING, None,
+                       cause=f"the image defines no {printable(site.symbol)}: the stubs were not linked")
     stub = stub_sym.value
     if entry is None:
         return Verdict(site, MISSING, None, cause="the image's table has no entry for this site")
     listed = entry.probe.isenabled if site.form == ISEN else entry.probe.stub
     if entry.probe.spec != site.probe or listed != stub or entry.form != site.form:
         return Verdict(site, MISSING, entry.addr, cause=(
-            f"table entry {entry.index} is for {entry.probe.spec} ({entry.form}) at stub {listed:#x}, not "
-            f"{site.probe} ({site.form}) at {stub:#x}: the table does not belong to this object"))
+            f"table entry {entry.index} is for {printable(entry.probe.spec)} ({entry.form}) at stub {listed:#x}, not "
+            f"{printable(site.probe)} ({site.form}) at {stub:#x}: the table does not belong to this object"))
     here = _decode(image, entry.addr, site.length)
     if _branches_to(image, entry.addr, here, site, stub):
         return Verdict(site, STABLE, entry.addr, entry.addr)
@@ -201,10 +202,11 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
     func = site.function.partition("+")[0]
     if func and func not in image.symbols:
         return Verdict(site, MISSING, entry.addr,
-                       cause=f"{func} is not in the image (removed by --gc-sections, inlined or folded by ICF)")
+                       cause=f"{printable(func)} is not in the image (removed by --gc-sections, inlined or folded "
+                             "by ICF)")
     return Verdict(site, MISSING, entry.addr,
-                   cause=f"the entry points at {image.symbolize(entry.addr)} holding {seen}, and no {site.form} "
-                         f"to {site.symbol} is left in {func or 'its function'}",
+                   cause=f"the entry points at {printable(image.symbolize(entry.addr))} holding {seen}, and no "
+                         f"{site.form} to {printable(site.symbol)} is left in {printable(func) or 'its function'}",
                    fix="rebuild; if it persists, report the link mode (see README, 'Diagnostics')")
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from sdtgen.arch.base import ISEN, REF
 from sdtgen.atomic import check_outputs, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
+from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import FLAG_SYMBOL, ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
 from sdtgen.recorder import render_recorders
-from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 

@@ -137,3 +137,22 @@ def test_image_reads_use_one_index_by_address_not_a_walk_over_every_section(kern
         probes = img.probes()
     assert report.ok and report.count("stable") == 21 and len(probes) == 18
     assert CountingList.walks < 10  # a handful of setup walks, none per read
+
+
+def test_a_long_name_from_the_file_is_cut_and_sdtgens_own_words_are_not(tmp_path):
+    """A 230-character probe spec is shown to 200 characters; the sentence around it stays whole."""
+    from helpers import compile_c, partial_link
+
+    provider, module = "p" * 150, "m" * 70
+    obj = compile_c(tmp_path, "long", f"""#include <sdt.h>
+SDT_PROBE_DEFINE1({provider}, {module}, f, n, "int");
+int f(int x) {{ SDT_PROBE1({provider}, {module}, f, n, x); return x + 1; }}
+""")
+    partial = partial_link(tmp_path, "kernel", obj)
+    image = corrupt_site_entry(final_link(tmp_path, partial), tmp_path / "corrupt.elf", 0, 3)
+    proc = sdtgen("check", partial, image)
+    assert proc.returncode == 1
+    (line,) = [ln for ln in proc.stderr.splitlines() if ": error: .text:f+" in ln]
+    spec = f"{provider}:{module}:f:n"
+    assert f": {spec[:200]}...({len(spec) - 200} more characters) moved by -0x3: the table entry points at `" in line
+    assert line.endswith("; the table is corrupt: rerun `sdtgen gen` and relink")
