@@ -14,6 +14,7 @@ from sdtgen.probes import (
     DESC_SECTION,
     FLAG_SYMBOL,
     ISENABLED_PREFIX,
+    DescriptorConflict,
     DescriptorError,
     Probe,
     Site,
@@ -60,11 +61,22 @@ def merged(results: list[ScanResult]) -> ScanResult:
             raise SdtError(r.object, f"is {r.arch.name} but {first.object} is {first.arch.name}",
                            "give objects of one image")
     probes: dict[str, Probe] = {}
+    owner: dict[str, str] = {}
     for r in results:
         for sym, p in r.probes.items():
-            probes.setdefault(sym, p)
+            first = probes.setdefault(sym, p)
+            owner.setdefault(sym, r.object)
+            if first != p and first.described and p.described:
+                raise SdtError(r.object, f"defines probe {printable(p.spec)} ({_args(p)}) with stub symbol "
+                               f"{printable(sym)}, which {owner[sym]} defines as {printable(first.spec)} "
+                               f"({_args(first)})", "define each probe once, with one list of argument types "
+                               "and names that make distinct stub symbols")
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
                       probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
+
+
+def _args(probe: Probe) -> str:
+    return printable(", ".join(probe.args)) or "no arguments"
 
 
 def open_relocatable(path: str) -> ElfFile:
@@ -165,6 +177,8 @@ def read_descriptors(elf: ElfFile) -> dict[str, Probe]:
         return {}
     try:
         return parse_descriptors(bytes(elf.contents(sec)))
+    except DescriptorConflict as e:
+        raise elf.fail(str(e), e.fix, where=place(DESC_SECTION, None, e.where)) from None
     except DescriptorError as e:
         raise elf.fail(f"bad probe descriptors in {DESC_SECTION}: {e}",
                        "define probes with the SDT_PROBE_DEFINE macros of sdtgen's sdt.h") from None
