@@ -66,6 +66,11 @@ def packages() -> list[str]:
     return out
 
 
+def for_machine(machine: int) -> Arch | None:
+    """The architecture of an ELF e_machine, or None when sdtgen has none for it."""
+    return next((a for a in _registry().values() if a.machine == machine), None)
+
+
 def for_elf(elf) -> Arch:
     arch = next((a for a in _registry().values() if a.machine == elf.machine), None)
     if arch is None:

@@ -51,6 +51,9 @@ class AArch64(Arch):
         R_AARCH64_ADR_GOT_PAGE: "R_AARCH64_ADR_GOT_PAGE", R_AARCH64_LD64_GOT_LO12_NC: "R_AARCH64_LD64_GOT_LO12_NC",
         **{t: f"R_AARCH64_MOVW_UABS_G{(t - 263) // 2}{'_NC' if t % 2 == 0 else ''}" for t in R_AARCH64_MOVW},
     }
+    # R_AARCH64_ABS64, ABS32, PREL64, PREL32
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {257: (8, False), 258: (4, False), 260: (8, True),
+                                                           261: (4, True)}
     understood = frozenset(reloc_names)
     branch_mnemonics = frozenset({"bl", "b"})
     relative_reloc = 1027  # R_AARCH64_RELATIVE

@@ -79,6 +79,11 @@ class Arch:
     bits: int
     little: bool = True
     reloc_names: ClassVar[dict[int, str]] = {}
+    # The data relocations a table's fields carry (USDT notes, __mcount_loc, __jump_table, sdtgen's
+    # sets): relocation type -> (field bytes, PC-relative). Label differences a linker resolves as an
+    # ADD/SUB pair (RISC-V's) are in ``data_pairs``: type -> ("add" or "sub", field bytes).
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {}
+    data_pairs: ClassVar[dict[int, tuple[str, int]]] = {}
 
     # -- building for it -----------------------------------------------------------
     triple: str  # GNU triple: clang --target, Debian's cross tools

@@ -33,6 +33,7 @@ class I386(X86_64):
     layout = "where 32-bit kernels sit"
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (4, True)}  # R_386_32, PC32
     # Its own relocations, read by the x86 classify(): rel32 fields and absolute words; no GOT-slot branches,
     # since i386 has no RIP-relative addressing.
     branch_relocs = frozenset({R_386_PC32, R_386_PLT32})

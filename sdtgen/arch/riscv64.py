@@ -86,6 +86,10 @@ class RiscV64(Arch):
         R_RISCV_RVC_BRANCH: "R_RISCV_RVC_BRANCH", R_RISCV_RVC_JUMP: "R_RISCV_RVC_JUMP",
         R_RISCV_32_PCREL: "R_RISCV_32_PCREL",
     }
+    # R_RISCV_32, 64, 32_PCREL; a label difference is an ADD32/64 and SUB32/64 pair at one field.
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (8, False), 57: (4, True)}
+    data_pairs: ClassVar[dict[int, tuple[str, int]]] = {35: ("add", 4), 36: ("add", 8), 39: ("sub", 4),
+                                                         40: ("sub", 8)}
     understood = frozenset(reloc_names)
     relative_reloc = 3  # R_RISCV_RELATIVE
     kernel_base = 0xFFFFFFFF80000000

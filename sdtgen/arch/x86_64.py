@@ -82,6 +82,9 @@ class X86_64(Arch):
     layout = "the top 2 GiB, what -mcmodel=kernel expects"
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_X86_64_{n}" for n in _RELOC_NAMES.split()))
+    # R_X86_64_64, PC32, 32, 32S, PC64
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (8, False), 2: (4, True), 10: (4, False),
+                                                           11: (4, False), 24: (8, True)}
     # The relocations a probe reference can carry that sdtgen knows how to classify, by what they locate.
     branch_relocs = frozenset({R_X86_64_PC32, R_X86_64_PLT32})  # a rel32 field: a branch, or an address load
     got_relocs = frozenset({R_X86_64_GOTPCREL, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX})  # a GOT slot
