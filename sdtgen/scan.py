@@ -64,12 +64,12 @@ def merged(results: list[ScanResult]) -> ScanResult:
     owner: dict[str, str] = {}
     for r in results:
         for sym, p in r.probes.items():
-            first = probes.setdefault(sym, p)
+            known = probes.setdefault(sym, p)
             owner.setdefault(sym, r.object)
-            if first != p and first.described and p.described:
+            if known != p and known.described and p.described:
                 raise SdtError(r.object, f"defines probe {printable(p.spec)} ({_args(p)}) with stub symbol "
-                               f"{printable(sym)}, which {owner[sym]} defines as {printable(first.spec)} "
-                               f"({_args(first)})", "define each probe once, with one list of argument types "
+                               f"{printable(sym)}, which {owner[sym]} defines as {printable(known.spec)} "
+                               f"({_args(known)})", "define each probe once, with one list of argument types "
                                "and names that make distinct stub symbols")
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
                       probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
