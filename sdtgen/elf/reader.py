@@ -72,6 +72,9 @@ class Symbol:
     type: int
     visibility: int
     shndx: int
+    # shndx is a reserved value (ABS, COMMON...), not a section: past 65,280 sections a real index
+    # read from .symtab_shndx can equal one (0xfff1 is SHN_ABS and section 65,521 alike).
+    special: bool = False
 
     @property
     def defined(self) -> bool:
@@ -365,9 +368,10 @@ class ElfFile:
             return []
         out = []
         for i, (name, info, other, shndx, value, size) in enumerate(self._symbol_rows()):
+            special = shndx >= SHN_LORESERVE and shndx != SHN_XINDEX
             shndx = self._real_shndx(i, shndx, xindex)
             nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}") if name else ""
-            out.append(Symbol(i, nm, value, size, info >> 4, info & 0xF, other & 3, shndx))
+            out.append(Symbol(i, nm, value, size, info >> 4, info & 0xF, other & 3, shndx, special))
         return out
 
     def symbol_indices_with_prefix(self, prefix: str) -> dict[int, str]:
@@ -414,11 +418,12 @@ class ElfFile:
 
     # -- relocations -------------------------------------------------------------
     def reloc_sections(self) -> list[tuple[Section, Section]]:
-        """Pairs of (relocation section, the section it applies to)."""
+        """Pairs of (relocation section, the section it applies to). A linked file's dynamic relocations
+        (.rela.dyn) apply to no one section: theirs is the null section 0."""
         out = []
         for s in self.sections:
             if s.type in (SHT_REL, SHT_RELA):
-                if s.info >= len(self.sections) or s.info == 0:
+                if s.info >= len(self.sections) or (s.info == 0 and self.type == ET_REL):
                     raise self._bad(f"relocation section {s.name} applies to section {s.info}, which does not exist")
                 out.append((s, self.sections[s.info]))
         return out
@@ -539,11 +544,11 @@ class ElfFile:
         strings = bytes(self.contents(strsec))
         nsec = len(self.sections)
         for i, (name, info, _other, shndx, value, size) in enumerate(self.layout.sym_rows(view)):
-            if info & 0xF not in types or shndx == SHN_UNDEF:
-                continue
+            if info & 0xF not in types or shndx == SHN_UNDEF or SHN_LORESERVE <= shndx != SHN_XINDEX:
+                continue  # undefined, or ABS, COMMON...: in no section
             shndx = self._real_shndx(i, shndx, xindex)
             if shndx >= nsec or (sections is not None and shndx not in sections):
-                continue  # ABS, COMMON: in no section
+                continue
             end = strings.find(b"\0", name)
             if name >= len(strings) or end < 0:  # the message is built only when it is needed
                 self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}")
@@ -560,7 +565,8 @@ class ElfFile:
         _, _, strsec, xindex = self._symtab_info
         name, info, other, shndx, value, size = self._symbol_row(index)
         nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {index}") if name and strsec else ""
-        return Symbol(index, nm, value, size, info >> 4, info & 0xF, other & 3, self._real_shndx(index, shndx, xindex))
+        return Symbol(index, nm, value, size, info >> 4, info & 0xF, other & 3, self._real_shndx(index, shndx, xindex),
+                      SHN_LORESERVE <= shndx != SHN_XINDEX)
 
     def symbol_defined(self, index: int) -> bool:
         return self._symbol_row(index)[3] != SHN_UNDEF

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_ABS, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, SHT_RELA, ElfFile, Section
+from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_COMMON, SHN_UNDEF, SHT_RELA, ElfFile, Section
 
 
 @dataclass(frozen=True, order=True)
@@ -126,8 +126,8 @@ class Fields:
             raise self.fail(f"the relocation at {self.sec.name}+{off:#x} names symbol {r.sym}, "
                             f"but there are only {len(symbols)}")
         sym = symbols[r.sym]
-        if sym.shndx in (SHN_UNDEF, SHN_COMMON):
+        if sym.shndx == SHN_UNDEF or (sym.special and sym.shndx == SHN_COMMON):
             return Place(None, addend, sym.name)  # resolved only at link time
-        if sym.shndx == SHN_ABS or sym.shndx >= SHN_LORESERVE:
+        if sym.special:  # SHN_ABS and the other reserved indexes: a plain value
             return Place(None, sym.value + addend)
         return Place(self.elf.section_at(sym.shndx).name, sym.value + addend)
