@@ -38,8 +38,7 @@ def read(elf: ElfFile, names: Namer | None = None) -> list[TableSite]:
     while off < len(data):
         if off + 12 > len(data):
             raise fields.fail(f"the note header at offset {off:#x} is truncated")
-        namesz = fields.raw(off, 4, False)
-        descsz, ntype = fields.raw(off + 4, 4, False), fields.raw(off + 8, 4, False)
+        namesz, descsz, ntype = elf.layout.nhdr.unpack_from(data, off)
         name_at = off + 12
         desc_at = name_at + _up(namesz, align)
         end = desc_at + _up(descsz, align)

@@ -21,9 +21,7 @@ def address_array(elf: ElfFile, section: str, set_name: str | None, what: str) -
             raise elf.fail(f"damaged {what}: __start_{set_name}..__stop_{set_name} spans {lo:#x}..{hi:#x}, "
                            f"not a whole number of {word}-byte addresses", "rebuild the file")
         raw = elf.read_addr(lo, hi - lo) if hi > lo else b""
-        order = "little" if elf.little else "big"
-        values = (int.from_bytes(raw[i:i + word], order) for i in range(0, len(raw), word))
-        return [Place(None, v) for v in values if v]
+        return [Place(None, v) for (v,) in elf.layout.word.iter_unpack(raw) if v]
     out = []
     for sec in elf.sections:
         if sec.name != section:
