@@ -10,13 +10,12 @@ cause that can be seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
 from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import Site
+from sdtgen.record import factory, record
 from sdtgen.scan import ScanResult
 from sdtgen.table import TableSite
 
@@ -24,7 +23,7 @@ STABLE, MOVED, MISSING, FOLDED = "stable", "moved", "missing", "folded"
 FINE = (STABLE, FOLDED)  # a folded site is the same code as a stable one: patched once, fires for both
 
 
-@dataclass
+@record
 class Verdict:
     site: Site
     status: str
@@ -45,14 +44,14 @@ class Verdict:
                 "delta": self.delta, "cause": self.cause, "fix": self.fix}
 
 
-@dataclass
+@record
 class StabilityReport:
     object: str
     image: str
     mode: str
-    verdicts: list[Verdict] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # whole-table problems
-    extra: list[str] = field(default_factory=list)  # calls to stubs no entry covers (with find_extra)
+    verdicts: list[Verdict] = factory(list)
+    problems: list[str] = factory(list)  # whole-table problems
+    extra: list[str] = factory(list)  # calls to stubs no entry covers (with find_extra)
 
     @property
     def ok(self) -> bool:

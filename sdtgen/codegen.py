@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.arch.base import ISEN, REF
@@ -12,6 +11,7 @@ from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import FLAG_SYMBOL, ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.record import record
 from sdtgen.recorder import render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
@@ -24,7 +24,7 @@ ANCHOR_PREFIX = "__sdt_site_"
 ANCHOR_TYPE = STT_SECTION
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Generated:
     stubs: str
     table: str

@@ -12,7 +12,8 @@ from an ELF file never reach the terminal raw: ``printable`` escapes them.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+
+from sdtgen.record import record
 
 ERROR, WARNING = "error", "warning"
 MAX_SHOWN = 200  # characters of one name or value from a file a message shows; the rest is elided
@@ -43,7 +44,7 @@ def place(section: str, function: str | None, offset: int) -> str:
     return f"{section}+{offset:#x}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     file: str
     severity: str  # ERROR or WARNING

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import bisect
-from functools import cached_property
 
 from sdtgen import arch as arches
 from sdtgen.elf.linkerset import STRIPPED_FIX, linker_set, stripped
 from sdtgen.elf.reader import ET_REL, ElfFile, Symbol
 from sdtgen.elf.symbols import CODE, DATA, SymbolIndex
 from sdtgen.errors import place
+from sdtgen.record import cached
 from sdtgen.table import PROBES_SET, SITES_SET, Bounds, TableError, TableProbe, TableSite, read_probes, read_tables
 
 
@@ -34,11 +34,11 @@ class Image:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @cached_property
+    @cached
     def symbols(self) -> dict[str, Symbol]:
         return self.elf.symbol_map()
 
-    @cached_property
+    @cached
     def bounds(self) -> Bounds:
         """The two sets' linker bounds, as a kernel sees them; by section in a stripped image."""
 
@@ -72,7 +72,7 @@ class Image:
         except TableError as e:
             raise self.elf.fail(f"corrupt probe table: {e}", "regenerate it with `sdtgen gen` and relink") from None
 
-    @cached_property
+    @cached
     def _index(self) -> dict[bool, SymbolIndex]:
         return {False: SymbolIndex(self.elf, CODE), True: SymbolIndex(self.elf, CODE + DATA)}
 
@@ -80,7 +80,7 @@ class Image:
         """``function+0xoff`` for an address (with ``data``, objects too), or the bare hex address."""
         return self._index[data].name(addr)
 
-    @cached_property
+    @cached
     def _sections(self) -> tuple[list[int], list]:
         secs = sorted((s for s in self.elf.sections if s.is_alloc and s.size), key=lambda s: s.addr)
         return [s.addr for s in secs], secs

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass
 
 from sdtgen.elf.reader import ET_REL, ElfFile
+from sdtgen.record import as_dict, record
 from sdtgen.tables import KINDS as TABLE_KINDS
 
 KINDS = ("sdt", *TABLE_KINDS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ListedProbe:
     id: int
     provider: str
@@ -48,7 +48,7 @@ class ListedProbe:
         return lines
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        d = as_dict(self)
         d["args"] = list(self.args)
         d["xargs"] = list(self.translated)
         d["addresses"] = list(self.addresses)

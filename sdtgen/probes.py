@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from sdtgen.record import record
 
 DEFAULT_PREFIX = "__dtrace_sdt_"
 ISENABLED_PREFIX = "__dtrace_isenabled_"  # SDT_PROBE_ENABLED()'s call: the probe's symbol with this prefix
@@ -28,7 +27,7 @@ def _matches(kind: str, text: str) -> bool:
     return re.fullmatch(_PATTERNS[kind], text) is not None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Probe:
     provider: str
     module: str
@@ -54,7 +53,7 @@ def probe_symbol(symbol: str) -> str:
     return DEFAULT_PREFIX + symbol[len(ISENABLED_PREFIX):] if symbol.startswith(ISENABLED_PREFIX) else symbol
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Site:
     probe: str  # provider:module:function:name
     symbol: str
@@ -76,14 +75,7 @@ class Site:
         return place(self.section, func, int(off, 16)) if plus and func else place(self.section, None, self.offset)
 
 
-class Named(Protocol):
-    provider: str
-    module: str
-    function: str
-    name: str
-
-
-@dataclass
+@record
 class ProbeSpec:
     """A DTrace probe description: provider:module:function:name, globs, empty matches all."""
 
@@ -98,7 +90,8 @@ class ProbeSpec:
         full = [""] * (4 - len(parts)) + parts
         return cls((full[0], full[1], full[2], full[3]))
 
-    def matches(self, probe: Named) -> bool:
+    def matches(self, probe) -> bool:
+        """Whether ``probe`` (anything with provider, module, function and name) matches."""
         import fnmatch
 
         values = (probe.provider, probe.module, probe.function, probe.name)
@@ -264,7 +257,7 @@ def _with_argtypes(probe: Probe, typed: dict[int, tuple[str, str]]) -> Probe:
     if missing:
         raise DescriptorError(f"probe {_quoted(probe.symbol)} types arguments up to {n - 1} but not argument "
                               f"{missing[0]}")
-    from dataclasses import replace
+    from sdtgen.record import replace
 
     return replace(probe, args=tuple(args), xargs=tuple(xargs) if any(xargs) else ())
 

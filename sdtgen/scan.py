@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, ISEN, REF, Arch, UnsupportedReloc
 from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Section
@@ -22,19 +20,20 @@ from sdtgen.probes import (
     probe_from_symbol,
     probe_symbol,
 )
+from sdtgen.record import factory, record
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
              "`ld.lld -r` for clang -flto")
 
 
-@dataclass
+@record
 class ScanResult:
     object: str
     arch: Arch
     sites: list[Site]
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
-    defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
-    section_index: dict[str, int] = field(default_factory=dict)  # name -> index of the sections with sites
+    defined: set[str] = factory(set)  # probe symbols the object defines itself
+    section_index: dict[str, int] = factory(dict)  # name -> index of the sections with sites
     flag: bool = False  # the object reads sdt_probes_enabled (SDT_PROBES_ENABLED()) without defining it
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import RETURNS, Regs
 from sdtgen.arch.x86_64 import X86_64
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 _RELOC_NAMES = """
     NONE 32 PC32 GOT32 PLT32 COPY GLOB_DAT JUMP_SLOT RELATIVE GOTOFF GOTPC 32PLT 12 13 TLS_TPOFF TLS_IE TLS_GOTIE
@@ -63,7 +66,7 @@ class I386(X86_64):
 
         return unicorn.UC_ARCH_X86, unicorn.UC_MODE_32
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import x86_const as X
 

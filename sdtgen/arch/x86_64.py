@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import CALL, COND, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.record import cached, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
 R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX = 24, 41, 42
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Branch:
     """A call or jump with a 32-bit displacement, the shapes a probe site takes on x86."""
 
@@ -270,7 +272,7 @@ class X86_64(Arch):
         m.uc.reg_write(self.regs.sp, sp + struct.calcsize(self.word))
         return struct.unpack(self.word, m.read(sp, struct.calcsize(self.word)))[0]
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import x86_const as X
 

@@ -8,12 +8,11 @@ section), the section's address range is the set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sdtgen.elf.reader import SHT_NOBITS, ElfFile
+from sdtgen.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SetBounds:
     lo: int
     hi: int

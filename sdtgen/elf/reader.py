@@ -13,12 +13,11 @@ import bisect
 import contextlib
 import os
 import stat
-from dataclasses import dataclass
-from functools import cached_property
-from typing import NamedTuple
+from operator import itemgetter
 
 from sdtgen.elf.structs import Layout, layout
 from sdtgen.errors import SdtError
+from sdtgen.record import cached, record
 
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 0, 1, 2, 3, 4
@@ -39,7 +38,7 @@ MAX_NAME = 4096
 TYPE_NAMES = {ET_REL: "relocatable object", ET_EXEC: "executable", ET_DYN: "shared object or PIE"}
 
 
-@dataclass(slots=True)
+@record
 class Section:
     index: int
     name: str
@@ -62,7 +61,7 @@ class Section:
         return bool(self.flags & SHF_ALLOC)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Symbol:
     index: int
     name: str
@@ -81,7 +80,7 @@ class Symbol:
         return self.shndx != SHN_UNDEF
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Segment:
     type: int
     flags: int
@@ -92,11 +91,18 @@ class Segment:
     memsz: int
 
 
-class Reloc(NamedTuple):  # a tuple: a kernel object makes tens of thousands, and a dataclass is slow to build
-    offset: int
-    sym: int
-    type: int
-    addend: int
+class Reloc(tuple):
+    """(offset, sym, type, addend): a tuple, as a kernel object makes tens of thousands."""
+
+    __slots__ = ()
+
+    def __new__(cls, offset: int, sym: int, type: int, addend: int) -> Reloc:
+        return tuple.__new__(cls, (offset, sym, type, addend))
+
+    offset = property(itemgetter(0))
+    sym = property(itemgetter(1))
+    type = property(itemgetter(2))
+    addend = property(itemgetter(3))
 
 
 def _read_all(fd: int, path: str) -> bytearray:
@@ -311,7 +317,7 @@ class ElfFile:
         return view
 
     # -- symbols -----------------------------------------------------------------
-    @cached_property
+    @cached
     def symtab(self) -> Section | None:
         for s in self.sections:
             if s.type == SHT_SYMTAB:
@@ -322,7 +328,7 @@ class ElfFile:
         """Values of the symbols whose names start with ``prefix`` (fast: no full symbol decode)."""
         return {name: self._symbol_row(i)[4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
 
-    @cached_property
+    @cached
     def _symtab_info(self) -> tuple[object, memoryview, Section | None, list[int] | None]:
         """How to read .symtab, checked once; rows are then decoded as they are needed, never all kept."""
         st = self.symtab
@@ -360,7 +366,7 @@ class ElfFile:
         fmt, view, _, _ = self._symtab_info
         return self.layout.sym_row(fmt.unpack_from(view, index * fmt.size))
 
-    @cached_property
+    @cached
     def symbols(self) -> list[Symbol]:
         """Every symbol of .symtab, in table order (index 0 is the null symbol)."""
         _, _, strsec, xindex = self._symtab_info
@@ -468,7 +474,7 @@ class ElfFile:
         return [r for _, r in out]
 
     # -- segments and addresses ---------------------------------------------------
-    @cached_property
+    @cached
     def segments(self) -> list[Segment]:
         if self.phoff == 0 or self.phnum == 0:
             return []
@@ -489,7 +495,7 @@ class ElfFile:
             out.append(Segment(typ, flags, off, vaddr, paddr, filesz, memsz))
         return out
 
-    @cached_property
+    @cached
     def _by_addr(self) -> tuple[list[int], list[Section], list[int]]:
         """Loaded sections with contents sorted by address, and the highest end up to each one."""
         secs = sorted((s for s in self.sections if s.is_alloc and s.type != SHT_NOBITS and s.size),
@@ -523,7 +529,7 @@ class ElfFile:
                 out[s.name] = s
         return out
 
-    @cached_property
+    @cached
     def dynsym(self) -> Section | None:
         return next((s for s in self.sections if s.type == SHT_DYNSYM), None)
 

@@ -8,7 +8,6 @@ between the classes; ``sym_row`` and ``pack_sym`` give every caller the 64-bit o
 from __future__ import annotations
 
 import struct
-from functools import cache
 
 IDENT_SIZE = 16  # e_ident: the header's fields start after it
 
@@ -64,6 +63,11 @@ class Layout:
         return self.rela if rela else self.rel
 
 
-@cache
+_LAYOUTS: dict[tuple[bool, bool], Layout] = {}
+
+
 def layout(is64: bool, little: bool) -> Layout:
-    return Layout(is64, little)
+    found = _LAYOUTS.get((is64, little))
+    if found is None:
+        found = _LAYOUTS[is64, little] = Layout(is64, little)
+    return found

@@ -10,8 +10,6 @@ place as unused bytes, so no file offset inside the object changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sdtgen.elf.reader import (
     SHN_LORESERVE,
     SHN_XINDEX,
@@ -21,9 +19,10 @@ from sdtgen.elf.reader import (
     STV_HIDDEN,
     ElfFile,
 )
+from sdtgen.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NewSymbol:
     name: str
     shndx: int

@@ -9,12 +9,11 @@ the addend (in the bytes, for REL objects such as i386's). Either way a field re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_COMMON, SHN_UNDEF, SHT_RELA, ElfFile, Section
+from sdtgen.record import record
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class Place:
     """A link-time address (section None), an offset in a relocatable object's section, or, for a
     symbol the object does not define, an offset from that symbol (section None, ``symbol`` set)."""
