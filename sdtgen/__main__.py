@@ -20,6 +20,11 @@ def main() -> int:
     import sys
 
     try:
+        if sys.argv[1:] == ["--version"]:  # what build scripts ask most, answered without argparse
+            from sdtgen import __version__
+
+            print(f"sdtgen {__version__}")
+            return 0
         from sdtgen.cli import main as run
 
         return run()

@@ -395,13 +395,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "matrix", "include-dir",
+            "makefile")
+
+
+class _Only:
+    """The subcommands, each added only when it is the one this run asked for: building every
+    subcommand's options costs more than a small scan. ``only`` None adds them all (--help)."""
+
+    def __init__(self, sub, only: str | None) -> None:
+        self.sub, self.only = sub, only
+
+    def add_parser(self, name: str, **kwargs):
+        return self.sub.add_parser(name, **kwargs) if self.only in (None, name) else _Unused()
+
+
+class _Unused:
+    """A subcommand this run does not use: its options are not built."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from sdtgen import arch as arches
 
     arch_names = arches.module_names()  # each module is imported only when its architecture is used
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = _Only(p.add_subparsers(dest="command", required=True, parser_class=_Parser), only)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
     s.add_argument("object", help="the partial link's output (ld -r)")
@@ -537,7 +559,9 @@ def _negative_args(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(_negative_args(sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(only).parse_args(_negative_args(argv))
     try:
         return args.func(args)
     except SdtError as e:
