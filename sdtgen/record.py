@@ -33,7 +33,7 @@ def record(cls=None, *, frozen: bool = False, order: bool = False):
     def wrap(cls):
         names = _names(cls)
         defaults = {n: getattr(cls, n) for n in names if hasattr(cls, n)}
-        params, body, scope = [], [], {"_set": object.__setattr__}
+        params, body, scope = [], ["d = self.__dict__"] if frozen else [], {}
         for n in names:
             d = defaults.get(n, _MISSING)
             if isinstance(d, factory):
@@ -47,7 +47,7 @@ def record(cls=None, *, frozen: bool = False, order: bool = False):
             else:
                 params.append(n)
                 value = n
-            body.append(f"_set(self, {n!r}, {value})" if frozen else f"self.{n} = {value}")
+            body.append(f"d[{n!r}] = {value}" if frozen else f"self.{n} = {value}")  # frozen: past __setattr__
         src = f"def __init__(self, {', '.join(params)}):\n    " + ("\n    ".join(body) or "pass")
         exec(src, scope)
         cls.__init__ = scope["__init__"]

@@ -141,28 +141,33 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
             found.append((target, r, wanted[r.sym]))
     funcs = SymbolIndex(elf, CODE, {target.index for target, _, _ in found})
     sites: list[Site] = []
-    specs: dict[str, str] = {}  # one spec string a probe, not one a site
-    for target, r, sym in found:
+    owners: dict[str, tuple[str, str]] = {}  # symbol -> (its probe's symbol, the probe's spec), once each
+    codes: dict[int, memoryview] = {}
+    reloc_names: dict[int, str] = {}
+    for target, r, sym in found:  # the loop of a kernel's tens of thousands of sites: lookups kept flat
+        shndx, offset = target.index, r.offset
+        code = codes.get(shndx)
+        if code is None:
+            code = codes[shndx] = elf.contents(target)
         try:
-            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec,
-                                  funcs.preceding(r.offset, target.index) or 0)
+            shape = arch.classify(code, offset, r.type, target.is_exec, funcs.preceding(offset, shndx) or 0)
         except UnsupportedReloc:
             raise elf.fail(f"{arch.reloc_name(r.type)} against {printable(sym)} is not a relocation sdtgen "
                            "understands", "compile probe sites as direct calls (see README, 'Diagnostics')",
-                           where=section_place(funcs, target, r.offset)) from None
+                           where=section_place(funcs, target, offset)) from None
         form, detail = shape.form, shape.detail
-        owner = probe_symbol(sym)
-        if owner != sym:  # an is-enabled check: patchable only as a plain call
+        known = owners.get(sym)
+        if known is None:
+            owner = probe_symbol(sym)
+            probe = probes.get(owner) or probes.setdefault(owner, probe_from_symbol(owner, prefix))
+            known = owners[sym] = (owner, probe.spec)
+        if known[0] != sym:  # an is-enabled check: patchable only as a plain call
             form = ISEN if form == CALL else REF
             detail = "is-enabled call" if form == ISEN else f"is-enabled reference by {detail}"
-        probe = probes.get(owner) or probes.setdefault(owner, probe_from_symbol(owner, prefix))
-        sites.append(Site(
-            probe=specs.get(owner) or specs.setdefault(owner, probe.spec),
-            symbol=sym, section=target.name, offset=shape.start,
-            text_offset=shape.start if target.name == ".text" else None,
-            reloc=arch.reloc_name(r.type), form=form, length=shape.length,
-            detail=detail, function=funcs.name(shape.start, target.index),
-        ))
+        rname = reloc_names.get(r.type) or reloc_names.setdefault(r.type, arch.reloc_name(r.type))
+        start = shape.start
+        sites.append(Site(known[1], sym, target.name, start, start if target.name == ".text" else None, rname,
+                          form, shape.length, detail, funcs.name(start, shndx)))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     by_name = {target.name: target.index for target, _, _ in found}
     flag = any(name == FLAG_SYMBOL and not elf.symbol_defined(i)
