@@ -63,8 +63,10 @@ def list_all(path: str, kinds: tuple[str, ...] = ()) -> list[ListedProbe]:
     style: one row per provider, module, function and name, sdtgen's own probes first."""
     from sdtgen.tables.collect import read_tables
 
-    with ElfFile(path) as elf:
-        want_sdt = "sdt" in kinds or (not kinds and _has_sdt(elf))
+    want_sdt = "sdt" in kinds
+    if not kinds:  # every kind the file carries (an open more: a file is read once per listing otherwise)
+        with ElfFile(path) as elf:
+            want_sdt = _has_sdt(elf)
     out = list_probes(path) if want_sdt else []
     others = tuple(k for k in (kinds or KINDS) if k != "sdt")
     groups: dict[tuple, list] = {}

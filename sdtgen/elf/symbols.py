@@ -10,37 +10,28 @@ last label is.
 from __future__ import annotations
 
 import bisect
+from operator import itemgetter
 
 from sdtgen.elf.reader import ET_REL, STT_FUNC, STT_GNU_IFUNC, STT_OBJECT, ElfFile
 
 CODE, DATA = (STT_FUNC, STT_GNU_IFUNC), (STT_OBJECT,)
-_Row = tuple[int, int, int, str]  # start, sort rank, end, name
+_Row = tuple[int, int, int, int]  # start, end, name offset, section index
 
 
 class SymbolIndex:
-    """Symbols of some types (``CODE`` by default) by where they are."""
+    """Symbols of some types (``CODE`` by default) by where they are; names are read from the file
+    when asked for, so the file stays open while the index is used."""
 
     def __init__(self, elf: ElfFile, types: tuple[int, ...] = CODE, sections: set[int] | None = None) -> None:
         self.relocatable = elf.type == ET_REL
-        by_section: dict[int, list[tuple[int, int, str]]] = {}
-        for shndx, value, size, name in elf.typed_symbols(types, sections):
-            if name:
-                by_section.setdefault(shndx, []).append((value, size, name))
-        keyed: dict[int | None, list[_Row]] = {}
-        for shndx, syms in by_section.items():
-            sec = elf.sections[shndx]
-            base = 0 if self.relocatable else sec.addr
-            keyed.setdefault(shndx if self.relocatable else None, []).extend(_rows(syms, base, base + sec.size))
-        self._tables: dict[int | None, tuple[list[int], list[_Row], list[int]]] = {}
-        for key, rows in keyed.items():
-            # At one address, labels first, then the biggest symbol: the walk back below meets the
-            # smallest symbol first, and a label only when nothing with a size holds the address.
-            rows.sort(key=lambda r: (r[0], r[1], r[0] - r[2]))
-            reach, top = [], 0
-            for r in rows:
-                top = max(top, r[2])
-                reach.append(top)
-            self._tables[key] = ([r[0] for r in rows], rows, reach)
+        self._name = elf.symbol_name
+        grouped: dict[int | None, list[_Row]] = {}
+        if self.relocatable:  # each section is its own address space
+            for row in elf.typed_symbols(types, sections):
+                grouped.setdefault(row[3], []).append(row)
+        else:
+            grouped[None] = elf.typed_symbols(types, sections)
+        self._tables = {key: _table(rows, elf.sections, self.relocatable) for key, rows in grouped.items()}
 
     def containing(self, addr: int, section: int | None = None) -> tuple[str, int] | None:
         """(name, offset into it) of the symbol holding ``addr`` (an offset in section index
@@ -48,9 +39,9 @@ class SymbolIndex:
         starts, rows, reach = self._tables.get(section, ((), (), ()))
         i = bisect.bisect_right(starts, addr) - 1
         while i >= 0 and reach[i] > addr:  # an earlier symbol still reaches past addr
-            start, _, end, name = rows[i]
+            start, end, name, _ = rows[i]
             if addr < end:
-                return name, addr - start
+                return self._name(name), addr - start
             i -= 1
         return None
 
@@ -65,7 +56,7 @@ class SymbolIndex:
         """(name, distance after ``addr``) of the first symbol starting at or after it."""
         starts, rows, _ = self._tables.get(section, ((), (), ()))
         i = bisect.bisect_left(starts, addr)
-        return (rows[i][3], rows[i][0] - addr) if i < len(rows) else None
+        return (self._name(rows[i][2]), rows[i][0] - addr) if i < len(rows) else None
 
     def name(self, addr: int, section: int | None = None) -> str:
         """``function+0xoff`` of an address, or the bare address in hex outside every symbol."""
@@ -73,15 +64,40 @@ class SymbolIndex:
         return f"{found[0]}+{found[1]:#x}" if found else f"{addr:#x}"
 
 
-def _rows(syms: list[tuple[int, int, str]], lo: int, hi: int) -> list[_Row]:
-    """The symbols of one section as (start, rank, end, name); a label ends at the next start."""
-    starts = sorted({v for v, _, _ in syms})
-    out = []
-    for value, size, name in syms:
-        if size:
-            out.append((value, 1, value + size, name))
-            continue
-        i = bisect.bisect_right(starts, value)
-        end = min(starts[i] if i < len(starts) else hi, hi)
-        out.append((value, 0, end if lo <= value else value, name))
-    return out
+def _table(rows: list[_Row], sections, relocatable: bool) -> tuple[list[int], list[_Row], list[int]]:
+    """The rows of one address space sorted by start, their starts, and the highest end up to each.
+
+    At one start, labels (size 0) come first and then the biggest symbol, so the walk back of
+    ``containing`` meets the smallest symbol first, and a label only when nothing with a size holds
+    the address. A label runs to the next start, and never past its section."""
+    rows = [r for r in rows if r[2]]  # unnamed symbols name nothing
+    rows.sort(key=_start)  # by start alone (a tuple sort is slower), then the rare ties in order
+    starts = list(map(_start, rows))
+    if len(set(starts)) < len(starts):
+        run = -1
+        for i in [i for i in range(1, len(starts)) if starts[i] == starts[i - 1]]:
+            if i - 1 > run:  # the first tie of a run of symbols at one start
+                run = i
+                while run + 1 < len(starts) and starts[run + 1] == starts[i]:
+                    run += 1
+                rows[i - 1:run + 1] = sorted(rows[i - 1:run + 1], key=_tie)
+    reach, top = [], 0
+    for i, (start, end, name, shndx) in enumerate(rows):  # the one loop over every symbol
+        if start == end:  # a label: to the next start, within its section
+            sec = sections[shndx]
+            lo = 0 if relocatable else sec.addr
+            after = bisect.bisect_right(starts, start)
+            hi = min(starts[after] if after < len(starts) else lo + sec.size, lo + sec.size)
+            end = hi if lo <= start else start
+            rows[i] = (start, end, name, shndx)
+        if end > top:
+            top = end
+        reach.append(top)
+    return starts, rows, reach
+
+
+def _tie(row: _Row) -> tuple[bool, int]:
+    return row[1] != row[0], row[0] - row[1]  # labels first, then the biggest
+
+
+_start = itemgetter(0)

@@ -75,7 +75,8 @@ class Fields:
         if self._dynamic is None:
             self._dynamic = {}
             kind = self.arch.relative_reloc if self.arch else None
-            for rsec in self.elf.sections if self.elf.type == ET_DYN else ():
+            # Dynamic relocations patch loaded memory only: a note section's fields have none.
+            for rsec in self.elf.sections if self.elf.type == ET_DYN and self.sec.is_alloc else ():
                 if rsec.type == SHT_RELA and rsec.is_alloc:  # .rela.dyn (REL files keep the value in place)
                     for r in self.elf.relocations(rsec):
                         if r.type == kind and self.sec.addr <= r.offset < self.sec.addr + self.sec.size:

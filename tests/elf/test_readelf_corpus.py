@@ -121,17 +121,18 @@ def test_functions_and_objects_are_named_as_readelf_places_them(odd):
     with ElfFile(odd) as elf:
         index = SymbolIndex(elf, CODE + DATA)
         relocatable = elf.type == 1
-    key = (lambda t: t[3]) if relocatable else (lambda t: "")
-    ordered = sorted(wanted, key=lambda t: (key(t), t[0]))
-    for i, (value, size, _, ndx, name) in enumerate(ordered):
-        section = int(ndx) if relocatable else None
-        # ppc64's ELFv1 function symbols, for one, run over the data after their descriptors: those
-        # overlapping another symbol are held by the smaller one, and checked only past their end.
-        neighbours = ordered[max(i - 1, 0):i] + ordered[i + 1:i + 2]
-        if not any(key(o) == key(ordered[i]) and o[0] < value + size and value < o[0] + o[1] for o in neighbours):
-            assert index.containing(value, section) == (name, 0), name
-            assert index.containing(value + size - 1, section) == (name, size - 1), name
-        assert index.containing(value + size, section) != (name, size), name
+        key = (lambda t: t[3]) if relocatable else (lambda t: "")
+        ordered = sorted(wanted, key=lambda t: (key(t), t[0]))
+        for i, (value, size, _, ndx, name) in enumerate(ordered):
+            section = int(ndx) if relocatable else None
+            # ppc64's ELFv1 function symbols, for one, run over the data after their descriptors: those
+            # overlapping another symbol are held by the smaller one, and checked only past their end.
+            neighbours = ordered[max(i - 1, 0):i] + ordered[i + 1:i + 2]
+            if not any(key(o) == key(ordered[i]) and o[0] < value + size and value < o[0] + o[1]
+                       for o in neighbours):
+                assert index.containing(value, section) == (name, 0), name
+                assert index.containing(value + size - 1, section) == (name, size - 1), name
+            assert index.containing(value + size, section) != (name, size), name
 
 
 def dynamic_symbols(path: Path) -> list[tuple[int, int, str, str, str]]:
