@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
 from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
+from sdtgen.elf.reader import STB_LOCAL
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import Site
@@ -111,9 +112,10 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
             f"the image's table has {len(entries)} site entries but {result.object} has {len(sites)} sites: "
             "the table was generated from another object; rerun `sdtgen gen` and relink")
     first_at: dict[int, Verdict] = {}
+    stubs = _stubs(image)
     for i, site in enumerate(sites):
         entry = entries[i] if i < len(entries) else None
-        verdict = _judge(site, entry, image)
+        verdict = _judge(site, entry, image, stubs)
         earlier = first_at.get(verdict.actual) if verdict.actual is not None else None
         if verdict.status == STABLE and earlier is not None:
             # Two sites, one address: identical code folding kept one copy of both functions.
@@ -155,25 +157,36 @@ def _decode(image: Image, addr: int, length: int) -> Decoded | None:
     return None
 
 
-def _branches_to(image: Image, addr: int, d: Decoded | None, site: Site, stub: int) -> bool:
-    """Capstone sees a branch of the site's form to the stub, and its bytes are ones the patcher accepts
-    (the same rule, so check passes exactly the sites the boot will patch)."""
-    form = branch_form(site.form)  # an is-enabled check is a plain call to its own stub
-    if d is None or d.form != form or d.target != stub or d.length > site.length:
-        return False
+def _branches_to(image: Image, addr: int, site: Site, stub: int) -> bool:
+    """The bytes at ``addr`` are a branch of the site's form to the stub that the patcher accepts: the
+    same rule, so check passes exactly the sites the boot will patch. (Capstone decodes a site only
+    to say what is there instead; tests hold both against objdump.)"""
     try:
         code = image.read(addr, site.length)
     except SdtError:
         return False
+    form = branch_form(site.form)  # an is-enabled check is a plain call to its own stub
     return image.arch.match_site(code, addr, form, site.length, stub, image.read_pointer) is not None
 
 
-def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
-    stub_sym = image.symbols.get(site.symbol)
-    if stub_sym is None:
+def _stubs(image: Image) -> dict[str, int]:
+    """The probe stubs the image defines, by name: found by their prefixes, not from a map of every
+    symbol (a kernel image has hundreds of thousands)."""
+    from sdtgen.probes import DEFAULT_PREFIX, ISENABLED_PREFIX
+
+    elf, out = image.elf, {}
+    for prefix in (DEFAULT_PREFIX, ISENABLED_PREFIX):
+        for i, name in elf.symbol_indices_with_prefix(prefix).items():
+            if elf.symbol_defined(i) and (name not in out or elf.symbol(i).bind != STB_LOCAL):
+                out[name] = elf.symbol(i).value
+    return out
+
+
+def _judge(site: Site, entry: TableSite | None, image: Image, stubs: dict[str, int]) -> Verdict:
+    stub = stubs.get(site.symbol)
+    if stub is None:
         return Verdict(site, MISSING, None,
                        cause=f"the image defines no {printable(site.symbol)}: the stubs were not linked")
-    stub = stub_sym.value
     if entry is None:
         return Verdict(site, MISSING, None, cause="the image's table has no entry for this site")
     listed = entry.probe.isenabled if site.form == ISEN else entry.probe.stub
@@ -181,9 +194,9 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
         return Verdict(site, MISSING, entry.addr, cause=(
             f"table entry {entry.index} is for {printable(entry.probe.spec)} ({entry.form}) at stub {listed:#x}, not "
             f"{printable(site.probe)} ({site.form}) at {stub:#x}: the table does not belong to this object"))
-    here = _decode(image, entry.addr, site.length)
-    if _branches_to(image, entry.addr, here, site, stub):
+    if _branches_to(image, entry.addr, site, stub):
         return Verdict(site, STABLE, entry.addr, entry.addr)
+    here = _decode(image, entry.addr, site.length)
     found = _locate(site, image, stub)
     seen = f"`{here.text}`" if here else "no decodable instruction"
     if entry.mode == "offset" and image.arch.relaxes:
@@ -219,4 +232,4 @@ def _locate(site: Site, image: Image, stub: int) -> int | None:
         addr = sym.value + int(off, 16)
     except ValueError:
         return None
-    return addr if _branches_to(image, addr, _decode(image, addr, site.length), site, stub) else None
+    return addr if _branches_to(image, addr, site, stub) else None

@@ -405,11 +405,12 @@ class ElfFile:
             base = top = 0
         size = top - base
         pre = prefix.encode()
+        # Every place the prefix starts, not only after a NUL: a linker shares string tails, so
+        # __dtrace_sdt_x may be the end of __sdt_rec___dtrace_sdt_x.
         starts = set()
         pos = data.find(pre, base, top)
         while pos >= 0:
-            if pos == base or data[pos - 1] == 0:
-                starts.add(pos - base)
+            starts.add(pos - base)
             pos = data.find(pre, pos + 1, top)
         if not starts:
             return {}
