@@ -25,38 +25,42 @@ class SymbolIndex:
     def __init__(self, elf: ElfFile, types: tuple[int, ...] = CODE, sections: set[int] | None = None) -> None:
         self.relocatable = elf.type == ET_REL
         self._name = elf.symbol_name
-        grouped: dict[int | None, list[_Row]] = {}
-        if self.relocatable:  # each section is its own address space
-            for row in elf.typed_symbols(types, sections):
-                grouped.setdefault(row[3], []).append(row)
-        else:
-            grouped[None] = elf.typed_symbols(types, sections)
-        self._tables = {key: _table(rows, elf.sections, self.relocatable) for key, rows in grouped.items()}
+        rows = elf.typed_symbols(types, sections)
+        if self.relocatable:  # each section is its own address space: keys carry the section above bit 64
+            rows = [(x << 64 | v, x << 64 | e, n, x) for v, e, n, x in rows]
+        self._starts, self._rows, self._reach = _table(rows, elf.sections, self.relocatable)
+
+    def _key(self, addr: int, section: int | None) -> int:
+        return (section << 64 | addr) if self.relocatable and section is not None else addr
 
     def containing(self, addr: int, section: int | None = None) -> tuple[str, int] | None:
         """(name, offset into it) of the symbol holding ``addr`` (an offset in section index
         ``section`` of a relocatable object), or None."""
-        starts, rows, reach = self._tables.get(section, ((), (), ()))
-        i = bisect.bisect_right(starts, addr) - 1
-        while i >= 0 and reach[i] > addr:  # an earlier symbol still reaches past addr
+        key, rows, reach = self._key(addr, section), self._rows, self._reach
+        i = bisect.bisect_right(self._starts, key) - 1
+        while i >= 0 and reach[i] > key:  # an earlier symbol still reaches past addr
             start, end, name, _ = rows[i]
-            if addr < end:
-                return self._name(name), addr - start
+            if key < end:
+                return self._name(name), key - start
             i -= 1
         return None
 
     def preceding(self, addr: int, section: int | None = None) -> int | None:
-        """The start of the last symbol starting at or before ``addr``, whether or not it holds it:
-        a place where an instruction is known to begin."""
-        starts = self._tables.get(section, ((),))[0]
-        i = bisect.bisect_right(starts, addr) - 1
-        return starts[i] if i >= 0 else None
+        """The start of the last symbol starting at or before ``addr`` (in its section), whether or not
+        it holds it: a place where an instruction is known to begin."""
+        key = self._key(addr, section)
+        i = bisect.bisect_right(self._starts, key) - 1
+        if i < 0 or self._starts[i] >> 64 != key >> 64:
+            return None
+        return self._starts[i] & _LOW
 
     def following(self, addr: int, section: int | None = None) -> tuple[str, int] | None:
-        """(name, distance after ``addr``) of the first symbol starting at or after it."""
-        starts, rows, _ = self._tables.get(section, ((), (), ()))
-        i = bisect.bisect_left(starts, addr)
-        return (self._name(rows[i][2]), rows[i][0] - addr) if i < len(rows) else None
+        """(name, distance after ``addr``) of the first symbol starting at or after it (in its section)."""
+        key = self._key(addr, section)
+        i = bisect.bisect_left(self._starts, key)
+        if i == len(self._rows) or self._starts[i] >> 64 != key >> 64:
+            return None
+        return self._name(self._rows[i][2]), self._starts[i] - key
 
     def name(self, addr: int, section: int | None = None) -> str:
         """``function+0xoff`` of an address, or the bare address in hex outside every symbol."""
@@ -64,8 +68,11 @@ class SymbolIndex:
         return f"{found[0]}+{found[1]:#x}" if found else f"{addr:#x}"
 
 
+_LOW = (1 << 64) - 1
+
+
 def _table(rows: list[_Row], sections, relocatable: bool) -> tuple[list[int], list[_Row], list[int]]:
-    """The rows of one address space sorted by start, their starts, and the highest end up to each.
+    """The rows sorted by start, their starts, and the highest end up to each.
 
     At one start, labels (size 0) come first and then the biggest symbol, so the walk back of
     ``containing`` meets the smallest symbol first, and a label only when nothing with a size holds
@@ -85,7 +92,7 @@ def _table(rows: list[_Row], sections, relocatable: bool) -> tuple[list[int], li
     for i, (start, end, name, shndx) in enumerate(rows):  # the one loop over every symbol
         if start == end:  # a label: to the next start, within its section
             sec = sections[shndx]
-            lo = 0 if relocatable else sec.addr
+            lo = shndx << 64 if relocatable else sec.addr
             after = bisect.bisect_right(starts, start)
             hi = min(starts[after] if after < len(starts) else lo + sec.size, lo + sec.size)
             end = hi if lo <= start else start
