@@ -28,7 +28,7 @@ class SymbolIndex:
         rows = elf.typed_symbols(types, sections)
         if self.relocatable:  # each section is its own address space: keys carry the section above bit 64
             rows = [(x << 64 | v, x << 64 | e, n, x) for v, e, n, x in rows]
-        self._starts, self._rows, self._reach = _table(rows, elf.sections, self.relocatable)
+        self._starts, self._rows, self._reach = _table(rows, elf.sections, self.relocatable, self._name)
 
     def _key(self, addr: int, section: int | None) -> int:
         return (section << 64 | addr) if self.relocatable and section is not None else addr
@@ -71,12 +71,14 @@ class SymbolIndex:
 _LOW = (1 << 64) - 1
 
 
-def _table(rows: list[_Row], sections, relocatable: bool) -> tuple[list[int], list[_Row], list[int]]:
+def _table(rows: list[_Row], sections, relocatable: bool, name_of) -> tuple[list[int], list[_Row], list[int]]:
     """The rows sorted by start, their starts, and the highest end up to each.
 
     At one start, labels (size 0) come first and then the biggest symbol, so the walk back of
     ``containing`` meets the smallest symbol first, and a label only when nothing with a size holds
-    the address. A label runs to the next start, and never past its section."""
+    the address; of aliases (one start, one size) it meets the greatest name first, as a sort by
+    address, size and name would, whatever order the symbol table has them in. A label runs to the
+    next start, and never past its section."""
     rows = [r for r in rows if r[2]]  # unnamed symbols name nothing
     rows.sort(key=_start)  # by start alone (a tuple sort is slower), then the rare ties in order
     starts = list(map(_start, rows))
@@ -87,7 +89,7 @@ def _table(rows: list[_Row], sections, relocatable: bool) -> tuple[list[int], li
                 run = i
                 while run + 1 < len(starts) and starts[run + 1] == starts[i]:
                     run += 1
-                rows[i - 1:run + 1] = sorted(rows[i - 1:run + 1], key=_tie)
+                rows[i - 1:run + 1] = sorted(rows[i - 1:run + 1], key=lambda r: _tie(r, name_of))
     reach, top = [], 0
     for i, (start, end, name, shndx) in enumerate(rows):  # the one loop over every symbol
         if start == end:  # a label: to the next start, within its section
@@ -103,8 +105,8 @@ def _table(rows: list[_Row], sections, relocatable: bool) -> tuple[list[int], li
     return starts, rows, reach
 
 
-def _tie(row: _Row) -> tuple[bool, int]:
-    return row[1] != row[0], row[0] - row[1]  # labels first, then the biggest
+def _tie(row: _Row, name_of) -> tuple[bool, int, str]:
+    return row[1] != row[0], row[0] - row[1], name_of(row[2])  # labels first, then the biggest, then by name
 
 
 _start = itemgetter(0)
