@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 import synth  # noqa: E402
+from sdtgen.boot.patcher import patch_sites  # noqa: E402
 
 from sdtgen import toolchain  # noqa: E402
 from sdtgen.boot.machine import Machine  # noqa: E402
-from sdtgen.boot.patcher import patch_sites  # noqa: E402
 from sdtgen.boot.session import BootSession, Reporter  # noqa: E402
 from sdtgen.codegen import gen_files  # noqa: E402
 from sdtgen.image import Image  # noqa: E402
