@@ -288,8 +288,8 @@ def _check_timeout(timeout: float) -> None:
     import math
 
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
-        raise SdtError("", f"--timeout {timeout:g} is not a number of seconds from 0 to {MAX_TIMEOUT:g}",
-                       "give e.g. 20, or 0.5")
+        raise SdtError("", f"--timeout {timeout:g} is not a positive number of seconds up to {MAX_TIMEOUT:g} "
+                       "(a week)", "give e.g. 20, or 0.5")
 
 
 def _trace_option(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -617,12 +617,12 @@ def _terminate(signum: int, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     import signal
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminate)
     argv = sys.argv[1:] if argv is None else argv
-    only = argv[0] if argv and argv[0] in COMMANDS else None
-    args = build_parser(only).parse_args(_negative_args(argv))
     try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _terminate)
+        only = argv[0] if argv and argv[0] in COMMANDS else None
+        args = build_parser(only).parse_args(_negative_args(argv))
         return args.func(args)
     except Terminated as t:
         return 128 + t.signum
@@ -635,6 +635,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    finally:  # after main: a signal ends the process as it would have
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
 
 
 if __name__ == "__main__":

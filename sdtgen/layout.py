@@ -198,8 +198,10 @@ HOOKS = Layout("sdt_hooks", "What the kernel supplies, once, to sdt_init (copied
           c="void (*%s)(const struct sdt_site *site, const char *line)"),
     Field("readable", "ptr", "the memory strings may be copied from; with nreadable 0, all of it",
           c="const struct sdt_range *%s"),
+    Field("text", "ptr", "the kernel's code: a site outside it is refused; with ntext 0, no check",
+          c="const struct sdt_range *%s"),
     Field("nreadable", "u32", "entries of readable"),
-    Field("flags", "u32", "0"),
+    Field("ntext", "u32", "entries of text"),
     Field("clock_hz", "u64", "ticks a second of clock (for trace metadata)"),
 ))
 

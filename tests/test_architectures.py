@@ -58,9 +58,9 @@ def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_w
     s = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
         s.enable(":::")
-        assert not s.runtime.trapped and {x.length for x in s.runtime.sites.values()} == {8}
+        assert not s.runtime.trapped and {x.length for x in s.runtime.sites} == {8}
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites.values():
+        for x in s.runtime.sites:
             jal, nop = cs.disasm(s.machine.read(x.addr, 8), x.addr)
             assert (jal.mnemonic, nop.mnemonic) in (("jal", "nop"), ("j", "nop")), (jal.mnemonic, nop.mnemonic)
     finally:
@@ -94,7 +94,7 @@ def test_tail_site_disarmed_returns_and_armed_fires(arch_kernel, arch):
     buf = io.StringIO()
     s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf))
     try:
-        (site,) = [x for x in s.runtime.sites.values() if x.probe.spec == "hk:proc:exit:done"]
+        (site,) = [x for x in s.runtime.sites if x.probe.spec == "hk:proc:exit:done"]
         assert site.form == "tail"
         assert s.run("kmain:long", [1]) == 36185  # proc_exit's tail site is a return when disarmed
         s.enable("hk:proc:exit:done")
@@ -112,10 +112,10 @@ def test_riscv_relaxation_shrinks_sites_and_reloc_mode_follows(arch_kernel):
                                                                        ("tail", 8, "R_RISCV_CALL_PLT")}
     s = BootSession(str(k.image), Reporter(out=io.StringIO()))
     try:
-        lengths = sorted({(x.form, x.length) for x in s.runtime.sites.values()})
+        lengths = sorted({(x.form, x.length) for x in s.runtime.sites})
         assert lengths == [("call", 4), ("tail", 2)]  # jal, and c.j: relaxed by the final link
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites.values():
+        for x in s.runtime.sites:
             insns = list(cs.disasm(s.machine.read(x.addr, x.length), x.addr))
             assert [i.mnemonic for i in insns] == (["nop"] if x.form == "call" else ["c.jr"])
     finally:
@@ -138,7 +138,7 @@ def test_riscv_without_relaxation_keeps_8_byte_sites(arch_kernel):
     k = arch_kernel("riscv64", RELAX="0")
     s = BootSession(str(k.image), Reporter(out=io.StringIO()))
     try:
-        assert {x.length for x in s.runtime.sites.values()} == {8}
+        assert {x.length for x in s.runtime.sites} == {8}
         assert s.run("kmain:long", [1]) == 36185
     finally:
         s.close()

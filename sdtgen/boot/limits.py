@@ -15,4 +15,5 @@ DEFAULT_TIMEOUT = 20.0  # seconds one --run, script or console `run` may take (-
 MAX_TIMEOUT = 7 * 24 * 3600.0  # a week: what the watchdog's deadline can hold
 MIN_BUFFER = 2048  # bytes of one CPU's trace buffer (--buffer-size): two packets of 1 KiB
 MAX_BUFFER = 64 << 20
-DEFAULT_BUFFER = 1 << 20  # eight 64 KiB packets per CPU
+DEFAULT_BUFFER = 1 << 20  # sixteen 64 KiB packets per CPU
+MAX_RINGS = 1 << 30  # bytes of every CPU's trace buffer together (--cpus x --buffer-size)

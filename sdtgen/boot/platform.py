@@ -85,7 +85,7 @@ class Platform:
         self.packet_size = packet_size or packet_size_for(buffer_size)
         ncpu = self.cpus
         # The data area: hooks, ranges, areas, scratch; the per-CPU pages and rings page-aligned after them.
-        nranges = len(m0.regions) + 4
+        nranges = len(m0.regions) + 4 + len(m0.code)  # readable memory, then the executable segments' bytes
         self.hooks = 0
         self.ranges = _align(HOOKS.size(self.bits), 16)
         self.areas = _align(self.ranges + RANGE.size(self.bits) * nranges, 64)
@@ -97,7 +97,8 @@ class Platform:
         self.firmware = (top - PAGE) & ~(PAGE - 1)
         self.percpu = self.firmware - PAGE  # the virtual page each CPU sees as its own
         self.base = (self.percpu - PAGE - size) & ~(PAGE - 1)
-        if self.base <= 0 or self.base >= self.percpu:
+        below = [r.vaddr + r.size for r in m0.regions if r.vaddr < self.percpu]  # the image, the stacks
+        if self.base <= 0 or self.base >= self.percpu or any(end > self.base for end in below):
             raise SdtError(m0.file, f"{ncpu} CPUs with {buffer_size}-byte buffers do not fit the guest's address "
                            "space", "give fewer --cpus or a smaller --buffer-size")
         m0.map_area(self.base, size, "the runtime's areas and rings")
@@ -161,11 +162,16 @@ class Platform:
     def _write_hooks(self, clock_hz: int, notify: bool) -> None:
         ranges = self.readable()
         m = self.m0
-        m.write(self.base + self.ranges, b"".join(RANGE.struct(self.bits, self.little).pack(a, n) for a, n in ranges))
+        # Sites may be only in the bytes the executable segments hold in the file (a zero-filled tail is none).
+        text = [(c.start, c.end - c.start) for c in m.code]
+        pack = RANGE.struct(self.bits, self.little).pack
+        m.write(self.base + self.ranges, b"".join(pack(a, n) for a, n in [*ranges, *text]))
         values = {name: 0 for name in HOOKS.names()}
         values.update(sync_cores=self.code["sync_cores"], cpu_area=self.code["cpu_area"], clock=self.code["clock"],
                       notify=self.code["notify"] if notify else 0, report=self.code["report"],
-                      readable=self.base + self.ranges, nreadable=len(ranges), clock_hz=clock_hz)
+                      readable=self.base + self.ranges, nreadable=len(ranges),
+                      text=self.base + self.ranges + RANGE.size(self.bits) * len(ranges), ntext=len(text),
+                      clock_hz=clock_hz)
         m.write(self.hooks_address, HOOKS.struct(self.bits, self.little).pack(*(values[n] for n in HOOKS.names())))
 
     def frame_bytes(self, values: dict[str, int]) -> bytes:

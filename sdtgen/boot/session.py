@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from sdtgen.boot.consumer import Consumer
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_SPEC, MIN_BUFFER
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_RINGS, MAX_SPEC, MIN_BUFFER
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.platform import Platform, runtime_entries
 from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
@@ -94,18 +94,20 @@ class Reporter:
             shown[function] = shown.get(function, 0) + 1
             if shown[function] <= REFUSED_PER_FUNCTION and lines < REFUSED_LINES:
                 lines += 1
-                self._diagnose(event, WARNING, f"refused {printable(site.probe.spec)}: {printable(reason)}",
+                bytes_ = f" (found {_spaced(found)})" if found else ""
+                self._diagnose(event, WARNING, f"refused {printable(site.probe.spec)}: {printable(reason)}{bytes_}",
                                "left unpatched", printable(at))
         hidden = len(refusals) - lines
         if hidden and not self.as_json:
             print(Diagnostic(self.file, WARNING, f"{hidden} more refused sites not shown",
                              "see all of them with --json"), file=self.err, flush=True)
 
-    def changed(self, site: TableSite, line: str, at: str) -> None:
-        self._diagnose({"event": "changed", "probe": site.probe.spec, "pc": site.addr, "where": at, "report": line},
-                       WARNING, f"{printable(site.probe.spec)}: the site's code changed since the runtime wrote it "
-                       f"({printable(line)})", "the runtime leaves it as it is and writes there no more",
-                       printable(at))
+    def changed(self, site: TableSite, found: str, expected: str, at: str) -> None:
+        self._diagnose({"event": "changed", "probe": site.probe.spec, "pc": site.addr, "where": at, "bytes": found,
+                        "expected": expected}, WARNING,
+                       f"{printable(site.probe.spec)}: the site's code changed since the runtime wrote it: found "
+                       f"{_spaced(found)} where it wrote {_spaced(expected)}",
+                       "the runtime leaves it as it is and writes there no more", printable(at))
 
     def fire(self, f: Firing) -> None:
         if self.quiet:
@@ -158,6 +160,10 @@ class Reporter:
 
     def text(self, kind: str, text: str) -> None:
         self._emit({"event": kind, "text": text}, text)
+
+
+def _spaced(hexbytes: str) -> str:
+    return " ".join(hexbytes[i:i + 2] for i in range(0, len(hexbytes), 2))
 
 
 def _on_cpu(cpu: int | None) -> str:
@@ -214,6 +220,12 @@ class BootSession:
         if schedule not in SCHEDULES:
             raise SdtError("", f"unknown schedule {printable(schedule)!r}", f"use one of {', '.join(SCHEDULES)}")
         check_buffer_size(buffer_size)
+        if cpus * buffer_size > MAX_RINGS:
+            raise SdtError("", f"{cpus} CPUs with --buffer-size {buffer_size} need {cpus * buffer_size >> 20} MiB of "
+                           f"rings, more than the {MAX_RINGS >> 20} MiB a boot maps",
+                           "give fewer --cpus or a smaller --buffer-size")
+        if arm == BRANCH and not patch:
+            raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
         self.timeout, self.seed, self.schedule = timeout, seed, schedule
         self.buffer_size, self.overflow, self.cpus = buffer_size, overflow, cpus
         self.stream = stream and overflow == "drop"  # a flight recorder is read when a run ends
@@ -230,6 +242,7 @@ class BootSession:
             self.entries = runtime_entries(self.image)
             self.probes = self.image.probes()
             self.bounds = self.image.bounds
+            self._check_table()
             if trace is not None:
                 self.sink = self._open_trace(*trace)
             self._boot(patch)
@@ -238,6 +251,14 @@ class BootSession:
         except BaseException:
             self.close(abort=True)
             raise
+
+    def _check_table(self) -> None:
+        """An image whose probes call stubs but whose site table is empty was linked without the table."""
+        lo, hi = self.bounds.sites
+        if hi == lo and any(n.startswith("__dtrace_sdt_") for n in self.image.elf.symbol_values("__dtrace_sdt_")):
+            raise self.image.elf.fail("has probe stubs but an empty site table: the table `sdtgen gen` wrote "
+                                      "(set_sdt_sites_set) was not linked", "link the *_sdt_table.o gen's output "
+                                      "compiles to (the Makefile fragment does)")
 
     def _boot(self, patch: bool) -> None:
         from sdtgen.boot.clock import guest_clock
@@ -289,7 +310,7 @@ class BootSession:
         by_entry = {r.site: r.line for r in result.reports if r.site}
         refused = []
         for s in result.of("refused"):
-            reason, found = site_report(by_entry.get(self._entry(s), ""))
+            reason, found, _ = site_report(by_entry.get(self._entry(s), ""))
             refused.append((s, reason or "refused by the runtime", found))
         self.reporter.patched(len(result.of("off")), len(refused), len(result.of("folded")))
         self.reporter.refused(refused, self._where_function)
@@ -335,8 +356,8 @@ class BootSession:
 
     def _show(self, events: list[Event]) -> None:
         for e in events:
-            self.reporter.fire(Firing(e.probe, self.single_site.get(e.probe), e.args, self.types[e.probe],
-                                      e.cpu if self.cpus > 1 else None, e.ts))
+            self.reporter.fire(Firing(e.probe, self.single_site.get(e.probe), e.args, self.types[e.probe], e.cpu,
+                                      e.ts))
 
     def _consume_now(self, cpu: int) -> None:
         """The notify hook: a packet of ``cpu`` closed (with --overflow drop, read as it closes)."""
@@ -375,7 +396,9 @@ class BootSession:
         if mode == BRANCH and not self.patched:
             raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
         if self.patched:
+            before = len(self.runtime.reports)
             self.runtime.set_mode(mode)
+            self._report_changes(self.runtime.reports[before:])
         self.runtime.mode = mode
 
     def finish_trace(self) -> None:
@@ -437,6 +460,9 @@ class BootSession:
             raise SdtError("", f"cannot arm or disarm {printable(text)!r}: nothing is patched (--no-patch), "
                            "so every site stays a call to its empty stub", "boot without --no-patch")
         if not self.runtime.matching(pattern):
+            if arm and any(x.state == "changed" and pattern.matches(x.probe) for x in self.runtime.sites):
+                raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: "
+                               "the guest rewrote every one")
             raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
                            "patched probe site", "list the probes with `sdtgen probes IMAGE`; "
                            "a spec is provider:module:function:name, filled from the right")
@@ -453,7 +479,8 @@ class BootSession:
         for r in reports:
             site = by_index.get(r.site)
             if site is not None and site.state == "changed":
-                self.reporter.changed(site, r.line.removeprefix("sdt: "), self.where(site.addr))
+                _, found, expected = site_report(r.line)
+                self.reporter.changed(site, found, expected, self.where(site.addr))
             else:
                 self.reporter.warning(r.line.removeprefix("sdt: "))
 
@@ -544,13 +571,15 @@ class BootSession:
         self.reporter.stats(dict(self.hits), sum(self.consumer.lost().values()))
 
 
-def site_report(line: str) -> tuple[str, str]:
-    """(what the runtime said of a site, the bytes it found there as hex) from a report line:
-    ``sdt: PROBE site at 0xADDR WHAT (found 0f 1f ...)``."""
+def site_report(line: str) -> tuple[str, str, str]:
+    """(what the runtime said of a site, the bytes it found there, the bytes it expected, as hex) from a
+    report line: ``sdt: PROBE site at 0xADDR WHAT (found 0f 1f ...; expected e8 ...)``."""
     import re
 
-    m = re.search(r" site at 0x[0-9a-f]+ (.*?)(?: \(found ([0-9a-f ]+)\))?$", line)
-    return (m[1], (m[2] or "").replace(" ", "")) if m else (line, "")
+    m = re.search(r" site at 0x[0-9a-f]+ (.*?)(?: \(found ([0-9a-f ]+?)(?:; expected ([0-9a-f ]+))?\))?$", line)
+    if not m:
+        return line, "", ""
+    return m[1], (m[2] or "").replace(" ", ""), (m[3] or "").replace(" ", "")
 
 
 def read_guest_string(machine: Machine, addr: int) -> str | None:

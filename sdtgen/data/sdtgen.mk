@@ -27,6 +27,8 @@ SDT_STRICT ?= 0
 SDT_CC ?= $(CC)
 SDT_LD ?= $(LD)
 SDT_STUB_CFLAGS ?= -O2 -ffreestanding -fno-pic
+# Options of the runtime's own build (e.g. -DSDT_NAIVE_PROTOCOL, the torture test's unsafe patching)
+SDT_RUNTIME_CFLAGS ?=
 SDT_ASFLAGS ?=
 SDT_LDFLAGS ?=
 SDT_PARTIAL_LDS ?= $(shell $(SDTGEN) linker-script partial --path)
@@ -63,7 +65,7 @@ $(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
 
 $(2:.o=)_sdt_runtime.o: $(sdt_runtime_dir)/sdt_runtime.c $(wildcard $(sdt_runtime_dir)/*.[ch] $(sdt_include_dir)/*.h)
 	$$(sdt_msg) CC $$@
-	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -I$(sdt_include_dir) -c -o $$@ $$<
+	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) $$(SDT_RUNTIME_CFLAGS) -fno-lto -I$(sdt_include_dir) -c -o $$@ $$<
 
 $(2:.o=)_sdt_arch.o: $(wildcard $(sdt_runtime_dir)/arch/*.[ch] $(sdt_runtime_dir)/*.h $(sdt_include_dir)/*.h)
 	$$(sdt_msg) CC $$@

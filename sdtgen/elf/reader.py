@@ -325,8 +325,10 @@ class ElfFile:
         return None
 
     def symbol_values(self, prefix: str) -> dict[str, int]:
-        """Values of the symbols whose names start with ``prefix`` (fast: no full symbol decode)."""
-        return {name: self._symbol_row(i)[4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
+        """Values of the defined symbols whose names start with ``prefix`` (fast: no full symbol decode); an
+        undefined one has no value (a kernel linked with undefined symbols allowed keeps them)."""
+        rows = ((name, self._symbol_row(i)) for i, name in self.symbol_indices_with_prefix(prefix).items())
+        return {name: row[4] for name, row in rows if row[3] != 0}
 
     @cached
     def _symtab_info(self) -> tuple[object, memoryview, Section | None, list[int] | None]:

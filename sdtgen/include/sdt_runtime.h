@@ -227,12 +227,13 @@ struct sdt_hooks {
 	void (*notify)(struct sdt_cpu *cpu);	/* a packet of this CPU was closed: a consumer may read it */
 	void (*report)(const struct sdt_site *site, const char *line);	/* a line for the kernel's log; site: the site it is about, or NULL */
 	const struct sdt_range *readable;	/* the memory strings may be copied from; with nreadable 0, all of it */
+	const struct sdt_range *text;	/* the kernel's code: a site outside it is refused; with ntext 0, no check */
 	sdt_u32 nreadable;	/* entries of readable */
-	sdt_u32 flags;	/* 0 */
+	sdt_u32 ntext;	/* entries of text */
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 88);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 96);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
@@ -242,9 +243,10 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 64);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 72);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, flags) == 76);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 84);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 88);
 #else
 _SDT_LAYOUT(sizeof(struct sdt_hooks) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
@@ -256,8 +258,9 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 20);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 28);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 36);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, flags) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 44);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 48);
 #endif
 

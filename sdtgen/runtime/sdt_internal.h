@@ -102,7 +102,8 @@ void sdt_poke_put(void) SDT_HIDDEN;
 void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDDEN;
 
 /* sdt_report.c */
-void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n) SDT_HIDDEN;
+void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,
+		     const sdt_u8 *expected) SDT_HIDDEN;
 void sdt_report(const char *line) SDT_HIDDEN;
 
 /* sdt_transport.c */

@@ -117,6 +117,21 @@ static SDT_CODE struct sdt_site *find_site(sdt_word addr)
 
 /* -- boot ---------------------------------------------------------------------------------- */
 
+/* Whether [a, a + n) lies in one of the text ranges the kernel gave (any address, when it gave none). */
+static SDT_CODE int in_text(sdt_word a, unsigned n)
+{
+	unsigned i;
+
+	if (!sdt_hooks.ntext)
+		return 1;
+	for (i = 0; i < sdt_hooks.ntext; i++) {
+		sdt_u64 off = (sdt_u64)a - sdt_hooks.text[i].start;
+		if (off < sdt_hooks.text[i].size && n <= sdt_hooks.text[i].size - off)
+			return 1;
+	}
+	return 0;
+}
+
 static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
 {
 	unsigned i;
@@ -157,7 +172,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 		s->size = 0;
 		if (!probe_valid(p) || s->form < SDT_FORM_CALL || s->form > SDT_FORM_ISEN || !s->length ||
 		    s->length > SDT_SITE_MAX || (s->form == SDT_FORM_ISEN && !p->isenabled)) {
-			sdt_report_site(s, "is not a valid table entry", 0, 0);
+			sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
 			continue;
 		}
 		if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == p && prev->form == s->form) {
@@ -166,18 +181,22 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 			continue;
 		}
 		if (a < end) {
-			sdt_report_site(s, "overlaps the site before it", 0, 0);
+			sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
+			continue;
+		}
+		if (!in_text(a, s->length)) {
+			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
 			continue;
 		}
 		read_text(code, a, s->length);
 		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
 		if (!size) {
-			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length);
+			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length, 0);
 			continue;
 		}
 		s->size = (sdt_u8)size;
 		if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-			sdt_report_site(s, "has no disabled form", code, size);
+			sdt_report_site(s, "has no disabled form", code, size, 0);
 			continue;
 		}
 		for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
@@ -353,7 +372,7 @@ static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
 	read_text(now, a, s->size);
 	for (i = 0; i < s->size; i++)
 		if (now[i] != p->old[i]) {
-			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size);
+			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size, p->old);
 			s->state = SDT_SITE_CHANGED;
 			if (is_armed(cur))
 				armed--;

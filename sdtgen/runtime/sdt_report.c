@@ -37,8 +37,20 @@ SDT_CODE void sdt_report(const char *text)
 	sdt_hooks.report(0, l.buf);
 }
 
-/* "sdt: provider:module:function:name at 0x...: what (found 0f 1f ...)" */
-SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n)
+static SDT_CODE void line_bytes(struct line *l, const char *label, const sdt_u8 *b, unsigned n)
+{
+	unsigned i;
+
+	line_put(l, label, 16);
+	for (i = 0; i < n; i++) {
+		line_put(l, " ", 1);
+		line_hex(l, b[i], 2);
+	}
+}
+
+/* "sdt: provider:module:function:name site at 0x...: what (found 0f 1f ...; expected e8 ...)" */
+SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,
+			      const sdt_u8 *expected)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
@@ -61,11 +73,9 @@ SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const 
 	line_put(&l, " ", 1);
 	line_put(&l, what, LINE);
 	if (n) {
-		line_put(&l, " (found", 8);
-		for (i = 0; i < n; i++) {
-			line_put(&l, " ", 1);
-			line_hex(&l, found[i], 2);
-		}
+		line_bytes(&l, " (found", found, n);
+		if (expected)
+			line_bytes(&l, "; expected", expected, n);
 		line_put(&l, ")", 1);
 	}
 	l.buf[l.n] = 0;

@@ -72,15 +72,16 @@ def test_disarmed_it_returns_and_armed_it_fires_only_when_taken(image, arm):
 def test_branch_arming_sends_the_jcc_to_the_recorder_and_disarming_puts_it_back(image):
     s = BootSession(str(image[1]), Reporter(as_json=True, out=io.StringIO()), arm="branch")
     try:
-        (site,) = [x for x in s.runtime.sites.values() if x.form == "cond"]
+        (site,) = [x for x in s.runtime.sites if x.form == "cond"]
         cs = s.image.arch.disassembler()
-        before = next(cs.disasm(s.machine.read(site.addr, 6), site.addr))
+        original = s.machine.read(site.addr, 6)
+        before = next(cs.disasm(original, site.addr))
         s.enable("hk:cc:check:big")
         after = next(cs.disasm(s.machine.read(site.addr, 6), site.addr))
         recorder = s.image.symbols["__sdt_rec___dtrace_sdt_hk_cc_check_big"].value
         assert (after.mnemonic, int(after.op_str, 16)) == (before.mnemonic, recorder)
         assert int(before.op_str, 16) == site.probe.stub
         s.disable("hk:cc:check:big")
-        assert s.machine.read(site.addr, 6) == site.original
+        assert s.machine.read(site.addr, 6) == original == s.image.read(site.addr, 6)
     finally:
         s.close()

@@ -44,7 +44,7 @@ def test_each_cpus_firings_are_that_cpus_calls_in_order(four, native):
 
 def test_the_same_seed_gives_the_same_interleaving_and_another_seed_another(kernel):
     def interleaving(seed: int) -> list[int]:
-        b = Booted(kernel.image, cpus=3, seed=seed)
+        b = Booted(kernel.image, cpus=3, seed=seed, schedule="seeded")
         try:
             b.session.enable("hk:sched:run:tick")
             return [e["cpu"] for e in b.run([SCHED]) if e["event"] == "fire"]
