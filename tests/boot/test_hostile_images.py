@@ -121,7 +121,6 @@ def test_a_relative_relocation_outside_memory_names_the_relocation(tricks, tmp_p
 
 
 def test_a_sixteen_byte_site_is_refused_for_what_it_is(tricks, tmp_path):
-    _, _, stub = text_of(tricks)
     inside = tmp_path / "long-site.elf"
     shutil.copy(tricks, inside)
     set_site_length(inside, 0, 16)

@@ -62,8 +62,9 @@ def test_the_guarded_probe_fires_only_where_sdt_probe_is(booted_freebsd):
 
 # What Capstone shows a disabled (0) and an armed (1) check as: one instruction setting the result register
 # (on x86 filling the whole call with CS prefixes; an 8-byte RISC-V site keeps a NOP after it).
-RESULT = {"x86_64": {0: ("xor", "eax, eax"), 1: ("mov", "eax, 1")}, "i386": {0: ("xor", "eax, eax"), 1: ("mov", "eax, 1")},
-          "aarch64": {0: ("mov", "w0, #0"), 1: ("mov", "w0, #1")}, "riscv64": {0: ("mv", "a0, zero"), 1: ("addi", "a0, zero, 1")}}
+X86 = {0: ("xor", "eax, eax"), 1: ("mov", "eax, 1")}
+RESULT = {"x86_64": X86, "i386": X86, "aarch64": {0: ("mov", "w0, #0"), 1: ("mov", "w0, #1")},
+          "riscv64": {0: ("mv", "a0, zero"), 1: ("addi", "a0, zero, 1")}}
 NOP = {"x86_64": "0f1f440000", "i386": "0f1f440000", "aarch64": "1f2003d5", "riscv64": "13000000"}
 
 
