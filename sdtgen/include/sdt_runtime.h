@@ -33,7 +33,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #if defined(__cplusplus)
 #define _SDT_LAYOUT(e) static_assert(e, "sdtgen layout")
 #else
-#define _SDT_LAYOUT(e) _Static_assert(e, "sdtgen layout")
+/* __extension__: C11's _Static_assert also under -std=c99 -pedantic, as gcc and clang allow */
+#define _SDT_LAYOUT(e) __extension__ _Static_assert(e, "sdtgen layout")
 #endif
 
 /* BEGIN LAYOUTS: rendered from sdtgen/layout.py by `python -m sdtgen.layout --write`; do not edit */
