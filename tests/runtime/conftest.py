@@ -102,3 +102,27 @@ def arch_image(tmp_path_factory):
     return get
 
 
+
+
+@pytest.fixture(scope="session")
+def host_runtime(tmp_path_factory):
+    """arch -> the runtime built for this machine with that architecture's encoders (64-bit ones: the host's
+    word), loaded with ctypes: host_harness.c's entry points."""
+    import ctypes
+
+    from helpers import need_tool
+
+    built: dict[str, ctypes.CDLL] = {}
+
+    def get(arch_name: str) -> ctypes.CDLL:
+        if arch_name not in built:
+            out = tmp_path_factory.mktemp(f"host-{arch_name}") / "runtime.so"
+            rt = runtime_dir()
+            run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
+                 f"-I{include_dir()}", f"-I{rt}", "-o", str(out), str(HERE / "host_harness.c"),
+                 *(str(rt / f) for f in ("sdt_patch.c", "sdt_transport.c", "sdt_report.c")),
+                 str(rt / "arch" / f"sdt_{arch_name}.c")])
+            built[arch_name] = ctypes.CDLL(str(out))
+        return built[arch_name]
+
+    return get
