@@ -50,6 +50,7 @@ static SDT_CODE void close_packet(struct sdt_cpu *c)
 	pk->events = (sdt_u32)c->events;
 	pk->events_discarded = c->discarded;
 	c->offset = c->packet_size;
+	c->current = 0;	/* none open: offset == packet_size alone may be a packet its last event filled exactly */
 	c->events = 0;
 	sdt_seq_store(&c->commit_seq, (sdt_word)c->write_seq);
 	if (sdt_hooks.notify)
@@ -97,7 +98,7 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	if (size > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;
 	if (c->offset + size > c->packet_size) {
-		if (c->offset != c->packet_size)
+		if (c->current)
 			close_packet(c);
 		if (!open_packet(c))
 			goto discard;
@@ -122,7 +123,7 @@ SDT_CODE void sdt_flush(void)
 	if (!c || c->nesting)
 		return;
 	c->nesting = 1;
-	if (c->offset != c->packet_size && c->events)
+	if (c->current)
 		close_packet(c);
 	__asm__ __volatile__("" ::: "memory");
 	c->nesting = 0;
