@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -286,4 +287,21 @@ def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, tmp_pat
     t = r.line("torture")
     assert (t["protocol"], t["toggles"]) == ("safe", 10000)
     assert (t["faults"], t["torn"]) == (0, 0)
-    assert t["calls"] > 0 and t["firings"] > 0  # the sites ran while they changed, and fired
+    # the sites ran while they changed (CPU 1 met breakpoints of patches in flight), and fired
+    assert t["calls"] > 0 and t["transient"] > 0 and t["firings"] > 0
+
+
+def test_make_process_builds_runs_traces_and_tortures_it(tmp_path, native_all):
+    """The project's `make process`, run where a user would run it (the worked example of docs/runtime.md)."""
+    venv = Path(sys.prefix)
+    out = run(["make", "-f", str(ROOT / "Makefile"), "--no-print-directory", "-o", f"{venv}/.installed",
+               f"VENV={venv}", "process"], cwd=tmp_path).stdout
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    (t,) = [x for x in lines if x["event"] == "torture"]
+    assert (t["toggles"], t["faults"], t["torn"]) == (10000, 0, 0) and t["firings"] > 0
+    dec = decoder()
+    events = [e for data in split((tmp_path / "build/process/trace/stream_0").read_bytes(), dec)
+              for e in dec.events(data)[1]]
+    want = native_events(native_all, [Call("vfs_lookup_id", (0,)), Call("sched_run", (3,))])
+    assert [(e.probe, normal(e.probe, list(e.args))) for e in events] == \
+        [f for f in native_firings(want) if f[0].startswith("hk:vfs:") or f[0] == "hk:sched:run:tick"]
