@@ -94,7 +94,10 @@ static SDT_CODE void protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt
 			store(&p[i], alias, lo, at, p[i].new, width);
 			single = 1;
 		} else {
-			struct sdt_poke t = p[i];	/* kept in address order: sdt_poke_find bisects */
+			/* to the front, kept in address order (sdt_poke_find bisects); the single-store entry at the
+			 * front's end moves to i, so the batch stays a permutation and every site gets its state */
+			struct sdt_poke t = p[i];
+			p[i] = p[slow];
 			for (k = slow; k > 0 && p[k - 1].addr > t.addr; k--)
 				p[k] = p[k - 1];
 			p[k] = t;

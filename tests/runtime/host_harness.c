@@ -85,7 +85,7 @@ struct host_event {	/* kind 1: a store (addr, width, the bytes it left); 2: a sy
 #define MAX_SITES 64
 #define MAX_EVENTS 65536
 
-static struct sdt_site host_sites[MAX_SITES];
+struct sdt_site host_sites[MAX_SITES];	/* site i is the one host_batch's in[i] changes */
 static struct sdt_poke host_pokes[MAX_SITES];
 static struct host_poke *host_in;
 static unsigned host_n;

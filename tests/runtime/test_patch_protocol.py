@@ -131,6 +131,8 @@ def test_the_protocol_store_by_store(protocol):
             assert now in (old, new) or now.startswith(bp), (arch, hex(site), old.hex(), new.hex(), now.hex())
             history[site].append((k, "new" if now == new else "old" if now == old else "bp"))
         assert bytes(mem) == text.raw  # every write went through a store the hooks saw
+        states = (ctypes.c_uint8 * (16 * len(batch))).in_dll(lib, "host_sites")
+        assert [states[16 * i + 12] for i in range(len(batch))] == [state for _, state, _, _ in batch]
         for site, (_, old, new) in sites.items():
             assert bytes(mem[site - origin:site - origin + len(old)]) == new
             steps = [what for _, what in history[site]]

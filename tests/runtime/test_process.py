@@ -31,9 +31,9 @@ CALLS = [
     Call("kmem_alloc", (1 << 20,)), Call("proc_exec", (1,)), Call("proc_exec", (5,)), Call("proc_exit", (42,)),
     Call("kmain", (3,)),
 ]
-# extra.c: a conditional tail site, a string rewritten after each firing, a NULL string
+# extra.c: a conditional tail site, a string rewritten after each firing, a NULL string, an is-enabled check
 EXTRA_CALLS = [Call("px_check_big", (2,)), Call("px_check_big", (9,)), Call("px_generations", (4,)),
-               Call("px_null", (5,))]
+               Call("px_null", (5,)), Call("px_guarded", (-7,))]
 POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the object it points at
 
 
@@ -66,12 +66,17 @@ void __dtrace_sdt_px_check_big_hit(unsigned long x) {
   printf("{\"probe\": \"px:check:big:hit\", \"args\": [%lu]}\n", x); }
 void __dtrace_sdt_px_name_gen_set(const char *s, int n) { printf("{\"probe\": \"px:name:gen:set\", \"args\": [");
   put_string(s); printf(", %d]}\n", n); }
-void px_check_big(unsigned long); int px_generations(int); int px_null(int);
+void __dtrace_sdt_px_guard_costly_value(long v) {
+  printf("{\"probe\": \"px:guard:costly:value\", \"args\": [%ld]}\n", v); }
+int __dtrace_isenabled_px_guard_costly_value(void) { return 1; }  /* natively, every probe is armed */
+volatile _Bool sdt_probes_enabled = 1;
+void px_check_big(unsigned long); int px_generations(int); int px_null(int); long px_guarded(long);
 int main(int argc, char **argv) { for (int i = 1; i < argc; i++) { char *f = strtok(argv[i], ":");
   long v = strtol(strtok(NULL, ","), NULL, 0);
   if (!strcmp(f, "px_check_big")) { px_check_big(v); printf("{\"return\": null}\n"); }
   if (!strcmp(f, "px_generations")) printf("{\"return\": %d}\n", px_generations(v));
-  if (!strcmp(f, "px_null")) printf("{\"return\": %d}\n", px_null(v)); } return 0; }
+  if (!strcmp(f, "px_null")) printf("{\"return\": %d}\n", px_null(v));
+  if (!strcmp(f, "px_guarded")) printf("{\"return\": %ld}\n", px_guarded(v)); } return 0; }
 """
 
 
@@ -152,7 +157,7 @@ def native_firings(events: list[dict], symbolize=None) -> list[tuple[str, list]]
 
 
 RETURNS = {name: ret for name, (ret, _) in PROTOTYPES.items()} | {"px_check_big": "void", "px_generations": "int",
-                                                                  "px_null": "int"}
+                                                                  "px_null": "int", "px_guarded": "long"}
 
 
 def returned(values: list[int], calls: list[Call]) -> list[int]:
@@ -182,7 +187,8 @@ def test_every_armed_probe_fires_as_the_native_run_calls_it(process, native_all,
     assert r.firings(ours) == native_firings(expected, theirs)
     assert returned(r.returns(), calls) == native_returns(expected, calls)
     fired = {p for p, _ in r.firings()}
-    assert {"hk:sched:switch:six", "hk:proc:exit:done", "px:name:gen:set", "px:check:big:hit"} <= fired
+    assert {"hk:sched:switch:six", "hk:proc:exit:done", "px:name:gen:set", "px:check:big:hit",
+            "px:guard:costly:value"} <= fired
     assert ("px:name:gen:set", [None, 5]) in r.firings()  # a NULL string: unreadable, not read
     assert [a for p, a in r.firings() if p == "px:name:gen:set"][:4] == [[f"gen{i}", i] for i in range(4)]
 
@@ -225,9 +231,11 @@ def test_each_cpu_records_into_its_own_stream(process, native_all, tmp_path):
 
 
 def test_disarmed_nothing_fires_and_results_are_the_native_ones(process, native_all, tmp_path):
-    r = Run(process, tmp_path, "enable", ":::", "trap", "disable", ":::", *commands(CALLS))
-    assert r.events == []
-    assert returned(r.returns(), CALLS) == native_returns(native_events(native_all, CALLS), CALLS)
+    r = Run(process, tmp_path, "enable", ":::", "trap", "disable", ":::", *commands(CALLS),
+            "run", "px_guarded,3", "enable", "px:guard::", "trap", "run", "px_guarded,3")
+    assert r.firings() == [("px:guard:costly:value", [9])]  # only once armed: is-enabled said no before
+    assert r.returns()[len(CALLS):] == [0, 1]  # SDT_PROBES_ENABLED(): nothing armed, then one probe
+    assert returned(r.returns()[:len(CALLS)], CALLS) == native_returns(native_events(native_all, CALLS), CALLS)
 
 
 def test_packets_of_any_size_the_runtime_takes_reach_the_trace(process, native_all, tmp_path):
