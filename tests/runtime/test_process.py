@@ -31,9 +31,10 @@ CALLS = [
     Call("kmem_alloc", (1 << 20,)), Call("proc_exec", (1,)), Call("proc_exec", (5,)), Call("proc_exit", (42,)),
     Call("kmain", (3,)),
 ]
-# extra.c: a conditional tail site, a string rewritten after each firing, a NULL string, an is-enabled check
+# extra.c: a conditional tail site, a string rewritten after each firing, a NULL string, an is-enabled check,
+# 100 sites (more than one batch of the patch protocol)
 EXTRA_CALLS = [Call("px_check_big", (2,)), Call("px_check_big", (9,)), Call("px_generations", (4,)),
-               Call("px_null", (5,)), Call("px_guarded", (-7,))]
+               Call("px_null", (5,)), Call("px_guarded", (-7,)), Call("px_many", (1000,))]
 POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the object it points at
 
 
@@ -69,14 +70,17 @@ void __dtrace_sdt_px_name_gen_set(const char *s, int n) { printf("{\"probe\": \"
 void __dtrace_sdt_px_guard_costly_value(long v) {
   printf("{\"probe\": \"px:guard:costly:value\", \"args\": [%ld]}\n", v); }
 int __dtrace_isenabled_px_guard_costly_value(void) { return 1; }  /* natively, every probe is armed */
+void __dtrace_sdt_px_many_site_hit(int k) { printf("{\"probe\": \"px:many:site:hit\", \"args\": [%d]}\n", k); }
 volatile _Bool sdt_probes_enabled = 1;
 void px_check_big(unsigned long); int px_generations(int); int px_null(int); long px_guarded(long);
+int px_many(int);
 int main(int argc, char **argv) { for (int i = 1; i < argc; i++) { char *f = strtok(argv[i], ":");
   long v = strtol(strtok(NULL, ","), NULL, 0);
   if (!strcmp(f, "px_check_big")) { px_check_big(v); printf("{\"return\": null}\n"); }
   if (!strcmp(f, "px_generations")) printf("{\"return\": %d}\n", px_generations(v));
   if (!strcmp(f, "px_null")) printf("{\"return\": %d}\n", px_null(v));
-  if (!strcmp(f, "px_guarded")) printf("{\"return\": %ld}\n", px_guarded(v)); } return 0; }
+  if (!strcmp(f, "px_guarded")) printf("{\"return\": %ld}\n", px_guarded(v));
+  if (!strcmp(f, "px_many")) printf("{\"return\": %d}\n", px_many(v)); } return 0; }
 """
 
 
@@ -115,7 +119,7 @@ def decoder() -> Decoder:
 class Run:
     """One kernel-proc run: its JSON lines, and the packets and events of every CPU's stream."""
 
-    def __init__(self, exe: Path, tmp: Path, *argv: str) -> None:
+    def __init__(self, exe: Path, tmp: Path, *argv: str, events: bool = True) -> None:
         trace = tmp / "trace"
         shutil.rmtree(trace, ignore_errors=True)
         trace.mkdir(parents=True)
@@ -125,10 +129,13 @@ class Run:
         dec = decoder()
         self.packets, self.events = [], []
         for path in sorted(trace.glob("stream_*"), key=lambda p: int(p.name.split("_")[1])):
-            for data in split(path.read_bytes(), dec, f"{path}: "):
-                packet, events = dec.events(data)
+            for data in split(path.read_bytes(), dec, f"{path}: "):  # every packet's header checked
+                if events:
+                    packet, found = dec.events(data)
+                    self.events += found
+                else:
+                    packet = dec.packet(data)
                 self.packets.append(packet)
-                self.events += events
         assert dec.unknown == 0
 
     def line(self, event: str) -> dict:
@@ -156,8 +163,9 @@ def native_firings(events: list[dict], symbolize=None) -> list[tuple[str, list]]
     return [(e["probe"], normal(e["probe"], e["args"], symbolize)) for e in events if "probe" in e]
 
 
-RETURNS = {name: ret for name, (ret, _) in PROTOTYPES.items()} | {"px_check_big": "void", "px_generations": "int",
-                                                                  "px_null": "int", "px_guarded": "long"}
+EXTRA_RETURNS = {"px_check_big": "void", "px_generations": "int", "px_null": "int", "px_guarded": "long",
+                 "px_many": "int"}
+RETURNS = {name: ret for name, (ret, _) in PROTOTYPES.items()} | EXTRA_RETURNS
 
 
 def returned(values: list[int], calls: list[Call]) -> list[int]:
@@ -188,9 +196,55 @@ def test_every_armed_probe_fires_as_the_native_run_calls_it(process, native_all,
     assert returned(r.returns(), calls) == native_returns(expected, calls)
     fired = {p for p, _ in r.firings()}
     assert {"hk:sched:switch:six", "hk:proc:exit:done", "px:name:gen:set", "px:check:big:hit",
-            "px:guard:costly:value"} <= fired
+            "px:guard:costly:value", "px:many:site:hit"} <= fired
     assert ("px:name:gen:set", [None, 5]) in r.firings()  # a NULL string: unreadable, not read
     assert [a for p, a in r.firings() if p == "px:name:gen:set"][:4] == [[f"gen{i}", i] for i in range(4)]
+
+
+def test_switching_modes_rearms_every_armed_site(process, native_all, tmp_path):
+    calls = CALLS + EXTRA_CALLS
+    r = Run(process, tmp_path, "enable", ":::", "branch", *commands(calls), "mode", "trap", *commands(calls),
+            "mode", "branch", *commands(calls), "disable", ":::", *commands(calls))
+    ours, theirs = data_symbolizer(process), data_symbolizer(native_all[0])
+    once = native_firings(native_events(native_all, calls), theirs)
+    assert r.firings(ours) == once * 3
+    switched = [x["sites"] for x in r.lines if x["event"] == "mode"]
+    assert switched[0] == switched[1] == r.line("enabled")["sites"] - 1  # all but the is-enabled site
+
+
+def test_a_site_that_does_not_verify_is_reported_and_never_written(process, native_all, tmp_path):
+    """A table entry one byte off its call: sdt_init refuses it, says so, and no arming touches it (the call
+    to the empty stub stays, so sched_switch still runs and returns what it should)."""
+    from elftools.elf.elffile import ELFFile
+
+    exe = tmp_path / "kernel-proc"
+    data = bytearray(process.read_bytes())
+    call = re.search(r"\n\s*([0-9a-f]+):\s+call +[0-9a-f]+ <__dtrace_sdt_hk_sched_switch_six>",
+                     run(["objdump", "-d", "--no-show-raw-insn", str(process)]).stdout)
+    with open(process, "rb") as f:
+        sec = ELFFile(f).get_section_by_name("set_sdt_sites_set")
+        base, offset, size = sec["sh_addr"], sec["sh_offset"], sec["sh_size"]
+    entries = [i for i in range(0, size, 16)
+               if base + i + int.from_bytes(data[offset + i:offset + i + 4], "little", signed=True) == int(call[1], 16)]
+    assert len(entries) == 1
+    at = offset + entries[0]
+    data[at:at + 4] = (int.from_bytes(data[at:at + 4], "little", signed=True) + 1).to_bytes(4, "little", signed=True)
+    exe.write_bytes(data)
+    exe.chmod(0o755)
+    proc = run([str(exe), "enable", ":::", "trap", "run", "sched_switch,7,8,3,1,5000,64", "disable", ":::"])
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert lines[0]["patched"] == len(called_sites(process)) - 1
+    assert re.fullmatch(r"sdt: hk:sched:switch:six site at 0x[0-9a-f]{16} is not the expected call or jump to its "
+                        r"stub \(found( [0-9a-f]{2})+\)\n", proc.stderr), proc.stderr
+    assert lines[2]["value"] == 7 * 1000 + 8 * 100 + 3 * 10 + 1 + 5000 + 64
+    r = Run(exe, tmp_path, "enable", ":::", "branch", "run", "sched_switch,7,8,3,1,5000,64")
+    assert [p for p, _ in r.firings()] == ["hk:lib:ref:acquire"]  # the other site in sched_switch
+
+
+def called_sites(exe: Path) -> list[str]:
+    """Every call or jump to a probe stub in the program, as objdump disassembles it."""
+    return re.findall(r"\t(?:call|jmp|j[a-z]+) +[0-9a-f]+ <__dtrace_(?:sdt|isenabled)_\w+>",
+                      run(["objdump", "-d", "--no-show-raw-insn", str(exe)]).stdout)
 
 
 @pytest.mark.parametrize("mode", ["trap", "branch"])
@@ -289,14 +343,16 @@ def test_overwrite_keeps_the_newest_and_counts_what_it_overwrote(process, native
 
 
 # -- torture: the patch protocol under real threads on real cores ---------------------------------------
-@pytest.mark.parametrize("arm", ["branch", "cycle"])
-def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, tmp_path, arm):
-    r = Run(process, tmp_path, "--cpus", "2", "--arm", arm, "torture", "kmain,1", ":::", "10000")
+@pytest.mark.parametrize(("arm", "call", "spec"), [("branch", "kmain,1", ":::"), ("cycle", "kmain,1", ":::"),
+                                                   ("cycle", "px_many,0", "px:many::")])
+def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, tmp_path, arm, call, spec):
+    r = Run(process, tmp_path, "--cpus", "2", "--arm", arm, "torture", call, spec, "10000", events=False)
     t = r.line("torture")
     assert (t["protocol"], t["toggles"]) == ("safe", 10000)
     assert (t["faults"], t["torn"]) == (0, 0)
     # the sites ran while they changed (CPU 1 met breakpoints of patches in flight), and fired
     assert t["calls"] > 0 and t["transient"] > 0 and t["firings"] > 0
+    assert sum(p.events for p in r.packets) == t["firings"]  # every packet whole: the consumer lost none
 
 
 def test_make_process_builds_runs_traces_and_tortures_it(tmp_path, native_all):
