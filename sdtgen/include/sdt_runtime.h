@@ -126,7 +126,7 @@ struct sdt_cpu {
 	sdt_u64 policy;	/* SDT_DISCARD or SDT_OVERWRITE when the ring is full */
 	sdt_u64 write_seq;	/* packets opened so far: the open packet is write_seq - 1 */
 	sdt_u64 commit_seq;	/* packets closed so far (stored with release after the packet is complete) */
-	sdt_u64 read_seq;	/* packets the consumer is done with (the consumer's only field) */
+	sdt_u64 read_seq;	/* packets read or overwritten: the consumer or the writer claims the oldest unread by compare-and-swap (the consumer's only field) */
 	sdt_u64 current;	/* address of the open packet; 0 when none is open */
 	sdt_u64 offset;	/* bytes used in the open packet; packet_size when none is open (or it is full) */
 	sdt_u64 events;	/* events in the open packet */
