@@ -92,8 +92,8 @@ def pyelftools_scan(path: Path, prefix: str = "__dtrace_sdt_") -> int:
 
 def link_image(obj: Path, work: Path, build: toolchain.Build) -> Path:
     gen_files(obj, work / "s.c", work / "t.S", "reloc")
-    stubs_o, table_o = toolchain.compile_table(build, work / "s.c", work / "t.S", work)
-    return toolchain.final_link(build, obj, stubs_o, table_o, work / "kernel.elf")
+    sdt_objs = toolchain.compile_table(build, work / "s.c", work / "t.S", work)
+    return toolchain.final_link(build, obj, sdt_objs, work / "kernel.elf")
 
 
 # -- build-time tools -----------------------------------------------------------------

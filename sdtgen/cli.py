@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from sdtgen import __version__
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_TIMEOUT, MIN_BUFFER
 from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -240,48 +240,73 @@ def _int_arg(text: str) -> int:
 
 def cmd_boot(args: argparse.Namespace) -> int:
     from sdtgen.boot.console import Console, run_script
-    from sdtgen.boot.session import BootSession, Reporter, parse_int
+    from sdtgen.boot.session import BootSession, Reporter, Stopped, parse_int
 
-    if not args.timeout > 0:
-        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
+    _check_timeout(args.timeout)
     actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
                for kind, value, extra in args.actions or []]
     for kind, value, _ in actions:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
-    if args.trace:
-        from sdtgen.atomic import check_outputs
-
-        check_outputs([("trace", args.trace)], inputs=[("image", args.image)])
-    _check_cpus(args.cpus)
-    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout,
-                          arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow, keep=bool(args.trace),
-                          cpus=args.cpus, seed=args.seed)
+    trace = _trace_option(args)
+    session = BootSession(args.image, Reporter(as_json=args.json, quiet=args.quiet), patch=not args.no_patch,
+                          timeout=args.timeout, arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow,
+                          cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
+                          trace=trace)
     try:
         for kind, value, extra in actions:  # every run's arguments are checked before anything runs
             if kind == "run":
                 session.check_run(value, extra)
-        for kind, value, extra in actions:
-            if kind == "enable":
-                session.enable(value)
-            elif kind == "disable":
-                session.disable(value)
-            elif kind == "run":
-                session.run(value, extra)
-            elif kind == "script":
-                run_script(session, value)
-            elif kind == "action":
-                spec, _, symbol = value.partition("=")
-                session.add_action(spec, symbol)
-        if args.interactive:
-            Console(session).cmdloop()
-        if args.trace:
-            session.write_trace(args.trace, args.trace_format)
+        try:
+            for kind, value, extra in actions:
+                if kind == "enable":
+                    session.enable(value)
+                elif kind == "disable":
+                    session.disable(value)
+                elif kind == "run":
+                    session.run(value, extra)
+                elif kind == "script":
+                    run_script(session, value)
+                elif kind == "action":
+                    spec, _, symbol = value.partition("=")
+                    session.add_action(spec, symbol)
+            if args.interactive:
+                Console(session).cmdloop()
+        except (Stopped, KeyboardInterrupt):
+            # Ctrl-C ends a tracing session as DTrace's and LTTng's do: what was recorded is written.
+            session.finish_trace()
+            raise
+        session.finish_trace()
         if args.json:
             session.stats()
     finally:
         session.close()
     return EXIT_FAIL if session.faults else EXIT_OK
+
+
+def _check_timeout(timeout: float) -> None:
+    import math
+
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        raise SdtError("", f"--timeout {timeout:g} is not a number of seconds from 0 to {MAX_TIMEOUT:g}",
+                       "give e.g. 20, or 0.5")
+
+
+def _trace_option(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(path, format) of --trace, checked; the format from the path's extension when not given."""
+    from sdtgen.trace.sink import guess_format
+
+    if args.trace is None:
+        if args.trace_format is not None:
+            raise SdtError("", "--trace-format without --trace writes nothing", "give --trace PATH too")
+        return None
+    if not args.trace.strip():
+        raise SdtError("", "--trace needs a path", "give --trace PATH (a directory for ctf)")
+    fmt = args.trace_format or guess_format(args.trace) or "ctf"
+    from sdtgen.atomic import check_distinct
+
+    check_distinct([("image", args.image), ("trace", args.trace)])
+    return args.trace, fmt
 
 
 def _check_cpus(cpus: int) -> None:
@@ -293,15 +318,16 @@ def _check_cpus(cpus: int) -> None:
 
 def cmd_torture(args: argparse.Namespace) -> int:
     from sdtgen.boot.session import parse_int
+    from sdtgen.boot.smp import MAX_CPUS
     from sdtgen.torture import torture
 
-    if not args.timeout > 0:
-        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
-    _check_cpus(args.cpus)
+    _check_timeout(args.timeout)
+    if not 1 <= args.cpus < MAX_CPUS:
+        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
     if args.toggles < 0:
         raise SdtError("", f"--toggles {args.toggles} is negative")
     summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
-                      toggles=args.toggles, protocol=args.protocol, seed=args.seed, timeout=args.timeout)
+                      toggles=args.toggles, seed=args.seed, timeout=args.timeout, exhaustive=args.exhaustive)
     if args.json:
         _emit_json(summary.as_dict())
     else:
@@ -480,33 +506,44 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
                    help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
                         f"(default {DEFAULT_BUFFER})")
-    b.add_argument("--overflow", choices=("overwrite", "drop"), default="overwrite",
-                   help="when a buffer is full: overwrite the oldest records (the default) or drop the newest")
-    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH at the end (a directory "
-                                                  "for ctf)")
-    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default="ctf",
-                   help="the --trace file's format: CTF 1.8 (babeltrace2, the default), a Perfetto protobuf trace, "
-                        "or Chrome trace-event JSON")
+    b.add_argument("--overflow", choices=("drop", "overwrite"), default="drop",
+                   help="when a CPU's buffer is full: drop new records (the default; the buffer is read as each "
+                        "packet fills, so a host that keeps up loses none) or overwrite the oldest (a flight "
+                        "recorder, read when a run ends)")
+    b.add_argument("--no-stream", action="store_true",
+                   help="read the buffers only when a run ends, not as packets fill")
+    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH as the run goes (a "
+                                                  "directory for ctf); Ctrl-C ends the session and keeps it")
+    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default=None,
+                   help="the --trace format: CTF 1.8 (babeltrace2), a Perfetto protobuf trace, or Chrome "
+                        "trace-event JSON (default: from the extension, .json chrome, .pftrace perfetto, else ctf)")
+    b.add_argument("-q", "--quiet", action="store_true", help="do not show each firing (they are counted and traced)")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
     b.add_argument("--cpus", type=int, default=1, metavar="N",
                    help="run N CPUs on the guest's memory; each --run calls the function on all of them")
-    b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed that decides how the CPUs interleave")
+    b.add_argument("--schedule", choices=("parallel", "seeded"), default="parallel",
+                   help="parallel: each CPU on a host thread of its own (the default); seeded: interleaved in "
+                        "instruction quanta a seed decides, replayable")
+    b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the seeded schedule")
     b.set_defaults(func=cmd_boot, actions=None)
 
-    t = sub.add_parser("torture", help="call a function on N CPUs while probes are armed and disarmed under them")
-    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
-    t.add_argument("--run", required=True, metavar="SYMBOL", help="the function every CPU calls over and over")
+    t = sub.add_parser("torture", help="call a function on N CPUs while another CPU arms and disarms its probes "
+                                      "through the image's runtime")
+    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime)")
+    t.add_argument("--run", required=True, metavar="SYMBOL[:TYPE]",
+                   help="the function every CPU calls over and over; TYPE (long, int, ...) reads its result")
     t.add_argument("--arg", action="append", metavar="N", help="an argument of SYMBOL (repeat for each)")
     t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
     t.add_argument("--toggles", type=int, default=100, metavar="K",
-                   help="how many times the host arms or disarms SYMBOL's probes (default 100)")
-    t.add_argument("--protocol", choices=("safe", "naive"), default="safe",
-                   help="safe: the breakpoint protocol (x86) or one atomic instruction write; naive: bytes in place")
+                   help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--exhaustive", action="store_true",
+                   help="instead: at every store the runtime makes to SYMBOL's sites, start another CPU at every "
+                        "instruction boundary of the site, in every order the store's bytes can land")
     t.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the interleaving and the toggles")
     t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop after this long, counting unfinished calls as faults (default {DEFAULT_TIMEOUT:g})")
+                   help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
 
@@ -543,10 +580,28 @@ def _negative_args(argv: list[str]) -> list[str]:
     return out
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP: the command stops, its outputs whole or not there at all."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
     args = build_parser().parse_args(_negative_args(sys.argv[1:] if argv is None else argv))
     try:
         return args.func(args)
+    except Terminated as t:
+        return 128 + t.signum
     except SdtError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE

@@ -136,7 +136,8 @@ CPU = Layout("sdt_cpu", "One CPU's recording state and ring of packets (sdt_cpu_
     Field("read_seq", "u64", "packets read or overwritten: the consumer or the writer claims the oldest unread "
           "by compare-and-swap (the consumer's only field)"),
     Field("current", "u64", "address of the open packet; 0 when none is open"),
-    Field("offset", "u64", "bytes used in the open packet; packet_size when none is open (or it is full)"),
+    Field("offset", "u64", "bytes used in the open packet (the end of its last event); past packet_size when none "
+          "is open"),
     Field("events", "u64", "events in the open packet"),
     Field("discarded", "u64", "events not recorded since attach: ring full (discard), nested, too big"),
     Field("overwritten", "u64", "events lost with packets the writer overwrote unread (overwrite)"),
@@ -157,11 +158,12 @@ PACKET = Layout("sdt_packet", "The header of every packet: CTF 1.8's packet head
     Field("events", "u32", "events in the packet"),
 ))
 
-EVENT = Layout("sdt_event", "The header of every event in a packet, 8-byte aligned; the arguments follow.", (
-    Field("id", "u32", "the probe's key (sdt_probe.key)"),
-    Field("size", "u16", "bytes of the event, header and padding included (a multiple of 8)"),
-    Field("unreadable", "u16", "bit k: string argument k was NULL or not in readable memory"),
+EVENT = Layout("sdt_event", "The header of every event in a packet, 8-byte aligned; the arguments follow. "
+               "CTF's event header (timestamp, id), then its event context (size, unreadable).", (
     Field("timestamp", "u64", "the clock when the probe fired"),
+    Field("id", "u32", "the probe's key (sdt_probe.key)"),
+    Field("size", "u16", "bytes of the event, header included (the next one starts at the next multiple of 8)"),
+    Field("unreadable", "u16", "bit k: string argument k was NULL or not in readable memory"),
 ))
 
 RANGE = Layout("sdt_range", "Memory a recorder may copy a string from.", (

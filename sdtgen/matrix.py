@@ -211,8 +211,8 @@ def _judge_mode(b: Build, partial: Path, mode: str, out: Path, reference: list |
         return ModeResult(mode, "refused", note=f"{where}{e.what}" + (f"; {e.fix}" if e.fix else ""))
     mdir = out / mode
     mdir.mkdir(exist_ok=True)
-    stubs_o, table_o = compile_table(b, stubs, table, mdir)
-    image = final_link(b, obj, stubs_o, table_o, mdir / "kernel.elf")
+    sdt_objs = compile_table(b, stubs, table, mdir)
+    image = final_link(b, obj, sdt_objs, mdir / "kernel.elf")
     with Image(str(image)) as img:
         report = check(scan(str(obj)), img, find_extra=True)
     r = ModeResult(mode, "ok" if report.ok else "broken", len(result.sites), report.count("stable"),
@@ -271,8 +271,8 @@ def reference_trace(row: Row, sources: list[Path], extra_dir: Path, work: Path, 
     from sdtgen.codegen import gen_files
 
     gen_files(obj, work / "s.c", work / "t.S", "reloc")
-    stubs_o, table_o = compile_table(b, work / "s.c", work / "t.S", work)
-    image = final_link(b, obj, stubs_o, table_o, work / "ref.elf")
+    sdt_objs = compile_table(b, work / "s.c", work / "t.S", work)
+    image = final_link(b, obj, sdt_objs, work / "ref.elf")
     return boot_trace(image, FIXTURE_CALLS + row.calls)
 
 

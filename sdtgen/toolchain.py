@@ -148,17 +148,25 @@ def partial_link(b: Build, objs: list[Path], out: Path) -> Path:
     return out
 
 
-def compile_table(b: Build, stubs: Path, table: Path, out: Path) -> tuple[Path, Path]:
-    """Stubs with the kernel's flags but never LTO; the table assembled by the same compiler."""
+def runtime_dir() -> Path:
+    return Path(__file__).resolve().parent / "runtime"
+
+
+def compile_table(b: Build, stubs: Path, table: Path, out: Path) -> list[Path]:
+    """Stubs, table and the runtime with the kernel's flags but never LTO: the objects gen's output adds."""
     flags = [f for f in b.cflags if not f.startswith(("-flto", "-ffat-lto"))]
-    stubs_o, table_o = out / "sdt_stubs.o", out / "sdt_table.o"
-    run_tool("compile stubs", [*b.cc(), *flags, "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run_tool("assemble table", [*b.cc(), *flags, "-fno-lto", "-c", "-o", str(table_o), str(table)])
-    return stubs_o, table_o
+    inc = f"-I{include_dir()}"
+    objs = []
+    for step, src, name in (("compile stubs", stubs, "sdt_stubs.o"), ("assemble table", table, "sdt_table.o"),
+                            ("compile runtime", runtime_dir() / "sdt_runtime.c", "sdt_runtime.o"),
+                            ("compile runtime", runtime_dir() / "arch" / f"sdt_{b.arch}.c", "sdt_arch.o")):
+        run_tool(step, [*b.cc(), *flags, "-fno-lto", inc, "-c", "-o", str(out / name), str(src)])
+        objs.append(out / name)
+    return objs
 
 
-def final_link(b: Build, partial: Path, stubs_o: Path, table_o: Path, out: Path) -> Path:
-    objs = [stubs_o, partial, table_o] if b.stubs_first else [partial, stubs_o, table_o]
+def final_link(b: Build, partial: Path, sdt_objs: list[Path], out: Path) -> Path:
+    objs = [*sdt_objs, partial] if b.stubs_first else [partial, *sdt_objs]
     tool = linker(b.final, b.arch)
     if tool is None:
         raise BuildError("final link", f"no {b.final} linker for {b.arch}")

@@ -113,14 +113,28 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
     stubs, table = tmp / f"{name}_stubs.c", tmp / f"{name}_table.S"
     sdtgen("gen", partial, "--mode", mode, "--stubs", stubs, "--table", table, check=True)
     readelf_symbols(partial)  # gen rewrote it: readelf reads it back without a warning
-    stubs_o, table_o = tmp / f"{name}_stubs.o", tmp / f"{name}_table.o"
-    run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run(["gcc", "-c", "-o", str(table_o), str(table)])
+    sdt_objs = compile_runtime(tmp, name, stubs, table)
     script = final_script(tmp / f"{name}_final.ld")
     image = tmp / f"{name}.elf"
-    objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
+    objs = [partial, *sdt_objs] if order == "kernel-first" else [*sdt_objs, partial]
     run(["ld", "-T", script, "-o", str(image), *map(str, objs)])
     return image
+
+
+def compile_runtime(tmp: Path, name: str, stubs: Path, table: Path, arch: str = "x86_64",
+                    *flags: str) -> list[Path]:
+    """gen's stubs and table and the runtime, compiled with the kernel's flags as sdtgen.mk compiles them."""
+    from sdtgen.toolchain import kernel_cflags, runtime_dir
+
+    gcc = cross_tool(arch, "gcc")
+    cflags = [*kernel_cflags(arch), *flags, include_flag(), "-fno-lto", "-c"]
+    out = []
+    for src, suffix in ((stubs, "stubs"), (table, "table"), (runtime_dir() / "sdt_runtime.c", "runtime"),
+                        (runtime_dir() / "arch" / f"sdt_{arch}.c", "arch")):
+        obj = tmp / f"{name}_{suffix}.o"
+        run([gcc, *cflags, "-o", str(obj), str(src)])
+        out.append(obj)
+    return out
 
 
 def corrupt_site_entry(image: Path, out: Path, index: int, delta: int) -> Path:
@@ -128,9 +142,10 @@ def corrupt_site_entry(image: Path, out: Path, index: int, delta: int) -> Path:
     import struct
 
     from sdtgen.elf.reader import ElfFile
+    from sdtgen.table import SITE_SIZE
 
     with ElfFile(image) as elf:
-        offset = elf.section("set_sdt_sites_set").offset + 12 * index
+        offset = elf.section("set_sdt_sites_set").offset + SITE_SIZE * index
     data = bytearray(image.read_bytes())
     (rel,) = struct.unpack_from("<i", data, offset)
     struct.pack_into("<i", data, offset, rel + delta)

@@ -39,7 +39,7 @@ class AArch64(Arch):
     triple_cpus = ("aarch64",)
     cross_prefix = "aarch64-linux-gnu-"
     gcc_package, binutils_package = "gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu"
-    cflags = ("-mgeneral-regs-only",)
+    cflags = ("-mgeneral-regs-only", "-mno-outline-atomics")  # no libgcc atomics helpers, as Linux builds
     ld_format, ld_arch = "elf64-littleaarch64", "aarch64"
     layout = "the upper half"
     reloc_names: ClassVar[dict[int, str]] = {
@@ -96,11 +96,6 @@ class AArch64(Arch):
                 out.append(addr + i)
         return out
 
-    patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
-    # TPIDR_EL1 (the kernel's per-CPU register) holds this CPU's control structure; the clock is the
-    # virtual counter (cntfrq_el0 says 62,500,000 Hz under Unicorn 2.1.4; it counts host time).
-    cpu_insn = "mrs %0, tpidr_el1"
-    clock_insn = "mrs %0, cntvct_el0"
 
     def nop(self, length: int) -> bytes:
         return _insn(NOP) * (length // 4)
@@ -125,13 +120,14 @@ class AArch64(Arch):
         return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
 
     clock_name = "cntvct_el0"
-    clock_code = _insn(0xD53BE040)  # mrs x0, cntvct_el0
+    clock_body = _insn(0xD53BE040)  # mrs x0, cntvct_el0
+    return_insn = _insn(RET)
     clock_hz_code = _insn(0xD53BE000)  # mrs x0, cntfrq_el0
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        from unicorn.arm64_const import UC_ARM64_REG_TPIDR_EL1
+    def firmware_load(self, va: int) -> bytes:
+        # ldr x0, #16 (the literal); ldr x0, [x0]; ret; nop; the literal
+        return _insn(0x58000080) + _insn(0xF9400000) + _insn(RET) + _insn(NOP) + struct.pack("<Q", va)
 
-        uc.reg_write(UC_ARM64_REG_TPIDR_EL1, addr)
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
         """bl (CALL) or b (TAIL), ±128 MiB."""

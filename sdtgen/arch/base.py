@@ -46,23 +46,7 @@ class Regs:
     ret: int
     args: tuple[int, ...]
     link: int | None = None  # the register a call leaves its return address in, if any
-
-
-_RECORDER_C = """
-static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
-{
-%(cpu)s
-}
-
-static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
-{
-%(clock)s
-}
-"""
-
-
-def _read_register(ctype: str, insn: str) -> str:
-    return f'\t{ctype} v;\n\t__asm__ __volatile__("{insn}" : "=r"(v));\n\treturn v;'
+    flags: int | None = None  # the condition flags (x86 EFLAGS: a conditional tail site tests them)
 
 
 class UnsupportedReloc(Exception):
@@ -141,41 +125,35 @@ class Arch:
     kernel_base: int = 0  # where sdtgen's final script links the kernel
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
-    # An aligned store of this many bytes is one instruction write every other CPU fetches whole, old or
-    # new (the architecture guarantees it for instruction fetch); 0: none, so patches need a breakpoint.
-    patch_unit: int = 0
 
-    # The recorders `gen` writes (sdtgen/recorder.py) read two things with an instruction of their own:
-    # the per-CPU register the host sets to the CPU's control structure (sdt_this_cpu()) and the clock
-    # the guest stamps records with (sdt_clock()). Most CPUs read each into any register (%0).
-    cpu_insn: str = ""
-    clock_insn: str = ""
-
-    def cpu_c(self) -> str:
-        """The body of sdt_this_cpu()."""
-        return _read_register("struct sdt_cpu *", self.cpu_insn)
-
-    def clock_c(self) -> str:
-        """The body of sdt_clock()."""
-        return _read_register("unsigned long long", self.clock_insn)
-
-    @property
-    def recorder_c(self) -> str:
-        return _RECORDER_C % {"cpu": self.cpu_c(), "clock": self.clock_c()}
-
-    # The same clock for trace files (sdtgen/boot/clock.py): its name, an instruction reading it (or its
-    # frequency, where the CPU says it), and where the value is after it ran.
+    # The clock events are stamped with (the platform's clock hook, and sdtgen/boot/clock.py for its
+    # frequency): its name, the instructions reading it into the return register(s) (and its frequency,
+    # where the CPU says it).
     clock_name: str = ""
-    clock_code: bytes = b""
+    clock_body: bytes = b""
     clock_hz_code: bytes = b""
 
     def clock_value(self, uc) -> int:
-        """The clock as ``clock_code`` left it in the registers."""
+        """The clock as ``clock_body`` left it in the registers."""
         return uc.reg_read(self.regs.ret)
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        """Point the per-CPU register the recorders read (``recorder_c``) at this CPU's control structure."""
+    # -- the emulated platform's hooks (sdtgen/boot/platform.py) ---------------------------------
+    # The emulator is the kernel the runtime runs in: these are the few functions of its own it gives
+    # the runtime as hooks, as machine code, each checked against GNU as, Capstone and a run in Unicorn.
+    def firmware_load(self, va: int) -> bytes:
+        """A function returning the word at address ``va`` (the per-CPU page: each CPU its own)."""
         raise NotImplementedError
+
+    return_insn: bytes = b""  # a function's return
+
+    def firmware_clock(self) -> bytes:
+        """A function returning the clock (as a 64-bit value)."""
+        return self.clock_body + self.return_insn
+
+    def firmware_trap(self) -> bytes:
+        """A function whose first instruction traps to the host, which does the hook's work; then it returns.
+        The host resumes it at ``len(self.breakpoint(4))``."""
+        return self.breakpoint(4) + self.return_insn
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
         """A call (CALL) or jump (TAIL) from ``site`` to ``target`` filling ``length`` bytes; None when

@@ -43,14 +43,15 @@ class I386(X86_64):
     kernel_base = 0xC0000000
     word = "<I"
 
-    # Unicorn 2.1.4 ignores a GS base in 32-bit mode, but rdtscp returns the TSC_AUX MSR the host sets:
-    # it holds this CPU's control structure (a 32-bit address).
-    def cpu_c(self) -> str:  # the clock is x86-64's rdtsc
-        return ('\tunsigned int lo, hi, aux;\n\t__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));\n'
-                '\treturn (struct sdt_cpu *)aux;')
+    def firmware_load(self, va: int) -> bytes:
+        return b"\xa1" + struct.pack("<I", va) + b"\xc3"  # mov eax, [va]; ret
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        uc.msr_write(0xC0000103, addr)  # IA32_TSC_AUX, what rdtscp returns in ecx
+    clock_body = bytes.fromhex("0f31")  # rdtsc: edx:eax is how cdecl returns 64 bits
+
+    def clock_value(self, uc) -> int:
+        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
+
+        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
 
     def capstone(self):
         import capstone
@@ -66,7 +67,7 @@ class I386(X86_64):
     def regs(self) -> Regs:
         from unicorn import x86_const as X
 
-        return Regs(X.UC_X86_REG_EIP, X.UC_X86_REG_ESP, X.UC_X86_REG_EAX, ())
+        return Regs(X.UC_X86_REG_EIP, X.UC_X86_REG_ESP, X.UC_X86_REG_EAX, (), flags=X.UC_X86_REG_EFLAGS)
 
     def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
         """cdecl: arguments pushed right to left, then the return address."""

@@ -132,11 +132,6 @@ class RiscV64(Arch):
                 out.append(addr + i)
         return out
 
-    patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
-    # tp holds this CPU's control structure; the clock is the cycle CSR (Unicorn 2.1.4 raises an exception
-    # on rdtime, and rdcycle counts host ticks).
-    cpu_insn = "mv %0, tp"
-    clock_insn = "rdcycle %0"
 
     def nop(self, length: int) -> bytes:
         return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")
@@ -163,12 +158,13 @@ class RiscV64(Arch):
         return None
 
     clock_name = "cycle"
-    clock_code = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle)
+    clock_body = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle): Unicorn 2.1.4 traps on rdtime
+    return_insn = struct.pack("<I", RET)
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        from unicorn.riscv_const import UC_RISCV_REG_TP
+    def firmware_load(self, va: int) -> bytes:
+        # auipc a0, 0; ld a0, 16(a0) (the literal); ld a0, 0(a0); ret; the literal
+        return struct.pack("<4I", 0x00000517, 0x01053503, 0x00053503, RET) + struct.pack("<Q", va)
 
-        uc.reg_write(UC_RISCV_REG_TP, addr)
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
         """jal ra/zero (±1 MiB) in the site's first word; an 8-byte site keeps its second word, the NOP.

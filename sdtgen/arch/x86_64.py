@@ -153,14 +153,6 @@ class X86_64(Arch):
     kernel_base = 0xFFFFFFFF80000000
     word = "<Q"
 
-    # GS base holds this CPU's control structure, which starts with its own address (as Linux's per-CPU
-    # offset does); the clock is the TSC, which Unicorn passes through from the host.
-    cpu_insn = "mov %%gs:0, %0"
-
-    def clock_c(self) -> str:
-        return ('\tunsigned int lo, hi;\n\t__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));\n'
-                '\treturn (unsigned long long)hi << 32 | lo;')
-
     def nop(self, length: int) -> bytes:
         if length in NOPS:
             return NOPS[length]
@@ -203,17 +195,12 @@ class X86_64(Arch):
         return length if to == stub else None
 
     clock_name = "tsc"
-    clock_code = bytes.fromhex("0f31")  # rdtsc
+    clock_body = bytes.fromhex("0f31 48c1e220 4809d0")  # rdtsc; shl rdx, 32; or rax, rdx
+    return_insn = b"\xc3"
 
-    def clock_value(self, uc) -> int:
-        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
+    def firmware_load(self, va: int) -> bytes:
+        return b"\x48\xa1" + struct.pack("<Q", va) + b"\xc3"  # movabs rax, [va]; ret
 
-        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
-
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        from unicorn.x86_const import UC_X86_REG_GS_BASE
-
-        uc.reg_write(UC_X86_REG_GS_BASE, addr)
 
     def _rel32(self, site: int, end: int, target: int) -> bytes | None:
         delta = (target - (site + end)) & self.mask
@@ -273,7 +260,7 @@ class X86_64(Arch):
 
         return Regs(X.UC_X86_REG_RIP, X.UC_X86_REG_RSP, X.UC_X86_REG_RAX,
                     (X.UC_X86_REG_RDI, X.UC_X86_REG_RSI, X.UC_X86_REG_RDX, X.UC_X86_REG_RCX,
-                     X.UC_X86_REG_R8, X.UC_X86_REG_R9))
+                     X.UC_X86_REG_R8, X.UC_X86_REG_R9), flags=X.UC_X86_REG_EFLAGS)
 
 
 # Intel's recommended multi-byte NOPs (SDM, "Recommended Multi-Byte Sequence of NOP Instruction").

@@ -26,6 +26,7 @@ PAGE = 0x1000
 PF_X = 1
 STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
+TCG_BUFFER = 32 << 20
 
 
 RETURNED = object()  # what _slice() says when the call came back to the return page
@@ -102,10 +103,14 @@ class Machine:
         self.uc = Uc(*arch.unicorn())
         self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
         self._page = self.uc.ctl_get_page_size()
+        # The translation cache: Unicorn reserves 1 GiB of address space an engine unless told; the kernels
+        # sdtgen boots translate a few megabytes (it is flushed and refilled when full).
+        self.uc.ctl_set_tcg_buffer_size(TCG_BUFFER)
+        self.own: tuple[int, int] | None = None  # (the per-CPU page's address, this CPU's page's physical address)
         self.trap: Callable[[int], int] | None = None  # site -> where to resume
-        # How code is written: None writes and drops this engine's translations; a machine of several CPUs
-        # sets its patch protocol here (sdtgen.boot.textpoke), so every code write goes through it.
-        self.code_writer: Callable[[int, bytes], None] | None = None
+        # A CPU stopped from outside with no reason of its own asks this whether to wait and go on
+        # (sdtgen.boot.smp stops every other CPU to drop their translations).
+        self.park: Callable[[Machine], bool] = lambda m: False
         self.last_miss: tuple[int, int] | None = None
         self._returned = False
         self._trapped_at: int | None = None
@@ -114,6 +119,7 @@ class Machine:
         self._detailed = None  # a Capstone handle with operand details, made on the first fault
         self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
         self._pc = 0  # where step() goes on
+        self._stepping = False  # a call begun by begin_call() has not returned yet
         self._counted = False  # the code translated so far counts instructions (see step)
 
     def cpu_stack_top(self, cpu: int) -> int:
@@ -150,10 +156,20 @@ class Machine:
             self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
 
     @property
+    def depth(self) -> int:
+        """Calls in progress on this CPU (a host call made inside a trap is nested in the one it stopped);
+        a call run in quanta (``begin_call``, ``step``) counts until it returns."""
+        return self._depth + self._stepping
+
+    @property
     def watchdog(self) -> Watchdog:
         if self._watchdog is None:
             self._watchdog = Watchdog(self.uc)
         return self._watchdog
+
+    def interrupt(self) -> None:
+        """Stop this CPU's call as Ctrl-C does (from any thread)."""
+        self.watchdog.interrupt()
 
     def close(self) -> None:
         if self._watchdog is not None:
@@ -258,9 +274,16 @@ class Machine:
         self._starts.insert(i, vaddr)
         self.regions.insert(i, region)
 
-    def map_area(self, vaddr: int, size: int, name: str) -> None:
-        """Map guest memory of sdtgen's own (the trace buffers) at ``vaddr``."""
-        self._map(vaddr, size, name)
+    def map_area(self, vaddr: int, size: int, name: str, protected: bool = False) -> None:
+        """Map guest memory of the emulated platform's own (its hooks' code, the runtime's rings) at ``vaddr``."""
+        self._map(vaddr, size, name, protected)
+
+    def map_own_page(self, vaddr: int, real: int) -> None:
+        """This CPU sees the page mapped at ``real`` at ``vaddr`` too: its own page, as per-CPU data is reached."""
+        r = self.region_at(real)
+        if r is None or real & (PAGE - 1):
+            raise ValueError(f"no page at {real:#x}")
+        self.own = (vaddr, r.paddr + real - r.vaddr)
 
     def region_at(self, vaddr: int) -> Region | None:
         i = bisect.bisect_right(self._starts, vaddr) - 1
@@ -280,14 +303,6 @@ class Machine:
     def write(self, vaddr: int, data: bytes) -> None:
         self.uc.mem_write(self._phys(vaddr, len(data)), bytes(data))
 
-    def write_code(self, vaddr: int, data: bytes) -> None:
-        """Write instructions and drop their translations, as a kernel syncs the icache."""
-        if self.code_writer is not None:
-            self.code_writer(vaddr, data)
-            return
-        self.write(vaddr, data)
-        self.invalidate(vaddr, vaddr + len(data))
-
     def invalidate(self, start: int, end: int) -> None:
         self.uc.ctl_remove_cache(start, end)
 
@@ -297,6 +312,10 @@ class Machine:
     def _tlb_fill(self, uc, vaddr, access, entry, user) -> bool:
         from unicorn import UC_MEM_WRITE, UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ
 
+        if self.own is not None and vaddr & ~(PAGE - 1) == self.own[0]:
+            entry.paddr = self.own[1] + (vaddr & (PAGE - 1) & ~(self._page - 1))
+            entry.perms = UC_PROT_READ
+            return True
         r = self.region_at(vaddr)
         if r is None:
             self.last_miss = (vaddr, access)
@@ -378,6 +397,9 @@ class Machine:
             if after is None:
                 here = self.uc.reg_read(self.arch.regs.pc)
                 self._check_watchdog(here)
+                if self.park(self):  # stopped while another CPU stopped the world: go on where it was
+                    pc = here
+                    continue
                 raise GuestFault("the CPU halted (hlt, wfi or a stop Unicorn gives no reason for)", here)
             pc = after
 
@@ -409,6 +431,7 @@ class Machine:
         """Set up ``func(*args)`` on this CPU's stack; ``step`` runs it."""
         self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
         self._pc = func
+        self._stepping = True
 
     def step(self, count: int) -> bool:
         """Run this CPU's call for at most ``count`` instructions; True once it has returned."""
@@ -417,11 +440,41 @@ class Machine:
             # an uncounted run (call()) would run past the count, so it is translated again.
             self.uc.ctl_flush_tb()
             self._counted = True
-        after = self._slice(self._pc, count)
+        try:
+            after = self._slice(self._pc, count)
+        except GuestFault:
+            self._stepping = False
+            raise
         if after is RETURNED:
+            self._stepping = False
             return True
         self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
         return False
+
+    def watch_code_stores(self, callback: Callable[[int, bytes], None]) -> None:
+        """``callback(address, bytes)`` before every store this CPU makes to an executable segment lands.
+
+        In virtual-TLB mode Unicorn hands memory hooks physical addresses: they are mapped back."""
+        from unicorn import UC_HOOK_MEM_WRITE
+
+        order = "little" if self.arch.little else "big"
+        for span in self.code:
+            r = self.region_at(span.start)
+            base = r.paddr - r.vaddr
+
+            def stored(uc, access, paddr: int, size: int, value: int, user, base=base) -> None:
+                callback(paddr - base, (value & ((1 << (8 * size)) - 1)).to_bytes(size, order))
+
+            self.uc.hook_add(UC_HOOK_MEM_WRITE, stored, None, span.start + base, span.end + base - 1)
+
+    def step_one(self, pc: int) -> int | None:
+        """Run the one instruction at ``pc`` (a breakpoint resolved as any other); where the CPU is after it,
+        or None when it returned to the host."""
+        self._counted = True
+        after = self._slice(pc, 1)
+        if after is RETURNED:
+            return None
+        return self.uc.reg_read(self.arch.regs.pc) if after is None else after
 
     def _check_watchdog(self, pc: int) -> None:
         """Raise what the watchdog stopped the guest for, if it did."""

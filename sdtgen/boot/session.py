@@ -1,47 +1,64 @@
-"""One emulated boot: load, patch from the image's own table, then enable, disable and run.
+"""One emulated boot: load the image, give its runtime a platform, let it patch itself, then arm and run.
 
 Events go to a Reporter: results one human line each on stdout, problems as
 diagnostics in sdtgen's one format on stderr; or, with --json, every event as
-one JSON line on stdout and nothing else there.
+one JSON line on stdout and nothing else there. Firings come from the
+runtime's packets: consumed as each closes (the platform's notify hook) with
+--overflow drop, or when a run ends; shown in timestamp order, and copied to
+the --trace sink as they come.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import sys
-from functools import partial
+from dataclasses import dataclass
 from typing import TextIO
 
-from sdtgen.boot.buffers import POLICIES, Rings, make_format
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_SPEC
+from sdtgen.boot.consumer import Consumer
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_SPEC, MIN_BUFFER
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
-from sdtgen.boot.patcher import PatchedSite, PatchResult, Refusal, SiteChanged, patch_sites
-from sdtgen.boot.runtime import ARM_MODES, BRANCH, DataPath, Firing, ProbeRuntime, read_guest_string
-from sdtgen.elf.reader import SHF_WRITE, STT_FUNC, STT_OBJECT
+from sdtgen.boot.platform import Platform, runtime_entries
+from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
+from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import WARNING, Diagnostic, SdtError, place, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
-from sdtgen.recorder import RECORDER_PREFIX, probe_key
-from sdtgen.table import TableError, TableProbe, read_tables
+from sdtgen.table import SITE_SIZE, TableSite
+from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
 REFUSED_LINES = 20  # refused-site lines shown in all
+POLICIES = ("drop", "overwrite")
+MAX_STRING_RESULT = 256
 
 
 class Stopped(KeyboardInterrupt):
     """Ctrl-C stopped a guest call; where it was has been reported."""
 
 
+@dataclass(frozen=True)
+class Firing:
+    probe: str
+    pc: int | None  # the site, when the probe has only one
+    args: tuple[int | str | None, ...]
+    types: tuple[str, ...]
+    cpu: int | None = None
+    ts: int | None = None  # the kernel's clock when it recorded the firing
+
+
 class Reporter:
     def __init__(self, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
-                 file: str = "") -> None:
+                 file: str = "", quiet: bool = False) -> None:
         self.as_json = as_json
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.file = file  # the image, for diagnostics
         self.per_cpu = False  # several CPUs: a line starts with its CPU
+        self.quiet = quiet  # firings are not shown (they still count, and go to the trace)
 
     def _emit(self, event: dict, human: str | None) -> None:
         if self.as_json:
@@ -57,41 +74,42 @@ class Reporter:
             self.out.flush()
             print(Diagnostic(self.file, severity, message, fix, where), file=self.err, flush=True)
 
-    def patched(self, result: PatchResult) -> None:
-        folded = f", {result.folded} folded into others" if result.folded else ""
-        self._emit({"event": "patched", "sites": len(result.sites), "refused": len(result.refused),
-                    "folded": result.folded},
-                   f"patched {len(result.sites)} sites ({len(result.refused)} refused{folded})")
+    def patched(self, patched: int, refused: int, folded: int) -> None:
+        more = f", {folded} folded into others" if folded else ""
+        self._emit({"event": "patched", "sites": patched, "refused": refused, "folded": folded},
+                   f"patched {patched} sites ({refused} refused{more})")
 
-    def refused(self, refusals: list[Refusal], where) -> None:
-        """Every refusal in --json; on a terminal a few per function, then how many more."""
+    def refused(self, refusals: list[tuple[TableSite, str, str]], where) -> None:
+        """Every refusal in --json; on a terminal a few per function, then how many more.
+        ``refusals``: (site entry, the runtime's reason, the bytes found there)."""
         shown: dict[str, int] = {}
         lines = 0
-        for r in refusals:
-            at, function = where(r.entry.addr)
-            event = {"event": "refused", "probe": r.entry.probe.spec, "pc": r.entry.addr, "where": at,
-                     "reason": r.reason, "bytes": r.found.hex()}
+        for site, reason, found in refusals:
+            at, function = where(site.addr)
+            event = {"event": "refused", "probe": site.probe.spec, "pc": site.addr, "where": at,
+                     "reason": reason, "bytes": found}
             if self.as_json:
                 self._emit(event, None)
                 continue
             shown[function] = shown.get(function, 0) + 1
             if shown[function] <= REFUSED_PER_FUNCTION and lines < REFUSED_LINES:
                 lines += 1
-                found = f" (found {r.found.hex(' ')})" if r.found else ""
-                self._diagnose(event, WARNING, f"refused {printable(r.entry.probe.spec)}: {r.reason}{found}",
+                self._diagnose(event, WARNING, f"refused {printable(site.probe.spec)}: {printable(reason)}",
                                "left unpatched", printable(at))
         hidden = len(refusals) - lines
         if hidden and not self.as_json:
             print(Diagnostic(self.file, WARNING, f"{hidden} more refused sites not shown",
                              "see all of them with --json"), file=self.err, flush=True)
 
-    def changed(self, site: PatchedSite, e: SiteChanged, at: str) -> None:
-        self._diagnose({"event": "changed", "probe": site.probe.spec, "pc": site.addr, "where": at,
-                        "bytes": e.found.hex(), "expected": e.expected.hex()}, WARNING,
-                       f"{printable(site.probe.spec)}: the site's code changed since sdtgen wrote it: {e}",
-                       "sdtgen leaves it as it is and writes there no more", printable(at))
+    def changed(self, site: TableSite, line: str, at: str) -> None:
+        self._diagnose({"event": "changed", "probe": site.probe.spec, "pc": site.addr, "where": at, "report": line},
+                       WARNING, f"{printable(site.probe.spec)}: the site's code changed since the runtime wrote it "
+                       f"({printable(line)})", "the runtime leaves it as it is and writes there no more",
+                       printable(at))
 
     def fire(self, f: Firing) -> None:
+        if self.quiet:
+            return
         line = f"{printable(f.probe)}  {format_args(f)}".rstrip()
         if self.per_cpu:
             line = _on_cpu(f.cpu) + line
@@ -155,7 +173,7 @@ def format_args(f: Firing) -> str:
         elif value is None:
             parts.append(f"arg{i}=<unreadable>")
         elif "*" in ctype:
-            parts.append(f"arg{i}={value:#x}")
+            parts.append(f"arg{i}={value & ((1 << 64) - 1):#x}")
         else:
             parts.append(f"arg{i}={value}")
     return " ".join(parts)
@@ -169,96 +187,186 @@ def parse_int(text: str) -> int:
                        "give decimal, 0x hex or negative numbers") from None
 
 
+def check_buffer_size(size: int) -> int:
+    """BYTES per CPU: a power of two from MIN_BUFFER to MAX_BUFFER."""
+    if not MIN_BUFFER <= size <= MAX_BUFFER or size & (size - 1):
+        raise SdtError("", f"--buffer-size {size} is not a power of two from {MIN_BUFFER} to {MAX_BUFFER}",
+                       "give e.g. 65536 or 1048576 (bytes per CPU)")
+    return size
+
+
 class BootSession:
     def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
-                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite",
-                 keep: bool = False, cpus: int = 1, seed: int = 0) -> None:
+                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "drop",
+                 cpus: int = 1, seed: int = 0, schedule: str = "parallel", stream: bool = True,
+                 trace: tuple[str, str] | None = None) -> None:
+        from sdtgen.boot.smp import MAX_CPUS, SCHEDULES
+
         self.reporter = reporter
         reporter.file = reporter.file or path
-        self.timeout = timeout
-        self.seed = seed
-        self.smp = None  # sdtgen.boot.smp.Smp when cpus > 1
-        self.image = Image(path)
-        self.machine: Machine | None = None
+        # Everything the command line says is checked before anything is loaded or run.
         if overflow not in POLICIES:
             raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+        if arm not in ARM_MODES:
+            raise SdtError("", f"unknown arming mode {printable(arm)!r}", "use trap or branch")
+        if not 1 <= cpus <= MAX_CPUS:
+            raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
+        if schedule not in SCHEDULES:
+            raise SdtError("", f"unknown schedule {printable(schedule)!r}", f"use one of {', '.join(SCHEDULES)}")
+        check_buffer_size(buffer_size)
+        self.timeout, self.seed, self.schedule = timeout, seed, schedule
         self.buffer_size, self.overflow, self.cpus = buffer_size, overflow, cpus
-        self.recorded: list | None = [] if keep else None  # every drained event, for a trace file
+        self.stream = stream and overflow == "drop"  # a flight recorder is read when a run ends
+        self.image = Image(path)
+        self.machine: Machine | None = None
+        self.smp = None
+        self.sink = None
+        self.faults = 0
+        self.hits: dict[str, int] = {}
+        self.last_fired: str | None = None
+        self._pending: list[list[Event]] = []  # several CPUs: a run's events, merged by time when it ends
+        self._lost_shown = 0
         try:
+            self.entries = runtime_entries(self.image)
+            self.probes = self.image.probes()
+            self.bounds = self.image.bounds
+            if trace is not None:
+                self.sink = self._open_trace(*trace)
             self._boot(patch)
-            self.set_arm(arm)
+            if arm != "trap":
+                self.set_arm(arm)
         except BaseException:
-            self.close()
+            self.close(abort=True)
             raise
 
     def _boot(self, patch: bool) -> None:
+        from sdtgen.boot.clock import guest_clock
+        from sdtgen.boot.smp import Smp
+
         arch = self.image.arch
-        # The allocated sections by address, to name the section of a place.
         self._sections = sorted((s for s in self.image.elf.sections if s.is_alloc and s.size), key=lambda s: s.addr)
         self._section_starts = [s.addr for s in self._sections]
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
-        bounds = self.image.bounds  # the linker's __start_/__stop_ symbols, as a kernel sees them
-        for lo, hi in (bounds.sites, bounds.probes):
-            # The sets must be bytes of the image file: a damaged symbol must not make the boot read
-            # megabytes of zero-filled memory.
-            if not 0 <= hi - lo <= len(self.image.elf.data):
-                raise self.image.elf.fail(f"probe table bounds {lo:#x}..{hi:#x} are not a table in this image",
-                                          "regenerate the table with `sdtgen gen` and relink")
-            if hi > lo:
-                self.image.read(lo, hi - lo)
-        try:
-            entries = read_tables(self.machine.read, bounds, arch.bits, arch.little)
-        except (TableError, GuestFault) as e:
-            raise self.image.elf.fail(f"corrupt probe table in memory: {e}",
-                                      "regenerate it with `sdtgen gen` and relink") from None
-        # Without patching, every site stays a call to its empty stub (for comparison).
-        self.patched = patch
-        self.patch = patch_sites(self.machine, entries) if patch else PatchResult([], [])
-        self.reporter.patched(self.patch)
-        self.reporter.refused(self.patch.refused, self._where_function)
-        data = self._data_path(entries) if patch else None
-        self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire, data)
+        self.clock_name, self.clock_hz = guest_clock(arch)
+        self.platform = Platform(self.machine, self.cpus, self.buffer_size, self.overflow, self.clock_hz)
+        self.smp = Smp(self.machine, self.cpus, self.seed, self.schedule)
+        for m in self.smp.cpus:
+            self.platform.own_page(m)
+        self.runtime = ProbeRuntime(self.smp.cpus, self.platform, self.entries, self.bounds)
+        self.smp.sync = self.runtime.flush_all
+        self.runtime.sync = self.smp.sync_cores
         self.runtime.on_warning = self.reporter.warning
         self.runtime.on_action = self.reporter.action
-        self.runtime.on_drain = self.drain
-        self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
-        self.runtime.flag = self._probes_enabled_flag()
-        self.faults = 0
-        if self.cpus > 1:  # after the boot's patching, which runs before any other CPU exists
-            from sdtgen.boot.smp import Smp
+        self.runtime.on_packets = self._consume_now
+        self.runtime.on_fired = self._flush_cpu
+        self.reporter.per_cpu = self.cpus > 1
+        self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.probes],
+                               arch.bits, arch.little)
+        self.types = {p.spec: p.args for p in self.probes}
+        self.consumer = Consumer(self.machine, [self.platform.area(k) for k in range(self.cpus)], self._packet)
+        policy = 1 if self.overflow == "overwrite" else 0
+        for k in range(self.cpus):
+            r = self.runtime.call(self.machine, "sdt_cpu_attach", [self.platform.area(k), k, self.platform.ring(k),
+                                                                   self.buffer_size, self.platform.packet_size, policy])
+            if r:
+                raise SdtError(self.image.path, f"the runtime refused CPU {k}'s ring ({self.buffer_size} bytes in "
+                               f"packets of {self.platform.packet_size})", "give another --buffer-size")
+        self.patched = patch
+        if patch:
+            self._report_init(self.runtime.init())
+        else:
+            self.runtime.refresh()
+            self.reporter.patched(0, 0, 0)
+        firing = [s for s in self.runtime.sites if s.form in FIRING and s.state in ("off", "trap", "branch")]
+        per_probe: dict[str, list[int]] = {}
+        for s in firing:
+            per_probe.setdefault(s.probe.spec, []).append(s.addr)
+        # A record does not say which site fired: a probe with one site names it, others give None.
+        self.single_site = {spec: addrs[0] for spec, addrs in per_probe.items() if len(addrs) == 1}
 
-            self.smp = Smp(self.machine, self.cpus, self.seed)
-            self.runtime.per_cpu = self.reporter.per_cpu = True
-            for m in self.smp.cpus:
-                m.trap = partial(self.runtime.trap_on, m)
-                if data is not None:  # each CPU's per-CPU register points at its own ring's control structure
-                    arch.set_cpu_pointer(m.uc, data.rings.control(m.cpu))
+    def _report_init(self, result: InitResult) -> None:
+        """The patched line, a refusal per site the runtime refused (with its words), its other reports."""
+        by_entry = {r.site: r.line for r in result.reports if r.site}
+        refused = []
+        for s in result.of("refused"):
+            reason, found = site_report(by_entry.get(self._entry(s), ""))
+            refused.append((s, reason or "refused by the runtime", found))
+        self.reporter.patched(len(result.of("off")), len(refused), len(result.of("folded")))
+        self.reporter.refused(refused, self._where_function)
+        for r in result.reports:
+            if not r.site:
+                self.reporter.warning(r.line.removeprefix("sdt: "))
 
-    def _data_path(self, entries) -> DataPath | None:
-        """The image's recorders (``__sdt_rec_<stub>``) and the rings they write; None without recorders."""
-        probes: dict[int, TableProbe] = {e.probe.stub: e.probe for e in entries}
-        recorders: dict[int, int] = {}
-        formats = {}
+    def _entry(self, site: TableSite) -> int:
+        """The address of a site's table entry (what the runtime's reports name)."""
+        return self.bounds.sites[0] + SITE_SIZE * site.index
+
+    def _open_trace(self, path: str, fmt: str):
+        from sdtgen.boot.clock import guest_clock
+        from sdtgen.trace.model import TraceMeta, TraceProbe
+        from sdtgen.trace.sink import open_trace
+
         arch = self.image.arch
-        for name, sym in self.image.symbols.items():
-            if not name.startswith(RECORDER_PREFIX) or sym.type != STT_FUNC:
-                continue
-            stub = self.image.symbols.get(name[len(RECORDER_PREFIX):])
-            probe = probes.get(stub.value) if stub is not None else None
-            if probe is None:
-                continue
-            if self.machine.code_at(sym.value) is None:
-                raise self.image.elf.fail(f"recorder {printable(name)} at {sym.value:#x} is outside the image's code",
-                                          "regenerate the stubs with `sdtgen gen` and relink")
-            key = probe_key(stub.name)
-            if key in formats and formats[key].spec != probe.spec:
-                raise self.image.elf.fail(f"probes {printable(formats[key].spec)} and {printable(probe.spec)} have "
-                                          "the same record key", "rename one of them")
-            recorders[probe.stub] = sym.value
-            formats[key] = make_format(key, probe.spec, probe.args, arch.bits)
-        if not recorders:
-            return None
-        return DataPath(Rings(self.machine, self.buffer_size, self.overflow, self.cpus), recorders, formats)
+        name, hz = guest_clock(arch)
+        probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
+        return open_trace(path, fmt, TraceMeta(arch.name, name, hz, self.cpus, probes), arch.bits, arch.little)
+
+    # -- the consumer ------------------------------------------------------------------------
+    def _packet(self, cpu: int, data: bytes) -> None:
+        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time)."""
+        try:
+            packet, events = self.decoder.events(data, f"CPU {cpu}: ")
+        except PacketError as e:
+            raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
+                           "the guest wrote over its ring") from None
+        if self.sink is not None:
+            self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet.begin,
+                             events if self.sink.needs_events else None)
+        for e in events:
+            self.hits[e.probe] = self.hits.get(e.probe, 0) + 1
+        if events:
+            self.last_fired = events[-1].probe
+        if self.reporter.quiet:
+            return
+        if self.cpus == 1:
+            self._show(events)
+        else:
+            self._pending.append(events)
+
+    def _show(self, events: list[Event]) -> None:
+        for e in events:
+            self.reporter.fire(Firing(e.probe, self.single_site.get(e.probe), e.args, self.types[e.probe],
+                                      e.cpu if self.cpus > 1 else None, e.ts))
+
+    def _consume_now(self, cpu: int) -> None:
+        """The notify hook: a packet of ``cpu`` closed (with --overflow drop, read as it closes)."""
+        if self.stream:
+            self.consumer.consume(cpu)
+
+    def _flush_cpu(self, m: Machine) -> None:
+        """What CPU ``m`` recorded so far, shown now (an --action's firing comes before the action)."""
+        self.runtime.flush(m)
+        self.consumer.consume(m.cpu)
+        self._emit_pending()
+
+    def drain(self) -> None:
+        """Every CPU's open packet closed and every closed packet read; what was lost said."""
+        for m in self.smp.cpus:
+            self.runtime.flush(m)
+        for cpu in range(self.cpus):
+            self.consumer.consume(cpu)
+        self._emit_pending()
+        lost = sum(self.consumer.lost().values())
+        if lost > self._lost_shown:
+            self.reporter.warning(f"{lost - self._lost_shown} record(s) lost: the trace buffer was full "
+                                  f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
+            self._lost_shown = lost
+
+    def _emit_pending(self) -> None:
+        if self._pending:
+            merged = list(heapq.merge(*self._pending, key=lambda e: (e.ts, e.cpu)))
+            self._pending = []
+            self._show(merged)
 
     def set_arm(self, mode: str) -> None:
         """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""
@@ -266,39 +374,21 @@ class BootSession:
             raise SdtError("", f"unknown arming mode {printable(mode)!r}", "use trap or branch")
         if mode == BRANCH and not self.patched:
             raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
-        self.runtime.set_mode(mode)
+        if self.patched:
+            self.runtime.set_mode(mode)
+        self.runtime.mode = mode
 
-    def drain(self, cpu: int | None = None) -> None:
-        """Report what the guest recorded since the last drain (every CPU, or only ``cpu``, is stopped
-        outside its recorder whenever this runs)."""
-        before = self.runtime.lost
-        events = self.runtime.drain(cpu)
-        if self.recorded is not None:
-            self.recorded += events
-        for e in events:
-            self.reporter.fire(self.runtime.firing(e))
-        if self.runtime.lost > before:
-            self.reporter.warning(f"{self.runtime.lost - before} record(s) lost: the trace buffer was full "
-                                  f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
+    def finish_trace(self) -> None:
+        """Every recorded event is in the trace: put it in place."""
+        if self.sink is not None:
+            self.drain()
+            sink, self.sink = self.sink, None
+            sink.finish(self.consumer.lost())
 
-    def write_trace(self, path: str, fmt: str) -> None:
-        """Write every event the session drained (kept since it started) as a trace file of ``fmt``."""
-        from sdtgen.boot.clock import guest_clock
-        from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
-
-        self.drain()
-        probes = [TraceProbe(i, p.provider, p.module, p.function, p.name, p.args)
-                  for i, p in enumerate(self.runtime.probes)]
-        ids = {p.spec: p.id for p in probes}
-        arch = self.image.arch
-        clock, hz = guest_clock(arch)
-        data = self.runtime.data
-        cpus = data.rings.cpus if data is not None else 1
-        lost = {cpu: n for cpu, n in enumerate(data.rings.lost) if n} if data is not None else {}
-        events = [TraceEvent(ids[e.probe], e.cpu, e.ts, e.args) for e in self.recorded or []]
-        write_trace(path, fmt, TraceMeta(arch.name, clock, hz, cpus, tuple(probes), lost), events)
-
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        if self.sink is not None:
+            self.sink.abort()
+            self.sink = None
         for m in self.smp.cpus[1:] if self.smp is not None else []:
             m.close()
         if self.machine is not None:
@@ -323,16 +413,6 @@ class BootSession:
         return f"{addr:#x}", ""
 
     # -- probes ---------------------------------------------------------------------
-    def _probes_enabled_flag(self) -> int | None:
-        """Where SDT_PROBES_ENABLED()'s flag is: the one-byte sdt_probes_enabled the stubs define (None when
-        the image has none, or it is not in writable data)."""
-        sym = self.image.symbols.get("sdt_probes_enabled")
-        if sym is None or sym.type != STT_OBJECT or sym.size != 1 or not 0 < sym.shndx < len(self.image.elf.sections):
-            return None
-        section = self.image.elf.sections[sym.shndx]
-        writable = section.is_alloc and section.flags & SHF_WRITE and not section.is_exec
-        return sym.value if writable and section.addr <= sym.value < section.addr + section.size else None
-
     def spec(self, text: str) -> ProbeSpec:
         if len(text) > MAX_SPEC:
             raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",
@@ -342,16 +422,16 @@ class BootSession:
         except ValueError as e:
             raise SdtError("", printable(str(e))) from None
 
-    def matching(self, text: str) -> list[PatchedSite]:
+    def matching(self, text: str) -> list[TableSite]:
         return self.runtime.matching(self.spec(text))
 
     def enable(self, spec: str) -> int:
-        return self._arm(spec, self.runtime.enable)
+        return self._arm(spec, True)
 
     def disable(self, spec: str) -> int:
-        return self._arm(spec, self.runtime.disable)
+        return self._arm(spec, False)
 
-    def _arm(self, text: str, action) -> int:
+    def _arm(self, text: str, arm: bool) -> int:
         pattern = self.spec(text)
         if not self.patched:
             raise SdtError("", f"cannot arm or disarm {printable(text)!r}: nothing is patched (--no-patch), "
@@ -360,27 +440,37 @@ class BootSession:
             raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
                            "patched probe site", "list the probes with `sdtgen probes IMAGE`; "
                            "a spec is provider:module:function:name, filled from the right")
-        n = action(pattern)
-        if n == 0 and action == self.runtime.enable:
+        before = len(self.runtime.reports)
+        n = (self.runtime.enable if arm else self.runtime.disable)(pattern, text)
+        self._report_changes(self.runtime.reports[before:])
+        if n == 0 and arm:
             raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: "
                            "the guest rewrote every one")
         return n
 
+    def _report_changes(self, reports: list[Report]) -> None:
+        by_index = {self._entry(s): s for s in self.runtime.sites}
+        for r in reports:
+            site = by_index.get(r.site)
+            if site is not None and site.state == "changed":
+                self.reporter.changed(site, r.line.removeprefix("sdt: "), self.where(site.addr))
+            else:
+                self.reporter.warning(r.line.removeprefix("sdt: "))
+
     def add_action(self, spec: str, symbol: str) -> None:
         """Call SYMBOL in the guest, with the probe's arguments, whenever a probe matching SPEC fires.
 
-        The probes matching SPEC are enabled too: an action on a probe that never fires would do nothing.
+        The probes matching SPEC are enabled too (with the breakpoint: the host must see them fire).
         """
         sym = self.image.symbols.get(symbol)
         if sym is None or sym.type != STT_FUNC:
             raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
                            "check the symbol name")
         pattern = self.spec(spec)
-        self.runtime.actions.append((pattern, sym.value, symbol))  # first: a probe with an action is trapped
-        if self.patched and self.runtime.matching(pattern):
-            self.runtime.disable(pattern)  # branch-armed sites of it are rearmed with the breakpoint
+        self.runtime.actions.append((pattern, sym.value, symbol))
         try:
             self.enable(spec)
+            self.runtime._trap_actions()
         except BaseException:
             self.runtime.actions.pop()
             raise
@@ -410,55 +500,39 @@ class BootSession:
         return sym.value, rtype
 
     def run(self, target: str, args: list[int]) -> int | str | None:
-        """Call ``SYMBOL[:TYPE]``; TYPE (int, long, uint, ulong, str, void) says how to read the result.
+        """Call ``SYMBOL[:TYPE]`` on every CPU; TYPE (int, long, uint, ulong, str, void) says how to read the
+        result. One return (or fault) per CPU, in CPU order; CPU 0's value.
 
         Ctrl-C stops the guest: where it was is reported, then Stopped is raised.
         """
         func, rtype = self.check_run(target, args)
         symbol = target.partition(":")[0]
-        self.runtime.last_fired = None
-        if self.smp is not None:
-            return self._run_all(symbol, func, args, rtype)
-        try:
-            raw = self.machine.call(func, args, timeout=self.timeout)
-        except GuestFault as fault:
-            self.drain()
-            self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
-            if isinstance(fault, Interrupted):  # the user's choice, not the guest's fault
-                raise Stopped() from None
-            self.faults += 1
-            return None
-        self.drain()
-        value = self._decode_return(raw, rtype)
-        self.reporter.returned(symbol, args, value, rtype)
-        return value
-
-    def _run_all(self, symbol: str, func: int, args: list[int], rtype: str) -> int | str | None:
-        """The call on every CPU at once: one return (or fault) per CPU, in CPU order; CPU 0's value."""
+        self.last_fired = None
         try:
             results = self.smp.call_all(func, args, self.timeout)
         except Interrupted as fault:
             self.drain()
-            self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
+            self.reporter.fault(symbol, fault, self.where(fault.pc), self.last_fired)
             raise Stopped() from None
         self.drain()  # every CPU's records, merged in timestamp order
         first = None
         for cpu, raw in enumerate(results):
+            shown = cpu if self.cpus > 1 else None
             if isinstance(raw, GuestFault):
-                self.reporter.fault(symbol, raw, self.where(raw.pc), self.runtime.last_fired, cpu=cpu)
+                self.reporter.fault(symbol, raw, self.where(raw.pc), self.last_fired, cpu=shown)
                 self.faults += 1
                 continue
-            value = self._decode_return(raw, rtype)
+            value = self._decode_return(raw, rtype, self.smp.cpus[cpu])
             first = value if cpu == 0 else first
-            self.reporter.returned(symbol, args, value, rtype, cpu=cpu)
+            self.reporter.returned(symbol, args, value, rtype, cpu=shown)
         return first
 
-    def _decode_return(self, raw: int, rtype: str) -> int | str | None:
+    def _decode_return(self, raw: int, rtype: str, m: Machine) -> int | str | None:
         bits = self.image.arch.bits
         if rtype == "void":
             return None
         if rtype == "str":
-            return read_guest_string(self.machine, raw)
+            return read_guest_string(m, raw)
         width = 32 if rtype in ("int", "uint") else bits
         value = raw & ((1 << width) - 1)
         if rtype in ("int", "long") and value >> (width - 1):
@@ -467,7 +541,34 @@ class BootSession:
 
     def stats(self) -> None:
         self.drain()
-        self.reporter.stats(dict(self.runtime.hits), self.runtime.lost)
+        self.reporter.stats(dict(self.hits), sum(self.consumer.lost().values()))
+
+
+def site_report(line: str) -> tuple[str, str]:
+    """(what the runtime said of a site, the bytes it found there as hex) from a report line:
+    ``sdt: PROBE site at 0xADDR WHAT (found 0f 1f ...)``."""
+    import re
+
+    m = re.search(r" site at 0x[0-9a-f]+ (.*?)(?: \(found ([0-9a-f ]+)\))?$", line)
+    return (m[1], (m[2] or "").replace(" ", "")) if m else (line, "")
+
+
+def read_guest_string(machine: Machine, addr: int) -> str | None:
+    out = bytearray()
+    while len(out) < MAX_STRING_RESULT:
+        try:
+            chunk = machine.read(addr + len(out), 16)
+        except GuestFault:
+            try:
+                chunk = machine.read(addr + len(out), 1)
+            except GuestFault:
+                return None
+        end = chunk.find(b"\0")
+        if end >= 0:
+            out += chunk[:end]
+            return out.decode("utf-8", "replace")
+        out += chunk
+    return out[:MAX_STRING_RESULT].decode("utf-8", "replace")
 
 
 def describe(pattern: ProbeSpec) -> str:

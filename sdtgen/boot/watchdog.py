@@ -67,6 +67,13 @@ class Watchdog:
         self._read.close()
         self._write.close()
 
+    def interrupt(self) -> None:
+        """Ctrl-C from the program itself: the call stops, as if the signal had come."""
+        with self._lock:
+            if self._deadline is not None:
+                self.reason = INTERRUPTED
+                self.uc.emu_stop()
+
     def _sigint(self, signum, frame) -> None:
         with self._lock:
             if self._deadline is not None:

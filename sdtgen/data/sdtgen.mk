@@ -17,6 +17,8 @@
 # Override any of these before or after the include (SDT_FINAL_LDS empty: each
 # image gets PARTIAL_sdt_final.ld, written by `sdtgen linker-script final` for SDT_ARCH):
 sdt_final_template := $(dir $(lastword $(MAKEFILE_LIST)))linker_scripts/final.ld.in
+sdt_runtime_dir := $(dir $(lastword $(MAKEFILE_LIST)))../runtime
+sdt_include_dir := $(dir $(lastword $(MAKEFILE_LIST)))../include
 SDTGEN ?= sdtgen
 SDT_ARCH ?= $(sdt_derived_arch)
 SDT_MODE ?= reloc
@@ -57,7 +59,15 @@ $(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S: $(2) ;
 
 $(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
 	$$(sdt_msg) CC $$@
-	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -c -o $$@ $$<
+	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -I$(sdt_include_dir) -c -o $$@ $$<
+
+$(2:.o=)_sdt_runtime.o: $(sdt_runtime_dir)/sdt_runtime.c $(wildcard $(sdt_runtime_dir)/*.[ch] $(sdt_include_dir)/*.h)
+	$$(sdt_msg) CC $$@
+	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -I$(sdt_include_dir) -c -o $$@ $$<
+
+$(2:.o=)_sdt_arch.o: $(wildcard $(sdt_runtime_dir)/arch/*.[ch] $(sdt_runtime_dir)/*.h $(sdt_include_dir)/*.h)
+	$$(sdt_msg) CC $$@
+	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -I$(sdt_include_dir) -c -o $$@ $(sdt_runtime_dir)/arch/sdt_$$(SDT_ARCH).c
 
 $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
@@ -66,9 +76,9 @@ $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 $(2:.o=)_sdt_final.ld: $(sdt_final_template)
 	$$(sdt_q)$$(SDTGEN) linker-script final --arch $$(SDT_ARCH) -o $$@
 
-$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
+$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.o $(2:.o=)_sdt_arch.o $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
 	$$(sdt_msg) LD $$@
-	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o
+	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.o $(2:.o=)_sdt_arch.o
 	$$(sdt_msg) SDTCHK $$@
 	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
 endef

@@ -128,7 +128,7 @@ struct sdt_cpu {
 	sdt_u64 commit_seq;	/* packets closed so far (stored with release after the packet is complete) */
 	sdt_u64 read_seq;	/* packets read or overwritten: the consumer or the writer claims the oldest unread by compare-and-swap (the consumer's only field) */
 	sdt_u64 current;	/* address of the open packet; 0 when none is open */
-	sdt_u64 offset;	/* bytes used in the open packet; packet_size when none is open (or it is full) */
+	sdt_u64 offset;	/* bytes used in the open packet (the end of its last event); past packet_size when none is open */
 	sdt_u64 events;	/* events in the open packet */
 	sdt_u64 discarded;	/* events not recorded since attach: ring full (discard), nested, too big */
 	sdt_u64 overwritten;	/* events lost with packets the writer overwrote unread (overwrite) */
@@ -178,18 +178,18 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_packet, events_discarded) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_packet, cpu_id) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_packet, events) == 60);
 
-/* The header of every event in a packet, 8-byte aligned; the arguments follow. */
+/* The header of every event in a packet, 8-byte aligned; the arguments follow. CTF's event header (timestamp, id), then its event context (size, unreadable). */
 struct sdt_event {
-	sdt_u32 id;	/* the probe's key (sdt_probe.key) */
-	sdt_u16 size;	/* bytes of the event, header and padding included (a multiple of 8) */
-	sdt_u16 unreadable;	/* bit k: string argument k was NULL or not in readable memory */
 	sdt_u64 timestamp;	/* the clock when the probe fired */
+	sdt_u32 id;	/* the probe's key (sdt_probe.key) */
+	sdt_u16 size;	/* bytes of the event, header included (the next one starts at the next multiple of 8) */
+	sdt_u16 unreadable;	/* bit k: string argument k was NULL or not in readable memory */
 };
 _SDT_LAYOUT(sizeof(struct sdt_event) == 16);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, id) == 0);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, size) == 4);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, unreadable) == 6);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, timestamp) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, timestamp) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, id) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, size) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, unreadable) == 14);
 
 /* Memory a recorder may copy a string from. */
 struct sdt_range {
@@ -334,7 +334,7 @@ void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *s);
 
 /*
- * Reserve ``size`` bytes (a multiple of 8) for an event in this CPU's open
+ * Reserve ``size`` bytes for an event (at the next 8-byte boundary) in this CPU's open
  * packet, stamped with ``key`` and the clock; NULL when it is discarded (no
  * area, a firing inside a recorder, a full ring). sdt_event_end() after the
  * arguments are stored.
@@ -347,7 +347,7 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 
 	if (__builtin_expect(c == 0, 0))
 		return 0;
-	off = c->offset;
+	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
 	if (__builtin_expect((c->nesting | (off + size > c->packet_size)) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
@@ -355,20 +355,20 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	c->offset = off + size;
 	c->events++;
 	e = (struct sdt_event *)(sdt_word)(c->current + off);
-	*(sdt_u64 *)e = key | (sdt_u64)size << 32;	/* id, size, and unreadable = 0, in one store */
 	e->timestamp = c->clock_last = sdt_hooks.clock();
+	e->id = key;	/* constants in a recorder: the compiler merges the three stores */
+	e->size = (sdt_u16)size;
+	e->unreadable = 0;
 	return e;
 }
 
 /* An event with strings reserves room for the longest and gives back what they did not use (``end``). */
 static inline __attribute__((always_inline)) void sdt_event_trim(struct sdt_cpu *c, struct sdt_event *e, char *end)
 {
-	sdt_u32 used = (sdt_u32)(end - (char *)e), size = (used + 7) & ~7u;
+	sdt_u32 used = (sdt_u32)(end - (char *)e);
 
-	while (used < size)
-		((char *)e)[used++] = 0;
-	c->offset -= e->size - size;
-	e->size = (sdt_u16)size;
+	c->offset -= e->size - used;
+	e->size = (sdt_u16)used;
 }
 
 static inline __attribute__((always_inline)) void sdt_event_end(struct sdt_cpu *c)

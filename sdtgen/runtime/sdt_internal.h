@@ -13,6 +13,19 @@ extern struct sdt_site __stop_set_sdt_sites_set[] SDT_HIDDEN;
 extern const struct sdt_probe __start_set_sdt_probes_set[] SDT_HIDDEN;
 extern const struct sdt_probe __stop_set_sdt_probes_set[] SDT_HIDDEN;
 
+/*
+ * Copy ``n`` bytes. Compilers may turn a struct copy or a copying loop into a call to memcpy, which a
+ * freestanding kernel need not have: the volatile accesses keep this a loop of its own.
+ */
+static inline void sdt_copy(void *to, const void *from, unsigned long n)
+{
+	volatile sdt_u8 *d = (volatile sdt_u8 *)to;
+	const volatile sdt_u8 *s = (const volatile sdt_u8 *)from;
+
+	while (n--)
+		*d++ = *s++;
+}
+
 /* A linker set's bound, as a plain address: the compiler may not reason about two distinct arrays. */
 static inline sdt_word sdt_bound(const void *p)
 {
@@ -85,6 +98,7 @@ struct sdt_poke {
 	sdt_word addr;
 	sdt_u8 size;
 	sdt_u8 state;	/* what the site becomes */
+	sdt_u8 slow;	/* written through the breakpoint protocol (not one store) */
 	sdt_u8 old[SDT_SITE_MAX];
 	sdt_u8 new[SDT_SITE_MAX];
 };

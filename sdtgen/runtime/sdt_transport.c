@@ -17,6 +17,9 @@
  */
 #include "sdt_internal.h"
 
+/* The offset of a CPU with no packet open: past any packet, so every event takes the slow path. */
+#define SDT_CLOSED(c) ((c)->packet_size + 8)
+
 SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
 			    unsigned long packet_size, int policy)
 {
@@ -33,8 +36,8 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 	c->packet_size = packet_size;
 	c->policy = (sdt_u64)policy;
 	c->write_seq = c->commit_seq = c->read_seq = 0;
-	c->current = 0;
-	c->offset = packet_size;	/* none open: the first event opens packet 0 */
+	c->current = 0;	/* none open: the first event opens the first packet */
+	c->offset = SDT_CLOSED(c);
 	c->events = c->discarded = c->overwritten = c->nesting = c->clock_last = 0;
 	return 0;
 }
@@ -52,8 +55,8 @@ static SDT_CODE void close_packet(struct sdt_cpu *c)
 	pk->content_size = c->offset * 8;
 	pk->events = (sdt_u32)c->events;
 	pk->events_discarded = c->discarded;
-	c->offset = c->packet_size;
-	c->current = 0;	/* none open: offset == packet_size alone may be a packet its last event filled exactly */
+	c->current = 0;
+	c->offset = SDT_CLOSED(c);
 	c->events = 0;
 	sdt_seq_store(&c->commit_seq, (sdt_word)c->write_seq);
 	if (sdt_hooks.notify)
@@ -99,17 +102,18 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	__asm__ __volatile__("" ::: "memory");
 	if (size > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;
-	if (c->offset + size > c->packet_size) {
-		if (c->current)
-			close_packet(c);
-		if (!open_packet(c))
-			goto discard;
-	}
+	if (c->current && ((c->offset + 7) & ~7ull) + size > c->packet_size)
+		close_packet(c);
+	if (!c->current && !open_packet(c))
+		goto discard;
+	c->offset = (c->offset + 7) & ~7ull;
 	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
 	c->offset += size;
 	c->events++;
-	*(sdt_u64 *)e = key | (sdt_u64)size << 32;
 	e->timestamp = c->clock_last = sdt_hooks.clock();
+	e->id = key;
+	e->size = (sdt_u16)size;
+	e->unreadable = 0;
 	return e;
 discard:
 	c->discarded++;
@@ -125,7 +129,7 @@ SDT_CODE void sdt_flush(void)
 	if (!c || c->nesting)
 		return;
 	c->nesting = 1;
-	if (c->current)
+	if (c->current && c->events)
 		close_packet(c);
 	__asm__ __volatile__("" ::: "memory");
 	c->nesting = 0;

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 
-from sdtgen.atomic import write_atomic
-from sdtgen.trace.argtypes import UNREADABLE, ArgType, probe_types
-from sdtgen.trace.model import TraceEvent, TraceMeta, TraceProbe, ticks_to_ns
+from sdtgen.atomic import Staged
+from sdtgen.trace.argtypes import UNREADABLE, ArgType, arg_type
+from sdtgen.trace.model import TraceMeta, TraceProbe, ticks_to_ns
+from sdtgen.trace.packets import Event
 
 SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
 LOST_TRACKS = 1 << 32  # counter track uuids: this plus the CPU's track uuid
@@ -66,48 +67,69 @@ def cpu_track(cpu: int) -> int:
     return cpu + 1  # track uuids are any non-zero 64-bit number unique in the trace
 
 
-def encode(meta: TraceMeta, events: list[TraceEvent]) -> bytes:
-    out = []
+class PerfettoSink:
+    """A Perfetto trace file, each event encoded as its packet comes; the lost counts close it."""
 
-    def packet(body: bytes) -> None:
-        out.append(message(TRACE_PACKET, body + number(PACKET_SEQUENCE, SEQUENCE)))
+    def __init__(self, path: str | os.PathLike[str], meta: TraceMeta, bits: int) -> None:
+        self.meta = meta
+        self.out = Staged(path, "Perfetto trace")
+        self.f = open(self.out.path(), "wb")  # noqa: SIM115 (closed in finish or abort)
+        self.first: dict[int, int] = {}
+        self.encoders = {p.spec: _event_encoder(p, bits) for p in meta.probes}
+        self.tracks: dict[int, bytes] = {}
+        self.ts_tag, self.seq = tag(PACKET_TIMESTAMP, _VARINT), number(PACKET_SEQUENCE, SEQUENCE)
+        self.packet_tag, self.event_tag = tag(TRACE_PACKET, _BYTES), tag(PACKET_TRACK_EVENT, _BYTES)
 
-    first: dict[int, int] = {}
-    for e in events:
-        first.setdefault(e.cpu, e.ts)
-    lost = {cpu: n for cpu, n in sorted(meta.lost.items()) if n and 0 <= cpu < meta.cpus}
-    for cpu in range(meta.cpus):  # every track is described before the first event on it
-        packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, cpu_track(cpu)) + text(TRACK_NAME, f"CPU {cpu}")))
-    for cpu in lost:
-        packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, LOST_TRACKS + cpu_track(cpu))
-                       + number(TRACK_PARENT, cpu_track(cpu)) + text(TRACK_NAME, f"CPU {cpu} lost events")
-                       + message(TRACK_COUNTER, b"")))
-    for cpu, n in lost.items():
-        packet(number(PACKET_TIMESTAMP, ticks_to_ns(first.get(cpu, 0), meta.clock_hz))
-               + message(PACKET_TRACK_EVENT, number(EVENT_TYPE, TYPE_COUNTER)
-                         + number(EVENT_TRACK, LOST_TRACKS + cpu_track(cpu)) + number(EVENT_COUNTER, n)))
-    encoders = {p.id: _event_encoder(p, meta.arch) for p in meta.probes}
-    tracks = {cpu: number(EVENT_TRACK, cpu_track(cpu)) for cpu in range(meta.cpus)}
-    hz, ts_tag, seq = meta.clock_hz, tag(PACKET_TIMESTAMP, _VARINT), number(PACKET_SEQUENCE, SEQUENCE)
-    packet_tag, event_tag = tag(TRACE_PACKET, _BYTES), tag(PACKET_TRACK_EVENT, _BYTES)
-    for e in events:
-        try:
-            body = encoders[e.probe_id](e) + tracks[e.cpu]
-        except KeyError:
-            raise ValueError(f"event {e!r}: no such probe id or CPU in the trace") from None
-        p = ts_tag + varint(ticks_to_ns(e.ts, hz)) + event_tag + varint(len(body)) + body + seq
-        out.append(packet_tag + varint(len(p)) + p)
-    return b"".join(out)
+    def _packet(self, body: bytes) -> None:
+        self.f.write(message(TRACE_PACKET, body + self.seq))
+
+    def _track(self, cpu: int) -> bytes:
+        """The CPU's track, described before its first event."""
+        t = self.tracks.get(cpu)
+        if t is None:
+            self._packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, cpu_track(cpu))
+                                 + text(TRACK_NAME, f"CPU {cpu}")))
+            t = self.tracks[cpu] = number(EVENT_TRACK, cpu_track(cpu))
+        return t
+
+    def packet(self, cpu: int, data: bytes, begin: int, events: list[Event] | None) -> None:
+        hz, out = self.meta.clock_hz, []
+        track = self._track(cpu)
+        for e in events or ():
+            self.first.setdefault(e.cpu, e.ts)
+            body = self.encoders[e.probe](e) + track
+            p = self.ts_tag + varint(ticks_to_ns(e.ts, hz)) + self.event_tag + varint(len(body)) + body + self.seq
+            out.append(self.packet_tag + varint(len(p)) + p)
+        self.f.write(b"".join(out))
+
+    def finish(self, lost: dict[int, int]) -> None:
+        """A counter track under each CPU that lost events, holding the count from its first event's time."""
+        for cpu, n in sorted(lost.items()):
+            if not n:
+                continue
+            self._track(cpu)
+            self._packet(message(PACKET_TRACK_DESCRIPTOR, number(TRACK_UUID, LOST_TRACKS + cpu_track(cpu))
+                                 + number(TRACK_PARENT, cpu_track(cpu)) + text(TRACK_NAME, f"CPU {cpu} lost events")
+                                 + message(TRACK_COUNTER, b"")))
+            self._packet(number(PACKET_TIMESTAMP, ticks_to_ns(self.first.get(cpu, 0), self.meta.clock_hz))
+                         + message(PACKET_TRACK_EVENT, number(EVENT_TYPE, TYPE_COUNTER)
+                                   + number(EVENT_TRACK, LOST_TRACKS + cpu_track(cpu)) + number(EVENT_COUNTER, n)))
+        self.f.close()
+        self.out.commit()
+
+    def abort(self) -> None:
+        self.f.close()
+        self.out.discard()
 
 
-def _event_encoder(probe: TraceProbe, arch: str):
+def _event_encoder(probe: TraceProbe, bits: int):
     """The TrackEvent fields of one probe's event but its track: the fixed part made once."""
     head = number(EVENT_TYPE, TYPE_INSTANT) + text(EVENT_NAME, probe.spec) + text(EVENT_CATEGORIES, probe.provider)
     fields = [(text(ANNOTATION_NAME, f"arg{i}"), t, tag(_value_field(t), _BYTES if t.kind == "str" else _VARINT))
-              for i, t in enumerate(probe_types(probe.arg_types, arch))]
+              for i, t in enumerate(arg_type(a, bits) for a in probe.arg_types)]
     annotations_tag = tag(EVENT_ANNOTATIONS, _BYTES)
 
-    def encode_event(e: TraceEvent) -> bytes:
+    def encode_event(e: Event) -> bytes:
         if len(e.args) != len(fields):
             raise ValueError(f"event {e!r}: {len(fields)} arguments expected")
         out = [head]
@@ -128,7 +150,3 @@ def _value_field(t: ArgType) -> int:
     if t.kind == "str":
         return ANNOTATION_STRING
     return ANNOTATION_POINTER if t.hex else ANNOTATION_INT if t.kind == "int" else ANNOTATION_UINT
-
-
-def write_perfetto(path: str | os.PathLike[str], meta: TraceMeta, events: list[TraceEvent]) -> None:
-    write_atomic(path, encode(meta, events))

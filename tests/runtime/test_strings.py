@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sdtgen.layout import HOOKS, VALUES
+from sdtgen.layout import EVENT, HOOKS, VALUES
 
 MAX = VALUES["SDT_MAX_STRING"]
 
@@ -35,7 +35,7 @@ event, to = ctypes.create_string_buffer(16), ctypes.create_string_buffer(256)
 unmapped = [(4, base + page + 64)] if int(sys.argv[3]) else []  # without ranges, reading it would fault
 for k, s in ((2, at), (3, 0), *unmapped, (5, at + 1)):
     n = lib.sdt_event_string(event, to, k, s)
-    print(n, to.raw[:n].hex(), int.from_bytes(event.raw[6:8], "little"))
+    print(n, to.raw[:n].hex(), int.from_bytes(event.raw[{unreadable}:{unreadable} + 2], "little"))
 """
 
 
@@ -46,7 +46,7 @@ def library(host_runtime):
 
 def copy(library, text: str, nreadable: int = 1, pad: int = 0) -> list[tuple[int, bytes, int]]:
     src = CHILD.replace("{readable}", str(HOOKS.offset("readable", 64))).replace(
-        "{nreadable}", str(HOOKS.offset("nreadable", 64)))
+        "{nreadable}", str(HOOKS.offset("nreadable", 64))).replace("{unreadable}", str(EVENT.offset("unreadable", 64)))
     out = subprocess.run([sys.executable, "-c", src, library, text, str(nreadable), str(pad)], capture_output=True,
                          text=True, check=True).stdout
     return [(int(n), bytes.fromhex(data), int(bits)) for n, data, bits in (line.split() for line in out.splitlines())]

@@ -1,0 +1,11 @@
+/*
+ * sdt_runtime.c - the runtime's architecture-independent part as one file to compile.
+ *
+ * A kernel builds two files with its own flags: this one and arch/sdt_<arch>.c
+ * (`sdtgen runtime-dir` prints the directory; docs/runtime.md). Each part is
+ * its own file, one layer of the design each.
+ */
+#include "sdt_manage.c"	/* management: boot-time patching, arming by spec, sdt_trap */
+#include "sdt_patch.c"	/* management: the patch protocol */
+#include "sdt_transport.c"	/* transport: per-CPU packet rings and their consumers */
+#include "sdt_report.c"	/* lines for the kernel's log */
