@@ -11,7 +11,7 @@ import sys
 
 from sdtgen import __version__
 from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_TIMEOUT, MIN_BUFFER
-from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
+from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable, sentence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -85,7 +85,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         _emit_json(report.to_json())
         return EXIT_OK if report.ok else EXIT_FAIL
     for problem in report.problems:
-        print(Diagnostic(args.image, ERROR, printable(problem)), file=sys.stderr)
+        print(Diagnostic(args.image, ERROR, sentence(problem)), file=sys.stderr)
     shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
     for line in site_lines(args.image, shown):
         print(line, file=sys.stderr)
@@ -96,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
               f"{report.count('stable')} stable, {report.count('moved')} moved, "
               f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
         if not report.ok and report.summary():
-            print(Diagnostic(args.image, ERROR, f"in short: {printable(report.summary())}"), file=sys.stderr)
+            print(Diagnostic(args.image, ERROR, f"in short: {sentence(report.summary())}"), file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -112,8 +112,8 @@ def site_lines(image: str, verdicts: list) -> list[str]:
         more = f" (and {len(group) - 1} more sites in this function)" if len(group) > 1 else ""
         severity = WARNING if v.status == "folded" else ERROR
         what = f"{v.site.probe} is-enabled check" if v.site.form == "isen" else v.site.probe
-        lines.append(str(Diagnostic(image, severity, printable(f"{what} {v.status}{delta}: {v.cause}{more}"),
-                                    printable(v.fix), where=printable(v.site.where))))
+        lines.append(str(Diagnostic(image, severity, sentence(f"{printable(what)} {v.status}{delta}: {v.cause}{more}"),
+                                    sentence(v.fix), where=sentence(v.site.where))))
     return lines
 
 
@@ -134,7 +134,7 @@ def cmd_probes(args: argparse.Namespace) -> int:
     head, *body = table.splitlines()
     print(head)
     for line, p in zip(body, listing, strict=True):  # dtrace -lv: each probe, then its argument types
-        print(line, "", *(printable(v) for v in p.verbose()), "", sep="\n")
+        print(line, "", *(sentence(v) for v in p.verbose()), "", sep="\n")
     return EXIT_OK
 
 
@@ -426,13 +426,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "matrix", "include-dir",
+            "runtime-dir", "makefile")
+
+
+class _Only:
+    """The subcommands, each added only when it is the one this run asked for: building every
+    subcommand's options costs more than a small scan. ``only`` None adds them all (--help)."""
+
+    def __init__(self, sub, only: str | None) -> None:
+        self.sub, self.only = sub, only
+
+    def add_parser(self, name: str, **kwargs):
+        return self.sub.add_parser(name, **kwargs) if self.only in (None, name) else _Unused()
+
+
+class _Unused:
+    """A subcommand this run does not use: its options are not built."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from sdtgen import arch as arches
 
     arch_names = arches.module_names()  # each module is imported only when its architecture is used
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = _Only(p.add_subparsers(dest="command", required=True, parser_class=_Parser), only)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
     s.add_argument("object", help="the partial link's output (ld -r)")
@@ -597,7 +619,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
-    args = build_parser().parse_args(_negative_args(sys.argv[1:] if argv is None else argv))
+    argv = sys.argv[1:] if argv is None else argv
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(only).parse_args(_negative_args(argv))
     try:
         return args.func(args)
     except Terminated as t:

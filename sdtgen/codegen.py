@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.arch.base import ISEN, REF
 from sdtgen.atomic import check_outputs, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
+from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.record import record
 from sdtgen.recorder import RECORDER_PREFIX, probe_key, render_recorders
-from sdtgen.scan import ScanResult, open_relocatable, scan_elf
+from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
 ANCHOR_PREFIX = "__sdt_site_"
@@ -23,7 +24,7 @@ ANCHOR_PREFIX = "__sdt_site_"
 ANCHOR_TYPE = STT_SECTION
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Generated:
     stubs: str
     table: str
@@ -102,8 +103,13 @@ def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytearray | None
     if have == want:
         return None
     if have:
-        raise elf.fail("already carries sdtgen site anchors for a different set of sites",
-                       "rerun the partial link (ld -r) before `sdtgen gen`")
+        # ld -r carried them over from an input that `gen` was given (and rewrote): name where.
+        shndx, value, _ = min(have.values())
+        where = section_place(SymbolIndex(elf, CODE, {shndx}), elf.section_at(shndx), value)
+        raise elf.fail(f"already carries {len(have)} sdtgen site anchors (the first at {where}) but has "
+                       f"{len(want)} sites: an object linked into it went through `sdtgen gen`, which adds "
+                       "anchors to the object it is given", "rebuild the objects `sdtgen gen` was run on, "
+                       "rerun the partial link (ld -r), and run gen only on its output")
     return add_symbols(elf, anchors)
 
 

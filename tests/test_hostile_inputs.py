@@ -161,3 +161,17 @@ def test_interrupted_gen_leaves_previous_outputs(kernel, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", real)
     assert stubs.read_text() == "old stubs\n" and table.read_text() == "old table\n" and obj.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.o", "s.c", "t.S"]  # no temporaries left
+
+
+def test_a_probe_relocation_beyond_its_section_is_a_damaged_object(obj, tmp_path, capsys):
+    """readelf places the probe's relocation; moved past the end of .text, scan names the object damaged."""
+    from tables import readelf
+
+    text, rela = readelf.section(obj, ".text"), readelf.section(obj, ".rela.text")
+    (rows,) = [r.rows for r in readelf.relocations(obj) if r.name == ".rela.text"]
+    syms = readelf.symbols(obj)
+    row = next(i for i, r in enumerate(rows) if syms[r[1]].name.startswith("__dtrace_sdt_"))
+    beyond = text.size + 0x10
+    bad = patched(obj, tmp_path, lambda d: struct.pack_into("<Q", d, rela.offset + 24 * row, beyond))
+    expect_clean(capsys, ["scan", bad], f".text+{beyond:#x}: a relocation against __dtrace_sdt_t_m_f_n lies "
+                 "outside its section; the object is damaged; rebuild it")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 R_AARCH64_ABS64, R_AARCH64_ABS32, R_AARCH64_PREL64, R_AARCH64_PREL32 = 257, 258, 260, 261
 R_AARCH64_ADR_PREL_PG_HI21, R_AARCH64_ADD_ABS_LO12_NC = 275, 277
@@ -51,6 +54,9 @@ class AArch64(Arch):
         R_AARCH64_ADR_GOT_PAGE: "R_AARCH64_ADR_GOT_PAGE", R_AARCH64_LD64_GOT_LO12_NC: "R_AARCH64_LD64_GOT_LO12_NC",
         **{t: f"R_AARCH64_MOVW_UABS_G{(t - 263) // 2}{'_NC' if t % 2 == 0 else ''}" for t in R_AARCH64_MOVW},
     }
+    # R_AARCH64_ABS64, ABS32, PREL64, PREL32
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {257: (8, False), 258: (4, False), 260: (8, True),
+                                                           261: (4, True)}
     understood = frozenset(reloc_names)
     branch_mnemonics = frozenset({"bl", "b"})
     relative_reloc = 1027  # R_AARCH64_RELATIVE
@@ -141,7 +147,7 @@ class AArch64(Arch):
 
         return unicorn.UC_ARCH_ARM64, unicorn.UC_MODE_ARM
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import arm64_const as A
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import ClassVar
 
 from sdtgen.errors import SdtError
+from sdtgen.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
 ISEN = "isen"  # an is-enabled check: a plain call to the probe's __dtrace_isenabled_ stub
@@ -18,7 +21,7 @@ def branch_form(form: str) -> str:
     return CALL if form == ISEN else form
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SiteShape:
     """What a relocation against a probe symbol turned out to be."""
 
@@ -28,7 +31,7 @@ class SiteShape:
     detail: str  # a few words for people: "call rel32", "address load", ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decoded:
     """One instruction of a final image, decoded by Capstone."""
 
@@ -39,7 +42,7 @@ class Decoded:
     text: str  # mnemonic and operands, for messages
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Regs:
     pc: int
     sp: int
@@ -63,6 +66,11 @@ class Arch:
     bits: int
     little: bool = True
     reloc_names: ClassVar[dict[int, str]] = {}
+    # The data relocations a table's fields carry (USDT notes, __mcount_loc, __jump_table, sdtgen's
+    # sets): relocation type -> (field bytes, PC-relative). Label differences a linker resolves as an
+    # ADD/SUB pair (RISC-V's) are in ``data_pairs``: type -> ("add" or "sub", field bytes).
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {}
+    data_pairs: ClassVar[dict[int, tuple[str, int]]] = {}
 
     # -- building for it -----------------------------------------------------------
     triple: str  # GNU triple: clang --target, Debian's cross tools

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import RETURNS, Regs
 from sdtgen.arch.x86_64 import X86_64
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 _RELOC_NAMES = """
     NONE 32 PC32 GOT32 PLT32 COPY GLOB_DAT JUMP_SLOT RELATIVE GOTOFF GOTPC 32PLT 12 13 TLS_TPOFF TLS_IE TLS_GOTIE
@@ -33,6 +36,7 @@ class I386(X86_64):
     layout = "where 32-bit kernels sit"
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (4, True)}  # R_386_32, PC32
     # Its own relocations, read by the x86 classify(): rel32 fields and absolute words; no GOT-slot branches,
     # since i386 has no RIP-relative addressing.
     branch_relocs = frozenset({R_386_PC32, R_386_PLT32})
@@ -63,7 +67,7 @@ class I386(X86_64):
 
         return unicorn.UC_ARCH_X86, unicorn.UC_MODE_32
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import x86_const as X
 

@@ -10,10 +10,13 @@ Every site length the patcher meets gets a NOP of that same length.
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 R_RISCV_32, R_RISCV_64, R_RISCV_BRANCH, R_RISCV_JAL, R_RISCV_CALL, R_RISCV_CALL_PLT = 1, 2, 16, 17, 18, 19
 R_RISCV_GOT_HI20, R_RISCV_PCREL_HI20, R_RISCV_HI20, R_RISCV_LO12_I, R_RISCV_LO12_S = 20, 23, 26, 27, 28
@@ -86,6 +89,10 @@ class RiscV64(Arch):
         R_RISCV_RVC_BRANCH: "R_RISCV_RVC_BRANCH", R_RISCV_RVC_JUMP: "R_RISCV_RVC_JUMP",
         R_RISCV_32_PCREL: "R_RISCV_32_PCREL",
     }
+    # R_RISCV_32, 64, 32_PCREL; a label difference is an ADD32/64 and SUB32/64 pair at one field.
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (8, False), 57: (4, True)}
+    data_pairs: ClassVar[dict[int, tuple[str, int]]] = {35: ("add", 4), 36: ("add", 8), 39: ("sub", 4),
+                                                         40: ("sub", 8)}
     understood = frozenset(reloc_names)
     relative_reloc = 3  # R_RISCV_RELATIVE
     kernel_base = 0xFFFFFFFF80000000
@@ -187,7 +194,7 @@ class RiscV64(Arch):
 
         return unicorn.UC_ARCH_RISCV, unicorn.UC_MODE_RISCV64
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import riscv_const as R
 
