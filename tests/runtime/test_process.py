@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 from fixture_source import called_probes
-from helpers import FIXTURE, ROOT, SDTGEN, need_tool, run
+from helpers import FIXTURE, IN_CI, ROOT, SDTGEN, need_tool, run
 from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
 
 from sdtgen.recorder import probe_key
+from sdtgen.trace.ctf import metadata
+from sdtgen.trace.model import TraceMeta, TraceProbe
 from sdtgen.trace.packets import Decoder, event_format, split
 
 PROCESS = ROOT / "fixtures" / "process"
@@ -111,9 +113,12 @@ def native_events(native_all, calls: list[Call]) -> list[dict]:
     return [e for i in range(len(calls)) for e in per_call[i]]
 
 
+def source_probes():
+    return called_probes(FIXTURE) + called_probes(PROCESS)
+
+
 def decoder() -> Decoder:
-    probes = called_probes(FIXTURE) + called_probes(PROCESS)
-    return Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in probes], 64)
+    return Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in source_probes()], 64)
 
 
 class Run:
@@ -125,7 +130,7 @@ class Run:
         out.mkdir(parents=True)
         proc = run([str(exe), *(["--trace", str(out)] if trace else []), *argv])
         self.lines = [json.loads(x) for x in proc.stdout.splitlines()]
-        self.exe = exe
+        self.exe, self.dir = exe, out
         dec = decoder()
         self.packets, self.events = [], []
         for path in sorted(out.glob("stream_*"), key=lambda p: int(p.name.split("_")[1])):
@@ -137,6 +142,21 @@ class Run:
                     packet = dec.packet(data)
                 self.packets.append(packet)
         assert dec.unknown == 0
+
+    def babeltrace2(self) -> list[dict]:
+        """The trace as babeltrace2 reads it, with sdtgen's CTF metadata for the fixture's probes beside the
+        streams the process wrote (python3-bt2 is Debian's, not the venv's)."""
+        python, reader = "/usr/bin/python3", ROOT / "tests" / "trace" / "bt2_read.py"
+        if not Path(python).exists() or run([python, "-c", "import bt2"], check=False).returncode:
+            message = "babeltrace2's Python bindings not found: apt-get install python3-bt2"
+            if IN_CI:
+                pytest.fail(message + " (CI installs it in .ci/run)")
+            pytest.skip(message)
+        probes = tuple(TraceProbe(probe_key(p.symbol), p.provider, p.module, p.function, p.name, p.args)
+                       for p in source_probes())
+        meta = TraceMeta("x86_64", "tsc", self.line("init")["clock_hz"], 1, probes)
+        (self.dir / "metadata").write_text(metadata(meta, 64))
+        return [json.loads(x) for x in run([python, str(reader), str(self.dir)]).stdout.splitlines()]
 
     def line(self, event: str) -> dict:
         (found,) = [x for x in self.lines if x["event"] == event]
@@ -274,6 +294,28 @@ def test_a_conditional_tail_site_fires_only_when_its_jump_is_taken(process_clang
     assert [a for p, a in r.firings() if p == "px:check:big:hit"] == [[9], [4]]
 
 
+def args_of(row: dict) -> list:
+    return [row["fields"][f"arg{k}"] for k in range(len(row["fields"]))]
+
+
+def test_babeltrace2_reads_the_streams_as_they_stand(process, native_all, tmp_path):
+    """The process's stream files, with sdtgen's CTF metadata beside them, are a CTF 1.8 trace babeltrace2
+    reads event for event as packets.py decodes them and as the native run fired them. (No NULL string:
+    babeltrace2 2.0.4 shows an empty string as an earlier event's.)"""
+    calls = CALLS + [c for c in EXTRA_CALLS if c.function != "px_null"]
+    r = Run(process, tmp_path, "--cpus", "2", "enable", ":::", "branch", *commands(calls),
+            "run-all", "sched_switch,7,8,3,1,-5000,64")
+    rows = [x for x in r.babeltrace2() if "name" in x]
+    ours = [(e.probe, e.cpu, e.ts, normal(e.probe, list(e.args))) for e in r.events]
+    theirs = [(x["name"], x["cpu"], x["ts"], normal(x["name"], args_of(x)))
+              for x in rows]
+    assert sorted(theirs, key=lambda t: (t[1], t[2])) == sorted(ours, key=lambda t: (t[1], t[2]))
+    bias, symbols = r.line("init")["load_bias"], data_symbolizer(process)
+    on_cpu0 = [(p, normal(p, a, lambda v: symbols(v - bias))) for p, cpu, _, a in theirs if cpu == 0]
+    fired = native_firings(native_events(native_all, calls), data_symbolizer(native_all[0]))
+    assert on_cpu0[:len(fired)] == fired
+
+
 def test_each_cpu_records_into_its_own_stream(process, native_all, tmp_path):
     r = Run(process, tmp_path, "--cpus", "3", "enable", ":::", "branch", "run-all", "sched_switch,7,8,3,1,5000,64")
     want = native_firings(native_events(native_all, [Call("sched_switch", (7, 8, 3, 1, 5000, 64))]))
@@ -327,6 +369,9 @@ def test_discard_records_again_once_the_consumer_has_read_and_says_where_it_lost
     assert r.firings() == ticks(native_all, 100)[:60] + ticks(native_all, 5)
     assert r.line("cpu")["discarded"] == 40
     assert [(p.seq, p.discarded) for p in r.packets] == [(1, 0), (2, 0), (3, 40)]  # lost between 2 and 3
+    rows = r.babeltrace2()
+    assert [x["discarded"] for x in rows if "discarded" in x] == [40]
+    assert [x["fields"]["arg0"] for x in rows if "name" in x] == [a[0] for _, a in r.firings()]
 
 
 @pytest.mark.parametrize("n", [2 * PER_PACKET + 1, 100, 3 * PER_PACKET])
