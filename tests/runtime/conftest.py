@@ -120,7 +120,6 @@ def host_runtime(tmp_path_factory):
             rt = runtime_dir()
             run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
                  f"-I{include_dir()}", f"-I{rt}", "-o", str(out), str(HERE / "host_harness.c"),
-                 *(str(rt / f) for f in ("sdt_patch.c", "sdt_transport.c", "sdt_report.c")),
                  str(rt / "arch" / f"sdt_{arch_name}.c")])
             built[arch_name] = ctypes.CDLL(str(out))
         return built[arch_name]

@@ -1,11 +1,11 @@
 /*
  * The runtime built for the host (with one architecture's encoders: their C is plain C, and 64-bit ones
  * have the host's word), so Python can call what the kernel cannot show from outside:
- *   - the probe-spec parser and glob of sdt_manage.c (its static functions: this file includes it);
+ *   - the probe-spec parser and glob of sdt_manage.c (static functions: this file includes the runtime);
  *   - the patch protocol of sdt_patch.c on sites in a host buffer, every store and sync it makes logged
  *     through the hooks, with a trap's lookup of its site tried after every store.
  */
-#include "sdt_manage.c"
+#include "sdt_runtime.c"	/* the runtime as a kernel compiles it: one file, its statics visible here */
 
 /* One entry in each linker set, so the linker defines their bounds. */
 static struct sdt_site harness_site __attribute__((used, section("set_sdt_sites_set")));
