@@ -8,8 +8,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
+PROCESS := build/process
 
-.PHONY: all venv demo test lint matrix fuzz bench realworld clean
+.PHONY: all venv demo process test lint matrix fuzz bench realworld clean
 
 all: test
 
@@ -40,6 +41,12 @@ demo: $(STAMP)
 		--enable 'hk:vfs::' --enable 'hk:proc:exec:exec-success' --enable 'hk:sched:switch:six' \
 		--run kmain --arg 1 \
 		--disable 'hk:vfs::' --enable 'hk:proc:exit:done' --run kmain --arg 2
+
+# The fixture kernel as a Linux process on this CPU: the C runtime patches its text, arms probes by spec, traps
+# and branches into recorders, streams packets; then its patch protocol under real threads (docs/runtime.md).
+process: $(STAMP)
+	@rm -rf $(PROCESS)
+	$(MAKE) --no-print-directory -C $(HERE)fixtures/process O=$(abspath $(PROCESS)) SDTGEN=$(abspath $(BIN)/sdtgen) run
 
 # Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the tables in docs/matrix.md.
 matrix: $(STAMP)

@@ -133,7 +133,8 @@ CPU = Layout("sdt_cpu", "One CPU's recording state and ring of packets (sdt_cpu_
     Field("policy", "u64", "SDT_DISCARD or SDT_OVERWRITE when the ring is full"),
     Field("write_seq", "u64", "packets opened so far: the open packet is write_seq - 1"),
     Field("commit_seq", "u64", "packets closed so far (stored with release after the packet is complete)"),
-    Field("read_seq", "u64", "packets the consumer is done with (the consumer's only field)"),
+    Field("read_seq", "u64", "packets read or overwritten: the consumer or the writer claims the oldest unread "
+          "by compare-and-swap (the consumer's only field)"),
     Field("current", "u64", "address of the open packet; 0 when none is open"),
     Field("offset", "u64", "bytes used in the open packet (the end of its last event); past packet_size when none "
           "is open"),

@@ -33,7 +33,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #if defined(__cplusplus)
 #define _SDT_LAYOUT(e) static_assert(e, "sdtgen layout")
 #else
-#define _SDT_LAYOUT(e) _Static_assert(e, "sdtgen layout")
+/* __extension__: C11's _Static_assert also under -std=c99 -pedantic, as gcc and clang allow */
+#define _SDT_LAYOUT(e) __extension__ _Static_assert(e, "sdtgen layout")
 #endif
 
 /* BEGIN LAYOUTS: rendered from sdtgen/layout.py by `python -m sdtgen.layout --write`; do not edit */
@@ -125,7 +126,7 @@ struct sdt_cpu {
 	sdt_u64 policy;	/* SDT_DISCARD or SDT_OVERWRITE when the ring is full */
 	sdt_u64 write_seq;	/* packets opened so far: the open packet is write_seq - 1 */
 	sdt_u64 commit_seq;	/* packets closed so far (stored with release after the packet is complete) */
-	sdt_u64 read_seq;	/* packets the consumer is done with (the consumer's only field) */
+	sdt_u64 read_seq;	/* packets read or overwritten: the consumer or the writer claims the oldest unread by compare-and-swap (the consumer's only field) */
 	sdt_u64 current;	/* address of the open packet; 0 when none is open */
 	sdt_u64 offset;	/* bytes used in the open packet (the end of its last event); past packet_size when none is open */
 	sdt_u64 events;	/* events in the open packet */

@@ -84,6 +84,14 @@ static inline void sdt_seq_store(sdt_u64 *p, sdt_word v)
 	__atomic_store_n((sdt_word *)p, v, __ATOMIC_RELEASE);
 }
 
+/* Advance a sequence number from ``from`` to ``from + 1``, unless another CPU already did: 1 when this one did. */
+static inline int sdt_seq_claim(sdt_u64 *p, sdt_word from)
+{
+	sdt_word expect = from;
+
+	return __atomic_compare_exchange_n((sdt_word *)p, &expect, from + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 /* One site to change, as the patch protocol takes it. */
 struct sdt_poke {
 	struct sdt_site *site;

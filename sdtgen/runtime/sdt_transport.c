@@ -10,7 +10,10 @@
  * written, then commit_seq stored with release) and the notify hook told;
  * the next is opened unless the consumer has not read it yet: then
  * SDT_DISCARD discards events until it has, and SDT_OVERWRITE overwrites it
- * (counting its events in ``overwritten``).
+ * (counting its events in ``overwritten``). The oldest unread packet is
+ * claimed by advancing read_seq with compare-and-swap, by the consumer when
+ * it has copied it or by the writer when it overwrites it: a packet is read
+ * or counted lost, never both, never neither.
  */
 #include "sdt_internal.h"
 
@@ -68,11 +71,10 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 	if (next - sdt_seq_load(&c->read_seq) >= c->packets) {	/* the slot holds a packet nobody read */
 		if (c->policy == SDT_DISCARD)
 			return 0;
-		c->overwritten += pk->events;
+		if (sdt_seq_claim(&c->read_seq, next - (sdt_word)c->packets))	/* unless the consumer just did */
+			c->overwritten += pk->events;
 	}
-	/* write_seq first: a consumer copying the old packet sees it reused when it checks again */
 	sdt_seq_store(&c->write_seq, next + 1);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pk->magic = SDT_PACKET_MAGIC;
 	pk->stream_id = 0;
 	pk->timestamp_begin = pk->timestamp_end = sdt_hooks.clock();
@@ -135,11 +137,8 @@ SDT_CODE void sdt_flush(void)
 
 SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
 {
-	sdt_word commit = sdt_seq_load(&c->commit_seq), w = sdt_seq_load(&c->write_seq);
-	sdt_word r = sdt_seq_load(&c->read_seq);
+	sdt_word commit = sdt_seq_load(&c->commit_seq), r = sdt_seq_load(&c->read_seq);
 
-	if (w - r > c->packets)	/* overwritten: the oldest still in the ring */
-		r = w - c->packets;
 	if (r >= commit)
 		return 0;
 	*seq = r;
@@ -148,13 +147,8 @@ SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
 
 SDT_CODE int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq)
 {
-	sdt_word s = (sdt_word)seq;
-	int intact;
-
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	intact = sdt_seq_load(&c->write_seq) <= s + c->packets;	/* its slot was not opened again meanwhile */
-	sdt_seq_store(&c->read_seq, s + 1);
-	return intact;
+	/* the writer claimed it first when it overwrote it (and counted its events): the copy is not whole */
+	return sdt_seq_claim(&c->read_seq, (sdt_word)seq);
 }
 
 /* -- strings ----------------------------------------------------------------------------------- */
