@@ -166,7 +166,7 @@ def boot_trace(image: Path, calls, arm: str = "trap") -> list:
     buf = io.StringIO()
     session = BootSession(str(image), Reporter(as_json=True, out=buf), arm=arm)
     try:
-        types = {p.spec: p.args for p in session.runtime.probes}
+        types = {p.spec: p.args for p in session.runtime.probes()}
         try:
             session.enable(":::")
         except SdtError as e:  # no site verified: nothing can fire, which the comparison shows

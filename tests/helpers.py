@@ -137,6 +137,26 @@ def compile_runtime(tmp: Path, name: str, stubs: Path, table: Path, arch: str = 
     return out
 
 
+def build_c_kernel(tmp: Path, arch: str, source: str, name: str = "k", *flags: str) -> Path:
+    """A kernel of one C file for ``arch``, built as sdtgen.mk builds one: compile, partial link, gen, the
+    generated code and the runtime with the kernel's flags, the final link with sdtgen's script."""
+    from sdtgen.toolchain import kernel_cflags
+
+    gcc, ld = cross_tool(arch, "gcc"), cross_tool(arch, "ld")
+    src, obj, partial = tmp / f"{name}.c", tmp / f"{name}.o", tmp / f"{name}_partial.o"
+    src.write_text(source)
+    run([gcc, *kernel_cflags(arch), *flags, include_flag(), "-c", "-o", str(obj), str(src)])
+    run([ld, "-r", "-T", sdtgen("linker-script", "partial", "--path", check=True).stdout.strip(), "-o", str(partial),
+         str(obj)])
+    stubs, table = tmp / f"{name}_stubs.c", tmp / f"{name}_table.S"
+    sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+    sdt_objs = compile_runtime(tmp, name, stubs, table, arch, *flags)
+    script = final_script(tmp / f"{name}_final.ld", arch)
+    image = tmp / f"{name}.elf"
+    run([ld, "-T", str(script), "-o", str(image), str(partial), *map(str, sdt_objs)])
+    return image
+
+
 def corrupt_site_entry(image: Path, out: Path, index: int, delta: int) -> Path:
     """A copy of ``image`` whose site entry ``index`` points ``delta`` bytes off its site."""
     import struct

@@ -8,7 +8,7 @@ import struct
 import subprocess
 
 import pytest
-from helpers import ARCHES, OTHER_ARCHES, cross_tool, need_tool, run, sdtgen
+from helpers import ARCHES, OTHER_ARCHES, build_c_kernel, cross_tool, need_tool, run, sdtgen
 
 from sdtgen import arch as arches
 from sdtgen.boot.session import BootSession, Reporter
@@ -58,7 +58,7 @@ def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_w
     s = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
         s.enable(":::")
-        assert not s.runtime.trapped and {x.length for x in s.runtime.sites} == {8}
+        assert {x.state for x in s.runtime.sites} == {"branch"} and {x.size for x in s.runtime.sites} == {8}
         cs = s.image.arch.disassembler()
         for x in s.runtime.sites:
             jal, nop = cs.disasm(s.machine.read(x.addr, 8), x.addr)
@@ -67,24 +67,35 @@ def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_w
         s.close()
 
 
-# Sites a recorder is out of branch range of, armed with the breakpoint instead: RISC-V's 2-byte c.j.
-FAR_SITES = {"x86_64": 0, "i386": 0, "aarch64": 0, "riscv64": 1}
+# A probe two megabytes of code before its recorder (which gen puts after the kernel's text): out of the
+# reach of RISC-V's jal (+-1 MiB) and c.j (+-2 KiB), within every other architecture's branch.
+FAR_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(fr);
+SDT_PROBE_DEFINE1(fr, far, away, hit, "long");
+long kmain(long x) { SDT_PROBE1(fr, far, away, hit, x); return x + 1; }
+__attribute__((used)) void filler(void) { __asm__ volatile(".space 0x200000"); }
+"""
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(arch_kernel, kernel, arch):
+def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(tmp_path, arch):
+    image = build_c_kernel(tmp_path, arch, FAR_SOURCE)
     buf = io.StringIO()
-    s = BootSession(str(kernel.image if arch == "x86_64" else arch_kernel(arch).image),
-                    Reporter(as_json=True, out=buf), arm="branch")
+    s = BootSession(str(image), Reporter(as_json=True, out=buf), arm="branch")
     try:
+        for _ in range(2):
+            s.enable(":::")
+            s.disable(":::")
         s.enable(":::")
-        s.disable(":::")
-        s.enable(":::")
-        far = [s.runtime.sites[a] for a in s.runtime.trapped]
-        assert len(far) == FAR_SITES[arch]
-        assert all(x.length == 2 for x in far)
-        warnings = [json.loads(x) for x in buf.getvalue().splitlines() if '"warning"' in x]
-        assert len(warnings) == (1 if far else 0)
+        (site,) = s.runtime.sites
+        assert site.state == ("trap" if arch == "riscv64" else "branch")
+        assert s.run("kmain:long", [4]) == 5
+        events = [json.loads(x) for x in buf.getvalue().splitlines()]
+        assert [e["args"] for e in events if e["event"] == "fire"] == [[4]]  # fired either way
+        warnings = [e["text"] for e in events if e["event"] == "warning"]
+        assert warnings == (["sites out of branch range of their recorder were armed with the breakpoint"]
+                            if arch == "riscv64" else [])
     finally:
         s.close()
 
@@ -112,11 +123,11 @@ def test_riscv_relaxation_shrinks_sites_and_reloc_mode_follows(arch_kernel):
                                                                        ("tail", 8, "R_RISCV_CALL_PLT")}
     s = BootSession(str(k.image), Reporter(out=io.StringIO()))
     try:
-        lengths = sorted({(x.form, x.length) for x in s.runtime.sites})
-        assert lengths == [("call", 4), ("tail", 2)]  # jal, and c.j: relaxed by the final link
+        lengths = sorted({(x.form, x.length, x.size) for x in s.runtime.sites})
+        assert lengths == [("call", 8, 4), ("tail", 8, 2)]  # jal, and c.j: relaxed by the final link
         cs = s.image.arch.disassembler()
         for x in s.runtime.sites:
-            insns = list(cs.disasm(s.machine.read(x.addr, x.length), x.addr))
+            insns = list(cs.disasm(s.machine.read(x.addr, x.size), x.addr))
             assert [i.mnemonic for i in insns] == (["nop"] if x.form == "call" else ["c.jr"])
     finally:
         s.close()
@@ -138,7 +149,7 @@ def test_riscv_without_relaxation_keeps_8_byte_sites(arch_kernel):
     k = arch_kernel("riscv64", RELAX="0")
     s = BootSession(str(k.image), Reporter(out=io.StringIO()))
     try:
-        assert {x.length for x in s.runtime.sites} == {8}
+        assert {x.size for x in s.runtime.sites} == {8}
         assert s.run("kmain:long", [1]) == 36185
     finally:
         s.close()
@@ -204,16 +215,16 @@ def test_an_explicit_sdt_arch_wins(tmp_path):
 @pytest.mark.parametrize("policy", ["drop", "overwrite"])
 @pytest.mark.parametrize("arch", ["aarch64", "i386"])
 def test_overflow_is_exact_on_other_architectures(arch_kernel, kernel, arch, policy):
-    """A 256-byte ring: shown plus lost is what x86-64's traps fire (the native truth); drop keeps the oldest
-    run, overwrite the newest."""
-    calls = (("kmain", (3,)),)
+    """A ring of two 1 KiB packets read when the run ends: shown plus lost is what x86-64's traps fire (the native
+    truth); drop keeps the oldest run, overwrite the newest."""
+    calls = (("kmain", (70,)),)
     expected = [e[1] for e in boot_trace(kernel.image, calls) if e[0] == "fire"]
     buf = io.StringIO()
-    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=256,
-                    overflow=policy)
+    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=2048,
+                    overflow=policy, stream=False)
     try:
         s.enable(":::")
-        s.run("kmain:long", [3])
+        s.run("kmain:long", [70])
         s.stats()
     finally:
         s.close()

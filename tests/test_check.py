@@ -11,6 +11,8 @@ import pytest
 from helpers import corrupt_site_entry, final_link, final_script, readelf_probe_relocs, run, sdtgen
 from tables import readelf
 
+from sdtgen.table import SITE_SIZE
+
 
 def functions_with_sites(obj) -> Counter:
     """'.text:function' -> how many probe calls it makes, from readelf's symbols and relocations."""
@@ -37,7 +39,8 @@ def test_check_passes_on_the_fixture_image(kernel):
 def table_addresses(image) -> list[int]:
     """Each site entry's address, decoded from the set_sdt_sites_set bytes readelf shows (s32 site - &site)."""
     ((start, data),) = readelf.contents(image, "set_sdt_sites_set")
-    return [start + off + readelf.words(data[off:off + 4], 4, signed=True)[0] for off in range(0, len(data), 12)]
+    return [start + off + readelf.words(data[off:off + 4], 4, signed=True)[0]
+            for off in range(0, len(data), SITE_SIZE)]
 
 
 @pytest.mark.parametrize("corrupt", [(), (3, 9, 17)], ids=["as-built", "three-entries-off"])
@@ -157,8 +160,8 @@ def test_image_reads_use_one_index_by_address_not_a_walk_over_every_section(kern
     extra = compile_c(tmp_path, "many", body + "\n")
     script = final_script(tmp_path / "final.ld")
     image = tmp_path / "many.elf"
-    run(["ld", "-T", script, "-o", str(image), str(kernel.partial), str(kernel.dir / "kernel_sdt_stubs.o"),
-         str(kernel.dir / "kernel_sdt_table.o"), str(extra)])
+    run(["ld", "-T", script, "-o", str(image), str(kernel.partial),
+         *(str(kernel.dir / f"kernel_sdt_{part}.o") for part in ("stubs", "table", "runtime", "arch")), str(extra)])
     sections = int(run(["readelf", "-hW", str(image)]).stdout.split("Number of section headers:")[1].split()[0])
     assert sections > 1500
     result = scan(str(kernel.partial))

@@ -1,9 +1,9 @@
 """The host as the runtime's consumer: closed packets read out of each CPU's ring in guest memory.
 
-What sdt_consume/sdt_consume_done do in C, done on the guest's memory by the host, for CPUs that are
-stopped (the CPU that traps to its notify hook, or every CPU after a run): packets from read_seq (or,
-once the writer lapped it, the oldest still in the ring) up to commit_seq, each copied and checked
-not to have been reopened meanwhile, then read_seq advanced. Field offsets come from sdtgen/layout.py.
+What sdt_consume/sdt_consume_done do in C, done by the host on the guest's memory, and only for a CPU
+that is stopped (the one trapping to its notify hook, or every CPU once a run ended), so its writer
+cannot race the read: packets from read_seq (which an overwriting writer advances itself past what it
+overwrote) up to commit_seq, then read_seq moved past them. Field offsets come from sdtgen/layout.py.
 """
 
 from __future__ import annotations
@@ -50,19 +50,13 @@ class Consumer:
         if not (packets and size) or commit > written or start > commit:
             raise SdtError("", f"the ring of CPU {cpu} is corrupt (written {written}, closed {commit}, read {start})",
                            "the guest wrote over the runtime's per-CPU area")
-        start = max(start, written - packets)  # overwritten: the oldest still in the ring
-        n = 0
         for seq in range(start, commit):
-            data = self.machine.read(ring + (seq % packets) * size, size)
-            if read(area, "write_seq") > seq + packets:  # reopened meanwhile (another CPU may be running)
-                continue
-            self.on_packet(cpu, data)
-            n += 1
-        if commit > start or read(area, "read_seq") != commit:
+            self.on_packet(cpu, self.machine.read(ring + (seq % packets) * size, size))
+        if commit > start:
             self.machine.write(area + self.off["read_seq"], commit.to_bytes(8, self.order))
         c = self.counts[cpu]
         c.discarded, c.overwritten = read(area, "discarded"), read(area, "overwritten")
-        return n
+        return commit - start
 
     def lost(self) -> dict[int, int]:
         return {cpu: c.lost for cpu, c in enumerate(self.counts) if c.lost}

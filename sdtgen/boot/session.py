@@ -238,6 +238,7 @@ class BootSession:
         self.last_fired: str | None = None
         self._pending: list[list[Event]] = []  # several CPUs: a run's events, merged by time when it ends
         self._lost_shown = 0
+        self._said: set[str] = set()
         try:
             self.entries = runtime_entries(self.image)
             self.probes = self.image.probes()
@@ -481,7 +482,8 @@ class BootSession:
             if site is not None and site.state == "changed":
                 _, found, expected = site_report(r.line)
                 self.reporter.changed(site, found, expected, self.where(site.addr))
-            else:
+            elif r.line not in self._said:  # the runtime says it at each call; once is enough here
+                self._said.add(r.line)
                 self.reporter.warning(r.line.removeprefix("sdt: "))
 
     def add_action(self, spec: str, symbol: str) -> None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pytest
 from booted import Booted
 from native_oracle import Call
+from sdtgen.trace.merge import merge_cpus
 
 from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe
-from sdtgen.trace.merge import merge_cpus
 
 CALLS = [Call("kmain", (1,)), Call("vfs_lookup_id", (2,)), Call("sched_switch", (7, -8, 3, 1, -5000, 0x40)),
          Call("kmem_alloc", (1 << 20,)), Call("kmem_alloc", (-1,)), Call("proc_exec", (1,)), Call("proc_exit", (-42,)),
