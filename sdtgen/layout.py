@@ -206,7 +206,21 @@ HOOKS = Layout("sdt_hooks", "What the kernel supplies, once, to sdt_init (copied
     Field("clock_hz", "u64", "ticks a second of clock (for trace metadata)"),
 ))
 
-LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS)
+ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_entries: what a host booting the "
+                 "image finds them by when its symbols are gone (strip keeps allocated sections).", (
+    Field("magic", "u64", "SDT_ENTRIES_MAGIC"),
+    Field("init", "fn", "sdt_init", c="int (*%s)(const struct sdt_hooks *hooks)"),
+    Field("cpu_attach", "fn", "sdt_cpu_attach", c="int (*%s)(struct sdt_cpu *c, unsigned cpu, void *ring, "
+          "unsigned long ring_bytes, unsigned long packet_size, int policy)"),
+    Field("enable", "fn", "sdt_enable", c="int (*%s)(const char *spec, int mode)"),
+    Field("disable", "fn", "sdt_disable", c="int (*%s)(const char *spec)"),
+    Field("set_mode", "fn", "sdt_set_mode", c="int (*%s)(int mode)"),
+    Field("trap", "fn", "sdt_trap", c="int (*%s)(struct sdt_frame *frame)"),
+    Field("flush", "fn", "sdt_flush", c="void (*%s)(void)"),
+    Field("protocol", "ptr", "the patch protocol it was built with: \"safe\" or \"naive\"", c="const char *%s"),
+))
+
+LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, ENTRIES)
 
 # -- constants ---------------------------------------------------------------------------------
 CONSTANTS: tuple[tuple[str, int, str], ...] = (
@@ -233,6 +247,7 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_TRAP_RETRY", 3, "the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there"),
     ("SDT_PACKET_MAGIC", 0xC1FC1FC1, "CTF 1.8's packet magic"),
     ("SDT_MAX_ARGS", 6, "arguments a probe has at most"),
+    ("SDT_ENTRIES_MAGIC", 0x5952544E45544453, "\"SDTENTRY\" in a little-endian word"),
     ("SDT_MAX_STRING", 127, "bytes of a string argument a recorder copies (then a NUL)"),
     ("SDT_MIN_PACKET", 1024, "bytes of the smallest packet: a 6-argument event with six full strings fits"),
 )

@@ -21,11 +21,9 @@ import contextlib
 from dataclasses import dataclass
 
 from sdtgen.boot.machine import PAGE, Machine, Region
-from sdtgen.elf.reader import STT_FUNC, STT_OBJECT
 from sdtgen.errors import SdtError
-from sdtgen.layout import CPU, FRAME, HOOKS, RANGE, VALUES
+from sdtgen.layout import CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
 
-ENTRIES = ("sdt_init", "sdt_cpu_attach", "sdt_enable", "sdt_disable", "sdt_set_mode", "sdt_trap", "sdt_flush")
 SCRATCH = 2048  # bytes of host-call scratch per CPU: a trap frame, then a probe spec
 SPEC_AT = 256  # where in the scratch a spec goes (after the frame)
 MAX_SPEC_BYTES = SCRATCH - SPEC_AT - 1
@@ -45,23 +43,30 @@ class Entries:
         return self.address[name]
 
 
+FIELDS = {"init": "sdt_init", "cpu_attach": "sdt_cpu_attach", "enable": "sdt_enable", "disable": "sdt_disable",
+          "set_mode": "sdt_set_mode", "trap": "sdt_trap", "flush": "sdt_flush"}
+
+
 def runtime_entries(image) -> Entries:
-    """The runtime's functions in ``image``; an SdtError naming what to do when it has none."""
-    syms = image.symbols
-    missing = [n for n in ENTRIES if n not in syms or syms[n].type != STT_FUNC]
-    if missing:
-        if not syms:
-            raise image.elf.fail("has no symbol table, so the runtime's entry points (sdt_init...) cannot be found",
-                                 "boot the unstripped image")
-        raise image.elf.fail(f"does not link the sdtgen runtime (no {', '.join(missing)})",
-                             "link the runtime: `sdtgen runtime-dir` has its sources; the Makefile fragment "
-                             "compiles and links them")
+    """The runtime's functions in ``image``, from its sdt_entries section (symbols or not); an SdtError naming
+    what to do when it has none."""
+    elf, arch = image.elf, image.arch
+    sec = elf.section("sdt_entries")
+    sym = image.symbols.get("sdt_runtime_entries")
+    where = (sec.addr, sec.size) if sec is not None and sec.is_alloc else (sym.value, sym.size) if sym else None
+    st = ENTRIES.struct(arch.bits, arch.little)
+    if where is None or where[1] < st.size:
+        raise elf.fail("does not link the sdtgen runtime (no sdt_entries: sdt_init and the rest)",
+                       "link the runtime: `sdtgen runtime-dir` has its sources; the Makefile fragment "
+                       "compiles and links them")
+    values = dict(zip(ENTRIES.names(), st.unpack(image.read(where[0], st.size)), strict=True))
+    if values["magic"] != VALUES["SDT_ENTRIES_MAGIC"]:
+        raise elf.fail(f"its sdt_entries at {where[0]:#x} is not the runtime's (magic {values['magic']:#x})",
+                       "relink the image with this sdtgen's runtime")
     protocol = "safe"
-    sym = syms.get("sdt_protocol")
-    if sym is not None and sym.type == STT_OBJECT and sym.size in (5, 6):
-        with contextlib.suppress(ValueError, UnicodeDecodeError):
-            protocol = image.read(sym.value, sym.size).rstrip(b"\0").decode("ascii")
-    return Entries({n: syms[n].value for n in ENTRIES}, protocol)
+    with contextlib.suppress(Exception):
+        protocol = image.read(values["protocol"], 6).split(b"\0")[0].decode("ascii") or "safe"
+    return Entries({name: values[field] for field, name in FIELDS.items()}, protocol)
 
 
 def packet_size_for(buffer_size: int) -> int:

@@ -61,6 +61,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_TRAP_RETRY    3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
 #define SDT_PACKET_MAGIC  0xc1fc1fc1u	/* CTF 1.8's packet magic */
 #define SDT_MAX_ARGS      6	/* arguments a probe has at most */
+#define SDT_ENTRIES_MAGIC 0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
 #define SDT_MAX_STRING    127	/* bytes of a string argument a recorder copies (then a NUL) */
 #define SDT_MIN_PACKET    0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
 
@@ -263,6 +264,42 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 36);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 44);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 48);
+#endif
+
+/* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
+struct sdt_entries {
+	sdt_u64 magic;	/* SDT_ENTRIES_MAGIC */
+	int (*init)(const struct sdt_hooks *hooks);	/* sdt_init */
+	int (*cpu_attach)(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes, unsigned long packet_size, int policy);	/* sdt_cpu_attach */
+	int (*enable)(const char *spec, int mode);	/* sdt_enable */
+	int (*disable)(const char *spec);	/* sdt_disable */
+	int (*set_mode)(int mode);	/* sdt_set_mode */
+	int (*trap)(struct sdt_frame *frame);	/* sdt_trap */
+	void (*flush)(void);	/* sdt_flush */
+	const char *protocol;	/* the patch protocol it was built with: "safe" or "naive" */
+};
+#if __SIZEOF_POINTER__ == 8
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, set_mode) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, trap) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 64);
+#else
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, set_mode) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, trap) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 36);
 #endif
 
 /* END LAYOUTS */

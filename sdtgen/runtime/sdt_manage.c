@@ -537,3 +537,13 @@ SDT_CODE int sdt_trap(struct sdt_frame *f)
 	}
 	return emulate(f, s, sdt_load_acquire(&s->state));
 }
+
+/* -- where a host finds the runtime ----------------------------------------------------------- */
+
+extern const char sdt_protocol[];
+
+/* The entry points in a section of their own, which strip keeps: `sdtgen boot` calls them by it. */
+__attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runtime_entries = {
+	SDT_ENTRIES_MAGIC, sdt_init, sdt_cpu_attach, sdt_enable, sdt_disable, sdt_set_mode, sdt_trap, sdt_flush,
+	sdt_protocol,
+};
