@@ -10,7 +10,8 @@ store of up to four bytes whole or not at all), an observer CPU is started at ev
 boundary of the site's old and new code, in memory as it is then, and runs one instruction. It must
 be the old instruction, the new one, or the protocol's breakpoint, which sdt_trap (the runtime's
 own, with the batch in flight) must resolve, as the new instruction; and it must not leave the CPU
-inside the site at a byte where no instruction of either starts.
+inside the site at a byte where no instruction of either starts. Every store must lie inside a site,
+and once the change is made every site must hold its new instruction whole.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class Exhaustive:
         self.watched = [(s, old[s.addr], new[s.addr]) for s in sites]
         self._call(entry, args)
         self.watched = []
+        for s in sites:  # every store of the change landed: the site is the new instruction, whole
+            if self.control.read(s.addr, s.size) != new[s.addr]:
+                self.summary.torn += 1
         self.rt.refresh()
 
     def _call(self, entry: str, args: list[int]) -> None:
@@ -76,6 +80,9 @@ class Exhaustive:
 
     # -- at every store --------------------------------------------------------------------------
     def _store(self, address: int, data: bytes) -> None:
+        if self.watched and not any(x.addr <= address and address + len(data) <= x.addr + x.size
+                                    for x in self.rt.sites):
+            self.summary.faults += 1  # a store beyond every site: bytes of code the runtime did not verify
         for site, old, new in self.watched:
             if address < site.addr + site.size and site.addr < address + len(data):
                 self._observe(site, old, new, address, data)

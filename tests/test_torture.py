@@ -219,3 +219,28 @@ def test_exhaustive_eight_byte_and_misaligned_riscv_sites(arch_kernel):
     for image in (relaxed, unrelaxed):
         s = torture(image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
         assert s.passed and s.checked > 0
+
+
+# A tail site two bytes into a word: `j` at an address 2 mod 4 (its instruction straddles two words).
+ODD_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(rv);
+SDT_PROBE_DEFINE(rv, odd, half, tail);
+__asm__(".text\n.globl odd\n.type odd, @function\n.balign 4\nodd:\n\tc.nop\n"
+        "\tj __dtrace_sdt_rv_odd_half_tail\n.size odd, .-odd\n");
+"""
+
+
+def test_exhaustive_a_riscv_site_straddling_two_words_is_written_with_its_own_halfwords(tmp_path):
+    """No aligned word lies inside it: the protocol's c.ebreak and halfword stores, each inside the site."""
+    from helpers import build_c_kernel
+
+    image = str(build_c_kernel(tmp_path, "riscv64", ODD_SOURCE))
+    session = BootSession(image, Reporter(out=io.StringIO()))
+    try:
+        (site,) = session.runtime.sites
+        assert site.addr % 4 == 2 and site.form == "tail"
+    finally:
+        session.close()
+    s = torture(image, "odd", [], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    assert s.passed and s.checked > 0 and s.transient > 0
