@@ -190,7 +190,7 @@ class Torture:
             self._round(running, calls, rounds, again=False)
         rt.refresh()
         self.session.drain()
-        self.summary.firings = sum(self.session.hits.values()) + sum(self.session.consumer.lost().values())
+        self.summary.firings = sum(self.session.hits.values()) + self.session.consumer.total_lost
         self.summary.calls = sum(calls)
         self.summary.per_cpu_calls = calls
         return self.summary

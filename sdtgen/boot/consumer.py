@@ -9,23 +9,13 @@ overwrote) up to commit_seq, then read_seq moved past them. Field offsets come f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sdtgen.boot.machine import Machine
 from sdtgen.errors import SdtError
 from sdtgen.layout import CPU
+from sdtgen.trace.model import Lost
 
 PacketFn = Callable[[int, bytes], None]
-
-
-@dataclass
-class Counts:
-    discarded: int = 0  # the runtime's count: ring full (discard), nested firings, too big
-    overwritten: int = 0  # events of packets the writer overwrote before they were read
-
-    @property
-    def lost(self) -> int:
-        return self.discarded + self.overwritten
 
 
 class Consumer:
@@ -36,7 +26,7 @@ class Consumer:
         arch = machine.arch
         self.order = "little" if arch.little else "big"
         self.off = CPU.offsets(arch.bits)
-        self.counts = [Counts() for _ in areas]
+        self.counts = [Lost() for _ in areas]
 
     def _u64(self, area: int, field: str) -> int:
         return int.from_bytes(self.machine.read(area + self.off[field], 8), self.order)
@@ -58,5 +48,10 @@ class Consumer:
         c.discarded, c.overwritten = read(area, "discarded"), read(area, "overwritten")
         return commit - start
 
-    def lost(self) -> dict[int, int]:
-        return {cpu: c.lost for cpu, c in enumerate(self.counts) if c.lost}
+    def lost(self) -> dict[int, Lost]:
+        """Each CPU's losses (every CPU, nothing lost included)."""
+        return dict(enumerate(self.counts))
+
+    @property
+    def total_lost(self) -> int:
+        return sum(c.total for c in self.counts)

@@ -342,7 +342,7 @@ class BootSession:
             raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
                            "the guest wrote over its ring") from None
         if self.sink is not None:
-            self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet.begin,
+            self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet,
                              events if self.sink.needs_events else None)
         for e in events:
             self.hits[e.probe] = self.hits.get(e.probe, 0) + 1
@@ -378,7 +378,7 @@ class BootSession:
         for cpu in range(self.cpus):
             self.consumer.consume(cpu)
         self._emit_pending()
-        lost = sum(self.consumer.lost().values())
+        lost = self.consumer.total_lost
         if lost > self._lost_shown:
             self.reporter.warning(f"{lost - self._lost_shown} record(s) lost: the trace buffer was full "
                                   f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
@@ -570,7 +570,7 @@ class BootSession:
 
     def stats(self) -> None:
         self.drain()
-        self.reporter.stats(dict(self.hits), sum(self.consumer.lost().values()))
+        self.reporter.stats(dict(self.hits), self.consumer.total_lost)
 
 
 def site_report(line: str) -> tuple[str, str, str]:

@@ -115,16 +115,17 @@ class Smp:
             t.start()
         try:
             run(0)
-            if isinstance(results[0], Interrupted):
-                self.stop(Interrupted)
+            if (isinstance(results[0], BaseException) and not isinstance(results[0], GuestFault)) \
+                    or isinstance(results[0], Interrupted):
+                self.stop()  # Ctrl-C, SIGTERM or a host error on CPU 0: the others stop too
             for t in threads:
                 while t.is_alive():
                     t.join(0.1)
-        except KeyboardInterrupt:
-            self.stop(Interrupted)
+        except BaseException:
+            self.stop()
             for t in threads:
                 t.join()
-            raise Interrupted("interrupted (Ctrl-C)", self.cpus[0].uc.reg_read(self.cpus[0].arch.regs.pc)) from None
+            raise
         for r in results:
             if isinstance(r, Interrupted):
                 raise r
@@ -132,8 +133,8 @@ class Smp:
                 raise r
         return results  # type: ignore[return-value]
 
-    def stop(self, _why=None) -> None:
-        """Ctrl-C: every CPU's call stops (each reports where it was)."""
+    def stop(self) -> None:
+        """Every CPU's call stops, as Ctrl-C stops it (each reports where it was)."""
         for m in self.cpus:
             m.interrupt()
 

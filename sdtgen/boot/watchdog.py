@@ -11,6 +11,7 @@ from contextlib import contextmanager, suppress
 from sdtgen.boot.limits import DEFAULT_TIMEOUT
 
 INTERRUPTED, TIMED_OUT = "interrupted", "timed out"
+ENDING = (signal.SIGTERM, signal.SIGHUP)  # the command is ending: the guest stops, the signal's handler does the rest
 
 
 class Watchdog:
@@ -86,6 +87,7 @@ class Watchdog:
     def _watch(self) -> None:
         import select
 
+        signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, *ENDING))  # the main thread takes them
         while True:
             with self._lock:
                 if self._closed:
@@ -106,7 +108,7 @@ class Watchdog:
             with self._lock:
                 if self._deadline is None or self.reason is not None:
                     continue
-                if signal.SIGINT in data:
+                if signal.SIGINT in data or any(sig in data for sig in ENDING):
                     self.reason = INTERRUPTED
                 elif time.monotonic() >= self._deadline:
                     self.reason = TIMED_OUT

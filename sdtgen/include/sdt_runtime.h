@@ -370,7 +370,8 @@ extern struct sdt_hooks sdt_hooks;
 /* A record that does not fit the open packet: open the next one, or discard. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
- * readable memory (a NULL or unreadable string is empty and sets bit k of e->unreadable); the bytes used. */
+ * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
+ * used. */
 sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *s);
 
 /*

@@ -170,13 +170,19 @@ SDT_CODE sdt_u32 sdt_readable(sdt_word p)
 	return 0;
 }
 
-/* One pass: a string that changes while it is copied still ends where its NUL is written. */
+/* One pass: a string that changes while it is copied still ends where its NUL is written. A NULL or unreadable
+ * one is marked in the event's header and copied as "<unreadable>", so a reader that ignores the mark still
+ * shows what happened (and babeltrace2 2.0.4 misreads an empty string as the one before it). */
 SDT_CODE sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *s)
 {
+	static const char unreadable[] = "<unreadable>";
 	sdt_u32 room = s ? sdt_readable((sdt_word)s) : 0, i = 0;
 
-	if (!room)
+	if (!room) {
 		e->unreadable |= (sdt_u16)(1u << k);
+		s = unreadable;
+		room = sizeof(unreadable);
+	}
 	while (i < SDT_MAX_STRING && i < room && s[i])
 		to[i] = s[i], i++;
 	to[i] = 0;

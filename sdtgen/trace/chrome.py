@@ -14,8 +14,8 @@ import os
 
 from sdtgen.atomic import Staged
 from sdtgen.trace.argtypes import arg_type
-from sdtgen.trace.model import TraceMeta, ticks_to_ns
-from sdtgen.trace.packets import Event
+from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
+from sdtgen.trace.packets import Event, Packet
 
 PID = 1
 
@@ -48,7 +48,7 @@ class ChromeSink:
             start = f'{{"name": {_json(p.spec)}, "cat": {_json(p.provider)}, "ph": "i", "s": "t", "pid": {PID}, "tid": '
             self.probes[p.spec] = (start, [(f'"arg{i}": ', arg_type(t, bits)) for i, t in enumerate(p.arg_types)])
 
-    def packet(self, cpu: int, data: bytes, begin: int, events: list[Event] | None) -> None:
+    def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         hz, out = self.meta.clock_hz, []
         for e in events or ():
             start, fields = self.probes[e.probe]
@@ -57,9 +57,10 @@ class ChromeSink:
             out.append(f',\n{start}{tid(e.cpu)}, "ts": {ticks_to_ns(e.ts, hz) / 1000!r}, "args": {{{args}}}}}')
         self.f.write("".join(out))
 
-    def finish(self, lost: dict[int, int]) -> None:
+    def finish(self, lost: dict[int, Lost]) -> None:
         other = {"tracer": "sdtgen", "arch": self.meta.arch, "clock": self.meta.clock_name,
-                 "clock_hz": self.meta.clock_hz, "lost": {str(cpu): lost.get(cpu, 0) for cpu in range(self.meta.cpus)}}
+                 "clock_hz": self.meta.clock_hz,
+                 "lost": {str(cpu): lost[cpu].total if cpu in lost else 0 for cpu in range(self.meta.cpus)}}
         self.f.write(f'\n], "displayTimeUnit": "ns", "otherData": {_json(other)}}}\n')
         self.f.close()
         self.out.commit()

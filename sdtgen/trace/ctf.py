@@ -3,9 +3,10 @@
 The runtime's packets are CTF packets as they stand (sdtgen/layout.py: PACKET, EVENT), so a stream
 file is the CPU's packets copied one after another; this module writes the metadata that describes
 them, from the probe descriptors, and the files. Each stream opens with an empty packet of sequence
-number 0 and discarded count 0 (the runtime numbers its packets from 1): a reader then reports every
-discarded event exactly, where it happened (events_discarded is a running count it reads as a
-difference), and a packet overwritten unread as a gap in the sequence.
+number 0 and discarded count 0 (the runtime numbers its packets from 1) and closes with an empty one
+carrying the CPU's final count: a reader then reports every discarded event exactly, where it
+happened (events_discarded is a running count it reads as a difference), and a packet overwritten
+unread as a gap in the sequence.
 
 An event: the header (timestamp, id = the probe's key) and context (size, the unreadable-string bits),
 8-byte aligned; then each integer argument as a register-sized word, then each string argument (NUL-ended).
@@ -22,8 +23,8 @@ from sdtgen.atomic import Staged
 from sdtgen.layout import PACKET, VALUES
 from sdtgen.recorder import event_layout
 from sdtgen.trace.argtypes import ArgType, arg_type
-from sdtgen.trace.model import TraceMeta
-from sdtgen.trace.packets import Event
+from sdtgen.trace.model import Lost, TraceMeta
+from sdtgen.trace.packets import Event, Packet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -125,10 +126,12 @@ def _literal(text: str) -> str:
     return '"' + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else "?" for c in escaped) + '"'
 
 
-def opening_packet(cpu: int, ts: int, bits: int, little: bool) -> bytes:
-    """An empty packet of sequence number 0 and discarded count 0: where a stream's counts start."""
+def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool) -> bytes:
+    """A packet with no event: the opening one (sequence number 0, discarded count 0: where a stream's counts
+    start) and the closing one (the CPU's last discarded count: the events it lost after its last packet)."""
     size = PACKET.size(bits)
-    return PACKET.struct(bits, little).pack(VALUES["SDT_PACKET_MAGIC"], 0, ts, ts, size * 8, size * 8, 0, 0, cpu, 0)
+    return PACKET.struct(bits, little).pack(VALUES["SDT_PACKET_MAGIC"], 0, ts, ts, size * 8, size * 8, seq, discarded,
+                                            cpu, 0)
 
 
 class CtfSink:
@@ -138,16 +141,21 @@ class CtfSink:
         self.meta, self.bits, self.little = meta, bits, little
         self.out = Staged(path, "CTF trace", directory=True, replaceable=is_ctf_trace, kind="CTF trace")
         self.files: dict[int, object] = {}
+        self.last: dict[int, tuple[int, int]] = {}  # CPU -> (sequence number, end) of its last packet
 
-    def packet(self, cpu: int, data: bytes, begin: int, events: list[Event] | None) -> None:
+    def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         f = self.files.get(cpu)
         if f is None:
             f = self.files[cpu] = open(self.out.path(f"stream_{cpu}"), "wb")  # noqa: SIM115 (closed in finish)
-            f.write(opening_packet(cpu, begin, self.bits, self.little))
+            f.write(empty_packet(cpu, packet.begin, 0, 0, self.bits, self.little))
         f.write(data)
+        self.last[cpu] = (packet.seq, packet.end)
 
-    def finish(self, lost: dict[int, int]) -> None:
-        for f in self.files.values():
+    def finish(self, lost: dict[int, Lost]) -> None:
+        for cpu, f in self.files.items():
+            seq, end = self.last[cpu]
+            discarded = lost[cpu].discarded if cpu in lost else 0
+            f.write(empty_packet(cpu, end, seq + 1, discarded, self.bits, self.little))
             f.close()
         with open(self.out.path("metadata"), "w", encoding="utf-8") as f:
             f.write(metadata(self.meta, self.bits))

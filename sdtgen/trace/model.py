@@ -36,6 +36,19 @@ class TraceMeta:
     probes: tuple[TraceProbe, ...]
 
 
+@dataclass
+class Lost:
+    """What one CPU's ring lost: events discarded (ring full, nested, too big) and events in packets the
+    writer overwrote before they were read."""
+
+    discarded: int = 0
+    overwritten: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.discarded + self.overwritten
+
+
 def ticks_to_ns(ticks: int, hz: int) -> int:
     """Clock ticks as nanoseconds since the clock's zero, rounded down (exact integer arithmetic)."""
     return ticks * 1_000_000_000 // hz

@@ -15,8 +15,8 @@ import os
 
 from sdtgen.atomic import Staged
 from sdtgen.trace.argtypes import UNREADABLE, ArgType, arg_type
-from sdtgen.trace.model import TraceMeta, TraceProbe, ticks_to_ns
-from sdtgen.trace.packets import Event
+from sdtgen.trace.model import Lost, TraceMeta, TraceProbe, ticks_to_ns
+from sdtgen.trace.packets import Event, Packet
 
 SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
 LOST_TRACKS = 1 << 32  # counter track uuids: this plus the CPU's track uuid
@@ -92,7 +92,7 @@ class PerfettoSink:
             t = self.tracks[cpu] = number(EVENT_TRACK, cpu_track(cpu))
         return t
 
-    def packet(self, cpu: int, data: bytes, begin: int, events: list[Event] | None) -> None:
+    def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         hz, out = self.meta.clock_hz, []
         track = self._track(cpu)
         for e in events or ():
@@ -102,9 +102,10 @@ class PerfettoSink:
             out.append(self.packet_tag + varint(len(p)) + p)
         self.f.write(b"".join(out))
 
-    def finish(self, lost: dict[int, int]) -> None:
+    def finish(self, lost: dict[int, Lost]) -> None:
         """A counter track under each CPU that lost events, holding the count from its first event's time."""
-        for cpu, n in sorted(lost.items()):
+        for cpu, counts in sorted(lost.items()):
+            n = counts.total
             if not n:
                 continue
             self._track(cpu)

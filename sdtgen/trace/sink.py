@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-from sdtgen.trace.model import FORMATS, Format, TraceMeta
-from sdtgen.trace.packets import Event
+from sdtgen.trace.model import FORMATS, Format, Lost, TraceMeta
+from sdtgen.trace.packets import Event, Packet
 
 
 class TraceSink(Protocol):
     needs_events: bool
 
-    def packet(self, cpu: int, data: bytes, begin: int, events: list[Event] | None) -> None: ...
+    def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None: ...
 
-    def finish(self, lost: dict[int, int]) -> None: ...
+    def finish(self, lost: dict[int, Lost]) -> None: ...
 
     def abort(self) -> None: ...
 
