@@ -6,7 +6,7 @@ import bisect
 
 from sdtgen import arch as arches
 from sdtgen.elf.linkerset import STRIPPED_FIX, linker_set, stripped
-from sdtgen.elf.reader import ET_REL, ElfFile, Symbol
+from sdtgen.elf.reader import ET_REL, SHT_RELA, ElfFile, Symbol
 from sdtgen.elf.symbols import CODE, DATA, SymbolIndex
 from sdtgen.errors import place
 from sdtgen.record import cached
@@ -55,7 +55,33 @@ class Image:
         return Bounds(span(SITES_SET), span(PROBES_SET))
 
     def read(self, addr: int, size: int) -> bytes:
-        return self.elf.read_addr(addr, size)
+        """Bytes as loaded: a PIE's pointers hold what its RELATIVE relocations put there (lld leaves the
+        field 0 and the value in the RELA addend), as the boot loader applies them before anything reads."""
+        data = self.elf.read_addr(addr, size)
+        offsets, values = self._loaded_pointers
+        i = bisect.bisect_left(offsets, addr - self.arch.bits // 8 + 1)
+        if i == len(offsets) or offsets[i] >= addr + size:
+            return data
+        out, width = bytearray(data), self.arch.bits // 8
+        for off, value in zip(offsets[i:], values[i:], strict=True):
+            if off >= addr + size:
+                break
+            word = value.to_bytes(width, "little" if self.elf.little else "big")
+            lo, hi = max(off, addr), min(off + width, addr + size)
+            out[lo - addr:hi - addr] = word[lo - off:hi - off]
+        return bytes(out)
+
+    @cached
+    def _loaded_pointers(self) -> tuple[list[int], list[int]]:
+        """Sorted addresses of RELA RELATIVE relocations in allocated sections, and the pointers they hold."""
+        found = {}
+        mask = (1 << self.arch.bits) - 1
+        for sec in self.elf.sections:
+            if sec.type == SHT_RELA and sec.is_alloc:
+                found.update((r.offset, r.addend & mask) for r in self.elf.relocations(sec)
+                             if r.type == self.arch.relative_reloc)
+        offsets = sorted(found)
+        return offsets, [found[o] for o in offsets]
 
     def read_pointer(self, addr: int) -> int:
         return int.from_bytes(self.read(addr, self.arch.bits // 8), "little" if self.elf.little else "big")

@@ -40,7 +40,7 @@ def test_every_stub_has_its_own_address_even_under_icf(kernel, tmp_path):
     need_tool("ld.gold", "binutils")
     objs = compile_runtime(tmp_path, "k", kernel.stubs, kernel.table, "x86_64", "-ffunction-sections")
     image = tmp_path / "icf.elf"
-    run(["ld.gold", "--icf=all", "-e", "0", "-o", str(image), *map(str, objs)])
+    run(["ld.gold", "--icf=all", "-e", "0", "-o", str(image), str(kernel.partial), *map(str, objs)])
     addrs = {n: a for n, a in symbols(image).items() if n.startswith("__dtrace_sdt_")}
     assert len(addrs) == 18 and len(set(addrs.values())) == len(addrs)
 

@@ -10,9 +10,31 @@ pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 
 def parse(path) -> list:
+    """The packets, with interned names resolved the way trace processor does: an iid means the name its
+    sequence's interned_data gave it, valid only after a packet that cleared the incremental state."""
     trace = pb.Trace()
     trace.ParseFromString(path.read_bytes())
-    return list(trace.packet)
+    packets, names, categories, arg_names, valid = list(trace.packet), {}, {}, {}, set()
+    for p in packets:
+        seq = p.trusted_packet_sequence_id
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+            valid.add(seq)
+            names[seq], categories[seq], arg_names[seq] = {}, {}, {}
+        for table, entries in ((names, p.interned_data.event_names), (categories, p.interned_data.event_categories),
+                               (arg_names, p.interned_data.debug_annotation_names)):
+            table.setdefault(seq, {}).update({e.iid: e.name for e in entries})
+        if not p.HasField("track_event"):
+            continue
+        te = p.track_event
+        if te.name_iid or te.category_iids or any(a.name_iid for a in te.debug_annotations):
+            assert seq in valid and p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        if te.name_iid:
+            te.name = names[seq][te.name_iid]
+        te.categories.extend(categories[seq][i] for i in te.category_iids)
+        for a in te.debug_annotations:
+            if a.name_iid:
+                a.name = arg_names[seq][a.name_iid]
+    return packets
 
 
 @pytest.fixture(scope="module")
