@@ -139,20 +139,22 @@ def cmd_probes(args: argparse.Namespace) -> int:
 
 
 def cmd_linker_script(args: argparse.Namespace) -> int:
-    from sdtgen import arch as arches
+    from sdtgen.arch.base import linker_script
 
-    arch = arches.by_name(args.arch)
     if args.kind == "final":
+        from sdtgen import arch as arches
+
         if args.path:
             raise SdtError("", "the final linker script is written from a template, so it has no path of its own",
-                           f"write it with `sdtgen linker-script final --arch {arch.name} -o FILE`")
-        text = arch.final_script()
+                           f"write it with `sdtgen linker-script final --arch {args.arch} -o FILE`")
+        text = arches.by_name(args.arch).final_script()
     else:
-        path = arch.linker_script(args.kind)
+        path = linker_script(args.kind)
         if args.path:
             print(path)
             return EXIT_OK
-        text = path.read_text()
+        with open(path) as f:
+            text = f.read()
     if args.output:
         from sdtgen.atomic import write_atomic
 
@@ -439,10 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="like dtrace's verbose listing: each probe's argument types, the translated beside the native")
     pr.set_defaults(func=cmd_probes)
 
-    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
-    ls.add_argument("kind", choices=("final", "partial"), help="final: the image's (from a template); partial: ld -r's")
-    ls.add_argument("--arch", default="x86_64", choices=arch_names)
-    ls.add_argument("--path", action="store_true", help="print the partial script's path instead of its text")
+    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script, or a snippet for yours")
+    ls.add_argument("kind", choices=("final", "partial", "sdt_text", "sdt_data"),
+                    help="final: the image's (from a template); partial: ld -r's; sdt_text, sdt_data: the sections "
+                         "a kernel's own final script INCLUDEs")
+    ls.add_argument("--arch", default="x86_64", choices=arch_names, help="the final script's architecture")
+    ls.add_argument("--path", action="store_true", help="print the file's path instead of its text (not for final)")
     ls.add_argument("-o", "--output", metavar="FILE", help="write the script to FILE")
     ls.set_defaults(func=cmd_linker_script)
 
