@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from toolchain import kernel_cflags
 
 from sdtgen import arch as arches
 
@@ -77,13 +78,13 @@ def include_flag() -> str:
 
 
 def compile_c(tmp: Path, name: str, source: str, *flags: str) -> Path:
-    """Compile one C file with kernel flags and sdt.h on the include path."""
+    """Compile one C file with the kernel flags (tools/kernel_flags.mk and the registry's) and sdt.h on the
+    include path."""
     src = tmp / f"{name}.c"
     src.write_text(source)
     obj = tmp / f"{name}.o"
     include = sdtgen("include-dir", check=True).stdout.strip()
-    run(["gcc", "-ffreestanding", "-mcmodel=kernel", "-mno-red-zone", "-fno-pic", "-O2",
-         "-fno-asynchronous-unwind-tables", f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
+    run(["gcc", *kernel_cflags("x86_64"), f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
     return obj
 
 
@@ -114,8 +115,9 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
     sdtgen("gen", partial, "--mode", mode, "--stubs", stubs, "--table", table, check=True)
     readelf_symbols(partial)  # gen rewrote it: readelf reads it back without a warning
     stubs_o, table_o = tmp / f"{name}_stubs.o", tmp / f"{name}_table.o"
-    run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run(["gcc", "-c", "-o", str(table_o), str(table)])
+    flags = [*kernel_cflags("x86_64"), "-fno-lto"]  # as the fragment compiles them: the kernel's flags
+    run(["gcc", *flags, "-c", "-o", str(stubs_o), str(stubs)])
+    run(["gcc", *flags, "-c", "-o", str(table_o), str(table)])
     script = final_script(tmp / f"{name}_final.ld")
     image = tmp / f"{name}.elf"
     objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
