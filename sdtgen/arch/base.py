@@ -86,7 +86,7 @@ class Arch:
     cross_prefix: str  # of the GNU tools that build for it ("" where the host's own serve)
     gcc_package: str  # the Debian packages of that gcc and its binutils
     binutils_package: str
-    cflags: tuple[str, ...]  # the kernel flags it adds to sdtgen's common ones
+    cflags: tuple[str, ...]  # the kernel flags it adds to the common ones (tools/kernel_flags.mk for sdtgen's kernels)
     gold: bool = True  # Debian ships gold for it
     ld_format: str  # OUTPUT_FORMAT and OUTPUT_ARCH of the final linker script
     ld_arch: str
