@@ -171,11 +171,21 @@ def script_path(arch: str, name: str | Path, out: Path) -> Path:
     script file of the kernel's own."""
     if name == "final":
         path = out / f"final-{arch}.ld"
-        sdtgen("linker-script", "final", "--arch", arch, "-o", path)
+        path.write_text(_final_script(arch))
         return path
     if name == "partial":
-        return Path(sdtgen("linker-script", "partial", "--path").strip())
+        return _partial_script()
     return Path(name)
+
+
+@cache
+def _final_script(arch: str) -> str:
+    return sdtgen("linker-script", "final", "--arch", arch)
+
+
+@cache
+def _partial_script() -> Path:
+    return Path(sdtgen("linker-script", "partial", "--path").strip())
 
 
 def compile_sources(b: Build, sources: list[Path], out: Path) -> list[Path]:
