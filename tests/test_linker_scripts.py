@@ -1,6 +1,6 @@
-"""sdtgen's linker scripts, and a kernel's own: a hobby-OS-style final script at another address that
-INCLUDEs sdtgen's two snippets links with GNU ld and lld on every architecture, checks, and boots firing
-what the kernel's C fires natively."""
+"""sdtgen's linker scripts, and a kernel's own: the hobby-OS-style final script docs/table.md shows, at
+another address, INCLUDE-ing sdtgen's two snippets, links with GNU ld and lld on every architecture, checks,
+and boots firing what the kernel's C fires natively."""
 
 from __future__ import annotations
 
@@ -13,28 +13,25 @@ from native_oracle import Call, data_symbolizer, run_native
 
 # Where a hobby kernel on QEMU links itself: physical addresses, none of them sdtgen's default.
 LOAD = {"x86_64": 0x100000, "i386": 0x100000, "aarch64": 0x40080000, "riscv64": 0x80200000}
-HOBBY = """\
-ENTRY(kmain)
-SECTIONS
-{{
-	. = {load:#x};
-	.text : {{ *(.text.boot) *(.text .text.*) }}
-	{text}
-	. = ALIGN(4096);
-	.rodata : {{ *(.rodata .rodata.* .srodata .srodata.*) }}
-	. = ALIGN(4096);
-	.data : {{ *(.data .data.* .sdata .sdata.*) }}
-	{data}
-	.bss : {{ *(.sbss .sbss.* .bss .bss.*) *(COMMON) }}
-	/DISCARD/ : {{ *(.eh_frame .note.GNU-stack .note.gnu.property .comment) }}
-}}
-"""
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "table.md"
+
+
+def docs_script() -> str:
+    """The kernel's own script docs/table.md shows, INCLUDE lines and all."""
+    section = DOCS.read_text().split("## Your own linker script", 1)[1]
+    return section.split("```\n", 2)[1]
+
+
 CALLS = ("kmain 1", "vfs_lookup_id:int 2", "sched_switch 7 8 3 1 5000 0x40", "proc_exit:void 42")
 
 
 def hobby_script(path, arch: str, snippets: bool = True):
-    text, data = ("INCLUDE sdt_text.ld", "INCLUDE sdt_data.ld") if snippets else ("", "")
-    path.write_text(HOBBY.format(load=LOAD[arch], text=text, data=data))
+    """The documented script at the architecture's address, entering the fixture at kmain; without the
+    snippets if asked."""
+    text = docs_script().replace("0x80200000", f"{LOAD[arch]:#x}").replace("ENTRY(_start)", "ENTRY(kmain)")
+    if not snippets:
+        text = "\n".join(ln for ln in text.splitlines() if "INCLUDE" not in ln)
+    path.write_text(text)
     return path
 
 
