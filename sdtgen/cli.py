@@ -82,7 +82,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with Image(args.image) as image:
         report = check(result, image)
     if args.json:
-        _emit_json(report.to_json())
+        _emit_json({**report.to_json(), "summary": report.summary()})
         return EXIT_OK if report.ok else EXIT_FAIL
     for problem in report.problems:
         print(Diagnostic(args.image, ERROR, sentence(problem)), file=sys.stderr)
@@ -139,20 +139,22 @@ def cmd_probes(args: argparse.Namespace) -> int:
 
 
 def cmd_linker_script(args: argparse.Namespace) -> int:
-    from sdtgen import arch as arches
+    from sdtgen.arch.base import linker_script
 
-    arch = arches.by_name(args.arch)
     if args.kind == "final":
+        from sdtgen import arch as arches
+
         if args.path:
             raise SdtError("", "the final linker script is written from a template, so it has no path of its own",
-                           f"write it with `sdtgen linker-script final --arch {arch.name} -o FILE`")
-        text = arch.final_script()
+                           f"write it with `sdtgen linker-script final --arch {args.arch} -o FILE`")
+        text = arches.by_name(args.arch).final_script()
     else:
-        path = arch.linker_script(args.kind)
+        path = linker_script(args.kind)
         if args.path:
             print(path)
             return EXIT_OK
-        text = path.read_text()
+        with open(path) as f:
+            text = f.read()
     if args.output:
         from sdtgen.atomic import write_atomic
 
@@ -335,72 +337,6 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.passed else EXIT_FAIL
 
 
-def cmd_matrix(args: argparse.Namespace) -> int:
-    import platform
-    from pathlib import Path
-
-    from sdtgen import arch as arches
-    from sdtgen import matrix
-    from sdtgen.matrix_report import markdown_section, notes, render_table
-
-    fixtures = Path(_package_path()).parent / "fixtures"
-    if not (fixtures / "linkmodes").is_dir():  # an installed package: the fixtures stay in the source tree
-        raise SdtError(str(fixtures), "does not exist: `sdtgen matrix` needs a source checkout of sdtgen",
-                       "run it from a clone (git clone ...; pip install -e .), where fixtures/ holds its kernels")
-    root = Path(args.sources) if args.sources else fixtures / "kernel"
-    sources = sorted(root.glob("*.c"))
-    if not sources:
-        raise SdtError(str(root), "holds no C sources", "give --sources DIR with the kernel's .c files")
-    extra = fixtures / "linkmodes"
-    rows = [r for r in matrix.ROWS if not args.mode or any(fnmatch_any(r.key, args.mode))]
-    if args.cflags:
-        import dataclasses
-        import shlex
-
-        rows = [dataclasses.replace(r, add=r.add + tuple(shlex.split(args.cflags))) for r in rows]
-    chosen = arches.names() if "all" in (args.arch or ()) else tuple(args.arch or ("x86_64",))
-    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")), chosen)
-            if not args.toolchain or any(fnmatch_any(c.label.replace(" ", ":"), args.toolchain))]
-    if not rows or not cols:
-        raise SdtError("", "no matrix cell matches the --mode/--toolchain filters", "see `sdtgen matrix --list`")
-    cells = matrix.run_matrix(sources, extra, rows, cols, jobs=args.jobs, progress=sys.stderr.isatty())
-    if args.json:
-        _emit_json({"cells": [c.to_json() for c in cells]})
-    else:
-        print(render_table(cells, rows, cols))
-        for line in notes(cells):
-            print(f"  {line}")
-    if args.output:
-        _replace_block(Path(args.output), markdown_section(cells, rows, cols, _machine(platform)))
-    broken = [c for c in cells if c.state == "done" and c.results["reloc"].status == "broken"]
-    return EXIT_FAIL if broken else EXIT_OK
-
-
-def fnmatch_any(value: str, patterns: list[str]) -> list[bool]:
-    import fnmatch
-
-    return [fnmatch.fnmatchcase(value, p) for p in patterns]
-
-
-def _machine(platform) -> str:
-    import os
-
-    python = f"{platform.python_implementation()} {platform.python_version()}"
-    return f"{platform.machine()}, {os.cpu_count()} cores, {python}"
-
-
-def _replace_block(path, text: str) -> None:
-    from sdtgen.atomic import write_atomic
-
-    begin, end = "<!-- matrix:begin -->", "<!-- matrix:end -->"
-    doc = path.read_text()
-    if begin not in doc or end not in doc:
-        raise SdtError(str(path), f"has no {begin} ... {end} block", "add the two markers where the table goes")
-    head, rest = doc.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    write_atomic(path, f"{head}{begin}\n{text}\n{end}{tail}".encode())
-
-
 class _Formatter(argparse.HelpFormatter):
     """argparse's formatter, sized without importing shutil (and its compression modules): argparse
     builds one for every add_argument, so every sdtgen run paid for that import."""
@@ -492,10 +428,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                     help="like dtrace's verbose listing: each probe's argument types, the translated beside the native")
     pr.set_defaults(func=cmd_probes)
 
-    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
-    ls.add_argument("kind", choices=("final", "partial"), help="final: the image's (from a template); partial: ld -r's")
-    ls.add_argument("--arch", default="x86_64", choices=arch_names)
-    ls.add_argument("--path", action="store_true", help="print the partial script's path instead of its text")
+    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script, or a snippet for yours")
+    ls.add_argument("kind", choices=("final", "partial", "sdt_text", "sdt_data"),
+                    help="final: the image's (from a template); partial: ld -r's; sdt_text, sdt_data: the sections "
+                         "a kernel's own final script INCLUDEs")
+    ls.add_argument("--arch", default="x86_64", choices=arch_names, help="the final script's architecture")
+    ls.add_argument("--path", action="store_true", help="print the file's path instead of its text (not for final)")
     ls.add_argument("-o", "--output", metavar="FILE", help="write the script to FILE")
     ls.set_defaults(func=cmd_linker_script)
 
@@ -568,21 +506,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
-
-    mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
-                        "(needs a source checkout: it builds fixtures/)")
-    mx.add_argument("--sources", metavar="DIR", help="the kernel's C sources (default: the fixture kernel)")
-    mx.add_argument("--mode", action="append", metavar="GLOB", help="rows to run, by key (plain, icf, lto-*...)")
-    mx.add_argument("--cflags", default="", help="extra compiler flags for every build, as --cflags=\"-O1 -g\"")
-    mx.add_argument("--compiler", action="append", choices=("gcc", "clang"))
-    mx.add_argument("--arch", action="append", choices=(*arch_names, "all"),
-                    help="architectures to build for (default x86_64; all: every one)")
-    mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
-    mx.add_argument("--jobs", type=int, default=2)
-    mx.add_argument("--output", metavar="FILE",
-                    help="rewrite the tables between the matrix markers in FILE (make matrix: docs/matrix.md)")
-    mx.add_argument("--json", action="store_true", help="print every cell as one JSON document")
-    mx.set_defaults(func=cmd_matrix)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
     sub.add_parser("runtime-dir", help="print the directory holding the runtime's C sources (docs/runtime.md)"

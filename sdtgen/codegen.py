@@ -119,12 +119,20 @@ def generate(result: ScanResult, mode: str = "reloc", source: str = "", tag: str
         raise SdtError("", f"unknown table mode {mode!r}", "use reloc or offset")
     source = source or result.object
     for site in result.sites:
+        # An address load is how a call through a register starts: -mcmodel=large calls every function so,
+        # SDT_PROBE_ENABLED()'s too, and the fix is then the code model, not the use of the macros.
+        through_register = ("the code loads the function's address to call it through a register, as "
+                            "-mcmodel=large and -fno-plt do for every call: build with a code model that calls "
+                            "directly, and use probes only through sdt.h's macros")
+        loads = "address load" in site.detail or "GOT load" in site.detail
         if site.form == REF and site.symbol.startswith(ISENABLED_PREFIX):
             raise SdtError(result.object, f"{site.detail} of {site.symbol} is not a plain call, so it cannot be "
-                           "patched to a constant", "use it only through SDT_PROBE_ENABLED()", where=site.where)
+                           "patched to a constant",
+                           through_register if loads else "use it only through SDT_PROBE_ENABLED()", where=site.where)
         if site.form == REF:
             raise SdtError(result.object, f"{site.detail} of {site.symbol} is not a call or jump, so it cannot "
-                           "be patched", "use the probe only through SDT_PROBEn()", where=site.where)
+                           "be patched", through_register if loads else "use the probe only through SDT_PROBEn()",
+                           where=site.where)
         if mode == "offset" and site.text_offset is None:
             raise SdtError(result.object, "site is outside .text, so it has no offset from btext",
                            "partial-link with `sdtgen linker-script partial`, or use --mode reloc", where=site.where)

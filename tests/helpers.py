@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from toolchain import kernel_cflags
 
 from sdtgen import arch as arches
 
@@ -77,13 +78,13 @@ def include_flag() -> str:
 
 
 def compile_c(tmp: Path, name: str, source: str, *flags: str) -> Path:
-    """Compile one C file with kernel flags and sdt.h on the include path."""
+    """Compile one C file with the kernel flags (tools/kernel_flags.mk and the registry's) and sdt.h on the
+    include path."""
     src = tmp / f"{name}.c"
     src.write_text(source)
     obj = tmp / f"{name}.o"
     include = sdtgen("include-dir", check=True).stdout.strip()
-    run(["gcc", "-ffreestanding", "-mcmodel=kernel", "-mno-red-zone", "-fno-pic", "-O2",
-         "-fno-asynchronous-unwind-tables", f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
+    run(["gcc", *kernel_cflags("x86_64"), f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
     return obj
 
 
@@ -124,13 +125,12 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
 def compile_runtime(tmp: Path, name: str, stubs: Path, table: Path, arch: str = "x86_64",
                     *flags: str) -> list[Path]:
     """gen's stubs and table and the runtime, compiled with the kernel's flags as sdtgen.mk compiles them."""
-    from sdtgen.toolchain import kernel_cflags, runtime_dir
-
+    runtime = Path(arches.__file__).resolve().parent.parent / "runtime"
     gcc = cross_tool(arch, "gcc")
     cflags = [*kernel_cflags(arch), *flags, include_flag(), "-fno-lto", "-c"]
     out = []
-    for src, suffix in ((stubs, "stubs"), (table, "table"), (runtime_dir() / "sdt_runtime.c", "runtime"),
-                        (runtime_dir() / "arch" / f"sdt_{arch}.c", "arch")):
+    for src, suffix in ((stubs, "stubs"), (table, "table"), (runtime / "sdt_runtime.c", "runtime"),
+                        (runtime / "arch" / f"sdt_{arch}.c", "arch")):
         obj = tmp / f"{name}_{suffix}.o"
         run([gcc, *cflags, "-o", str(obj), str(src)])
         out.append(obj)
@@ -140,8 +140,6 @@ def compile_runtime(tmp: Path, name: str, stubs: Path, table: Path, arch: str = 
 def build_c_kernel(tmp: Path, arch: str, source: str, name: str = "k", *flags: str) -> Path:
     """A kernel of one C file for ``arch``, built as sdtgen.mk builds one: compile, partial link, gen, the
     generated code and the runtime with the kernel's flags, the final link with sdtgen's script."""
-    from sdtgen.toolchain import kernel_cflags
-
     gcc, ld = cross_tool(arch, "gcc"), cross_tool(arch, "ld")
     src, obj, partial = tmp / f"{name}.c", tmp / f"{name}.o", tmp / f"{name}_partial.o"
     src.write_text(source)

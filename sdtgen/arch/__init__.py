@@ -1,10 +1,9 @@
 """Architecture registry: one module per architecture behind sdtgen.arch.base.Arch.
 
 Every module in this package except ``base`` defines ``ARCH``; adding an
-architecture means adding its module (and, if it needs one, a directory of
-extra linker scripts). Everything else (the CLI's choices, the toolchain,
-the matrix, the fixture Makefile, CI's packages, the tests) reads the
-registry. Importing it needs only the standard library: CI runs
+architecture means adding its module. Everything else (the CLI's choices,
+the fixture Makefile, CI's packages, the tests, and through `sdtgen arch
+--json` the build farm in tools/) reads the registry. Importing it needs only the standard library: CI runs
 `python3 -m sdtgen arch --packages` before any virtual environment exists.
 """
 

@@ -78,7 +78,7 @@ class Arch:
     cross_prefix: str  # of the GNU tools that build for it ("" where the host's own serve)
     gcc_package: str  # the Debian packages of that gcc and its binutils
     binutils_package: str
-    cflags: tuple[str, ...]  # the kernel flags it adds to sdtgen's common ones
+    cflags: tuple[str, ...]  # the kernel flags it adds to the common ones (tools/kernel_flags.mk for sdtgen's kernels)
     gold: bool = True  # Debian ships gold for it
     ld_format: str  # OUTPUT_FORMAT and OUTPUT_ARCH of the final linker script
     ld_arch: str
@@ -240,25 +240,32 @@ class Arch:
         return m.uc.reg_read(self.regs.link)
 
     def final_script(self) -> str:
-        """sdtgen's final linker script for this architecture, from the one template all share."""
+        """sdtgen's final linker script for this architecture, from the one template all share, with the
+        sections of the two snippets a kernel's own script INCLUDEs (one text for both)."""
         from string import Template
 
         with open(os.path.join(SCRIPTS, "final.ld.in")) as f:
             text = f.read()
         return Template(text).substitute(name=self.title, layout=self.layout, format=self.ld_format,
-                                         ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}")
+                                         ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}",
+                                         sdt_text=_snippet_body("sdt_text"), sdt_data=_snippet_body("sdt_data"))
 
-    def linker_script(self, name: str):
-        """A linker script file (a Path): the partial one (all share it) or an extra of this architecture's."""
-        from pathlib import Path
 
-        if name == "partial":
-            return Path(SCRIPTS, "partial.ld")
-        path = Path(SCRIPTS, self.name, f"{name}.ld")
-        if name == "final" or not path.is_file():
-            raise SdtError("", f"no linker script {name!r} for {self.name}",
-                           "the final script is written by `sdtgen linker-script final --arch ARCH -o FILE`")
-        return path
+SNIPPETS = ("sdt_text", "sdt_data")  # what a kernel's own final script INCLUDEs
+LINKER_SCRIPTS = ("partial", *SNIPPETS)  # the script files every architecture shares
+
+
+def linker_script(name: str) -> str:
+    """The path of one of the shared linker script files (LINKER_SCRIPTS)."""
+    if name not in LINKER_SCRIPTS:
+        raise SdtError("", f"no linker script {name!r}", f"choose one of {', '.join(LINKER_SCRIPTS)}")
+    return os.path.join(SCRIPTS, f"{name}.ld")
+
+
+def _snippet_body(name: str) -> str:
+    """A snippet's sections without its leading comment (which tells a script's author how to INCLUDE it)."""
+    with open(linker_script(name)) as f:
+        return f.read().split("*/\n", 1)[1].rstrip("\n")
 
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "linker_scripts")

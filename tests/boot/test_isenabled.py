@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 from booted import Booted
-from fixture_source import called_probes
 from helpers import ARCHES, FREEBSD, run, sdtgen
-from native_oracle import _print_arg, data_symbolizer
+from native import data_symbolizer, print_arg
+from probe_source import called_probes
 
 CHECKED = "hk:hot:loop:hash"  # the probe hot.c asks about
 OTHER = "ip:::send"
@@ -125,7 +125,7 @@ def native_harness() -> str:
            "volatile _Bool sdt_probes_enabled = 1;", "int __dtrace_isenabled_hk_hot_loop_hash(void) { return 1; }"]
     params = ", ".join(f"uintptr_t a{i}" for i in range(6))
     for probe in called_probes(FREEBSD):
-        body = ' printf(", "); '.join(_print_arg(t, i) for i, t in enumerate(probe.args))
+        body = ' printf(", "); '.join(print_arg(t, i) for i, t in enumerate(probe.args))
         out.append(f"void {probe.symbol}({params}) {{ printf(\"{{\\\"probe\\\": \\\"{probe.spec}\\\", "
                    f"\\\"args\\\": [\"); {body} printf(\"]}}\\n\"); }}")
     out.append('#include "net.h"')
