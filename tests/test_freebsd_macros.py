@@ -2,7 +2,7 @@
 and the build-time half of is-enabled checks (scan, gen, check).
 
 fixtures/freebsd defines its probes as FreeBSD's network providers do; what it declares is read from
-its C text (fixture_source), where the is-enabled calls are from readelf's relocations.
+its C text (tools/probe_source.py), where the is-enabled calls are from readelf's relocations.
 """
 
 from __future__ import annotations

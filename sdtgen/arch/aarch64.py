@@ -147,6 +147,11 @@ class AArch64(Arch):
 
         return unicorn.UC_ARCH_ARM64, unicorn.UC_MODE_ARM
 
+    def unicorn_register(self, name: str) -> int:
+        from unicorn import arm64_const
+
+        return getattr(arm64_const, "UC_ARM64_REG_" + name.upper())
+
     @cached
     def regs(self) -> Regs:
         from unicorn import arm64_const as A

@@ -215,6 +215,10 @@ class Arch:
     def unicorn(self):
         raise NotImplementedError
 
+    def unicorn_register(self, name: str) -> int:
+        """Unicorn's id of the register Capstone calls ``name`` (an AttributeError for one it lacks)."""
+        raise NotImplementedError
+
     @property
     def regs(self) -> Regs:
         """Unicorn register ids of the PC, SP, return value and argument registers."""

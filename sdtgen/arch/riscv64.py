@@ -194,6 +194,11 @@ class RiscV64(Arch):
 
         return unicorn.UC_ARCH_RISCV, unicorn.UC_MODE_RISCV64
 
+    def unicorn_register(self, name: str) -> int:
+        from unicorn import riscv_const
+
+        return getattr(riscv_const, "UC_RISCV_REG_" + name.upper())
+
     @cached
     def regs(self) -> Regs:
         from unicorn import riscv_const as R

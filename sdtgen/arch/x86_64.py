@@ -251,6 +251,11 @@ class X86_64(Arch):
 
         return unicorn.UC_ARCH_X86, unicorn.UC_MODE_64
 
+    def unicorn_register(self, name: str) -> int:
+        from unicorn import x86_const
+
+        return getattr(x86_const, "UC_X86_REG_" + name.upper())
+
     def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
         for reg, value in zip(self.regs.args, args, strict=False):
             m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)

@@ -507,28 +507,19 @@ class Machine:
         The TLB fill hook sees only the page; the guest stopped before the
         instruction ran, so its registers still give the address.
         """
-        import importlib
-
-        import unicorn
-
         pc = self.uc.reg_read(self.arch.regs.pc)
-        module, prefix = {unicorn.UC_ARCH_X86: ("x86_const", "UC_X86_REG_"),
-                          unicorn.UC_ARCH_ARM64: ("arm64_const", "UC_ARM64_REG_"),
-                          unicorn.UC_ARCH_RISCV: ("riscv_const", "UC_RISCV_REG_")}.get(self.arch.unicorn()[0], ("", ""))
         try:
             if self._detailed is None:
                 self._detailed = self.arch.capstone()
                 self._detailed.detail = True
             insn = next(self._detailed.disasm(self.read(pc, 16), pc, 1))
-            consts = importlib.import_module(f"unicorn.{module}")
-
             def reg(number: int) -> int:
                 if not number:
                     return 0
                 name = insn.reg_name(number)
                 if name in ("rip", "eip", "pc"):
                     return pc + insn.size
-                return self.uc.reg_read(getattr(consts, prefix + name.upper()))
+                return self.uc.reg_read(self.arch.unicorn_register(name))
 
             for op in insn.operands:
                 mem = getattr(op, "mem", None)

@@ -10,7 +10,6 @@ the --trace sink as they come.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import json
 import sys
@@ -23,7 +22,7 @@ from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.platform import Platform, runtime_entries
 from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
 from sdtgen.elf.reader import STT_FUNC
-from sdtgen.errors import WARNING, Diagnostic, SdtError, place, printable
+from sdtgen.errors import WARNING, Diagnostic, SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import SITE_SIZE, TableSite
@@ -266,8 +265,6 @@ class BootSession:
         from sdtgen.boot.smp import Smp
 
         arch = self.image.arch
-        self._sections = sorted((s for s in self.image.elf.sections if s.is_alloc and s.size), key=lambda s: s.addr)
-        self._section_starts = [s.addr for s in self._sections]
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
         self.clock_name, self.clock_hz = guest_clock(arch)
         self.platform = Platform(self.machine, self.cpus, self.buffer_size, self.overflow, self.clock_hz)
@@ -314,7 +311,7 @@ class BootSession:
             reason, found, _ = site_report(by_entry.get(self._entry(s), ""))
             refused.append((s, reason or "refused by the runtime", found))
         self.reporter.patched(len(result.of("off")), len(refused), len(result.of("folded")))
-        self.reporter.refused(refused, self._where_function)
+        self.reporter.refused(refused, self.image.where)
         for r in result.reports:
             if not r.site:
                 self.reporter.warning(r.line.removeprefix("sdt: "))
@@ -422,19 +419,7 @@ class BootSession:
     # -- places ---------------------------------------------------------------------
     def where(self, addr: int) -> str:
         """``section:function+0xoff`` of an address, in the one diagnostic shape."""
-        return self._where_function(addr)[0]
-
-    def _where_function(self, addr: int) -> tuple[str, str]:
-        i = bisect.bisect_right(self._section_starts, addr) - 1
-        section = self._sections[i] if i >= 0 and addr < self._sections[i].addr + self._sections[i].size else None
-        symbolized = self.image.symbolize(addr)
-        function, plus, off = symbolized.rpartition("+")
-        if plus:
-            name = section.name if section else ""
-            return (place(name, function, int(off, 16)) if name else symbolized), function
-        if section is not None:
-            return place(section.name, None, addr - section.addr), section.name
-        return f"{addr:#x}", ""
+        return self.image.where(addr)[0]
 
     # -- probes ---------------------------------------------------------------------
     def spec(self, text: str) -> ProbeSpec:

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixture_source import called_probes
 from helpers import FIXTURE, IN_CI, ROOT, SDTGEN, need_tool, run
 from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
+from probe_source import called_probes
 
 from sdtgen.recorder import probe_key
 from sdtgen.trace.ctf import metadata
