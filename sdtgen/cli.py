@@ -362,7 +362,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "matrix", "include-dir",
+COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "include-dir",
             "runtime-dir", "makefile")
 
 

@@ -252,6 +252,18 @@ class BootSession:
             self.close(abort=True)
             raise
 
+    def _check_host(self) -> None:
+        """Threads made small, and the boot refused if its CPUs would not fit the address-space limit."""
+        from sdtgen.boot.host import check_address_space, prepare_threads
+        from sdtgen.boot.machine import STACK_SIZE, tcg_buffer_for
+        from sdtgen.elf.reader import PT_LOAD
+
+        prepare_threads()
+        guest = sum(s.memsz for s in self.image.elf.segments if s.type == PT_LOAD) + self.cpus * STACK_SIZE
+        threads = self.cpus * (2 if self.cpus > 1 and self.schedule == "parallel" else 1)  # watchdogs, CPUs
+        check_address_space(self.image.path, self.cpus, tcg_buffer_for(self.image.elf), guest,
+                            self.cpus * self.buffer_size, threads)
+
     def _check_table(self) -> None:
         """An image whose probes call stubs but whose site table is empty was linked without the table."""
         lo, hi = self.bounds.sites
@@ -265,6 +277,7 @@ class BootSession:
         from sdtgen.boot.smp import Smp
 
         arch = self.image.arch
+        self._check_host()
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
         self.clock_name, self.clock_hz = guest_clock(arch)
         self.platform = Platform(self.machine, self.cpus, self.buffer_size, self.overflow, self.clock_hz)
