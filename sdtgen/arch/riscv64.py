@@ -4,7 +4,7 @@ A probe call compiles to `auipc ra, 0; jalr ra, 0(ra)` (8 bytes, R_RISCV_CALL_PL
 paired with R_RISCV_RELAX) and a tail call to `auipc t1; jalr zero, 0(t1)`.
 With relaxation the final link may rewrite them to `jal ra` / `j` (4 bytes)
 or `c.j` (2 bytes) and delete the freed bytes, moving all code after them.
-Every site length the patcher meets gets a NOP of that same length.
+Every site length the runtime meets gets a NOP of that same length.
 """
 
 from __future__ import annotations

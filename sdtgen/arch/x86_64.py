@@ -43,7 +43,7 @@ _TWO = {
 def branch_at(code: bytes, got: bool = True) -> Branch | None:
     """The call or jump ``code`` starts with, in every form a site takes; None for anything else.
 
-    The one x86 recognizer: scan's classify, check's decode and the patcher's
+    The one x86 recognizer: scan's classify, check's decode and check's
     match_site all read instructions through it. ``got``: the pointer-slot forms
     are RIP-relative, so only x86-64 has them.
     """
