@@ -241,7 +241,7 @@ def _int_arg(text: str) -> int:
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
-    from sdtgen.boot.console import Console, run_script
+    from sdtgen.boot.console import Console, read_script, run_script
     from sdtgen.boot.session import BootSession, Reporter, Stopped, parse_int
 
     _check_timeout(args.timeout)
@@ -251,14 +251,25 @@ def cmd_boot(args: argparse.Namespace) -> int:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
     trace = _trace_option(args)
+    scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
+
+    def precheck(s: BootSession) -> None:
+        """Every action is checked against the image before the boot patches anything."""
+        for kind, value, extra in actions:
+            if kind == "run":
+                s.check_run(value, extra)
+            elif kind in ("enable", "disable"):
+                s.check_spec(value)
+            elif kind == "action":
+                spec, _, symbol = value.partition("=")
+                s.check_spec(spec)
+                s.check_function(symbol)
+
     session = BootSession(args.image, Reporter(as_json=args.json, quiet=args.quiet), patch=not args.no_patch,
                           timeout=args.timeout, arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow,
                           cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
-                          trace=trace)
+                          trace=trace, precheck=precheck)
     try:
-        for kind, value, extra in actions:  # every run's arguments are checked before anything runs
-            if kind == "run":
-                session.check_run(value, extra)
         try:
             for kind, value, extra in actions:
                 if kind == "enable":
@@ -268,7 +279,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 elif kind == "run":
                     session.run(value, extra)
                 elif kind == "script":
-                    run_script(session, value)
+                    run_script(session, value, scripts[value])
                 elif kind == "action":
                     spec, _, symbol = value.partition("=")
                     session.add_action(spec, symbol)
@@ -276,7 +287,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 Console(session).cmdloop()
         except (Stopped, KeyboardInterrupt):
             # Ctrl-C ends a tracing session as DTrace's and LTTng's do: what was recorded is written.
-            session.finish_trace()
+            session.finish_trace(interrupted=True)
             raise
         session.finish_trace()
         if args.json:

@@ -15,6 +15,7 @@ import heapq
 import json
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
@@ -23,6 +24,7 @@ from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.platform import Platform, runtime_entries
 from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
+from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import WARNING, Diagnostic, SdtError, printable
 from sdtgen.image import Image
@@ -222,7 +224,8 @@ class BootSession:
     def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
                  arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "drop",
                  cpus: int = 1, seed: int = 0, schedule: str = "parallel", stream: bool = True,
-                 trace: tuple[str, str] | None = None) -> None:
+                 trace: tuple[str, str] | None = None,
+                 precheck: Callable[[BootSession], None] | None = None) -> None:
         from sdtgen.boot.smp import MAX_CPUS, SCHEDULES
 
         self.reporter = reporter
@@ -268,6 +271,8 @@ class BootSession:
             self.probes = self.image.probes()
             self.bounds = self.image.bounds
             self._check_table()
+            if precheck is not None:  # the caller's own checks, against the image, before anything runs
+                precheck(self)
             if trace is not None:
                 self.sink = self._open_trace(*trace)
             self._boot(patch)
@@ -488,10 +493,13 @@ class BootSession:
             self._report_changes(self.runtime.reports[before:])
         self.runtime.mode = mode
 
-    def finish_trace(self) -> None:
-        """Every recorded event is in the trace: put it in place."""
+    def finish_trace(self, interrupted: bool = False) -> None:
+        """Every recorded event is in the trace: put it in place (after Ctrl-C, what could be read)."""
         if self.sink is not None:
-            self.drain()
+            if interrupted:
+                self._drain_after_interrupt()
+            else:
+                self.drain()
             sink, self.sink = self.sink, None
             sink.finish(self.consumer.lost())
 
@@ -519,6 +527,26 @@ class BootSession:
             return ProbeSpec.parse(text)
         except ValueError as e:
             raise SdtError("", printable(str(e))) from None
+
+    def check_spec(self, text: str) -> ProbeSpec:
+        """A spec that matches a probe of the image's table (which of its sites verify is sdt_init's say)."""
+        pattern = self.spec(text)
+        if not any(pattern.matches(p) for p in self.probes):
+            raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
+                           "probe of the image", "list the probes with `sdtgen probes IMAGE`; "
+                           "a spec is provider:module:function:name, filled from the right")
+        return pattern
+
+    def check_function(self, symbol: str) -> int:
+        """The address of the image's function ``symbol``."""
+        sym = self.image.symbols.get(symbol)
+        if sym is None or sym.type != STT_FUNC:
+            if stripped(self.image.elf):
+                raise self.image.elf.fail(f"is stripped (no symbol table), so it has no function "
+                                          f"{printable(symbol)!r} to call", STRIPPED_FIX)
+            raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
+                           "check the symbol name")
+        return sym.value
 
     def matching(self, text: str) -> list[TableSite]:
         return self.runtime.matching(self.spec(text))
@@ -565,12 +593,9 @@ class BootSession:
 
         The probes matching SPEC are enabled too (with the breakpoint: the host must see them fire).
         """
-        sym = self.image.symbols.get(symbol)
-        if sym is None or sym.type != STT_FUNC:
-            raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
-                           "check the symbol name")
+        func = self.check_function(symbol)
         pattern = self.spec(spec)
-        self.runtime.actions.append((pattern, sym.value, symbol))
+        self.runtime.actions.append((pattern, func, symbol))
         try:
             self.enable(spec)
             self.runtime._trap_actions()
@@ -589,10 +614,7 @@ class BootSession:
         if rtype not in RETURN_TYPES:
             raise SdtError("", f"unknown return type {printable(rtype)!r} in {printable(target)!r}",
                            f"use one of {', '.join(RETURN_TYPES)}")
-        sym = self.image.symbols.get(symbol)
-        if sym is None or sym.type != STT_FUNC:
-            raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
-                           "check the symbol name")
+        func = self.check_function(symbol)
         if len(args) > self.image.arch.max_args:
             raise SdtError("", f"{printable(symbol)}: at most {self.image.arch.max_args} arguments can be passed")
         bits = self.image.arch.bits
@@ -600,7 +622,7 @@ class BootSession:
             if not -(1 << (bits - 1)) <= a < 1 << bits:
                 raise SdtError("", f"argument {a} of {printable(symbol)} does not fit in a {bits}-bit register",
                                f"give a value from {-(1 << (bits - 1))} to {(1 << bits) - 1}")
-        return sym.value, rtype
+        return func, rtype
 
     def run(self, target: str, args: list[int]) -> int | str | None:
         """Call ``SYMBOL[:TYPE]`` on every CPU; TYPE (int, long, uint, ulong, str, void) says how to read the
@@ -614,7 +636,7 @@ class BootSession:
         try:
             results = self.smp.call_all(func, args, self.timeout)
         except Interrupted as fault:
-            self.drain()
+            self._drain_after_interrupt()
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.last_fired)
             raise Stopped() from None
         self.drain()  # every CPU's records, merged in timestamp order
@@ -629,6 +651,19 @@ class BootSession:
             first = value if cpu == 0 else first
             self.reporter.returned(symbol, args, value, rtype, cpu=shown)
         return first
+
+    def _drain_after_interrupt(self) -> None:
+        """What was recorded before Ctrl-C, read: the runtime's short sdt_flush calls deaf to a Ctrl-C that
+        is still on its way (they keep their deadline); a fault there leaves the rest unread."""
+        for m in self.smp.cpus:
+            m.watchdog.deaf = True
+        try:
+            self.drain()
+        except GuestFault:
+            pass
+        finally:
+            for m in self.smp.cpus:
+                m.watchdog.deaf = False
 
     def _decode_return(self, raw: int, rtype: str, m: Machine) -> int | str | None:
         bits = self.image.arch.bits
