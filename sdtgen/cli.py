@@ -309,6 +309,53 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.passed else EXIT_FAIL
 
 
+QEMU_MAX_CPUS = 8  # the fixture's QEMU platform (fixtures/qemu/platform.h)
+
+
+def cmd_qemu(args: argparse.Namespace) -> int:
+    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.qemu.report import QemuReport, Reporter
+    from sdtgen.qemu.session import Halted, QemuSession, parse_int
+
+    if not args.timeout > 0:
+        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
+    if not 1 <= args.cpus <= QEMU_MAX_CPUS:
+        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {QEMU_MAX_CPUS}")
+    actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
+               for kind, value, extra in args.actions or []]
+    if args.trace:
+        from sdtgen.atomic import check_outputs
+
+        check_outputs([("trace", args.trace)], inputs=[("image", args.image)])
+    report = QemuReport(Reporter(as_json=args.json), args.image)
+    with termination_as_interrupt():
+        try:
+            session = QemuSession(args.image, report, cpus=args.cpus, arm=args.arm, buffer_size=args.buffer_size,
+                                  overflow=args.overflow, timeout=args.timeout, keep=bool(args.trace))
+        except Halted:
+            return EXIT_FAIL
+        try:
+            for kind, value, extra in actions:  # every run's arguments are checked before anything runs
+                if kind == "run":
+                    session.check_run(value, extra)
+            for kind, value, extra in actions:
+                if kind == "enable":
+                    session.enable(value)
+                elif kind == "disable":
+                    session.disable(value)
+                elif kind == "run":
+                    session.run(value, extra)
+            if args.trace:
+                session.write_trace(args.trace, args.trace_format)
+            if args.json:
+                session.stats()
+        except Halted:
+            return EXIT_FAIL
+        finally:
+            session.close()
+    return EXIT_FAIL if session.faults else EXIT_OK
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     import platform
     from pathlib import Path
@@ -400,6 +447,33 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
+    """The options `boot` and `qemu` share: what to arm and run, the buffers, the trace, the output."""
+    b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
+    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
+    b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
+    b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
+                   help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
+    b.add_argument("--arg", action=_Ordered, metavar="N",
+                   help="an integer argument of the preceding --run (decimal, 0x hex, negative)")
+    b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
+    b.add_argument("--arm", choices=("trap", "branch"), default="trap",
+                   help=f"how probes are armed: trap {trap_help} or branch "
+                        "(a call to the probe's recorder in the guest)")
+    b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
+                   help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
+                        f"(default {DEFAULT_BUFFER})")
+    b.add_argument("--overflow", choices=("overwrite", "drop"), default="overwrite",
+                   help="when a buffer is full: overwrite the oldest records (the default) or drop the newest")
+    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH at the end (a directory "
+                                                  "for ctf)")
+    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default="ctf",
+                   help="the --trace file's format: CTF 1.8 (babeltrace2, the default), a Perfetto protobuf trace, "
+                        "or Chrome trace-event JSON")
+    b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from sdtgen import arch as arches
 
@@ -460,36 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
     ar.set_defaults(func=cmd_arch)
 
     b = sub.add_parser("boot", help="boot an image in the emulator, patch its sites, arm probes and run functions")
-    b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
-    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
-    b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
-    b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
-                   help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
-    b.add_argument("--arg", action=_Ordered, metavar="N",
-                   help="an integer argument of the preceding --run (decimal, 0x hex, negative)")
+    _add_run_options(b, "(a breakpoint the host handles; the default)")
     b.add_argument("--script", action=_Ordered, metavar="FILE",
                    help="commands, one per line (see -i); - reads standard input")
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
                    help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
                         "arguments whenever one fires")
-    b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
-    b.add_argument("--arm", choices=("trap", "branch"), default="trap",
-                   help="how probes are armed: trap (a breakpoint the host handles; the default) or branch "
-                        "(a call to the probe's recorder in the guest)")
-    b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
-                   help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
-                        f"(default {DEFAULT_BUFFER})")
-    b.add_argument("--overflow", choices=("overwrite", "drop"), default="overwrite",
-                   help="when a buffer is full: overwrite the oldest records (the default) or drop the newest")
-    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH at the end (a directory "
-                                                  "for ctf)")
-    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default="ctf",
-                   help="the --trace file's format: CTF 1.8 (babeltrace2, the default), a Perfetto protobuf trace, "
-                        "or Chrome trace-event JSON")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
-    b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
     b.add_argument("--cpus", type=int, default=1, metavar="N",
                    help="run N CPUs on the guest's memory; each --run calls the function on all of them")
     b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed that decides how the CPUs interleave")
@@ -509,6 +561,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"stop after this long, counting unfinished calls as faults (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
+
+    q = sub.add_parser("qemu", help="boot an image linked with the QEMU platform (fixtures/qemu) in QEMU, with "
+                       "its vCPUs in parallel; arm probes and run functions over its serial line")
+    _add_run_options(q, "(a breakpoint the kernel's sdt_trap handles; the default)")
+    q.add_argument("--cpus", type=int, default=1, metavar="N",
+                   help=f"QEMU's -smp (1 to {QEMU_MAX_CPUS}); each --run calls the function on every vCPU at once")
+    q.set_defaults(func=cmd_qemu, actions=None)
 
     mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
                         "(needs a source checkout: it builds fixtures/)")

@@ -145,6 +145,14 @@ class Arch:
     # new (the architecture guarantees it for instruction fetch); 0: none, so patches need a breakpoint.
     patch_unit: int = 0
 
+    # -- QEMU (`sdtgen qemu`: the fixture's platform in fixtures/qemu boots on these) ---------------
+    qemu_binary: str = ""  # the qemu-system-* that emulates it ("": sdtgen qemu does not boot it)
+    qemu_package: str = ""  # the Debian package that has it
+    qemu_machine: str = ""  # -machine
+    qemu_args: tuple[str, ...] = ()  # what else the platform needs: CPU model, firmware, devices
+    qemu_accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
+    qemu_exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
+
     # The recorders `gen` writes (sdtgen/recorder.py) read two things with an instruction of their own:
     # the per-CPU register the host sets to the CPU's control structure (sdt_this_cpu()) and the clock
     # the guest stamps records with (sdt_clock()). Most CPUs read each into any register (%0).

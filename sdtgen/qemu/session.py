@@ -1,0 +1,327 @@
+"""One boot on QEMU: the kernel patches itself at boot (its sdt_init), then the host enables, disables
+and runs functions over the serial line, as `sdtgen boot` does in the emulator.
+
+The image must be linked with the fixture's QEMU platform (fixtures/qemu), which answers the commands
+(sdtgen.qemu.link). Events come back as the runtime's packets; each command's are reported, merged
+across CPUs in timestamp order, before its results.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass
+
+from sdtgen.elf.reader import STT_FUNC
+from sdtgen.errors import SdtError, printable
+from sdtgen.image import Image
+from sdtgen.layout import VALUES
+from sdtgen.probes import ProbeSpec
+from sdtgen.qemu.link import Link, Panic, Timeout
+from sdtgen.qemu.machine import Qemu, QemuExited, find_qemu, memory_for, qemu_argv
+from sdtgen.qemu.packets import PacketSink
+from sdtgen.qemu.report import QemuReport, Stopped
+from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
+
+RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
+PLATFORM_SYMBOL = "platform_main"  # what says the image has the fixture's QEMU platform
+MIN_PACKET = VALUES["SDT_MIN_PACKET"]
+MIN_RING = 2 * MIN_PACKET  # the runtime's smallest ring: two of its smallest packets
+PACKET = 4096  # bytes of a packet when the ring has room for four of them
+MAX_SPEC = 1024
+EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
+
+
+class Halted(Exception):
+    """The kernel cannot go on (it hung, panicked or QEMU ended): what happened has been reported."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    arch: str
+    cpus: int
+    clock: str
+    clock_hz: int
+    patched: int
+
+
+def packet_size(ring: int) -> int:
+    return min(PACKET, max(MIN_PACKET, ring // 4))
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise SdtError("", f"{printable(text)!r} is not an integer",
+                       "give decimal, 0x hex or negative numbers") from None
+
+
+class QemuSession:
+    def __init__(self, path: str, report: QemuReport, *, cpus: int = 1, arm: str = "trap",
+                 buffer_size: int = 1 << 20, overflow: str = "overwrite", timeout: float = 20.0,
+                 keep: bool = False) -> None:
+        self.report = report
+        self.timeout = timeout
+        self.cpus = cpus
+        self.faults = 0
+        self.mode = arm
+        self.image = Image(path)
+        self.qemu: Qemu | None = None
+        try:
+            self._check(arm, buffer_size, overflow)
+            self._prepare(keep)
+            self._boot(path, buffer_size, overflow)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- boot ------------------------------------------------------------------------------------
+    def _check(self, arm: str, buffer_size: int, overflow: str) -> None:
+        if arm not in ("trap", "branch"):
+            raise SdtError("", f"unknown arming mode {printable(arm)!r}", "use trap or branch")
+        if overflow not in ("overwrite", "drop"):
+            raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+        if buffer_size < MIN_RING or buffer_size & (buffer_size - 1):
+            raise SdtError("", f"--buffer-size {buffer_size} is not a power of two of at least {MIN_RING}",
+                           f"the runtime's ring holds at least two packets of {MIN_PACKET} bytes")
+        self.binary = find_qemu(self.image.arch)
+        if PLATFORM_SYMBOL not in self.image.symbols:
+            raise self.image.elf.fail("the image has no QEMU platform (no platform_main)",
+                                      "link it with fixtures/qemu: make -C fixtures/qemu ARCH=... KERNEL_SRCS=...")
+
+    def _prepare(self, keep: bool) -> None:
+        arch = self.image.arch
+        self.probes = [p for p in self.image.probes() if p.key]
+        self.types = {p.spec: p.args for p in self.probes}
+        self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.probes],
+                               arch.bits, arch.little)
+        sites = Counter(s.probe.spec for s in self.image.sites())
+        # A record does not say which site fired: a probe with one site names it.
+        self.single_site = {s.probe.spec: s.addr for s in self.image.sites() if sites[s.probe.spec] == 1}
+        self.hits: Counter[str] = Counter()
+        self.recorded: list[Event] | None = [] if keep else None
+        self._new: dict[int, list[Event]] = {}  # this command's events, per CPU
+        self.sink = PacketSink([self._packet])
+        self.refused = 0
+        self.last_fired: str | None = None
+
+    def _boot(self, path: str, buffer_size: int, overflow: str) -> None:
+        arch = self.image.arch
+        memory = memory_for(self.cpus, buffer_size)
+        self.qemu = Qemu(qemu_argv(self.binary, arch, path, self.cpus, memory))
+        self.link = Link(self.qemu, self.sink.frame, self._log, self._console)
+        words = self._guard(lambda: self.link.line(self.timeout), "boot").split()
+        if len(words) != 6 or words[0] != "hello":
+            self._halt(f"the kernel's first line is not its hello: {printable(' '.join(words))!r}")
+        self.hello = Hello(words[1], int(words[2], 16), words[3], int(words[4], 16), int(words[5], 16))
+        if self.hello.arch != arch.name or self.hello.cpus != self.cpus:
+            self._halt(f"the kernel says it is {printable(self.hello.arch)} on {self.hello.cpus} CPUs, "
+                       f"not {arch.name} on {self.cpus}")
+        self.report.cpus(self.cpus)
+        self.report.patched(self.hello.patched, self.refused)
+        policy = 1 if overflow == "overwrite" else 0
+        self._command(f"ring {buffer_size:x} {packet_size(buffer_size):x} {policy} {memory:x}", "ring")
+
+    def _log(self, line: str) -> None:
+        """A line of the runtime's log: at boot, a site sdt_init refused."""
+        if " site at 0x" in line and not hasattr(self, "hello"):
+            self.refused += 1
+        self.report.warning(line)
+
+    def _console(self, data: bytes) -> None:
+        self.report.console(data.decode("utf-8", "replace"))
+
+    def _packet(self, cpu: int, data: bytes) -> None:
+        try:
+            _, events = self.decoder.events(data, f"CPU {cpu}: ")
+        except PacketError as e:
+            self.report.warning(f"a packet from the kernel is damaged: {e}")
+            return
+        self._new.setdefault(cpu, []).extend(events)
+
+    def _flush_events(self) -> dict[int, str]:
+        """Report the events that came since the last command, merged in timestamp order; each CPU's last probe."""
+        streams = [self._new[c] for c in sorted(self._new)]
+        self._new = {}
+        events = streams[0] if len(streams) == 1 else list(heapq.merge(*streams, key=lambda e: e.ts))
+        last: dict[int, str] = {}
+        for e in events:
+            self.report.fire(e, self.single_site.get(e.probe), self.types[e.probe])
+            last[e.cpu] = e.probe
+        self.hits.update(e.probe for e in events)
+        if events:
+            self.last_fired = events[-1].probe
+        if self.recorded is not None:
+            self.recorded += events
+        return last
+
+    # -- talking to the kernel -------------------------------------------------------------------
+    def _halt(self, message: str) -> None:
+        self.faults += 1
+        self.report.warning(message)
+        raise Halted(message)
+
+    def _guard(self, action, what: str):
+        """Run a link action; a hung, panicked or vanished kernel ends the session."""
+        try:
+            return action()
+        except Timeout:
+            self._halt(f"{what}: the kernel did not answer within {self.timeout:g} s")
+        except Panic as e:
+            words = str(e).split()
+            detail = f"exception {words[2]} at {words[3]}" if len(words) >= 4 else str(e)
+            self._halt(f"{what}: CPU {words[1] if len(words) > 1 else '?'} stopped on an {detail} outside any "
+                       f"call ({self.image.symbolize(int(words[3], 16)) if len(words) >= 4 else '?'})")
+        except QemuExited as e:
+            tail = e.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
+            self._halt(f"{what}: QEMU exited with status {e.status} ({printable(tail[0])})")
+
+    def _command(self, text: str, what: str, timeout: float | None = None) -> list[str]:
+        lines = self._guard(lambda: self.link.command(text, self.timeout if timeout is None else timeout), what)
+        if lines[-1].startswith("error"):
+            raise SdtError(self.image.path, f"{what}: the kernel says: {printable(lines[-1][len('error '):])}")
+        return lines
+
+    @staticmethod
+    def _count(line: str) -> int:
+        """The number an ``ok WHAT [-]N`` line ends with."""
+        words = line.split()
+        return -int(words[-1], 16) if len(words) >= 2 and words[-2] == "-" else int(words[-1], 16)
+
+    # -- probes ----------------------------------------------------------------------------------
+    def spec(self, text: str) -> ProbeSpec:
+        if len(text) > MAX_SPEC:
+            raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",
+                           "give a shorter spec (globs match many probes)")
+        if not text.isascii() or not text.isprintable():
+            raise SdtError("", f"probe spec {printable(text)!r} has characters a probe name cannot have")
+        try:
+            pattern = ProbeSpec.parse(text)
+        except ValueError as e:
+            raise SdtError("", printable(str(e))) from None
+        if not any(pattern.matches(p) for p in self.probes):
+            raise SdtError("", f"probe spec {printable(text)!r} matches no probe of the image",
+                           "list the probes with `sdtgen probes IMAGE`; a spec is provider:module:function:name, "
+                           "filled from the right")
+        return pattern
+
+    def enable(self, text: str) -> int:
+        self.spec(text)
+        n = self._count(self._command(f"enable {self.mode} {text}", f"enable {printable(text)}")[-1])
+        if n <= 0:
+            raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed (the runtime says {n})",
+                           "the kernel's log above says why")
+        return n
+
+    def disable(self, text: str) -> int:
+        self.spec(text)
+        return self._count(self._command(f"disable {text}", f"disable {printable(text)}")[-1])
+
+    # -- calls -----------------------------------------------------------------------------------
+    def check_run(self, target: str, args: list[int]) -> tuple[int, str]:
+        """The function's address and return type, once ``run(target, args)`` is known to be valid."""
+        symbol, _, rtype = target.partition(":")
+        rtype = rtype or "long"
+        if rtype not in RETURN_TYPES:
+            raise SdtError("", f"unknown return type {printable(rtype)!r} in {printable(target)!r}",
+                           f"use one of {', '.join(RETURN_TYPES)}")
+        sym = self.image.symbols.get(symbol)
+        if sym is None or sym.type != STT_FUNC:
+            raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image", "check the symbol name")
+        if len(args) > self.image.arch.max_args:
+            raise SdtError("", f"{printable(symbol)}: at most {self.image.arch.max_args} arguments can be passed")
+        bits = self.image.arch.bits
+        for a in args:
+            if not -(1 << (bits - 1)) <= a < 1 << bits:
+                raise SdtError("", f"argument {a} of {printable(symbol)} does not fit in a {bits}-bit register",
+                               f"give a value from {-(1 << (bits - 1))} to {(1 << bits) - 1}")
+        return sym.value, rtype
+
+    def run(self, target: str, args: list[int]) -> int | str | None:
+        """Call ``SYMBOL[:TYPE]`` on CPU 0, or on every CPU at once when there are several."""
+        func, rtype = self.check_run(target, args)
+        symbol = target.partition(":")[0]
+        mask = (1 << self.image.arch.bits) - 1
+        words = " ".join(f"{a & mask:x}" for a in args)
+        verb = "run-all" if self.cpus > 1 else "run"
+        try:
+            lines = self._command(f"{verb} {func:x} {len(args):x} {words}".rstrip(), printable(symbol))
+        except KeyboardInterrupt:
+            self._flush_events()
+            self.report.fault(symbol, "interrupted (Ctrl-C)", 0, "", self.last_fired, None, interrupted=True)
+            raise Stopped() from None
+        except Halted:
+            self._flush_events()
+            raise
+        last = self._flush_events()
+        first = None
+        for line in lines[:-1]:
+            w = line.split()
+            cpu = int(w[1], 16)
+            shown_cpu = cpu if self.cpus > 1 else None
+            if w[0] == "fault":
+                cause, pc, addr = (int(x, 16) for x in w[2:5])
+                self.faults += 1
+                self.report.fault(symbol, f"CPU exception {cause:#x} (address {addr:#x})", pc,
+                                  self.image.symbolize(pc), last.get(cpu), shown_cpu)
+                continue
+            value = self._decode(int(w[2], 16), rtype)
+            first = value if cpu == 0 else first
+            self.report.returned(symbol, args, value, rtype, shown_cpu)
+        return first
+
+    def _decode(self, raw: int, rtype: str) -> int | str | None:
+        bits = self.image.arch.bits
+        if rtype == "void":
+            return None
+        if rtype == "str":
+            return self._string(raw)
+        width = 32 if rtype in ("int", "uint") else bits
+        value = raw & ((1 << width) - 1)
+        if rtype in ("int", "long") and value >> (width - 1):
+            value -= 1 << width
+        return value
+
+    def _string(self, addr: int) -> str | None:
+        lines = self._command(f"peek {addr:x}", "peek")
+        if lines[0] == "string-fault":
+            return None
+        data = bytes.fromhex("".join(line.split(" ", 1)[1] if " " in line else "" for line in lines[:-1]))
+        return data.decode("utf-8", "replace")
+
+    def lost(self) -> dict[int, int]:
+        """Events each CPU's ring lost so far (discarded when full, or overwritten unread)."""
+        lines = self._command("stats", "stats")
+        return {int(w[1], 16): int(w[2], 16) + int(w[3], 16) for w in (line.split() for line in lines[:-1])}
+
+    def stats(self) -> None:
+        lost = self.lost()
+        self._flush_events()
+        self.report.stats(dict(self.hits), sum(lost.values()))
+
+    def write_trace(self, path: str, fmt: str) -> None:
+        """Every event the session received, as a trace file of ``fmt`` (the emulated boot's writers)."""
+        from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
+
+        lost = self.lost()
+        self._flush_events()
+        probes = [TraceProbe(i, p.provider, p.module, p.function, p.name, p.args) for i, p in enumerate(self.probes)]
+        ids = {p.spec: p.id for p in probes}
+        events = [TraceEvent(ids[e.probe], e.cpu, e.ts, e.args) for e in self.recorded or []]
+        meta = TraceMeta(self.image.arch.name, self.hello.clock, self.hello.clock_hz, self.cpus, tuple(probes),
+                         {cpu: n for cpu, n in lost.items() if n})
+        write_trace(path, fmt, meta, events)
+
+    def close(self) -> None:
+        """Power the machine off (or stop QEMU if it does not); nothing is left running."""
+        if self.qemu is not None:
+            if self.qemu.proc.poll() is None and hasattr(self, "hello"):
+                try:
+                    self.qemu.write(b"exit 0\n")
+                    self.qemu.wait(EXIT_WAIT)
+                except (QemuExited, KeyboardInterrupt):
+                    pass
+            self.qemu.stop()
+            self.qemu = None
+        self.image.close()
