@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sdtgen.layout import PACKET
-from sdtgen.qemu.frames import PACKET as PACKET_FRAME
 from sdtgen.qemu.frames import MAX_PAYLOAD, VERDICT, Frame, verdict
+from sdtgen.qemu.frames import PACKET as PACKET_FRAME
 
 Consumer = Callable[[int, bytes], None]  # (cpu, the packet: its content, zeros to its packet_size)
 

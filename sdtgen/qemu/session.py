@@ -30,6 +30,8 @@ MIN_RING = 2 * MIN_PACKET  # the runtime's smallest ring: two of its smallest pa
 PACKET = 4096  # bytes of a packet when the ring has room for four of them
 MAX_SPEC = 1024
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
+READ_CHUNK = 128  # bytes one `read` command asks for (the kernel answers up to 200)
+MAX_STRING = 256  # bytes of a string result shown, as the emulated boot shows them
 
 
 class Halted(Exception):
@@ -283,12 +285,31 @@ class QemuSession:
             value -= 1 << width
         return value
 
+    def read(self, addr: int, size: int) -> bytes | None:
+        """``size`` bytes of the kernel's memory at ``addr``; None where there is no memory."""
+        out = bytearray()
+        while len(out) < size:
+            n = min(READ_CHUNK, size - len(out))
+            lines = self._command(f"read {addr + len(out):x} {n:x}", "read")
+            if lines[0] == "fault":
+                return None
+            out += bytes.fromhex(lines[0].split(" ", 1)[1] if " " in lines[0] else "")
+        return bytes(out)
+
     def _string(self, addr: int) -> str | None:
-        lines = self._command(f"peek {addr:x}", "peek")
-        if lines[0] == "string-fault":
-            return None
-        data = bytes.fromhex("".join(line.split(" ", 1)[1] if " " in line else "" for line in lines[:-1]))
-        return data.decode("utf-8", "replace")
+        """The NUL-terminated string at ``addr`` (at most MAX_STRING bytes), as the emulated boot reads one."""
+        out = bytearray()
+        while len(out) < MAX_STRING:
+            chunk = self.read(addr + len(out), READ_CHUNK)
+            if chunk is None:  # the string may end before the memory does: a byte at a time
+                chunk = self.read(addr + len(out), 1)
+                if chunk is None:
+                    return None
+            end = chunk.find(b"\0")
+            if end >= 0:
+                return (out + chunk[:end]).decode("utf-8", "replace")
+            out += chunk
+        return out[:MAX_STRING].decode("utf-8", "replace")
 
     def lost(self) -> dict[int, int]:
         """Events each CPU's ring lost so far (discarded when full, or overwritten unread)."""
