@@ -240,15 +240,17 @@ class QemuSession:
                                f"give a value from {-(1 << (bits - 1))} to {(1 << bits) - 1}")
         return sym.value, rtype
 
-    def run(self, target: str, args: list[int]) -> int | str | None:
-        """Call ``SYMBOL[:TYPE]`` on CPU 0, or on every CPU at once when there are several."""
+    def run(self, target: str, args: list[int], cpu: int | None = None) -> int | str | None:
+        """Call ``SYMBOL[:TYPE]`` on ``cpu``, or on every CPU at once (None); CPU 0's result, or ``cpu``'s."""
         func, rtype = self.check_run(target, args)
+        if cpu is not None and not 0 <= cpu < self.cpus:
+            raise SdtError("", f"CPU {cpu} is not one of the machine's {self.cpus}")
         symbol = target.partition(":")[0]
         mask = (1 << self.image.arch.bits) - 1
         words = " ".join(f"{a & mask:x}" for a in args)
-        verb = "run-all" if self.cpus > 1 else "run"
+        who = "all" if cpu is None else f"{cpu:x}"
         try:
-            lines = self._command(f"{verb} {func:x} {len(args):x} {words}".rstrip(), printable(symbol))
+            lines = self._command(f"run {who} {func:x} {len(args):x} {words}".rstrip(), printable(symbol))
         except KeyboardInterrupt:
             self._flush_events()
             self.report.fault(symbol, "interrupted (Ctrl-C)", 0, "", self.last_fired, None, interrupted=True)
@@ -260,16 +262,16 @@ class QemuSession:
         first = None
         for line in lines[:-1]:
             w = line.split()
-            cpu = int(w[1], 16)
-            shown_cpu = cpu if self.cpus > 1 else None
+            ran = int(w[1], 16)
+            shown_cpu = ran if self.cpus > 1 else None
             if w[0] == "fault":
                 cause, pc, addr = (int(x, 16) for x in w[2:5])
                 self.faults += 1
                 self.report.fault(symbol, f"CPU exception {cause:#x} (address {addr:#x})", pc,
-                                  self.image.symbolize(pc), last.get(cpu), shown_cpu)
+                                  self.image.symbolize(pc), last.get(ran), shown_cpu)
                 continue
             value = self._decode(int(w[2], 16), rtype)
-            first = value if cpu == 0 else first
+            first = value if first is None else first
             self.report.returned(symbol, args, value, rtype, shown_cpu)
         return first
 
