@@ -70,6 +70,7 @@ class QemuSession:
         self.mode = arm
         self.image = Image(path)
         self.qemu: Qemu | None = None
+        self.halted = False
         try:
             self._check(arm, buffer_size, overflow)
             self._prepare(keep)
@@ -159,17 +160,25 @@ class QemuSession:
         return last
 
     # -- talking to the kernel -------------------------------------------------------------------
-    def _halt(self, message: str) -> None:
+    def _halt(self, message: str | None) -> None:
+        """The kernel cannot go on: say why (unless said), and end the session."""
         self.faults += 1
-        self.report.warning(message)
+        self.halted = True
+        if message is not None:
+            self.report.warning(message)
         raise Halted(message)
 
-    def _guard(self, action, what: str):
-        """Run a link action; a hung, panicked or vanished kernel ends the session."""
+    def _guard(self, action, what: str, running: str | None = None):
+        """Run a link action; a hung, panicked or vanished kernel ends the session. ``running``: the
+        function a timeout interrupts, reported as the emulated boot reports one that does not return."""
         try:
             return action()
         except Timeout:
-            self._halt(f"{what}: the kernel did not answer within {self.timeout:g} s")
+            if running is None:
+                self._halt(f"{what}: the kernel did not answer within {self.timeout:g} s")
+            self._flush_events()
+            self.report.fault(running, f"did not return within {self.timeout:g} s", 0, "", self.last_fired, None)
+            self._halt(None)
         except Panic as e:
             words = str(e).split()
             detail = f"exception {words[2]} at {words[3]}" if len(words) >= 4 else str(e)
@@ -179,8 +188,9 @@ class QemuSession:
             tail = e.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
             self._halt(f"{what}: QEMU exited with status {e.status} ({printable(tail[0])})")
 
-    def _command(self, text: str, what: str, timeout: float | None = None) -> list[str]:
-        lines = self._guard(lambda: self.link.command(text, self.timeout if timeout is None else timeout), what)
+    def _command(self, text: str, what: str, timeout: float | None = None, running: str | None = None) -> list[str]:
+        lines = self._guard(lambda: self.link.command(text, self.timeout if timeout is None else timeout), what,
+                            running)
         if lines[-1].startswith("error"):
             raise SdtError(self.image.path, f"{what}: the kernel says: {printable(lines[-1][len('error '):])}")
         return lines
@@ -250,10 +260,13 @@ class QemuSession:
         words = " ".join(f"{a & mask:x}" for a in args)
         who = "all" if cpu is None else f"{cpu:x}"
         try:
-            lines = self._command(f"run {who} {func:x} {len(args):x} {words}".rstrip(), printable(symbol))
-        except KeyboardInterrupt:
+            lines = self._command(f"run {who} {func:x} {len(args):x} {words}".rstrip(), printable(symbol),
+                                  running=symbol)
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP (machine.termination_as_interrupt)
             self._flush_events()
-            self.report.fault(symbol, "interrupted (Ctrl-C)", 0, "", self.last_fired, None, interrupted=True)
+            self.report.fault(symbol, f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})", 0, "", self.last_fired,
+                              None, interrupted=True)
+            self.halted = True  # the call is still running: QEMU is stopped, not asked to power off
             raise Stopped() from None
         except Halted:
             self._flush_events()
@@ -337,14 +350,18 @@ class QemuSession:
         write_trace(path, fmt, meta, events)
 
     def close(self) -> None:
-        """Power the machine off (or stop QEMU if it does not); nothing is left running."""
+        """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
         if self.qemu is not None:
-            if self.qemu.proc.poll() is None and hasattr(self, "hello"):
+            status = None
+            if self.qemu.proc.poll() is None and hasattr(self, "hello") and not self.halted:
                 try:
                     self.qemu.write(b"exit 0\n")
-                    self.qemu.wait(EXIT_WAIT)
+                    status = self.qemu.wait(EXIT_WAIT)
                 except (QemuExited, KeyboardInterrupt):
                     pass
             self.qemu.stop()
             self.qemu = None
+            if status is not None and status != self.image.arch.qemu_exit_ok:
+                self.report.warning(f"QEMU exited with status {status} after `exit 0`, not "
+                                    f"{self.image.arch.qemu_exit_ok}: the platform did not power off")
         self.image.close()
