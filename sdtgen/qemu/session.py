@@ -39,6 +39,19 @@ class Halted(Exception):
 
 
 @dataclass(frozen=True)
+class Torture:
+    """What `torture` measured: CPUs 1.. calling a function while CPU 0 armed and disarmed its probes."""
+
+    protocol: str  # "safe", or "naive" in a runtime built with -DSDT_NAIVE_PROTOCOL
+    cpus: int
+    toggles: int
+    calls: int
+    faults: int  # calls that faulted outside a probe site
+    torn: int  # calls that faulted inside a probe site: an instruction seen half written
+    wrong: int  # calls that returned another value than with nothing armed
+
+
+@dataclass(frozen=True)
 class Hello:
     arch: str
     cpus: int
@@ -287,6 +300,21 @@ class QemuSession:
             first = value if first is None else first
             self.report.returned(symbol, args, value, rtype, shown_cpu)
         return first
+
+    def torture(self, target: str, args: list[int], spec: str, toggles: int, timeout: float) -> Torture:
+        """CPUs 1.. call ``target`` over and over while CPU 0 arms (in this session's mode) and disarms
+        ``spec`` ``toggles`` times; the rings' records are drained at the end."""
+        func, _ = self.check_run(target, args)
+        self.spec(spec)
+        if self.cpus < 2:
+            raise SdtError("", "torture needs two CPUs or more: one toggles, the others call")
+        mask = (1 << self.image.arch.bits) - 1
+        words = " ".join(f"{a & mask:x}" for a in args)
+        lines = self._command(f"torture {func:x} {len(args):x} {words} {toggles:x} {self.mode} {spec}", "torture",
+                              timeout=timeout)
+        self._flush_events()
+        w = lines[0].split()
+        return Torture(w[1], *(int(x, 16) for x in w[2:8]))
 
     def _decode(self, raw: int, rtype: str) -> int | str | None:
         bits = self.image.arch.bits

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,11 @@ from helpers import CROSS, ROOT, SDTGEN, need_tool, run
 from sdtgen import arch as arches
 
 PLATFORM = ROOT / "fixtures" / "qemu"
+# `make test` boots the representative architectures; `make qemu` (SDTGEN_QEMU_ALL=1) all four, and runs
+# the torture test for SDTGEN_QEMU_TOGGLES toggles (10,000 there).
+ALL = os.environ.get("SDTGEN_QEMU_ALL", "") == "1"
+ARCHES = ("riscv64", "aarch64", "x86_64", "i386") if ALL else ("riscv64", "x86_64")
+TOGGLES = int(os.environ.get("SDTGEN_QEMU_TOGGLES", "100"))
 
 
 def need_qemu(arch: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import Qemu
+from conftest import ARCHES, Qemu
 from helpers import cross_tool, run
 
 from sdtgen import arch as arches
@@ -26,7 +26,7 @@ def objdump_at(image, arch: str, addr: int, length: int) -> str:
     return lines[0].split(":", 1)[1].strip() if lines else ""
 
 
-@pytest.mark.parametrize("arch", ["riscv64", "aarch64", "x86_64", "i386"])
+@pytest.mark.parametrize("arch", ARCHES)
 def test_every_site_is_a_nop_in_memory_before_any_probe_fires_and_a_breakpoint_when_enabled(qemu_kernel, arch):
     image = qemu_kernel(arch)
     with Image(str(image)) as im:

@@ -6,7 +6,7 @@ cross the serial line whole."""
 from __future__ import annotations
 
 import pytest
-from conftest import Qemu, qemu_json
+from conftest import ARCHES, Qemu, qemu_json
 from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
 
 CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("vfs_lookup_id", (2,)), Call("sched_run", (4,)),
@@ -69,7 +69,7 @@ def ours(image, events: list[dict], cpu: int | None = None) -> tuple[list[tuple[
     return symbolized(fired, data_symbolizer(image)), returns
 
 
-@pytest.mark.parametrize("arch", ["riscv64", "aarch64", "x86_64", "i386"])
+@pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("mode", ["trap", "branch"])
 def test_every_probe_armed_fires_as_the_native_run_on_one_vcpu(qemu_kernel, native_exe, arch, mode):
     image = qemu_kernel(arch)
@@ -79,7 +79,7 @@ def test_every_probe_armed_fires_as_the_native_run_on_one_vcpu(qemu_kernel, nati
     assert len(expected[0]) > 40 and {p for p, _ in expected[0]} >= {"hk:proc:exit:done", "raw:::checksum"}
 
 
-@pytest.mark.parametrize("arch", ["riscv64", "aarch64", "x86_64", "i386"])
+@pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("mode", ["trap", "branch"])
 def test_on_four_vcpus_each_fires_the_calls_it_ran(qemu_kernel, native_exe, arch, mode):
     image = qemu_kernel(arch)
@@ -98,7 +98,7 @@ def test_on_four_vcpus_each_fires_the_calls_it_ran(qemu_kernel, native_exe, arch
         assert ours(image, events, cpu)[0] == [f for i, c in enumerate(chunks) if i % 4 == cpu for f in c]
 
 
-@pytest.mark.parametrize("arch", ["riscv64", "aarch64", "x86_64", "i386"])
+@pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("mode", ["trap", "branch"])
 def test_four_vcpus_running_at_once_each_fire_the_native_run(qemu_kernel, native_exe, arch, mode):
     image = qemu_kernel(arch)

@@ -55,7 +55,7 @@ def image(qemu_kernel):
 
 def test_a_call_past_its_timeout_is_one_line_and_stops_qemu(image):
     proc, qemu = started(image, "--timeout", "1", *HANG)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert err.splitlines() == [f"{image}: error: fault in sched_run: did not return within 1 s "
                                 "(last probe fired: none)"]
@@ -66,9 +66,10 @@ def test_a_call_past_its_timeout_is_one_line_and_stops_qemu(image):
 def test_ctrl_c_and_sigterm_stop_the_call_and_qemu(image, sig, name):
     proc, qemu = started(image, *HANG)
     os.killpg(proc.pid, sig)  # the terminal's way: the whole foreground group, which QEMU is not in
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
-    assert err.splitlines() == [f"{image}: error: interrupted in sched_run: interrupted ({name}) (last probe fired: none)"]
+    assert err.splitlines() == [f"{image}: error: interrupted in sched_run: interrupted ({name}) "
+                                "(last probe fired: none)"]
     assert gone_within(qemu, 1)
 
 
