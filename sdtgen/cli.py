@@ -356,6 +356,43 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     return EXIT_FAIL if session.faults else EXIT_OK
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.qemu.record import Recording, open_serial
+
+    def show(kind: str, text: str, human: str) -> None:
+        print(json.dumps({"event": kind, "text": text}) if args.json else human, flush=True)
+
+    if args.image:
+        from sdtgen.image import Image
+
+        with Image(args.image) as image:
+            image.probes()  # an image without probe tables is refused here, before anything is recorded
+    source = open_serial(args.serial)
+    rec = Recording(Path(args.trace), args.image, lambda line: show("text", line, printable(line)))
+    with termination_as_interrupt():
+        try:
+            sink = rec.run(source)
+        except KeyboardInterrupt:  # the usual way to end a recording: what came so far is kept
+            sink = rec.sink
+    summary = {"event": "recorded", "trace": args.trace, "packets": sink.kept, "events": rec.files.events,
+               "cpus": len(rec.files.files), "dropped": sink.dropped, "damaged": rec.corrupt,
+               "metadata": rec.metadata is not None}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"recorded {sink.kept} packets ({rec.files.events} events) of {len(rec.files.files)} CPUs into "
+              f"{printable(args.trace)}; {sink.dropped} dropped (overwritten while sent), {rec.corrupt} damaged")
+    if rec.metadata is None:
+        print(Diagnostic(args.trace, WARNING, "no CTF metadata written: the stream files hold the packets as the "
+                         "kernel sent them", "sdtgen's CTF metadata for the runtime's packets is not there yet"),
+              file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     import platform
     from pathlib import Path
@@ -568,6 +605,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--cpus", type=int, default=1, metavar="N",
                    help=f"QEMU's -smp (1 to {QEMU_MAX_CPUS}); each --run calls the function on every vCPU at once")
     q.set_defaults(func=cmd_qemu, actions=None)
+
+    rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
+                        "into a CTF trace directory")
+    rc.add_argument("--serial", required=True, metavar="LINE",
+                    help="tcp:HOST:PORT (QEMU's -serial tcp:HOST:PORT,server=on), or the path of a pty, a tty device, "
+                         "a FIFO or a capture file")
+    rc.add_argument("--trace", required=True, metavar="DIR", help="the trace directory: one stream file a CPU")
+    rc.add_argument("--image", metavar="IMAGE", help="the kernel image: its probes describe the events (the "
+                                                    "trace's CTF metadata)")
+    rc.add_argument("--json", action="store_true", help="the kernel's lines and the summary as JSON lines")
+    rc.set_defaults(func=cmd_record)
 
     mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
                         "(needs a source checkout: it builds fixtures/)")

@@ -14,10 +14,11 @@ import zlib
 from dataclasses import dataclass
 
 SYNC = b"\xa5\x5aSD"
-PACKET, VERDICT, TEXT = ord("P"), ord("V"), ord("T")
+PACKET, VERDICT, TEXT, INFO = ord("P"), ord("V"), ord("T"), ord("I")
 HEADER = struct.Struct("<4sBBHI")  # sync, type, zero, check, length
 TRAILER = struct.Struct("<I")
 VERDICT_BODY = struct.Struct("<QII")  # packet_seq_num, cpu, keep
+INFO_BODY = struct.Struct("<QII")  # clock_hz, bits of a word, 0
 MAX_PAYLOAD = 1 << 27  # a packet is at most a ring (64 MiB): a longer length is not a header
 
 
@@ -41,6 +42,12 @@ class Verdict:
     keep: bool
 
 
+@dataclass(frozen=True)
+class Info:
+    clock_hz: int
+    bits: int
+
+
 def header_check(kind: int, length: int) -> int:
     return zlib.crc32(bytes((kind, 0)) + struct.pack("<I", length)) & 0xFFFF
 
@@ -56,6 +63,13 @@ def verdict(frame: Frame) -> Verdict:
         raise ValueError(f"a verdict frame of {len(frame.payload)} bytes, not {VERDICT_BODY.size}")
     seq, cpu, keep = VERDICT_BODY.unpack(frame.payload)
     return Verdict(seq, cpu, keep != 0)
+
+
+def info(frame: Frame) -> Info:
+    if len(frame.payload) != INFO_BODY.size:
+        raise ValueError(f"an info frame of {len(frame.payload)} bytes, not {INFO_BODY.size}")
+    hz, bits, _ = INFO_BODY.unpack(frame.payload)
+    return Info(hz, bits)
 
 
 class FrameReader:

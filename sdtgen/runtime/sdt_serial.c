@@ -4,7 +4,7 @@
  * A frame, every field little-endian:
  *
  *   0  sync    A5 5A 53 44 ("\xa5\x5aSD")
- *   4  type    SDT_FRAME_PACKET, SDT_FRAME_VERDICT or SDT_FRAME_TEXT
+ *   4  type    SDT_FRAME_PACKET, SDT_FRAME_VERDICT, SDT_FRAME_TEXT or SDT_FRAME_INFO
  *   5  zero    0
  *   6  check   the low 16 bits of CRC-32 of bytes 4, 5 and 8..11 (type, zero, length)
  *   8  length  bytes of payload
@@ -15,6 +15,9 @@
  * only when its check holds: a false sync inside binary data then costs it
  * nothing. Bytes outside frames (a panic message, early boot output) are
  * the kernel's console, shown as they are.
+ *
+ * An info frame (sdt_serial_info, once, before the first packet) gives a reader what the packets
+ * do not say: the clock's rate and the width of a word.
  *
  * A packet is sent as it stands in the ring (its content_size bytes), then
  * released (sdt_consume_done) and followed by a verdict frame: keep it, or
@@ -131,4 +134,15 @@ SDT_CODE int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put)
 		kept += intact;
 	}
 	return kept;
+}
+
+SDT_CODE void sdt_serial_info(sdt_serial_put put)
+{
+	sdt_u8 v[16];
+
+	le32(v, (sdt_u32)sdt_hooks.clock_hz);
+	le32(v + 4, (sdt_u32)(sdt_hooks.clock_hz >> 32));
+	le32(v + 8, (sdt_u32)sizeof(sdt_word) * 8);
+	le32(v + 12, 0);
+	sdt_serial_frame(put, SDT_FRAME_INFO, v, sizeof(v));
 }
