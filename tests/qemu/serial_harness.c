@@ -3,7 +3,7 @@
  * the byte stream a kernel would put on its UART, on stdout, for tests/qemu/test_frames.py.
  *
  *   serial_harness crc             CRC-32 of stdin (computed in two pieces), in hex
- *   serial_harness drain EVENTS    a text frame, then EVENTS 2-word events of CPU 3, drained
+ *   serial_harness drain EVENTS    the info frame, a text frame, then EVENTS events of CPU 3, drained
  *   serial_harness overwrite       a packet overwritten by its writer while it is being sent
  *   serial_harness text            every length of text frame from 0 to 300 bytes
  */
@@ -90,6 +90,8 @@ int main(int argc, char **argv)
 		n = atoi(argv[2]);
 		if (sdt_cpu_attach(&cpu, 3, ring, sizeof(ring), 1024, SDT_DISCARD))
 			return 2;
+		sdt_hooks.clock_hz = 123456789012ull;
+		sdt_serial_info(put);
 		sdt_serial_frame(put, SDT_FRAME_TEXT, "hello", 5);
 		for (i = 0; i < n; i++) {
 			record(0x1000 + i, (sdt_word)i * 3, ~(sdt_word)i);

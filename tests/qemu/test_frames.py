@@ -14,7 +14,7 @@ from helpers import ROOT, run
 
 from sdtgen.layout import EVENT, PACKET, VALUES
 from sdtgen.qemu.frames import PACKET as P
-from sdtgen.qemu.frames import SYNC, TEXT, VERDICT, Console, Frame, FrameReader, encode, verdict
+from sdtgen.qemu.frames import SYNC, TEXT, VERDICT, Console, Frame, FrameReader, Info, encode, info, verdict
 
 RUNTIME = ROOT / "sdtgen" / "runtime"
 
@@ -79,8 +79,9 @@ def test_every_event_drained_arrives_once_in_order_with_its_verdict(harness, pie
     items, reader = read_all(data, pieces)
     assert not any(isinstance(i, Console) for i in items) and reader.corrupt == 0
     fs = frames(items)
-    assert fs[0] == Frame(TEXT, b"hello")
-    packets = fs[1:]
+    assert info(fs[0]) == Info(123456789012, 64)
+    assert fs[1] == Frame(TEXT, b"hello")
+    packets = fs[2:]
     assert [f.type for f in packets] == [P, VERDICT] * (len(packets) // 2)
     got, seqs = [], []
     for pk, v in zip(packets[::2], packets[1::2], strict=True):
