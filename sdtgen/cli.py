@@ -566,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("name", nargs="?", choices=arch_names, help="one architecture (default: all)")
     ar.add_argument("--get", choices=ARCH_FIELDS, help="print one field of NAME")
     ar.add_argument("--triple", metavar="TRIPLE", help="print the architecture of a triple ($(CC) -dumpmachine)")
-    ar.add_argument("--packages", action="store_true", help="print the Debian packages that build for all of them")
+    ar.add_argument("--packages", action="store_true", help="print the Debian packages that build and boot for all of them (compilers, binutils, QEMU)")
     ar.add_argument("--json", action="store_true", help="the registry as one JSON object")
     ar.set_defaults(func=cmd_arch)
 
@@ -609,7 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
                         "into a CTF trace directory")
     rc.add_argument("--serial", required=True, metavar="LINE",
-                    help="tcp:HOST:PORT (QEMU's -serial tcp:HOST:PORT,server=on), or the path of a pty, a tty device, "
+                    help="tcp:HOST:PORT (where QEMU's serial port listens), or the path of a pty, a tty device, "
                          "a FIFO or a capture file")
     rc.add_argument("--trace", required=True, metavar="DIR", help="the trace directory: one stream file a CPU")
     rc.add_argument("--image", metavar="IMAGE", help="the kernel image: its probes describe the events (the "
