@@ -566,7 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("name", nargs="?", choices=arch_names, help="one architecture (default: all)")
     ar.add_argument("--get", choices=ARCH_FIELDS, help="print one field of NAME")
     ar.add_argument("--triple", metavar="TRIPLE", help="print the architecture of a triple ($(CC) -dumpmachine)")
-    ar.add_argument("--packages", action="store_true", help="print the Debian packages that build and boot for all of them (compilers, binutils, QEMU)")
+    ar.add_argument("--packages", action="store_true",
+                    help="print the Debian packages that build and boot for all of them (compilers, binutils, QEMU)")
     ar.add_argument("--json", action="store_true", help="the registry as one JSON object")
     ar.set_defaults(func=cmd_arch)
 
