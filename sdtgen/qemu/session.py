@@ -188,7 +188,7 @@ class QemuSession:
             return action()
         except Timeout:
             if running is None:
-                self._halt(f"{what}: the kernel did not answer within {self.timeout:g} s")
+                self._halt(f"{what}: the kernel did not answer in time")
             self._flush_events()
             self.report.fault(running, f"did not return within {self.timeout:g} s", 0, "", self.last_fired, None)
             self._halt(None)

@@ -14,10 +14,12 @@ from helpers import CROSS, ROOT, SDTGEN, need_tool, run
 from sdtgen import arch as arches
 
 PLATFORM = ROOT / "fixtures" / "qemu"
-# `make test` boots the representative architectures; `make qemu` (SDTGEN_QEMU_ALL=1) all four, and runs
-# the torture test for SDTGEN_QEMU_TOGGLES toggles (10,000 there).
+# `make test` boots a representative case of each kind: RISC-V (one-store patches), x86-64 where the
+# breakpoint protocol or fw_cfg matters. `make qemu` (SDTGEN_QEMU_ALL=1) boots all four architectures in
+# every case and runs the torture test for SDTGEN_QEMU_TOGGLES toggles (10,000 there).
 ALL = os.environ.get("SDTGEN_QEMU_ALL", "") == "1"
-ARCHES = ("riscv64", "aarch64", "x86_64", "i386") if ALL else ("riscv64", "x86_64")
+EVERY = ("riscv64", "aarch64", "x86_64", "i386")
+ARCHES = EVERY if ALL else ("riscv64",)
 TOGGLES = int(os.environ.get("SDTGEN_QEMU_TOGGLES", "100"))
 
 
