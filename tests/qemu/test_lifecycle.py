@@ -37,10 +37,15 @@ def gone_within(pid: int, seconds: float) -> bool:
     return False
 
 
+def _as_from_a_terminal() -> None:
+    """SIGINT as a terminal's foreground job has it (a background job of a script inherits it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def started(image, *args: str) -> tuple[subprocess.Popen, int]:
     """sdtgen qemu in a session of its own, once the kernel has booted; and QEMU's pid."""
     proc = subprocess.Popen([SDTGEN, "qemu", str(image), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=_as_from_a_terminal)
     assert proc.stdout.readline().startswith("patched"), proc.stderr.read()
     (qemu,) = children(proc.pid)
     assert alive(qemu)
