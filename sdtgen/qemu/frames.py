@@ -52,12 +52,6 @@ def header_check(kind: int, length: int) -> int:
     return zlib.crc32(bytes((kind, 0)) + struct.pack("<I", length)) & 0xFFFF
 
 
-def encode(kind: int, payload: bytes) -> bytes:
-    """A frame as the kernel writes it (for tests and for tools that feed the reader)."""
-    head = HEADER.pack(SYNC, kind, 0, header_check(kind, len(payload)), len(payload))
-    return head + payload + TRAILER.pack(zlib.crc32(head[4:] + payload))
-
-
 def verdict(frame: Frame) -> Verdict:
     if len(frame.payload) != VERDICT_BODY.size:
         raise ValueError(f"a verdict frame of {len(frame.payload)} bytes, not {VERDICT_BODY.size}")

@@ -147,7 +147,7 @@ class Recording:
                 self._take(item, sink)
         finally:
             self.files.close()
-            self.corrupt = reader.corrupt
+            self.corrupt = reader.corrupt + sink.stray  # damaged frames, and packets that lost their verdict
             self.metadata = ctf_metadata(self.image, self.stream)
             if self.metadata is not None:
                 (self.trace / "metadata").write_text(self.metadata)

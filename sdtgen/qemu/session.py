@@ -362,6 +362,10 @@ class QemuSession:
     def stats(self) -> None:
         lost = self.lost()
         self._flush_events()
+        damaged = self.link.reader.corrupt + self.sink.stray
+        if damaged:
+            self.report.warning(f"{damaged} frame(s) from the kernel were damaged on the serial line: "
+                                "their records are missing")
         self.report.stats(dict(self.hits), sum(lost.values()))
 
     def write_trace(self, path: str, fmt: str) -> None:

@@ -13,8 +13,8 @@ import pytest
 from helpers import ROOT, run
 
 from sdtgen.layout import EVENT, PACKET, VALUES
+from sdtgen.qemu.frames import HEADER, SYNC, TEXT, TRAILER, VERDICT, Console, Frame, FrameReader, Info, info, verdict
 from sdtgen.qemu.frames import PACKET as P
-from sdtgen.qemu.frames import SYNC, TEXT, VERDICT, Console, Frame, FrameReader, Info, encode, info, verdict
 
 RUNTIME = ROOT / "sdtgen" / "runtime"
 
@@ -26,6 +26,13 @@ def harness(tmp_path_factory) -> Path:
          "-o", str(exe), str(Path(__file__).with_name("serial_harness.c")), str(RUNTIME / "sdt_serial.c"),
          str(RUNTIME / "sdt_transport.c")])
     return exe
+
+
+def encode(kind: int, payload: bytes) -> bytes:
+    """A frame as docs/runtime.md describes it, written here from that description (CRCs from zlib)."""
+    check = zlib.crc32(bytes((kind, 0)) + len(payload).to_bytes(4, "little")) & 0xFFFF
+    head = HEADER.pack(SYNC, kind, 0, check, len(payload))
+    return head + payload + TRAILER.pack(zlib.crc32(head[4:] + payload))
 
 
 def stream(harness: Path, *args: str, data: bytes = b"") -> bytes:
