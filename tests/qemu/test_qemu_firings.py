@@ -6,8 +6,8 @@ cross the serial line whole."""
 from __future__ import annotations
 
 import pytest
-from conftest import ARCHES, Qemu, qemu_json
 from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
+from qemu_helpers import ARCHES, Qemu, qemu_json
 
 CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("vfs_lookup_id", (2,)), Call("sched_run", (4,)),
          Call("sched_switch", (7, 8, 3, 1, 5000, 0x40)), Call("kmem_alloc", (1 << 20,)), Call("proc_exec", (1,)),

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ARCHES, Qemu
 from helpers import cross_tool, run
+from qemu_helpers import ARCHES, Qemu
 
 from sdtgen import arch as arches
 from sdtgen.image import Image

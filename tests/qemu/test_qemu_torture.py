@@ -7,7 +7,7 @@ RISC-V's is one store). The naive protocol (bytes stored one at a time, the runt
 from __future__ import annotations
 
 import pytest
-from conftest import ALL, EVERY, TOGGLES, Qemu
+from qemu_helpers import ALL, EVERY, TOGGLES, Qemu
 
 CASES = [(a, m) for a in EVERY for m in ("branch", "trap")] if ALL else [("riscv64", "branch"), ("x86_64", "branch")]
 

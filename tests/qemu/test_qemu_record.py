@@ -10,9 +10,9 @@ import socket
 import subprocess
 
 import pytest
-from conftest import qemu_json
 from helpers import SDTGEN, need_tool, run
 from native_oracle import Call, build_native, data_symbolizer, run_native
+from qemu_helpers import qemu_json
 
 from sdtgen.image import Image
 from sdtgen.trace.packets import Decoder, event_format, split
