@@ -5,6 +5,8 @@ cross the serial line whole."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
 from qemu_helpers import ARCHES, Qemu, qemu_json
@@ -77,6 +79,8 @@ def test_every_probe_armed_fires_as_the_native_run_on_one_vcpu(qemu_kernel, nati
     expected = native(native_exe, CALLS)
     assert ours(image, events) == expected
     assert len(expected[0]) > 40 and {p for p, _ in expected[0]} >= {"hk:proc:exit:done", "raw:::checksum"}
+    assert events[-1] == {"event": "stats", "hits": dict(sorted(Counter(p for p, _ in expected[0]).items())),
+                          "lost": 0}
 
 
 @pytest.mark.parametrize("arch", ARCHES)
