@@ -8,8 +8,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO := build/demo
+PROCESS := build/process
 
-.PHONY: all venv demo test lint matrix fuzz bench realworld qemu clean
+.PHONY: all venv demo process test lint matrix fuzz bench realworld qemu clean
 
 all: test
 
@@ -41,9 +42,16 @@ demo: $(STAMP)
 		--run kmain --arg 1 \
 		--disable 'hk:vfs::' --enable 'hk:proc:exit:done' --run kmain --arg 2
 
-# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes; rewrites the tables in docs/matrix.md.
+# The fixture kernel as a Linux process on this CPU: the C runtime patches its text, arms probes by spec, traps
+# and branches into recorders, streams packets; then its patch protocol under real threads (docs/runtime.md).
+process: $(STAMP)
+	@rm -rf $(PROCESS)
+	$(MAKE) --no-print-directory -C $(HERE)fixtures/process O=$(abspath $(PROCESS)) SDTGEN=$(abspath $(BIN)/sdtgen) run
+
+# Every toolchain and link mode (gcc/clang, GNU ld/gold/lld), both table modes, each boot against the native
+# run; rewrites the tables in docs/matrix.md. A tool of the checkout: it drives this sdtgen, imports none of it.
 matrix: $(STAMP)
-	$(BIN)/sdtgen matrix --arch all --output docs/matrix.md
+	SDTGEN=$(abspath $(BIN)/sdtgen) $(BIN)/python tools/matrix.py --arch all --output docs/matrix.md
 
 # Kernel-scale timings and the cost of a probe, against baselines of the same run; writes BENCHMARKS.md.
 bench: $(STAMP)

@@ -34,14 +34,15 @@ def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float,
     """sched_run(n) on every vCPU at once with its tick probe armed, best of 3: firings a second in the
     guest (its records' timestamps, first to last, by its clock) and end to end (from the command sent to
     every record decoded on the host)."""
-    s = session(image, cpus=cpus, arm=arm, timeout=600, buffer_size=RING, keep=True)
+    s = session(image, cpus=cpus, arm=arm, timeout=600, buffer_size=RING)
+    stamps: list[int] = []
+    s.packets.consumers.append(lambda cpu, data: stamps.extend(e.ts for e in s.decoder.events(data)[1]))
     guest, host = 0.0, float("inf")
     try:
         s.enable("hk:sched:run:tick")
         for _ in range(3):
-            s.recorded.clear()
+            stamps.clear()
             host = min(host, _timed(lambda: s.run("sched_run", [n])))
-            stamps = [e.ts for e in s.recorded]
             guest = max(guest, (len(stamps) - 1) * s.hello.clock_hz / (max(stamps) - min(stamps)))
     finally:
         s.close()
@@ -54,7 +55,7 @@ def first_firing(image: Path) -> tuple[float, float]:
     s = session(image)
     hello = time.perf_counter() - t0
     first: list[float] = []
-    s.sink.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
+    s.packets.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
     try:
         s.enable("hk:::boot")
         s.run("kmain", [1])

@@ -302,3 +302,74 @@ def _swap_in(tmp: str, target: Path, replace_old: bool, shown: str) -> None:
 
 def _what(mode: int) -> str:
     return "regular file" if stat.S_ISREG(mode) else "symbolic link" if stat.S_ISLNK(mode) else _kind(mode)
+
+
+class Staged:
+    """One output written over time (a trace while the kernel runs) beside its destination, then put in place.
+
+    The destination is checked when this is made, before anything runs; ``commit`` renames the file or
+    directory into place with SIGINT, SIGTERM and SIGHUP held back, and ``discard`` removes it: an
+    output is there whole or not at all. A directory replaces an existing one only when it is empty or
+    ``replaceable`` says it is a ``kind`` this program wrote.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], role: str, directory: bool = False,
+                 replaceable: Callable[[Path], bool] | None = None, kind: str = "") -> None:
+        self.target = Path(path)
+        self.role = role
+        self.directory = directory
+        self.replace_old = False
+        shown = printable(str(self.target))
+        if directory:
+            st = _lstat_in_writable_dir(self.target, role)
+            if st is not None:
+                if not stat.S_ISDIR(st.st_mode):
+                    raise SdtError(shown, f"the {role} is a directory and this path is a {_what(st.st_mode)}",
+                                   "give the path of a new directory")
+                self.replace_old = any(self.target.iterdir())
+                if self.replace_old and not (replaceable and replaceable(self.target)):
+                    raise SdtError(shown, f"the {role} would replace a directory that is not a {kind}",
+                                   "give a new path, an empty directory or an earlier one of these")
+            self.mode = _default_mode()
+        else:
+            st = _destination(self.target, role)
+            self.mode = st.st_mode & 0o777 if st is not None and stat.S_ISREG(st.st_mode) else _default_mode()
+        with _held():
+            try:
+                if directory:
+                    self.tmp = tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent)
+                else:
+                    fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp",
+                                                    dir=self.target.parent)
+                    os.close(fd)
+            except OSError as e:
+                raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
+        self.done = False
+
+    def path(self, name: str = "") -> str:
+        """Where to write: the temporary file, or a file ``name`` in the temporary directory."""
+        return os.path.join(self.tmp, name) if self.directory else self.tmp
+
+    def commit(self) -> None:
+        with _held():
+            try:
+                if self.directory:
+                    for name in os.listdir(self.tmp):
+                        os.chmod(os.path.join(self.tmp, name), self.mode)
+                    os.chmod(self.tmp, 0o777 & ~_umask())
+                    _swap_in(self.tmp, self.target, self.replace_old, printable(str(self.target)))
+                else:
+                    os.chmod(self.tmp, self.mode)
+                    _rename_all([(self.tmp, self.target)])
+                self.done = True
+            finally:
+                self.discard()
+
+    def discard(self) -> None:
+        if not self.done:
+            if self.directory:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.tmp)
+        self.done = True

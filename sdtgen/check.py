@@ -10,12 +10,13 @@ cause that can be seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
-from sdtgen.errors import SdtError
+from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
+from sdtgen.elf.reader import STB_LOCAL
+from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import Site
+from sdtgen.record import factory, record
 from sdtgen.scan import ScanResult
 from sdtgen.table import TableSite
 
@@ -23,7 +24,7 @@ STABLE, MOVED, MISSING, FOLDED = "stable", "moved", "missing", "folded"
 FINE = (STABLE, FOLDED)  # a folded site is the same code as a stable one: patched once, fires for both
 
 
-@dataclass
+@record
 class Verdict:
     site: Site
     status: str
@@ -44,14 +45,14 @@ class Verdict:
                 "delta": self.delta, "cause": self.cause, "fix": self.fix}
 
 
-@dataclass
+@record
 class StabilityReport:
     object: str
     image: str
     mode: str
-    verdicts: list[Verdict] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # whole-table problems
-    extra: list[str] = field(default_factory=list)  # calls to stubs no entry covers (with find_extra)
+    verdicts: list[Verdict] = factory(list)
+    problems: list[str] = factory(list)  # whole-table problems
+    extra: list[str] = factory(list)  # calls to stubs no entry covers (with find_extra)
 
     @property
     def ok(self) -> bool:
@@ -96,6 +97,9 @@ class StabilityReport:
 
 
 def check(result: ScanResult, image: Image, find_extra: bool = False) -> StabilityReport:
+    if stripped(image.elf):
+        raise image.elf.fail("is stripped (no symbol table): check finds each site's stub and function by "
+                             "their symbols", STRIPPED_FIX)
     sites = [s for s in result.sites if s.form != REF]
     entries = image.sites()
     mode = entries[0].mode if entries else "reloc"
@@ -108,15 +112,16 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
             f"the image's table has {len(entries)} site entries but {result.object} has {len(sites)} sites: "
             "the table was generated from another object; rerun `sdtgen gen` and relink")
     first_at: dict[int, Verdict] = {}
+    stubs = _stubs(image)
     for i, site in enumerate(sites):
         entry = entries[i] if i < len(entries) else None
-        verdict = _judge(site, entry, image)
+        verdict = _judge(site, entry, image, stubs)
         earlier = first_at.get(verdict.actual) if verdict.actual is not None else None
         if verdict.status == STABLE and earlier is not None:
             # Two sites, one address: identical code folding kept one copy of both functions.
             verdict.status = FOLDED
-            verdict.cause = f"identical code folding merged {site.function.partition('+')[0]} into " \
-                            f"{earlier.site.function.partition('+')[0]}; the copy kept fires for both"
+            verdict.cause = f"identical code folding merged {printable(site.function.partition('+')[0])} into " \
+                            f"{printable(earlier.site.function.partition('+')[0])}; the copy kept fires for both"
         elif verdict.actual is not None:
             first_at.setdefault(verdict.actual, verdict)
         report.verdicts.append(verdict)
@@ -152,34 +157,46 @@ def _decode(image: Image, addr: int, length: int) -> Decoded | None:
     return None
 
 
-def _branches_to(image: Image, addr: int, d: Decoded | None, site: Site, stub: int) -> bool:
-    """Capstone sees a branch of the site's form to the stub, and its bytes are ones the patcher accepts
-    (the same rule, so check passes exactly the sites the boot will patch)."""
-    form = branch_form(site.form)  # an is-enabled check is a plain call to its own stub
-    if d is None or d.form != form or d.target != stub or d.length > site.length:
-        return False
+def _branches_to(image: Image, addr: int, site: Site, stub: int) -> bool:
+    """The bytes at ``addr`` are a branch of the site's form to the stub that the patcher accepts: the
+    same rule, so check passes exactly the sites the boot will patch. (Capstone decodes a site only
+    to say what is there instead; tests hold both against objdump.)"""
     try:
         code = image.read(addr, site.length)
     except SdtError:
         return False
+    form = branch_form(site.form)  # an is-enabled check is a plain call to its own stub
     return image.arch.match_site(code, addr, form, site.length, stub, image.read_pointer) is not None
 
 
-def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
-    stub_sym = image.symbols.get(site.symbol)
-    if stub_sym is None:
-        return Verdict(site, MISSING, None, cause=f"the image defines no {site.symbol}: the stubs were not linked")
-    stub = stub_sym.value
+def _stubs(image: Image) -> dict[str, int]:
+    """The probe stubs the image defines, by name: found by their prefixes, not from a map of every
+    symbol (a kernel image has hundreds of thousands)."""
+    from sdtgen.probes import DEFAULT_PREFIX, ISENABLED_PREFIX
+
+    elf, out = image.elf, {}
+    for prefix in (DEFAULT_PREFIX, ISENABLED_PREFIX):
+        for i, name in elf.symbol_indices_with_prefix(prefix).items():
+            if elf.symbol_defined(i) and (name not in out or elf.symbol(i).bind != STB_LOCAL):
+                out[name] = elf.symbol(i).value
+    return out
+
+
+def _judge(site: Site, entry: TableSite | None, image: Image, stubs: dict[str, int]) -> Verdict:
+    stub = stubs.get(site.symbol)
+    if stub is None:
+        return Verdict(site, MISSING, None,
+                       cause=f"the image defines no {printable(site.symbol)}: the stubs were not linked")
     if entry is None:
         return Verdict(site, MISSING, None, cause="the image's table has no entry for this site")
     listed = entry.probe.isenabled if site.form == ISEN else entry.probe.stub
     if entry.probe.spec != site.probe or listed != stub or entry.form != site.form:
         return Verdict(site, MISSING, entry.addr, cause=(
-            f"table entry {entry.index} is for {entry.probe.spec} ({entry.form}) at stub {listed:#x}, not "
-            f"{site.probe} ({site.form}) at {stub:#x}: the table does not belong to this object"))
-    here = _decode(image, entry.addr, site.length)
-    if _branches_to(image, entry.addr, here, site, stub):
+            f"table entry {entry.index} is for {printable(entry.probe.spec)} ({entry.form}) at stub {listed:#x}, not "
+            f"{printable(site.probe)} ({site.form}) at {stub:#x}: the table does not belong to this object"))
+    if _branches_to(image, entry.addr, site, stub):
         return Verdict(site, STABLE, entry.addr, entry.addr)
+    here = _decode(image, entry.addr, site.length)
     found = _locate(site, image, stub)
     seen = f"`{here.text}`" if here else "no decodable instruction"
     if entry.mode == "offset" and image.arch.relaxes:
@@ -197,10 +214,11 @@ def _judge(site: Site, entry: TableSite | None, image: Image) -> Verdict:
     func = site.function.partition("+")[0]
     if func and func not in image.symbols:
         return Verdict(site, MISSING, entry.addr,
-                       cause=f"{func} is not in the image (removed by --gc-sections, inlined or folded by ICF)")
+                       cause=f"{printable(func)} is not in the image (removed by --gc-sections, inlined or folded "
+                             "by ICF)")
     return Verdict(site, MISSING, entry.addr,
-                   cause=f"the entry points at {image.symbolize(entry.addr)} holding {seen}, and no {site.form} "
-                         f"to {site.symbol} is left in {func or 'its function'}",
+                   cause=f"the entry points at {printable(image.symbolize(entry.addr))} holding {seen}, and no "
+                         f"{site.form} to {printable(site.symbol)} is left in {printable(func) or 'its function'}",
                    fix="rebuild; if it persists, report the link mode (see README, 'Diagnostics')")
 
 
@@ -214,4 +232,4 @@ def _locate(site: Site, image: Image, stub: int) -> int | None:
         addr = sym.value + int(off, 16)
     except ValueError:
         return None
-    return addr if _branches_to(image, addr, _decode(image, addr, site.length), site, stub) else None
+    return addr if _branches_to(image, addr, site, stub) else None

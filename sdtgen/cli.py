@@ -10,8 +10,8 @@ import argparse
 import sys
 
 from sdtgen import __version__
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
-from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_TIMEOUT, MIN_BUFFER
+from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable, sentence
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -82,10 +82,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     with Image(args.image) as image:
         report = check(result, image)
     if args.json:
-        _emit_json(report.to_json())
+        _emit_json({**report.to_json(), "summary": report.summary()})
         return EXIT_OK if report.ok else EXIT_FAIL
     for problem in report.problems:
-        print(Diagnostic(args.image, ERROR, printable(problem)), file=sys.stderr)
+        print(Diagnostic(args.image, ERROR, sentence(problem)), file=sys.stderr)
     shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
     for line in site_lines(args.image, shown):
         print(line, file=sys.stderr)
@@ -96,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
               f"{report.count('stable')} stable, {report.count('moved')} moved, "
               f"{report.count('missing')} missing{folded}", file=sys.stderr if not report.ok else sys.stdout)
         if not report.ok and report.summary():
-            print(Diagnostic(args.image, ERROR, f"in short: {printable(report.summary())}"), file=sys.stderr)
+            print(Diagnostic(args.image, ERROR, f"in short: {sentence(report.summary())}"), file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -112,8 +112,8 @@ def site_lines(image: str, verdicts: list) -> list[str]:
         more = f" (and {len(group) - 1} more sites in this function)" if len(group) > 1 else ""
         severity = WARNING if v.status == "folded" else ERROR
         what = f"{v.site.probe} is-enabled check" if v.site.form == "isen" else v.site.probe
-        lines.append(str(Diagnostic(image, severity, printable(f"{what} {v.status}{delta}: {v.cause}{more}"),
-                                    printable(v.fix), where=printable(v.site.where))))
+        lines.append(str(Diagnostic(image, severity, sentence(f"{printable(what)} {v.status}{delta}: {v.cause}{more}"),
+                                    sentence(v.fix), where=sentence(v.site.where))))
     return lines
 
 
@@ -134,25 +134,27 @@ def cmd_probes(args: argparse.Namespace) -> int:
     head, *body = table.splitlines()
     print(head)
     for line, p in zip(body, listing, strict=True):  # dtrace -lv: each probe, then its argument types
-        print(line, "", *(printable(v) for v in p.verbose()), "", sep="\n")
+        print(line, "", *(sentence(v) for v in p.verbose()), "", sep="\n")
     return EXIT_OK
 
 
 def cmd_linker_script(args: argparse.Namespace) -> int:
-    from sdtgen import arch as arches
+    from sdtgen.arch.base import linker_script
 
-    arch = arches.by_name(args.arch)
     if args.kind == "final":
+        from sdtgen import arch as arches
+
         if args.path:
             raise SdtError("", "the final linker script is written from a template, so it has no path of its own",
-                           f"write it with `sdtgen linker-script final --arch {arch.name} -o FILE`")
-        text = arch.final_script()
+                           f"write it with `sdtgen linker-script final --arch {args.arch} -o FILE`")
+        text = arches.by_name(args.arch).final_script()
     else:
-        path = arch.linker_script(args.kind)
+        path = linker_script(args.kind)
         if args.path:
             print(path)
             return EXIT_OK
-        text = path.read_text()
+        with open(path) as f:
+            text = f.read()
     if args.output:
         from sdtgen.atomic import write_atomic
 
@@ -240,48 +242,73 @@ def _int_arg(text: str) -> int:
 
 def cmd_boot(args: argparse.Namespace) -> int:
     from sdtgen.boot.console import Console, run_script
-    from sdtgen.boot.session import BootSession, Reporter, parse_int
+    from sdtgen.boot.session import BootSession, Reporter, Stopped, parse_int
 
-    if not args.timeout > 0:
-        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
+    _check_timeout(args.timeout)
     actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
                for kind, value, extra in args.actions or []]
     for kind, value, _ in actions:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
-    if args.trace:
-        from sdtgen.atomic import check_outputs
-
-        check_outputs([("trace", args.trace)], inputs=[("image", args.image)])
-    _check_cpus(args.cpus)
-    session = BootSession(args.image, Reporter(as_json=args.json), patch=not args.no_patch, timeout=args.timeout,
-                          arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow, keep=bool(args.trace),
-                          cpus=args.cpus, seed=args.seed)
+    trace = _trace_option(args)
+    session = BootSession(args.image, Reporter(as_json=args.json, quiet=args.quiet), patch=not args.no_patch,
+                          timeout=args.timeout, arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow,
+                          cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
+                          trace=trace)
     try:
         for kind, value, extra in actions:  # every run's arguments are checked before anything runs
             if kind == "run":
                 session.check_run(value, extra)
-        for kind, value, extra in actions:
-            if kind == "enable":
-                session.enable(value)
-            elif kind == "disable":
-                session.disable(value)
-            elif kind == "run":
-                session.run(value, extra)
-            elif kind == "script":
-                run_script(session, value)
-            elif kind == "action":
-                spec, _, symbol = value.partition("=")
-                session.add_action(spec, symbol)
-        if args.interactive:
-            Console(session).cmdloop()
-        if args.trace:
-            session.write_trace(args.trace, args.trace_format)
+        try:
+            for kind, value, extra in actions:
+                if kind == "enable":
+                    session.enable(value)
+                elif kind == "disable":
+                    session.disable(value)
+                elif kind == "run":
+                    session.run(value, extra)
+                elif kind == "script":
+                    run_script(session, value)
+                elif kind == "action":
+                    spec, _, symbol = value.partition("=")
+                    session.add_action(spec, symbol)
+            if args.interactive:
+                Console(session).cmdloop()
+        except (Stopped, KeyboardInterrupt):
+            # Ctrl-C ends a tracing session as DTrace's and LTTng's do: what was recorded is written.
+            session.finish_trace()
+            raise
+        session.finish_trace()
         if args.json:
             session.stats()
     finally:
         session.close()
     return EXIT_FAIL if session.faults else EXIT_OK
+
+
+def _check_timeout(timeout: float) -> None:
+    import math
+
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        raise SdtError("", f"--timeout {timeout:g} is not a positive number of seconds up to {MAX_TIMEOUT:g} "
+                       "(a week)", "give e.g. 20, or 0.5")
+
+
+def _trace_option(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(path, format) of --trace, checked; the format from the path's extension when not given."""
+    from sdtgen.trace.sink import guess_format
+
+    if args.trace is None:
+        if args.trace_format is not None:
+            raise SdtError("", "--trace-format without --trace writes nothing", "give --trace PATH too")
+        return None
+    if not args.trace.strip():
+        raise SdtError("", "--trace needs a path", "give --trace PATH (a directory for ctf)")
+    fmt = args.trace_format or guess_format(args.trace) or "ctf"
+    from sdtgen.atomic import check_distinct
+
+    check_distinct([("image", args.image), ("trace", args.trace)])
+    return args.trace, fmt
 
 
 def _check_cpus(cpus: int) -> None:
@@ -293,15 +320,16 @@ def _check_cpus(cpus: int) -> None:
 
 def cmd_torture(args: argparse.Namespace) -> int:
     from sdtgen.boot.session import parse_int
+    from sdtgen.boot.smp import MAX_CPUS
     from sdtgen.torture import torture
 
-    if not args.timeout > 0:
-        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
-    _check_cpus(args.cpus)
+    _check_timeout(args.timeout)
+    if not 1 <= args.cpus < MAX_CPUS:
+        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
     if args.toggles < 0:
         raise SdtError("", f"--toggles {args.toggles} is negative")
     summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
-                      toggles=args.toggles, protocol=args.protocol, seed=args.seed, timeout=args.timeout)
+                      toggles=args.toggles, seed=args.seed, timeout=args.timeout, exhaustive=args.exhaustive)
     if args.json:
         _emit_json(summary.as_dict())
     else:
@@ -317,36 +345,35 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     from sdtgen.qemu.report import QemuReport, Reporter
     from sdtgen.qemu.session import Halted, QemuSession, parse_int
 
-    if not args.timeout > 0:
-        raise SdtError("", f"--timeout {args.timeout:g} is not a positive number of seconds")
+    _check_timeout(args.timeout)
     if not 1 <= args.cpus <= QEMU_MAX_CPUS:
         raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {QEMU_MAX_CPUS}")
     actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
                for kind, value, extra in args.actions or []]
-    if args.trace:
-        from sdtgen.atomic import check_outputs
-
-        check_outputs([("trace", args.trace)], inputs=[("image", args.image)])
-    report = QemuReport(Reporter(as_json=args.json), args.image)
+    trace = _trace_option(args)
+    report = QemuReport(Reporter(as_json=args.json, quiet=args.quiet), args.image)
     with termination_as_interrupt():
         try:
             session = QemuSession(args.image, report, cpus=args.cpus, arm=args.arm, buffer_size=args.buffer_size,
-                                  overflow=args.overflow, timeout=args.timeout, keep=bool(args.trace))
+                                  overflow=args.overflow, timeout=args.timeout, trace=trace)
         except Halted:
             return EXIT_FAIL
         try:
             for kind, value, extra in actions:  # every run's arguments are checked before anything runs
                 if kind == "run":
                     session.check_run(value, extra)
-            for kind, value, extra in actions:
-                if kind == "enable":
-                    session.enable(value)
-                elif kind == "disable":
-                    session.disable(value)
-                elif kind == "run":
-                    session.run(value, extra)
-            if args.trace:
-                session.write_trace(args.trace, args.trace_format)
+            try:
+                for kind, value, extra in actions:
+                    if kind == "enable":
+                        session.enable(value)
+                    elif kind == "disable":
+                        session.disable(value)
+                    elif kind == "run":
+                        session.run(value, extra)
+            except (KeyboardInterrupt, Halted):
+                session.finish_trace()  # what was recorded is written, as `boot` does on Ctrl-C
+                raise
+            session.finish_trace()
             if args.json:
                 session.stats()
         except Halted:
@@ -358,7 +385,6 @@ def cmd_qemu(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from sdtgen.qemu.machine import termination_as_interrupt
     from sdtgen.qemu.record import Recording, open_serial
@@ -366,97 +392,21 @@ def cmd_record(args: argparse.Namespace) -> int:
     def show(kind: str, text: str, human: str) -> None:
         print(json.dumps({"event": kind, "text": text}) if args.json else human, flush=True)
 
-    if args.image:
-        from sdtgen.image import Image
-
-        with Image(args.image) as image:
-            image.probes()  # an image without probe tables is refused here, before anything is recorded
+    rec = Recording(args.trace, args.image, lambda line: show("text", line, printable(line)))
     source = open_serial(args.serial)
-    rec = Recording(Path(args.trace), args.image, lambda line: show("text", line, printable(line)))
     with termination_as_interrupt():
         try:
-            sink = rec.run(source)
+            rec.run(source)
         except KeyboardInterrupt:  # the usual way to end a recording: what came so far is kept
-            sink = rec.sink
-    summary = {"event": "recorded", "trace": args.trace, "packets": sink.kept, "events": rec.files.events,
-               "cpus": len(rec.files.files), "dropped": sink.dropped, "damaged": rec.corrupt,
-               "metadata": rec.metadata is not None}
+            rec.finish()
+    summary = {"event": "recorded", "trace": args.trace, "packets": rec.sink.kept, "events": rec.events,
+               "cpus": len(rec.cpus), "dropped": rec.sink.dropped, "damaged": rec.damaged}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"recorded {sink.kept} packets ({rec.files.events} events) of {len(rec.files.files)} CPUs into "
-              f"{printable(args.trace)}; {sink.dropped} dropped (overwritten while sent), {rec.corrupt} damaged")
-    if rec.metadata is None:
-        print(Diagnostic(args.trace, WARNING, "no CTF metadata written: the stream files hold the packets as the "
-                         "kernel sent them", "sdtgen's CTF metadata for the runtime's packets is not there yet"),
-              file=sys.stderr)
+        print(f"recorded {rec.sink.kept} packets ({rec.events} events) of {len(rec.cpus)} CPUs into "
+              f"{printable(args.trace)}; {rec.sink.dropped} dropped (overwritten while sent), {rec.damaged} damaged")
     return EXIT_OK
-
-
-def cmd_matrix(args: argparse.Namespace) -> int:
-    import platform
-    from pathlib import Path
-
-    from sdtgen import arch as arches
-    from sdtgen import matrix
-    from sdtgen.matrix_report import markdown_section, notes, render_table
-
-    fixtures = Path(_package_path()).parent / "fixtures"
-    if not (fixtures / "linkmodes").is_dir():  # an installed package: the fixtures stay in the source tree
-        raise SdtError(str(fixtures), "does not exist: `sdtgen matrix` needs a source checkout of sdtgen",
-                       "run it from a clone (git clone ...; pip install -e .), where fixtures/ holds its kernels")
-    root = Path(args.sources) if args.sources else fixtures / "kernel"
-    sources = sorted(root.glob("*.c"))
-    if not sources:
-        raise SdtError(str(root), "holds no C sources", "give --sources DIR with the kernel's .c files")
-    extra = fixtures / "linkmodes"
-    rows = [r for r in matrix.ROWS if not args.mode or any(fnmatch_any(r.key, args.mode))]
-    if args.cflags:
-        import dataclasses
-        import shlex
-
-        rows = [dataclasses.replace(r, add=r.add + tuple(shlex.split(args.cflags))) for r in rows]
-    chosen = arches.names() if "all" in (args.arch or ()) else tuple(args.arch or ("x86_64",))
-    cols = [c for c in matrix.columns(tuple(args.compiler or ("gcc", "clang")), chosen)
-            if not args.toolchain or any(fnmatch_any(c.label.replace(" ", ":"), args.toolchain))]
-    if not rows or not cols:
-        raise SdtError("", "no matrix cell matches the --mode/--toolchain filters", "see `sdtgen matrix --list`")
-    cells = matrix.run_matrix(sources, extra, rows, cols, jobs=args.jobs, progress=sys.stderr.isatty())
-    if args.json:
-        _emit_json({"cells": [c.to_json() for c in cells]})
-    else:
-        print(render_table(cells, rows, cols))
-        for line in notes(cells):
-            print(f"  {line}")
-    if args.output:
-        _replace_block(Path(args.output), markdown_section(cells, rows, cols, _machine(platform)))
-    broken = [c for c in cells if c.state == "done" and c.results["reloc"].status == "broken"]
-    return EXIT_FAIL if broken else EXIT_OK
-
-
-def fnmatch_any(value: str, patterns: list[str]) -> list[bool]:
-    import fnmatch
-
-    return [fnmatch.fnmatchcase(value, p) for p in patterns]
-
-
-def _machine(platform) -> str:
-    import os
-
-    python = f"{platform.python_implementation()} {platform.python_version()}"
-    return f"{platform.machine()}, {os.cpu_count()} cores, {python}"
-
-
-def _replace_block(path, text: str) -> None:
-    from sdtgen.atomic import write_atomic
-
-    begin, end = "<!-- matrix:begin -->", "<!-- matrix:end -->"
-    doc = path.read_text()
-    if begin not in doc or end not in doc:
-        raise SdtError(str(path), f"has no {begin} ... {end} block", "add the two markers where the table goes")
-    head, rest = doc.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    write_atomic(path, f"{head}{begin}\n{text}\n{end}{tail}".encode())
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -501,23 +451,48 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
                    help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
                         f"(default {DEFAULT_BUFFER})")
-    b.add_argument("--overflow", choices=("overwrite", "drop"), default="overwrite",
-                   help="when a buffer is full: overwrite the oldest records (the default) or drop the newest")
-    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH at the end (a directory "
-                                                  "for ctf)")
-    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default="ctf",
-                   help="the --trace file's format: CTF 1.8 (babeltrace2, the default), a Perfetto protobuf trace, "
-                        "or Chrome trace-event JSON")
+    b.add_argument("--overflow", choices=("drop", "overwrite"), default="drop",
+                   help="when a CPU's buffer is full: drop new records (the default; the buffer is read as each "
+                        "packet fills, so a host that keeps up loses none) or overwrite the oldest (a flight "
+                        "recorder, read when a run ends)")
+    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH as the run goes (a "
+                                                  "directory for ctf); Ctrl-C ends the session and keeps it")
+    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default=None,
+                   help="the --trace format: CTF 1.8 (babeltrace2), a Perfetto protobuf trace, or Chrome "
+                        "trace-event JSON (default: from the extension, .json chrome, .pftrace perfetto, else ctf)")
+    b.add_argument("-q", "--quiet", action="store_true", help="do not show each firing (they are counted and traced)")
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "qemu", "record",
+            "include-dir", "runtime-dir", "makefile")
+
+
+class _Only:
+    """The subcommands, each added only when it is the one this run asked for: building every
+    subcommand's options costs more than a small scan. ``only`` None adds them all (--help)."""
+
+    def __init__(self, sub, only: str | None) -> None:
+        self.sub, self.only = sub, only
+
+    def add_parser(self, name: str, **kwargs):
+        return self.sub.add_parser(name, **kwargs) if self.only in (None, name) else _Unused()
+
+
+class _Unused:
+    """A subcommand this run does not use: its options are not built."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from sdtgen import arch as arches
 
     arch_names = arches.module_names()  # each module is imported only when its architecture is used
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = _Only(p.add_subparsers(dest="command", required=True, parser_class=_Parser), only)
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
     s.add_argument("object", help="the partial link's output (ld -r)")
@@ -555,10 +530,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="like dtrace's verbose listing: each probe's argument types, the translated beside the native")
     pr.set_defaults(func=cmd_probes)
 
-    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script")
-    ls.add_argument("kind", choices=("final", "partial"), help="final: the image's (from a template); partial: ld -r's")
-    ls.add_argument("--arch", default="x86_64", choices=arch_names)
-    ls.add_argument("--path", action="store_true", help="print the partial script's path instead of its text")
+    ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script, or a snippet for yours")
+    ls.add_argument("kind", choices=("final", "partial", "sdt_text", "sdt_data"),
+                    help="final: the image's (from a template); partial: ld -r's; sdt_text, sdt_data: the sections "
+                         "a kernel's own final script INCLUDEs")
+    ls.add_argument("--arch", default="x86_64", choices=arch_names, help="the final script's architecture")
+    ls.add_argument("--path", action="store_true", help="print the file's path instead of its text (not for final)")
     ls.add_argument("-o", "--output", metavar="FILE", help="write the script to FILE")
     ls.set_defaults(func=cmd_linker_script)
 
@@ -578,25 +555,33 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
                    help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
                         "arguments whenever one fires")
+    b.add_argument("--no-stream", action="store_true",
+                   help="read the buffers only when a run ends, not as packets fill")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--cpus", type=int, default=1, metavar="N",
                    help="run N CPUs on the guest's memory; each --run calls the function on all of them")
-    b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed that decides how the CPUs interleave")
+    b.add_argument("--schedule", choices=("parallel", "seeded"), default="parallel",
+                   help="parallel: each CPU on a host thread of its own (the default); seeded: interleaved in "
+                        "instruction quanta a seed decides, replayable")
+    b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the seeded schedule")
     b.set_defaults(func=cmd_boot, actions=None)
 
-    t = sub.add_parser("torture", help="call a function on N CPUs while probes are armed and disarmed under them")
-    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
-    t.add_argument("--run", required=True, metavar="SYMBOL", help="the function every CPU calls over and over")
+    t = sub.add_parser("torture", help="call a function on N CPUs while another CPU arms and disarms its probes "
+                                      "through the image's runtime")
+    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime)")
+    t.add_argument("--run", required=True, metavar="SYMBOL[:TYPE]",
+                   help="the function every CPU calls over and over; TYPE (long, int, ...) reads its result")
     t.add_argument("--arg", action="append", metavar="N", help="an argument of SYMBOL (repeat for each)")
     t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
     t.add_argument("--toggles", type=int, default=100, metavar="K",
-                   help="how many times the host arms or disarms SYMBOL's probes (default 100)")
-    t.add_argument("--protocol", choices=("safe", "naive"), default="safe",
-                   help="safe: the breakpoint protocol (x86) or one atomic instruction write; naive: bytes in place")
+                   help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--exhaustive", action="store_true",
+                   help="instead: at every store the runtime makes to SYMBOL's sites, start another CPU at every "
+                        "instruction boundary of the site, in every order the store's bytes can land")
     t.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the interleaving and the toggles")
     t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"stop after this long, counting unfinished calls as faults (default {DEFAULT_TIMEOUT:g})")
+                   help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
 
@@ -608,30 +593,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_qemu, actions=None)
 
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
-                        "into a CTF trace directory")
+                        "into a CTF trace")
     rc.add_argument("--serial", required=True, metavar="LINE",
                     help="tcp:HOST:PORT (where QEMU's serial port listens), or the path of a pty, a tty device, "
                          "a FIFO or a capture file")
-    rc.add_argument("--trace", required=True, metavar="DIR", help="the trace directory: one stream file a CPU")
-    rc.add_argument("--image", metavar="IMAGE", help="the kernel image: its probes describe the events (the "
-                                                    "trace's CTF metadata)")
+    rc.add_argument("--image", required=True, metavar="IMAGE",
+                    help="the kernel image: its probe descriptors describe the events (the trace's metadata)")
+    rc.add_argument("--trace", required=True, metavar="DIR", help="the CTF trace directory: one stream a CPU")
     rc.add_argument("--json", action="store_true", help="the kernel's lines and the summary as JSON lines")
     rc.set_defaults(func=cmd_record)
-
-    mx = sub.add_parser("matrix", help="build, check and boot the kernel in every toolchain and link mode "
-                        "(needs a source checkout: it builds fixtures/)")
-    mx.add_argument("--sources", metavar="DIR", help="the kernel's C sources (default: the fixture kernel)")
-    mx.add_argument("--mode", action="append", metavar="GLOB", help="rows to run, by key (plain, icf, lto-*...)")
-    mx.add_argument("--cflags", default="", help="extra compiler flags for every build, as --cflags=\"-O1 -g\"")
-    mx.add_argument("--compiler", action="append", choices=("gcc", "clang"))
-    mx.add_argument("--arch", action="append", choices=(*arch_names, "all"),
-                    help="architectures to build for (default x86_64; all: every one)")
-    mx.add_argument("--toolchain", action="append", metavar="GLOB", help="columns, as compiler:partial/final")
-    mx.add_argument("--jobs", type=int, default=2)
-    mx.add_argument("--output", metavar="FILE",
-                    help="rewrite the tables between the matrix markers in FILE (make matrix: docs/matrix.md)")
-    mx.add_argument("--json", action="store_true", help="print every cell as one JSON document")
-    mx.set_defaults(func=cmd_matrix)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
     sub.add_parser("runtime-dir", help="print the directory holding the runtime's C sources (docs/runtime.md)"
@@ -651,10 +621,30 @@ def _negative_args(argv: list[str]) -> list[str]:
     return out
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP: the command stops, its outputs whole or not there at all."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(_negative_args(sys.argv[1:] if argv is None else argv))
+    import signal
+
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _terminate)
+        only = argv[0] if argv and argv[0] in COMMANDS else None
+        args = build_parser(only).parse_args(_negative_args(argv))
         return args.func(args)
+    except Terminated as t:
+        return 128 + t.signum
     except SdtError as e:
         print(e, file=sys.stderr)
         return EXIT_USAGE
@@ -664,6 +654,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    finally:  # after main: a signal ends the process as it would have
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
 
 
 if __name__ == "__main__":

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.arch.base import ISEN, REF
 from sdtgen.atomic import check_outputs, write_all_atomic
 from sdtgen.elf.reader import STT_SECTION, ElfFile
+from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.record import record
 from sdtgen.recorder import RECORDER_PREFIX, probe_key, render_recorders
-from sdtgen.scan import ScanResult, open_relocatable, scan_elf
+from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 
 ANCHOR_PREFIX = "__sdt_site_"
@@ -23,7 +24,7 @@ ANCHOR_PREFIX = "__sdt_site_"
 ANCHOR_TYPE = STT_SECTION
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Generated:
     stubs: str
     table: str
@@ -102,8 +103,13 @@ def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytearray | None
     if have == want:
         return None
     if have:
-        raise elf.fail("already carries sdtgen site anchors for a different set of sites",
-                       "rerun the partial link (ld -r) before `sdtgen gen`")
+        # ld -r carried them over from an input that `gen` was given (and rewrote): name where.
+        shndx, value, _ = min(have.values())
+        where = section_place(SymbolIndex(elf, CODE, {shndx}), elf.section_at(shndx), value)
+        raise elf.fail(f"already carries {len(have)} sdtgen site anchors (the first at {where}) but has "
+                       f"{len(want)} sites: an object linked into it went through `sdtgen gen`, which adds "
+                       "anchors to the object it is given", "rebuild the objects `sdtgen gen` was run on, "
+                       "rerun the partial link (ld -r), and run gen only on its output")
     return add_symbols(elf, anchors)
 
 
@@ -113,12 +119,20 @@ def generate(result: ScanResult, mode: str = "reloc", source: str = "", tag: str
         raise SdtError("", f"unknown table mode {mode!r}", "use reloc or offset")
     source = source or result.object
     for site in result.sites:
+        # An address load is how a call through a register starts: -mcmodel=large calls every function so,
+        # SDT_PROBE_ENABLED()'s too, and the fix is then the code model, not the use of the macros.
+        through_register = ("the code loads the function's address to call it through a register, as "
+                            "-mcmodel=large and -fno-plt do for every call: build with a code model that calls "
+                            "directly, and use probes only through sdt.h's macros")
+        loads = "address load" in site.detail or "GOT load" in site.detail
         if site.form == REF and site.symbol.startswith(ISENABLED_PREFIX):
             raise SdtError(result.object, f"{site.detail} of {site.symbol} is not a plain call, so it cannot be "
-                           "patched to a constant", "use it only through SDT_PROBE_ENABLED()", where=site.where)
+                           "patched to a constant",
+                           through_register if loads else "use it only through SDT_PROBE_ENABLED()", where=site.where)
         if site.form == REF:
             raise SdtError(result.object, f"{site.detail} of {site.symbol} is not a call or jump, so it cannot "
-                           "be patched", "use the probe only through SDT_PROBEn()", where=site.where)
+                           "be patched", through_register if loads else "use the probe only through SDT_PROBEn()",
+                           where=site.where)
         if mode == "offset" and site.text_offset is None:
             raise SdtError(result.object, "site is outside .text, so it has no offset from btext",
                            "partial-link with `sdtgen linker-script partial`, or use --mode reloc", where=site.where)

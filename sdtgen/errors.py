@@ -12,22 +12,29 @@ from an ELF file never reach the terminal raw: ``printable`` escapes them.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+
+from sdtgen.record import record
 
 ERROR, WARNING = "error", "warning"
-MAX_SHOWN = 200  # characters of one name or value a message shows; the rest is elided
+MAX_SHOWN = 200  # characters of one name or value from a file a message shows; the rest is elided
 
 
-def printable(text: str, limit: int = MAX_SHOWN) -> str:
-    """``text`` safe for a terminal line: control characters escaped, long text elided."""
-    if text.isprintable() and len(text) <= limit:
+def printable(text: str, limit: int | None = MAX_SHOWN) -> str:
+    """``text`` safe for a terminal line: control characters escaped, and a name or value from a
+    file longer than ``limit`` elided. sdtgen's own sentences pass ``limit=None``: they are never cut
+    (the names in them were capped as they went in)."""
+    if text.isprintable() and (limit is None or len(text) <= limit):
         return text
-    out = []
-    for ch in text[:limit]:
-        out.append(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii"))
-    if len(text) > limit:
-        out.append(f"...({len(text) - limit} more characters)")
+    cut = text if limit is None else text[:limit]
+    out = [ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in cut]
+    if len(cut) < len(text):
+        out.append(f"...({len(text) - len(cut)} more characters)")
     return "".join(out)
+
+
+def sentence(text: str) -> str:
+    """One of sdtgen's own messages, safe for a terminal line and never cut."""
+    return printable(text, None)
 
 
 def place(section: str, function: str | None, offset: int) -> str:
@@ -37,7 +44,7 @@ def place(section: str, function: str | None, offset: int) -> str:
     return f"{section}+{offset:#x}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     file: str
     severity: str  # ERROR or WARNING

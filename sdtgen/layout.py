@@ -133,9 +133,11 @@ CPU = Layout("sdt_cpu", "One CPU's recording state and ring of packets (sdt_cpu_
     Field("policy", "u64", "SDT_DISCARD or SDT_OVERWRITE when the ring is full"),
     Field("write_seq", "u64", "packets opened so far: the open packet is write_seq - 1"),
     Field("commit_seq", "u64", "packets closed so far (stored with release after the packet is complete)"),
-    Field("read_seq", "u64", "packets the consumer is done with (the consumer's only field)"),
-    Field("current", "u64", "address of the open packet"),
-    Field("offset", "u64", "bytes used in the open packet; packet_size when none is open"),
+    Field("read_seq", "u64", "packets read or overwritten: the consumer or the writer claims the oldest unread "
+          "by compare-and-swap (the consumer's only field)"),
+    Field("current", "u64", "address of the open packet; 0 when none is open"),
+    Field("offset", "u64", "bytes used in the open packet (the end of its last event); past packet_size when none "
+          "is open"),
     Field("events", "u64", "events in the open packet"),
     Field("discarded", "u64", "events not recorded since attach: ring full (discard), nested, too big"),
     Field("overwritten", "u64", "events lost with packets the writer overwrote unread (overwrite)"),
@@ -156,11 +158,12 @@ PACKET = Layout("sdt_packet", "The header of every packet: CTF 1.8's packet head
     Field("events", "u32", "events in the packet"),
 ))
 
-EVENT = Layout("sdt_event", "The header of every event in a packet, 8-byte aligned; the arguments follow.", (
-    Field("id", "u32", "the probe's key (sdt_probe.key)"),
-    Field("size", "u16", "bytes of the event, header and padding included (a multiple of 8)"),
-    Field("unreadable", "u16", "bit k: string argument k was NULL or not in readable memory"),
+EVENT = Layout("sdt_event", "The header of every event in a packet, 8-byte aligned; the arguments follow. "
+               "CTF's event header (timestamp, id), then its event context (size, unreadable).", (
     Field("timestamp", "u64", "the clock when the probe fired"),
+    Field("id", "u32", "the probe's key (sdt_probe.key)"),
+    Field("size", "u16", "bytes of the event, header included (the next one starts at the next multiple of 8)"),
+    Field("unreadable", "u16", "bit k: string argument k was NULL or not in readable memory"),
 ))
 
 RANGE = Layout("sdt_range", "Memory a recorder may copy a string from.", (
@@ -196,12 +199,28 @@ HOOKS = Layout("sdt_hooks", "What the kernel supplies, once, to sdt_init (copied
           c="void (*%s)(const struct sdt_site *site, const char *line)"),
     Field("readable", "ptr", "the memory strings may be copied from; with nreadable 0, all of it",
           c="const struct sdt_range *%s"),
+    Field("text", "ptr", "the kernel's code: a site outside it is refused; with ntext 0, no check",
+          c="const struct sdt_range *%s"),
     Field("nreadable", "u32", "entries of readable"),
-    Field("flags", "u32", "0"),
+    Field("ntext", "u32", "entries of text"),
     Field("clock_hz", "u64", "ticks a second of clock (for trace metadata)"),
 ))
 
-LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS)
+ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_entries: what a host booting the "
+                 "image finds them by when its symbols are gone (strip keeps allocated sections).", (
+    Field("magic", "u64", "SDT_ENTRIES_MAGIC"),
+    Field("init", "fn", "sdt_init", c="int (*%s)(const struct sdt_hooks *hooks)"),
+    Field("cpu_attach", "fn", "sdt_cpu_attach", c="int (*%s)(struct sdt_cpu *c, unsigned cpu, void *ring, "
+          "unsigned long ring_bytes, unsigned long packet_size, int policy)"),
+    Field("enable", "fn", "sdt_enable", c="int (*%s)(const char *spec, int mode)"),
+    Field("disable", "fn", "sdt_disable", c="int (*%s)(const char *spec)"),
+    Field("set_mode", "fn", "sdt_set_mode", c="int (*%s)(int mode)"),
+    Field("trap", "fn", "sdt_trap", c="int (*%s)(struct sdt_frame *frame)"),
+    Field("flush", "fn", "sdt_flush", c="void (*%s)(void)"),
+    Field("protocol", "ptr", "the patch protocol it was built with: \"safe\" or \"naive\"", c="const char *%s"),
+))
+
+LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, ENTRIES)
 
 # -- constants ---------------------------------------------------------------------------------
 CONSTANTS: tuple[tuple[str, int, str], ...] = (
@@ -228,6 +247,7 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_TRAP_RETRY", 3, "the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there"),
     ("SDT_PACKET_MAGIC", 0xC1FC1FC1, "CTF 1.8's packet magic"),
     ("SDT_MAX_ARGS", 6, "arguments a probe has at most"),
+    ("SDT_ENTRIES_MAGIC", 0x5952544E45544453, "\"SDTENTRY\" in a little-endian word"),
     ("SDT_MAX_STRING", 127, "bytes of a string argument a recorder copies (then a NUL)"),
     ("SDT_MIN_PACKET", 1024, "bytes of the smallest packet: a 6-argument event with six full strings fits"),
 )

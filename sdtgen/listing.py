@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass
 
 from sdtgen.elf.reader import ET_REL, ElfFile
+from sdtgen.record import as_dict, record
 from sdtgen.tables import KINDS as TABLE_KINDS
 
 KINDS = ("sdt", *TABLE_KINDS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ListedProbe:
     id: int
     provider: str
@@ -48,7 +48,7 @@ class ListedProbe:
         return lines
 
     def to_json(self) -> dict:
-        d = asdict(self)
+        d = as_dict(self)
         d["args"] = list(self.args)
         d["xargs"] = list(self.translated)
         d["addresses"] = list(self.addresses)
@@ -63,8 +63,10 @@ def list_all(path: str, kinds: tuple[str, ...] = ()) -> list[ListedProbe]:
     style: one row per provider, module, function and name, sdtgen's own probes first."""
     from sdtgen.tables.collect import read_tables
 
-    with ElfFile(path) as elf:
-        want_sdt = "sdt" in kinds or (not kinds and _has_sdt(elf))
+    want_sdt = "sdt" in kinds
+    if not kinds:  # every kind the file carries (an open more: a file is read once per listing otherwise)
+        with ElfFile(path) as elf:
+            want_sdt = _has_sdt(elf)
     out = list_probes(path) if want_sdt else []
     others = tuple(k for k in (kinds or KINDS) if k != "sdt")
     groups: dict[tuple, list] = {}
@@ -94,7 +96,10 @@ def _has_sdt(elf: ElfFile) -> bool:
 
     if elf.type == ET_REL:
         return elf.section(DESC_SECTION) is not None or bool(elf.symbol_indices_with_prefix(DEFAULT_PREFIX))
-    return bool(elf.symbol_values("__start_set_sdt_"))
+    from sdtgen.elf.linkerset import linker_set
+    from sdtgen.table import PROBES_SET
+
+    return linker_set(elf, PROBES_SET) is not None
 
 
 def list_probes(path: str) -> list[ListedProbe]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from sdtgen.record import record
 
 DEFAULT_PREFIX = "__dtrace_sdt_"
 ISENABLED_PREFIX = "__dtrace_isenabled_"  # SDT_PROBE_ENABLED()'s call: the probe's symbol with this prefix
@@ -28,7 +27,7 @@ def _matches(kind: str, text: str) -> bool:
     return re.fullmatch(_PATTERNS[kind], text) is not None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Probe:
     provider: str
     module: str
@@ -54,7 +53,7 @@ def probe_symbol(symbol: str) -> str:
     return DEFAULT_PREFIX + symbol[len(ISENABLED_PREFIX):] if symbol.startswith(ISENABLED_PREFIX) else symbol
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Site:
     probe: str  # provider:module:function:name
     symbol: str
@@ -70,18 +69,13 @@ class Site:
     @property
     def where(self) -> str:
         """The site's place in the one diagnostic format: ``section:function+0xoff`` (``section+0xoff``)."""
-        return f"{self.section}:{self.function}" if self.function and "+" in self.function \
-            else f"{self.section}+{self.offset:#x}"
+        from sdtgen.errors import place
+
+        func, plus, off = self.function.rpartition("+")
+        return place(self.section, func, int(off, 16)) if plus and func else place(self.section, None, self.offset)
 
 
-class Named(Protocol):
-    provider: str
-    module: str
-    function: str
-    name: str
-
-
-@dataclass
+@record
 class ProbeSpec:
     """A DTrace probe description: provider:module:function:name, globs, empty matches all."""
 
@@ -96,7 +90,8 @@ class ProbeSpec:
         full = [""] * (4 - len(parts)) + parts
         return cls((full[0], full[1], full[2], full[3]))
 
-    def matches(self, probe: Named) -> bool:
+    def matches(self, probe) -> bool:
+        """Whether ``probe`` (anything with provider, module, function and name) matches."""
         import fnmatch
 
         values = (probe.provider, probe.module, probe.function, probe.name)
@@ -141,19 +136,41 @@ class DescriptorError(ValueError):
     pass
 
 
+class DescriptorConflict(DescriptorError):
+    """Two records that cannot both hold: ``where`` is the later one's offset in the section,
+    the message names the earlier one's."""
+
+    def __init__(self, message: str, where: int, fix: str) -> None:
+        super().__init__(message)
+        self.where, self.fix = where, fix
+
+
+RENAME_FIX = "rename one of them: a probe's stub symbol joins its four names with '_', so they must differ there too"
+AGREE_FIX = ("define the probe once (SDT_PROBE_DEFINE in one file, SDT_PROBE_DECLARE in the others), with one "
+             "list of argument types")
+
+
 def parse_descriptors(blob: bytes) -> dict[str, Probe]:
-    """Read the records ``sdt.h`` leaves in ``.sdt_desc``; the first definition of a symbol wins.
+    """Read the records ``sdt.h`` leaves in ``.sdt_desc``, one probe per stub symbol.
 
     An SDTA record (SDT_PROBE_ARGTYPE, the _XLATE forms) sets one argument's native and
-    translated type of a probe an SDT1 record defines, wherever in the section it lies.
+    translated type of a probe an SDT1 record defines, wherever in the section it lies. The same
+    definition twice (a header included by several files) is one probe; two different definitions
+    of one stub symbol are refused (``DescriptorConflict``), as FreeBSD's link refuses them: two
+    probes whose names join to one symbol, or one probe defined with different argument types.
     """
     if not blob:
         return {}
     if blob[-1:] != b"\0":
         raise DescriptorError("the descriptor section does not end with a NUL")
     tokens = blob[:-1].split(b"\0")
+    starts, at = [], 0  # each token's offset in the section, for the places a conflict names
+    for t in tokens:
+        starts.append(at)
+        at += len(t) + 1
     out: dict[str, Probe] = {}
-    argtypes: dict[str, dict[int, tuple[str, str]]] = {}  # symbol -> argument number -> (type, xtype)
+    defined_at: dict[str, int] = {}
+    argtypes: dict[str, dict[int, tuple[str, str, int]]] = {}  # symbol -> argument -> (type, xtype, offset)
     i = 0
     while i < len(tokens):
         if tokens[i] == b"":  # alignment padding between input sections
@@ -166,7 +183,12 @@ def parse_descriptors(blob: bytes) -> dict[str, Probe]:
             if not num.isdigit() or int(num) >= MAX_ARGS:
                 raise DescriptorError(f"probe {_quoted(sym)} types argument {_quoted(num)} (0 to {MAX_ARGS - 1} "
                                       "allowed)")
-            argtypes.setdefault(sym, {}).setdefault(int(num), (ctype, xtype))
+            k = int(num)
+            earlier = argtypes.setdefault(sym, {}).setdefault(k, (ctype, xtype, starts[i]))
+            if earlier[:2] != (ctype, xtype):
+                raise DescriptorConflict(
+                    f"probe {_quoted(sym)} types argument {k} as {_typed(ctype, xtype)} here and as "
+                    f"{_typed(*earlier[:2])} at {DESC_SECTION}+{earlier[2]:#x}", starts[i], AGREE_FIX)
             i += 5
             continue
         if tokens[i] != DESC_MAGIC.encode():
@@ -180,17 +202,42 @@ def parse_descriptors(blob: bytes) -> dict[str, Probe]:
         if i + 7 + n > len(tokens):
             raise DescriptorError(f"the argument types of {_quoted(sym)} are truncated")
         types = _ascii(tokens[i + 7:i + 7 + n], f"an argument type of {_quoted(sym)}")
+        probe = Probe(prov, mod, func, listed_name(name), types, sym)
+        first = out.setdefault(sym, probe)
+        if first != probe:
+            _conflict(first, probe, defined_at[sym], starts[i])
+        defined_at.setdefault(sym, starts[i])
         i += 7 + n
-        out.setdefault(sym, Probe(prov, mod, func, listed_name(name), types, sym))
     for sym, typed in argtypes.items():
         if sym not in out:
             raise DescriptorError(f"SDT_PROBE_ARGTYPE names probe {_quoted(sym)}, which no SDT_PROBE_DEFINE defines")
-        out[sym] = _with_argtypes(out[sym], typed)
+        out[sym] = _with_argtypes(out[sym], {k: t[:2] for k, t in typed.items()})
     for probe in out.values():
         problem = descriptor_problem(probe)
         if problem:
             raise DescriptorError(problem)
     return out
+
+
+def _conflict(first: Probe, second: Probe, first_at: int, second_at: int) -> None:
+    earlier = f"{DESC_SECTION}+{first_at:#x}"
+    if first.spec != second.spec:
+        raise DescriptorConflict(
+            f"probe {_quoted(second.spec)} and probe {_quoted(first.spec)} (defined at {earlier}) have one stub "
+            f"symbol, {_quoted(second.symbol)}, so their sites and arguments would be merged", second_at, RENAME_FIX)
+    raise DescriptorConflict(
+        f"probe {_quoted(second.spec)} is defined here with arguments ({_quoted_list(second.args)}) and at {earlier} "
+        f"with ({_quoted_list(first.args)})", second_at, AGREE_FIX)
+
+
+def _typed(ctype: str, xtype: str) -> str:
+    return f"{_quoted(ctype)} (translated {_quoted(xtype)})" if xtype else _quoted(ctype)
+
+
+def _quoted_list(types: tuple[str, ...]) -> str:
+    from sdtgen.errors import printable
+
+    return ", ".join(printable(t) for t in types) or "none"
 
 
 def _ascii(raw: list[bytes], what: str) -> tuple[str, ...]:
@@ -210,7 +257,7 @@ def _with_argtypes(probe: Probe, typed: dict[int, tuple[str, str]]) -> Probe:
     if missing:
         raise DescriptorError(f"probe {_quoted(probe.symbol)} types arguments up to {n - 1} but not argument "
                               f"{missing[0]}")
-    from dataclasses import replace
+    from sdtgen.record import replace
 
     return replace(probe, args=tuple(args), xargs=tuple(xargs) if any(xargs) else ())
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sdtgen.layout import EVENT, VALUES
+from sdtgen.trace.argtypes import arg_type
 
 RECORDER_PREFIX = "__sdt_rec_"
-STRING_TYPES = frozenset({"char*", "constchar*", "charconst*"})
 MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]
 
 
@@ -27,10 +27,6 @@ def probe_key(symbol: str) -> int:
     for b in symbol.encode():
         h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
     return h or 1
-
-
-def is_string(ctype: str) -> bool:
-    return ctype.replace(" ", "") in STRING_TYPES
 
 
 @dataclass(frozen=True)
@@ -53,7 +49,7 @@ class EventLayout:
 
 
 def event_layout(types: tuple[str, ...], bits: int) -> EventLayout:
-    strings = tuple(k for k, t in enumerate(types) if is_string(t))
+    strings = tuple(k for k, t in enumerate(types) if arg_type(t, bits).kind == "str")  # the traces' own rule
     return EventLayout(bits // 8, tuple(k for k in range(len(types)) if k not in strings), strings)
 
 

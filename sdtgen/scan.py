@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
-
 from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, ISEN, REF, Arch, UnsupportedReloc
-from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile
+from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Section
+from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
     FLAG_SYMBOL,
     ISENABLED_PREFIX,
+    DescriptorConflict,
     DescriptorError,
     Probe,
     Site,
@@ -21,19 +20,20 @@ from sdtgen.probes import (
     probe_from_symbol,
     probe_symbol,
 )
+from sdtgen.record import factory, record
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
              "`ld.lld -r` for clang -flto")
 
 
-@dataclass
+@record
 class ScanResult:
     object: str
     arch: Arch
     sites: list[Site]
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
-    defined: set[str] = field(default_factory=set)  # probe symbols the object defines itself
-    section_index: dict[str, int] = field(default_factory=dict)  # name -> index of the sections with sites
+    defined: set[str] = factory(set)  # probe symbols the object defines itself
+    section_index: dict[str, int] = factory(dict)  # name -> index of the sections with sites
     flag: bool = False  # the object reads sdt_probes_enabled (SDT_PROBES_ENABLED()) without defining it
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
@@ -60,11 +60,22 @@ def merged(results: list[ScanResult]) -> ScanResult:
             raise SdtError(r.object, f"is {r.arch.name} but {first.object} is {first.arch.name}",
                            "give objects of one image")
     probes: dict[str, Probe] = {}
+    owner: dict[str, str] = {}
     for r in results:
         for sym, p in r.probes.items():
-            probes.setdefault(sym, p)
+            known = probes.setdefault(sym, p)
+            owner.setdefault(sym, r.object)
+            if known != p and known.described and p.described:
+                raise SdtError(r.object, f"defines probe {printable(p.spec)} ({_args(p)}) with stub symbol "
+                               f"{printable(sym)}, which {owner[sym]} defines as {printable(known.spec)} "
+                               f"({_args(known)})", "define each probe once, with one list of argument types "
+                               "and names that make distinct stub symbols")
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
                       probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
+
+
+def _args(probe: Probe) -> str:
+    return printable(", ".join(probe.args)) or "no arguments"
 
 
 def open_relocatable(path: str) -> ElfFile:
@@ -128,31 +139,35 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
                 raise elf.fail(f"a relocation against {printable(wanted[r.sym])} lies outside its section",
                                "the object is damaged; rebuild it", where=place(target.name, None, r.offset))
             found.append((target, r, wanted[r.sym]))
-    funcs = elf.functions_in({target.index for target, _, _ in found})
+    funcs = SymbolIndex(elf, CODE, {target.index for target, _, _ in found})
     sites: list[Site] = []
-    namers: dict[int, _FunctionNamer] = {}
-    specs: dict[str, str] = {}  # one spec string a probe, not one a site
-    for target, r, sym in found:
-        namer = namers.get(target.index) or namers.setdefault(target.index, _FunctionNamer(funcs.get(target.index, [])))
+    owners: dict[str, tuple[str, str]] = {}  # symbol -> (its probe's symbol, the probe's spec), once each
+    codes: dict[int, memoryview] = {}
+    reloc_names: dict[int, str] = {}
+    for target, r, sym in found:  # the loop of a kernel's tens of thousands of sites: lookups kept flat
+        shndx, offset = target.index, r.offset
+        code = codes.get(shndx)
+        if code is None:
+            code = codes[shndx] = elf.contents(target)
         try:
-            shape = arch.classify(elf.contents(target), r.offset, r.type, target.is_exec, namer.start(r.offset))
+            shape = arch.classify(code, offset, r.type, target.is_exec, funcs.preceding(offset, shndx) or 0)
         except UnsupportedReloc:
             raise elf.fail(f"{arch.reloc_name(r.type)} against {printable(sym)} is not a relocation sdtgen "
                            "understands", "compile probe sites as direct calls (see README, 'Diagnostics')",
-                           where=namer.place(target.name, r.offset)) from None
+                           where=section_place(funcs, target, offset)) from None
         form, detail = shape.form, shape.detail
-        owner = probe_symbol(sym)
-        if owner != sym:  # an is-enabled check: patchable only as a plain call
+        known = owners.get(sym)
+        if known is None:
+            owner = probe_symbol(sym)
+            probe = probes.get(owner) or probes.setdefault(owner, probe_from_symbol(owner, prefix))
+            known = owners[sym] = (owner, probe.spec)
+        if known[0] != sym:  # an is-enabled check: patchable only as a plain call
             form = ISEN if form == CALL else REF
             detail = "is-enabled call" if form == ISEN else f"is-enabled reference by {detail}"
-        probe = probes.get(owner) or probes.setdefault(owner, probe_from_symbol(owner, prefix))
-        sites.append(Site(
-            probe=specs.get(owner) or specs.setdefault(owner, probe.spec),
-            symbol=sym, section=target.name, offset=shape.start,
-            text_offset=shape.start if target.name == ".text" else None,
-            reloc=arch.reloc_name(r.type), form=form, length=shape.length,
-            detail=detail, function=namer.name(shape.start),
-        ))
+        rname = reloc_names.get(r.type) or reloc_names.setdefault(r.type, arch.reloc_name(r.type))
+        start = shape.start
+        sites.append(Site(known[1], sym, target.name, start, start if target.name == ".text" else None, rname,
+                          form, shape.length, detail, funcs.name(start, shndx)))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     by_name = {target.name: target.index for target, _, _ in found}
     flag = any(name == FLAG_SYMBOL and not elf.symbol_defined(i)
@@ -166,36 +181,15 @@ def read_descriptors(elf: ElfFile) -> dict[str, Probe]:
         return {}
     try:
         return parse_descriptors(bytes(elf.contents(sec)))
+    except DescriptorConflict as e:
+        raise elf.fail(str(e), e.fix, where=place(DESC_SECTION, None, e.where)) from None
     except DescriptorError as e:
         raise elf.fail(f"bad probe descriptors in {DESC_SECTION}: {e}",
                        "define probes with the SDT_PROBE_DEFINE macros of sdtgen's sdt.h") from None
 
 
-class _FunctionNamer:
-    """Names an offset in a section as function+0xoff, from the object's own symbols."""
-
-    def __init__(self, funcs: list[tuple[int, int, str]]) -> None:
-        self.funcs = funcs
-
-    def start(self, offset: int) -> int:
-        """Where the function holding ``offset`` starts (an instruction boundary); 0 when none does."""
-        i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
-        return self.funcs[i][0] if i >= 0 else 0
-
-    def _at(self, offset: int) -> tuple[str, int] | None:
-        i = bisect.bisect_right(self.funcs, (offset, float("inf"))) - 1
-        if i >= 0:
-            value, size, name = self.funcs[i]
-            if size == 0 or offset < value + size:
-                return name, offset - value
-        return None
-
-    def name(self, offset: int) -> str:
-        """``function+0xoff`` (a bare ``0xoff`` outside any function)."""
-        found = self._at(offset)
-        return f"{found[0]}+{found[1]:#x}" if found else f"{offset:#x}"
-
-    def place(self, section: str, offset: int) -> str:
-        """The one symbolizer's form: ``section:function+0xoff``, or ``section+0xoff`` outside functions."""
-        found = self._at(offset)
-        return place(section, printable(found[0]), found[1]) if found else place(section, None, offset)
+def section_place(index: SymbolIndex, section: Section, offset: int) -> str:
+    """``section:function+0xoff`` of an offset in a relocatable object's section (``section+0xoff``
+    outside every function)."""
+    found = index.containing(offset, section.index)
+    return place(section.name, printable(found[0]), found[1]) if found else place(section.name, None, offset)

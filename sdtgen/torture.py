@@ -1,23 +1,25 @@
-"""`sdtgen torture`: every CPU calls one function over and over while the host arms and disarms its probes.
+"""`sdtgen torture`: CPUs call one function over and over while a control CPU arms and disarms its probes.
 
-What is toggled: every call, tail and is-enabled site inside the function.
-Arming writes what the data path's branch arming writes, a call (or tail
-jump) to the probe's recorder, so on x86 a toggle rewrites all five bytes of
-a site, the case the protocol exists for; a site its recorder is out of
-reach of gets the breakpoint, and an is-enabled check "result = 1". Firings
-are what the recorders wrote into the CPUs' rings (with what a full ring
-lost), plus breakpoint firings.
+The product's own runtime does every write: a control CPU (one more engine) calls the image's
+sdt_enable and sdt_disable (branch mode) for the probes with sites in the function, interleaved
+with the other CPUs in seeded quanta, so the same seed replays the same run. The patch protocol is
+the one the image's runtime was built with (a runtime built with -DSDT_NAIVE_PROTOCOL writes bytes
+in place: `torture` says which it ran).
 
-The host's writes interleave with the CPUs' quanta: the seed chooses how many
-rounds run between toggles, and every store of a write is followed by a round
-(sdtgen.boot.textpoke). An instruction hook on the sites' bytes, installed in
-this mode only, compares every instruction a CPU executes there with the old
-and the new instruction (and the protocol's own breakpoint at the site): any
-other bytes are ``torn``. The bytes are read from memory in the hook, and they
-are what the CPU translated: memory changes only between quanta, and every
-change is followed by a flush of every CPU before any of them runs again.
-``faults`` counts guest faults, wrong return values (against the value of the
-same call on one CPU with nothing armed) and calls that never end.
+What counts. Every store the runtime makes to a site is made visible to every CPU at once (their
+translations of it are dropped as it lands: the most a CPU can see), and an instruction hook on the
+sites' bytes, installed in this mode only, compares every instruction a CPU executes there with the
+site's instructions in its two states (read from memory after the runtime wrote each) and the
+protocol's transient breakpoint: anything else is ``torn``. ``faults`` counts guest faults and calls
+returning another value than the same call on one CPU with nothing armed. ``firings`` are the
+events the recorders wrote (and what full rings lost); ``transient`` the traps on a breakpoint the
+protocol had in flight.
+
+``exhaustive``: for every site of the function and every change the runtime makes to it, at every
+store the runtime makes, another CPU is started at every instruction boundary in the site (and
+every byte of it is tried) in the memory as it is then, with the store's bytes landed in every
+order a CPU could see them land, and must execute the old instruction, the new one, or the
+breakpoint that sdt_trap resolves as the new one.
 """
 
 from __future__ import annotations
@@ -25,14 +27,11 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass, field
-from functools import partial
 
-from sdtgen.arch.base import COND, ISEN, RETURNS
 from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.patcher import PatchedSite
 from sdtgen.boot.session import BootSession, Reporter
-from sdtgen.boot.smp import Smp
 from sdtgen.errors import SdtError, printable
+from sdtgen.table import TableSite
 
 GAP = 8  # the most rounds the CPUs run between two toggles
 CALL_ROUNDS = 20000  # rounds a call may take before it counts as a fault (a torn branch may loop)
@@ -42,208 +41,229 @@ CALL_ROUNDS = 20000  # rounds a call may take before it counts as a fault (a tor
 class Summary:
     protocol: str
     cpus: int
-    toggles: int
+    toggles: int  # asked for
+    done: int = 0  # made
     calls: int = 0
     firings: int = 0
     faults: int = 0
     torn: int = 0
     transient: int = 0  # traps on the protocol's transient breakpoint (the protocol was exercised)
+    timed_out: bool = False
+    checked: int = 0  # exhaustive: (state, position) pairs executed
     per_cpu_calls: list[int] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return self.faults == 0 and self.torn == 0
+        return self.faults == 0 and self.torn == 0 and not self.timed_out and (self.firings > 0 or self.checked > 0)
 
     def as_dict(self) -> dict:
-        return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.toggles, "calls": self.calls,
-                "firings": self.firings, "faults": self.faults, "torn": self.torn}
+        return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.done, "asked": self.toggles,
+                "calls": self.calls, "firings": self.firings, "faults": self.faults, "torn": self.torn,
+                "transient": self.transient, "timed_out": self.timed_out, "checked": self.checked,
+                "passed": self.passed}
 
     def text(self) -> str:
         verdict = "ok" if self.passed else "FAILED"
         cpus = f"{self.cpus} CPU" + ("s" if self.cpus != 1 else "")
-        return (f"{verdict}: {self.protocol} protocol, {cpus}, {self.toggles} toggles: {self.calls} calls, "
+        if self.checked:
+            return (f"{verdict}: {self.protocol} protocol, exhaustive: {self.checked} executions at every store, "
+                    f"{self.torn} torn, {self.faults} faults")
+        line = (f"{verdict}: {self.protocol} protocol, {cpus}, {self.done} toggles: {self.calls} calls, "
                 f"{self.firings} firings, {self.faults} faults, {self.torn} torn")
+        if self.timed_out:
+            line += f" (timed out after {self.done} of {self.toggles} toggles)"
+        elif self.firings == 0:
+            line += " (no site fired: give arguments that reach the probes)"
+        return line
 
 
 @dataclass
-class Toggled:
-    site: PatchedSite
-    off: bytes  # the disabled bytes
-    on: bytes  # the armed bytes
+class Watched:
+    site: TableSite
     legit: frozenset[tuple[int, bytes]]  # (address, bytes) of every instruction a CPU may execute in the site
-    target: int | None  # armed, the site branches here (its recorder); None: it holds the breakpoint
 
 
 class Torture:
-    def __init__(self, session: BootSession, func: int, args: list[int], toggles: int, timeout: float) -> None:
+    def __init__(self, session: BootSession, func: int, args: list[int], mask: int, toggles: int,
+                 timeout: float) -> None:
         self.session = session
         self.smp = session.smp
-        self.machine = session.machine
-        self.arch = self.machine.arch
-        self.func, self.args = func, args
+        self.workers = self.smp.cpus[:-1]
+        self.control = self.smp.cpus[-1]
+        self.arch = session.image.arch
+        self.func, self.args, self.mask = func, args, mask
         self.toggles = toggles
         self.timeout = timeout
-        self.summary = Summary(self.smp.poke.protocol, len(self.smp.cpus), toggles)
-        self.sites: dict[int, Toggled] = {}
-        self.mask = (1 << self.arch.bits) - 1
+        self.summary = Summary(session.entries.protocol, len(self.workers), toggles)
+        self.sites: dict[int, Watched] = {}
+        self.specs: list[str] = []
         self.expected = 0
-        self.rounds: list[int] = []
-        self.calls: list[int] = []
 
-    # -- setting up ------------------------------------------------------------------
+    # -- setting up ------------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
-        """The sites to toggle, the reference value (before anything is armed), the traps and hooks."""
+        """The sites, their two states as the runtime writes them, the reference value, the hooks."""
         sym = self.session.image.symbols[symbol]
         end = sym.value + max(sym.size, 1)
-        for s in self.session.patch.sites:
-            if sym.value <= s.addr < end and s.form != COND and s.usable:
-                target, on = self._armed(s)
-                self.sites[s.addr] = Toggled(s, s.disabled, on, self._legit(s.addr, s.disabled, on), target)
-        if not self.sites:
+        rt = self.session.runtime
+        inside = [s for s in rt.sites if sym.value <= s.addr < end and s.state == "off"]
+        if not inside:
             raise SdtError(self.session.image.path, f"{printable(symbol)} has no probe site to toggle",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
+        self.specs = sorted({s.probe.spec for s in inside})
         try:
-            self.expected = self.reference() & self.mask
+            self.expected = self.reference()
         except GuestFault as e:
             raise SdtError(self.session.image.path, f"{printable(symbol)} faults on one CPU with nothing armed: "
                            f"{e.what} at {e.pc:#x}", "give arguments the function accepts") from None
-        for m in self.smp.cpus:
-            m.trap = partial(self._trap, m)
+        off = {s.addr: self.control.read(s.addr, s.size) for s in inside}
+        self._toggle_now(True)
+        on = {s.addr: self.control.read(s.addr, s.size) for s in inside}
+        self._toggle_now(False)
+        for s in inside:
+            self.sites[s.addr] = Watched(s, legit_instructions(self.arch, s.addr, off[s.addr], on[s.addr]))
+        rt.on_trap_result = self._trap_result
+        for m in self.workers:
             self._hook(m)
+        self._watch_stores()
 
-    def _armed(self, s: PatchedSite) -> tuple[int | None, bytes]:
-        """(where the armed site branches, the armed bytes): a call (or tail jump) to the probe's recorder, as
-        the data path's branch arming writes it, where it reaches; else the breakpoint. An is-enabled check
-        toggles between result 0 and 1."""
-        if s.form == ISEN:
-            return None, s.armed
-        data = self.session.runtime.data
-        recorder = data.recorders.get(s.probe.stub) if data is not None else None
-        if recorder is not None:
-            code = self.arch.branch_to(s.form, s.addr, s.length, recorder)
-            if code is not None:
-                return recorder, code
-        return None, s.armed
+    def reference(self) -> int:
+        """The call's value on one CPU with nothing armed: what every torture call must return."""
+        return self.workers[0].call(self.func, self.args, timeout=self.timeout) & self.mask
 
-    def _legit(self, addr: int, off: bytes, on: bytes) -> frozenset[tuple[int, bytes]]:
-        cs = self.arch.capstone()
-        legit = {(addr, self.arch.breakpoint(2))}  # the protocol's transient breakpoint
-        for code in (off, on):
-            for a, size, _, _ in cs.disasm_lite(code, addr):
-                legit.add((a, code[a - addr:a - addr + size]))
-            if code[:len(self.arch.breakpoint(len(code)))] == self.arch.breakpoint(len(code)):
-                legit.add((addr, self.arch.breakpoint(len(code))))
-        return frozenset(legit)
+    def _toggle_now(self, arm: bool) -> None:
+        for spec in self.specs:
+            (self.session.enable if arm else self.session.disable)(spec)
 
     def _hook(self, m: Machine) -> None:
         from unicorn import UC_HOOK_CODE
 
-        for addr, t in self.sites.items():
-            m.uc.hook_add(UC_HOOK_CODE, self._fetched, t, addr, addr + len(t.on) - 1)
+        for addr, w in self.sites.items():
+            m.uc.hook_add(UC_HOOK_CODE, self._fetched, w, addr, addr + w.site.size - 1)
 
-    def _fetched(self, uc, address: int, size: int, t: Toggled) -> None:
-        code = self.machine.read(address, size)
-        if (address, code) not in t.legit:
+    def _fetched(self, uc, address: int, size: int, w: Watched) -> None:
+        if (address, self.control.read(address, size)) not in w.legit:
             self.summary.torn += 1
 
-    # -- traps -----------------------------------------------------------------------
-    def _trap(self, m: Machine, addr: int) -> int:
-        t = self.sites.get(addr)
-        if t is None:
-            raise GuestFault("breakpoint trap outside every site", addr)
-        new = self.smp.poke.in_flight.get(addr)
-        if new is not None:
+    def _watch_stores(self) -> None:
+        """Every store the control CPU makes to code: every other CPU's translations dropped as it lands."""
+        self.control.watch_code_stores(self._stored)
+
+    def _stored(self, address: int, data: bytes) -> None:
+        for m in self.workers:
+            m.uc.ctl_flush_tb()
+
+    def _trap_result(self, result: int) -> None:
+        if result == 2:  # SDT_TRAP_EMULATED: a breakpoint of a patch in flight
             self.summary.transient += 1
-        else:  # the breakpoint is the site's own: armed in trap mode
-            new = self.machine.read(addr, len(t.on))
-            if new != t.on or t.target is not None or t.site.form == ISEN:
-                raise GuestFault("breakpoint trap at a site that is not armed", addr)
-        return self._as_if(m, t, new)
 
-    def _as_if(self, m: Machine, t: Toggled, new: bytes) -> int:
-        """Go on as if ``new`` were the site's instruction (a CPU on a transient breakpoint does)."""
-        site = t.site
-        if site.form == ISEN:  # "result = 0 or 1": what the new instruction would leave in the result register
-            m.uc.reg_write(self.arch.regs.ret, int(new == t.on))
-            return site.addr + site.length
-        if new == t.on and t.target is not None:  # the call (or tail jump) being written: make it
-            self.arch.enter(m, t.target, None if site.form in RETURNS else site.addr + site.length)
-            return t.target
-        if new == t.on:
-            self.summary.firings += 1
-        elif new != t.off:
-            raise GuestFault("breakpoint trap during a write of unknown bytes", site.addr)
-        return self.arch.return_address(m) if site.form in RETURNS else site.addr + site.length
-
-    # -- running ---------------------------------------------------------------------
-    def reference(self) -> int:
-        """The call's value on one CPU with nothing armed: what every torture call must return."""
-        return self.machine.call(self.func, self.args, timeout=self.timeout)
-
+    # -- running -----------------------------------------------------------------------------
     def run(self) -> Summary:
-        """Toggle the sites ``toggles`` times while every CPU calls the function; then let the calls end."""
-        rng, poke = self.smp.rng, self.smp.poke
-        self.rounds = [0] * len(self.smp.cpus)
-        self.calls = [0] * len(self.smp.cpus)
-        for m in self.smp.cpus:
+        """Toggle ``toggles`` times while every worker calls the function; then let the calls end."""
+        rng = self.smp.rng
+        calls = [0] * len(self.workers)
+        rounds = [0] * len(self.workers)
+        for m in self.workers:
             m.begin_call(self.func, self.args)
         deadline = time.monotonic() + self.timeout
-        running = list(range(len(self.smp.cpus)))
-        armed = False
-        for _ in range(self.toggles):
+        running = list(range(len(self.workers)))
+        rt = self.session.runtime
+        for t in range(self.toggles):
             for _ in range(rng.randint(0, GAP)):
-                self._round(running, again=True)
-            armed = not armed
-            for addr, t in self.sites.items():
-                old, new = (t.off, t.on) if armed else (t.on, t.off)
-                if self.machine.read(addr, len(new)) != old:
-                    raise SdtError(self.session.image.path, f"the site at {addr:#x} changed under the torture test")
-                for _ in poke.steps(addr, new):
-                    self._round(running, again=True)
-                t.site.current = new
+                self._round(running, calls, rounds, again=True)
+            arm = t % 2 == 0
+            for spec in self.specs:
+                name = "sdt_enable" if arm else "sdt_disable"
+                args = [rt._spec(self.control, spec)] + ([2] if arm else [])
+                self.control.begin_call(self.session.entries[name], args)
+                while not self._control_step():
+                    self._round(running, calls, rounds, again=True)
+            self.summary.done += 1
             if time.monotonic() > deadline:
-                self.summary.faults += 1
+                self.summary.timed_out = True
                 break
+        if self.summary.done % 2:  # leave every site disarmed
+            for spec in self.specs:
+                self.control.begin_call(self.session.entries["sdt_disable"], [rt._spec(self.control, spec)])
+                while not self._control_step():
+                    self._round(running, calls, rounds, again=True)
         while running:  # every CPU finishes the call it is in
-            self._round(running, again=False)
-        # Firings through recorders are in the CPUs' rings (a full ring counts what it lost).
-        self.summary.firings += len(self.session.runtime.drain()) + self.session.runtime.lost
-        self.summary.calls = sum(self.calls)
-        self.summary.per_cpu_calls = self.calls
+            self._round(running, calls, rounds, again=False)
+        rt.refresh()
+        self.session.drain()
+        self.summary.firings = sum(self.session.hits.values()) + self.session.consumer.total_lost
+        self.summary.calls = sum(calls)
+        self.summary.per_cpu_calls = calls
         return self.summary
 
-    def _round(self, running: list[int], again: bool) -> None:
+    def _control_step(self) -> bool:
+        try:
+            done = self.control.step(self.smp.quantum())
+        except GuestFault as e:
+            raise SdtError(self.session.image.path, f"the runtime faulted on the control CPU: {e.what} at {e.pc:#x}",
+                           "") from None
+        if done:
+            result = self.control.uc.reg_read(self.arch.regs.ret) & 0xFFFFFFFF
+            if result & 0x80000000:
+                raise SdtError(self.session.image.path, "the runtime refused to arm or disarm the probes under "
+                               f"torture (error {result - (1 << 32)})", "")
+        return done
+
+    def _round(self, running: list[int], calls: list[int], rounds: list[int], again: bool) -> None:
         """One quantum on every running CPU; a CPU whose call ended is checked, then called again or retired."""
         for k in list(running):
-            m = self.smp.cpus[k]
+            m = self.workers[k]
             try:
                 done = m.step(self.smp.quantum())
-                self.rounds[k] += 1
-                if not done and self.rounds[k] < CALL_ROUNDS:
+                rounds[k] += 1
+                if not done and rounds[k] < CALL_ROUNDS:
                     continue
                 if not done or m.uc.reg_read(m.arch.regs.ret) & self.mask != self.expected:
                     self.summary.faults += 1
             except GuestFault:
                 self.summary.faults += 1
-            self.calls[k] += 1
-            self.rounds[k] = 0
+            calls[k] += 1
+            rounds[k] = 0
             if again:
                 m.begin_call(self.func, self.args)
             else:
                 running.remove(k)
 
 
-def torture(path: str, symbol: str, args: list[int], cpus: int, toggles: int, protocol: str, seed: int,
-            timeout: float) -> Summary:
-    """Boot ``path`` on ``cpus`` CPUs and run the torture test; the summary."""
-    session = BootSession(path, Reporter(as_json=True, out=io.StringIO()), timeout=timeout, cpus=cpus, seed=seed)
+def legit_instructions(arch, addr: int, *states: bytes) -> frozenset[tuple[int, bytes]]:
+    """(address, bytes) of every instruction a CPU can be at in the site, in any of ``states``, and the
+    protocol's transient breakpoint. Reachable ones only: from the site's start, on past each instruction
+    that falls through (a call returns past itself); the bytes behind a breakpoint, a return or a jump are
+    never executed, whatever Capstone would make of them."""
+    from capstone import CS_GRP_INT, CS_GRP_IRET, CS_GRP_JUMP, CS_GRP_RET
+
+    cs = arch.capstone()
+    cs.detail = True
+    legit = {(addr, arch.breakpoint(2))}  # the protocol's transient breakpoint (int3, c.ebreak)
+    for code in states:
+        for insn in cs.disasm(code, addr):
+            legit.add((insn.address, bytes(insn.bytes)))
+            if any(insn.group(g) for g in (CS_GRP_INT, CS_GRP_IRET, CS_GRP_JUMP, CS_GRP_RET)) \
+                    or bytes(insn.bytes) in (arch.breakpoint(2), arch.breakpoint(4)):
+                break
+    return frozenset(legit)
+
+
+def torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
+            timeout: float, exhaustive: bool = False) -> Summary:
+    """Boot ``path`` on ``cpus`` CPUs and a control CPU, and run the torture test; the summary."""
+    session = BootSession(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), timeout=timeout,
+                          arm="branch", cpus=cpus + 1, seed=seed, schedule="seeded")
     try:
-        func, _ = session.check_run(symbol, args)
-        if session.smp is None:  # one CPU: the host's writes still interleave with it
-            session.smp = Smp(session.machine, 1, seed)
-        session.smp.poke.protocol = protocol
-        t = Torture(session, func, args, toggles, timeout)
+        func, rtype = session.check_run(target, args)
+        mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
+        symbol = target.partition(":")[0]
+        if exhaustive:
+            from sdtgen.exhaustive import exhaustive as run_exhaustive
+
+            return run_exhaustive(session, symbol)
+        t = Torture(session, func, args, mask, toggles, timeout)
         t.prepare(symbol)
         return t.run()
     finally:
         session.close()
+

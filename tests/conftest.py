@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from booted import Booted
-from helpers import CROSS, FREEBSD, Build, build_fixture, need_tool
-from native_oracle import build_native, run_native
+from helpers import CROSS, FREEBSD, SDTGEN, Build, build_fixture, need_tool
+from native_oracle import build_fixture_native, run_native
+
+os.environ["SDTGEN"] = SDTGEN  # what tools/ drive, and make: this interpreter's sdtgen
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +51,7 @@ def booted(kernel):
 @pytest.fixture(scope="session")
 def native_exe(kernel, tmp_path_factory):
     """The fixture's C built for this machine, every probe a function that prints its call."""
-    return build_native(tmp_path_factory.mktemp("native"))
+    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.fixture(scope="session")

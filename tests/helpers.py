@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from toolchain import kernel_cflags
 
 from sdtgen import arch as arches
 
@@ -77,13 +78,13 @@ def include_flag() -> str:
 
 
 def compile_c(tmp: Path, name: str, source: str, *flags: str) -> Path:
-    """Compile one C file with kernel flags and sdt.h on the include path."""
+    """Compile one C file with the kernel flags (tools/kernel_flags.mk and the registry's) and sdt.h on the
+    include path."""
     src = tmp / f"{name}.c"
     src.write_text(source)
     obj = tmp / f"{name}.o"
     include = sdtgen("include-dir", check=True).stdout.strip()
-    run(["gcc", "-ffreestanding", "-mcmodel=kernel", "-mno-red-zone", "-fno-pic", "-O2",
-         "-fno-asynchronous-unwind-tables", f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
+    run(["gcc", *kernel_cflags("x86_64"), f"-I{include}", *flags, "-c", "-o", str(obj), str(src)])
     return obj
 
 
@@ -113,13 +114,44 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
     stubs, table = tmp / f"{name}_stubs.c", tmp / f"{name}_table.S"
     sdtgen("gen", partial, "--mode", mode, "--stubs", stubs, "--table", table, check=True)
     readelf_symbols(partial)  # gen rewrote it: readelf reads it back without a warning
-    stubs_o, table_o = tmp / f"{name}_stubs.o", tmp / f"{name}_table.o"
-    run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-fno-lto", "-c", "-o", str(stubs_o), str(stubs)])
-    run(["gcc", "-c", "-o", str(table_o), str(table)])
+    sdt_objs = compile_runtime(tmp, name, stubs, table)
     script = final_script(tmp / f"{name}_final.ld")
     image = tmp / f"{name}.elf"
-    objs = [partial, stubs_o, table_o] if order == "kernel-first" else [stubs_o, partial, table_o]
+    objs = [partial, *sdt_objs] if order == "kernel-first" else [*sdt_objs, partial]
     run(["ld", "-T", script, "-o", str(image), *map(str, objs)])
+    return image
+
+
+def compile_runtime(tmp: Path, name: str, stubs: Path, table: Path, arch: str = "x86_64",
+                    *flags: str) -> list[Path]:
+    """gen's stubs and table and the runtime, compiled with the kernel's flags as sdtgen.mk compiles them."""
+    runtime = Path(arches.__file__).resolve().parent.parent / "runtime"
+    gcc = cross_tool(arch, "gcc")
+    cflags = [*kernel_cflags(arch), *flags, include_flag(), "-fno-lto", "-c"]
+    out = []
+    for src, suffix in ((stubs, "stubs"), (table, "table"), (runtime / "sdt_runtime.c", "runtime"),
+                        (runtime / "arch" / f"sdt_{arch}.c", "arch")):
+        obj = tmp / f"{name}_{suffix}.o"
+        run([gcc, *cflags, "-o", str(obj), str(src)])
+        out.append(obj)
+    return out
+
+
+def build_c_kernel(tmp: Path, arch: str, source: str, name: str = "k", *flags: str) -> Path:
+    """A kernel of one C file for ``arch``, built as sdtgen.mk builds one: compile, partial link, gen, the
+    generated code and the runtime with the kernel's flags, the final link with sdtgen's script."""
+    gcc, ld = cross_tool(arch, "gcc"), cross_tool(arch, "ld")
+    src, obj, partial = tmp / f"{name}.c", tmp / f"{name}.o", tmp / f"{name}_partial.o"
+    src.write_text(source)
+    run([gcc, *kernel_cflags(arch), *flags, include_flag(), "-c", "-o", str(obj), str(src)])
+    run([ld, "-r", "-T", sdtgen("linker-script", "partial", "--path", check=True).stdout.strip(), "-o", str(partial),
+         str(obj)])
+    stubs, table = tmp / f"{name}_stubs.c", tmp / f"{name}_table.S"
+    sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+    sdt_objs = compile_runtime(tmp, name, stubs, table, arch, *flags)
+    script = final_script(tmp / f"{name}_final.ld", arch)
+    image = tmp / f"{name}.elf"
+    run([ld, "-T", str(script), "-o", str(image), str(partial), *map(str, sdt_objs)])
     return image
 
 
@@ -128,9 +160,10 @@ def corrupt_site_entry(image: Path, out: Path, index: int, delta: int) -> Path:
     import struct
 
     from sdtgen.elf.reader import ElfFile
+    from sdtgen.table import SITE_SIZE
 
     with ElfFile(image) as elf:
-        offset = elf.section("set_sdt_sites_set").offset + 12 * index
+        offset = elf.section("set_sdt_sites_set").offset + SITE_SIZE * index
     data = bytearray(image.read_bytes())
     (rel,) = struct.unpack_from("<i", data, offset)
     struct.pack_into("<i", data, offset, rel + delta)

@@ -1,4 +1,4 @@
-"""Every architecture end to end: the fixture builds, checks and boots, and fires as on x86-64."""
+"""Every architecture end to end: the fixture builds, checks and boots, and fires as its C does run natively."""
 
 from __future__ import annotations
 
@@ -8,20 +8,31 @@ import struct
 import subprocess
 
 import pytest
-from helpers import ARCHES, OTHER_ARCHES, cross_tool, need_tool, run, sdtgen
+from helpers import ARCHES, FIXTURE, OTHER_ARCHES, build_c_kernel, cross_tool, need_tool, run, sdtgen
+from matrix import boot_trace, comparable, pointer_args, split_call
+from native_oracle import Call, data_symbolizer, run_native
 
 from sdtgen import arch as arches
 from sdtgen.boot.session import BootSession, Reporter
-from sdtgen.matrix import boot_trace
 
-CALLS = (("kmain", (1,)), ("kmain", (3,)), ("sched_switch", (7, 8, 3, 1, 5000, 0x40)), ("sched_run", (0,)),
-         ("vfs_lookup_id:int", (2,)), ("kmem_alloc", (1 << 20,)), ("proc_exec:int", (9,)), ("proc_exec:int", (0,)),
-         ("proc_exit:void", (42,)))
+CALLS = ("kmain 1", "kmain 3", "sched_switch 7 8 3 1 5000 0x40", "sched_run 0", "vfs_lookup_id:int 2",
+         "kmem_alloc 0x100000", "proc_exec:int 9", "proc_exec:int 0", "proc_exit:void 42")
+POINTERS = pointer_args((FIXTURE,))
+
+
+def native_trace(native_exe, calls=CALLS) -> tuple:
+    """The calls run natively, as comparable() puts a boot's events: the truth every architecture reproduces."""
+    events = run_native(native_exe, [Call(s.partition(":")[0], a) for s, a in map(split_call, calls)])
+    return comparable(events, POINTERS, data_symbolizer(native_exe))
+
+
+def trace(image, arch: str, arm: str = "trap", calls=CALLS) -> tuple:
+    return boot_trace(image, list(calls), POINTERS, arch, arm)
 
 
 @pytest.fixture(scope="module")
-def x86_trace(kernel):
-    return boot_trace(kernel.image, CALLS)
+def native_calls(native_exe):
+    return native_trace(native_exe)
 
 
 @pytest.mark.parametrize("arch", OTHER_ARCHES)
@@ -33,58 +44,69 @@ def test_fixture_builds_and_checks(arch_kernel, arch):
     assert json.loads(sdtgen("scan", k.partial, "--json").stdout)["arch"] == arch
 
 
-@pytest.mark.parametrize("arch", OTHER_ARCHES)
-def test_firings_and_results_equal_x86_64(arch_kernel, arch, x86_trace):
-    trace = boot_trace(arch_kernel(arch).image, CALLS)
-    assert trace == x86_trace
-    fired = {e[1] for e in trace if e[0] == "fire"}
-    assert {"hk:sched:switch:six", "hk:vfs:lookup:entry", "hk:proc:exit:done"} <= fired  # six args, strings, tail
-    six = next(e for e in trace if e[0] == "fire" and e[1] == "hk:sched:switch:six" and e[2][0] == 7)
-    assert six[2] == [7, 8, 3, 1, 5000, 0x40]
-    assert ("return", "proc_exec", -2) in trace
+@pytest.mark.parametrize("arch", ARCHES)
+def test_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, native_calls):
+    fired = trace(kernel.image if arch == "x86_64" else arch_kernel(arch).image, arch)
+    assert fired == native_calls
+    names = {e[1] for e in fired if e[0] == "fire"}
+    assert {"hk:sched:switch:six", "hk:vfs:lookup:entry", "hk:proc:exit:done"} <= names  # six args, strings, tail
+    six = next(e for e in fired if e[0] == "fire" and e[1] == "hk:sched:switch:six" and e[2][0] == 7)
+    assert six[2] == (7, 8, 3, 1, 5000, 0x40)
+    assert ("return", -2) in fired
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_branch_mode_firings_and_results_equal_x86_64_traps(arch_kernel, kernel, arch, x86_trace):
-    """Recorded in the guest by branches, the firings are what x86-64's traps give (the native truth)."""
+def test_branch_mode_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, native_calls):
+    """Recorded in the guest by branches, the firings are what the C source does natively."""
     image = kernel.image if arch == "x86_64" else arch_kernel(arch).image
-    assert boot_trace(image, CALLS, arm="branch") == x86_trace
+    assert trace(image, arch, "branch") == native_calls
 
 
-def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_word(arch_kernel, x86_trace):
+def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_word(arch_kernel, native_calls):
     """jal in the first word, the second still the NOP: arming is one aligned store, never an auipc+jalr pair."""
     image = arch_kernel("riscv64", RELAX="0").image
-    assert boot_trace(image, CALLS, arm="branch") == x86_trace
+    assert trace(image, "riscv64", "branch") == native_calls
     s = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
         s.enable(":::")
-        assert not s.runtime.trapped and {x.length for x in s.runtime.sites.values()} == {8}
+        assert {x.state for x in s.runtime.sites} == {"branch"} and {x.size for x in s.runtime.sites} == {8}
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites.values():
+        for x in s.runtime.sites:
             jal, nop = cs.disasm(s.machine.read(x.addr, 8), x.addr)
             assert (jal.mnemonic, nop.mnemonic) in (("jal", "nop"), ("j", "nop")), (jal.mnemonic, nop.mnemonic)
     finally:
         s.close()
 
 
-# Sites a recorder is out of branch range of, armed with the breakpoint instead: RISC-V's 2-byte c.j.
-FAR_SITES = {"x86_64": 0, "i386": 0, "aarch64": 0, "riscv64": 1}
+# A probe two megabytes of code before its recorder (which gen puts after the kernel's text): out of the
+# reach of RISC-V's jal (+-1 MiB) and c.j (+-2 KiB), within every other architecture's branch.
+FAR_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(fr);
+SDT_PROBE_DEFINE1(fr, far, away, hit, "long");
+long kmain(long x) { SDT_PROBE1(fr, far, away, hit, x); return x + 1; }
+__attribute__((used)) void filler(void) { __asm__ volatile(".space 0x200000"); }
+"""
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(arch_kernel, kernel, arch):
+def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(tmp_path, arch):
+    image = build_c_kernel(tmp_path, arch, FAR_SOURCE)
     buf = io.StringIO()
-    s = BootSession(str(kernel.image if arch == "x86_64" else arch_kernel(arch).image),
-                    Reporter(as_json=True, out=buf), arm="branch")
+    s = BootSession(str(image), Reporter(as_json=True, out=buf), arm="branch")
     try:
+        for _ in range(2):
+            s.enable(":::")
+            s.disable(":::")
         s.enable(":::")
-        s.disable(":::")
-        s.enable(":::")
-        far = [s.runtime.sites[a] for a in s.runtime.trapped]
-        assert len(far) == FAR_SITES[arch]
-        assert all(x.length == 2 for x in far)
-        warnings = [json.loads(x) for x in buf.getvalue().splitlines() if '"warning"' in x]
-        assert len(warnings) == (1 if far else 0)
+        (site,) = s.runtime.sites
+        assert site.state == ("trap" if arch == "riscv64" else "branch")
+        assert s.run("kmain:long", [4]) == 5
+        events = [json.loads(x) for x in buf.getvalue().splitlines()]
+        assert [e["args"] for e in events if e["event"] == "fire"] == [[4]]  # fired either way
+        warnings = [e["text"] for e in events if e["event"] == "warning"]
+        assert warnings == (["sites out of branch range of their recorder were armed with the breakpoint"]
+                            if arch == "riscv64" else [])
     finally:
         s.close()
 
@@ -94,7 +116,7 @@ def test_tail_site_disarmed_returns_and_armed_fires(arch_kernel, arch):
     buf = io.StringIO()
     s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf))
     try:
-        (site,) = [x for x in s.runtime.sites.values() if x.probe.spec == "hk:proc:exit:done"]
+        (site,) = [x for x in s.runtime.sites if x.probe.spec == "hk:proc:exit:done"]
         assert site.form == "tail"
         assert s.run("kmain:long", [1]) == 36185  # proc_exit's tail site is a return when disarmed
         s.enable("hk:proc:exit:done")
@@ -112,11 +134,11 @@ def test_riscv_relaxation_shrinks_sites_and_reloc_mode_follows(arch_kernel):
                                                                        ("tail", 8, "R_RISCV_CALL_PLT")}
     s = BootSession(str(k.image), Reporter(out=io.StringIO()))
     try:
-        lengths = sorted({(x.form, x.length) for x in s.runtime.sites.values()})
-        assert lengths == [("call", 4), ("tail", 2)]  # jal, and c.j: relaxed by the final link
+        lengths = sorted({(x.form, x.length, x.size) for x in s.runtime.sites})
+        assert lengths == [("call", 8, 4), ("tail", 8, 2)]  # jal, and c.j: relaxed by the final link
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites.values():
-            insns = list(cs.disasm(s.machine.read(x.addr, x.length), x.addr))
+        for x in s.runtime.sites:
+            insns = list(cs.disasm(s.machine.read(x.addr, x.size), x.addr))
             assert [i.mnemonic for i in insns] == (["nop"] if x.form == "call" else ["c.jr"])
     finally:
         s.close()
@@ -138,7 +160,7 @@ def test_riscv_without_relaxation_keeps_8_byte_sites(arch_kernel):
     k = arch_kernel("riscv64", RELAX="0")
     s = BootSession(str(k.image), Reporter(out=io.StringIO()))
     try:
-        assert {x.length for x in s.runtime.sites.values()} == {8}
+        assert {x.size for x in s.runtime.sites} == {8}
         assert s.run("kmain:long", [1]) == 36185
     finally:
         s.close()
@@ -149,9 +171,8 @@ USER_MAKEFILE = """\
 SDTGEN := {sdtgen}
 CC := {cc}
 LD := {ld}
-CFLAGS := -ffreestanding -fno-pic -O2 -fno-asynchronous-unwind-tables {cflags} -I$(shell $(SDTGEN) include-dir)
-SDT_STUB_CFLAGS := $(CFLAGS)
 include $(shell $(SDTGEN) makefile)
+CFLAGS := -ffreestanding -fno-pic -O2 -fno-asynchronous-unwind-tables {cflags} -I$(SDT_INCLUDE)
 all: kernel.elf
 $(eval $(call sdt_image,kernel.elf,kernel.o,k.o))
 """
@@ -203,17 +224,16 @@ def test_an_explicit_sdt_arch_wins(tmp_path):
 
 @pytest.mark.parametrize("policy", ["drop", "overwrite"])
 @pytest.mark.parametrize("arch", ["aarch64", "i386"])
-def test_overflow_is_exact_on_other_architectures(arch_kernel, kernel, arch, policy):
-    """A 256-byte ring: shown plus lost is what x86-64's traps fire (the native truth); drop keeps the oldest
-    run, overwrite the newest."""
-    calls = (("kmain", (3,)),)
-    expected = [e[1] for e in boot_trace(kernel.image, calls) if e[0] == "fire"]
+def test_overflow_is_exact_on_other_architectures(arch_kernel, native_exe, arch, policy):
+    """A ring of two 1 KiB packets read when the run ends: shown plus lost is what the C fires natively; drop
+    keeps the oldest run, overwrite the newest."""
+    expected = [e[1] for e in native_trace(native_exe, ("kmain 70",)) if e[0] == "fire"]
     buf = io.StringIO()
-    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=256,
-                    overflow=policy)
+    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=2048,
+                    overflow=policy, stream=False)
     try:
         s.enable(":::")
-        s.run("kmain:long", [3])
+        s.run("kmain:long", [70])
         s.stats()
     finally:
         s.close()

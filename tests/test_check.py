@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 
+import pytest
 from helpers import corrupt_site_entry, final_link, final_script, readelf_probe_relocs, run, sdtgen
+from tables import readelf
+
+from sdtgen.table import SITE_SIZE
 
 
 def functions_with_sites(obj) -> Counter:
@@ -29,7 +34,37 @@ def test_check_passes_on_the_fixture_image(kernel):
     assert proc.stdout.strip() == f"{kernel.image}: 21 sites (table mode reloc): 21 stable, 0 moved, 0 missing"
     report = json.loads(sdtgen("check", kernel.partial, kernel.image, "--json").stdout)
     assert report["ok"] and report["stable"] == 21
-    assert all(s["address"] == s["actual"] for s in report["sites"])
+
+
+def table_addresses(image) -> list[int]:
+    """Each site entry's address, decoded from the set_sdt_sites_set bytes readelf shows (s32 site - &site)."""
+    ((start, data),) = readelf.contents(image, "set_sdt_sites_set")
+    return [start + off + readelf.words(data[off:off + 4], 4, signed=True)[0]
+            for off in range(0, len(data), SITE_SIZE)]
+
+
+@pytest.mark.parametrize("corrupt", [(), (3, 9, 17)], ids=["as-built", "three-entries-off"])
+def test_a_site_is_stable_exactly_when_objdump_shows_its_call_at_the_table_address(kernel, tmp_path, corrupt):
+    """Independent truth for check: the image's table (readelf) and, at each address, objdump's
+    disassembly before any boot: the call or jump to the probe's stub (an is-enabled call to its own).
+    Entries moved two bytes off their sites point at no such instruction, and only they fail."""
+    image = kernel.image
+    for index in corrupt:
+        image = corrupt_site_entry(image, tmp_path / f"corrupt{index}.elf", index, 2)
+    report = json.loads(sdtgen("check", kernel.partial, image, "--json").stdout)
+    assert [s["address"] for s in report["sites"]] == table_addresses(image)
+    scanned = json.loads(sdtgen("scan", kernel.partial, "--json").stdout)["sites"]
+    mnemonic = {"call": "call", "isen": "call", "tail": "jmp", "cond": "j"}
+    shown = []
+    for site, verdict in zip(scanned, report["sites"], strict=True):
+        addr = verdict["address"]
+        dump = run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={addr:#x}",
+                    f"--stop-address={addr + site['length']:#x}", str(image)]).stdout
+        insn = [ln for ln in dump.splitlines() if re.match(rf"\s*{addr:x}:", ln)]
+        shown.append(bool(insn) and re.search(rf":\s+(cs )?{mnemonic[site['form']]}\S*\s+[0-9a-f]+ "
+                                              rf"<{site['symbol']}>$", insn[0]) is not None)
+    assert [v["status"] == "stable" for v in report["sites"]] == shown
+    assert [i for i, ok in enumerate(shown) if not ok] == list(corrupt)
 
 
 def test_check_quiet_prints_nothing_when_stable(kernel):
@@ -125,8 +160,8 @@ def test_image_reads_use_one_index_by_address_not_a_walk_over_every_section(kern
     extra = compile_c(tmp_path, "many", body + "\n")
     script = final_script(tmp_path / "final.ld")
     image = tmp_path / "many.elf"
-    run(["ld", "-T", script, "-o", str(image), str(kernel.partial), str(kernel.dir / "kernel_sdt_stubs.o"),
-         str(kernel.dir / "kernel_sdt_table.o"), str(extra)])
+    run(["ld", "-T", script, "-o", str(image), str(kernel.partial),
+         *(str(kernel.dir / f"kernel_sdt_{part}.o") for part in ("stubs", "table", "rt_sdt_runtime", "rt_arch")), str(extra)])
     sections = int(run(["readelf", "-hW", str(image)]).stdout.split("Number of section headers:")[1].split()[0])
     assert sections > 1500
     result = scan(str(kernel.partial))
@@ -137,3 +172,22 @@ def test_image_reads_use_one_index_by_address_not_a_walk_over_every_section(kern
         probes = img.probes()
     assert report.ok and report.count("stable") == 21 and len(probes) == 18
     assert CountingList.walks < 10  # a handful of setup walks, none per read
+
+
+def test_a_long_name_from_the_file_is_cut_and_sdtgens_own_words_are_not(tmp_path):
+    """A 230-character probe spec is shown to 200 characters; the sentence around it stays whole."""
+    from helpers import compile_c, partial_link
+
+    provider, module = "p" * 150, "m" * 70
+    obj = compile_c(tmp_path, "long", f"""#include <sdt.h>
+SDT_PROBE_DEFINE1({provider}, {module}, f, n, "int");
+int f(int x) {{ SDT_PROBE1({provider}, {module}, f, n, x); return x + 1; }}
+""")
+    partial = partial_link(tmp_path, "kernel", obj)
+    image = corrupt_site_entry(final_link(tmp_path, partial), tmp_path / "corrupt.elf", 0, 3)
+    proc = sdtgen("check", partial, image)
+    assert proc.returncode == 1
+    (line,) = [ln for ln in proc.stderr.splitlines() if ": error: .text:f+" in ln]
+    spec = f"{provider}:{module}:f:n"
+    assert f": {spec[:200]}...({len(spec) - 200} more characters) moved by -0x3: the table entry points at `" in line
+    assert line.endswith("; the table is corrupt: rerun `sdtgen gen` and relink")

@@ -125,3 +125,16 @@ def test_every_argument_of_the_build_commands_says_what_it_is(command):
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     silent = [a.dest for a in sub.choices[command]._actions if not a.help]
     assert silent == []
+
+
+def test_the_commands_built_one_at_a_time_are_the_ones_help_lists():
+    """Each run builds only its own subcommand's options: the list it goes by is the parser's own."""
+    import argparse
+
+    from sdtgen.cli import COMMANDS, build_parser
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert tuple(sub.choices) == COMMANDS
+    for name in COMMANDS:
+        (only,) = [a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
+        assert tuple(only.choices) == (name,)

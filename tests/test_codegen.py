@@ -11,6 +11,7 @@ from helpers import (
     SDTGEN,
     assemble,
     compile_c,
+    compile_runtime,
     final_link,
     need_tool,
     partial_link,
@@ -37,10 +38,9 @@ def test_stubs_define_every_probe_once(kernel):
 
 def test_every_stub_has_its_own_address_even_under_icf(kernel, tmp_path):
     need_tool("ld.gold", "binutils")
-    stubs_o = tmp_path / "stubs.o"
-    run(["gcc", "-O2", "-ffunction-sections", "-fno-pic", "-c", "-o", str(stubs_o), str(kernel.stubs)])
+    objs = compile_runtime(tmp_path, "k", kernel.stubs, kernel.table, "x86_64", "-ffunction-sections")
     image = tmp_path / "icf.elf"
-    run(["ld.gold", "--icf=all", "-e", "0", "-o", str(image), str(stubs_o)])
+    run(["ld.gold", "--icf=all", "-e", "0", "-o", str(image), str(kernel.partial), *map(str, objs)])
     addrs = {n: a for n, a in symbols(image).items() if n.startswith("__dtrace_sdt_")}
     assert len(addrs) == 18 and len(set(addrs.values())) == len(addrs)
 

@@ -2,7 +2,7 @@
 and the build-time half of is-enabled checks (scan, gen, check).
 
 fixtures/freebsd defines its probes as FreeBSD's network providers do; what it declares is read from
-its C text (fixture_source), where the is-enabled calls are from readelf's relocations.
+its C text (tools/probe_source.py), where the is-enabled calls are from readelf's relocations.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import re
 import shutil
 
 import pytest
-from fixture_source import defined_probes
 from helpers import ARCHES, FREEBSD, assemble, compile_c, cross_tool, partial_link, run, sdtgen
+from probe_source import defined_probes
 
 from sdtgen import arch as arches
 
@@ -169,3 +169,19 @@ def test_argument_types_without_their_probe_or_with_a_gap_are_refused(source, pr
     obj = compile_c(tmp_path, "bad", f"#include <sdt.h>\n{source}\n")
     proc = sdtgen("scan", obj)
     assert proc.returncode == 2 and problem in proc.stderr, proc.stderr
+
+
+def test_the_large_code_model_is_named_as_the_cause_not_the_use_of_the_macros(tmp_path):
+    """-mcmodel=large loads every callee's address and calls through a register (objdump shows it), so even
+    SDT_PROBE_ENABLED() becomes an address load: gen must say so, not tell the user to use the macro they used."""
+    obj = compile_c(tmp_path, "large", '#include <sdt.h>\nSDT_PROBE_DEFINE1(hk, a, b, c, "int");\n'
+                    "int f(int x) { if (SDT_PROBE_ENABLED(hk, a, b, c)) SDT_PROBE1(hk, a, b, c, x); return x; }\n",
+                    "-mcmodel=large")
+    dis = run(["objdump", "-dr", str(obj)]).stdout
+    assert "R_X86_64_64\t__dtrace_isenabled_hk_a_b_c" in dis and "call   *%" in dis
+    partial = partial_link(tmp_path, "partial", obj)
+    proc = sdtgen("gen", partial, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    (line,) = proc.stderr.splitlines()
+    assert proc.returncode == 2 and "absolute address load of __dtrace_isenabled_hk_a_b_c" in line
+    assert "-mcmodel=large" in line and "code model that calls directly" in line
+    assert "use it only through SDT_PROBE_ENABLED()" not in line

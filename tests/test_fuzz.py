@@ -148,7 +148,7 @@ names = st.one_of(
 def test_hostile_probe_names(inputs, name, capsys):
     """Any name: scan and probes never print a control character raw, and whatever gen writes compiles."""
     from crafted import point_probe_names
-    from helpers import run
+    from helpers import include_flag, run
 
     with tempfile.TemporaryDirectory() as d:
         obj = Path(d) / "k.o"
@@ -163,7 +163,7 @@ def test_hostile_probe_names(inputs, name, capsys):
         capsys.readouterr()
         assert code in (0, 2)
         if code == 0:  # the compiler and the assembler, not sdtgen, say whether the output is sound
-            run(["gcc", "-c", "-o", f"{d}/s.o", str(stubs)])
+            run(["gcc", include_flag(), "-c", "-o", f"{d}/s.o", str(stubs)])
             run(["gcc", "-c", "-o", f"{d}/t.o", str(table)])
             # Globals are what a link could take in place of another definition (the writer's own
             # functions are static, so they cannot replace anything).

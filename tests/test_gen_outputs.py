@@ -12,7 +12,8 @@ import subprocess
 import time
 
 import pytest
-from helpers import SDTGEN, run, sdtgen
+from helpers import SDTGEN, compile_c, partial_link, readelf_probe_relocs, run, sdtgen
+from tables import readelf
 
 OLD_STUBS, OLD_TABLE = b"/* old stubs */\n", b"/* old table */\n"
 
@@ -246,3 +247,37 @@ def test_an_input_too_big_for_memory_is_one_line(tmp_path):
 
     proc = subprocess.run([SDTGEN, "scan", str(big)], capture_output=True, text=True, timeout=120, preexec_fn=limit)
     one_error_line(proc, "more than this machine can hold in memory")
+
+
+PROBED = """#include <sdt.h>
+SDT_PROBE_DEFINE1(t, m, f, n, "int");
+int f(int x) { SDT_PROBE1(t, m, f, n, x); return x + 1; }
+"""
+
+
+def test_gen_on_an_ordinary_object_without_probe_calls_leaves_it_as_it_was(tmp_path):
+    plain = compile_c(tmp_path, "plain", "int g(int x) { return x * 2; }\n")
+    before = plain.read_bytes()
+    proc = sdtgen("gen", plain, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert plain.read_bytes() == before
+
+
+def test_gen_on_an_input_of_the_partial_link_is_named_with_the_fix_that_works(tmp_path):
+    """gen anchors the object it is given; when that was an input of ld -r, gen on the partial link
+    must say so (rerunning ld -r alone brings the same anchors back)."""
+    probed = compile_c(tmp_path, "probed", PROBED)
+    plain = compile_c(tmp_path, "plain", "int g(int x) { return f(x) * 2; }\nint f(int);\n" + PROBED.replace(
+        "f(int x)", "h(int x)").replace("SDT_PROBE_DEFINE1(t, m, f, n, \"int\");", ""))
+    assert sdtgen("gen", probed, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S").returncode == 0
+    kernel = partial_link(tmp_path, "kernel", probed, plain)
+    before = kernel.read_bytes()
+    proc = sdtgen("gen", kernel, "--stubs", tmp_path / "k.c", "--table", tmp_path / "k.S")
+    line = one_error_line(proc)
+    f = next(s for s in readelf.symbols(kernel).values() if s.name == "f")
+    (call,) = [off - 1 for _, off, _, _ in readelf_probe_relocs(kernel) if f.value < off < f.value + f.size]
+    assert line == (f"{kernel}: error: already carries 1 sdtgen site anchors (the first at .text:f+"
+                    f"{call - f.value:#x}) but has 2 sites: an object linked into it went through `sdtgen gen`, "
+                    "which adds anchors to the object it is given; rebuild the objects `sdtgen gen` was run on, "
+                    "rerun the partial link (ld -r), and run gen only on its output")
+    untouched(tmp_path, kernel, before, "k.c", "k.S")

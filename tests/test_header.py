@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from helpers import compile_c, run, sdtgen
+import pytest
+from helpers import FREEBSD, compile_c, include_flag, need_tool, run, sdtgen
 
 ALL_ARITIES = """
 #include <sdt.h>
@@ -70,3 +71,65 @@ def test_direct_call_without_macros_is_named_from_its_symbol(tmp_path):
                     "int f(int x) { __dtrace_sdt_net_rx(x); return 0; }\n")
     (probe,) = json.loads(sdtgen("probes", obj, "--json", check=True).stdout)["probes"]
     assert (probe["provider"], probe["module"], probe["function"], probe["name"]) == ("net", "", "", "rx")
+
+
+EVERY_FORM = ALL_ARITIES + """
+SDT_PROBE_DEFINE2_XLATE(prov, mod, fn, xl, "int", "xint_t", "char *", "xstr_t");
+SDT_PROBE_DEFINE(prov, mod, fn, typed);
+SDT_PROBE_ARGTYPE(prov, mod, fn, typed, 0, "const char *", NULL);
+int g(int x, char *s)
+{
+	SDT_PROBE2(prov, mod, fn, xl, x, s);
+	SDT_PROBE1(prov, mod, fn, typed, s);
+	DTRACE_PROBE(anon__zero);
+	DTRACE_PROBE1(anon__one, int, x);
+	DTRACE_PROBE2(anon__two, int, x, char *, s);
+	DTRACE_PROBE3(anon__three, int, x, int, x, int, x);
+	DTRACE_PROBE4(anon__four, int, x, int, x, int, x, int, x);
+	DTRACE_PROBE5(anon__five, int, x, int, x, int, x, int, x, char *, s);
+	if (SDT_PROBE_ENABLED(prov, mod, fn, one))
+		x++;
+	if (SDT_PROBES_ENABLED())
+		x++;
+	return x;
+}
+"""
+# C++ and ISO C99, each as strictly as a kernel might build (the probes compiled in, out, and classic).
+DIALECTS = {"c++11": ["-x", "c++", "-std=c++11"], "c99": ["-std=c99"]}
+STRICT = ["-pedantic", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]  # unused: compiled-out probes
+
+
+def probe_symbols(obj) -> set[str]:
+    return {ln.split()[-1] for ln in run(["nm", "-u", str(obj)]).stdout.splitlines() if "__dtrace_" in ln}
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_form_compiles_as_cpp_and_pedantic_c99_to_the_same_probes(tmp_path, compiler, dialect):
+    """The same calls by the same C names (nm), and the same descriptors (`sdtgen probes`), as the default C
+    build: C++ must not mangle a probe or choke on _Bool, C99 must not see C11's _Static_assert."""
+    need_tool(compiler, compiler)
+    reference = compile_c(tmp_path, "c", EVERY_FORM)
+    (tmp_path / "every.c").write_text(EVERY_FORM)
+    for mode in ("", "-DSDT_CLASSIC", "-DSDT_COMPILED_OUT"):
+        obj = tmp_path / f"every{mode}.o"
+        run([compiler, *DIALECTS[dialect], *STRICT, *filter(None, [mode]), include_flag(), "-O2", "-c", "-o",
+             str(obj), str(tmp_path / "every.c")])
+    built = tmp_path / "every.o"
+    assert probe_symbols(built) == probe_symbols(reference) and len(probe_symbols(built)) == 17
+    keys = ("provider", "module", "function", "name", "args", "xargs")
+    listed = [[tuple(str(p[k]) for k in keys) for p in json.loads(sdtgen("probes", "--json", o, check=True).stdout)
+               ["probes"]] for o in (built, reference)]
+    assert listed[0] == listed[1] and len(listed[0]) == 17
+    assert "sdt_probe_func" in run(["nm", "-u", str(tmp_path / "every-DSDT_CLASSIC.o")]).stdout
+
+
+def test_a_real_kernel_source_compiles_as_cpp(tmp_path, freebsd_kernel):
+    """fixtures/freebsd (every FreeBSD form and is-enabled checks) as C++: the objects call what gcc's C calls."""
+    need_tool("g++", "g++")
+    build = freebsd_kernel("x86_64")
+    for src in sorted(FREEBSD.glob("*.c")):
+        obj = tmp_path / f"{src.stem}.o"
+        run(["g++", *DIALECTS["c++11"], *STRICT, include_flag(), f"-I{FREEBSD}", "-O2", "-c", "-o", str(obj),
+             str(src)])
+        assert probe_symbols(obj) == probe_symbols(build.dir / f"{src.stem}.o") != set()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from fixture_source import defined_probes
-from helpers import sdtgen
+from helpers import FIXTURE, sdtgen
+from probe_source import defined_probes
 
 
 def listed(path) -> list[dict]:
@@ -14,10 +14,10 @@ def listed(path) -> list[dict]:
 
 def test_image_lists_every_defined_probe_with_real_names_and_types(kernel):
     got = {(p["provider"], p["module"], p["function"], p["name"]): tuple(p["args"]) for p in listed(kernel.image)}
-    for src in defined_probes():
+    for src in defined_probes(FIXTURE):
         assert got[(src.provider, src.module, src.function, src.name)] == src.args
     assert got[("raw", "", "", "checksum")] == ()  # called without the macros: named from its symbol
-    assert len(got) == len(defined_probes()) + 1
+    assert len(got) == len(defined_probes(FIXTURE)) + 1
 
 
 def test_object_and_image_list_the_same_probes_ids_and_site_counts(kernel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 
 from helpers import FIXTURE, ROOT, SDTGEN, run
 
@@ -49,8 +50,8 @@ def test_parallel_make_is_safe(tmp_path):
 def test_a_failing_check_fails_the_build_and_deletes_the_image(tmp_path):
     """A user's final script that puts the stubs first breaks offset mode; the build must stop."""
     script = run([SDTGEN, "linker-script", "final"]).stdout
-    stubs_first = script.replace("*(.text .text.*)\n\t\tKEEP(*(.text.sdt_stubs))",
-                                 "KEEP(*(.text.sdt_stubs))\n\t\t*(.text .text.*)")
+    stubs_first = script.replace("btext = .;\n\t\t*(.text .text.*)", "btext = .;\n\t\t*(.text.sdt_stubs)\n\t\t"
+                                 "*(.text .text.*)")
     assert stubs_first != script
     lds = tmp_path / "stubs-first.ld"
     lds.write_text(stubs_first)
@@ -66,9 +67,26 @@ def test_a_failing_check_fails_the_build_and_deletes_the_image(tmp_path):
 def test_make_matrix_rewrites_a_document_that_has_the_markers():
     """`make matrix` must find its block (the README no longer carries the tables)."""
     dry = run(["make", "-C", str(ROOT), "--no-print-directory", "-n", "-o", ".venv/.installed", "matrix"]).stdout
-    (command,) = [shlex.split(ln) for ln in dry.splitlines() if " matrix " in ln]
+    (command,) = [shlex.split(ln) for ln in dry.splitlines() if "tools/matrix.py" in ln]
     target = ROOT / command[command.index("--output") + 1]
     assert target == ROOT / "docs" / "matrix.md"
     text = target.read_text()
     assert text.count("<!-- matrix:begin -->") == text.count("<!-- matrix:end -->") == 1
     assert "<!-- matrix:begin -->" not in (ROOT / "README.md").read_text()
+
+
+def test_each_arch_builds_into_its_own_directory_by_default(tmp_path):
+    """`make ARCH=...` without O: one architecture's objects never stand in for another's."""
+    from helpers import cross_tool
+
+    cross_tool("i386", "gcc")
+    checkout = tmp_path / "checkout"  # the fixture with what it includes, so nothing is written into the tree
+    shutil.copytree(FIXTURE, checkout / "fixtures" / "kernel", ignore=shutil.ignore_patterns("build"))
+    shutil.copy(ROOT / "fixtures" / "fixture.mk", checkout / "fixtures")
+    shutil.copytree(ROOT / "tools", checkout / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = checkout / "fixtures" / "kernel"
+    for arch in ("x86_64", "i386"):
+        run(["make", "-C", str(kernel), f"SDTGEN={SDTGEN}", f"ARCH={arch}"])
+    machines = {arch: run(["readelf", "-hW", str(kernel / "build" / arch / "kernel.elf")]).stdout
+                for arch in ("x86_64", "i386")}
+    assert "X86-64" in machines["x86_64"] and "Intel 80386" in machines["i386"]

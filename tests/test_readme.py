@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SDTGEN, run
+from helpers import ROOT, SDTGEN, cross_tool, need_tool, run
+
+from sdtgen import arch as arches
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -47,15 +49,20 @@ def make_demo(cwd: Path) -> None:
          f"VENV={venv}", "demo"], cwd=cwd)
 
 
-@pytest.fixture(scope="module")
-def user_tree(tmp_path_factory) -> Path:
-    """A directory with the README's main.c and Makefile built, and `make demo` run in it."""
-    tree = tmp_path_factory.mktemp("readme")
+def write_user_tree(tree: Path) -> Path:
+    """The README's main.c and Makefile, in ``tree``."""
     text = README.read_text()
     (source,) = [b for b in fenced(text, "c") if b.startswith("/* main.c")]
     (makefile,) = [b for b in fenced(text, "make") if b.startswith("# Makefile")]
     (tree / "main.c").write_text(source)
     (tree / "Makefile").write_text(makefile)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def user_tree(tmp_path_factory) -> Path:
+    """A directory with the README's main.c and Makefile built, and `make demo` run in it."""
+    tree = write_user_tree(tmp_path_factory.mktemp("readme"))
     run(["make", "--no-print-directory"], cwd=tree, env=tool_env())
     make_demo(tree)
     return tree
@@ -164,6 +171,74 @@ def test_every_console_example_prints_what_the_readme_shows(user_tree):
         assert command[0] == "sdtgen", command
         proc = run(command, cwd=user_tree, env=tool_env())
         assert proc.stdout.splitlines() == expected, shlex.join(command)
+
+
+def cross_builds() -> list[str]:
+    """The README's cross-build commands, one make command line each."""
+    (block,) = [b for b in fenced(README.read_text(), "sh") if "CC=" in b]
+    return block.splitlines()
+
+
+def readme_boot() -> tuple[list[str], list[str]]:
+    """The README's boot of its own example: the command and what it prints."""
+    (example,) = [(cmd, out) for cmd, out in console_examples(README.read_text()) if "build/kernel.elf" in cmd]
+    return example
+
+
+def test_the_readme_cross_builds_every_architecture_with_gcc_and_two_with_clang():
+    commands = cross_builds()
+    assert {"i686-linux-gnu-gcc", "aarch64-linux-gnu-gcc", "riscv64-linux-gnu-gcc"} <= {make_vars(c)["CC"] for c in
+                                                                                     commands}
+    assert sum(bool(make_vars(c)["TARGET"]) for c in commands) >= 2
+
+
+def make_vars(command: str) -> dict[str, str]:
+    """VAR=value of a make command line; TARGET, clang's --target in ARCH_CFLAGS, or ''."""
+    words = dict(w.split("=", 1) for w in shlex.split(command)[1:] if "=" in w)
+    return {**words, "TARGET": words["ARCH_CFLAGS"].partition("--target=")[2].split(" ")[0]}
+
+
+def _build_id(command: str) -> str:
+    v = make_vars(command)
+    return f"{v['CC']}-{v['TARGET']}" if v["TARGET"] else v["CC"]
+
+
+@pytest.mark.parametrize("command", cross_builds(), ids=_build_id)
+def test_each_readme_cross_build_builds_checks_and_boots_as_shown(command, tmp_path):
+    """Word for word: the README's Makefile, the command line, then its boot example, which must print the
+    same firings on every architecture (the fragment compiles its code with the kernel's flags: a RISC-V
+    soft-float kernel links, clang's --target in CFLAGS reaches the stubs)."""
+    words = make_vars(command)
+    for tool in (words["CC"], words["LD"]):
+        prefixed = [a for a in arches.all_arches() if a.cross_prefix and tool.startswith(a.cross_prefix)]
+        if prefixed:
+            cross_tool(prefixed[0].name, tool[len(prefixed[0].cross_prefix):])
+        else:
+            need_tool(tool, {"clang": "clang", "ld.lld": "lld"}[tool])
+    tree = write_user_tree(tmp_path)
+    env = tool_env()
+    run(["bash", "-c", command], cwd=tree, env=env)
+    triple = words["TARGET"] or words["CC"].rpartition("-gcc")[0]
+    machine = run(["readelf", "-hW", str(tree / "build" / "kernel.elf")], env=env).stdout
+    assert MACHINES[triple.split("-")[0]] in machine
+    boot, expected = readme_boot()
+    assert run(boot, cwd=tree, env=env).stdout.splitlines() == expected
+
+
+MACHINES = {"i686": "Intel 80386", "aarch64": "AArch64", "riscv64": "RISC-V"}
+
+
+def test_a_make_with_nothing_to_do_starts_sdtgen_at_most_once(user_tree, tmp_path):
+    """The README's Makefile, made again: only its own `include $(shell sdtgen makefile)` may start sdtgen."""
+    calls = tmp_path / "calls"
+    counting = tmp_path / "bin" / "sdtgen"
+    counting.parent.mkdir()
+    counting.write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\nexec {SDTGEN} \"$@\"\n")
+    counting.chmod(0o755)
+    env = {**os.environ, "PATH": f"{counting.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = run(["make", "--no-print-directory"], cwd=user_tree, env=env)
+    assert "Nothing to be done" in proc.stdout
+    assert calls.read_text().splitlines() == ["makefile"]
 
 
 # -- the layout matches the tree -------------------------------------------------------

@@ -1,4 +1,6 @@
-"""`sdtgen torture`: probes toggled under running CPUs; the safe protocol never tears, the naive one does."""
+"""`sdtgen torture`: the image's own runtime arms and disarms probes from a control CPU while other CPUs run
+the function; the safe protocol never tears, the naive one (the runtime built with -DSDT_NAIVE_PROTOCOL) does,
+and a seeded run replays exactly. `--exhaustive` checks every interleaving of one store with another CPU."""
 
 from __future__ import annotations
 
@@ -6,40 +8,41 @@ import io
 import json
 
 import pytest
-from helpers import OTHER_ARCHES, sdtgen
+from helpers import ARCHES, OTHER_ARCHES, sdtgen
 from native_oracle import Call
 
 from sdtgen.boot.session import BootSession, Reporter
 from sdtgen.torture import Torture, torture
 
-KEYS = {"protocol", "cpus", "toggles", "calls", "firings", "faults", "torn"}
+KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "transient", "timed_out",
+        "checked", "passed"}
+NAIVE = {"SDT_RUNTIME_CFLAGS": "-DSDT_NAIVE_PROTOCOL"}
 
 
-def run_torture(image, *options: str):
-    r = sdtgen("torture", str(image), "--run", "sched_run", "--arg", "20", "--json", *options)
+def run_torture(image, *options: str, run: str = "sched_run"):
+    r = sdtgen("torture", str(image), "--run", run, "--arg", "20", "--json", *options)
     assert r.stderr == ""
     return r.returncode, json.loads(r.stdout)
 
 
-@pytest.mark.parametrize(("cpus", "toggles"), [(2, 1000), (4, 1000), (8, 600)])
+@pytest.mark.parametrize(("cpus", "toggles"), [(2, 300), (4, 150)])
 def test_the_safe_protocol_never_tears_nor_faults_on_x86_64(kernel, cpus, toggles):
-    s = torture(str(kernel.image), "sched_run", [20], cpus=cpus, toggles=toggles, protocol="safe", seed=cpus,
-                timeout=120)
-    assert (s.faults, s.torn) == (0, 0)
-    assert s.passed
+    s = torture(str(kernel.image), "sched_run", [20], cpus=cpus, toggles=toggles, seed=cpus, timeout=300)
+    assert (s.faults, s.torn, s.timed_out, s.done) == (0, 0, False, toggles)
+    assert s.passed and s.protocol == "safe"
     # The test exercised what it claims: CPUs ran into the transient breakpoint, armed sites fired.
     assert s.transient > 0 and s.firings > 0
     assert len(s.per_cpu_calls) == cpus and all(n > 0 for n in s.per_cpu_calls)
 
 
-def test_the_naive_protocol_tears_and_the_same_seed_gives_the_same_summary(kernel):
-    code, summary = run_torture(kernel.image, "--cpus", "4", "--toggles", "100", "--protocol", "naive",
-                                "--seed", "1")
+def test_the_naive_protocol_tears_and_the_same_seed_gives_the_same_summary(arch_kernel):
+    image = arch_kernel("x86_64", **NAIVE).image
+    code, summary = run_torture(image, "--cpus", "3", "--toggles", "60", "--seed", "7")
     assert code == 1
-    assert set(summary) == KEYS
+    assert set(summary) == KEYS and summary["protocol"] == "naive"
     assert summary["torn"] > 0 and summary["faults"] > 0
-    assert run_torture(kernel.image, "--cpus", "4", "--toggles", "100", "--protocol", "naive", "--seed", "1") \
-        == (code, summary)
+    again = run_torture(image, "--cpus", "3", "--toggles", "60", "--seed", "7")
+    assert again == (code, summary)  # firings included: a seeded run replays exactly
 
 
 def test_the_safe_protocol_passes_with_exit_0_and_replays(kernel):
@@ -53,9 +56,10 @@ def test_the_safe_protocol_passes_with_exit_0_and_replays(kernel):
 def test_wrong_values_count_as_faults(kernel, native):
     """The reference a torture call must return is the native value: a CPU returning anything else faults."""
     want = [e["return"] for e in native([Call("sched_run", (20,))]) if "return" in e]
-    session = BootSession(str(kernel.image), Reporter(as_json=True, out=io.StringIO()), cpus=2)
+    session = BootSession(str(kernel.image), Reporter(as_json=True, out=io.StringIO()), cpus=3, arm="branch",
+                          schedule="seeded")
     try:
-        t = Torture(session, session.image.symbols["sched_run"].value, [20], toggles=0, timeout=20)
+        t = Torture(session, session.image.symbols["sched_run"].value, [20], (1 << 64) - 1, toggles=0, timeout=20)
         assert [t.reference()] == want
         t.reference = lambda: want[0] + 1  # a wrong expectation stands for a wrong result
         t.prepare("sched_run")
@@ -68,14 +72,13 @@ def test_wrong_values_count_as_faults(kernel, native):
 @pytest.mark.parametrize("arch", OTHER_ARCHES)
 def test_other_architectures_run_the_torture_test(arch_kernel, arch):
     image = arch_kernel(arch).image
-    s = torture(str(image), "sched_run", [20], cpus=4, toggles=300, protocol="safe", seed=2, timeout=120)
-    assert (s.faults, s.torn) == (0, 0) and s.firings > 0
+    s = torture(str(image), "sched_run", [20], cpus=2, toggles=100, seed=2, timeout=300)
+    assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.passed
     if arch == "aarch64":
         assert s.transient == 0  # every write is one aligned store: no breakpoint is ever transient
-    if arch == "riscv64":
-        assert s.transient > 0  # sched_run's tick site sits at 2 mod 4: written behind a c.ebreak
-    naive = torture(str(image), "sched_run", [20], cpus=4, toggles=300, protocol="naive", seed=2, timeout=120)
-    assert naive.torn > 0
+    naive = torture(str(arch_kernel(arch, **NAIVE).image), "sched_run", [20], cpus=2, toggles=100, seed=2,
+                    timeout=300)
+    assert naive.protocol == "naive" and naive.torn > 0
 
 
 def test_a_function_without_probes_is_one_line(kernel):
@@ -84,12 +87,36 @@ def test_a_function_without_probes_is_one_line(kernel):
     assert len(r.stderr.splitlines()) == 1 and "no probe site" in r.stderr
 
 
+def test_a_return_type_is_read_as_given(kernel):
+    """--run SYMBOL:TYPE as boot takes it: vfs_lookup_id returns an int (its upper half is not compared)."""
+    code, summary = run_torture(kernel.image, "--cpus", "2", "--toggles", "20", run="proc_exec:int")
+    assert code == 0 and summary["faults"] == 0 and summary["firings"] > 0
+
+
+def test_a_run_whose_sites_never_fire_is_not_a_pass(kernel):
+    """sched_run(0) takes the loop zero times: its tick site never runs, and the idle site is not a firing
+    function of an armed branch... so with no firing the run is FAILED and says why."""
+    r = sdtgen("torture", str(kernel.image), "--run", "proc_exit:void", "--arg", "1", "--toggles", "0")
+    assert r.returncode == 1
+    assert "no site fired" in r.stdout
+
+
+def test_a_timeout_says_how_many_toggles_were_made(kernel):
+    r = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--toggles", "100000",
+               "--timeout", "1", "--json")
+    summary = json.loads(r.stdout)
+    assert r.returncode == 1 and summary["timed_out"] and summary["faults"] == 0
+    assert 0 < summary["toggles"] < summary["asked"] == 100000
+    text = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--toggles", "100000",
+                  "--timeout", "1").stdout
+    assert "timed out after" in text and "of 100000 toggles" in text
+
+
 def test_is_enabled_sites_toggle_under_the_protocol_too(freebsd_kernel):
     """hot_loop asks SDT_PROBE_ENABLED() each iteration: its check is rewritten between result 0 and 1."""
     image = str(freebsd_kernel("x86_64").image)
-    s = torture(image, "hot_loop", [20], cpus=4, toggles=300, protocol="safe", seed=3, timeout=120)
+    s = torture(image, "hot_loop", [20], cpus=2, toggles=100, seed=3, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
-    assert torture(image, "hot_loop", [20], cpus=4, toggles=300, protocol="naive", seed=3, timeout=120).torn > 0
 
 
 def test_a_function_that_faults_by_itself_is_one_line(kernel):
@@ -114,31 +141,117 @@ long spin(long n)
 """
 
 
-def test_six_byte_x86_sites_are_one_instruction_in_both_states_so_the_safe_protocol_holds(tmp_path):
-    """gcc -fPIC -fno-plt calls through the GOT; GNU ld relaxes it to a 6-byte `addr32 call`. Armed, the
-    site is a 6-byte `cs call`, so no CPU is ever between two instructions of it when it is written."""
+@pytest.fixture(scope="module")
+def got_image(tmp_path_factory):
+    """gcc -fPIC -fno-plt calls through the GOT; GNU ld relaxes it to a 6-byte `addr32 call`."""
     from helpers import compile_c, final_link, partial_link, run
 
-    obj = compile_c(tmp_path, "got", GOT_LOOP, "-mcmodel=small", "-fPIC", "-fno-plt")
-    image = final_link(tmp_path, partial_link(tmp_path, "kernel", obj))
-    disasm = run(["objdump", "-d", str(image)]).stdout
-    assert "addr32 call" in disasm  # the site is the linker-relaxed 6-byte form
-    s = torture(str(image), "spin", [20], cpus=4, toggles=300, protocol="safe", seed=4, timeout=120)
+    tmp = tmp_path_factory.mktemp("got")
+    obj = compile_c(tmp, "got", GOT_LOOP, "-mcmodel=small", "-fPIC", "-fno-plt")
+    image = final_link(tmp, partial_link(tmp, "kernel", obj))
+    assert "addr32 call" in run(["objdump", "-d", str(image)]).stdout  # the linker-relaxed 6-byte form
+    return image
+
+
+def test_six_byte_x86_sites_are_one_instruction_in_both_states_so_the_safe_protocol_holds(got_image):
+    """Armed, the 6-byte site is a `cs call`, so no CPU is ever between two instructions of it."""
+    s = torture(str(got_image), "spin", [20], cpus=2, toggles=100, seed=4, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
-    assert torture(str(image), "spin", [20], cpus=4, toggles=300, protocol="naive", seed=4, timeout=120).torn > 0
 
 
 def test_eight_byte_riscv_sites_change_one_word_so_the_safe_protocol_holds(arch_kernel):
     """Built without relaxation every RISC-V site is auipc+jalr, 8 bytes; armed, only its first word changes."""
     image = arch_kernel("riscv64", RELAX="0").image
-    session = BootSession(str(image), Reporter(out=io.StringIO()), cpus=2, arm="branch")
+    session = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
+        nops = {x.addr: session.machine.read(x.addr + 4, 4) for x in session.runtime.sites}
         session.enable(":::")
-        assert {x.length for x in session.runtime.sites.values()} == {8}
-        nop = session.image.arch.nop(4)
-        for x in session.runtime.sites.values():  # a CPU paused after the first word runs a NOP either way
-            assert session.machine.read(x.addr + 4, 4) == nop, hex(x.addr)
+        assert {x.size for x in session.runtime.sites} == {8}
+        for x in session.runtime.sites:  # a CPU paused after the first word runs a NOP either way
+            assert session.machine.read(x.addr + 4, 4) == nops[x.addr] == bytes.fromhex("13000000"), hex(x.addr)
     finally:
         session.close()
-    s = torture(str(image), "sched_run", [20], cpus=4, toggles=300, protocol="safe", seed=5, timeout=120)
+    s = torture(str(image), "sched_run", [20], cpus=2, toggles=100, seed=5, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0
+
+
+# -- exhaustive: every site form of every architecture -----------------------------------------------
+def forms(image: str, symbol: str) -> set[tuple[str, int]]:
+    """(form, length) of the sites in ``symbol``, per the image's table."""
+    session = BootSession(image, Reporter(out=io.StringIO()))
+    try:
+        sym = session.image.symbols[symbol]
+        return {(s.form, s.size) for s in session.runtime.sites if sym.value <= s.addr < sym.value + sym.size}
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_exhaustive_every_store_every_boundary_of_call_and_tail_sites(arch_kernel, arch):
+    image = str(arch_kernel(arch).image)
+    for symbol in ("sched_run", "proc_exit"):
+        s = torture(image, symbol, [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+        assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0), (symbol, s)
+    assert {f for f, _ in forms(image, "sched_run")} == {"call"}
+    assert {f for f, _ in forms(image, "proc_exit")} == {"tail"}
+    naive = torture(str(arch_kernel(arch, **NAIVE).image), "sched_run", [2], cpus=1, toggles=0, seed=0,
+                    timeout=300, exhaustive=True)
+    assert naive.torn > 0 and not naive.passed  # the same check sees bytes in place tear
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_exhaustive_is_enabled_sites(freebsd_kernel, arch):
+    image = str(freebsd_kernel(arch).image)
+    assert "isen" in {f for f, _ in forms(image, "hot_loop")}
+    s = torture(image, "hot_loop", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    assert s.passed and s.checked > 0
+
+
+def test_exhaustive_six_byte_x86_sites(got_image):
+    assert forms(str(got_image), "spin") == {("call", 6)}
+    s = torture(str(got_image), "spin", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    assert s.passed and s.checked > 0 and s.transient > 0
+
+
+def test_exhaustive_eight_byte_and_misaligned_riscv_sites(arch_kernel):
+    relaxed, unrelaxed = str(arch_kernel("riscv64").image), str(arch_kernel("riscv64", RELAX="0").image)
+    assert {n for _, n in forms(unrelaxed, "sched_run")} == {8}
+    for image in (relaxed, unrelaxed):
+        s = torture(image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+        assert s.passed and s.checked > 0
+
+
+# A tail site two bytes into a word: `j` at an address 2 mod 4 (its instruction straddles two words).
+ODD_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(rv);
+SDT_PROBE_DEFINE(rv, odd, half, tail);
+__asm__(".text\n.globl odd\n.type odd, @function\n.balign 4\nodd:\n\tc.nop\n"
+        "\tj __dtrace_sdt_rv_odd_half_tail\n.size odd, .-odd\n");
+"""
+
+
+def test_exhaustive_a_riscv_site_straddling_two_words_is_written_with_its_own_halfwords(tmp_path):
+    """No aligned word lies inside it: the protocol's c.ebreak and halfword stores, each inside the site."""
+    from helpers import build_c_kernel
+
+    image = str(build_c_kernel(tmp_path, "riscv64", ODD_SOURCE))
+    session = BootSession(image, Reporter(out=io.StringIO()))
+    try:
+        (site,) = session.runtime.sites
+        assert site.addr % 4 == 2 and site.form == "tail"
+    finally:
+        session.close()
+    s = torture(image, "odd", [], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    assert s.passed and s.checked > 0 and s.transient > 0
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "i386"])
+def test_exhaustive_conditional_tail_sites(tmp_path, arch):
+    """clang -Os's jcc to the stub: every landing of every store, on x86-64 and i386."""
+    from boot.test_conditional import build
+
+    _, image = build(tmp_path, arch)
+    assert forms(str(image), "check_big") == {("cond", 6)}
+    s = torture(str(image), "check_big", [9], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0) and s.transient > 0

@@ -1,35 +1,37 @@
 """Architecture registry: one module per architecture behind sdtgen.arch.base.Arch.
 
 Every module in this package except ``base`` defines ``ARCH``; adding an
-architecture means adding its module (and, if it needs one, a directory of
-extra linker scripts). Everything else (the CLI's choices, the toolchain,
-the matrix, the fixture Makefile, CI's packages, the tests) reads the
-registry. Importing it needs only the standard library: CI runs
+architecture means adding its module. Everything else (the CLI's choices,
+the fixture Makefile, CI's packages, the tests, and through `sdtgen arch
+--json` the build farm in tools/) reads the registry. Importing it needs only the standard library: CI runs
 `python3 -m sdtgen arch --packages` before any virtual environment exists.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-from functools import cache
 
 from sdtgen.arch.base import Arch
 from sdtgen.errors import SdtError
 
+_cache: dict[str, object] = {}  # not functools.cache: functools is an import sdtgen's start-up does without
 
-@cache
+
 def module_names() -> tuple[str, ...]:
     """The architectures' names, from the package's directory alone: what the command line offers
     without importing a module it may not need (sdtgen starts in every kernel build)."""
-    here = os.path.dirname(__file__)  # a directory listing, not pkgutil
-    return tuple(sorted(f[:-3] for f in os.listdir(here) if f.endswith(".py") and f not in ("__init__.py", "base.py")))
+    if "names" not in _cache:
+        here = os.path.dirname(__file__)  # a directory listing, not pkgutil
+        _cache["names"] = tuple(sorted(f[:-3] for f in os.listdir(here)
+                                       if f.endswith(".py") and f not in ("__init__.py", "base.py")))
+    return _cache["names"]
 
 
-@cache
 def _registry() -> dict[str, Arch]:
-    found = [importlib.import_module(f"{__name__}.{m}").ARCH for m in module_names()]
-    return {a.name: a for a in sorted(found, key=lambda a: (a.order, a.name))}
+    if "registry" not in _cache:
+        found = [__import__(f"{__name__}.{m}", fromlist=["ARCH"]).ARCH for m in module_names()]
+        _cache["registry"] = {a.name: a for a in sorted(found, key=lambda a: (a.order, a.name))}
+    return _cache["registry"]
 
 
 def all_arches() -> list[Arch]:
@@ -65,6 +67,11 @@ def packages() -> list[str]:
     for arch in _registry().values():
         out.extend(p for p in (arch.gcc_package, arch.binutils_package, arch.qemu_package) if p and p not in out)
     return out
+
+
+def for_machine(machine: int) -> Arch | None:
+    """The architecture of an ELF e_machine, or None when sdtgen has none for it."""
+    return next((a for a in _registry().values() if a.machine == machine), None)
 
 
 def for_elf(elf) -> Arch:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 R_AARCH64_ABS64, R_AARCH64_ABS32, R_AARCH64_PREL64, R_AARCH64_PREL32 = 257, 258, 260, 261
 R_AARCH64_ADR_PREL_PG_HI21, R_AARCH64_ADD_ABS_LO12_NC = 275, 277
@@ -39,7 +42,7 @@ class AArch64(Arch):
     triple_cpus = ("aarch64",)
     cross_prefix = "aarch64-linux-gnu-"
     gcc_package, binutils_package = "gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu"
-    cflags = ("-mgeneral-regs-only",)
+    cflags = ("-mgeneral-regs-only", "-mno-outline-atomics")  # no libgcc atomics helpers, as Linux builds
     ld_format, ld_arch = "elf64-littleaarch64", "aarch64"
     layout = "the upper half"
     # virt: the ELF loaded at its link address, entered at EL1; PSCI over HVC, GICv2, PL011.
@@ -54,6 +57,9 @@ class AArch64(Arch):
         R_AARCH64_ADR_GOT_PAGE: "R_AARCH64_ADR_GOT_PAGE", R_AARCH64_LD64_GOT_LO12_NC: "R_AARCH64_LD64_GOT_LO12_NC",
         **{t: f"R_AARCH64_MOVW_UABS_G{(t - 263) // 2}{'_NC' if t % 2 == 0 else ''}" for t in R_AARCH64_MOVW},
     }
+    # R_AARCH64_ABS64, ABS32, PREL64, PREL32
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {257: (8, False), 258: (4, False), 260: (8, True),
+                                                           261: (4, True)}
     understood = frozenset(reloc_names)
     branch_mnemonics = frozenset({"bl", "b"})
     relative_reloc = 1027  # R_AARCH64_RELATIVE
@@ -99,11 +105,6 @@ class AArch64(Arch):
                 out.append(addr + i)
         return out
 
-    patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
-    # TPIDR_EL1 (the kernel's per-CPU register) holds this CPU's control structure; the clock is the
-    # virtual counter (cntfrq_el0 says 62,500,000 Hz under Unicorn 2.1.4; it counts host time).
-    cpu_insn = "mrs %0, tpidr_el1"
-    clock_insn = "mrs %0, cntvct_el0"
 
     def nop(self, length: int) -> bytes:
         return _insn(NOP) * (length // 4)
@@ -128,13 +129,14 @@ class AArch64(Arch):
         return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
 
     clock_name = "cntvct_el0"
-    clock_code = _insn(0xD53BE040)  # mrs x0, cntvct_el0
+    clock_body = _insn(0xD53BE040)  # mrs x0, cntvct_el0
+    return_insn = _insn(RET)
     clock_hz_code = _insn(0xD53BE000)  # mrs x0, cntfrq_el0
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        from unicorn.arm64_const import UC_ARM64_REG_TPIDR_EL1
+    def firmware_load(self, va: int) -> bytes:
+        # ldr x0, #16 (the literal); ldr x0, [x0]; ret; nop; the literal
+        return _insn(0x58000080) + _insn(0xF9400000) + _insn(RET) + _insn(NOP) + struct.pack("<Q", va)
 
-        uc.reg_write(UC_ARM64_REG_TPIDR_EL1, addr)
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
         """bl (CALL) or b (TAIL), ±128 MiB."""
@@ -148,7 +150,12 @@ class AArch64(Arch):
 
         return unicorn.UC_ARCH_ARM64, unicorn.UC_MODE_ARM
 
-    @cached_property
+    def unicorn_register(self, name: str) -> int:
+        from unicorn import arm64_const
+
+        return getattr(arm64_const, "UC_ARM64_REG_" + name.upper())
+
+    @cached
     def regs(self) -> Regs:
         from unicorn import arm64_const as A
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import ClassVar
 
 from sdtgen.errors import SdtError
+from sdtgen.record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
 ISEN = "isen"  # an is-enabled check: a plain call to the probe's __dtrace_isenabled_ stub
@@ -18,7 +21,7 @@ def branch_form(form: str) -> str:
     return CALL if form == ISEN else form
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SiteShape:
     """What a relocation against a probe symbol turned out to be."""
 
@@ -28,7 +31,7 @@ class SiteShape:
     detail: str  # a few words for people: "call rel32", "address load", ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decoded:
     """One instruction of a final image, decoded by Capstone."""
 
@@ -39,30 +42,14 @@ class Decoded:
     text: str  # mnemonic and operands, for messages
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Regs:
     pc: int
     sp: int
     ret: int
     args: tuple[int, ...]
     link: int | None = None  # the register a call leaves its return address in, if any
-
-
-_RECORDER_C = """
-static inline __attribute__((always_inline)) struct sdt_cpu *sdt_this_cpu(void)
-{
-%(cpu)s
-}
-
-static inline __attribute__((always_inline)) unsigned long long sdt_clock(void)
-{
-%(clock)s
-}
-"""
-
-
-def _read_register(ctype: str, insn: str) -> str:
-    return f'\t{ctype} v;\n\t__asm__ __volatile__("{insn}" : "=r"(v));\n\treturn v;'
+    flags: int | None = None  # the condition flags (x86 EFLAGS: a conditional tail site tests them)
 
 
 class UnsupportedReloc(Exception):
@@ -79,6 +66,11 @@ class Arch:
     bits: int
     little: bool = True
     reloc_names: ClassVar[dict[int, str]] = {}
+    # The data relocations a table's fields carry (USDT notes, __mcount_loc, __jump_table, sdtgen's
+    # sets): relocation type -> (field bytes, PC-relative). Label differences a linker resolves as an
+    # ADD/SUB pair (RISC-V's) are in ``data_pairs``: type -> ("add" or "sub", field bytes).
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {}
+    data_pairs: ClassVar[dict[int, tuple[str, int]]] = {}
 
     # -- building for it -----------------------------------------------------------
     triple: str  # GNU triple: clang --target, Debian's cross tools
@@ -86,7 +78,7 @@ class Arch:
     cross_prefix: str  # of the GNU tools that build for it ("" where the host's own serve)
     gcc_package: str  # the Debian packages of that gcc and its binutils
     binutils_package: str
-    cflags: tuple[str, ...]  # the kernel flags it adds to sdtgen's common ones
+    cflags: tuple[str, ...]  # the kernel flags it adds to the common ones (tools/kernel_flags.mk for sdtgen's kernels)
     gold: bool = True  # Debian ships gold for it
     ld_format: str  # OUTPUT_FORMAT and OUTPUT_ARCH of the final linker script
     ld_arch: str
@@ -141,9 +133,6 @@ class Arch:
     kernel_base: int = 0  # where sdtgen's final script links the kernel
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
-    # An aligned store of this many bytes is one instruction write every other CPU fetches whole, old or
-    # new (the architecture guarantees it for instruction fetch); 0: none, so patches need a breakpoint.
-    patch_unit: int = 0
 
     # -- QEMU (`sdtgen qemu`: the fixture's platform in fixtures/qemu boots on these) ---------------
     qemu_binary: str = ""  # the qemu-system-* that emulates it ("": sdtgen qemu does not boot it)
@@ -153,37 +142,34 @@ class Arch:
     qemu_accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
     qemu_exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
 
-    # The recorders `gen` writes (sdtgen/recorder.py) read two things with an instruction of their own:
-    # the per-CPU register the host sets to the CPU's control structure (sdt_this_cpu()) and the clock
-    # the guest stamps records with (sdt_clock()). Most CPUs read each into any register (%0).
-    cpu_insn: str = ""
-    clock_insn: str = ""
-
-    def cpu_c(self) -> str:
-        """The body of sdt_this_cpu()."""
-        return _read_register("struct sdt_cpu *", self.cpu_insn)
-
-    def clock_c(self) -> str:
-        """The body of sdt_clock()."""
-        return _read_register("unsigned long long", self.clock_insn)
-
-    @property
-    def recorder_c(self) -> str:
-        return _RECORDER_C % {"cpu": self.cpu_c(), "clock": self.clock_c()}
-
-    # The same clock for trace files (sdtgen/boot/clock.py): its name, an instruction reading it (or its
-    # frequency, where the CPU says it), and where the value is after it ran.
+    # The clock events are stamped with (the platform's clock hook, and sdtgen/boot/clock.py for its
+    # frequency): its name, the instructions reading it into the return register(s) (and its frequency,
+    # where the CPU says it).
     clock_name: str = ""
-    clock_code: bytes = b""
+    clock_body: bytes = b""
     clock_hz_code: bytes = b""
 
     def clock_value(self, uc) -> int:
-        """The clock as ``clock_code`` left it in the registers."""
+        """The clock as ``clock_body`` left it in the registers."""
         return uc.reg_read(self.regs.ret)
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        """Point the per-CPU register the recorders read (``recorder_c``) at this CPU's control structure."""
+    # -- the emulated platform's hooks (sdtgen/boot/platform.py) ---------------------------------
+    # The emulator is the kernel the runtime runs in: these are the few functions of its own it gives
+    # the runtime as hooks, as machine code, each checked against GNU as, Capstone and a run in Unicorn.
+    def firmware_load(self, va: int) -> bytes:
+        """A function returning the word at address ``va`` (the per-CPU page: each CPU its own)."""
         raise NotImplementedError
+
+    return_insn: bytes = b""  # a function's return
+
+    def firmware_clock(self) -> bytes:
+        """A function returning the clock (as a 64-bit value)."""
+        return self.clock_body + self.return_insn
+
+    def firmware_trap(self) -> bytes:
+        """A function whose first instruction traps to the host, which does the hook's work; then it returns.
+        The host resumes it at ``len(self.breakpoint(4))``."""
+        return self.breakpoint(4) + self.return_insn
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
         """A call (CALL) or jump (TAIL) from ``site`` to ``target`` filling ``length`` bytes; None when
@@ -237,6 +223,10 @@ class Arch:
     def unicorn(self):
         raise NotImplementedError
 
+    def unicorn_register(self, name: str) -> int:
+        """Unicorn's id of the register Capstone calls ``name`` (an AttributeError for one it lacks)."""
+        raise NotImplementedError
+
     @property
     def regs(self) -> Regs:
         """Unicorn register ids of the PC, SP, return value and argument registers."""
@@ -262,25 +252,32 @@ class Arch:
         return m.uc.reg_read(self.regs.link)
 
     def final_script(self) -> str:
-        """sdtgen's final linker script for this architecture, from the one template all share."""
+        """sdtgen's final linker script for this architecture, from the one template all share, with the
+        sections of the two snippets a kernel's own script INCLUDEs (one text for both)."""
         from string import Template
 
         with open(os.path.join(SCRIPTS, "final.ld.in")) as f:
             text = f.read()
         return Template(text).substitute(name=self.title, layout=self.layout, format=self.ld_format,
-                                         ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}")
+                                         ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}",
+                                         sdt_text=_snippet_body("sdt_text"), sdt_data=_snippet_body("sdt_data"))
 
-    def linker_script(self, name: str):
-        """A linker script file (a Path): the partial one (all share it) or an extra of this architecture's."""
-        from pathlib import Path
 
-        if name == "partial":
-            return Path(SCRIPTS, "partial.ld")
-        path = Path(SCRIPTS, self.name, f"{name}.ld")
-        if name == "final" or not path.is_file():
-            raise SdtError("", f"no linker script {name!r} for {self.name}",
-                           "the final script is written by `sdtgen linker-script final --arch ARCH -o FILE`")
-        return path
+SNIPPETS = ("sdt_text", "sdt_data")  # what a kernel's own final script INCLUDEs
+LINKER_SCRIPTS = ("partial", *SNIPPETS)  # the script files every architecture shares
+
+
+def linker_script(name: str) -> str:
+    """The path of one of the shared linker script files (LINKER_SCRIPTS)."""
+    if name not in LINKER_SCRIPTS:
+        raise SdtError("", f"no linker script {name!r}", f"choose one of {', '.join(LINKER_SCRIPTS)}")
+    return os.path.join(SCRIPTS, f"{name}.ld")
+
+
+def _snippet_body(name: str) -> str:
+    """A snippet's sections without its leading comment (which tells a script's author how to INCLUDE it)."""
+    with open(linker_script(name)) as f:
+        return f.read().split("*/\n", 1)[1].rstrip("\n")
 
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "linker_scripts")

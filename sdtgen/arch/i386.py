@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import RETURNS, Regs
 from sdtgen.arch.x86_64 import X86_64
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 _RELOC_NAMES = """
     NONE 32 PC32 GOT32 PLT32 COPY GLOB_DAT JUMP_SLOT RELATIVE GOTOFF GOTPC 32PLT 12 13 TLS_TPOFF TLS_IE TLS_GOTIE
@@ -35,6 +38,7 @@ class I386(X86_64):
     qemu_binary = "qemu-system-i386"
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (4, True)}  # R_386_32, PC32
     # Its own relocations, read by the x86 classify(): rel32 fields and absolute words; no GOT-slot branches,
     # since i386 has no RIP-relative addressing.
     branch_relocs = frozenset({R_386_PC32, R_386_PLT32})
@@ -45,14 +49,15 @@ class I386(X86_64):
     kernel_base = 0xC0000000
     word = "<I"
 
-    # Unicorn 2.1.4 ignores a GS base in 32-bit mode, but rdtscp returns the TSC_AUX MSR the host sets:
-    # it holds this CPU's control structure (a 32-bit address).
-    def cpu_c(self) -> str:  # the clock is x86-64's rdtsc
-        return ('\tunsigned int lo, hi, aux;\n\t__asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));\n'
-                '\treturn (struct sdt_cpu *)aux;')
+    def firmware_load(self, va: int) -> bytes:
+        return b"\xa1" + struct.pack("<I", va) + b"\xc3"  # mov eax, [va]; ret
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        uc.msr_write(0xC0000103, addr)  # IA32_TSC_AUX, what rdtscp returns in ecx
+    clock_body = bytes.fromhex("0f31")  # rdtsc: edx:eax is how cdecl returns 64 bits
+
+    def clock_value(self, uc) -> int:
+        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
+
+        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
 
     def capstone(self):
         import capstone
@@ -64,11 +69,11 @@ class I386(X86_64):
 
         return unicorn.UC_ARCH_X86, unicorn.UC_MODE_32
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import x86_const as X
 
-        return Regs(X.UC_X86_REG_EIP, X.UC_X86_REG_ESP, X.UC_X86_REG_EAX, ())
+        return Regs(X.UC_X86_REG_EIP, X.UC_X86_REG_ESP, X.UC_X86_REG_EAX, (), flags=X.UC_X86_REG_EFLAGS)
 
     def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
         """cdecl: arguments pushed right to left, then the return address."""

@@ -10,10 +10,13 @@ Every site length the patcher meets gets a NOP of that same length.
 from __future__ import annotations
 
 import struct
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.record import cached
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 R_RISCV_32, R_RISCV_64, R_RISCV_BRANCH, R_RISCV_JAL, R_RISCV_CALL, R_RISCV_CALL_PLT = 1, 2, 16, 17, 18, 19
 R_RISCV_GOT_HI20, R_RISCV_PCREL_HI20, R_RISCV_HI20, R_RISCV_LO12_I, R_RISCV_LO12_S = 20, 23, 26, 27, 28
@@ -89,6 +92,10 @@ class RiscV64(Arch):
         R_RISCV_RVC_BRANCH: "R_RISCV_RVC_BRANCH", R_RISCV_RVC_JUMP: "R_RISCV_RVC_JUMP",
         R_RISCV_32_PCREL: "R_RISCV_32_PCREL",
     }
+    # R_RISCV_32, 64, 32_PCREL; a label difference is an ADD32/64 and SUB32/64 pair at one field.
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (8, False), 57: (4, True)}
+    data_pairs: ClassVar[dict[int, tuple[str, int]]] = {35: ("add", 4), 36: ("add", 8), 39: ("sub", 4),
+                                                         40: ("sub", 8)}
     understood = frozenset(reloc_names)
     relative_reloc = 3  # R_RISCV_RELATIVE
     kernel_base = 0xFFFFFFFF80000000
@@ -135,11 +142,6 @@ class RiscV64(Arch):
                 out.append(addr + i)
         return out
 
-    patch_unit = 4  # an aligned 32-bit store is single-copy atomic for instruction fetch
-    # tp holds this CPU's control structure; the clock is the cycle CSR (Unicorn 2.1.4 raises an exception
-    # on rdtime, and rdcycle counts host ticks).
-    cpu_insn = "mv %0, tp"
-    clock_insn = "rdcycle %0"
 
     def nop(self, length: int) -> bytes:
         return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")
@@ -166,12 +168,13 @@ class RiscV64(Arch):
         return None
 
     clock_name = "cycle"
-    clock_code = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle)
+    clock_body = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle): Unicorn 2.1.4 traps on rdtime
+    return_insn = struct.pack("<I", RET)
 
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        from unicorn.riscv_const import UC_RISCV_REG_TP
+    def firmware_load(self, va: int) -> bytes:
+        # auipc a0, 0; ld a0, 16(a0) (the literal); ld a0, 0(a0); ret; the literal
+        return struct.pack("<4I", 0x00000517, 0x01053503, 0x00053503, RET) + struct.pack("<Q", va)
 
-        uc.reg_write(UC_RISCV_REG_TP, addr)
 
     def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
         """jal ra/zero (±1 MiB) in the site's first word; an 8-byte site keeps its second word, the NOP.
@@ -194,7 +197,12 @@ class RiscV64(Arch):
 
         return unicorn.UC_ARCH_RISCV, unicorn.UC_MODE_RISCV64
 
-    @cached_property
+    def unicorn_register(self, name: str) -> int:
+        from unicorn import riscv_const
+
+        return getattr(riscv_const, "UC_RISCV_REG_" + name.upper())
+
+    @cached
     def regs(self) -> Regs:
         from unicorn import riscv_const as R
 

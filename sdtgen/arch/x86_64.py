@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from functools import cached_property
-from typing import ClassVar
 
 from sdtgen.arch.base import CALL, COND, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.record import cached, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
 R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX = 24, 41, 42
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Branch:
     """A call or jump with a 32-bit displacement, the shapes a probe site takes on x86."""
 
@@ -25,15 +27,16 @@ class Branch:
     what: str
 
 
-# Leading bytes -> (form, where the field starts, through a pointer slot, words).
-_LEADS = {
-    b"\xe8": (CALL, 1, False, "call rel32"),
-    b"\xe9": (TAIL, 1, False, "jmp rel32"),
-    b"\x2e\xe8": (CALL, 2, False, "cs call rel32"),  # gcc -mindirect-branch-cs-prefix
-    b"\x2e\xe9": (TAIL, 2, False, "cs jmp rel32"),
-    b"\x67\xe8": (CALL, 2, False, "addr32 call rel32"),  # GNU ld and lld relax `call *GOT` to this
-    b"\xff\x15": (CALL, 2, True, "call *GOT"),
-    b"\xff\x25": (TAIL, 2, True, "jmp *GOT"),
+# The branches by their leading bytes (one-byte opcodes, then prefix or opcode pairs): the field
+# follows the lead, and an instruction is its lead and the 4-byte field.
+_ONE = {0xE8: Branch(CALL, 5, 1, False, "call rel32"), 0xE9: Branch(TAIL, 5, 1, False, "jmp rel32")}
+_TWO = {
+    0x2EE8: Branch(CALL, 6, 2, False, "cs call rel32"),  # gcc -mindirect-branch-cs-prefix
+    0x2EE9: Branch(TAIL, 6, 2, False, "cs jmp rel32"),
+    0x67E8: Branch(CALL, 6, 2, False, "addr32 call rel32"),  # GNU ld and lld relax `call *GOT` to this
+    0xFF15: Branch(CALL, 6, 2, True, "call *GOT"),
+    0xFF25: Branch(TAIL, 6, 2, True, "jmp *GOT"),
+    **{0x0F00 | cc: Branch(COND, 6, 2, False, "conditional tail jump (jcc rel32)") for cc in range(0x80, 0x90)},
 }
 
 
@@ -44,16 +47,18 @@ def branch_at(code: bytes, got: bool = True) -> Branch | None:
     match_site all read instructions through it. ``got``: the pointer-slot forms
     are RIP-relative, so only x86-64 has them.
     """
-    if len(code) >= 6 and code[0] == 0x0F and 0x80 <= code[1] <= 0x8F:
-        return Branch(COND, 6, 2, False, "conditional tail jump (jcc rel32)")
-    for n in (2, 1):
-        lead = _LEADS.get(bytes(code[:n]))
-        if lead is not None:
-            form, disp, via_got, what = lead
-            if (via_got and not got) or len(code) < disp + 4:
-                return None
-            return Branch(form, disp + 4, disp, via_got, what)
-    return None
+    n = len(code)
+    b = _TWO.get(code[0] << 8 | code[1]) if n >= 2 else None
+    if b is None:
+        b = _ONE.get(code[0]) if n else None
+        if b is None:
+            return None
+    if n < b.length or (b.got and not got):
+        return None
+    return b
+
+
+_FIRST_OF_TWO = frozenset(k >> 8 for k in _TWO)
 
 
 def _field(code, b: Branch) -> int:
@@ -87,6 +92,9 @@ class X86_64(Arch):
     qemu_exit_ok = 1
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_X86_64_{n}" for n in _RELOC_NAMES.split()))
+    # R_X86_64_64, PC32, 32, 32S, PC64
+    data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (8, False), 2: (4, True), 10: (4, False),
+                                                           11: (4, False), 24: (8, True)}
     # The relocations a probe reference can carry that sdtgen knows how to classify, by what they locate.
     branch_relocs = frozenset({R_X86_64_PC32, R_X86_64_PLT32})  # a rel32 field: a branch, or an address load
     got_relocs = frozenset({R_X86_64_GOTPCREL, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX})  # a GOT slot
@@ -104,7 +112,9 @@ class X86_64(Arch):
             return SiteShape(REF, field, 0, "data reference")
         if rtype in self.branch_relocs:
             for start in (field - 2, field - 1):  # a two-byte lead (prefix, 0f 8x) first, then a one-byte opcode
-                b = branch_at(code[max(start, 0):field + 4], got=False) if start >= 0 else None
+                if start < 0 or (start == field - 2 and code[start] not in _FIRST_OF_TWO):
+                    continue  # no two-byte lead starts there (the common case: a plain call)
+                b = branch_at(code[start:field + 4], got=False)
                 if b is None or start + b.disp != field:
                     continue
                 if b.disp == 2 and code[field - 1] in (0xE8, 0xE9) and not self._starts_insn(code, start, boundary):
@@ -158,14 +168,6 @@ class X86_64(Arch):
     kernel_base = 0xFFFFFFFF80000000
     word = "<Q"
 
-    # GS base holds this CPU's control structure, which starts with its own address (as Linux's per-CPU
-    # offset does); the clock is the TSC, which Unicorn passes through from the host.
-    cpu_insn = "mov %%gs:0, %0"
-
-    def clock_c(self) -> str:
-        return ('\tunsigned int lo, hi;\n\t__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));\n'
-                '\treturn (unsigned long long)hi << 32 | lo;')
-
     def nop(self, length: int) -> bytes:
         if length in NOPS:
             return NOPS[length]
@@ -208,17 +210,12 @@ class X86_64(Arch):
         return length if to == stub else None
 
     clock_name = "tsc"
-    clock_code = bytes.fromhex("0f31")  # rdtsc
+    clock_body = bytes.fromhex("0f31 48c1e220 4809d0")  # rdtsc; shl rdx, 32; or rax, rdx
+    return_insn = b"\xc3"
 
-    def clock_value(self, uc) -> int:
-        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
+    def firmware_load(self, va: int) -> bytes:
+        return b"\x48\xa1" + struct.pack("<Q", va) + b"\xc3"  # movabs rax, [va]; ret
 
-        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
-
-    def set_cpu_pointer(self, uc, addr: int) -> None:
-        from unicorn.x86_const import UC_X86_REG_GS_BASE
-
-        uc.reg_write(UC_X86_REG_GS_BASE, addr)
 
     def _rel32(self, site: int, end: int, target: int) -> bytes | None:
         delta = (target - (site + end)) & self.mask
@@ -259,6 +256,11 @@ class X86_64(Arch):
 
         return unicorn.UC_ARCH_X86, unicorn.UC_MODE_64
 
+    def unicorn_register(self, name: str) -> int:
+        from unicorn import x86_const
+
+        return getattr(x86_const, "UC_X86_REG_" + name.upper())
+
     def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
         for reg, value in zip(self.regs.args, args, strict=False):
             m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
@@ -272,13 +274,13 @@ class X86_64(Arch):
         m.uc.reg_write(self.regs.sp, sp + struct.calcsize(self.word))
         return struct.unpack(self.word, m.read(sp, struct.calcsize(self.word)))[0]
 
-    @cached_property
+    @cached
     def regs(self) -> Regs:
         from unicorn import x86_const as X
 
         return Regs(X.UC_X86_REG_RIP, X.UC_X86_REG_RSP, X.UC_X86_REG_RAX,
                     (X.UC_X86_REG_RDI, X.UC_X86_REG_RSI, X.UC_X86_REG_RDX, X.UC_X86_REG_RCX,
-                     X.UC_X86_REG_R8, X.UC_X86_REG_R9))
+                     X.UC_X86_REG_R8, X.UC_X86_REG_R9), flags=X.UC_X86_REG_EFLAGS)
 
 
 # Intel's recommended multi-byte NOPs (SDM, "Recommended Multi-Byte Sequence of NOP Instruction").

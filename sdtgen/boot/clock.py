@@ -1,4 +1,4 @@
-"""The guest clock the recorders stamp records with: its name and ticks a second, for trace files.
+"""The clock events are stamped with: its name and ticks a second, for trace files.
 
 Measured in a scratch Unicorn engine of the architecture (the boot's own machine maps only the
 image): the clock instruction run twice, 50 ms of host time apart. AArch64 says its frequency
@@ -17,9 +17,9 @@ INTERVAL = 0.05  # seconds between the two readings
 
 def guest_clock(arch: Arch) -> tuple[str, int]:
     """(clock name, ticks a second)."""
-    from unicorn import Uc
+    from sdtgen.boot.machine import new_engine
 
-    uc = Uc(*arch.unicorn())
+    uc = new_engine(arch, 1 << 20)  # two instructions to translate
     uc.mem_map(BASE, 0x1000)
 
     def run(code: bytes) -> int:
@@ -29,7 +29,7 @@ def guest_clock(arch: Arch) -> tuple[str, int]:
 
     if arch.clock_hz_code:
         return arch.clock_name, run(arch.clock_hz_code)
-    t0, c0 = time.perf_counter_ns(), run(arch.clock_code)
+    t0, c0 = time.perf_counter_ns(), run(arch.clock_body)
     time.sleep(INTERVAL)
-    t1, c1 = time.perf_counter_ns(), run(arch.clock_code)
+    t1, c1 = time.perf_counter_ns(), run(arch.clock_body)
     return arch.clock_name, int(round((c1 - c0) * 1_000_000_000 / (t1 - t0), -3))  # to the kHz: what 50 ms can say

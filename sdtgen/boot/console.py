@@ -109,11 +109,11 @@ class Console(cmd.Cmd):
         """list [SPEC]: probes with their site counts and whether they are armed."""
         rt = self.session.runtime
         wanted = {s.probe.spec for s in self.session.matching(arg.strip())} if arg.strip() else None
-        armed = rt.armed_probes()
+        armed = {s.probe.spec for s in rt.armed()}
         counts: dict[str, int] = {}
-        for s in rt.sites.values():
+        for s in rt.sites:
             counts[s.probe.spec] = counts.get(s.probe.spec, 0) + 1
-        for p in rt.probes:
+        for p in rt.probes():
             if wanted is None or p.spec in wanted:
                 self.session.reporter.probe(p.id + 1, p.spec, counts[p.spec], p.spec in armed)
         return False
@@ -183,7 +183,7 @@ class Console(cmd.Cmd):
 
     # -- completion -----------------------------------------------------------------
     def _complete_spec(self, text: str) -> list[str]:
-        return [p.spec for p in self.session.runtime.probes if p.spec.startswith(text)]
+        return [p.spec for p in self.session.runtime.probes() if p.spec.startswith(text)]
 
     def complete_enable(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
         return self._complete_spec(text)

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from sdtgen.arch.base import Arch
 from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
 from sdtgen.boot.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
-from sdtgen.elf.reader import PT_LOAD, SHT_REL, SHT_RELA, ElfFile
+from sdtgen.elf.reader import PT_LOAD, SHT_NOBITS, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError, printable
 
 PAGE = 0x1000
 PF_X = 1
 STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
+TCG_BUFFER = 32 << 20  # the most an engine's translation cache is given
+MIN_TCG_BUFFER = 4 << 20
 
 
 RETURNED = object()  # what _slice() says when the call came back to the return page
@@ -61,6 +63,44 @@ class Interrupted(GuestFault):
     """Ctrl-C stopped the guest."""
 
 
+def tcg_buffer_for(image: ElfFile) -> int:
+    """A translation cache sized to the work: 64 bytes of host code for each byte of the image's executable
+    segments (translated code is several times the guest's, and a block is translated again after the
+    cache is flushed), a power of two from 4 to 32 MiB. More would be address space reserved for nothing,
+    times every CPU; a cache that fills is flushed and refilled, which costs time, never correctness."""
+    code = sum(s.filesz for s in image.segments if s.type == PT_LOAD and s.flags & PF_X)
+    size = MIN_TCG_BUFFER
+    while size < TCG_BUFFER and size < code * 64:
+        size <<= 1
+    return size
+
+
+def new_engine(arch: Arch, tcg_buffer: int = TCG_BUFFER):
+    """A Unicorn engine for ``arch`` with a translation cache of ``tcg_buffer`` bytes.
+
+    Unicorn reserves 1 GiB of address space an engine for it unless told; the kernels sdtgen boots
+    translate a few megabytes (the cache is flushed and refilled when full). It is sized before anything
+    else: any other control call sets the engine up with the default.
+    """
+    from unicorn import Uc
+
+    uc = Uc(*arch.unicorn())
+    uc.ctl_set_tcg_buffer_size(tcg_buffer)
+    return uc
+
+
+def _text_only(spans: list[CodeSpan], image: ElfFile) -> list[CodeSpan]:
+    """The executable segments' bytes narrowed to their executable sections, when the image has section
+    headers: a linker that puts text and data in one RWX segment (GNU ld without -z separate-code) leaves
+    the site table and the runtime's data beside the code, and those are written, not code."""
+    texts = sorted((s.addr, s.addr + s.size) for s in image.sections
+                   if s.is_alloc and s.is_exec and s.size and s.type != SHT_NOBITS)
+    if not texts:
+        return spans
+    return [CodeSpan(max(a, c.start), min(b, c.end)) for c in spans for a, b in texts
+            if max(a, c.start) < min(b, c.end)]
+
+
 class Machine:
     """Unicorn with an image loaded. ``trap`` is called for every breakpoint but our own.
 
@@ -70,6 +110,7 @@ class Machine:
     """
 
     def __init__(self, image: ElfFile, arch: Arch, cpus: int = 1) -> None:
+        self.tcg_buffer = tcg_buffer_for(image)
         self._engine(arch, image.path)
         self.regions: list[Region] = []
         self._starts: list[int] = []
@@ -93,19 +134,20 @@ class Machine:
 
     def _engine(self, arch: Arch, file: str) -> None:
         """This CPU's own parts: an engine in virtual-TLB mode, and its run state."""
-        from unicorn import UC_TLB_VIRTUAL, Uc, UcError
+        from unicorn import UC_TLB_VIRTUAL, UcError
 
         self._UcError = UcError  # caught on every stop: imported once, not per stop
         self.arch = arch
         self.file = file  # for diagnostics
         self.cpu = 0
-        self.uc = Uc(*arch.unicorn())
+        self.uc = new_engine(arch, self.tcg_buffer)
         self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
         self._page = self.uc.ctl_get_page_size()
+        self.own: tuple[int, int] | None = None  # (the per-CPU page's address, this CPU's page's physical address)
         self.trap: Callable[[int], int] | None = None  # site -> where to resume
-        # How code is written: None writes and drops this engine's translations; a machine of several CPUs
-        # sets its patch protocol here (sdtgen.boot.textpoke), so every code write goes through it.
-        self.code_writer: Callable[[int, bytes], None] | None = None
+        # A CPU stopped from outside with no reason of its own asks this whether to wait and go on
+        # (sdtgen.boot.smp stops every other CPU to drop their translations).
+        self.park: Callable[[Machine], bool] = lambda m: False
         self.last_miss: tuple[int, int] | None = None
         self._returned = False
         self._trapped_at: int | None = None
@@ -114,6 +156,7 @@ class Machine:
         self._detailed = None  # a Capstone handle with operand details, made on the first fault
         self._depth = 0  # calls in progress (an --action's call runs inside a probe's trap)
         self._pc = 0  # where step() goes on
+        self._stepping = False  # a call begun by begin_call() has not returned yet
         self._counted = False  # the code translated so far counts instructions (see step)
 
     def cpu_stack_top(self, cpu: int) -> int:
@@ -127,6 +170,7 @@ class Machine:
         if self.buffers is None:
             raise ValueError("a machine of one CPU has no shared memory")
         m = Machine.__new__(Machine)
+        m.tcg_buffer = self.tcg_buffer
         m._engine(self.arch, self.file)
         m.cpu = cpu
         m.regions, m._starts, m.code, m._code_starts = self.regions, self._starts, self.code, self._code_starts
@@ -150,10 +194,20 @@ class Machine:
             self.uc.hook_add(UC_HOOK_INTR, self._interrupt)
 
     @property
+    def depth(self) -> int:
+        """Calls in progress on this CPU (a host call made inside a trap is nested in the one it stopped);
+        a call run in quanta (``begin_call``, ``step``) counts until it returns."""
+        return self._depth + self._stepping
+
+    @property
     def watchdog(self) -> Watchdog:
         if self._watchdog is None:
             self._watchdog = Watchdog(self.uc)
         return self._watchdog
+
+    def interrupt(self) -> None:
+        """Stop this CPU's call as Ctrl-C does (from any thread)."""
+        self.watchdog.interrupt()
 
     def close(self) -> None:
         if self._watchdog is not None:
@@ -197,6 +251,7 @@ class Machine:
         if total > MAX_MAPPED:
             raise image.fail(f"segments need {total:#x} bytes of memory, more than the {MAX_MAPPED >> 20} MiB "
                              "a boot maps, so they cannot be loaded", "link a smaller image")
+        self.code = _text_only(self.code, image)
         self._code_starts = [c.start for c in self.code]
         for start, end in runs:
             self._map(start, end - start, f"segments at {start:#x}")
@@ -258,9 +313,16 @@ class Machine:
         self._starts.insert(i, vaddr)
         self.regions.insert(i, region)
 
-    def map_area(self, vaddr: int, size: int, name: str) -> None:
-        """Map guest memory of sdtgen's own (the trace buffers) at ``vaddr``."""
-        self._map(vaddr, size, name)
+    def map_area(self, vaddr: int, size: int, name: str, protected: bool = False) -> None:
+        """Map guest memory of the emulated platform's own (its hooks' code, the runtime's rings) at ``vaddr``."""
+        self._map(vaddr, size, name, protected)
+
+    def map_own_page(self, vaddr: int, real: int) -> None:
+        """This CPU sees the page mapped at ``real`` at ``vaddr`` too: its own page, as per-CPU data is reached."""
+        r = self.region_at(real)
+        if r is None or real & (PAGE - 1):
+            raise ValueError(f"no page at {real:#x}")
+        self.own = (vaddr, r.paddr + real - r.vaddr)
 
     def region_at(self, vaddr: int) -> Region | None:
         i = bisect.bisect_right(self._starts, vaddr) - 1
@@ -280,14 +342,6 @@ class Machine:
     def write(self, vaddr: int, data: bytes) -> None:
         self.uc.mem_write(self._phys(vaddr, len(data)), bytes(data))
 
-    def write_code(self, vaddr: int, data: bytes) -> None:
-        """Write instructions and drop their translations, as a kernel syncs the icache."""
-        if self.code_writer is not None:
-            self.code_writer(vaddr, data)
-            return
-        self.write(vaddr, data)
-        self.invalidate(vaddr, vaddr + len(data))
-
     def invalidate(self, start: int, end: int) -> None:
         self.uc.ctl_remove_cache(start, end)
 
@@ -297,6 +351,10 @@ class Machine:
     def _tlb_fill(self, uc, vaddr, access, entry, user) -> bool:
         from unicorn import UC_MEM_WRITE, UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ
 
+        if self.own is not None and vaddr & ~(PAGE - 1) == self.own[0]:
+            entry.paddr = self.own[1] + (vaddr & (PAGE - 1) & ~(self._page - 1))
+            entry.perms = UC_PROT_READ
+            return True
         r = self.region_at(vaddr)
         if r is None:
             self.last_miss = (vaddr, access)
@@ -378,6 +436,9 @@ class Machine:
             if after is None:
                 here = self.uc.reg_read(self.arch.regs.pc)
                 self._check_watchdog(here)
+                if self.park(self):  # stopped while another CPU stopped the world: go on where it was
+                    pc = here
+                    continue
                 raise GuestFault("the CPU halted (hlt, wfi or a stop Unicorn gives no reason for)", here)
             pc = after
 
@@ -409,6 +470,7 @@ class Machine:
         """Set up ``func(*args)`` on this CPU's stack; ``step`` runs it."""
         self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
         self._pc = func
+        self._stepping = True
 
     def step(self, count: int) -> bool:
         """Run this CPU's call for at most ``count`` instructions; True once it has returned."""
@@ -417,11 +479,41 @@ class Machine:
             # an uncounted run (call()) would run past the count, so it is translated again.
             self.uc.ctl_flush_tb()
             self._counted = True
-        after = self._slice(self._pc, count)
+        try:
+            after = self._slice(self._pc, count)
+        except GuestFault:
+            self._stepping = False
+            raise
         if after is RETURNED:
+            self._stepping = False
             return True
         self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
         return False
+
+    def watch_code_stores(self, callback: Callable[[int, bytes], None]) -> None:
+        """``callback(address, bytes)`` before every store this CPU makes to an executable segment lands.
+
+        In virtual-TLB mode Unicorn hands memory hooks physical addresses: they are mapped back."""
+        from unicorn import UC_HOOK_MEM_WRITE
+
+        order = "little" if self.arch.little else "big"
+        for span in self.code:
+            r = self.region_at(span.start)
+            base = r.paddr - r.vaddr
+
+            def stored(uc, access, paddr: int, size: int, value: int, user, base=base) -> None:
+                callback(paddr - base, (value & ((1 << (8 * size)) - 1)).to_bytes(size, order))
+
+            self.uc.hook_add(UC_HOOK_MEM_WRITE, stored, None, span.start + base, span.end + base - 1)
+
+    def step_one(self, pc: int) -> int | None:
+        """Run the one instruction at ``pc`` (a breakpoint resolved as any other); where the CPU is after it,
+        or None when it returned to the host."""
+        self._counted = True
+        after = self._slice(pc, 1)
+        if after is RETURNED:
+            return None
+        return self.uc.reg_read(self.arch.regs.pc) if after is None else after
 
     def _check_watchdog(self, pc: int) -> None:
         """Raise what the watchdog stopped the guest for, if it did."""
@@ -454,28 +546,19 @@ class Machine:
         The TLB fill hook sees only the page; the guest stopped before the
         instruction ran, so its registers still give the address.
         """
-        import importlib
-
-        import unicorn
-
         pc = self.uc.reg_read(self.arch.regs.pc)
-        module, prefix = {unicorn.UC_ARCH_X86: ("x86_const", "UC_X86_REG_"),
-                          unicorn.UC_ARCH_ARM64: ("arm64_const", "UC_ARM64_REG_"),
-                          unicorn.UC_ARCH_RISCV: ("riscv_const", "UC_RISCV_REG_")}.get(self.arch.unicorn()[0], ("", ""))
         try:
             if self._detailed is None:
                 self._detailed = self.arch.capstone()
                 self._detailed.detail = True
             insn = next(self._detailed.disasm(self.read(pc, 16), pc, 1))
-            consts = importlib.import_module(f"unicorn.{module}")
-
             def reg(number: int) -> int:
                 if not number:
                     return 0
                 name = insn.reg_name(number)
                 if name in ("rip", "eip", "pc"):
                     return pc + insn.size
-                return self.uc.reg_read(getattr(consts, prefix + name.upper()))
+                return self.uc.reg_read(self.arch.unicorn_register(name))
 
             for op in insn.operands:
                 mem = getattr(op, "mem", None)

@@ -1,313 +1,239 @@
-"""The probe runtime: arm and disarm patched sites in either mode, and drain what fired.
+"""The host's side of the runtime in the guest: its entry points called, its breakpoints delivered.
 
-Only armed sites do anything: a disarmed site is a NOP the emulator runs like
-any other instruction. A site is armed in one of two modes. ``branch`` writes
-a call to the probe's recorder (guest code `gen` wrote) over the NOP, so a
-firing never leaves the guest. ``trap`` writes the breakpoint; the trap is
-resolved by one dictionary lookup on its address, and the host makes the
-guest enter the same recorder as if the site had called it. Either way the
-record lands in this CPU's ring buffer, which the host drains whenever the
-guest stops. Images without recorders (built by an older sdtgen) fire in
-trap mode, decoded by the host.
+The image's own runtime (sdtgen/runtime/, linked into it) patches, arms and records; the host only
+does what a kernel does around it: calls sdt_init, sdt_enable, sdt_disable, sdt_set_mode and
+sdt_flush on a CPU, hands every breakpoint that is not the platform's own to sdt_trap with the trap
+frame and resumes where it says, and carries out the platform hooks that trap (sync_cores,
+notify, report). --action functions are the host's addition: a probe with one is armed with the
+breakpoint, and after sdt_trap recorded a firing the host calls the action in the guest.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
 
-from sdtgen.arch.base import CALL, COND, RETURNS, TAIL
-from sdtgen.boot.buffers import Event, Format, Rings, decode
+from sdtgen.arch.base import TAIL
 from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.patcher import PatchedSite, PatchResult, SiteChanged, write_code_verified, write_site
+from sdtgen.boot.platform import MAX_SPEC_BYTES, Entries, Platform
 from sdtgen.errors import SdtError
+from sdtgen.layout import VALUES
 from sdtgen.probes import ProbeSpec
-from sdtgen.table import TableProbe
+from sdtgen.table import Bounds, TableError, TableProbe, TableSite, read_tables
 
-MAX_STRING_ARG = 256
-_STRING_TYPES = {"char*", "constchar*", "charconst*"}
 TRAP, BRANCH = "trap", "branch"
-FIRING = (CALL, TAIL, COND)  # site forms that record a firing (an is-enabled check only reads 0 or 1)
 ARM_MODES = (TRAP, BRANCH)
-
-
-@dataclass(frozen=True)
-class Firing:
-    probe: str
-    pc: int
-    args: tuple[int | str | None, ...]
-    types: tuple[str, ...]
-    cpu: int | None = None
-    ts: int | None = None  # the guest's clock when it recorded the firing
+MODES = {TRAP: VALUES["SDT_TRAP"], BRANCH: VALUES["SDT_BRANCH"]}
+NOT_OURS, FIRED = VALUES["SDT_TRAP_NOT_OURS"], VALUES["SDT_TRAP_FIRED"]
+ERRORS = {-1: "the probe spec is not provider:module:function:name", -2: "the runtime is not initialized",
+          -3: "not an arming mode the runtime knows", -4: "an argument the runtime refused"}
+FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
 
 
 @dataclass
-class DataPath:
-    """What the image's recorders need: the rings, each probe's recorder and how its records decode."""
+class Report:
+    """A line the runtime reported, and the site entry it is about (its address, or 0)."""
 
-    rings: Rings
-    recorders: dict[int, int]  # probe stub -> its recorder
-    formats: dict[int, Format]  # record key -> how to decode it
-
-
-def decode_arg(ctype: str, raw: int, machine: Machine) -> int | str | None:
-    """``int`` as signed 32-bit, strings read from guest memory (None if unreadable), the rest unsigned."""
-    t = ctype.replace(" ", "")
-    if t in ("int", "signedint", "signed"):
-        low = raw & 0xFFFFFFFF
-        return low - (1 << 32) if low & 0x80000000 else low
-    if t in _STRING_TYPES:
-        return read_guest_string(machine, raw)
-    return raw & ((1 << machine.arch.bits) - 1)
+    site: int
+    line: str
 
 
-def read_guest_string(machine: Machine, addr: int) -> str | None:
-    out = bytearray()
-    while len(out) < MAX_STRING_ARG:
-        try:
-            chunk = machine.read(addr + len(out), 16)
-        except GuestFault:
-            try:
-                chunk = machine.read(addr + len(out), 1)
-            except GuestFault:
-                return None
-        end = chunk.find(b"\0")
-        if end >= 0:
-            out += chunk[:end]
-            return out.decode("utf-8", "replace")
-        out += chunk
-    return out[:MAX_STRING_ARG].decode("utf-8", "replace")
+@dataclass
+class InitResult:
+    sites: list[TableSite]  # every entry, with the state sdt_init left it in
+    reports: list[Report] = field(default_factory=list)
+
+    def of(self, state: str) -> list[TableSite]:
+        return [s for s in self.sites if s.state == state]
 
 
 class ProbeRuntime:
-    def __init__(self, machine: Machine, patched: PatchResult, on_fire: Callable[[Firing], None],
-                 data: DataPath | None = None) -> None:
-        self.machine = machine
-        self.sites: dict[int, PatchedSite] = {s.addr: s for s in patched.sites}
-        self.armed: set[int] = set()
-        self.data = data
+    """The runtime of an image booted on ``machines`` (CPU 0 first) with ``platform``'s hooks."""
+
+    def __init__(self, machines: list[Machine], platform: Platform, entries: Entries, bounds: Bounds) -> None:
+        self.machines = machines
+        self.platform = platform
+        self.entries = entries
+        self.bounds = bounds
+        self.arch = machines[0].arch
+        self.bp_len = len(self.arch.breakpoint(4))
+        self.reports: list[Report] = []
+        self.sites: list[TableSite] = []
+        self.by_addr: dict[int, TableSite] = {}
         self.mode = TRAP
-        self.trapped: set[int] = set()  # armed sites that carry the breakpoint (the others branch)
-        self.out_of_range: set[int] = set()  # sites branch mode arms with the breakpoint: said once each
-        self.lost = 0
-        # Conditional tail sites fire through a breakpoint on their probe's stub:
-        # stub -> (site, the bytes the breakpoint covers, the breakpoint).
-        self.stub_traps: dict[int, tuple[PatchedSite, bytes, bytes]] = {}
         # Guest functions called when a probe fires (--action), and the probes whose action is running.
         self.actions: list[tuple[ProbeSpec, int, str]] = []
         self.active: set[str] = set()
+        self.on_packets: Callable[[int], None] = lambda cpu: None  # consume CPU's closed packets
+        self.on_fired: Callable[[Machine], None] = lambda m: None  # a firing an action follows: show it first
         self.on_warning: Callable[[str], None] = lambda text: None
-        self.on_action: Callable[[str, int], None] = lambda name, value: None
-        self.on_changed: Callable[[PatchedSite, SiteChanged], None] = lambda site, e: None
-        # Report what a CPU's ring holds now: only the trapping CPU's, since another CPU may be paused
-        # inside its recorder with a record half written.
-        self.on_drain: Callable[[int], None] = lambda cpu: None
-        self.hits: Counter[str] = Counter()
-        self.flag: int | None = None  # sdt_probes_enabled's address: SDT_PROBES_ENABLED() reads it
-        self.last_fired: str | None = None
-        self.on_fire = on_fire
-        self.per_cpu = False  # several CPUs: firings say which one (each CPU's trap is trap_on(that CPU, ...))
-        machine.trap = partial(self.trap_on, machine)
-        probes: dict[int, TableProbe] = {}
-        for s in patched.sites:
-            probes.setdefault(s.probe.addr, s.probe)
-        self.probes = sorted(probes.values(), key=lambda p: p.id)
-        self.by_spec = {p.spec: p for p in self.probes}
-        firing = [s for s in patched.sites if s.form in FIRING]
-        sites_of = Counter(s.probe.spec for s in firing)
-        # A record does not say which site fired: a probe with one site names it, others give None.
-        self.single_site = {s.probe.spec: s.addr for s in firing if sites_of[s.probe.spec] == 1}
+        self.on_action: Callable[[Machine, str, int], None] = lambda m, name, value: None
+        self.sync: Callable[[Machine], None] = self.flush_all
+        self.on_trap_result: Callable[[int], None] = lambda result: None  # what sdt_trap said (torture counts)
+        for m in machines:
+            m.trap = self._trap_handler(m)
 
-    def matching(self, pattern: ProbeSpec) -> list[PatchedSite]:
-        return [s for s in self.sites.values() if pattern.matches(s.probe)]
+    def _trap_handler(self, m: Machine) -> Callable[[int], int]:
+        return lambda addr: self.trap(m, addr)
 
-    def enable(self, pattern: ProbeSpec) -> int:
-        """Arm every usable site of every probe matching ``pattern``; how many sites that is.
+    # -- calling the runtime ------------------------------------------------------------------
+    def call(self, m: Machine, name: str, args: list[int]) -> int:
+        """Call entry point ``name`` on CPU ``m``; its int result. Inside a trap, a nested call."""
+        raw = m.call_nested(self.entries[name], args) if m.depth else m.call(self.entries[name], args)
+        raw &= 0xFFFFFFFF
+        return raw - (1 << 32) if raw & 0x80000000 else raw
 
-        A site whose bytes something else rewrote is left alone and reported (``on_changed``).
-        """
-        sites = self.matching(pattern)
-        armed = 0
-        for s in sites:
-            if s.addr in self.armed:
-                armed += 1
-                continue
-            try:
-                self._arm(s)
-            except SiteChanged as e:
-                self.on_changed(s, e)
-                continue
-            self.armed.add(s.addr)
-            armed += 1
-        far = [s for s in sites if s.addr in self.trapped and s.addr not in self.out_of_range
-               and self._wants_branch(s)]
-        if far:
-            self.out_of_range.update(s.addr for s in far)
-            self.on_warning(f"{len(far)} site(s) are out of branch range of their recorder "
-                            f"(e.g. {far[0].probe.spec} at {far[0].addr:#x}): armed with the breakpoint")
-        self.sync_flag()
-        return armed
+    def _spec(self, m: Machine, spec: str) -> int:
+        data = spec.encode("utf-8", "replace")
+        if len(data) > MAX_SPEC_BYTES or b"\0" in data:
+            raise SdtError("", f"probe spec {spec!r} cannot be passed to the runtime",
+                           f"give at most {MAX_SPEC_BYTES} bytes and no NUL")
+        where = self.platform.spec_buffer(m.cpu)
+        m.write(where, data + b"\0")
+        return where
 
-    def set_mode(self, mode: str, rearm: bool = True) -> None:
-        """Arm sites with ``mode`` from now on; with ``rearm``, the armed ones are rearmed that way."""
-        if mode == BRANCH and self.data is None:
-            raise SdtError("", "this image has no recorders, so it can only be armed with traps",
-                           "rebuild it with this sdtgen's `gen`")
-        armed = [self.sites[a] for a in sorted(self.armed)] if rearm else []
-        rearmed = []
-        for s in armed:
-            self.armed.discard(s.addr)
-            try:
-                self._disarm(s)
-                rearmed.append(s)
-            except SiteChanged as e:  # left as the guest made it, and written no more
-                self.on_changed(s, e)
+    def _check(self, result: int, what: str) -> int:
+        if result < 0:
+            raise SdtError("", f"the runtime refused to {what}: {ERRORS.get(result, f'error {result}')}")
+        return result
+
+    def init(self) -> InitResult:
+        """sdt_init on CPU 0: every site verified and written (or refused); the table as it left it."""
+        self.reports.clear()
+        patched = self.call(self.machines[0], "sdt_init", [self.platform.hooks_address])
+        if patched < 0:
+            raise SdtError("", "the runtime found the probe tables corrupt (sdt_init refused them)",
+                           "regenerate them with `sdtgen gen` and relink")
+        self.refresh()
+        return InitResult(self.sites, list(self.reports))
+
+    def refresh(self) -> None:
+        """The site table as the runtime keeps it in guest memory (sorted, with states and lengths)."""
+        try:
+            self.sites = read_tables(self.machines[0].read, self.bounds, self.arch.bits, self.arch.little)
+        except (TableError, GuestFault) as e:
+            raise SdtError("", f"the probe table in memory is corrupt: {e}", "the guest wrote over it") from None
+        self.by_addr = {}
+        for s in self.sites:
+            self.by_addr.setdefault(s.addr, s)
+
+    def enable(self, pattern: ProbeSpec, text: str) -> int:
+        m = self.machines[0]
+        n = self._check(self.call(m, "sdt_enable", [self._spec(m, text), MODES[self.mode]]), f"enable {text!r}")
+        self._trap_actions()
+        self.refresh()
+        return n
+
+    def disable(self, pattern: ProbeSpec, text: str, m: Machine | None = None) -> int:
+        m = m or self.machines[0]
+        n = self._check(self.call(m, "sdt_disable", [self._spec(m, text)]), f"disable {text!r}")
+        self.refresh()
+        return n
+
+    def set_mode(self, mode: str) -> None:
         self.mode = mode
-        for s in rearmed:
-            try:
-                self._arm(s)
-                self.armed.add(s.addr)
-            except SiteChanged as e:
-                self.on_changed(s, e)
-        self.sync_flag()
+        self._check(self.call(self.machines[0], "sdt_set_mode", [MODES[mode]]), f"arm with {mode}")
+        self._trap_actions()
+        self.refresh()
 
-    def _wants_branch(self, site: PatchedSite) -> bool:
-        """A firing site, branch mode, a recorder, and no --action on the probe (an action needs the host at
-        each firing)."""
-        return (site.form in FIRING and self.mode == BRANCH and self.data is not None
-                and site.probe.stub in self.data.recorders
-                and not any(pattern.matches(site.probe) for pattern, _, _ in self.actions))
+    def _trap_actions(self) -> None:
+        """A probe with an action is armed with the breakpoint whatever the mode: the host must see it fire."""
+        if self.mode == BRANCH:
+            m = self.machines[0]
+            for pattern, _, _ in self.actions:
+                text = ":".join(pattern.fields)
+                self.call(m, "sdt_enable", [self._spec(m, text), MODES[TRAP]])
 
-    def _arm(self, site: PatchedSite) -> None:
-        """Arm one site: a branch to its recorder where it reaches, else the breakpoint."""
-        if self._wants_branch(site):
-            code = self._branch_code(site)
-            if code is not None:
-                write_site(self.machine, site, code)
-                return
-        if site.form == COND:
-            self._arm_stub(site)
-        else:
-            write_site(self.machine, site, site.armed)  # the breakpoint, or an is-enabled check's "1"
-        if site.form in FIRING:
-            self.trapped.add(site.addr)
+    def flush(self, m: Machine) -> None:
+        """sdt_flush on CPU ``m``: its open packet closed (and, through notify, consumed)."""
+        self.call(m, "sdt_flush", [])
 
-    def _branch_code(self, site: PatchedSite) -> bytes | None:
-        arch, recorder = self.machine.arch, self.data.recorders[site.probe.stub]
-        if site.form == COND:  # the jcc goes to the recorder instead of the empty stub
-            return arch.retarget(site.disabled, site.addr, recorder)
-        return arch.branch_to(site.form, site.addr, site.length, recorder)
+    def flush_all(self, m: Machine) -> None:
+        """sync_cores on the emulator: every CPU drops its translations (the icache), so it fetches anew."""
+        for other in self.machines:
+            other.uc.ctl_flush_tb()
 
-    def _disarm(self, s: PatchedSite) -> None:
-        trapped = s.addr in self.trapped
-        self.trapped.discard(s.addr)
-        if s.form != COND or not trapped:
-            write_site(self.machine, s, s.disabled)
-        elif s.probe.stub in self.stub_traps and not any(
-                self.sites[a].probe.stub == s.probe.stub for a in self.trapped if self.sites[a].form == COND):
-            _, covered, bp = self.stub_traps.pop(s.probe.stub)
-            write_code_verified(self.machine, s.probe.stub, bp, covered)
+    def matching(self, pattern: ProbeSpec) -> list[TableSite]:
+        return [s for s in self.sites if s.state in ("off", "trap", "branch") and pattern.matches(s.probe)]
 
-    def _arm_stub(self, site: PatchedSite) -> None:
-        stub = site.probe.stub
-        if stub in self.stub_traps:
-            return
-        arch = self.machine.arch
-        original = self.machine.read(stub, 8)
-        if not arch.is_empty_stub(original):
-            raise SdtError("", f"the stub of {site.probe.spec} at {stub:#x} is not an empty function, so its "
-                           "conditional tail sites cannot be armed", "link the stubs `sdtgen gen` wrote")
-        bp = arch.breakpoint(len(original))
-        write_code_verified(self.machine, stub, original[:len(bp)], bp)
-        self.stub_traps[stub] = (site, original[:len(bp)], bp)
+    def probes(self) -> list[TableProbe]:
+        seen: dict[int, TableProbe] = {}
+        for s in self.sites:
+            seen.setdefault(s.probe.addr, s.probe)
+        return sorted(seen.values(), key=lambda p: (p.spec, p.addr))
 
-    def disable(self, pattern: ProbeSpec) -> int:
-        """Disarm every armed site of every probe matching ``pattern``; how many sites match."""
-        sites = self.matching(pattern)
-        for s in sites:
-            if s.addr not in self.armed:
-                continue
-            self.armed.discard(s.addr)
-            try:
-                self._disarm(s)
-            except SiteChanged as e:
-                s.usable = False
-                self.on_changed(s, e)
-        self.sync_flag()
-        return len(sites)
+    def armed(self) -> list[TableSite]:
+        return [s for s in self.sites if s.state in ("trap", "branch")]
 
-    def sync_flag(self) -> None:
-        """SDT_PROBES_ENABLED() is true exactly while some site is armed: keep the guest's flag so."""
-        if self.flag is not None:
-            self.machine.write(self.flag, b"\x01" if self.armed else b"\x00")
-
-    def armed_probes(self) -> set[str]:
-        return {self.sites[a].probe.spec for a in self.armed}
-
-    def trap_on(self, m: Machine, addr: int) -> int:
-        """Record a firing on CPU ``m``; where its execution resumes."""
-        site = self.sites.get(addr)
-        if addr in self.stub_traps:  # a taken conditional tail jump reached its armed stub
-            site = self.stub_traps[addr][0]
-        elif site is None or addr not in self.armed:
-            raise GuestFault("breakpoint trap at a site that is not armed", addr)
-        arch = m.arch
-        probe = site.probe
-        raw = arch.args_at_site(m, len(probe.args), site.form)
-        if probe.spec in self.active:
+    # -- traps ---------------------------------------------------------------------------------
+    def trap(self, m: Machine, addr: int) -> int:
+        """A breakpoint on CPU ``m`` at ``addr``; where it resumes."""
+        hook = self.platform.hook_at(addr)
+        if hook is not None:
+            self._hook(m, hook)
+            return addr + self.bp_len
+        site = self.by_addr.get(addr)
+        actions = [(f, n) for p, f, n in self.actions if site is not None and p.matches(site.probe)]
+        if actions and site.probe.spec in self.active:
             # The probe's own action reached it again: like kprobes, disarm it rather than recurse.
-            self.disable(ProbeSpec.parse(probe.spec))
-            self.on_warning(f"{probe.spec} fired again from its own action; disarmed it")
-            return self._resume(m, site, addr)
-        recorder = self.data.recorders.get(probe.stub) if self.data is not None else None
-        if recorder is None:
-            args = tuple(decode_arg(t, v, m) for t, v in zip(probe.args, raw, strict=True))
-            self.hits[probe.spec] += 1
-            self.on_fire(Firing(probe.spec, addr, args, probe.args, m.cpu if self.per_cpu else None))
-        self.last_fired = probe.spec
-        if recorder is not None and any(pattern.matches(probe) for pattern, _, _ in self.actions):
-            # The firing is recorded (and shown) before the action runs, as the guest would order them.
-            m.call_nested(recorder, raw)
-            self.on_drain(m.cpu)
-            recorder = None
-        self._run_actions(m, probe, raw)
-        if recorder is None:
-            return self._resume(m, site, addr)
-        # The same transport as branch mode: the guest enters the recorder as if the site had called it.
-        arch.enter(m, recorder, None if site.form in RETURNS else addr + site.length)
-        return recorder
+            self.disable(ProbeSpec.parse(site.probe.spec), site.probe.spec, m)
+            self.on_warning(f"{site.probe.spec} fired again from its own action; disarmed it")
+            return addr  # the site now holds its disabled form
+        raw = self.arch.args_at_site(m, len(site.probe.args), site.form) if actions else []
+        result, pc = self._deliver(m)
+        if result == NOT_OURS:
+            raise GuestFault("breakpoint trap that is not a probe site's (sdt_trap says not its own)", addr)
+        if result == FIRED and actions:
+            self.on_fired(m)  # the firing is recorded and shown before the action runs
+            self._act(m, site, actions, raw)
+        return pc
 
-    def _resume(self, m: Machine, site: PatchedSite, addr: int) -> int:
-        """Where CPU ``m`` goes on after a firing the host recorded: past the site, or returning."""
-        return m.arch.return_address(m) if site.form in RETURNS else addr + site.length
+    def _deliver(self, m: Machine) -> tuple[int, int]:
+        """sdt_trap(frame) on CPU ``m`` as the kernel's breakpoint handler calls it; (result, resume pc)."""
+        regs, uc, p = self.arch.regs, m.uc, self.platform
+        values = {"pc": uc.reg_read(regs.pc), "sp": uc.reg_read(regs.sp), "ret": uc.reg_read(regs.ret)}
+        if regs.flags is not None:
+            values["flags"] = uc.reg_read(regs.flags)
+        if regs.link is not None:
+            values["link"] = uc.reg_read(regs.link)
+        for k, r in enumerate(regs.args):
+            values[f"arg[{k}]"] = uc.reg_read(r)
+        m.write(p.frame(m.cpu), p.frame_bytes(values))
+        result = self.call(m, "sdt_trap", [p.frame(m.cpu)])
+        self.on_trap_result(result)
+        out = p.read_frame(m, m.cpu)
+        if result != NOT_OURS:
+            mask = (1 << self.arch.bits) - 1
+            uc.reg_write(regs.sp, out["sp"] & mask)
+            uc.reg_write(regs.ret, out["ret"] & mask)
+            if regs.link is not None:
+                uc.reg_write(regs.link, out["link"] & mask)
+        return result, out["pc"] & ((1 << self.arch.bits) - 1)
 
-    def _run_actions(self, m: Machine, probe: TableProbe, raw: list[int]) -> None:
-        for pattern, func, name in self.actions:
-            if pattern.matches(probe):
-                self.active.add(probe.spec)
-                try:
-                    value = m.call_nested(func, raw)
-                    self.on_drain(m.cpu)  # what the action's own code recorded comes before its result
-                    self.on_action(name, value)
-                finally:
-                    self.active.discard(probe.spec)
+    def _hook(self, m: Machine, name: str) -> None:
+        a0, a1 = self.arch.args_at_site(m, 2, TAIL)  # at a function's first instruction
+        if name == "sync_cores":
+            self.sync(m)
+        elif name == "notify":
+            cpu = self.platform.cpu_of_area(a0)
+            if cpu is not None:
+                self.on_packets(cpu)
+        elif name == "report":
+            from sdtgen.table import read_string
 
-    def drain(self, cpu: int | None = None) -> list[Event]:
-        """What the recorders wrote since the last drain, every CPU (or only ``cpu``) merged in timestamp order."""
-        if self.data is None:
-            return []
-        streams = [decode(c, data, self.data.formats) for c, data in self.data.rings.drain(cpu)]
-        self.lost = sum(self.data.rings.lost)
-        if not streams:
-            return []
-        events = streams[0] if len(streams) == 1 else list(heapq.merge(*streams, key=lambda e: e.ts))
-        self.hits.update(e.probe for e in events)
-        self.last_fired = events[-1].probe
-        return events
+            try:
+                line = read_string(m.read, a1)
+            except TableError:
+                line = "(an unreadable report)"
+            self.reports.append(Report(a0, line))
 
-    def firing(self, e: Event) -> Firing:
-        """A drained event as the reporter shows it (the site, when its probe has only one)."""
-        return Firing(e.probe, self.single_site.get(e.probe), e.args, self.by_spec[e.probe].args, e.cpu, e.ts)
+    def _act(self, m: Machine, site: TableSite, actions: list[tuple[int, str]], raw: list[int]) -> None:
+        spec = site.probe.spec
+        for func, name in actions:
+            self.active.add(spec)
+            try:
+                value = m.call_nested(func, raw)
+                self.on_fired(m)  # what the action's own code recorded comes before its result
+                self.on_action(m, name, value)
+            finally:
+                self.active.discard(spec)

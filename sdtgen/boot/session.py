@@ -1,47 +1,79 @@
-"""One emulated boot: load, patch from the image's own table, then enable, disable and run.
+"""One emulated boot: load the image, give its runtime a platform, let it patch itself, then arm and run.
 
 Events go to a Reporter: results one human line each on stdout, problems as
 diagnostics in sdtgen's one format on stderr; or, with --json, every event as
-one JSON line on stdout and nothing else there.
+one JSON line on stdout and nothing else there. Firings come from the
+runtime's packets: consumed as each closes (the platform's notify hook) with
+--overflow drop, or when a run ends; shown in timestamp order, and copied to
+the --trace sink as they come.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import sys
-from functools import partial
-from typing import TextIO
+import threading
+from dataclasses import dataclass
+from typing import NamedTuple, TextIO
 
-from sdtgen.boot.buffers import POLICIES, Rings, make_format
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_SPEC
+from sdtgen.boot.consumer import Consumer
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_RINGS, MAX_SPEC, MIN_BUFFER
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
-from sdtgen.boot.patcher import PatchedSite, PatchResult, Refusal, SiteChanged, patch_sites
-from sdtgen.boot.runtime import ARM_MODES, BRANCH, DataPath, Firing, ProbeRuntime, read_guest_string
-from sdtgen.elf.reader import SHF_WRITE, STT_FUNC, STT_OBJECT
-from sdtgen.errors import WARNING, Diagnostic, SdtError, place, printable
+from sdtgen.boot.platform import Platform, runtime_entries
+from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
+from sdtgen.elf.reader import STT_FUNC
+from sdtgen.errors import WARNING, Diagnostic, SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
-from sdtgen.recorder import RECORDER_PREFIX, probe_key
-from sdtgen.table import TableError, TableProbe, read_tables
+from sdtgen.table import SITE_SIZE, TableSite
+from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
 REFUSED_LINES = 20  # refused-site lines shown in all
+# Several CPUs: firings wait to be put in time order until every CPU has been read past them. They are
+# shown in batches of SHOW_BATCH, and at most MAX_PENDING wait (about 200 MB); past that a run's firings
+# are counted and traced but not shown (a CPU that records nothing holds the others back).
+SHOW_BATCH = 4096
+MAX_PENDING = 1_000_000
+POLICIES = ("drop", "overwrite")
+MAX_STRING_RESULT = 256
 
 
 class Stopped(KeyboardInterrupt):
     """Ctrl-C stopped a guest call; where it was has been reported."""
 
 
+@dataclass(frozen=True)
+class Firing:
+    probe: str
+    pc: int | None  # the site, when the probe has only one
+    args: tuple[int | str | None, ...]
+    types: tuple[str, ...]
+    cpu: int | None = None
+    ts: int | None = None  # the kernel's clock when it recorded the firing
+
+
+class ActionResult(NamedTuple):
+    """An --action's result, in a CPU's pending items after the firing it followed."""
+
+    ts: int
+    cpu: int
+    symbol: str
+    value: int
+
+
 class Reporter:
     def __init__(self, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
-                 file: str = "") -> None:
+                 file: str = "", quiet: bool = False) -> None:
         self.as_json = as_json
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.file = file  # the image, for diagnostics
         self.per_cpu = False  # several CPUs: a line starts with its CPU
+        self.quiet = quiet  # firings are not shown (they still count, and go to the trace)
 
     def _emit(self, event: dict, human: str | None) -> None:
         if self.as_json:
@@ -57,41 +89,44 @@ class Reporter:
             self.out.flush()
             print(Diagnostic(self.file, severity, message, fix, where), file=self.err, flush=True)
 
-    def patched(self, result: PatchResult) -> None:
-        folded = f", {result.folded} folded into others" if result.folded else ""
-        self._emit({"event": "patched", "sites": len(result.sites), "refused": len(result.refused),
-                    "folded": result.folded},
-                   f"patched {len(result.sites)} sites ({len(result.refused)} refused{folded})")
+    def patched(self, patched: int, refused: int, folded: int) -> None:
+        more = f", {folded} folded into others" if folded else ""
+        self._emit({"event": "patched", "sites": patched, "refused": refused, "folded": folded},
+                   f"patched {patched} sites ({refused} refused{more})")
 
-    def refused(self, refusals: list[Refusal], where) -> None:
-        """Every refusal in --json; on a terminal a few per function, then how many more."""
+    def refused(self, refusals: list[tuple[TableSite, str, str]], where) -> None:
+        """Every refusal in --json; on a terminal a few per function, then how many more.
+        ``refusals``: (site entry, the runtime's reason, the bytes found there)."""
         shown: dict[str, int] = {}
         lines = 0
-        for r in refusals:
-            at, function = where(r.entry.addr)
-            event = {"event": "refused", "probe": r.entry.probe.spec, "pc": r.entry.addr, "where": at,
-                     "reason": r.reason, "bytes": r.found.hex()}
+        for site, reason, found in refusals:
+            at, function = where(site.addr)
+            event = {"event": "refused", "probe": site.probe.spec, "pc": site.addr, "where": at,
+                     "reason": reason, "bytes": found}
             if self.as_json:
                 self._emit(event, None)
                 continue
             shown[function] = shown.get(function, 0) + 1
             if shown[function] <= REFUSED_PER_FUNCTION and lines < REFUSED_LINES:
                 lines += 1
-                found = f" (found {r.found.hex(' ')})" if r.found else ""
-                self._diagnose(event, WARNING, f"refused {printable(r.entry.probe.spec)}: {r.reason}{found}",
+                bytes_ = f" (found {_spaced(found)})" if found else ""
+                self._diagnose(event, WARNING, f"refused {printable(site.probe.spec)}: {printable(reason)}{bytes_}",
                                "left unpatched", printable(at))
         hidden = len(refusals) - lines
         if hidden and not self.as_json:
             print(Diagnostic(self.file, WARNING, f"{hidden} more refused sites not shown",
                              "see all of them with --json"), file=self.err, flush=True)
 
-    def changed(self, site: PatchedSite, e: SiteChanged, at: str) -> None:
-        self._diagnose({"event": "changed", "probe": site.probe.spec, "pc": site.addr, "where": at,
-                        "bytes": e.found.hex(), "expected": e.expected.hex()}, WARNING,
-                       f"{printable(site.probe.spec)}: the site's code changed since sdtgen wrote it: {e}",
-                       "sdtgen leaves it as it is and writes there no more", printable(at))
+    def changed(self, site: TableSite, found: str, expected: str, at: str) -> None:
+        self._diagnose({"event": "changed", "probe": site.probe.spec, "pc": site.addr, "where": at, "bytes": found,
+                        "expected": expected}, WARNING,
+                       f"{printable(site.probe.spec)}: the site's code changed since the runtime wrote it: found "
+                       f"{_spaced(found)} where it wrote {_spaced(expected)}",
+                       "the runtime leaves it as it is and writes there no more", printable(at))
 
     def fire(self, f: Firing) -> None:
+        if self.quiet:
+            return
         line = f"{printable(f.probe)}  {format_args(f)}".rstrip()
         if self.per_cpu:
             line = _on_cpu(f.cpu) + line
@@ -127,9 +162,11 @@ class Reporter:
     def warning(self, text: str) -> None:
         self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
 
-    def action(self, symbol: str, value: int) -> None:
-        self._emit({"event": "action", "symbol": symbol, "value": value},
-                   f"action {printable(symbol)} returned {value}")
+    def action(self, symbol: str, value: int, cpu: int | None = None) -> None:
+        event = {"event": "action", "symbol": symbol, "value": value}
+        if cpu is not None:
+            event["cpu"] = cpu
+        self._emit(event, f"{_on_cpu(cpu)}action {printable(symbol)} returned {value}")
 
     def probe(self, pid: int, spec: str, sites: int, armed: bool) -> None:
         self._emit({"event": "probe", "id": pid, "probe": spec, "sites": sites, "armed": armed},
@@ -140,6 +177,10 @@ class Reporter:
 
     def text(self, kind: str, text: str) -> None:
         self._emit({"event": kind, "text": text}, text)
+
+
+def _spaced(hexbytes: str) -> str:
+    return " ".join(hexbytes[i:i + 2] for i in range(0, len(hexbytes), 2))
 
 
 def _on_cpu(cpu: int | None) -> str:
@@ -155,7 +196,7 @@ def format_args(f: Firing) -> str:
         elif value is None:
             parts.append(f"arg{i}=<unreadable>")
         elif "*" in ctype:
-            parts.append(f"arg{i}={value:#x}")
+            parts.append(f"arg{i}={value & ((1 << 64) - 1):#x}")
         else:
             parts.append(f"arg{i}={value}")
     return " ".join(parts)
@@ -169,96 +210,271 @@ def parse_int(text: str) -> int:
                        "give decimal, 0x hex or negative numbers") from None
 
 
+def check_buffer_size(size: int) -> int:
+    """BYTES per CPU: a power of two from MIN_BUFFER to MAX_BUFFER."""
+    if not MIN_BUFFER <= size <= MAX_BUFFER or size & (size - 1):
+        raise SdtError("", f"--buffer-size {size} is not a power of two from {MIN_BUFFER} to {MAX_BUFFER}",
+                       "give e.g. 65536 or 1048576 (bytes per CPU)")
+    return size
+
+
 class BootSession:
     def __init__(self, path: str, reporter: Reporter, patch: bool = True, timeout: float = DEFAULT_TIMEOUT,
-                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "overwrite",
-                 keep: bool = False, cpus: int = 1, seed: int = 0) -> None:
+                 arm: str = "trap", buffer_size: int = DEFAULT_BUFFER, overflow: str = "drop",
+                 cpus: int = 1, seed: int = 0, schedule: str = "parallel", stream: bool = True,
+                 trace: tuple[str, str] | None = None) -> None:
+        from sdtgen.boot.smp import MAX_CPUS, SCHEDULES
+
         self.reporter = reporter
         reporter.file = reporter.file or path
-        self.timeout = timeout
-        self.seed = seed
-        self.smp = None  # sdtgen.boot.smp.Smp when cpus > 1
-        self.image = Image(path)
-        self.machine: Machine | None = None
+        # Everything the command line says is checked before anything is loaded or run.
         if overflow not in POLICIES:
             raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+        if arm not in ARM_MODES:
+            raise SdtError("", f"unknown arming mode {printable(arm)!r}", "use trap or branch")
+        if not 1 <= cpus <= MAX_CPUS:
+            raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
+        if schedule not in SCHEDULES:
+            raise SdtError("", f"unknown schedule {printable(schedule)!r}", f"use one of {', '.join(SCHEDULES)}")
+        check_buffer_size(buffer_size)
+        if cpus * buffer_size > MAX_RINGS:
+            raise SdtError("", f"{cpus} CPUs with --buffer-size {buffer_size} need {cpus * buffer_size >> 20} MiB of "
+                           f"rings, more than the {MAX_RINGS >> 20} MiB a boot maps",
+                           "give fewer --cpus or a smaller --buffer-size")
+        if arm == BRANCH and not patch:
+            raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
+        self.timeout, self.seed, self.schedule = timeout, seed, schedule
         self.buffer_size, self.overflow, self.cpus = buffer_size, overflow, cpus
-        self.recorded: list | None = [] if keep else None  # every drained event, for a trace file
+        self.stream = stream and overflow == "drop"  # a flight recorder is read when a run ends
+        self.image = Image(path)
+        self.machine: Machine | None = None
+        self.smp = None
+        self.sink = None
+        self.faults = 0
+        self.hits: dict[str, int] = {}
+        self.last_fired: str | None = None
+        # Several CPUs: what each recorded and has not been shown (its events, and --action results after
+        # the firing they followed), merged by time as far as every CPU has been read, and when a run ends.
+        self._pending: dict[int, list[Event | ActionResult]] = {}
+        self._read_to: dict[int, int] = {}  # CPU -> the time up to which its packets have been read
+        self._held = 0  # items in _pending
+        self._unshown = 0  # firings past MAX_PENDING in one run: counted and traced, not shown
+        self._lock = threading.RLock()  # CPU threads read their packets from the notify hook
+        self._clock: tuple[str, int] | None = None
+        self._lost_shown = 0
+        self._said: set[str] = set()
         try:
+            self.entries = runtime_entries(self.image)
+            self.probes = self.image.probes()
+            self.bounds = self.image.bounds
+            self._check_table()
+            if trace is not None:
+                self.sink = self._open_trace(*trace)
             self._boot(patch)
-            self.set_arm(arm)
+            if arm != "trap":
+                self.set_arm(arm)
         except BaseException:
-            self.close()
+            self.close(abort=True)
             raise
 
+    def _check_host(self) -> None:
+        """Threads made small, and the boot refused if its CPUs would not fit the address-space limit."""
+        from sdtgen.boot.host import check_address_space, prepare_threads
+        from sdtgen.boot.machine import STACK_SIZE, tcg_buffer_for
+        from sdtgen.elf.reader import PT_LOAD
+
+        prepare_threads()
+        guest = sum(s.memsz for s in self.image.elf.segments if s.type == PT_LOAD) + self.cpus * STACK_SIZE
+        threads = self.cpus * (2 if self.cpus > 1 and self.schedule == "parallel" else 1)  # watchdogs, CPUs
+        check_address_space(self.image.path, self.cpus, tcg_buffer_for(self.image.elf), guest,
+                            self.cpus * self.buffer_size, threads)
+
+    def _check_table(self) -> None:
+        """An image whose probes call stubs but whose site table is empty was linked without the table."""
+        lo, hi = self.bounds.sites
+        if hi == lo and any(n.startswith("__dtrace_sdt_") for n in self.image.elf.symbol_values("__dtrace_sdt_")):
+            raise self.image.elf.fail("has probe stubs but an empty site table: the table `sdtgen gen` wrote "
+                                      "(set_sdt_sites_set) was not linked", "link the *_sdt_table.o gen's output "
+                                      "compiles to (the Makefile fragment does)")
+
     def _boot(self, patch: bool) -> None:
+        from sdtgen.boot.smp import Smp
+
         arch = self.image.arch
-        # The allocated sections by address, to name the section of a place.
-        self._sections = sorted((s for s in self.image.elf.sections if s.is_alloc and s.size), key=lambda s: s.addr)
-        self._section_starts = [s.addr for s in self._sections]
+        self._check_host()
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
-        bounds = self.image.bounds  # the linker's __start_/__stop_ symbols, as a kernel sees them
-        for lo, hi in (bounds.sites, bounds.probes):
-            # The sets must be bytes of the image file: a damaged symbol must not make the boot read
-            # megabytes of zero-filled memory.
-            if not 0 <= hi - lo <= len(self.image.elf.data):
-                raise self.image.elf.fail(f"probe table bounds {lo:#x}..{hi:#x} are not a table in this image",
-                                          "regenerate the table with `sdtgen gen` and relink")
-            if hi > lo:
-                self.image.read(lo, hi - lo)
-        try:
-            entries = read_tables(self.machine.read, bounds, arch.bits, arch.little)
-        except (TableError, GuestFault) as e:
-            raise self.image.elf.fail(f"corrupt probe table in memory: {e}",
-                                      "regenerate it with `sdtgen gen` and relink") from None
-        # Without patching, every site stays a call to its empty stub (for comparison).
-        self.patched = patch
-        self.patch = patch_sites(self.machine, entries) if patch else PatchResult([], [])
-        self.reporter.patched(self.patch)
-        self.reporter.refused(self.patch.refused, self._where_function)
-        data = self._data_path(entries) if patch else None
-        self.runtime = ProbeRuntime(self.machine, self.patch, self.reporter.fire, data)
+        self.clock_name, self.clock_hz = self.guest_clock()
+        self.platform = Platform(self.machine, self.cpus, self.buffer_size, self.overflow, self.clock_hz)
+        self.smp = Smp(self.machine, self.cpus, self.seed, self.schedule)
+        for m in self.smp.cpus:
+            self.platform.own_page(m)
+        self.runtime = ProbeRuntime(self.smp.cpus, self.platform, self.entries, self.bounds)
+        self.smp.sync = self.runtime.flush_all
+        self.runtime.sync = self.smp.sync_cores
         self.runtime.on_warning = self.reporter.warning
-        self.runtime.on_action = self.reporter.action
-        self.runtime.on_drain = self.drain
-        self.runtime.on_changed = lambda site, e: self.reporter.changed(site, e, self.where(site.addr))
-        self.runtime.flag = self._probes_enabled_flag()
-        self.faults = 0
-        if self.cpus > 1:  # after the boot's patching, which runs before any other CPU exists
-            from sdtgen.boot.smp import Smp
+        self.runtime.on_action = self._action
+        self.runtime.on_packets = self._consume_now
+        self.runtime.on_fired = self._flush_cpu
+        self.reporter.per_cpu = self.cpus > 1
+        self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.probes],
+                               arch.bits, arch.little)
+        self.types = {p.spec: p.args for p in self.probes}
+        self.consumer = Consumer(self.machine, [self.platform.area(k) for k in range(self.cpus)], self._packet)
+        policy = 1 if self.overflow == "overwrite" else 0
+        try:
+            for k in range(self.cpus):
+                r = self.runtime.call(self.machine, "sdt_cpu_attach", [self.platform.area(k), k,
+                                                                       self.platform.ring(k), self.buffer_size,
+                                                                       self.platform.packet_size, policy])
+                if r:
+                    raise SdtError(self.image.path, f"the runtime refused CPU {k}'s ring ({self.buffer_size} bytes "
+                                   f"in packets of {self.platform.packet_size})", "give another --buffer-size")
+            self.patched = patch
+            init = self.runtime.init() if patch else None
+        except GuestFault as e:  # the kernel's own boot-time code did not run: the image is not loadable as is
+            raise SdtError(self.image.path, f"the runtime faulted while the boot set it up: {e.what} at "
+                           f"{self.where(e.pc)}", "check that the image's loadable segments hold its code "
+                           "(readelf -lW) and relink it") from None
+        if init is not None:
+            self._report_init(init)
+        else:
+            self.runtime.refresh()
+            self.reporter.patched(0, 0, 0)
+        firing = [s for s in self.runtime.sites if s.form in FIRING and s.state in ("off", "trap", "branch")]
+        per_probe: dict[str, list[int]] = {}
+        for s in firing:
+            per_probe.setdefault(s.probe.spec, []).append(s.addr)
+        # A record does not say which site fired: a probe with one site names it, others give None.
+        self.single_site = {spec: addrs[0] for spec, addrs in per_probe.items() if len(addrs) == 1}
 
-            self.smp = Smp(self.machine, self.cpus, self.seed)
-            self.runtime.per_cpu = self.reporter.per_cpu = True
-            for m in self.smp.cpus:
-                m.trap = partial(self.runtime.trap_on, m)
-                if data is not None:  # each CPU's per-CPU register points at its own ring's control structure
-                    arch.set_cpu_pointer(m.uc, data.rings.control(m.cpu))
+    def _report_init(self, result: InitResult) -> None:
+        """The patched line, a refusal per site the runtime refused (with its words), its other reports."""
+        by_entry = {r.site: r.line for r in result.reports if r.site}
+        refused = []
+        for s in result.of("refused"):
+            reason, found, _ = site_report(by_entry.get(self._entry(s), ""))
+            refused.append((s, reason or "refused by the runtime", found))
+        self.reporter.patched(len(result.of("off")), len(refused), len(result.of("folded")))
+        self.reporter.refused(refused, self.image.where)
+        for r in result.reports:
+            if not r.site:
+                self.reporter.warning(r.line.removeprefix("sdt: "))
 
-    def _data_path(self, entries) -> DataPath | None:
-        """The image's recorders (``__sdt_rec_<stub>``) and the rings they write; None without recorders."""
-        probes: dict[int, TableProbe] = {e.probe.stub: e.probe for e in entries}
-        recorders: dict[int, int] = {}
-        formats = {}
+    def _entry(self, site: TableSite) -> int:
+        """The address of a site's table entry (what the runtime's reports name)."""
+        return self.bounds.sites[0] + SITE_SIZE * site.index
+
+    def _open_trace(self, path: str, fmt: str):
+        from sdtgen.boot.clock import guest_clock
+        from sdtgen.trace.model import TraceMeta, TraceProbe
+        from sdtgen.trace.sink import open_trace
+
         arch = self.image.arch
-        for name, sym in self.image.symbols.items():
-            if not name.startswith(RECORDER_PREFIX) or sym.type != STT_FUNC:
-                continue
-            stub = self.image.symbols.get(name[len(RECORDER_PREFIX):])
-            probe = probes.get(stub.value) if stub is not None else None
-            if probe is None:
-                continue
-            if self.machine.code_at(sym.value) is None:
-                raise self.image.elf.fail(f"recorder {printable(name)} at {sym.value:#x} is outside the image's code",
-                                          "regenerate the stubs with `sdtgen gen` and relink")
-            key = probe_key(stub.name)
-            if key in formats and formats[key].spec != probe.spec:
-                raise self.image.elf.fail(f"probes {printable(formats[key].spec)} and {printable(probe.spec)} have "
-                                          "the same record key", "rename one of them")
-            recorders[probe.stub] = sym.value
-            formats[key] = make_format(key, probe.spec, probe.args, arch.bits)
-        if not recorders:
-            return None
-        return DataPath(Rings(self.machine, self.buffer_size, self.overflow, self.cpus), recorders, formats)
+        name, hz = guest_clock(arch)
+        probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
+        return open_trace(path, fmt, TraceMeta(arch.name, name, hz, self.cpus, probes), arch.bits, arch.little)
+
+    # -- the consumer ------------------------------------------------------------------------
+    def guest_clock(self) -> tuple[str, int]:
+        """The clock events are stamped with (measured once: it takes 50 ms)."""
+        if self._clock is None:
+            from sdtgen.boot.clock import guest_clock
+
+            self._clock = guest_clock(self.image.arch)
+        return self._clock
+
+    def _packet(self, cpu: int, data: bytes) -> None:
+        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time)."""
+        try:
+            packet, events = self.decoder.events(data, f"CPU {cpu}: ")
+        except PacketError as e:
+            raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
+                           "the guest wrote over its ring") from None
+        with self._lock:
+            if self.sink is not None:
+                self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet,
+                                 events if self.sink.needs_events else None)
+            for e in events:
+                self.hits[e.probe] = self.hits.get(e.probe, 0) + 1
+            if events:
+                self.last_fired = events[-1].probe
+            if self.reporter.quiet:
+                return
+            if self.cpus == 1:
+                self._show(events)
+                return
+            self._read_to[cpu] = max(self._read_to.get(cpu, 0), packet.end)
+            if self._held + len(events) > MAX_PENDING:
+                self._unshown += len(events)
+                return
+            self._pending.setdefault(cpu, []).extend(events)
+            self._held += len(events)
+            if self._held >= SHOW_BATCH and len(self._read_to) == self.cpus:
+                self._emit_pending(min(self._read_to.values()))
+
+    def _action(self, m: Machine, symbol: str, value: int) -> None:
+        """An --action returned on CPU ``m``: shown after everything that CPU recorded before it."""
+        with self._lock:
+            if self.cpus == 1:
+                self.reporter.action(symbol, value)
+                return
+            if self.reporter.quiet:
+                self.reporter.action(symbol, value, m.cpu)
+                return
+            mine = self._pending.setdefault(m.cpu, [])
+            ts = next((x.ts for x in reversed(mine)), self._read_to.get(m.cpu, 0))
+            mine.append(ActionResult(ts, m.cpu, symbol, value))
+            self._held += 1
+
+    def _show(self, items: list) -> None:
+        for e in items:
+            if isinstance(e, ActionResult):
+                self.reporter.action(e.symbol, e.value, e.cpu)
+            else:
+                self.reporter.fire(Firing(e.probe, self.single_site.get(e.probe), e.args, self.types[e.probe],
+                                          e.cpu, e.ts))
+
+    def _consume_now(self, cpu: int) -> None:
+        """The notify hook: a packet of ``cpu`` closed (with --overflow drop, read as it closes)."""
+        if self.stream:
+            self.consumer.consume(cpu)
+
+    def _flush_cpu(self, m: Machine) -> None:
+        """What CPU ``m`` recorded so far, read now: an --action's result follows its firing."""
+        self.runtime.flush(m)
+        self.consumer.consume(m.cpu)
+
+    def drain(self) -> None:
+        """Every CPU's open packet closed and every closed packet read, shown in time order; what was lost
+        said."""
+        for m in self.smp.cpus:
+            self.runtime.flush(m)
+        for cpu in range(self.cpus):
+            self.consumer.consume(cpu)
+        with self._lock:
+            self._emit_pending()
+            if self._unshown:
+                self.reporter.warning(f"{self._unshown} firing(s) not shown: more than {MAX_PENDING:,} in one run "
+                                      "on several CPUs waited to be put in time order; they are counted and "
+                                      "traced (-q with --trace for runs this long)")
+                self._unshown = 0
+        lost = self.consumer.total_lost
+        if lost > self._lost_shown:
+            self.reporter.warning(f"{lost - self._lost_shown} record(s) lost: the trace buffer was full "
+                                  f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
+            self._lost_shown = lost
+
+    def _emit_pending(self, upto: int | None = None) -> None:
+        """What the CPUs recorded, in (time, CPU) order: all of it, or what is no later than ``upto`` (a
+        time every CPU's packets have been read to, so nothing earlier can still come)."""
+        ready = []
+        for items in self._pending.values():
+            n = len(items) if upto is None else bisect.bisect_right(items, upto, key=lambda x: x.ts)
+            if n:
+                ready.append(items[:n])
+                del items[:n]
+        self._held -= sum(map(len, ready))
+        self._show(list(heapq.merge(*ready, key=lambda x: (x.ts, x.cpu))))
 
     def set_arm(self, mode: str) -> None:
         """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""
@@ -266,39 +482,23 @@ class BootSession:
             raise SdtError("", f"unknown arming mode {printable(mode)!r}", "use trap or branch")
         if mode == BRANCH and not self.patched:
             raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
-        self.runtime.set_mode(mode)
+        if self.patched:
+            before = len(self.runtime.reports)
+            self.runtime.set_mode(mode)
+            self._report_changes(self.runtime.reports[before:])
+        self.runtime.mode = mode
 
-    def drain(self, cpu: int | None = None) -> None:
-        """Report what the guest recorded since the last drain (every CPU, or only ``cpu``, is stopped
-        outside its recorder whenever this runs)."""
-        before = self.runtime.lost
-        events = self.runtime.drain(cpu)
-        if self.recorded is not None:
-            self.recorded += events
-        for e in events:
-            self.reporter.fire(self.runtime.firing(e))
-        if self.runtime.lost > before:
-            self.reporter.warning(f"{self.runtime.lost - before} record(s) lost: the trace buffer was full "
-                                  f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
+    def finish_trace(self) -> None:
+        """Every recorded event is in the trace: put it in place."""
+        if self.sink is not None:
+            self.drain()
+            sink, self.sink = self.sink, None
+            sink.finish(self.consumer.lost())
 
-    def write_trace(self, path: str, fmt: str) -> None:
-        """Write every event the session drained (kept since it started) as a trace file of ``fmt``."""
-        from sdtgen.boot.clock import guest_clock
-        from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
-
-        self.drain()
-        probes = [TraceProbe(i, p.provider, p.module, p.function, p.name, p.args)
-                  for i, p in enumerate(self.runtime.probes)]
-        ids = {p.spec: p.id for p in probes}
-        arch = self.image.arch
-        clock, hz = guest_clock(arch)
-        data = self.runtime.data
-        cpus = data.rings.cpus if data is not None else 1
-        lost = {cpu: n for cpu, n in enumerate(data.rings.lost) if n} if data is not None else {}
-        events = [TraceEvent(ids[e.probe], e.cpu, e.ts, e.args) for e in self.recorded or []]
-        write_trace(path, fmt, TraceMeta(arch.name, clock, hz, cpus, tuple(probes), lost), events)
-
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
+        if self.sink is not None:
+            self.sink.abort()
+            self.sink = None
         for m in self.smp.cpus[1:] if self.smp is not None else []:
             m.close()
         if self.machine is not None:
@@ -308,31 +508,9 @@ class BootSession:
     # -- places ---------------------------------------------------------------------
     def where(self, addr: int) -> str:
         """``section:function+0xoff`` of an address, in the one diagnostic shape."""
-        return self._where_function(addr)[0]
-
-    def _where_function(self, addr: int) -> tuple[str, str]:
-        i = bisect.bisect_right(self._section_starts, addr) - 1
-        section = self._sections[i] if i >= 0 and addr < self._sections[i].addr + self._sections[i].size else None
-        symbolized = self.image.symbolize(addr)
-        function, plus, off = symbolized.rpartition("+")
-        if plus:
-            name = section.name if section else ""
-            return (place(name, function, int(off, 16)) if name else symbolized), function
-        if section is not None:
-            return place(section.name, None, addr - section.addr), section.name
-        return f"{addr:#x}", ""
+        return self.image.where(addr)[0]
 
     # -- probes ---------------------------------------------------------------------
-    def _probes_enabled_flag(self) -> int | None:
-        """Where SDT_PROBES_ENABLED()'s flag is: the one-byte sdt_probes_enabled the stubs define (None when
-        the image has none, or it is not in writable data)."""
-        sym = self.image.symbols.get("sdt_probes_enabled")
-        if sym is None or sym.type != STT_OBJECT or sym.size != 1 or not 0 < sym.shndx < len(self.image.elf.sections):
-            return None
-        section = self.image.elf.sections[sym.shndx]
-        writable = section.is_alloc and section.flags & SHF_WRITE and not section.is_exec
-        return sym.value if writable and section.addr <= sym.value < section.addr + section.size else None
-
     def spec(self, text: str) -> ProbeSpec:
         if len(text) > MAX_SPEC:
             raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",
@@ -342,45 +520,60 @@ class BootSession:
         except ValueError as e:
             raise SdtError("", printable(str(e))) from None
 
-    def matching(self, text: str) -> list[PatchedSite]:
+    def matching(self, text: str) -> list[TableSite]:
         return self.runtime.matching(self.spec(text))
 
     def enable(self, spec: str) -> int:
-        return self._arm(spec, self.runtime.enable)
+        return self._arm(spec, True)
 
     def disable(self, spec: str) -> int:
-        return self._arm(spec, self.runtime.disable)
+        return self._arm(spec, False)
 
-    def _arm(self, text: str, action) -> int:
+    def _arm(self, text: str, arm: bool) -> int:
         pattern = self.spec(text)
         if not self.patched:
             raise SdtError("", f"cannot arm or disarm {printable(text)!r}: nothing is patched (--no-patch), "
                            "so every site stays a call to its empty stub", "boot without --no-patch")
         if not self.runtime.matching(pattern):
+            if arm and any(x.state == "changed" and pattern.matches(x.probe) for x in self.runtime.sites):
+                raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: "
+                               "the guest rewrote every one")
             raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
                            "patched probe site", "list the probes with `sdtgen probes IMAGE`; "
                            "a spec is provider:module:function:name, filled from the right")
-        n = action(pattern)
-        if n == 0 and action == self.runtime.enable:
+        before = len(self.runtime.reports)
+        n = (self.runtime.enable if arm else self.runtime.disable)(pattern, text)
+        self._report_changes(self.runtime.reports[before:])
+        if n == 0 and arm:
             raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: "
                            "the guest rewrote every one")
         return n
 
+    def _report_changes(self, reports: list[Report]) -> None:
+        by_index = {self._entry(s): s for s in self.runtime.sites}
+        for r in reports:
+            site = by_index.get(r.site)
+            if site is not None and site.state == "changed":
+                _, found, expected = site_report(r.line)
+                self.reporter.changed(site, found, expected, self.where(site.addr))
+            elif r.line not in self._said:  # the runtime says it at each call; once is enough here
+                self._said.add(r.line)
+                self.reporter.warning(r.line.removeprefix("sdt: "))
+
     def add_action(self, spec: str, symbol: str) -> None:
         """Call SYMBOL in the guest, with the probe's arguments, whenever a probe matching SPEC fires.
 
-        The probes matching SPEC are enabled too: an action on a probe that never fires would do nothing.
+        The probes matching SPEC are enabled too (with the breakpoint: the host must see them fire).
         """
         sym = self.image.symbols.get(symbol)
         if sym is None or sym.type != STT_FUNC:
             raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
                            "check the symbol name")
         pattern = self.spec(spec)
-        self.runtime.actions.append((pattern, sym.value, symbol))  # first: a probe with an action is trapped
-        if self.patched and self.runtime.matching(pattern):
-            self.runtime.disable(pattern)  # branch-armed sites of it are rearmed with the breakpoint
+        self.runtime.actions.append((pattern, sym.value, symbol))
         try:
             self.enable(spec)
+            self.runtime._trap_actions()
         except BaseException:
             self.runtime.actions.pop()
             raise
@@ -410,55 +603,39 @@ class BootSession:
         return sym.value, rtype
 
     def run(self, target: str, args: list[int]) -> int | str | None:
-        """Call ``SYMBOL[:TYPE]``; TYPE (int, long, uint, ulong, str, void) says how to read the result.
+        """Call ``SYMBOL[:TYPE]`` on every CPU; TYPE (int, long, uint, ulong, str, void) says how to read the
+        result. One return (or fault) per CPU, in CPU order; CPU 0's value.
 
         Ctrl-C stops the guest: where it was is reported, then Stopped is raised.
         """
         func, rtype = self.check_run(target, args)
         symbol = target.partition(":")[0]
-        self.runtime.last_fired = None
-        if self.smp is not None:
-            return self._run_all(symbol, func, args, rtype)
-        try:
-            raw = self.machine.call(func, args, timeout=self.timeout)
-        except GuestFault as fault:
-            self.drain()
-            self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
-            if isinstance(fault, Interrupted):  # the user's choice, not the guest's fault
-                raise Stopped() from None
-            self.faults += 1
-            return None
-        self.drain()
-        value = self._decode_return(raw, rtype)
-        self.reporter.returned(symbol, args, value, rtype)
-        return value
-
-    def _run_all(self, symbol: str, func: int, args: list[int], rtype: str) -> int | str | None:
-        """The call on every CPU at once: one return (or fault) per CPU, in CPU order; CPU 0's value."""
+        self.last_fired = None
         try:
             results = self.smp.call_all(func, args, self.timeout)
         except Interrupted as fault:
             self.drain()
-            self.reporter.fault(symbol, fault, self.where(fault.pc), self.runtime.last_fired)
+            self.reporter.fault(symbol, fault, self.where(fault.pc), self.last_fired)
             raise Stopped() from None
         self.drain()  # every CPU's records, merged in timestamp order
         first = None
         for cpu, raw in enumerate(results):
+            shown = cpu if self.cpus > 1 else None
             if isinstance(raw, GuestFault):
-                self.reporter.fault(symbol, raw, self.where(raw.pc), self.runtime.last_fired, cpu=cpu)
+                self.reporter.fault(symbol, raw, self.where(raw.pc), self.last_fired, cpu=shown)
                 self.faults += 1
                 continue
-            value = self._decode_return(raw, rtype)
+            value = self._decode_return(raw, rtype, self.smp.cpus[cpu])
             first = value if cpu == 0 else first
-            self.reporter.returned(symbol, args, value, rtype, cpu=cpu)
+            self.reporter.returned(symbol, args, value, rtype, cpu=shown)
         return first
 
-    def _decode_return(self, raw: int, rtype: str) -> int | str | None:
+    def _decode_return(self, raw: int, rtype: str, m: Machine) -> int | str | None:
         bits = self.image.arch.bits
         if rtype == "void":
             return None
         if rtype == "str":
-            return read_guest_string(self.machine, raw)
+            return read_guest_string(m, raw)
         width = 32 if rtype in ("int", "uint") else bits
         value = raw & ((1 << width) - 1)
         if rtype in ("int", "long") and value >> (width - 1):
@@ -467,7 +644,36 @@ class BootSession:
 
     def stats(self) -> None:
         self.drain()
-        self.reporter.stats(dict(self.runtime.hits), self.runtime.lost)
+        self.reporter.stats(dict(self.hits), self.consumer.total_lost)
+
+
+def site_report(line: str) -> tuple[str, str, str]:
+    """(what the runtime said of a site, the bytes it found there, the bytes it expected, as hex) from a
+    report line: ``sdt: PROBE site at 0xADDR WHAT (found 0f 1f ...; expected e8 ...)``."""
+    import re
+
+    m = re.search(r" site at 0x[0-9a-f]+ (.*?)(?: \(found ([0-9a-f ]+?)(?:; expected ([0-9a-f ]+))?\))?$", line)
+    if not m:
+        return line, "", ""
+    return m[1], (m[2] or "").replace(" ", ""), (m[3] or "").replace(" ", "")
+
+
+def read_guest_string(machine: Machine, addr: int) -> str | None:
+    out = bytearray()
+    while len(out) < MAX_STRING_RESULT:
+        try:
+            chunk = machine.read(addr + len(out), 16)
+        except GuestFault:
+            try:
+                chunk = machine.read(addr + len(out), 1)
+            except GuestFault:
+                return None
+        end = chunk.find(b"\0")
+        if end >= 0:
+            out += chunk[:end]
+            return out.decode("utf-8", "replace")
+        out += chunk
+    return out[:MAX_STRING_RESULT].decode("utf-8", "replace")
 
 
 def describe(pattern: ProbeSpec) -> str:

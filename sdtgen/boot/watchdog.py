@@ -11,6 +11,7 @@ from contextlib import contextmanager, suppress
 from sdtgen.boot.limits import DEFAULT_TIMEOUT
 
 INTERRUPTED, TIMED_OUT = "interrupted", "timed out"
+ENDING = (signal.SIGTERM, signal.SIGHUP)  # the command is ending: the guest stops, the signal's handler does the rest
 
 
 class Watchdog:
@@ -67,6 +68,13 @@ class Watchdog:
         self._read.close()
         self._write.close()
 
+    def interrupt(self) -> None:
+        """Ctrl-C from the program itself: the call stops, as if the signal had come."""
+        with self._lock:
+            if self._deadline is not None:
+                self.reason = INTERRUPTED
+                self.uc.emu_stop()
+
     def _sigint(self, signum, frame) -> None:
         with self._lock:
             if self._deadline is not None:
@@ -79,6 +87,7 @@ class Watchdog:
     def _watch(self) -> None:
         import select
 
+        signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, *ENDING))  # the main thread takes them
         while True:
             with self._lock:
                 if self._closed:
@@ -99,7 +108,7 @@ class Watchdog:
             with self._lock:
                 if self._deadline is None or self.reason is not None:
                     continue
-                if signal.SIGINT in data:
+                if signal.SIGINT in data or any(sig in data for sig in ENDING):
                     self.reason = INTERRUPTED
                 elif time.monotonic() >= self._deadline:
                     self.reason = TIMED_OUT

@@ -1,6 +1,7 @@
 # sdtgen.mk - zero-cost SDT probes for a kernel-style Makefile.
 #
 #   include $(shell sdtgen makefile)
+#   CFLAGS := ... -I$(SDT_INCLUDE)
 #   $(eval $(call sdt_image,build/kernel.elf,build/kernel.o,$(OBJS)))
 #
 # sdt_image(IMAGE, PARTIAL, OBJECTS) adds the steps between your objects and
@@ -8,34 +9,56 @@
 #   PARTIAL      ld -r of OBJECTS with sdtgen's partial linker script, then
 #                `sdtgen gen`, which writes PARTIAL_sdt_stubs.c and
 #                PARTIAL_sdt_table.S (named from PARTIAL without .o)
-#   *_sdt_*.o    the stubs (compiled without LTO) and the table
+#   *_sdt_*.o    the stubs, recorders and table, and sdtgen's runtime
+#                (SDT_RUNTIME_SRCS), compiled with SDT_CFLAGS: your CFLAGS,
+#                so their code model and ABI are the kernel's (never LTO)
 #   *_sdt_final.ld  sdtgen's final linker script for SDT_ARCH, from its template
-#   IMAGE        the final link with that script (or SDT_FINAL_LDS), then
-#                `sdtgen check`; an image that fails the check is deleted
+#   IMAGE        the final link with that script (or SDT_FINAL_LDS, your own,
+#                which INCLUDEs sdt_text.ld and sdt_data.ld from
+#                SDT_LINKER_SCRIPTS), then `sdtgen check`; an image that
+#                fails the check is deleted
 #
 # Output is Kbuild-style ("  SDTGEN  build/kernel.o"); V=1 prints commands.
-# Override any of these before or after the include (SDT_FINAL_LDS empty: each
-# image gets PARTIAL_sdt_final.ld, written by `sdtgen linker-script final` for SDT_ARCH):
-sdt_final_template := $(dir $(lastword $(MAKEFILE_LIST)))linker_scripts/final.ld.in
+# Every path is found from this file's own place, so a make that has nothing
+# to do starts sdtgen at most once (the `sdtgen makefile` of the include).
+#
+# What the fragment gives you: SDT_INCLUDE, the directory of sdt.h (-I for your
+# sources), and SDT_LINKER_SCRIPTS, the directory of its linker scripts and of
+# the snippets your own final script INCLUDEs.
+sdt_here := $(dir $(lastword $(MAKEFILE_LIST)))
+SDT_INCLUDE := $(abspath $(sdt_here)../include)
+SDT_LINKER_SCRIPTS := $(abspath $(sdt_here)linker_scripts)
+sdt_runtime_dir := $(abspath $(sdt_here)../runtime)
+
+# What you may set, before the sdt_image line or on the command line:
 SDTGEN ?= sdtgen
 SDT_ARCH ?= $(sdt_derived_arch)
 SDT_MODE ?= reloc
 # SDT_STRICT=1: a probe used without SDT_PROBE_DEFINE stops the build (gen --strict), not just a warning
 SDT_STRICT ?= 0
 SDT_CC ?= $(CC)
+SDT_CFLAGS ?= $(CFLAGS)
+# sdtgen's runtime (patching, arming, recording, transport): compiled into every image like the generated
+# code, with the port of SDT_ARCH (runtime/arch/sdt_$(SDT_ARCH).c, chosen when it is compiled)
+SDT_RUNTIME_SRCS ?= $(sdt_runtime_dir)/sdt_runtime.c
 SDT_LD ?= $(LD)
-SDT_STUB_CFLAGS ?= -O2 -ffreestanding -fno-pic
+# Options of the runtime's own build only (e.g. -DSDT_NAIVE_PROTOCOL, the torture test's unsafe patching)
+SDT_RUNTIME_CFLAGS ?=
 SDT_ASFLAGS ?=
 SDT_LDFLAGS ?=
-SDT_PARTIAL_LDS ?= $(shell $(SDTGEN) linker-script partial --path)
+SDT_PARTIAL_LDS ?= $(SDT_LINKER_SCRIPTS)/partial.ld
 SDT_FINAL_LDS ?=
 
-# SDT_ARCH, unless set: the architecture $(SDT_CC) builds for, asked once (`$(CC) -dumpmachine`).
-# A cross build whose SDT_ARCH disagrees with its compiler fails in the linker with
-# "cannot represent machine"; one whose compiler is none of sdtgen's stops here.
-sdt_derived_arch = $(eval SDT_ARCH := $(shell $(SDTGEN) arch --triple "$$($(SDT_CC) -dumpmachine)"))$(if \
+# SDT_ARCH, unless set: the architecture $(SDT_CC) builds for with SDT_CFLAGS (`-dumpmachine`, which
+# clang answers for its --target), asked only when a link needs it. A cross build whose SDT_ARCH
+# disagrees with its compiler fails in the linker with "cannot represent machine"; one whose compiler
+# is none of sdtgen's stops here.
+sdt_derived_arch = $(eval SDT_ARCH := $(shell $(SDTGEN) arch --triple "$$($(SDT_CC) $(SDT_CFLAGS) -dumpmachine)"))$(if \
 	$(SDT_ARCH),$(SDT_ARCH),$(error cannot tell the architecture of SDT_CC=$(SDT_CC): set SDT_ARCH (see `$(SDTGEN) arch`)))
 sdt_need_arch = $(if $(SDT_ARCH),)# expands to nothing, after asking: a compiler sdtgen cannot serve stops the first link
+
+# Every C and assembly file sdtgen writes or ships is compiled by this one command.
+sdt_compile = $(SDT_CC) $(SDT_CFLAGS) -fno-lto -I$(SDT_INCLUDE)
 
 ifeq ($(V),1)
 sdt_q :=
@@ -44,6 +67,17 @@ else
 sdt_q := @
 sdt_msg := @printf '  %-7s %s\n'
 endif
+
+# sdt_runtime_obj(PARTIAL, SOURCE): the object of one runtime source for one image
+sdt_runtime_obj = $(patsubst %.c,$(1:.o=)_sdt_rt_%.o,$(notdir $(2)))
+
+sdt_runtime_headers = $(wildcard $(sdt_runtime_dir)/*.h $(SDT_INCLUDE)/*.h)
+
+define sdt_runtime_rule
+$(call sdt_runtime_obj,$(1),$(2)): $(2) $(wildcard $(dir $(2))*.[ch]) $$(sdt_runtime_headers)
+	$$(sdt_msg) CC $$@
+	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $$<
+endef
 
 define sdt_image
 $(2): $(3) $$(SDT_PARTIAL_LDS)
@@ -57,19 +91,24 @@ $(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S: $(2) ;
 
 $(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
 	$$(sdt_msg) CC $$@
-	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto -c -o $$@ $$<
+	$$(sdt_q)$$(sdt_compile) -c -o $$@ $$<
+
+$(2:.o=)_sdt_rt_arch.o: $(wildcard $(sdt_runtime_dir)/arch/*.[ch]) $$(sdt_runtime_headers)
+	$$(sdt_msg) CC $$@
+	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $(sdt_runtime_dir)/arch/sdt_$$(SDT_ARCH).c
 
 $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
-	$$(sdt_q)$$(SDT_CC) $$(SDT_STUB_CFLAGS) -fno-lto $$(SDT_ASFLAGS) -c -o $$@ $$<
+	$$(sdt_q)$$(sdt_compile) $$(SDT_ASFLAGS) -c -o $$@ $$<
 
-$(2:.o=)_sdt_final.ld: $(sdt_final_template)
+$(foreach s,$(SDT_RUNTIME_SRCS),$(eval $(call sdt_runtime_rule,$(2),$(s))))
+
+$(2:.o=)_sdt_final.ld: $(addprefix $(SDT_LINKER_SCRIPTS)/,final.ld.in sdt_text.ld sdt_data.ld)
 	$$(sdt_q)$$(SDTGEN) linker-script final --arch $$(SDT_ARCH) -o $$@
 
-$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
+$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
 	$$(sdt_msg) LD $$@
-	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o
+	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -L $$(SDT_LINKER_SCRIPTS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o
 	$$(sdt_msg) SDTCHK $$@
 	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
 endef
-

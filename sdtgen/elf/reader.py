@@ -13,20 +13,20 @@ import bisect
 import contextlib
 import os
 import stat
-import struct
-from dataclasses import dataclass
-from functools import cached_property
-from typing import NamedTuple
+from operator import itemgetter
 
+from sdtgen.elf.structs import Layout, layout
 from sdtgen.errors import SdtError
+from sdtgen.record import cached, record
 
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 0, 1, 2, 3, 4
-SHT_NOBITS, SHT_REL, SHT_SYMTAB_SHNDX = 8, 9, 18
-SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
+SHT_NOBITS, SHT_REL, SHT_DYNSYM, SHT_SYMTAB_SHNDX = 8, 9, 11, 18
+SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_COMPRESSED = 0x1, 0x2, 0x4, 0x800
+ELFCOMPRESS_ZLIB = 1
 SHN_UNDEF, SHN_LORESERVE, SHN_ABS, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF1, 0xFFF2, 0xFFFF
 STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
-STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 0, 1, 2, 3, 4
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_GNU_IFUNC = 0, 1, 2, 3, 4, 10
 STV_DEFAULT, STV_HIDDEN = 0, 2
 PT_LOAD = 1
 
@@ -38,7 +38,7 @@ MAX_NAME = 4096
 TYPE_NAMES = {ET_REL: "relocatable object", ET_EXEC: "executable", ET_DYN: "shared object or PIE"}
 
 
-@dataclass(slots=True)
+@record
 class Section:
     index: int
     name: str
@@ -61,7 +61,7 @@ class Section:
         return bool(self.flags & SHF_ALLOC)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Symbol:
     index: int
     name: str
@@ -71,13 +71,16 @@ class Symbol:
     type: int
     visibility: int
     shndx: int
+    # shndx is a reserved value (ABS, COMMON...), not a section: past 65,280 sections a real index
+    # read from .symtab_shndx can equal one (0xfff1 is SHN_ABS and section 65,521 alike).
+    special: bool = False
 
     @property
     def defined(self) -> bool:
         return self.shndx != SHN_UNDEF
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Segment:
     type: int
     flags: int
@@ -88,11 +91,18 @@ class Segment:
     memsz: int
 
 
-class Reloc(NamedTuple):  # a tuple: a kernel object makes tens of thousands, and a dataclass is slow to build
-    offset: int
-    sym: int
-    type: int
-    addend: int
+class Reloc(tuple):
+    """(offset, sym, type, addend): a tuple, as a kernel object makes tens of thousands."""
+
+    __slots__ = ()
+
+    def __new__(cls, offset: int, sym: int, type: int, addend: int) -> Reloc:
+        return tuple.__new__(cls, (offset, sym, type, addend))
+
+    offset = property(itemgetter(0))
+    sym = property(itemgetter(1))
+    type = property(itemgetter(2))
+    addend = property(itemgetter(3))
 
 
 def _read_all(fd: int, path: str) -> bytearray:
@@ -138,6 +148,7 @@ class ElfFile:
             raise SdtError(self.path, f"cannot read: {e.strerror}", "check the path") from None
         self.data = memoryview(self._map)
         self._names: dict[tuple[int, int], str] = {}  # (table, offset) -> name: symbols share names
+        self._inflated: dict[int, memoryview] = {}  # compressed sections, decompressed once
         try:
             self._parse_header()
             self.sections = self._parse_sections()
@@ -182,15 +193,14 @@ class ElfFile:
         self.is64 = ei_class == 2
         self.little = ei_data == 1
         self.bits = 64 if self.is64 else 32
-        e = "<" if self.little else ">"
-        self.endian = e
-        hdr = struct.Struct(e + ("HHIQQQIHHHHHH" if self.is64 else "HHIIIIIHHHHHH"))
+        self.layout: Layout = layout(self.is64, self.little)
+        self.endian = self.layout.endian
+        hdr = self.layout.ehdr
         if len(d) < 16 + hdr.size:
             raise self._bad("the ELF header is truncated")
         (self.type, self.machine, _ver, self.entry, self.phoff, self.shoff, self.flags, _ehsize,
          self.phentsize, self.phnum, self.shentsize, shnum, shstrndx) = hdr.unpack_from(d, 16)
         self._shnum_raw, self._shstrndx_raw = shnum, shstrndx
-        self._ptr = "Q" if self.is64 else "I"
 
     @property
     def type_name(self) -> str:
@@ -200,8 +210,7 @@ class ElfFile:
     def _parse_sections(self) -> list[Section]:
         if self.shoff == 0:
             return []
-        fmt = self.endian + ("IIQQQQIIQQ" if self.is64 else "IIIIIIIIII")
-        sh = struct.Struct(fmt)
+        sh = self.layout.shdr
         if self.shentsize != sh.size:
             raise self._bad(f"section header size {self.shentsize}, expected {sh.size}")
         self._check_range(self.shoff, sh.size, "the section header table")
@@ -274,12 +283,41 @@ class ElfFile:
         return self.sections[index]
 
     def contents(self, sec: Section) -> memoryview:
+        """A section's bytes; an SHF_COMPRESSED one decompressed (zlib, as the gABI defines it)."""
         if sec.type == SHT_NOBITS:
             return memoryview(b"")
+        if sec.flags & SHF_COMPRESSED:
+            return self._decompressed(sec)
         return self.data[sec.offset:sec.offset + sec.size]
 
+    def _decompressed(self, sec: Section) -> memoryview:
+        cached = self._inflated.get(sec.index)
+        if cached is not None:
+            return cached
+        what = f"section {sec.name} is compressed (SHF_COMPRESSED)"
+        if sec.is_alloc:  # the gABI forbids it: a loader maps the bytes as they are
+            raise self._bad(f"{what} but loaded (SHF_ALLOC), which no loader can use")
+        chdr = self.layout.chdr
+        if sec.size < chdr.size:
+            raise self._bad(f"{what} but shorter than its compression header")
+        ctype, *_, size, _align = chdr.unpack_from(self.data, sec.offset)
+        if ctype != ELFCOMPRESS_ZLIB:
+            raise self.fail(f"{what} with compression type {ctype}, which sdtgen does not read (zlib only)",
+                            "rebuild it with the section uncompressed")
+        import zlib
+
+        inflate = zlib.decompressobj()
+        try:  # never more than the header promises, and the header is bounded by what a file can hold
+            out = inflate.decompress(self.data[sec.offset + chdr.size:sec.offset + sec.size], min(size, 1 << 32) + 1)
+        except zlib.error as e:
+            raise self._bad(f"{what} but its zlib data is damaged ({e})") from None
+        if len(out) != size:
+            raise self._bad(f"{what} to {size} bytes, but its data inflates to {len(out)}")
+        self._inflated[sec.index] = view = memoryview(out)
+        return view
+
     # -- symbols -----------------------------------------------------------------
-    @cached_property
+    @cached
     def symtab(self) -> Section | None:
         for s in self.sections:
             if s.type == SHT_SYMTAB:
@@ -287,30 +325,40 @@ class ElfFile:
         return None
 
     def symbol_values(self, prefix: str) -> dict[str, int]:
-        """Values of the symbols whose names start with ``prefix`` (fast: no full symbol decode)."""
-        return {name: self._symbol_row(i)[4] for i, name in self.symbol_indices_with_prefix(prefix).items()}
+        """Values of the defined symbols whose names start with ``prefix`` (fast: no full symbol decode); an
+        undefined one has no value (a kernel linked with undefined symbols allowed keeps them)."""
+        rows = ((name, self._symbol_row(i)) for i, name in self.symbol_indices_with_prefix(prefix).items())
+        return {name: row[4] for name, row in rows if row[3] != 0}
 
-    @cached_property
-    def _symtab_info(self) -> tuple[struct.Struct, memoryview, Section | None, list[int] | None]:
+    @cached
+    def _symtab_info(self) -> tuple[object, memoryview, Section | None, list[int] | None]:
         """How to read .symtab, checked once; rows are then decoded as they are needed, never all kept."""
         st = self.symtab
-        fmt = struct.Struct(self.endian + ("IBBHQQ" if self.is64 else "IIIBBH"))
+        fmt = self.layout.sym
         if st is None:
             return fmt, memoryview(b""), None, None
-        if st.entsize != fmt.size or st.size % fmt.size:
-            raise self._bad(f"symbol table {st.name} has entry size {st.entsize}, expected {fmt.size}")
+        view = self._table_view(st)
         strsec = self.section_at(st.link)
         xindex = None
         for s in self.sections:
             if s.type == SHT_SYMTAB_SHNDX and s.link == st.index:
-                xindex = list(struct.unpack_from(f"{self.endian}{s.size // 4}I", self.data, s.offset))
-        view = self.contents(st)
+                self._check_range(s.offset, s.size, f"section {s.name}")
+                xindex = [v for (v,) in self.layout.u32.iter_unpack(self.data[s.offset:s.offset + s.size // 4 * 4])]
         nsec = len(self.sections)
-        shndx_at = 3 if self.is64 else 5
-        for i, row in enumerate(fmt.iter_unpack(view)):
-            if nsec <= row[shndx_at] < SHN_LORESERVE:
-                raise self._bad(f"symbol {i} refers to section {row[shndx_at]}, but there are only {nsec}")
+        if nsec < SHN_LORESERVE and any(nsec <= x < SHN_LORESERVE for x in set(self._shndx_column(view))):
+            i, x = next((i, x) for i, x in enumerate(self._shndx_column(view)) if nsec <= x < SHN_LORESERVE)
+            raise self._bad(f"symbol {i} refers to section {x}, but there are only {nsec}")
         return fmt, view, strsec, xindex
+
+    def _shndx_column(self, view: memoryview):
+        """Every symbol's st_shndx: in the file's own byte order a strided view of 16-bit words (walked
+        in C), else from the unpacked rows."""
+        import sys
+
+        size = self.layout.sym.size
+        if self.little == (sys.byteorder == "little") and len(view) % size == 0:
+            return view.cast("B").cast("H")[(3 if self.is64 else 7)::size // 2]
+        return (row[3] for row in self.layout.sym_rows(view))
 
     def _real_shndx(self, i: int, shndx: int, xindex: list[int] | None) -> int:
         """A symbol's section index, looked up in .symtab_shndx when it is SHN_XINDEX (and checked)."""
@@ -323,17 +371,13 @@ class ElfFile:
         return xindex[i]
 
     def _symbol_rows(self):
-        fmt, view, _, _ = self._symtab_info
-        if self.is64:
-            return fmt.iter_unpack(view)
-        return ((n, i, o, x, v, s) for n, v, s, i, o, x in fmt.iter_unpack(view))
+        return self.layout.sym_rows(self._symtab_info[1])
 
     def _symbol_row(self, index: int) -> tuple[int, ...]:
         fmt, view, _, _ = self._symtab_info
-        row = fmt.unpack_from(view, index * fmt.size)
-        return row if self.is64 else (row[0], row[3], row[4], row[5], row[1], row[2])
+        return self.layout.sym_row(fmt.unpack_from(view, index * fmt.size))
 
-    @cached_property
+    @cached
     def symbols(self) -> list[Symbol]:
         """Every symbol of .symtab, in table order (index 0 is the null symbol)."""
         _, _, strsec, xindex = self._symtab_info
@@ -341,9 +385,10 @@ class ElfFile:
             return []
         out = []
         for i, (name, info, other, shndx, value, size) in enumerate(self._symbol_rows()):
+            special = shndx >= SHN_LORESERVE and shndx != SHN_XINDEX
             shndx = self._real_shndx(i, shndx, xindex)
             nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}") if name else ""
-            out.append(Symbol(i, nm, value, size, info >> 4, info & 0xF, other & 3, shndx))
+            out.append(Symbol(i, nm, value, size, info >> 4, info & 0xF, other & 3, shndx, special))
         return out
 
     def symbol_indices_with_prefix(self, prefix: str) -> dict[int, str]:
@@ -362,11 +407,12 @@ class ElfFile:
             base = top = 0
         size = top - base
         pre = prefix.encode()
+        # Every place the prefix starts, not only after a NUL: a linker shares string tails, so
+        # __dtrace_sdt_x may be the end of __sdt_rec___dtrace_sdt_x.
         starts = set()
         pos = data.find(pre, base, top)
         while pos >= 0:
-            if pos == base or data[pos - 1] == 0:
-                starts.add(pos - base)
+            starts.add(pos - base)
             pos = data.find(pre, pos + 1, top)
         if not starts:
             return {}
@@ -390,11 +436,12 @@ class ElfFile:
 
     # -- relocations -------------------------------------------------------------
     def reloc_sections(self) -> list[tuple[Section, Section]]:
-        """Pairs of (relocation section, the section it applies to)."""
+        """Pairs of (relocation section, the section it applies to). A linked file's dynamic relocations
+        (.rela.dyn) apply to no one section: theirs is the null section 0."""
         out = []
         for s in self.sections:
             if s.type in (SHT_REL, SHT_RELA):
-                if s.info >= len(self.sections) or s.info == 0:
+                if s.info >= len(self.sections) or (s.info == 0 and self.type == ET_REL):
                     raise self._bad(f"relocation section {s.name} applies to section {s.info}, which does not exist")
                 out.append((s, self.sections[s.info]))
         return out
@@ -402,10 +449,10 @@ class ElfFile:
     def relocations(self, rsec: Section, only_syms: set[int] | dict[int, str] | None = None) -> list[Reloc]:
         """Decode one relocation section, optionally keeping only some symbols."""
         rela = rsec.type == SHT_RELA
-        st = self._reloc_structs[rela]
+        st = self.layout.reloc(rela)
         if rsec.entsize != st.size or rsec.size % st.size:
             raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
-        shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
+        shift, mask = self.layout.r_shift, self.layout.r_mask
         self._check_range(rsec.offset, rsec.size, f"relocation section {rsec.name}")
         blob = bytes(self.data[rsec.offset:rsec.offset + rsec.size])  # searched as bytes, read once
         if only_syms is not None and len(only_syms) <= 8:
@@ -416,14 +463,12 @@ class ElfFile:
                     for t in rows if t[1] >> shift in only_syms]
         return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0) for t in rows]
 
-    def _relocations_against(self, blob: bytes, st: struct.Struct, rela: bool, syms) -> list[Reloc]:
+    def _relocations_against(self, blob: bytes, st, rela: bool, syms) -> list[Reloc]:
         """The rows of a few symbols, found by searching for their index bytes in r_info: a kernel
         object's 70,000 relocations are never decoded one by one in Python for 7,000 matches."""
-        word = 8 if self.is64 else 4
-        # Where r_info's symbol bytes sit in a row, and how many there are.
-        at, width = (word + (4 if self.little else 0), 4) if self.is64 else (word + (1 if self.little else 0), 3)
+        at, width = self.layout.r_sym_at, self.layout.r_sym_width  # r_info's symbol bytes in a row
         order = "little" if self.little else "big"
-        shift, mask = (32, 0xFFFFFFFF) if self.is64 else (8, 0xFF)
+        shift, mask = self.layout.r_shift, self.layout.r_mask
         size, out = st.size, []  # (where in the section, relocation)
         for sym in syms:
             if not 0 <= sym < 1 << (8 * width):
@@ -440,19 +485,12 @@ class ElfFile:
             out.sort(key=lambda found: found[0])  # file order, as the full decode gives them
         return [r for _, r in out]
 
-    @cached_property
-    def _reloc_structs(self) -> dict[bool, struct.Struct]:
-        word = "Q" if self.is64 else "I"
-        return {False: struct.Struct(self.endian + word * 2),
-                True: struct.Struct(self.endian + word * 2 + ("q" if self.is64 else "i"))}
-
     # -- segments and addresses ---------------------------------------------------
-    @cached_property
+    @cached
     def segments(self) -> list[Segment]:
         if self.phoff == 0 or self.phnum == 0:
             return []
-        fmt = self.endian + ("IIQQQQQQ" if self.is64 else "IIIIIIII")
-        ph = struct.Struct(fmt)
+        ph = self.layout.phdr
         if self.phentsize != ph.size:
             raise self._bad(f"program header size {self.phentsize}, expected {ph.size}")
         self._check_range(self.phoff, self.phnum * ph.size, "the program header table")
@@ -469,7 +507,7 @@ class ElfFile:
             out.append(Segment(typ, flags, off, vaddr, paddr, filesz, memsz))
         return out
 
-    @cached_property
+    @cached
     def _by_addr(self) -> tuple[list[int], list[Section], list[int]]:
         """Loaded sections with contents sorted by address, and the highest end up to each one."""
         secs = sorted((s for s in self.sections if s.is_alloc and s.type != SHT_NOBITS and s.size),
@@ -503,34 +541,58 @@ class ElfFile:
                 out[s.name] = s
         return out
 
-    def functions_in(self, sections: set[int]) -> dict[int, list[tuple[int, int, str]]]:
-        """(value, size, name) of the function symbols in some sections, sorted by value.
+    @cached
+    def dynsym(self) -> Section | None:
+        return next((s for s in self.sections if s.type == SHT_DYNSYM), None)
 
-        Decodes only those symbols' names: naming 20,000 sites must not decode 200,000 symbols.
+    def typed_symbols(self, types: tuple[int, ...], sections: set[int] | None = None) -> list[tuple[int, ...]]:
+        """(value, value + size, name offset, section index) of the symbols of some types (STT_*) defined
+        in a section (in ``sections`` when given), from .symtab, or from .dynsym when the file was
+        stripped. ``symbol_name`` reads a name: naming 500 sites must not decode 200,000 names.
         """
-        _, _, strsec, xindex = self._symtab_info
-        out: dict[int, list[tuple[int, int, str]]] = {}
-        strings = bytes(self.contents(strsec)) if strsec is not None else b""
-        for i, (name, info, _other, shndx, value, size) in enumerate(self._symbol_rows()):
-            if info & 0xF != STT_FUNC:
-                continue
-            shndx = self._real_shndx(i, shndx, xindex)
-            if shndx in sections and strsec is not None:
-                end = strings.find(b"\0", name)
-                if name >= len(strings) or end < 0:  # the message is built only when it is needed
-                    self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {i}")
-                nm = strings[name:end].decode("utf-8", "backslashreplace")
-                out.setdefault(shndx, []).append((value, size, nm))
-        for funcs in out.values():
-            funcs.sort(key=lambda f: (f[0], -f[1]))
+        if self.symtab is not None:
+            _, view, strsec, xindex = self._symtab_info
+        elif self.dynsym is not None:
+            view, strsec, xindex = self._table_view(self.dynsym), self.section_at(self.dynsym.link), None
+        else:
+            return []
+        self._names_in = strsec
+        if strsec is None:
+            return []
+        nsec, rows = len(self.sections), self.layout.sym_rows(view)
+        if xindex is None:  # a comprehension over every symbol: the loop of a 100,000-symbol library
+            if sections is None:
+                return [(v, v + z, n, x) for n, i, _, x, v, z in rows if i & 0xF in types and 0 < x < nsec]
+            return [(v, v + z, n, x) for n, i, _, x, v, z in rows if i & 0xF in types and x in sections]
+        out = []
+        for k, (name, info, _other, shndx, value, size) in enumerate(rows):
+            if info & 0xF not in types or shndx == SHN_UNDEF or SHN_LORESERVE <= shndx != SHN_XINDEX:
+                continue  # undefined, or ABS, COMMON...: in no section
+            shndx = self._real_shndx(k, shndx, xindex)
+            if shndx < nsec and (sections is None or shndx in sections):
+                out.append((value, value + size, name, shndx))
         return out
+
+    _names_in: Section | None = None
+
+    def symbol_name(self, offset: int) -> str:
+        """The name at ``offset`` of the string table ``typed_symbols`` read names from."""
+        strsec = self._names_in
+        return self._cstr(strsec.offset, strsec.size, offset, "a symbol's name") if strsec and offset else ""
+
+    def _table_view(self, sec: Section) -> memoryview:
+        fmt = self.layout.sym
+        if sec.entsize != fmt.size or sec.size % fmt.size:
+            raise self._bad(f"symbol table {sec.name} has entry size {sec.entsize}, expected {fmt.size}")
+        return self.contents(sec)
 
     def symbol(self, index: int) -> Symbol:
         """One symbol of .symtab, decoded alone."""
         _, _, strsec, xindex = self._symtab_info
         name, info, other, shndx, value, size = self._symbol_row(index)
         nm = self._cstr(strsec.offset, strsec.size, name, f"the name of symbol {index}") if name and strsec else ""
-        return Symbol(index, nm, value, size, info >> 4, info & 0xF, other & 3, self._real_shndx(index, shndx, xindex))
+        return Symbol(index, nm, value, size, info >> 4, info & 0xF, other & 3, self._real_shndx(index, shndx, xindex),
+                      SHN_LORESERVE <= shndx != SHN_XINDEX)
 
     def symbol_defined(self, index: int) -> bool:
         return self._symbol_row(index)[3] != SHN_UNDEF

@@ -10,9 +10,6 @@ place as unused bytes, so no file offset inside the object changes.
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
-
 from sdtgen.elf.reader import (
     SHN_LORESERVE,
     SHN_XINDEX,
@@ -22,9 +19,10 @@ from sdtgen.elf.reader import (
     STV_HIDDEN,
     ElfFile,
 )
+from sdtgen.record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NewSymbol:
     name: str
     shndx: int
@@ -39,7 +37,7 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytearray:
         raise elf.fail("has no symbol table", "give the output of ld -r, which always has one")
     strsec = elf.section_at(st.link)
     xsec = next((s for s in elf.sections if s.type == SHT_SYMTAB_SHNDX and s.link == st.index), None)
-    e = elf.endian
+    lay = elf.layout
     strtab = bytearray(elf.contents(strsec))
     symtab = bytearray(elf.contents(st))
     xtab = bytearray(elf.contents(xsec)) if xsec else None
@@ -52,12 +50,9 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytearray:
         name_off = len(strtab)
         strtab += s.name.encode("ascii") + b"\0"
         shndx = SHN_XINDEX if s.shndx >= SHN_LORESERVE else s.shndx
-        if elf.is64:
-            symtab += struct.pack(e + "IBBHQQ", name_off, info, STV_HIDDEN, shndx, s.value, 0)
-        else:
-            symtab += struct.pack(e + "IIIBBH", name_off, s.value, 0, info, STV_HIDDEN, shndx)
+        symtab += lay.pack_sym(name_off, info, STV_HIDDEN, shndx, s.value, 0)
         if xtab is not None:
-            xtab += struct.pack(e + "I", s.shndx if shndx == SHN_XINDEX else 0)
+            xtab += lay.u32.pack(s.shndx if shndx == SHN_XINDEX else 0)
 
     out = bytearray(elf.data)
     moved: dict[int, tuple[int, int]] = {}
@@ -78,7 +73,7 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytearray:
         raise elf.fail("needs an extended section index table to add anchor symbols",
                        "use --mode offset, or partial-link with the sdtgen partial linker script")
 
-    shdr = struct.Struct(e + ("IIQQQQIIQQ" if elf.is64 else "IIIIIIIIII"))
+    shdr = lay.shdr
     table = bytearray()
     count = len(elf.sections)
     raw = elf.data[elf.shoff:elf.shoff + count * shdr.size]
@@ -88,6 +83,5 @@ def add_symbols(elf: ElfFile, new: list[NewSymbol]) -> bytearray:
             fields[4], fields[5] = moved[i]
         table += shdr.pack(*fields)
     shoff = append(table, 8)
-    off_fmt = "Q" if elf.is64 else "I"
-    struct.pack_into(e + off_fmt, out, 0x28 if elf.is64 else 0x20, shoff)
+    lay.word.pack_into(out, lay.shoff_at, shoff)
     return out  # not bytes(out): a kernel object is tens of megabytes, one copy is enough

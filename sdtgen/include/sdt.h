@@ -23,9 +23,24 @@
  *
  * Define SDT_COMPILED_OUT to compile every probe out, or SDT_CLASSIC for the
  * older `if (probe enabled) call` form; both exist for comparison.
+ *
+ * C99 and later (also under -pedantic) and C++11 and later: in C++ the probe
+ * functions keep their C names (an asm label on each block-scope declaration,
+ * where extern "C" cannot go).
  */
 #ifndef SDTGEN_SDT_H
 #define SDTGEN_SDT_H
+
+#ifdef __cplusplus
+#define _SDT_BOOL bool
+#define _SDT_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#define _SDT_LINKNAME(sym) __asm__(_SDT_XSTR(sym))
+extern "C" {
+#else
+#define _SDT_BOOL _Bool
+#define _SDT_STATIC_ASSERT(cond, msg) __extension__ _Static_assert(cond, msg)
+#define _SDT_LINKNAME(sym)
+#endif
 
 #define _SDT_STR(x) #x
 #define _SDT_XSTR(x) _SDT_STR(x)
@@ -72,7 +87,7 @@
 
 /* FreeBSD's SDT_PROBE_ARGTYPE: the type (and translated type, or NULL) of argument ``num``. */
 #define SDT_PROBE_ARGTYPE(prov, mod, func, name, num, type, xtype)              \
-	_Static_assert((num) >= 0 && (num) < 6, _SDT_SIX);                        \
+	_SDT_STATIC_ASSERT((num) >= 0 && (num) < 6, _SDT_SIX);                    \
 	__asm__(".pushsection .sdt_desc, \"\"\n"                                  \
 		_SDT_AREC(prov, mod, func, name, num, type, #xtype) ".popsection\n")
 
@@ -119,10 +134,11 @@
 		   _SDT_X(prov, mod, func, name, 4, t4, x4) _SDT_X(prov, mod, func, name, 5, t5, x5))
 
 /* Seven arguments: FreeBSD dropped them in 2024, and sdtgen never had them. */
-#define SDT_PROBE_DEFINE7(...) _Static_assert(0, _SDT_SIX)
-#define SDT_PROBE_DEFINE7_XLATE(...) _Static_assert(0, _SDT_SIX)
-#define SDT_PROBE7(...) _Static_assert(0, _SDT_SIX)
-#define DTRACE_PROBE6(...) _Static_assert(0, "sdtgen supports DTRACE_PROBE with up to five arguments, as FreeBSD does")
+#define SDT_PROBE_DEFINE7(...) _SDT_STATIC_ASSERT(0, _SDT_SIX)
+#define SDT_PROBE_DEFINE7_XLATE(...) _SDT_STATIC_ASSERT(0, _SDT_SIX)
+#define SDT_PROBE7(...) _SDT_STATIC_ASSERT(0, _SDT_SIX)
+#define DTRACE_PROBE6(...) \
+	_SDT_STATIC_ASSERT(0, "sdtgen supports DTRACE_PROBE with up to five arguments, as FreeBSD does")
 
 #define _SDT_P0 void
 #define _SDT_P1 _SDT_UINT
@@ -153,7 +169,8 @@ extern volatile sdt_probe_func_t sdt_probe_func;
 #else
 #define _SDT_CALL(prov, mod, func, name, n, ...)                              \
 	do {                                                                  \
-		extern void _SDT_SYM(prov, mod, func, name)(_SDT_P##n);      \
+		extern void _SDT_SYM(prov, mod, func, name)(_SDT_P##n)       \
+			_SDT_LINKNAME(_SDT_SYM(prov, mod, func, name));       \
 		_SDT_SYM(prov, mod, func, name)(__VA_ARGS__);                 \
 	} while (0)
 #endif
@@ -183,7 +200,7 @@ extern volatile sdt_probe_func_t sdt_probe_func;
  */
 #define _SDT_ISEN(prov, mod, func, name) __dtrace_isenabled_##prov##_##mod##_##func##_##name
 /* FreeBSD's SDT_PROBES_ENABLED(): true while any probe is armed; the boot runtime keeps the flag. */
-extern volatile _Bool sdt_probes_enabled;
+extern volatile _SDT_BOOL sdt_probes_enabled;
 #if defined(SDT_COMPILED_OUT)
 #define SDT_PROBE_ENABLED(prov, mod, func, name) 0
 #define SDT_PROBES_ENABLED() 0
@@ -193,7 +210,8 @@ extern volatile _Bool sdt_probes_enabled;
 #else
 #define SDT_PROBE_ENABLED(prov, mod, func, name)                               \
 	__builtin_expect(__extension__({                                       \
-		extern int _SDT_ISEN(prov, mod, func, name)(void);             \
+		extern int _SDT_ISEN(prov, mod, func, name)(void)              \
+			_SDT_LINKNAME(_SDT_ISEN(prov, mod, func, name));       \
 		int _sdt_on = _SDT_ISEN(prov, mod, func, name)();              \
 		__asm__("" : "+r"(_sdt_on));                                   \
 		_sdt_on;                                                       \
@@ -236,5 +254,9 @@ extern volatile _Bool sdt_probes_enabled;
 			  _SDT_T(#type0) _SDT_T(#type1) _SDT_T(#type2) _SDT_T(#type3) _SDT_T(#type4)); \
 		SDT_PROBE5(sdt, , , name, arg0, arg1, arg2, arg3, arg4);      \
 	} while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* SDTGEN_SDT_H */

@@ -33,7 +33,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #if defined(__cplusplus)
 #define _SDT_LAYOUT(e) static_assert(e, "sdtgen layout")
 #else
-#define _SDT_LAYOUT(e) _Static_assert(e, "sdtgen layout")
+/* __extension__: C11's _Static_assert also under -std=c99 -pedantic, as gcc and clang allow */
+#define _SDT_LAYOUT(e) __extension__ _Static_assert(e, "sdtgen layout")
 #endif
 
 /* BEGIN LAYOUTS: rendered from sdtgen/layout.py by `python -m sdtgen.layout --write`; do not edit */
@@ -60,6 +61,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_TRAP_RETRY    3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
 #define SDT_PACKET_MAGIC  0xc1fc1fc1u	/* CTF 1.8's packet magic */
 #define SDT_MAX_ARGS      6	/* arguments a probe has at most */
+#define SDT_ENTRIES_MAGIC 0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
 #define SDT_MAX_STRING    127	/* bytes of a string argument a recorder copies (then a NUL) */
 #define SDT_MIN_PACKET    0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
 
@@ -125,9 +127,9 @@ struct sdt_cpu {
 	sdt_u64 policy;	/* SDT_DISCARD or SDT_OVERWRITE when the ring is full */
 	sdt_u64 write_seq;	/* packets opened so far: the open packet is write_seq - 1 */
 	sdt_u64 commit_seq;	/* packets closed so far (stored with release after the packet is complete) */
-	sdt_u64 read_seq;	/* packets the consumer is done with (the consumer's only field) */
-	sdt_u64 current;	/* address of the open packet */
-	sdt_u64 offset;	/* bytes used in the open packet; packet_size when none is open */
+	sdt_u64 read_seq;	/* packets read or overwritten: the consumer or the writer claims the oldest unread by compare-and-swap (the consumer's only field) */
+	sdt_u64 current;	/* address of the open packet; 0 when none is open */
+	sdt_u64 offset;	/* bytes used in the open packet (the end of its last event); past packet_size when none is open */
 	sdt_u64 events;	/* events in the open packet */
 	sdt_u64 discarded;	/* events not recorded since attach: ring full (discard), nested, too big */
 	sdt_u64 overwritten;	/* events lost with packets the writer overwrote unread (overwrite) */
@@ -177,18 +179,18 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_packet, events_discarded) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_packet, cpu_id) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_packet, events) == 60);
 
-/* The header of every event in a packet, 8-byte aligned; the arguments follow. */
+/* The header of every event in a packet, 8-byte aligned; the arguments follow. CTF's event header (timestamp, id), then its event context (size, unreadable). */
 struct sdt_event {
-	sdt_u32 id;	/* the probe's key (sdt_probe.key) */
-	sdt_u16 size;	/* bytes of the event, header and padding included (a multiple of 8) */
-	sdt_u16 unreadable;	/* bit k: string argument k was NULL or not in readable memory */
 	sdt_u64 timestamp;	/* the clock when the probe fired */
+	sdt_u32 id;	/* the probe's key (sdt_probe.key) */
+	sdt_u16 size;	/* bytes of the event, header included (the next one starts at the next multiple of 8) */
+	sdt_u16 unreadable;	/* bit k: string argument k was NULL or not in readable memory */
 };
 _SDT_LAYOUT(sizeof(struct sdt_event) == 16);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, id) == 0);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, size) == 4);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, unreadable) == 6);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, timestamp) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, timestamp) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, id) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, size) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_event, unreadable) == 14);
 
 /* Memory a recorder may copy a string from. */
 struct sdt_range {
@@ -227,12 +229,13 @@ struct sdt_hooks {
 	void (*notify)(struct sdt_cpu *cpu);	/* a packet of this CPU was closed: a consumer may read it */
 	void (*report)(const struct sdt_site *site, const char *line);	/* a line for the kernel's log; site: the site it is about, or NULL */
 	const struct sdt_range *readable;	/* the memory strings may be copied from; with nreadable 0, all of it */
+	const struct sdt_range *text;	/* the kernel's code: a site outside it is refused; with ntext 0, no check */
 	sdt_u32 nreadable;	/* entries of readable */
-	sdt_u32 flags;	/* 0 */
+	sdt_u32 ntext;	/* entries of text */
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 88);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 96);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
@@ -242,9 +245,10 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 64);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 72);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, flags) == 76);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 84);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 88);
 #else
 _SDT_LAYOUT(sizeof(struct sdt_hooks) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
@@ -256,9 +260,46 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 20);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 28);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 36);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, flags) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 44);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 48);
+#endif
+
+/* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
+struct sdt_entries {
+	sdt_u64 magic;	/* SDT_ENTRIES_MAGIC */
+	int (*init)(const struct sdt_hooks *hooks);	/* sdt_init */
+	int (*cpu_attach)(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes, unsigned long packet_size, int policy);	/* sdt_cpu_attach */
+	int (*enable)(const char *spec, int mode);	/* sdt_enable */
+	int (*disable)(const char *spec);	/* sdt_disable */
+	int (*set_mode)(int mode);	/* sdt_set_mode */
+	int (*trap)(struct sdt_frame *frame);	/* sdt_trap */
+	void (*flush)(void);	/* sdt_flush */
+	const char *protocol;	/* the patch protocol it was built with: "safe" or "naive" */
+};
+#if __SIZEOF_POINTER__ == 8
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, set_mode) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, trap) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 64);
+#else
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, set_mode) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, trap) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 36);
 #endif
 
 /* END LAYOUTS */
@@ -350,11 +391,12 @@ extern struct sdt_hooks sdt_hooks;
 /* A record that does not fit the open packet: open the next one, or discard. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
- * readable memory (a NULL or unreadable string is empty and sets bit k of e->unreadable); the bytes used. */
+ * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
+ * used. */
 sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *s);
 
 /*
- * Reserve ``size`` bytes (a multiple of 8) for an event in this CPU's open
+ * Reserve ``size`` bytes for an event (at the next 8-byte boundary) in this CPU's open
  * packet, stamped with ``key`` and the clock; NULL when it is discarded (no
  * area, a firing inside a recorder, a full ring). sdt_event_end() after the
  * arguments are stored.
@@ -367,7 +409,7 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 
 	if (__builtin_expect(c == 0, 0))
 		return 0;
-	off = c->offset;
+	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
 	if (__builtin_expect((c->nesting | (off + size > c->packet_size)) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
@@ -375,20 +417,20 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	c->offset = off + size;
 	c->events++;
 	e = (struct sdt_event *)(sdt_word)(c->current + off);
-	*(sdt_u64 *)e = key | (sdt_u64)size << 32;	/* id, size, and unreadable = 0, in one store */
 	e->timestamp = c->clock_last = sdt_hooks.clock();
+	e->id = key;	/* constants in a recorder: the compiler merges the three stores */
+	e->size = (sdt_u16)size;
+	e->unreadable = 0;
 	return e;
 }
 
 /* An event with strings reserves room for the longest and gives back what they did not use (``end``). */
 static inline __attribute__((always_inline)) void sdt_event_trim(struct sdt_cpu *c, struct sdt_event *e, char *end)
 {
-	sdt_u32 used = (sdt_u32)(end - (char *)e), size = (used + 7) & ~7u;
+	sdt_u32 used = (sdt_u32)(end - (char *)e);
 
-	while (used < size)
-		((char *)e)[used++] = 0;
-	c->offset -= e->size - size;
-	e->size = (sdt_u16)size;
+	c->offset -= e->size - used;
+	e->size = (sdt_u16)used;
 }
 
 static inline __attribute__((always_inline)) void sdt_event_end(struct sdt_cpu *c)

@@ -3,32 +3,29 @@ a serial line into a CTF trace directory, packet by packet as they arrive.
 
 The line is a TCP connection (QEMU's ``-serial tcp:HOST:PORT,server=on``) or a path: a pty, a tty
 device (a board's UART; its speed is set with stty beforehand), a FIFO or a capture file. Each kept
-packet is appended to ``stream_<cpu>`` as it stands (its content, then zeros to its packet size), so
-a trace costs a copy and memory stays bounded however long the recording. The kernel's text frames
-and console bytes are shown as they come.
+packet goes to its CPU's stream as it stands (its content, then zeros to its packet size), so a trace
+costs a copy and memory stays bounded however long the recording. The kernel's text frames and
+console bytes are shown as they come.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import stat
 import termios
 import time
 import tty
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import PACKET
 from sdtgen.qemu.frames import INFO, TEXT, Console, Frame, FrameReader, Info, info
 from sdtgen.qemu.packets import PacketSink
+from sdtgen.trace.packets import Decoder, Packet, PacketError, event_format
 
 CONNECT_WAIT = 10.0  # seconds to keep trying a TCP connection (QEMU may still be starting)
 READ_SIZE = 1 << 16
-EVENTS = PACKET.offset("events", 64)  # the packet header's count of its events
+DEFAULT_HZ = 1_000_000_000  # a clock rate for a kernel that never said its own
 
 
 def open_serial(spec: str) -> Iterator[bytes]:
@@ -74,86 +71,85 @@ def _path(path: str) -> Iterator[bytes]:
         os.close(fd)
 
 
-TRACE_FILE = re.compile(r"metadata|stream_\d+")
-
-
-def prepare_directory(directory: Path) -> None:
-    """A trace directory to record into: new, or one a recording made (its files are replaced)."""
-    if directory.exists():
-        if not directory.is_dir():
-            raise SdtError(str(directory), "exists and is not a directory", "give a new directory for the trace")
-        others = [p.name for p in directory.iterdir() if not TRACE_FILE.fullmatch(p.name) or not p.is_file()]
-        if others:
-            raise SdtError(str(directory), f"holds {printable(others[0])!r}, which no trace has",
-                           "give a new directory, or an old trace's")
-        for p in directory.iterdir():
-            p.unlink()
-    else:
-        try:
-            directory.mkdir(parents=True)
-        except OSError as e:
-            raise SdtError(str(directory), f"cannot create the trace directory: {e.strerror}") from None
-
-
-class StreamFiles:
-    """One CTF stream file a CPU, appended to packet by packet."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.files: dict[int, object] = {}
-        self.events = 0
-
-    def __call__(self, cpu: int, packet: bytes) -> None:
-        f = self.files.get(cpu)
-        if f is None:
-            f = self.files[cpu] = open(self.directory / f"stream_{cpu}", "wb")  # noqa: SIM115 (kept open)
-        f.write(packet)
-        self.events += int.from_bytes(packet[EVENTS:EVENTS + 4], "little")
-
-    def close(self) -> None:
-        for f in self.files.values():
-            f.close()
-
-
-def ctf_metadata(image: str | None, stream: Info | None) -> str | None:
-    """HOOK: the CTF 1.8 metadata that describes the runtime's packets for ``image``'s probes.
-
-    sdtgen/trace/ctf.py is getting it (rendered from sdtgen/layout.py's packet layout and the image's
-    probe descriptors); until then a recording has its stream files and no metadata, and says so.
-    """
-    return None
-
-
-@dataclass
 class Recording:
-    trace: Path
-    image: str | None
-    on_text: Callable[[str], None]
-    stream: Info | None = None  # the kernel's info frame, once it came
-    corrupt: int = 0
-    metadata: str | None = None
+    """A trace directory filled from a serial line: each kept packet appended to its CPU's stream as it
+    comes (sdtgen.trace.ctf.CtfSink), the metadata written from ``image``'s probes and the clock rate the
+    kernel's info frame gave, when the line ends."""
 
-    def run(self, source: Iterator[bytes]) -> PacketSink:
-        """Record until the line ends (or Ctrl-C, SIGTERM); what became of the packets."""
-        prepare_directory(self.trace)
-        self.files = StreamFiles(self.trace)
-        self.sink = sink = PacketSink([self.files])
-        reader = self.reader = FrameReader()
+    def __init__(self, trace: str, image: str, on_text: Callable[[str], None]) -> None:
+        from sdtgen.image import Image
+
+        with Image(image) as im:  # an image without probe tables is refused here, before anything is recorded
+            arch = im.arch
+            self.probes = im.probes()
+        self.arch = arch
+        self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.probes],
+                               arch.bits, arch.little)
+        self.trace = trace
+        self.on_text = on_text
+        self.stream: Info | None = None  # the kernel's info frame, once it came
+        self.ctf = None  # the CTF sink, opened with the first packet (the info frame comes before it)
+        self.sink = PacketSink([self._packet])
+        self.reader = FrameReader()
+        self.cpus: dict[int, Packet] = {}  # CPU -> its last packet's header
+        self.events = 0
+        self._check_destination()
+
+    def _check_destination(self) -> None:
+        self._open(0).abort()  # the trace directory is checked before anything is read (and left as it was)
+
+    def _open(self, hz: int):
+        from sdtgen.trace.ctf import CtfSink
+        from sdtgen.trace.model import TraceMeta, TraceProbe
+
+        probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
+        meta = TraceMeta(self.arch.name, self.arch.clock_name or "clock", hz, 0, probes)
+        return CtfSink(self.trace, meta, self.arch.bits, self.arch.little)
+
+    @property
+    def damaged(self) -> int:
+        """Frames damaged on the line, and packets whose verdict never came."""
+        return self.reader.corrupt + self.sink.stray
+
+    def run(self, source: Iterator[bytes]) -> None:
+        """Record until the line ends (Ctrl-C and SIGTERM raise KeyboardInterrupt: then call finish)."""
+        for data in source:
+            for item in self.reader.feed(data):
+                self._take(item)
+        for item in self.reader.close():
+            self._take(item)
+        self.finish()
+
+    def finish(self) -> None:
+        """Put the trace in place: the streams so far, each closed with its CPU's discarded count, and the
+        metadata."""
+        from sdtgen.trace.model import Lost
+
+        if self.ctf is None:
+            self.ctf = self._open(self._hz())
+        ctf, self.ctf = self.ctf, None
+        ctf.finish({cpu: Lost(p.discarded, 0) for cpu, p in self.cpus.items()})
+
+    def _hz(self) -> int:
+        if self.stream is None:
+            self.on_text(f"sdtgen record: the kernel sent no info frame (sdt_serial_info): the trace's clock "
+                         f"is taken to count {DEFAULT_HZ:,} ticks a second")
+            return DEFAULT_HZ
+        return self.stream.clock_hz
+
+    def _packet(self, cpu: int, data: bytes) -> None:
         try:
-            for data in source:
-                for item in reader.feed(data):
-                    self._take(item, sink)
-            for item in reader.close():
-                self._take(item, sink)
-        finally:
-            self.files.close()
-            self.corrupt = reader.corrupt + sink.stray  # damaged frames, and packets that lost their verdict
-            self.metadata = ctf_metadata(self.image, self.stream)
-            if self.metadata is not None:
-                (self.trace / "metadata").write_text(self.metadata)
-        return sink
+            packet = self.decoder.packet(data, f"CPU {cpu}: ")
+        except PacketError as e:
+            self.on_text(f"sdtgen record: a damaged packet left out: {e}")
+            return
+        if self.ctf is None:
+            self.ctf = self._open(self._hz())
+        self.ctf.packet(cpu, data, packet, None)
+        self.cpus[cpu] = packet
+        self.events += packet.events
 
-    def _take(self, item: Frame | Console, sink: PacketSink) -> None:
+    def _take(self, item: Frame | Console) -> None:
         if isinstance(item, Console):
             for line in item.data.decode("utf-8", "replace").splitlines():
                 self.on_text(line)
@@ -161,5 +157,8 @@ class Recording:
             self.on_text(item.payload.decode("utf-8", "replace"))
         elif item.type == INFO:
             self.stream = info(item)
+            if self.stream.bits != self.arch.bits:
+                raise SdtError(self.trace, f"the kernel on the line has {self.stream.bits}-bit words, the image "
+                               f"{self.arch.bits}-bit ones", "give the image of the kernel that streams")
         else:
-            sink.frame(item)
+            self.sink.frame(item)

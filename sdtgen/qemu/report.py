@@ -1,15 +1,16 @@
 """What `sdtgen qemu` prints, through the emulated boot's Reporter: the same lines and JSON events as
-`sdtgen boot`. The one module of this package that knows the Reporter's interface."""
+`sdtgen boot`. The one module of this package that knows the emulated boot's interfaces (its Reporter,
+and the rules for buffers it shares with `qemu`)."""
 
 from __future__ import annotations
 
 from sdtgen.boot.machine import GuestFault, Interrupted
-from sdtgen.boot.runtime import Firing
-from sdtgen.boot.session import Reporter, Stopped
+from sdtgen.boot.platform import packet_size_for
+from sdtgen.boot.session import Firing, Reporter, Stopped, check_buffer_size
 from sdtgen.errors import printable
 from sdtgen.trace.packets import Event
 
-__all__ = ["QemuReport", "Reporter", "Stopped"]
+__all__ = ["QemuReport", "Reporter", "Stopped", "check_buffer_size", "packet_size_for"]
 
 
 class QemuReport:
@@ -21,8 +22,7 @@ class QemuReport:
         self.reporter.per_cpu = n > 1
 
     def patched(self, sites: int, refused: int) -> None:
-        self.reporter._emit({"event": "patched", "sites": sites, "refused": refused, "folded": 0},
-                            f"patched {sites} sites ({refused} refused)")
+        self.reporter.patched(sites, refused, 0)
 
     def fire(self, e: Event, pc: int | None, types: tuple[str, ...]) -> None:
         self.reporter.fire(Firing(e.probe, pc, e.args, types, e.cpu, e.ts))

@@ -15,19 +15,15 @@ from dataclasses import dataclass
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
-from sdtgen.layout import VALUES
 from sdtgen.probes import ProbeSpec
 from sdtgen.qemu.link import Link, Panic, Timeout
 from sdtgen.qemu.machine import Qemu, QemuExited, find_qemu, memory_for, qemu_argv
 from sdtgen.qemu.packets import PacketSink
-from sdtgen.qemu.report import QemuReport, Stopped
+from sdtgen.qemu.report import QemuReport, Stopped, check_buffer_size, packet_size_for
 from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 PLATFORM_SYMBOL = "platform_main"  # what says the image has the fixture's QEMU platform
-MIN_PACKET = VALUES["SDT_MIN_PACKET"]
-MIN_RING = 2 * MIN_PACKET  # the runtime's smallest ring: two of its smallest packets
-PACKET = 4096  # bytes of a packet when the ring has room for four of them
 MAX_SPEC = 1024
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 READ_CHUNK = 128  # bytes one `read` command asks for (the kernel answers up to 200)
@@ -60,10 +56,6 @@ class Hello:
     patched: int
 
 
-def packet_size(ring: int) -> int:
-    return min(PACKET, max(MIN_PACKET, ring // 4))
-
-
 def parse_int(text: str) -> int:
     try:
         return int(text, 0)
@@ -75,7 +67,7 @@ def parse_int(text: str) -> int:
 class QemuSession:
     def __init__(self, path: str, report: QemuReport, *, cpus: int = 1, arm: str = "trap",
                  buffer_size: int = 1 << 20, overflow: str = "overwrite", timeout: float = 20.0,
-                 keep: bool = False) -> None:
+                 trace: tuple[str, str] | None = None) -> None:
         self.report = report
         self.timeout = timeout
         self.cpus = cpus
@@ -83,11 +75,12 @@ class QemuSession:
         self.mode = arm
         self.image = Image(path)
         self.qemu: Qemu | None = None
+        self.sink = None  # the trace: a sdtgen.trace.sink.TraceSink, open from the hello on
         self.halted = False
         try:
             self._check(arm, buffer_size, overflow)
-            self._prepare(keep)
-            self._boot(path, buffer_size, overflow)
+            self._prepare()
+            self._boot(path, buffer_size, overflow, trace)
         except BaseException:
             self.close()
             raise
@@ -98,15 +91,13 @@ class QemuSession:
             raise SdtError("", f"unknown arming mode {printable(arm)!r}", "use trap or branch")
         if overflow not in ("overwrite", "drop"):
             raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
-        if buffer_size < MIN_RING or buffer_size & (buffer_size - 1):
-            raise SdtError("", f"--buffer-size {buffer_size} is not a power of two of at least {MIN_RING}",
-                           f"the runtime's ring holds at least two packets of {MIN_PACKET} bytes")
+        check_buffer_size(buffer_size)
         self.binary = find_qemu(self.image.arch)
         if PLATFORM_SYMBOL not in self.image.symbols:
             raise self.image.elf.fail("the image has no QEMU platform (no platform_main)",
                                       "link it with fixtures/qemu: make -C fixtures/qemu ARCH=... KERNEL_SRCS=...")
 
-    def _prepare(self, keep: bool) -> None:
+    def _prepare(self) -> None:
         arch = self.image.arch
         self.probes = [p for p in self.image.probes() if p.key]
         self.types = {p.spec: p.args for p in self.probes}
@@ -116,17 +107,17 @@ class QemuSession:
         # A record does not say which site fired: a probe with one site names it.
         self.single_site = {s.probe.spec: s.addr for s in self.image.sites() if sites[s.probe.spec] == 1}
         self.hits: Counter[str] = Counter()
-        self.recorded: list[Event] | None = [] if keep else None
+        self.sink = None  # the trace: a sdtgen.trace.sink.TraceSink, open from the hello on
         self._new: dict[int, list[Event]] = {}  # this command's events, per CPU
-        self.sink = PacketSink([self._packet])
+        self.packets = PacketSink([self._packet])
         self.refused = 0
         self.last_fired: str | None = None
 
-    def _boot(self, path: str, buffer_size: int, overflow: str) -> None:
+    def _boot(self, path: str, buffer_size: int, overflow: str, trace: tuple[str, str] | None) -> None:
         arch = self.image.arch
         memory = memory_for(self.cpus, buffer_size)
         self.qemu = Qemu(qemu_argv(self.binary, arch, path, self.cpus, memory))
-        self.link = Link(self.qemu, self.sink.frame, self._log, self._console)
+        self.link = Link(self.qemu, self.packets.frame, self._log, self._console)
         words = self._guard(lambda: self.link.line(self.timeout), "boot").split()
         if len(words) != 6 or words[0] != "hello":
             self._halt(f"the kernel's first line is not its hello: {printable(' '.join(words))!r}")
@@ -137,7 +128,9 @@ class QemuSession:
         self.report.cpus(self.cpus)
         self.report.patched(self.hello.patched, self.refused)
         policy = 1 if overflow == "overwrite" else 0
-        self._command(f"ring {buffer_size:x} {packet_size(buffer_size):x} {policy} {memory:x}", "ring")
+        if trace is not None:
+            self.sink = self._open_trace(*trace)
+        self._command(f"ring {buffer_size:x} {packet_size_for(buffer_size):x} {policy} {memory:x}", "ring")
 
     def _log(self, line: str) -> None:
         """A line of the runtime's log: at boot, a site sdt_init refused."""
@@ -150,11 +143,33 @@ class QemuSession:
 
     def _packet(self, cpu: int, data: bytes) -> None:
         try:
-            _, events = self.decoder.events(data, f"CPU {cpu}: ")
+            packet, events = self.decoder.events(data, f"CPU {cpu}: ")
         except PacketError as e:
             self.report.warning(f"a packet from the kernel is damaged: {e}")
             return
+        if self.sink is not None:
+            self.sink.packet(cpu, data, packet, events if self.sink.needs_events else None)
         self._new.setdefault(cpu, []).extend(events)
+
+    def _open_trace(self, path: str, fmt: str):
+        from sdtgen.trace.model import TraceMeta, TraceProbe
+        from sdtgen.trace.sink import open_trace
+
+        arch = self.image.arch
+        probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
+        meta = TraceMeta(arch.name, self.hello.clock, self.hello.clock_hz, self.cpus, probes)
+        return open_trace(path, fmt, meta, arch.bits, arch.little)
+
+    def finish_trace(self) -> None:
+        """Every recorded event is in the trace: put it in place (also after Ctrl-C, or a kernel that stopped:
+        what it recorded so far)."""
+        if self.sink is None:
+            return
+        from sdtgen.trace.model import Lost
+
+        lost = self.lost() if not self.halted else {}
+        sink, self.sink = self.sink, None
+        sink.finish({cpu: Lost(d, o) for cpu, (d, o) in lost.items()})
 
     def _flush_events(self) -> dict[int, str]:
         """Report the events that came since the last command, merged in timestamp order; each CPU's last probe."""
@@ -168,8 +183,6 @@ class QemuSession:
         self.hits.update(e.probe for e in events)
         if events:
             self.last_fired = events[-1].probe
-        if self.recorded is not None:
-            self.recorded += events
         return last
 
     # -- talking to the kernel -------------------------------------------------------------------
@@ -354,35 +367,26 @@ class QemuSession:
             out += chunk
         return out[:MAX_STRING].decode("utf-8", "replace")
 
-    def lost(self) -> dict[int, int]:
-        """Events each CPU's ring lost so far (discarded when full, or overwritten unread)."""
+    def lost(self) -> dict[int, tuple[int, int]]:
+        """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread)."""
         lines = self._command("stats", "stats")
-        return {int(w[1], 16): int(w[2], 16) + int(w[3], 16) for w in (line.split() for line in lines[:-1])}
+        return {int(w[1], 16): (int(w[2], 16), int(w[3], 16)) for w in (line.split() for line in lines[:-1])}
 
     def stats(self) -> None:
         lost = self.lost()
         self._flush_events()
-        damaged = self.link.reader.corrupt + self.sink.stray
+        damaged = self.link.reader.corrupt + self.packets.stray
         if damaged:
             self.report.warning(f"{damaged} frame(s) from the kernel were damaged on the serial line: "
                                 "their records are missing")
-        self.report.stats(dict(self.hits), sum(lost.values()))
-
-    def write_trace(self, path: str, fmt: str) -> None:
-        """Every event the session received, as a trace file of ``fmt`` (the emulated boot's writers)."""
-        from sdtgen.trace import TraceEvent, TraceMeta, TraceProbe, write_trace
-
-        lost = self.lost()
-        self._flush_events()
-        probes = [TraceProbe(i, p.provider, p.module, p.function, p.name, p.args) for i, p in enumerate(self.probes)]
-        ids = {p.spec: p.id for p in probes}
-        events = [TraceEvent(ids[e.probe], e.cpu, e.ts, e.args) for e in self.recorded or []]
-        meta = TraceMeta(self.image.arch.name, self.hello.clock, self.hello.clock_hz, self.cpus, tuple(probes),
-                         {cpu: n for cpu, n in lost.items() if n})
-        write_trace(path, fmt, meta, events)
+        self.report.stats(dict(self.hits), sum(d + o for d, o in lost.values()))
 
     def close(self) -> None:
-        """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
+        """Power the machine off (or stop QEMU if it does not answer); nothing is left running. A trace not
+        finished is discarded."""
+        if self.sink is not None:
+            self.sink.abort()
+            self.sink = None
         if self.qemu is not None:
             status = None
             if self.qemu.proc.poll() is None and hasattr(self, "hello") and not self.halted:

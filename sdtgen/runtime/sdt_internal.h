@@ -13,6 +13,19 @@ extern struct sdt_site __stop_set_sdt_sites_set[] SDT_HIDDEN;
 extern const struct sdt_probe __start_set_sdt_probes_set[] SDT_HIDDEN;
 extern const struct sdt_probe __stop_set_sdt_probes_set[] SDT_HIDDEN;
 
+/*
+ * Copy ``n`` bytes. Compilers may turn a struct copy or a copying loop into a call to memcpy, which a
+ * freestanding kernel need not have: the volatile accesses keep this a loop of its own.
+ */
+static inline void sdt_copy(void *to, const void *from, unsigned long n)
+{
+	volatile sdt_u8 *d = (volatile sdt_u8 *)to;
+	const volatile sdt_u8 *s = (const volatile sdt_u8 *)from;
+
+	while (n--)
+		*d++ = *s++;
+}
+
 /* A linker set's bound, as a plain address: the compiler may not reason about two distinct arrays. */
 static inline sdt_word sdt_bound(const void *p)
 {
@@ -71,12 +84,21 @@ static inline void sdt_seq_store(sdt_u64 *p, sdt_word v)
 	__atomic_store_n((sdt_word *)p, v, __ATOMIC_RELEASE);
 }
 
+/* Advance a sequence number from ``from`` to ``from + 1``, unless another CPU already did: 1 when this one did. */
+static inline int sdt_seq_claim(sdt_u64 *p, sdt_word from)
+{
+	sdt_word expect = from;
+
+	return __atomic_compare_exchange_n((sdt_word *)p, &expect, from + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 /* One site to change, as the patch protocol takes it. */
 struct sdt_poke {
 	struct sdt_site *site;
 	sdt_word addr;
 	sdt_u8 size;
 	sdt_u8 state;	/* what the site becomes */
+	sdt_u8 slow;	/* written through the breakpoint protocol (not one store) */
 	sdt_u8 old[SDT_SITE_MAX];
 	sdt_u8 new[SDT_SITE_MAX];
 };
@@ -88,7 +110,8 @@ void sdt_poke_put(void) SDT_HIDDEN;
 void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDDEN;
 
 /* sdt_report.c */
-void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n) SDT_HIDDEN;
+void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,
+		     const sdt_u8 *expected) SDT_HIDDEN;
 void sdt_report(const char *line) SDT_HIDDEN;
 
 /* sdt_transport.c */

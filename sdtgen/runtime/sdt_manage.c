@@ -49,7 +49,7 @@ static SDT_CODE void move(struct sdt_site *to, const struct sdt_site *from)
 {
 	sdt_word site = sdt_site_address(from), probe = sdt_rel(&from->probe);
 
-	*to = *from;
+	sdt_copy(to, from, sizeof(*to));
 	to->site = (sdt_s32)(site - (sdt_word)&to->site);
 	to->probe = (sdt_s32)(probe - (sdt_word)&to->probe);
 }
@@ -117,7 +117,22 @@ static SDT_CODE struct sdt_site *find_site(sdt_word addr)
 
 /* -- boot ---------------------------------------------------------------------------------- */
 
-static SDT_CODE void copy(sdt_u8 *to, sdt_word from, unsigned n)
+/* Whether [a, a + n) lies in one of the text ranges the kernel gave (any address, when it gave none). */
+static SDT_CODE int in_text(sdt_word a, unsigned n)
+{
+	unsigned i;
+
+	if (!sdt_hooks.ntext)
+		return 1;
+	for (i = 0; i < sdt_hooks.ntext; i++) {
+		sdt_u64 off = (sdt_u64)a - sdt_hooks.text[i].start;
+		if (off < sdt_hooks.text[i].size && n <= sdt_hooks.text[i].size - off)
+			return 1;
+	}
+	return 0;
+}
+
+static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
 {
 	unsigned i;
 
@@ -137,7 +152,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
 		return SDT_ERR_INIT;
-	sdt_hooks = *hooks;
+	sdt_copy(&sdt_hooks, hooks, sizeof(sdt_hooks));
 	sites = (struct sdt_site *)s0;
 	sites_end = (struct sdt_site *)s1;
 	sort_sites(sites, n);
@@ -157,7 +172,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 		s->size = 0;
 		if (!probe_valid(p) || s->form < SDT_FORM_CALL || s->form > SDT_FORM_ISEN || !s->length ||
 		    s->length > SDT_SITE_MAX || (s->form == SDT_FORM_ISEN && !p->isenabled)) {
-			sdt_report_site(s, "is not a valid table entry", 0, 0);
+			sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
 			continue;
 		}
 		if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == p && prev->form == s->form) {
@@ -166,18 +181,22 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 			continue;
 		}
 		if (a < end) {
-			sdt_report_site(s, "overlaps the site before it", 0, 0);
+			sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
 			continue;
 		}
-		copy(code, a, s->length);
+		if (!in_text(a, s->length)) {
+			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
+			continue;
+		}
+		read_text(code, a, s->length);
 		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
 		if (!size) {
-			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length);
+			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length, 0);
 			continue;
 		}
 		s->size = (sdt_u8)size;
 		if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-			sdt_report_site(s, "has no disabled form", code, size);
+			sdt_report_site(s, "has no disabled form", code, size, 0);
 			continue;
 		}
 		for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
@@ -350,10 +369,10 @@ static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
 	p->state = (sdt_u8)state;
 	sdt_site_bytes(s, cur, p->old);
 	sdt_site_bytes(s, state, p->new);
-	copy(now, a, s->size);
+	read_text(now, a, s->size);
 	for (i = 0; i < s->size; i++)
 		if (now[i] != p->old[i]) {
-			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size);
+			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size, p->old);
 			s->state = SDT_SITE_CHANGED;
 			if (is_armed(cur))
 				armed--;
@@ -434,13 +453,13 @@ typedef void (*recorder_fn)(sdt_word, sdt_word, sdt_word, sdt_word, sdt_word, sd
 static SDT_CODE void fire(struct sdt_frame *f, const struct sdt_site *s)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
-	sdt_word a[SDT_MAX_ARGS] = {0};
+	sdt_word a[SDT_MAX_ARGS];
 	unsigned k;
 
 	if (!p->recorder)
 		return;
-	for (k = 0; k < p->nargs; k++)
-		a[k] = sdt_arch_arg(f, k, s->form);
+	for (k = 0; k < SDT_MAX_ARGS; k++)
+		a[k] = k < p->nargs ? sdt_arch_arg(f, k, s->form) : 0;
 	((recorder_fn)sdt_rel(&p->recorder))(a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
@@ -511,10 +530,20 @@ SDT_CODE int sdt_trap(struct sdt_frame *f)
 	s = find_site(a);
 	if (!s || (s->state != SDT_SITE_OFF && !is_armed(s->state)))
 		return SDT_TRAP_NOT_OURS;
-	copy(code, a, s->size);
+	read_text(code, a, s->size);
 	if (!sdt_arch_is_breakpoint(code)) {	/* disarmed since the CPU fetched it: run what is there now */
 		f->pc = a;
 		return SDT_TRAP_RETRY;
 	}
 	return emulate(f, s, sdt_load_acquire(&s->state));
 }
+
+/* -- where a host finds the runtime ----------------------------------------------------------- */
+
+extern const char sdt_protocol[];
+
+/* The entry points in a section of their own, which strip keeps: `sdtgen boot` calls them by it. */
+__attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runtime_entries = {
+	SDT_ENTRIES_MAGIC, sdt_init, sdt_cpu_attach, sdt_enable, sdt_disable, sdt_set_mode, sdt_trap, sdt_flush,
+	sdt_protocol,
+};

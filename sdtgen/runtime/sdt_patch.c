@@ -39,14 +39,14 @@ SDT_CODE void sdt_text_store(sdt_u8 *p, const sdt_u8 *b, unsigned width)
 		*(volatile sdt_u32 *)p = (sdt_u32)b[0] | (sdt_u32)b[1] << 8 | (sdt_u32)b[2] << 16 | (sdt_u32)b[3] << 24;
 }
 
-static SDT_CODE void sync_cores(void)
+static SDT_CODE void poke_sync(void)
 {
 	if (sdt_hooks.sync_cores)
 		sdt_hooks.sync_cores();
 }
 
 /* Store ``width`` bytes of ``p``'s new bytes at offset ``at`` of its site, through the alias. */
-static SDT_CODE void store(const struct sdt_poke *p, sdt_u8 *alias, sdt_word lo, unsigned at, const sdt_u8 *bytes,
+static SDT_CODE void poke_store(const struct sdt_poke *p, sdt_u8 *alias, sdt_word lo, unsigned at, const sdt_u8 *bytes,
 			   unsigned width)
 {
 	sdt_text_store(alias + (p->addr - lo) + at, bytes + at, width);
@@ -55,18 +55,18 @@ static SDT_CODE void store(const struct sdt_poke *p, sdt_u8 *alias, sdt_word lo,
 }
 
 #ifdef SDT_NAIVE_PROTOCOL
-static SDT_CODE void protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
+static SDT_CODE void poke_protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
 {
 	unsigned i, k;
 
 	for (i = 0; i < n; i++)
 		for (k = 0; k < p[i].size; k++)
 			if (p[i].old[k] != p[i].new[k])
-				store(&p[i], alias, lo, k, p[i].new, 1);
-	sync_cores();
+				poke_store(&p[i], alias, lo, k, p[i].new, 1);
+	poke_sync();
 }
 #else
-static SDT_CODE int same(const sdt_u8 *a, const sdt_u8 *b, unsigned n)
+static SDT_CODE int poke_same(const sdt_u8 *a, const sdt_u8 *b, unsigned n)
 {
 	unsigned i;
 
@@ -76,13 +76,14 @@ static SDT_CODE int same(const sdt_u8 *a, const sdt_u8 *b, unsigned n)
 	return 1;
 }
 
-static SDT_CODE void protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
+static SDT_CODE void poke_protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
 {
-	unsigned i, k, at, width, slow = 0, bp = sdt_arch_bp_len, unit = sdt_arch_tail_unit;
-	int single = 0;
+	unsigned i, k, at, width, bp = sdt_arch_bp_len, unit = sdt_arch_tail_unit;
+	int single = 0, slow = 0;
 
 	for (i = 0; i < n; i++) {
 		unsigned first = p[i].size, last = 0;
+		p[i].slow = 0;
 		for (k = 0; k < p[i].size; k++)
 			if (p[i].old[k] != p[i].new[k]) {
 				first = first < k ? first : k;
@@ -91,35 +92,30 @@ static SDT_CODE void protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt
 		if (first == p[i].size)
 			continue;
 		if (sdt_arch_single_store(p[i].addr, p[i].size, first, last, &at, &width)) {
-			store(&p[i], alias, lo, at, p[i].new, width);
+			poke_store(&p[i], alias, lo, at, p[i].new, width);
 			single = 1;
 		} else {
-			struct sdt_poke t = p[i];	/* kept in address order: sdt_poke_find bisects */
-			for (k = slow; k > 0 && p[k - 1].addr > t.addr; k--)
-				p[k] = p[k - 1];
-			p[k] = t;
-			slow++;
+			p[i].slow = 1;
+			slow = 1;
 		}
 	}
 	if (single)
-		sync_cores();
+		poke_sync();
 	if (!slow)
 		return;
-	ninflight = slow;
-	__atomic_store_n(&refs, 1, __ATOMIC_RELEASE);
-	sdt_store_release(&inflight, p);
-	for (i = 0; i < slow; i++)
-		if (!same(p[i].old, sdt_arch_bp, bp))
-			store(&p[i], alias, lo, 0, sdt_arch_bp, bp);
-	sync_cores();
-	for (i = 0; i < slow; i++)
-		for (k = bp; k < p[i].size; k += unit)
-			if (!same(p[i].old + k, p[i].new + k, unit))
-				store(&p[i], alias, lo, k, p[i].new, unit);
-	sync_cores();
-	for (i = 0; i < slow; i++)
-		store(&p[i], alias, lo, 0, p[i].new, bp);
-	sync_cores();
+	for (i = 0; i < n; i++)
+		if (p[i].slow && !poke_same(p[i].old, sdt_arch_bp, bp))
+			poke_store(&p[i], alias, lo, 0, sdt_arch_bp, bp);
+	poke_sync();
+	for (i = 0; i < n; i++)
+		for (k = bp; p[i].slow && k < p[i].size; k += unit)
+			if (!poke_same(p[i].old + k, p[i].new + k, unit))
+				poke_store(&p[i], alias, lo, k, p[i].new, unit);
+	poke_sync();
+	for (i = 0; i < n; i++)
+		if (p[i].slow)
+			poke_store(&p[i], alias, lo, 0, p[i].new, bp);
+	poke_sync();
 }
 #endif
 
@@ -139,16 +135,28 @@ SDT_CODE void sdt_poke_batch(struct sdt_poke *p, unsigned n)
 		lo = p[i].addr < lo ? p[i].addr : lo;
 		hi = p[i].addr + p[i].size > hi ? p[i].addr + p[i].size : hi;
 	}
+	for (i = 1; i < n; i++) {	/* in address order: sdt_poke_find bisects the batch */
+		struct sdt_poke t;
+		unsigned k;
+		sdt_copy(&t, &p[i], sizeof(t));
+		for (k = i; k > 0 && p[k - 1].addr > t.addr; k--)
+			sdt_copy(&p[k], &p[k - 1], sizeof(t));
+		sdt_copy(&p[k], &t, sizeof(t));
+	}
+	/* Published for the whole change: a CPU that traps on a breakpoint being written, or on one a single
+	 * store just armed, is resolved as the site's new state. */
+	ninflight = n;
+	__atomic_store_n(&refs, 1, __ATOMIC_RELEASE);
+	sdt_store_release(&inflight, p);
 	alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
-	protocol(p, n, alias, lo);
+	poke_protocol(p, n, alias, lo);
 	for (i = 0; i < n; i++)
 		sdt_store_release(&p[i].site->state, p[i].state);
-	if (inflight) {	/* unpublish, then wait for the trap handlers still looking at it */
-		sdt_store_release(&inflight, (struct sdt_poke *)0);
-		__atomic_sub_fetch(&refs, 1, __ATOMIC_ACQ_REL);
-		while (__atomic_load_n(&refs, __ATOMIC_ACQUIRE))
-			;
-	}
+	/* unpublish, then wait for the trap handlers still looking at it */
+	sdt_store_release(&inflight, (struct sdt_poke *)0);
+	__atomic_sub_fetch(&refs, 1, __ATOMIC_ACQ_REL);
+	while (__atomic_load_n(&refs, __ATOMIC_ACQUIRE))
+		;
 	if (sdt_hooks.text_close)
 		sdt_hooks.text_close(alias, hi - lo);
 }

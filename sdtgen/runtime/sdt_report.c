@@ -8,13 +8,13 @@ struct line {
 	unsigned n;
 };
 
-static SDT_CODE void put(struct line *l, const char *s, unsigned max)
+static SDT_CODE void line_put(struct line *l, const char *s, unsigned max)
 {
 	while (*s && max-- && l->n < LINE - 1)
 		l->buf[l->n++] = *s++;
 }
 
-static SDT_CODE void hex(struct line *l, sdt_u64 v, unsigned digits)
+static SDT_CODE void line_hex(struct line *l, sdt_u64 v, unsigned digits)
 {
 	static const char x[] = "0123456789abcdef";
 	unsigned i;
@@ -26,45 +26,57 @@ static SDT_CODE void hex(struct line *l, sdt_u64 v, unsigned digits)
 
 SDT_CODE void sdt_report(const char *text)
 {
-	struct line l = {{0}, 0};
+	struct line l;
 
+	l.n = 0;
 	if (!sdt_hooks.report)
 		return;
-	put(&l, "sdt: ", 8);
-	put(&l, text, LINE);
+	line_put(&l, "sdt: ", 8);
+	line_put(&l, text, LINE);
 	l.buf[l.n] = 0;
 	sdt_hooks.report(0, l.buf);
 }
 
-/* "sdt: provider:module:function:name at 0x...: what (found 0f 1f ...)" */
-SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n)
+static SDT_CODE void line_bytes(struct line *l, const char *label, const sdt_u8 *b, unsigned n)
+{
+	unsigned i;
+
+	line_put(l, label, 16);
+	for (i = 0; i < n; i++) {
+		line_put(l, " ", 1);
+		line_hex(l, b[i], 2);
+	}
+}
+
+/* "sdt: provider:module:function:name site at 0x...: what (found 0f 1f ...; expected e8 ...)" */
+SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,
+			      const sdt_u8 *expected)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
-	struct line l = {{0}, 0};
+	struct line l;
 	unsigned i;
 
+	l.n = 0;
 	if (!sdt_hooks.report)
 		return;
-	put(&l, "sdt: ", 8);
+	line_put(&l, "sdt: ", 8);
 	if ((sdt_word)p >= sdt_bound(__start_set_sdt_probes_set) && (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set)) {
 		for (i = 0; i < 4; i++) {
-			put(&l, (const char *)sdt_rel(names[i]), 64);
-			put(&l, i < 3 ? ":" : "", 1);
+			line_put(&l, (const char *)sdt_rel(names[i]), 64);
+			line_put(&l, i < 3 ? ":" : "", 1);
 		}
-		put(&l, " ", 1);
+		line_put(&l, " ", 1);
 	}
-	put(&l, "site at 0x", 16);
-	hex(&l, sdt_site_address(s), sizeof(sdt_word) * 2);
-	put(&l, " ", 1);
-	put(&l, what, LINE);
+	line_put(&l, "site at 0x", 16);
+	line_hex(&l, sdt_site_address(s), sizeof(sdt_word) * 2);
+	line_put(&l, " ", 1);
+	line_put(&l, what, LINE);
 	if (n) {
-		put(&l, " (found", 8);
-		for (i = 0; i < n; i++) {
-			put(&l, " ", 1);
-			hex(&l, found[i], 2);
-		}
-		put(&l, ")", 1);
+		line_bytes(&l, " (found", found, n);
+		if (expected)
+			line_bytes(&l, "; expected", expected, n);
+		line_put(&l, ")", 1);
 	}
 	l.buf[l.n] = 0;
 	sdt_hooks.report(s, l.buf);

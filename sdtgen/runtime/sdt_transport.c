@@ -10,9 +10,15 @@
  * written, then commit_seq stored with release) and the notify hook told;
  * the next is opened unless the consumer has not read it yet: then
  * SDT_DISCARD discards events until it has, and SDT_OVERWRITE overwrites it
- * (counting its events in ``overwritten``).
+ * (counting its events in ``overwritten``). The oldest unread packet is
+ * claimed by advancing read_seq with compare-and-swap, by the consumer when
+ * it has copied it or by the writer when it overwrites it: a packet is read
+ * or counted lost, never both, never neither.
  */
 #include "sdt_internal.h"
+
+/* The offset of a CPU with no packet open: past any packet, so every event takes the slow path. */
+#define SDT_CLOSED(c) ((c)->packet_size + 8)
 
 SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
 			    unsigned long packet_size, int policy)
@@ -30,8 +36,8 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 	c->packet_size = packet_size;
 	c->policy = (sdt_u64)policy;
 	c->write_seq = c->commit_seq = c->read_seq = 0;
-	c->current = 0;
-	c->offset = packet_size;	/* none open: the first event opens packet 0 */
+	c->current = 0;	/* none open: the first event opens the first packet */
+	c->offset = SDT_CLOSED(c);
 	c->events = c->discarded = c->overwritten = c->nesting = c->clock_last = 0;
 	return 0;
 }
@@ -49,7 +55,8 @@ static SDT_CODE void close_packet(struct sdt_cpu *c)
 	pk->content_size = c->offset * 8;
 	pk->events = (sdt_u32)c->events;
 	pk->events_discarded = c->discarded;
-	c->offset = c->packet_size;
+	c->current = 0;
+	c->offset = SDT_CLOSED(c);
 	c->events = 0;
 	sdt_seq_store(&c->commit_seq, (sdt_word)c->write_seq);
 	if (sdt_hooks.notify)
@@ -64,11 +71,10 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 	if (next - sdt_seq_load(&c->read_seq) >= c->packets) {	/* the slot holds a packet nobody read */
 		if (c->policy == SDT_DISCARD)
 			return 0;
-		c->overwritten += pk->events;
+		if (sdt_seq_claim(&c->read_seq, next - (sdt_word)c->packets))	/* unless the consumer just did */
+			c->overwritten += pk->events;
 	}
-	/* write_seq first: a consumer copying the old packet sees it reused when it checks again */
 	sdt_seq_store(&c->write_seq, next + 1);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pk->magic = SDT_PACKET_MAGIC;
 	pk->stream_id = 0;
 	pk->timestamp_begin = pk->timestamp_end = sdt_hooks.clock();
@@ -96,17 +102,18 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	__asm__ __volatile__("" ::: "memory");
 	if (size > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;
-	if (c->offset + size > c->packet_size) {
-		if (c->offset != c->packet_size)
-			close_packet(c);
-		if (!open_packet(c))
-			goto discard;
-	}
+	if (c->current && ((c->offset + 7) & ~7ull) + size > c->packet_size)
+		close_packet(c);
+	if (!c->current && !open_packet(c))
+		goto discard;
+	c->offset = (c->offset + 7) & ~7ull;
 	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
 	c->offset += size;
 	c->events++;
-	*(sdt_u64 *)e = key | (sdt_u64)size << 32;
 	e->timestamp = c->clock_last = sdt_hooks.clock();
+	e->id = key;
+	e->size = (sdt_u16)size;
+	e->unreadable = 0;
 	return e;
 discard:
 	c->discarded++;
@@ -122,7 +129,7 @@ SDT_CODE void sdt_flush(void)
 	if (!c || c->nesting)
 		return;
 	c->nesting = 1;
-	if (c->offset != c->packet_size && c->events)
+	if (c->current && c->events)
 		close_packet(c);
 	__asm__ __volatile__("" ::: "memory");
 	c->nesting = 0;
@@ -130,11 +137,8 @@ SDT_CODE void sdt_flush(void)
 
 SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
 {
-	sdt_word commit = sdt_seq_load(&c->commit_seq), w = sdt_seq_load(&c->write_seq);
-	sdt_word r = sdt_seq_load(&c->read_seq);
+	sdt_word commit = sdt_seq_load(&c->commit_seq), r = sdt_seq_load(&c->read_seq);
 
-	if (w - r > c->packets)	/* overwritten: the oldest still in the ring */
-		r = w - c->packets;
 	if (r >= commit)
 		return 0;
 	*seq = r;
@@ -143,13 +147,8 @@ SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
 
 SDT_CODE int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq)
 {
-	sdt_word s = (sdt_word)seq;
-	int intact;
-
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	intact = sdt_seq_load(&c->write_seq) <= s + c->packets;	/* its slot was not opened again meanwhile */
-	sdt_seq_store(&c->read_seq, s + 1);
-	return intact;
+	/* the writer claimed it first when it overwrote it (and counted its events): the copy is not whole */
+	return sdt_seq_claim(&c->read_seq, (sdt_word)seq);
 }
 
 /* -- strings ----------------------------------------------------------------------------------- */
@@ -171,13 +170,19 @@ SDT_CODE sdt_u32 sdt_readable(sdt_word p)
 	return 0;
 }
 
-/* One pass: a string that changes while it is copied still ends where its NUL is written. */
+/* One pass: a string that changes while it is copied still ends where its NUL is written. A NULL or unreadable
+ * one is marked in the event's header and copied as "<unreadable>", so a reader that ignores the mark still
+ * shows what happened (and babeltrace2 2.0.4 misreads an empty string as the one before it). */
 SDT_CODE sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *s)
 {
+	static const char unreadable[] = "<unreadable>";
 	sdt_u32 room = s ? sdt_readable((sdt_word)s) : 0, i = 0;
 
-	if (!room)
+	if (!room) {
 		e->unreadable |= (sdt_u16)(1u << k);
+		s = unreadable;
+		room = sizeof(unreadable);
+	}
 	while (i < SDT_MAX_STRING && i < room && s[i])
 		to[i] = s[i], i++;
 	to[i] = 0;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sdtgen.elf.linkerset import linker_set
 from sdtgen.elf.reader import ET_REL, ElfFile
 from sdtgen.tables import KINDS
 from sdtgen.tables.model import TableSite
@@ -34,5 +35,5 @@ def _has(elf: ElfFile, kind: str) -> bool:
                "jump": jump.SECTION}[kind]
     if any(s.name == section for s in elf.sections):
         return True
-    bounds = {"mcount": mcount.BOUNDS, "jump": jump.BOUNDS}.get(kind)
-    return bool(bounds and elf.type != ET_REL and elf.symbol_values(bounds[0]))
+    set_name = {"mcount": mcount.SET, "jump": jump.SET}.get(kind)
+    return bool(set_name and elf.type != ET_REL and linker_set(elf, set_name, section))

@@ -9,23 +9,11 @@ the addend (in the bytes, for REL objects such as i386's). Either way a field re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_ABS, SHN_COMMON, SHN_LORESERVE, SHN_UNDEF, SHT_RELA, ElfFile, Section
-
-# e_machine -> relocation type -> (bytes, pc-relative). The data relocations tables use; one row per
-# architecture sdtgen supports. ADD/SUB pairs (RISC-V's label differences) are in _PAIRS.
-DATA_RELOCS: dict[int, dict[int, tuple[int, bool]]] = {
-    62: {1: (8, False), 2: (4, True), 10: (4, False), 11: (4, False), 24: (8, True)},  # x86_64
-    3: {1: (4, False), 2: (4, True)},  # i386
-    183: {257: (8, False), 258: (4, False), 260: (8, True), 261: (4, True)},  # aarch64
-    243: {1: (4, False), 2: (8, False), 57: (4, True)},  # riscv64
-}
-RELATIVE = {62: 8, 3: 8, 183: 1027, 243: 3}  # R_*_RELATIVE: a linked file's load-address fix-ups
-_PAIRS = {243: {35: ("add", 4), 36: ("add", 8), 39: ("sub", 4), 40: ("sub", 8)}}  # riscv64 ADD32/64, SUB32/64
+from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_COMMON, SHN_UNDEF, SHT_RELA, ElfFile, Section
+from sdtgen.record import record
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class Place:
     """A link-time address (section None), an offset in a relocatable object's section, or, for a
     symbol the object does not define, an offset from that symbol (section None, ``symbol`` set)."""
@@ -52,6 +40,9 @@ class Fields:
         self.relocs: dict[int, list] = {}
         self.rela = True
         self._dynamic: dict[int, int] | None = None
+        from sdtgen import arch
+
+        self.arch = arch.for_machine(elf.machine)  # its data relocations; None: a machine sdtgen has none for
         if self.relocatable:
             self._load_relocs()
 
@@ -83,8 +74,9 @@ class Fields:
         of the R_*_RELATIVE dynamic relocation at it."""
         if self._dynamic is None:
             self._dynamic = {}
-            kind = RELATIVE.get(self.elf.machine)
-            for rsec in self.elf.sections if self.elf.type == ET_DYN else ():
+            kind = self.arch.relative_reloc if self.arch else None
+            # Dynamic relocations patch loaded memory only: a note section's fields have none.
+            for rsec in self.elf.sections if self.elf.type == ET_DYN and self.sec.is_alloc else ():
                 if rsec.type == SHT_RELA and rsec.is_alloc:  # .rela.dyn (REL files keep the value in place)
                     for r in self.elf.relocations(rsec):
                         if r.type == kind and self.sec.addr <= r.offset < self.sec.addr + self.sec.size:
@@ -107,8 +99,8 @@ class Fields:
             if self.raw(off, size, False):
                 raise self.fail(f"the field at {self.sec.name}+{off:#x} holds a value but no relocation")
             return None
-        kinds = DATA_RELOCS.get(self.elf.machine, {})
-        pairs = _PAIRS.get(self.elf.machine, {})
+        kinds = self.arch.data_relocs if self.arch else {}
+        pairs = self.arch.data_pairs if self.arch else {}
         if len(rels) == 1 and rels[0].type in kinds:
             r = rels[0]
             rsize, rpc = kinds[r.type]
@@ -134,8 +126,8 @@ class Fields:
             raise self.fail(f"the relocation at {self.sec.name}+{off:#x} names symbol {r.sym}, "
                             f"but there are only {len(symbols)}")
         sym = symbols[r.sym]
-        if sym.shndx in (SHN_UNDEF, SHN_COMMON):
+        if sym.shndx == SHN_UNDEF or (sym.special and sym.shndx == SHN_COMMON):
             return Place(None, addend, sym.name)  # resolved only at link time
-        if sym.shndx == SHN_ABS or sym.shndx >= SHN_LORESERVE:
+        if sym.special:  # SHN_ABS and the other reserved indexes: a plain value
             return Place(None, sym.value + addend)
         return Place(self.elf.section_at(sym.shndx).name, sym.value + addend)

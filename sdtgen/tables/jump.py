@@ -11,13 +11,14 @@ so an entry is 8 bytes plus one word, aligned to the word. The key's symbol name
 
 from __future__ import annotations
 
+from sdtgen.elf.linkerset import linker_set
 from sdtgen.elf.reader import ET_REL, ElfFile
 from sdtgen.tables.fields import Fields, Place
 from sdtgen.tables.model import TableSite
 from sdtgen.tables.symbols import CODE, DATA, Namer
 
 SECTION = "__jump_table"
-BOUNDS = ("__start___jump_table", "__stop___jump_table")
+SET = SECTION  # __start___jump_table, __stop___jump_table
 FLAGS = 3
 
 
@@ -43,14 +44,13 @@ def read(elf: ElfFile, names: Namer | None = None, keys: Namer | None = None) ->
 def _arrays(elf: ElfFile):
     """(fields, first offset, end offset) of each jump table: the linker's bounds in a linked file,
     every ``__jump_table`` section otherwise."""
-    if elf.type != ET_REL:
-        found = {**elf.symbol_values(BOUNDS[0]), **elf.symbol_values(BOUNDS[1])}
-        lo, hi = found.get(BOUNDS[0]), found.get(BOUNDS[1])
-        if lo is not None and hi is not None:
-            sec = next((s for s in elf.sections if s.is_alloc and s.addr <= lo and hi <= s.addr + s.size
-                        and s.size), None)
-            if sec is None or hi < lo:
-                raise elf.fail(f"damaged jump table: {BOUNDS[0]}..{BOUNDS[1]} ({lo:#x}..{hi:#x}) is not inside "
-                               "one section", "rebuild the file")
-            return [(Fields(elf, sec, "jump table"), lo - sec.addr, hi - sec.addr)]
+    found = linker_set(elf, SET) if elf.type != ET_REL else None
+    if found is not None and not found.by_section:  # a stripped file's sections are read below
+        lo, hi = found.span
+        sec = next((s for s in elf.sections if s.is_alloc and s.addr <= lo and hi <= s.addr + s.size
+                    and s.size), None)
+        if sec is None or hi < lo:
+            raise elf.fail(f"damaged jump table: __start_{SET}..__stop_{SET} ({lo:#x}..{hi:#x}) is not inside "
+                           "one section", "rebuild the file")
+        return [(Fields(elf, sec, "jump table"), lo - sec.addr, hi - sec.addr)]
     return [(Fields(elf, s, "jump table"), 0, s.size) for s in elf.sections if s.name == SECTION]

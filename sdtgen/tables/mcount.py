@@ -13,11 +13,11 @@ from sdtgen.tables.symbols import CODE, Namer
 from sdtgen.tables.words import address_array
 
 SECTION = "__mcount_loc"
-BOUNDS = ("__start_mcount_loc", "__stop_mcount_loc")
+SET = "mcount_loc"  # __start_mcount_loc, __stop_mcount_loc
 
 
 def read(elf: ElfFile, names: Namer | None = None) -> list[TableSite]:
-    places = address_array(elf, SECTION, BOUNDS, "ftrace table __mcount_loc")
+    places = address_array(elf, SECTION, SET, "ftrace table __mcount_loc")
     names = names or Namer(elf, CODE)
     out = []
     for place in places:

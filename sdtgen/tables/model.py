@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from sdtgen.record import record
 from sdtgen.tables.fields import Place
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArgSpec:
     """A USDT argument: ``-4@%edi`` is a signed 4-byte value in %edi; size None when the spec has none."""
 
@@ -22,7 +21,7 @@ class ArgSpec:
                 "location": self.location}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TableSite:
     kind: str  # stapsdt, mcount, patchable, jump
     provider: str

@@ -38,8 +38,7 @@ def read(elf: ElfFile, names: Namer | None = None) -> list[TableSite]:
     while off < len(data):
         if off + 12 > len(data):
             raise fields.fail(f"the note header at offset {off:#x} is truncated")
-        namesz = fields.raw(off, 4, False)
-        descsz, ntype = fields.raw(off + 4, 4, False), fields.raw(off + 8, 4, False)
+        namesz, descsz, ntype = elf.layout.nhdr.unpack_from(data, off)
         name_at = off + 12
         desc_at = name_at + _up(namesz, align)
         end = desc_at + _up(descsz, align)
@@ -69,9 +68,10 @@ def _site(fields: Fields, names: Namer, base_sec, at: int, size: int, word: int)
     provider, raw_name, args = (p.decode("utf-8", "backslashreplace") for p in parts[:3])
     if base_sec is not None and base is not None and base.section is None and not fields.relocatable:
         delta = base_sec.addr - base.value  # the file moved after the notes were written (prelink)
-        pc = Place(None, pc.value + delta)
+        mask = (1 << fields.elf.bits) - 1  # address arithmetic wraps at the address width
+        pc = Place(None, (pc.value + delta) & mask)
         if semaphore is not None:
-            semaphore = Place(None, semaphore.value + delta)
+            semaphore = Place(None, (semaphore.value + delta) & mask)
     return TableSite("stapsdt", provider, names.name(pc), listed_name(raw_name), pc, raw_name,
                      parse_args(args), semaphore)
 

@@ -1,5 +1,5 @@
-"""Traces of what a run recorded, in CTF 1.8, Perfetto protobuf and Chrome trace-event JSON."""
+"""Traces of what a run recorded: CTF 1.8 (the runtime's packets as they stand), Perfetto and Chrome JSON."""
 
-from sdtgen.trace.model import FORMATS, TraceEvent, TraceMeta, TraceProbe, write_trace
+from sdtgen.trace.model import FORMATS, TraceMeta, TraceProbe
 
-__all__ = ["FORMATS", "TraceEvent", "TraceMeta", "TraceProbe", "write_trace"]
+__all__ = ["FORMATS", "TraceMeta", "TraceProbe"]

@@ -3,7 +3,8 @@
 Each event is an instant event (``"ph": "i"``, thread scope ``"s": "t"``) of process 1 on thread
 CPU + 1 (viewers set thread 0 aside), its arguments ``arg0``... in ``args``; metadata events name the
 process and one thread per CPU. ``ts`` is microseconds: ``ticks_to_ns(ticks) / 1000``. ``otherData``
-carries the guest clock and each CPU's lost count. An unreadable string argument is ``null``.
+carries the clock and each CPU's lost count. An unreadable string argument is ``null``. Events are
+written as their packets come, so the file grows with the run and memory does not.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 
-from sdtgen.atomic import write_atomic
-from sdtgen.trace.argtypes import probe_types
-from sdtgen.trace.model import TraceEvent, TraceMeta, ticks_to_ns
+from sdtgen.atomic import Staged
+from sdtgen.trace.argtypes import arg_type
+from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
+from sdtgen.trace.packets import Event, Packet
 
 PID = 1
 
@@ -22,37 +24,47 @@ def tid(cpu: int) -> int:
     return cpu + 1
 
 
-def document(meta: TraceMeta, events: list[TraceEvent]) -> str:
-    """The JSON text. Events are formatted from per-probe templates: json.dumps of a dict per event is
-    several times slower, and only strings need its escaping."""
-    guest = f"sdtgen guest ({meta.arch})"
-    head: list[dict] = [{"ph": "M", "name": "process_name", "pid": PID, "args": {"name": guest}}]
-    for cpu in range(meta.cpus):
-        head.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid(cpu), "args": {"name": f"CPU {cpu}"}})
-        head.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid(cpu), "args": {"sort_index": cpu}})
-    probes = {}
-    for p in meta.probes:
-        start = f'{{"name": {_json(p.spec)}, "cat": {_json(p.provider)}, "ph": "i", "s": "t", "pid": {PID}, "tid": '
-        probes[p.id] = (start, [(f'"arg{i}": ', t) for i, t in enumerate(probe_types(p.arg_types, meta.arch))])
-    out = [_json(h) for h in head]
-    for e in events:
-        try:
-            start, fields = probes[e.probe_id]
-        except KeyError:
-            raise ValueError(f"event {e!r}: no such probe id in the trace") from None
-        if len(e.args) != len(fields) or not 0 <= e.cpu < meta.cpus:
-            raise ValueError(f"event {e!r}: {len(fields)} arguments and a CPU below {meta.cpus} expected")
-        args = ", ".join(key + (_json(t.value(v, repr(e))) if t.kind == "str" else str(t.value(v, repr(e))))
-                         for (key, t), v in zip(fields, e.args, strict=True))
-        out.append(f'{start}{tid(e.cpu)}, "ts": {ticks_to_ns(e.ts, meta.clock_hz) / 1000!r}, "args": {{{args}}}}}')
-    other = {"tracer": "sdtgen", "arch": meta.arch, "clock": meta.clock_name, "clock_hz": meta.clock_hz,
-             "lost": {str(cpu): meta.lost.get(cpu, 0) for cpu in range(meta.cpus)}}
-    return '{"traceEvents": [\n' + ",\n".join(out) + f'\n], "displayTimeUnit": "ns", "otherData": {_json(other)}}}\n'
-
-
 def _json(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def write_chrome(path: str | os.PathLike[str], meta: TraceMeta, events: list[TraceEvent]) -> None:
-    write_atomic(path, document(meta, events).encode("utf-8", "replace"))
+class ChromeSink:
+    """The JSON document, each event formatted from its probe's template as it comes (json.dumps of a dict
+    per event is several times slower, and only strings need its escaping)."""
+
+    def __init__(self, path: str | os.PathLike[str], meta: TraceMeta, bits: int) -> None:
+        self.meta = meta
+        self.out = Staged(path, "Chrome trace")
+        self.f = open(self.out.path(), "w", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in finish)
+        head: list[dict] = [{"ph": "M", "name": "process_name", "pid": PID,
+                             "args": {"name": f"sdtgen kernel ({meta.arch})"}}]
+        for cpu in range(meta.cpus):
+            head.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid(cpu), "args": {"name": f"CPU {cpu}"}})
+            head.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid(cpu),
+                         "args": {"sort_index": cpu}})
+        self.f.write('{"traceEvents": [\n' + ",\n".join(_json(h) for h in head))
+        self.probes = {}
+        for p in meta.probes:
+            start = f'{{"name": {_json(p.spec)}, "cat": {_json(p.provider)}, "ph": "i", "s": "t", "pid": {PID}, "tid": '
+            self.probes[p.spec] = (start, [(f'"arg{i}": ', arg_type(t, bits)) for i, t in enumerate(p.arg_types)])
+
+    def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
+        hz, out = self.meta.clock_hz, []
+        for e in events or ():
+            start, fields = self.probes[e.probe]
+            args = ", ".join(key + (_json(v) if t.kind == "str" else str(v))
+                             for (key, t), v in zip(fields, e.args, strict=True))
+            out.append(f',\n{start}{tid(e.cpu)}, "ts": {ticks_to_ns(e.ts, hz) / 1000!r}, "args": {{{args}}}}}')
+        self.f.write("".join(out))
+
+    def finish(self, lost: dict[int, Lost]) -> None:
+        other = {"tracer": "sdtgen", "arch": self.meta.arch, "clock": self.meta.clock_name,
+                 "clock_hz": self.meta.clock_hz,
+                 "lost": {str(cpu): lost[cpu].total if cpu in lost else 0 for cpu in range(self.meta.cpus)}}
+        self.f.write(f'\n], "displayTimeUnit": "ns", "otherData": {_json(other)}}}\n')
+        self.f.close()
+        self.out.commit()
+
+    def abort(self) -> None:
+        self.f.close()
+        self.out.discard()

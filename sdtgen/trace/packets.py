@@ -100,15 +100,15 @@ class Decoder:
         while at < end:
             if at + self.event.size > end:
                 raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: an event at byte {at} runs past its content")
-            key, size, unreadable, ts = unpack(data, at)
-            if size < self.event.size or size % 8 or at + size > end:
+            ts, key, size, unreadable = unpack(data, at)
+            if size < self.event.size or at + size > end:
                 raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has size {size}")
             f = self.formats.get(key)
             if f is None:
                 self.unknown += 1
             else:
                 out.append(Event(ts, p.cpu, f.spec, self._args(f, data, at + self.event.size, at + size, unreadable)))
-            at += size
+            at = (at + size + 7) & ~7  # events start 8-aligned
         return p, out
 
     def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int) -> tuple:

@@ -17,9 +17,9 @@ import sys
 
 import pytest
 from helpers import ARCHES, ROOT, cross_tool, need_tool, run, sdtgen
+from toolchain import kernel_cflags
 
 from sdtgen import arch as arches
-from sdtgen.toolchain import kernel_cflags
 
 
 def test_every_module_of_the_package_is_an_architecture_x86_64_first():
@@ -91,7 +91,6 @@ def test_every_arch_choice_of_the_cli_is_the_registrys():
         assert sdtgen("arch", name, "--get", "name", check=True).stdout.strip() == name
     bad = sdtgen("linker-script", "final", "--arch", "vax")
     assert bad.returncode == 2 and all(n in bad.stderr for n in ARCHES)
-    assert sdtgen("matrix", "--arch", "vax").returncode == 2
     listed = sdtgen("arch", check=True).stdout.splitlines()[1:]
     assert [ln.split()[0] for ln in listed] == list(ARCHES)
     records = json.loads(sdtgen("arch", "--json", check=True).stdout)["arches"]

@@ -176,7 +176,7 @@ def test_cs_prefixed_site_is_checked_patched_with_a_six_byte_nop_and_fires(tmp_p
     assert proc.returncode == 0 and "1 stable" in proc.stdout, proc.stdout + proc.stderr
     b = Booted(image)
     try:
-        (site,) = b.session.runtime.sites.values()
+        (site,) = b.session.runtime.sites
         loop = b.session.image.elf.symbol_map()["loop"].value
         assert (site.addr, site.length) == (loop + cs_call[0], 6)
         patched = b.session.machine.read(site.addr, 6)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.elf.reader import ElfFile
+from sdtgen.layout import SITE
+from sdtgen.table import SITE_SIZE
 
 PT_LOAD = 1
 PF_X, PF_W, PF_R = 1, 2, 4
@@ -49,8 +51,8 @@ def point_site_entry(image: Path, index: int, addr: int) -> None:
     """Make site table entry ``index`` of ``image`` (in place) point at ``addr``."""
     with ElfFile(image) as elf:
         sec = elf.section("set_sdt_sites_set")
-        field_addr = sec.addr + 12 * index
-        offset = sec.offset + 12 * index
+        field_addr = sec.addr + SITE_SIZE * index
+        offset = sec.offset + SITE_SIZE * index
     data = bytearray(image.read_bytes())
     struct.pack_into("<i", data, offset, addr - field_addr)
     image.write_bytes(data)
@@ -58,7 +60,7 @@ def point_site_entry(image: Path, index: int, addr: int) -> None:
 
 def set_site_length(image: Path, index: int, length: int) -> None:
     with ElfFile(image) as elf:
-        offset = elf.section("set_sdt_sites_set").offset + 12 * index + 9
+        offset = elf.section("set_sdt_sites_set").offset + SITE_SIZE * index + SITE.offset("length", 64)
     data = bytearray(image.read_bytes())
     data[offset] = length
     image.write_bytes(data)

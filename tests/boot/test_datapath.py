@@ -31,22 +31,22 @@ def test_branch_mode_firings_equal_the_native_run(branch, native, same):
     expected = native(CALLS)
     same(emulated, expected, ":::")
     assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
-    assert not branch.session.runtime.trapped  # every x86-64 site reaches its recorder
+    # every x86-64 site reaches its recorder: none fell back to the breakpoint
+    assert {s.state for s in branch.session.runtime.sites} == {"branch"}
 
 
 def test_armed_sites_call_the_recorder_and_disarmed_ones_are_the_nop_again(branch):
     s = branch.session
     cs = s.image.arch.disassembler()
-    recorders = s.runtime.data.recorders
-    before = {a: s.machine.read(a, site.length) for a, site in s.runtime.sites.items()}
+    before = {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites}
     s.enable(":::")
-    for addr, site in s.runtime.sites.items():
-        insn = next(cs.disasm(s.machine.read(addr, site.length), addr))
-        want = {CALL: "call", COND: site.original and next(cs.disasm(site.original, addr)).mnemonic}.get(
-            site.form, "jmp")
-        assert (insn.mnemonic, int(insn.op_str, 16)) == (want, recorders[site.probe.stub])
+    for site in s.runtime.sites:
+        insn = next(cs.disasm(s.machine.read(site.addr, site.size), site.addr))
+        want = {CALL: "call", COND: next(cs.disasm(before[site.addr], site.addr)).mnemonic}.get(site.form, "jmp")
+        assert (insn.mnemonic, int(insn.op_str, 16)) == (want, site.probe.recorder)
+        assert s.image.symbolize(site.probe.recorder) == "__sdt_rec_" + s.image.symbolize(site.probe.stub)
     s.disable(":::")
-    assert {a: s.machine.read(a, site.length) for a, site in s.runtime.sites.items()} == before
+    assert {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites} == before
 
 
 def test_every_firing_has_cpu_0_and_a_timestamp_that_never_goes_back(branch):
@@ -57,7 +57,7 @@ def test_every_firing_has_cpu_0_and_a_timestamp_that_never_goes_back(branch):
     assert ts == sorted(ts) and ts[0] < ts[-1]
 
 
-def test_trap_mode_records_through_the_same_buffers(booted):
+def test_trap_mode_records_through_the_same_packets(booted):
     booted.session.enable("hk:sched:run:tick")
     events = fires(booted.run([Call("sched_run", (3,))]))
     assert [e["args"] for e in events] == [[0, 1], [1, 3], [2, 8]]
@@ -65,10 +65,15 @@ def test_trap_mode_records_through_the_same_buffers(booted):
     assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)
 
 
+def states(s) -> dict[str, str]:
+    return {x.probe.spec: x.state for x in s.runtime.sites}
+
+
 def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, same):
-    """Arm with traps, run, switch to branches, run, disarm, run, rearm mixed: each run is the native truth."""
+    """Arm with traps, run, switch to branches, run, disarm, run, arm mixed: each run is the native truth."""
     s = booted.session
     expected = native(CALLS)
+    disabled = {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites}
     assert firings(booted.run(CALLS)) == []  # every site translated as its NOP
     s.set_arm("branch")
     s.enable(":::")
@@ -79,33 +84,41 @@ def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, sa
     same(booted.run(CALLS), expected, ":::")
     s.disable(":::")
     assert firings(booted.run(CALLS)) == []
-    s.enable("hk:sched::")  # branches
     s.set_arm("trap")
-    s.enable("hk:vfs::")  # traps; the sched probes were rearmed with traps too
-    assert s.runtime.trapped == s.runtime.armed
-    s.runtime.set_mode("branch", rearm=False)
-    s.enable(":::")  # the sched and vfs probes stay traps, the rest branch: a mixed arming
-    assert s.runtime.trapped and s.runtime.armed - s.runtime.trapped
-    same(booted.run(CALLS), expected, ":::")
+    s.enable("hk:sched::")  # traps
+    s.set_arm("branch")  # the sched probes are rearmed with branches
+    assert states(s)["hk:sched:run:tick"] == "branch"
+    s.enable("hk:vfs::")  # branches
+    s.disable("hk:sched::")
+    s.runtime.mode = "trap"
+    s.enable("hk:sched::")  # traps, the vfs probes stay branches: a mixed arming
+    armed = {p: st for p, st in states(s).items() if st != "off"}
+    assert {armed["hk:sched:run:tick"], armed["hk:vfs:lookup:entry"]} == {"trap", "branch"}
+    same(booted.run(CALLS), expected, "hk:sched::", "hk:vfs::")
     s.disable(":::")
     assert firings(booted.run(CALLS)) == []
-    assert all(s.machine.read(a, x.length) == x.disabled for a, x in s.runtime.sites.items())
+    assert {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites} == disabled
 
 
-# vfs_lookup_id(2) mixes 3-slot string records with 1-slot ones: a drop buffer left with a slot or two must
-# still drop the smaller records after a larger one it could not keep. Every case overflows its buffer.
-CASES = [(Call(f, a), size) for f, a in (("kmain", (3,)), ("sched_run", (40,))) for size in (256, 512, 1024)]
-CASES += [(Call("vfs_lookup_id", (2,)), 256), (Call("vfs_lookup_id", (2,)), 512)]
+# Runs that overflow a 2-packet ring of 1 KiB packets: tick records are 32 bytes (30 fill a packet), the
+# vfs ones carry strings of several lengths, kmain mixes every size.
+CASES = [(Call("sched_run", (80,)), 2048), (Call("sched_run", (200,)), 4096), (Call("kmain", (70,)), 2048)]
+
+
+def overflow_run(kernel, policy: str, size: int, calls: list[Call]):
+    b = Booted(kernel.image, arm="branch", buffer_size=size, overflow=policy, stream=False)
+    b.session.enable(":::")
+    return b
 
 
 @pytest.mark.parametrize("policy", ["drop", "overwrite"])
 @pytest.mark.parametrize(("call", "size"), CASES)
 def test_overflow_loses_exactly_what_it_reports(kernel, native, policy, size, call):
-    """Shown plus lost equals what fired natively; drop keeps the oldest run, overwrite the newest."""
+    """Read only when the run ends: shown plus lost equals what fired natively; drop keeps the oldest,
+    overwrite the newest."""
     expected = native_firings(native([call]), ":::")
-    b = Booted(kernel.image, arm="branch", buffer_size=size, overflow=policy)
+    b = overflow_run(kernel, policy, size, [call])
     try:
-        b.session.enable(":::")
         shown = firings(b.run([call]))
         b.session.stats()
         (stats,) = [e for e in b.events() if e["event"] == "stats"]
@@ -118,15 +131,52 @@ def test_overflow_loses_exactly_what_it_reports(kernel, native, policy, size, ca
     assert all(a == x for (_, a), (_, x) in zip(shown, kept, strict=True) if not _has_pointer(a))
 
 
-@pytest.mark.parametrize("policy", ["drop", "overwrite"])
-def test_overflow_stays_exact_run_after_run_when_records_nearly_fill_the_ring(kernel, native, policy):
-    """Records of strings take most of a 256-byte ring, and runs start wherever the last one left the head:
-    a record that only an empty ring can hold, after padding, is where counting went wrong."""
-    calls = [Call("vfs_lookup_id", (2,)), *[Call("proc_exit", (0,))] * 3, Call("vfs_lookup_id", (2,)),
-             Call("sched_run", (3,)), Call("vfs_lookup_id", (1,))]
-    b = Booted(kernel.image, arm="branch", buffer_size=256, overflow=policy)
+def test_a_stream_that_keeps_up_loses_nothing_from_the_smallest_ring(kernel, native):
+    """--overflow drop reads each packet as it closes: a run of thousands of records through 2 KiB."""
+    call = Call("sched_run", (3000,))
+    b = Booted(kernel.image, arm="branch", buffer_size=2048)
     try:
         b.session.enable(":::")
+        shown = firings(b.run([call]))
+        b.session.stats()
+        (stats,) = [e for e in b.events() if e["event"] == "stats"]
+    finally:
+        b.session.close()
+    assert stats["lost"] == 0 and shown == native_firings(native([call]), ":::")
+
+
+def test_records_that_fill_a_packet_to_its_last_byte_are_all_kept(kernel):
+    """A packet of 1 KiB holds its 64-byte header and exactly 30 tick records: 60 fill the ring to its last
+    byte and every one is kept; the 61st is the first one dropped."""
+    for n, lost in ((30, 0), (60, 0), (61, 1)):
+        b = overflow_run(kernel, "drop", 2048, [])
+        try:
+            shown = fires(b.run([Call("sched_run", (n,))]))
+            b.session.stats()
+            (stats,) = [e for e in b.events() if e["event"] == "stats"]
+        finally:
+            b.session.close()
+        assert (len(shown), stats["lost"]) == (n - lost, lost), n
+        assert [e["args"][0] for e in shown] == list(range(n - lost))
+
+
+def test_a_drop_ring_records_again_once_it_was_read(kernel, native):
+    b = overflow_run(kernel, "drop", 2048, [])
+    try:
+        first = firings(b.run([Call("sched_run", (100,))]))
+        second = firings(b.run([Call("sched_run", (5,))]))
+    finally:
+        b.session.close()
+    assert len(first) == 60 and second == native_firings(native([Call("sched_run", (5,))]), ":::")
+
+
+@pytest.mark.parametrize("policy", ["drop", "overwrite"])
+def test_overflow_stays_exact_run_after_run(kernel, native, policy):
+    """Runs start wherever the last one left the ring; each one's shown plus lost is what it fired."""
+    calls = [Call("vfs_lookup_id", (2,)), *[Call("proc_exit", (0,))] * 3, Call("sched_run", (90,)),
+             Call("vfs_lookup_id", (2,)), Call("sched_run", (3,)), Call("kmain", (40,)), Call("vfs_lookup_id", (1,))]
+    b = overflow_run(kernel, policy, 2048, [])
+    try:
         lost_before = 0
         for call in calls:
             expected = native_firings(native([call]), ":::")
@@ -148,13 +198,22 @@ def _has_pointer(args: list) -> bool:
 def test_bad_buffer_sizes_and_modes_are_one_line_and_exit_2(kernel):
     from helpers import sdtgen
 
-    for argv, what in ((["--buffer-size", "1000"], "is not a power of two from 256 to 67108864"),
-                       (["--buffer-size", "128"], "is not a power of two"),
+    for argv, what in ((["--buffer-size", "1000"], "is not a power of two from 2048 to 67108864"),
+                       (["--buffer-size", "1024"], "is not a power of two"),
                        (["--buffer-size", str(128 << 20)], "is not a power of two"),
                        (["--arm", "branch", "--no-patch"], "cannot arm with branches: nothing is patched")):
         proc = sdtgen("boot", kernel.image, *argv)
         assert proc.returncode == 2 and what in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
-        assert "Traceback" not in proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""  # refused before anything ran
+
+
+def test_too_many_cpus_for_their_buffers_is_refused_before_anything_runs(kernel):
+    from helpers import sdtgen
+
+    for cpus, size in ((64, 64 << 20), (63, 32 << 20)):
+        proc = sdtgen("boot", kernel.image, "--cpus", str(cpus), "--buffer-size", str(size), "--run", "kmain")
+        assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
+        assert "give fewer --cpus or a smaller --buffer-size" in proc.stderr and "Traceback" not in proc.stderr
 
 
 GOT_SOURCE = r"""
@@ -181,12 +240,16 @@ def test_six_byte_got_sites_branch_with_one_six_byte_call(tmp_path):
     b = Booted(image, arm="branch")
     try:
         s = b.session
-        assert {x.length for x in s.runtime.sites.values()} == {6}
+        # The calls are 6 bytes; GNU ld made the tail `jmp *GOT` a 5-byte jmp and a NOP, and only the jmp is
+        # the site: the NOP after it may be a branch target, so it is never written.
+        assert sorted((x.form, x.length, x.size) for x in s.runtime.sites) == [("call", 6, 6), ("tail", 6, 5)]
+        (tail,) = [x for x in s.runtime.sites if x.form == "tail"]
         s.enable("gt:::")
         cs = s.image.arch.disassembler()
-        for a in s.runtime.sites:
-            (insn,) = cs.disasm(s.machine.read(a, 6), a)  # one instruction: it returns past the site
-            assert insn.mnemonic in ("call", "jmp") and insn.size == 6
+        for x in s.runtime.sites:
+            (insn,) = cs.disasm(s.machine.read(x.addr, x.size), x.addr)  # one instruction: returns past the site
+            assert insn.mnemonic in ("call", "jmp") and insn.size == x.size
+        assert s.machine.read(tail.addr + 5, 1) == b"\x90"
         assert s.run("kmain", [5]) == 22
         assert [(e["probe"], e["args"]) for e in fires(b.events())] == [
             ("gt:got:twice:entry", [5, "got"]), ("gt:got:twice:entry", [6, "got"]), ("gt:got:twice:last", [22])]
@@ -194,22 +257,19 @@ def test_six_byte_got_sites_branch_with_one_six_byte_call(tmp_path):
         s.close()
 
 
-def test_each_cpu_records_into_its_own_ring_and_the_drain_merges_them_by_timestamp(kernel):
-    """Two rings, the per-CPU register pointed at one then the other between calls (as two CPUs would be):
-    each record carries its CPU, and the merged stream is in timestamp order, not ring by ring."""
-    b = Booted(kernel.image, arm="branch", cpus=2)
+@pytest.mark.parametrize("schedule", ["seeded", "parallel"])
+def test_each_cpu_records_into_its_own_ring_and_the_drain_merges_them_by_timestamp(kernel, native, schedule):
+    """Three CPUs run sched_run at once: each record carries its CPU, each CPU's records are the native run's,
+    and the merged stream is in timestamp order, not ring by ring."""
+    b = Booted(kernel.image, arm="branch", cpus=3, schedule=schedule)
     try:
-        s = b.session
-        s.enable("hk:sched:run:tick")
-        rings, func = s.runtime.data.rings, s.image.symbols["sched_run"].value
-        for cpu, n in ((0, 1), (1, 2), (0, 3), (1, 1)):
-            s.image.arch.set_cpu_pointer(s.machine.uc, rings.control(cpu))
-            s.machine.call(func, [n])
-        s.drain()
-        fired = fires(b.events())
+        b.session.enable("hk:sched:run:tick")
+        fired = fires(b.run([Call("sched_run", (40,))]))
     finally:
-        s.close()
-    assert [(e["cpu"], e["args"][0]) for e in fired] == [(0, 0), (1, 0), (1, 1), (0, 0), (0, 1), (0, 2), (1, 0)]
+        b.session.close()
+    expected = [a for _, a in native_firings(native([Call("sched_run", (40,))]), "hk:sched:run:tick")]
+    for cpu in range(3):
+        assert [e["args"] for e in fired if e["cpu"] == cpu] == expected
     assert [e["ts"] for e in fired] == sorted(e["ts"] for e in fired)
 
 
@@ -237,31 +297,28 @@ def test_a_script_switches_arming_modes_and_every_run_fires_the_same(kernel, tmp
     assert stats == {"event": "stats", "hits": {"hk:sched:run:tick": 9}, "lost": 0}
 
 
-def test_an_image_without_recorders_fires_through_the_host_and_refuses_branches(tmp_path):
-    """Stubs from an sdtgen before the data path: trap mode decodes at the trap (no cpu, no ts)."""
-    from helpers import compile_c, final_script, partial_link, run, sdtgen
+def test_an_image_without_the_runtime_or_the_table_is_one_line(tmp_path):
+    """The stubs and table alone (the runtime left out of the final link), or the runtime without a table."""
+    from helpers import compile_c, compile_runtime, final_script, partial_link, run, sdtgen
 
     partial = partial_link(tmp_path, "kernel", compile_c(tmp_path, "got", GOT_SOURCE))
     stubs, table = tmp_path / "stubs.c", tmp_path / "table.S"
     sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
-    text = stubs.read_text()
-    stubs.write_text(text[:text.index("/*\n * The data path")])  # the empty stubs only
-    for src in (stubs, table):
-        run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-c", "-o", str(src.with_suffix(".o")), str(src)])
-    image = tmp_path / "old.elf"
-    run(["ld", "-T", str(final_script(tmp_path / "final.ld")), "-o", str(image), str(partial),
-         str(stubs.with_suffix(".o")), str(table.with_suffix(".o"))])
-    b = Booted(image)
-    try:
-        b.session.enable("gt:::")
-        assert b.session.run("kmain", [5]) == 22
-        assert [(e["probe"], e["args"], e["cpu"], e["ts"]) for e in fires(b.events())] == [
-            ("gt:got:twice:entry", [5, "got"], None, None), ("gt:got:twice:entry", [6, "got"], None, None),
-            ("gt:got:twice:last", [22], None, None)]
-    finally:
-        b.session.close()
-    proc = sdtgen("boot", image, "--arm", "branch")
-    assert proc.returncode == 2 and "has no recorders" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    stubs_o, table_o, runtime_o, arch_o = compile_runtime(tmp_path, "k", stubs, table)
+    script = str(final_script(tmp_path / "final.ld"))
+    without_runtime = tmp_path / "noruntime.elf"
+    # The recorders call into the runtime: left undefined (a kernel could link them weakly), the image links.
+    run(["ld", "-T", script, "--unresolved-symbols=ignore-all", "-o", str(without_runtime), str(partial),
+         str(stubs_o), str(table_o)])
+    proc = sdtgen("boot", without_runtime)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+    assert "does not link the sdtgen runtime" in proc.stderr and "runtime-dir" in proc.stderr
+    without_table = tmp_path / "notable.elf"
+    run(["ld", "-T", script, "--unresolved-symbols=ignore-all", "-o", str(without_table), str(partial),
+         str(stubs_o), str(runtime_o), str(arch_o)])
+    proc = sdtgen("boot", without_table)
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+    assert "set_sdt_sites_set" in proc.stderr
 
 
 NOFAULT_SOURCE = r"""
@@ -299,3 +356,24 @@ def test_a_string_the_guest_cannot_read_is_unreadable_and_the_kernel_runs_on(tmp
         assert [a for _, a in shown[1:]] == unmapped
     finally:
         b.session.close()
+
+
+def test_a_string_that_ends_at_the_last_mapped_byte_is_copied_without_reading_past_it(tmp_path):
+    """Three bytes and no NUL at the very end of the image's last page (past its bss, before a page nothing
+    maps): the recorder copies them and stops where readable memory ends (one byte further would fault)."""
+    from helpers import compile_c, final_link, partial_link
+
+    image = final_link(tmp_path, partial_link(tmp_path, "kernel", compile_c(tmp_path, "nf", NOFAULT_SOURCE)))
+    for arm in ("branch", "trap"):
+        b = Booted(image, arm=arm)
+        try:
+            m = b.session.machine
+            region = m.region_at(b.session.image.symbols["_end"].value)
+            end = region.vaddr + region.size
+            assert m.region_at(end) is None  # nothing mapped after it
+            m.write(end - 3, b"abc")
+            b.session.enable("nf:::")
+            assert b.session.run("kmain:ulong", [end - 3]) == end - 2
+            assert [e["args"] for e in fires(b.events())] == [["abc", end - 3 - (1 << 64)]]  # a long
+        finally:
+            b.session.close()

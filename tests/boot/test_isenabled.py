@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 from booted import Booted
-from fixture_source import called_probes
 from helpers import ARCHES, FREEBSD, run, sdtgen
-from native_oracle import _print_arg, data_symbolizer
+from native import data_symbolizer, print_arg
+from probe_source import called_probes
 
 CHECKED = "hk:hot:loop:hash"  # the probe hot.c asks about
 OTHER = "ip:::send"
@@ -60,28 +60,46 @@ def test_the_guarded_probe_fires_only_where_sdt_probe_is(booted_freebsd):
     assert [(e["probe"], e["args"][0]) for e in fired] == [(CHECKED, 0), (CHECKED, 1), (CHECKED, 2)]
 
 
-def test_the_patched_check_is_the_encoding_and_never_a_trap(booted_freebsd):
+# What Capstone shows a disabled (0) and an armed (1) check as: one instruction setting the result register
+# (on x86 filling the whole call with CS prefixes; an 8-byte RISC-V site keeps a NOP after it).
+X86 = {0: ("xor", "eax, eax"), 1: ("mov", "eax, 1")}
+RESULT = {"x86_64": X86, "i386": X86, "aarch64": {0: ("mov", "w0, #0"), 1: ("mov", "w0, #1")},
+          "riscv64": {0: ("mv", "a0, zero"), 1: ("addi", "a0, zero, 1")}}
+NOP = {"x86_64": "0f1f440000", "i386": "0f1f440000", "aarch64": "1f2003d5", "riscv64": "13000000"}
+
+
+def test_the_patched_check_is_one_instruction_setting_the_result_and_never_a_trap(booted_freebsd):
     b = booted_freebsd
     arch = b.session.image.arch
-    checks = [s for s in b.session.patch.sites if s.form == "isen"]
+    cs = arch.disassembler()
+    checks = [s for s in b.session.runtime.sites if s.form == "isen"]
     assert len(checks) >= 2
+
+    def decoded(s) -> list[tuple[str, str]]:
+        insns = list(cs.disasm(b.session.machine.read(s.addr, s.size), s.addr))
+        assert sum(i.size for i in insns) == s.size and all(i.mnemonic == "nop" for i in insns[1:])
+        return (insns[0].mnemonic, insns[0].op_str)
+
     for s in checks:
-        assert b.session.machine.read(s.addr, s.length) == arch.set_result(s.length, 0)
+        assert decoded(s) == RESULT[arch.name][0]
     b.session.enable(CHECKED)
     for s in checks:
-        assert b.session.machine.read(s.addr, s.length) == arch.set_result(s.length, 1)
+        assert decoded(s) == RESULT[arch.name][1]
 
 
 def test_arming_a_check_whose_bytes_changed_leaves_them_and_says_so(booted_freebsd):
     b = booted_freebsd
-    (site, *_) = sorted((s for s in b.session.patch.sites if s.form == "isen"), key=lambda s: s.addr)
-    foreign = b.session.image.arch.nop(site.length)  # something other than sdtgen rewrote the check
-    b.session.machine.write_code(site.addr, foreign)
+    (site, *_) = sorted((s for s in b.session.runtime.sites if s.form == "isen"), key=lambda s: s.addr)
+    before = b.session.machine.read(site.addr, site.size)
+    foreign = bytes.fromhex(NOP[b.session.image.arch.name])[:site.size]  # not the runtime's doing
+    b.session.machine.write(site.addr, foreign)
+    b.session.machine.invalidate(site.addr, site.addr + len(foreign))
     b.session.enable(CHECKED)
     changed = [e for e in b.events() if e["event"] == "changed"]
-    assert [(e["pc"], e["bytes"], e["expected"]) for e in changed] == [
-        (site.addr, foreign.hex(), b.session.image.arch.set_result(site.length, 0).hex())]
-    assert b.session.machine.read(site.addr, site.length) == foreign and not site.usable
+    found = b.session.machine.read(site.addr, site.size)
+    assert [(e["pc"], e["bytes"], e["expected"]) for e in changed] == [(site.addr, found.hex(), before.hex())]
+    assert found[:len(foreign)] == foreign
+    assert [s.state for s in b.session.runtime.sites if s.addr == site.addr] == ["changed"]
 
 
 @pytest.mark.parametrize("arch", ARCHES)
@@ -107,7 +125,7 @@ def native_harness() -> str:
            "volatile _Bool sdt_probes_enabled = 1;", "int __dtrace_isenabled_hk_hot_loop_hash(void) { return 1; }"]
     params = ", ".join(f"uintptr_t a{i}" for i in range(6))
     for probe in called_probes(FREEBSD):
-        body = ' printf(", "); '.join(_print_arg(t, i) for i, t in enumerate(probe.args))
+        body = ' printf(", "); '.join(print_arg(t, i) for i, t in enumerate(probe.args))
         out.append(f"void {probe.symbol}({params}) {{ printf(\"{{\\\"probe\\\": \\\"{probe.spec}\\\", "
                    f"\\\"args\\\": [\"); {body} printf(\"]}}\\n\"); }}")
     out.append('#include "net.h"')

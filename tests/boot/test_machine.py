@@ -50,7 +50,9 @@ def test_code_writes_are_seen_after_invalidation(machine):
     m, image = machine
     func = image.symbols["sched_run"].value
     assert m.call(func, [3]) == 8
-    m.write_code(func, bytes.fromhex("b82a000000c3"))  # mov eax, 42; ret
+    m.write(func, bytes.fromhex("b82a000000c3"))  # mov eax, 42; ret
+    assert m.call(func, [3]) == 8  # the old translation still runs
+    m.invalidate(func, func + 6)
     assert m.call(func, [3]) == 42
 
 

@@ -1,4 +1,5 @@
-"""Boot-time patching: every verified site becomes its NOP or return; anything else is refused."""
+"""Boot-time patching by the image's own runtime (sdt_init): every verified site becomes its NOP or return;
+anything else is refused, reported and left as it is."""
 
 from __future__ import annotations
 
@@ -11,34 +12,35 @@ from helpers import corrupt_site_entry, sdtgen
 from native_oracle import Call
 
 from sdtgen.elf.reader import ElfFile
+from sdtgen.table import SITE_SIZE
 
 
 def test_every_site_is_patched_to_a_nop_capstone_decodes(booted, kernel):
     scanned = json.loads(sdtgen("scan", kernel.partial, "--json", check=True).stdout)["sites"]
     sites = booted.session.runtime.sites
-    assert len(sites) == len(scanned) == 21 and booted.session.patch.refused == []
+    assert len(sites) == len(scanned) == 21 and {s.state for s in sites} == {"off"}
     cs = booted.session.image.arch.disassembler()
-    for addr, site in sites.items():
-        now = booted.session.machine.read(addr, site.length)
-        assert now == site.disabled
-        first = next(cs.disasm(now, addr))
+    for site in sites:
+        now = booted.session.machine.read(site.addr, site.size)
+        first = next(cs.disasm(now, site.addr))
+        assert site.size == site.length == 5
         if site.form == "call":
             assert (first.mnemonic, first.size) == ("nop", 5)
         else:
-            assert first.mnemonic == "ret"
-        # What was there is what the image file holds: the call to this probe's stub.
-        assert site.original == booted.session.image.read(addr, site.length)
-        original = next(cs.disasm(site.original, addr))
+            assert first.mnemonic == "ret"  # then NOPs no CPU reaches
+        # What was there is what the image file holds: the call (or jump) to this probe's stub.
+        original = next(cs.disasm(booted.session.image.read(site.addr, 5), site.addr))
         assert original.mnemonic == ("call" if site.form == "call" else "jmp")
         assert int(original.op_str, 16) == site.probe.stub
 
 
 def test_armed_site_holds_int3_and_disarmed_site_the_nop(booted):
-    (site,) = [s for s in booted.session.runtime.sites.values() if s.probe.spec == "hk:vfs:lookup:entry"]
+    (site,) = [s for s in booted.session.runtime.sites if s.probe.spec == "hk:vfs:lookup:entry"]
+    disabled = booted.session.machine.read(site.addr, 5)
     booted.session.enable("hk:vfs:lookup:entry")
-    assert booted.session.machine.read(site.addr, 5) == b"\xcc" + site.disabled[1:]
+    assert booted.session.machine.read(site.addr, 5) == b"\xcc" + disabled[1:]
     booted.session.disable("hk:vfs:lookup:entry")
-    assert booted.session.machine.read(site.addr, 5) == site.disabled
+    assert booted.session.machine.read(site.addr, 5) == disabled == bytes.fromhex("0f1f440000")
 
 
 def test_a_site_whose_bytes_differ_is_refused_left_alone_and_the_rest_work(kernel, tmp_path):
@@ -49,7 +51,7 @@ def test_a_site_whose_bytes_differ_is_refused_left_alone_and_the_rest_work(kerne
         sec = elf.section("set_sdt_sites_set")
         text = elf.section(".text")
         # Entry 4 is hk:vfs:lookup:entry (scan order); find its site and break the call there.
-        field = start + 4 * 12
+        field = start + 4 * SITE_SIZE
         (rel,) = struct.unpack_from("<i", elf.data, sec.offset + field - sec.addr)
         site = field + rel
         file_off = text.offset + site - text.addr
@@ -76,8 +78,8 @@ def test_a_corrupt_entry_is_refused_and_reported(kernel, tmp_path):
     assert proc.returncode == 0
     assert lines[0] == "patched 20 sites (1 refused)"
     (refused,) = proc.stderr.splitlines()
-    assert refused.startswith(f"{image}: warning: .text:kmain+0x") and ": refused hk:::boot: not the expected call" \
-        in refused and refused.endswith("; left unpatched")
+    assert refused.startswith(f"{image}: warning: .text:kmain+0x") and ": refused hk:::boot: is not the expected " \
+        "call or jump to its stub (found " in refused and refused.endswith("; left unpatched")
     assert lines[-1].startswith("kmain(1) = ")
 
 

@@ -115,3 +115,12 @@ def test_segments_of_the_image(built):
         assert [(s.vaddr, s.filesz, s.memsz) for s in ours.segments if s.type == 1] == theirs
         first = next(s for s in ours.segments if s.type == 1)
         assert first.vaddr == arches.for_elf(ours).kernel_base  # where the final script links it
+
+
+def test_prefix_lookup_finds_names_the_linker_stored_as_tails_of_others(kernel):
+    """GNU ld shares string tails: __dtrace_sdt_x is stored as the end of __sdt_rec___dtrace_sdt_x."""
+    theirs = {i: name for i, (_, _, _, _, _, name) in enumerate(readelf_symbols(kernel.image))
+              if name.startswith("__dtrace_sdt_")}
+    with ElfFile(kernel.image) as elf:
+        assert elf.symbol_indices_with_prefix("__dtrace_sdt_") == theirs
+    assert len(theirs) == 18

@@ -8,6 +8,7 @@ import pytest
 from helpers import (
     ARCHES,
     compile_c,
+    compile_runtime,
     cross_tool,
     include_flag,
     readelf_sections,
@@ -104,12 +105,10 @@ def test_gen_writes_extended_indices_readelf_and_the_linker_follow(many_sections
     added = after[len(before):]
     assert [(value, ndx) for value, _, _, _, ndx, _ in added] == [(call_offset, far_ndx)]  # past 0xff00
     # The linker resolves the anchor through .symtab_shndx: check finds the site where the table says.
-    run(["gcc", "-O2", "-ffreestanding", "-fno-pic", "-c", "-o", str(tmp_path / "s.o"), str(stubs)])
-    run(["gcc", "-c", "-o", str(tmp_path / "t.o"), str(table)])
+    sdt_objs = compile_runtime(tmp_path, "many", stubs, table)
     script = tmp_path / "final.ld"
     sdtgen("linker-script", "final", "-o", script, check=True)
     image = tmp_path / "many.elf"
-    run(["ld", "-T", str(script), "-e", "far", "-o", str(image), str(obj), str(tmp_path / "s.o"),
-         str(tmp_path / "t.o")])
+    run(["ld", "-T", str(script), "-e", "far", "-o", str(image), str(obj), *map(str, sdt_objs)])
     proc = sdtgen("check", obj, image)
     assert proc.returncode == 0 and "1 stable" in proc.stdout, proc.stdout + proc.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
+from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
 from qemu_helpers import ARCHES, Qemu, qemu_json
 
 CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("vfs_lookup_id", (2,)), Call("sched_run", (4,)),
@@ -21,7 +21,7 @@ POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the ob
 
 @pytest.fixture(scope="module")
 def native_exe(tmp_path_factory):
-    return build_native(tmp_path_factory.mktemp("native"))
+    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 def run_args(calls: list[Call]) -> list[str]:

@@ -52,17 +52,17 @@ def frames(items) -> list[Frame]:
 
 
 def events_of(packet: bytes) -> list[tuple[int, int, int]]:
-    """(id, arg0, arg1) of each event, by the layout's own offsets."""
+    """(id, arg0, arg1) of each event, by the layout's own fields (events start 8-aligned)."""
     head, ev = PACKET.struct(64), EVENT.struct(64)
     fields = dict(zip(PACKET.names(), head.unpack_from(packet), strict=True))
     assert fields["magic"] == VALUES["SDT_PACKET_MAGIC"]
     assert fields["content_size"] // 8 == len(packet)
     out, at = [], head.size
     while at < len(packet):
-        key, size, _, _ = ev.unpack_from(packet, at)
+        e = dict(zip(EVENT.names(), ev.unpack_from(packet, at), strict=True))
         a, b = (int.from_bytes(packet[at + ev.size + 8 * k:at + ev.size + 8 * k + 8], "little") for k in (0, 1))
-        out.append((key, a, b))
-        at += size
+        out.append((e["id"], a, b))
+        at = (at + e["size"] + 7) & ~7
     assert len(out) == fields["events"]
     return out
 

@@ -10,7 +10,7 @@ import struct
 import pytest
 import readelf
 from builders import ARCHES
-from helpers import sdtgen
+from helpers import run, sdtgen
 
 # Our own static branch: a NOP the kernel would patch into a jump, and a table entry naming it.
 # (instruction, pointer directive, operand for the key) per architecture.
@@ -125,3 +125,22 @@ def test_a_jump_table_cut_mid_entry_is_one_line_and_exit_2(builder, tmp_path):
     proc = sdtgen("probes", bad)
     assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
     assert "whole number of 16-byte entries" in proc.stderr
+
+
+def test_an_entry_outside_every_section_is_named_by_no_function(builder):
+    """The code field of an entry past the last function (a label without .size) is in no function."""
+    b = builder("x86_64")
+    src = b.dir / "label.s"
+    src.write_text(".text\n.globl start\n.type start, @function\nstart: ret\n"
+                   ".data\n.globl key\n.type key, @object\n.size key, 8\nkey: .quad 0\n"
+                   ".section __jump_table, \"aw\"\n.balign 8\n"
+                   ".long start - .\n.long start - .\n.quad key - .\n"
+                   ".long start + 0x100000 - .\n.long start - .\n.quad key - .\n")
+    obj = b.dir / "label.o"
+    run(["as", "-o", str(obj), str(src)])
+    exe = b.link("label", [obj], "-no-pie", "-Wl,-e,start")
+    start = next(s for s in readelf.symbols(exe).values() if s.name == "start")
+    outside = start.value + 0x100000
+    assert start.size == 0 and not any(s.addr <= outside < s.addr + s.size for s in readelf.sections(exe))
+    got = sorted((p["addresses"][0], p["function"], p["name"]) for p in listed(exe))
+    assert got == [(start.value, "start", "key"), (outside, "", "key")]

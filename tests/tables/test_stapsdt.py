@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import readelf
 from builders import ARCHES
-from helpers import IN_CI, sdtgen
+from helpers import IN_CI, run, sdtgen
 
 # Installed ELF files known to carry USDT notes on Debian 12: python3.11 (python3.11-minimal) and
 # libstdc++.so.6 (libstdc++6), which .ci/run installs and CI insists on; libpython3.11 when present.
@@ -60,10 +60,12 @@ def sites(probes: list[dict]) -> list[tuple]:
 def expected_linked(path: Path) -> list[tuple]:
     """readelf -n's notes, each moved by .stapsdt.base's address minus the note's base."""
     base = next((s.addr for s in readelf.sections(path) if s.name == ".stapsdt.base"), None)
+    mask = (1 << (64 if "ELF64" in run(["readelf", "-h", str(path)]).stdout else 32)) - 1  # addresses wrap
     out = []
     for n in readelf.notes(path):
         delta = 0 if base is None else base - n.base
-        out.append((n.provider, n.name, n.location + delta, n.semaphore + delta if n.semaphore else None, n.args))
+        out.append((n.provider, n.name, (n.location + delta) & mask,
+                    (n.semaphore + delta) & mask if n.semaphore else None, n.args))
     return sorted(out)
 
 
@@ -171,6 +173,17 @@ def test_a_moved_stapsdt_base_moves_every_site_and_semaphore(usdt, tmp_path):
     before, after = sites(listed(so)), sites(listed(moved))
     assert after == expected_linked(moved) != before
     assert [s[2] + 0x1000 for s in before] == [s[2] for s in after]
+
+
+def test_a_stapsdt_base_moved_below_the_sites_wraps_to_the_address_width(usdt, tmp_path):
+    """.stapsdt.base moved to address 0 puts the sites before it below zero: they wrap, as the CPU's
+    address arithmetic does, to the top of the 64- or 32-bit address space."""
+    _, _, so, _ = usdt
+    top = 1 << (64 if "64" in usdt[0].arch else 32)
+    moved = move_stapsdt_base(so, tmp_path / "wrapped.so", -readelf.section(so, ".stapsdt.base").addr)
+    got = sites(listed(moved))
+    assert got == expected_linked(moved)
+    assert all(0 <= s[2] < top for s in got) and any(s[2] > top // 2 for s in got)
 
 
 def test_aarch64_memory_operands_keep_their_space(tmp_path):

@@ -1,55 +1,36 @@
-"""Chrome trace-event JSON: instant events per CPU thread, microsecond timestamps, every argument."""
+"""Chrome trace-event JSON: an instant event per firing on its CPU's thread, the arguments as C typed them,
+metadata naming the process and each CPU, the clock and each CPU's losses in otherData."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-from conftest import HZ, LOST, expected
-
-from sdtgen.errors import SdtError
-from sdtgen.trace import TraceMeta, write_trace
+from tracing import CPUS, boot_with_trace, expected, fired_values
 
 
-@pytest.fixture(scope="module")
-def doc(recorded, tmp_path_factory) -> dict:
-    path = tmp_path_factory.mktemp("chrome") / "trace.json"
-    write_trace(path, "chrome", recorded.meta, recorded.events)
-    return json.loads(path.read_text(encoding="utf-8"))
+def test_every_firing_on_its_cpus_thread_with_its_arguments(trace_kernel, tmp_path):
+    t = boot_with_trace(trace_kernel, tmp_path / "t.json", "chrome")
+    doc = json.loads(t.path.read_text())
+    events = [e for e in doc["traceEvents"] if e["ph"] == "i"]
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {cpu + 1: f"CPU {cpu}" for cpu in range(CPUS)}
+    for cpu in range(CPUS):
+        mine = [e for e in events if e["tid"] == cpu + 1]
+        assert [(e["name"], list(e["args"].values())) for e in mine] == [
+            (p, expected(p, v, unreadable=None)) for p, v in fired_values()]
+        assert [e["ts"] for e in mine] == sorted(e["ts"] for e in mine)
+    assert len(events) == len(t.fires) and all(e["s"] == "t" and e["pid"] == 1 for e in events)
+    other = doc["otherData"]
+    assert other["clock"] == "tsc" and other["clock_hz"] > 0 and other["lost"] == {str(c): 0 for c in range(CPUS)}
 
 
-def test_metadata_names_the_guest_and_each_cpus_thread(doc, recorded):
-    meta = [e for e in doc["traceEvents"] if e["ph"] == "M"]
-    (process,) = [e for e in meta if e["name"] == "process_name"]
-    threads = {e["tid"]: e["args"]["name"] for e in meta if e["name"] == "thread_name"}
-    assert all(e["pid"] == process["pid"] for e in meta)
-    assert sorted(threads.values()) == [f"CPU {c}" for c in range(recorded.meta.cpus)]
-    assert doc["otherData"]["lost"] == {str(c): LOST.get(c, 0) for c in range(recorded.meta.cpus)}
-    assert (doc["otherData"]["clock"], doc["otherData"]["clock_hz"]) == ("tsc", HZ)
+def test_the_format_follows_the_extension_and_losses_are_counted(trace_kernel, tmp_path):
+    from helpers import sdtgen
 
-
-def test_every_event_is_a_thread_instant_with_microseconds_and_arguments(doc, recorded):
-    threads = {e["tid"]: int(e["args"]["name"].split()[1]) for e in doc["traceEvents"] if e["name"] == "thread_name"}
-    got = [(e["ts"], threads[e["tid"]], e["name"], e["cat"], e["s"], e["args"])
-           for e in doc["traceEvents"] if e["ph"] == "i"]
-    want = []
-    for e in recorded.events:
-        p = recorded.probe(e)
-        args = {f"arg{i}": v for i, v in enumerate(expected(p, e.args, unreadable=None))}
-        want.append((e.ts * 1_000_000_000 // HZ / 1000, e.cpu, p.spec, p.provider, "t", args))
-    assert got == want
-
-
-def test_no_events_still_names_the_cpus(tmp_path):
-    write_trace(tmp_path / "t.json", "chrome", TraceMeta("i386", "tsc", 1000, 2, (), {}), [])
-    doc = json.loads((tmp_path / "t.json").read_text())
-    assert [e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"] == ["CPU 0", "CPU 1"]
-    assert not [e for e in doc["traceEvents"] if e["ph"] != "M"]
-
-
-def test_a_directory_in_its_place_is_one_line_and_kept(tmp_path, recorded):
-    (tmp_path / "t.json").mkdir()
-    with pytest.raises(SdtError) as e:
-        write_trace(tmp_path / "t.json", "chrome", recorded.meta, recorded.events)
-    assert "\n" not in str(e.value) and "would replace a directory" in str(e.value)
-    assert (tmp_path / "t.json").is_dir()
+    proc = sdtgen("boot", trace_kernel, "--arm", "branch", "--enable", ":::", "--buffer-size", "2048", "--no-stream",
+                  "--run", "burst", "--arg", "200", "--trace", tmp_path / "guessed.json", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "guessed.json").read_text())  # no --trace-format: .json is Chrome's
+    (stats,) = [json.loads(x) for x in proc.stdout.splitlines() if '"stats"' in x]
+    assert stats["lost"] > 0 and doc["otherData"]["lost"] == {"0": stats["lost"]}
+    assert len([e for e in doc["traceEvents"] if e["ph"] == "i"]) + stats["lost"] == 200

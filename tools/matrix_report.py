@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 
-from sdtgen.matrix import Cell, Column, Row
+from matrix import Cell, Column, Row
 
 MARK = {"ok": "✓", "broken": "✗", "refused": "!"}
 LEGEND = ("Each cell: reloc table / offset table. ✓ every site where the table says (folded ICF twins "
-          "count), and the boot reproduced the reference firings; ✗ check failed (sites moved or "
-          "missing); ! gen refused the object, with the reason below; ~ the table checked but the boot "
-          "differed; E the build failed; – not applicable; s skipped (toolchain not installed).")
+          "count), and the boot, every probe armed, fired and returned what the kernel's C does run "
+          "natively; ✗ check failed (sites moved or missing); ! gen refused the object, with the reason "
+          "below; ~ the table checked but the boot differed from the native run; ? the table checked but "
+          "nothing was compared (no probe fired natively, or no native run), with the reason below; "
+          "E the build failed; – not applicable; s skipped (toolchain not installed).")
 
 
 def cell_text(cell: Cell | None) -> str:
@@ -24,8 +26,8 @@ def cell_text(cell: Cell | None) -> str:
     for mode in ("reloc", "offset"):
         r = cell.results[mode]
         mark = MARK[r.status]
-        if r.status == "ok" and r.boot is False:
-            mark = "~"
+        if r.status == "ok" and r.boot is not True:
+            mark = "~" if r.boot is False else "?"
         out.append(mark)
     return " / ".join(out)
 
@@ -36,7 +38,7 @@ def render_table(cells: list[Cell], rows: list[Row], cols: list[Column], markdow
     out = []
     for arch in dict.fromkeys(c.arch for c in cols):
         sub = [c for c in cols if c.arch == arch]
-        arch_rows = [r for r in rows if arch in r.arches]
+        arch_rows = [r for r in rows if r.for_arch(arch)]
         header = [f"mode ({arch})", *(c.label for c in sub)]
         body = [[r.title, *(cell_text(index.get((arch, r.key, c.label))) for c in sub)] for r in arch_rows]
         out.append(_grid(header, body, markdown))
@@ -69,7 +71,7 @@ def notes(cells: list[Cell]) -> list[str]:
         reasons = [c.note] if c.state in ("error", "skipped") and c.note else []
         if c.state == "done":
             reasons += [f"{r.mode}: {r.note}" for r in c.results.values() if r.note]
-            reasons += [f"{r.mode}: boot differs from the reference" for r in c.results.values()
+            reasons += [f"{r.mode}: the boot differs from the native run" for r in c.results.values()
                         if r.status == "ok" and r.boot is False]
         for reason in map(without_directories, reasons):
             seen.setdefault(reason, []).append(f"{c.row} @ {c.arch} {c.column}")

@@ -1,8 +1,10 @@
-"""What the fixture kernel's C source itself declares, read from the source text (the test oracle).
+"""What a kernel's C source itself declares of its probes, read from the source text (an oracle for
+the tests and the matrix).
 
 Nothing here asks sdtgen: probe names, symbols and argument types come from the
-`SDT_PROBE_DEFINEn` lines, the `SDT_PROBEn` uses and the direct `__dtrace_sdt_*`
-calls of the .c and .h files, by the naming rules sdt.h documents.
+`SDT_PROBE_DEFINEn` lines, the `SDT_PROBEn` and `SDT_PROBE_ENABLED` uses and the
+direct `__dtrace_sdt_*` calls of the .c and .h files, by the naming rules sdt.h
+documents. Each function takes the kernel's directories or files.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import FIXTURE
-
 PREFIX = "__dtrace_sdt_"
 _DEFINE = re.compile(r"\bSDT_PROBE_DEFINE(\d?)\(([^;]*)\);")
 _XLATE = re.compile(r"\bSDT_PROBE_DEFINE\d_XLATE\(([^;]*)\);")  # native and translated type, in pairs
@@ -20,6 +20,8 @@ _ARGTYPE = re.compile(r"\bSDT_PROBE_ARGTYPE\(([^;]*)\);")
 _DTRACE = re.compile(r"\bDTRACE_PROBE\d?\(([^;]*)\);")  # provider sdt: name, then C type and argument pairs
 _USE = re.compile(r"\bSDT_PROBE\d?\(\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w+)\s*[,)]")
 _DIRECT = re.compile(rf"\b{PREFIX}(\w+)\b")
+_ENABLED = re.compile(r"\bSDT_PROBE_ENABLED\(\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w*)\s*,\s*(\w+)\s*\)")
+ISENABLED_PREFIX = "__dtrace_isenabled_"
 
 
 @dataclass(frozen=True)
@@ -47,17 +49,19 @@ def _from_symbol(symbol: str) -> SourceProbe:
     return SourceProbe(provider, "", "", name, (), symbol)
 
 
-def _texts(root: Path) -> list[str]:
-    return [p.read_text() for p in sorted(root.glob("*.[ch]"))]
+def _texts(roots: tuple[Path, ...]) -> list[str]:
+    """The .c and .h files of each directory in ``roots``, and each file given itself."""
+    files = [f for r in roots for f in (sorted(r.glob("*.[ch]")) if r.is_dir() else [r])]
+    return [f.read_text() for f in files]
 
 
 def _fields(text: str) -> list[str]:
     return [f.strip() for f in text.split(",")]
 
 
-def defined_probes(root: Path = FIXTURE) -> list[SourceProbe]:
+def defined_probes(*roots: Path) -> list[SourceProbe]:
     out = []
-    for text in _texts(root):
+    for text in _texts(roots):
         for m in _DEFINE.finditer(text):
             prov, mod, func, name, *types = _fields(m.group(2))
             out.append(SourceProbe(prov, mod, func, name.replace("__", "-"), tuple(t.strip('"') for t in types),
@@ -70,7 +74,7 @@ def defined_probes(root: Path = FIXTURE) -> list[SourceProbe]:
             name, *pairs = _fields(m.group(1))
             out.append(SourceProbe("sdt", "", "", name.replace("__", "-"), tuple(pairs[::2]),
                                    _symbol("sdt", "", "", name)))
-    for text in _texts(root):  # SDT_PROBE_ARGTYPE: one argument's types of a probe defined above
+    for text in _texts(roots):  # SDT_PROBE_ARGTYPE: one argument's types of a probe defined above
         for m in _ARGTYPE.finditer(text):
             prov, mod, func, name, num, ctype, xtype = _fields(m.group(1))
             k = int(num)
@@ -84,12 +88,18 @@ def defined_probes(root: Path = FIXTURE) -> list[SourceProbe]:
     return out
 
 
-def called_probes(root: Path = FIXTURE) -> list[SourceProbe]:
+def called_probes(*roots: Path) -> list[SourceProbe]:
     """Every probe the source calls: through the macros, defined or not, and by direct calls."""
-    defined = {p.symbol: p for p in defined_probes(root)}
+    defined = {p.symbol: p for p in defined_probes(*roots)}
     symbols: set[str] = set()
-    for text in _texts(root):
+    for text in _texts(roots):
         symbols.update(_symbol(*m.groups()) for m in _USE.finditer(text))
         symbols.update(PREFIX + m.group(1) for m in _DIRECT.finditer(text))
         symbols.update(_symbol("sdt", "", "", _fields(m.group(1))[0]) for m in _DTRACE.finditer(text))
     return [defined.get(s) or _from_symbol(s) for s in sorted(symbols)]
+
+
+def checked_probes(*roots: Path) -> list[str]:
+    """The is-enabled functions the source's SDT_PROBE_ENABLED() checks call."""
+    return sorted({ISENABLED_PREFIX + _symbol(*m.groups())[len(PREFIX):] for text in _texts(roots)
+                   for m in _ENABLED.finditer(text)})

@@ -1,0 +1,152 @@
+"""`sdtgen torture --exhaustive`: every interleaving of one CPU's patching with another CPU's fetch, for one function.
+
+For every site of the function, the control CPU makes every change the runtime makes to a site
+(off to branch, branch to off, off to trap, trap to branch, branch to trap, trap to off; an
+is-enabled check between result 0 and 1) through the image's own sdt_enable and sdt_disable. A
+write hook stops the control CPU at every store it makes to code, before the store lands. There,
+for every way the store's bytes can reach another CPU's instruction fetch (x86: any of its bytes in
+any order, since no multi-byte instruction write is atomic for fetch; AArch64 and RISC-V: an aligned
+store of up to four bytes whole or not at all), an observer CPU is started at every instruction
+boundary of the site's old and new code, in memory as it is then, and runs one instruction. It must
+be the old instruction, the new one, or the protocol's breakpoint, which sdt_trap (the runtime's
+own, with the batch in flight) must resolve, as the new instruction; and it must not leave the CPU
+inside the site at a byte where no instruction of either starts. Every store must lie inside a site,
+and once the change is made every site must hold its new instruction whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sdtgen.boot.machine import GuestFault
+from sdtgen.boot.runtime import MODES
+from sdtgen.boot.session import BootSession
+from sdtgen.errors import SdtError, printable
+from sdtgen.table import TableSite
+from sdtgen.torture import Summary, legit_instructions
+
+STEPS = (("sdt_enable", "branch"), ("sdt_disable", None), ("sdt_enable", "trap"), ("sdt_enable", "branch"),
+         ("sdt_enable", "trap"), ("sdt_disable", None))
+SCRATCH_STACK = 0x2000  # below the observer's stack top: where its one instruction may push
+
+
+class Exhaustive:
+    def __init__(self, session: BootSession, symbol: str) -> None:
+        self.session = session
+        self.rt = session.runtime
+        self.arch = session.image.arch
+        self.control = session.smp.cpus[-1]
+        self.observer = session.smp.cpus[0]
+        self.summary = Summary(session.entries.protocol, 1, 0)
+        sym = session.image.symbols[symbol]
+        end = sym.value + max(sym.size, 1)
+        self.sites = [s for s in self.rt.sites if sym.value <= s.addr < end and s.state == "off"]
+        if not self.sites:
+            raise SdtError(session.image.path, f"{printable(symbol)} has no probe site to check",
+                           "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
+        self.watched: list[tuple[TableSite, bytes, bytes]] = []  # during a change: (site, old, new)
+        self.trapped: list[int] = []
+
+    def run(self) -> Summary:
+        self.control.watch_code_stores(self._store)
+        self.rt.on_trap_result = self.trapped.append
+        for spec in sorted({s.probe.spec for s in self.sites}):
+            mine = [s for s in self.sites if s.probe.spec == spec]
+            for i, (entry, mode) in enumerate(STEPS):
+                self._change(mine, spec, entry, mode, STEPS[i - 1] if i else ("sdt_disable", None))
+        return self.summary
+
+    def _change(self, sites: list[TableSite], spec: str, entry: str, mode: str | None,
+                before: tuple[str, str | None]) -> None:
+        """One change of every site of ``spec``, with the observer run at every store to one of ``sites``."""
+        old = {s.addr: self.control.read(s.addr, s.size) for s in sites}
+        args = [self.rt._spec(self.control, spec)] + ([MODES[mode]] if mode else [])
+        # The new bytes: the change made once, read, and undone (the runtime's own output, not a copy of it).
+        self._call(entry, args)
+        new = {s.addr: self.control.read(s.addr, s.size) for s in sites}
+        self._call(before[0], [self.rt._spec(self.control, spec)] + ([MODES[before[1]]] if before[1] else []))
+        self.watched = [(s, old[s.addr], new[s.addr]) for s in sites]
+        self._call(entry, args)
+        self.watched = []
+        for s in sites:  # every store of the change landed: the site is the new instruction, whole
+            if self.control.read(s.addr, s.size) != new[s.addr]:
+                self.summary.torn += 1
+        self.rt.refresh()
+
+    def _call(self, entry: str, args: list[int]) -> None:
+        result = self.rt.call(self.control, entry, args)
+        if result < 0:
+            raise SdtError(self.session.image.path, f"the runtime refused {entry} (error {result})", "")
+
+    # -- at every store --------------------------------------------------------------------------
+    def _store(self, address: int, data: bytes) -> None:
+        if self.watched and not any(x.addr <= address and address + len(data) <= x.addr + x.size
+                                    for x in self.rt.sites):
+            self.summary.faults += 1  # a store beyond every site: bytes of code the runtime did not verify
+        for site, old, new in self.watched:
+            if address < site.addr + site.size and site.addr < address + len(data):
+                self._observe(site, old, new, address, data)
+
+    def _landings(self, address: int, data: bytes) -> list[list[tuple[int, int]]]:
+        """The (address, byte) sets of a store another CPU's fetch may see: each subset on x86, else all or none."""
+        pairs = [(address + i, b) for i, b in enumerate(data)]
+        if self.arch.name in ("x86_64", "i386") and len(pairs) > 1:
+            return [list(c) for n in range(len(pairs) + 1) for c in itertools.combinations(pairs, n)]
+        return [[], pairs]
+
+    def _observe(self, site: TableSite, old: bytes, new: bytes, address: int, data: bytes) -> None:
+        m, s = self.control, site
+        before = m.read(s.addr, s.size)
+        legit = legit_instructions(self.arch, s.addr, old, new)
+        boundaries = {a for a, _ in legit}
+        try:
+            for landed in self._landings(address, data):
+                state = bytearray(before)
+                for a, b in landed:
+                    if s.addr <= a < s.addr + s.size:
+                        state[a - s.addr] = b
+                m.write(s.addr, bytes(state))
+                for p in sorted(boundaries):
+                    self._run_one(s, p, legit, boundaries, new)
+        finally:
+            m.write(s.addr, before)
+            self.observer.uc.ctl_flush_tb()
+
+    def _run_one(self, site: TableSite, p: int, legit, boundaries: set[int], new: bytes) -> None:
+        """The observer runs one instruction from ``p``; it must be a legitimate one, and land on one."""
+        from unicorn import UC_HOOK_CODE
+
+        o = self.observer
+        o.uc.ctl_flush_tb()
+        seen: list[tuple[int, int]] = []
+        h = o.uc.hook_add(UC_HOOK_CODE, lambda uc, a, n, u: seen.append((a, n)) if not seen else None)
+        self.arch.set_call(o, p, [1, 2, 3, 4, 5, 6], o.exit_addr, o.stack_top - SCRATCH_STACK)
+        self.trapped.clear()
+        self.summary.checked += 1
+        try:
+            after = o.step_one(p)
+        except GuestFault:
+            self.summary.faults += 1
+            return
+        finally:
+            o.uc.hook_del(h)
+        if not seen:
+            return
+        a, n = seen[0]
+        code = o.read(a, n)
+        if (a, code) not in legit:
+            self.summary.torn += 1
+            return
+        if self.trapped and self.trapped[-1] not in (1, 2):  # a breakpoint: sdt_trap must resolve it
+            self.summary.torn += 1
+            return
+        if self.trapped:
+            self.summary.transient += 1
+        end = site.addr + site.size
+        if after is not None and site.addr < after < end and after not in boundaries:
+            self.summary.torn += 1
+
+
+def exhaustive(session: BootSession, symbol: str) -> Summary:
+    return Exhaustive(session, symbol).run()
+

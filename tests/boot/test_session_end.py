@@ -1,0 +1,62 @@
+"""How a tracing session ends: Ctrl-C keeps what was recorded (as dtrace and lttng do) and exits 130;
+SIGTERM and SIGHUP leave the trace whole or not there at all, whichever thread takes them, and no
+temporary file; options that would write nothing, or something else than asked, are refused first."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from helpers import sdtgen
+from test_interrupt import BOUND, cpu_seconds, start, wait_spinning
+
+SPIN = ("--arm", "branch", "--enable", "tk:::", "--run", "probed:int", "--arg", "5", "--run", "spin", "--arg", "0")
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def spin_then(tricks, tmp_path, sig: int, fmt: str = "ctf") -> tuple[int, str, str, Path]:
+    trace = tmp_path / ("trace" if fmt == "ctf" else "trace.json")
+    proc = start(tricks, *SPIN, "--trace", trace, "--trace-format", fmt, "--cpus", "2")
+    first = proc.stdout.readline()
+    assert first.startswith("patched"), first
+    wait_spinning(proc.pid, cpu_seconds(proc.pid))
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=BOUND)
+    return proc.returncode, first + out, err, trace
+
+
+@pytest.mark.parametrize("fmt", ["ctf", "chrome"])
+def test_ctrl_c_writes_what_was_recorded_and_exits_130(tricks, tmp_path, fmt):
+    code, out, err, trace = spin_then(tricks, tmp_path, signal.SIGINT, fmt)
+    assert code == 130 and "Traceback" not in err
+    assert "tk:code:probed:entry" in out  # the firing before the spin, shown
+    assert trace.exists() and leftovers(tmp_path) == []
+    if fmt == "chrome":
+        import json
+
+        doc = json.loads(trace.read_text())
+        assert [e["args"] for e in doc["traceEvents"] if e["ph"] == "i"] == [{"arg0": 5}] * 2  # both CPUs
+    else:
+        assert (trace / "metadata").exists() and (trace / "stream_0").stat().st_size > 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_leave_no_trace_and_no_temporary_file(tricks, tmp_path, sig):
+    code, _, err, trace = spin_then(tricks, tmp_path, sig)
+    assert code == 128 + sig and "Traceback" not in err
+    assert not trace.exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(("argv", "what"), [
+    (["--trace-format", "ctf"], "--trace-format without --trace writes nothing"),
+    (["--trace", ""], "--trace needs a path"),
+    (["--trace", "/nonexistent/dir/t"], "does not exist"),
+])
+def test_options_that_would_write_nothing_are_refused_before_anything_runs(tricks, argv, what):
+    proc = sdtgen("boot", tricks, "--run", "probed:int", "--arg", "1", *argv)
+    assert proc.returncode == 2 and proc.stdout == "" and what in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1

@@ -1,0 +1,43 @@
+"""The runtime is freestanding: built with a kernel's plain flags by gcc or clang, for every architecture and
+optimisation level, it and its port together call nothing outside themselves. nm lists what is undefined:
+only the linker sets' bounds, which the kernel's link defines. (AArch64 compilers outline atomics into
+libgcc's __aarch64_* helpers unless told not to; a kernel has no libgcc.)"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import ARCHES, ROOT, cross_tool, need_tool, run
+
+from sdtgen import arch as arches
+
+RUNTIME = ROOT / "sdtgen" / "runtime"
+BOUNDS = {f"__{end}_set_sdt_{name}_set" for end in ("start", "stop") for name in ("sites", "probes")}
+# A kernel's flags that say nothing of atomics or libraries: what sdtgen's registry gives, less the one
+# flag a kernel may not know to give.
+PLAIN = {a.name: [f for f in a.cflags if f != "-mno-outline-atomics"] for a in arches.all_arches()}
+
+
+def compilers(arch: str) -> list[tuple[str, list[str]]]:
+    a = arches.by_name(arch)
+    out = [("gcc", [cross_tool(arch, "gcc")] if a.cross_prefix else ["gcc"])]
+    if arch != "x86_64":
+        out.append(("clang", [need_tool("clang", "clang"), f"--target={a.triple}"]))
+    return out
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2", "-Os"])
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch, opt):
+    ld = cross_tool(arch, "ld") if arches.by_name(arch).cross_prefix else "ld"
+    nm = cross_tool(arch, "nm") if arches.by_name(arch).cross_prefix else "nm"
+    for name, cc in compilers(arch):
+        flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
+        objs = []
+        for src in (RUNTIME / "sdt_runtime.c", RUNTIME / "arch" / f"sdt_{arch}.c"):
+            obj = tmp_path / f"{name}-{src.stem}.o"
+            run([*flags, "-o", str(obj), str(src)])
+            objs.append(str(obj))
+        both = tmp_path / f"{name}.o"
+        run([ld, "-r", "-o", str(both), *objs])
+        undefined = {ln.split()[-1] for ln in run([nm, "-u", str(both)]).stdout.splitlines() if ln.strip()}
+        assert undefined == BOUNDS, (name, opt, undefined - BOUNDS)

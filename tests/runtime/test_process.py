@@ -1,0 +1,431 @@
+"""The second environment: the fixture kernel as a Linux process on the real CPU (fixtures/process), the
+runtime patching its own text with mprotect and membarrier, traps arriving as SIGTRAP, threads as CPUs.
+
+Its firings, decoded from the packets it streams (sdtgen/trace/packets.py), equal the fixture's C built
+natively with every probe a function that prints its call; its rings lose exactly what they count; and
+its patch protocol survives real threads on real cores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURE, IN_CI, ROOT, SDTGEN, need_tool, run
+from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
+from probe_source import called_probes
+
+from sdtgen.recorder import probe_key
+from sdtgen.trace.ctf import metadata
+from sdtgen.trace.model import TraceMeta, TraceProbe
+from sdtgen.trace.packets import Decoder, event_format, split
+
+PROCESS = ROOT / "fixtures" / "process"
+MASK = (1 << 64) - 1
+
+CALLS = [
+    Call("kmain", (1,)), Call("kmain", (2,)), Call("vfs_lookup_id", (2,)), Call("sched_run", (4,)),
+    Call("sched_run", (0,)), Call("sched_switch", (7, 8, 3, 1, 5000, 0x40)), Call("kmem_alloc", (100,)),
+    Call("kmem_alloc", (1 << 20,)), Call("proc_exec", (1,)), Call("proc_exec", (5,)), Call("proc_exit", (42,)),
+    Call("kmain", (3,)),
+]
+# extra.c: a conditional tail site, a string rewritten after each firing, a NULL string, an is-enabled check,
+# 100 sites (more than one batch of the patch protocol)
+EXTRA_CALLS = [Call("px_check_big", (2,)), Call("px_check_big", (9,)), Call("px_generations", (4,)),
+               Call("px_null", (5,)), Call("px_guarded", (-7,)), Call("px_many", (1000,))]
+POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the object it points at
+
+
+def build_process(out: Path, **make_vars: str) -> Path:
+    assigns = [f"{k}={v}" for k, v in make_vars.items()]
+    run(["make", "-C", str(PROCESS), f"O={out}", f"SDTGEN={SDTGEN}", *assigns])
+    return out / "kernel-proc"
+
+
+@pytest.fixture(scope="module")
+def process(tmp_path_factory):
+    """kernel-proc built as fixtures/process/Makefile builds it (gcc -O2)."""
+    return build_process(tmp_path_factory.mktemp("process"))
+
+
+@pytest.fixture(scope="module")
+def native_all(tmp_path_factory):
+    """The fixture's C and extra.c built for this machine, each probe a function printing its call."""
+    out = tmp_path_factory.mktemp("native")
+    return build_fixture_native(out), build_extra_native(out)
+
+
+EXTRA_HARNESS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void put_string(const char *s) { if (!s) { printf("null"); return; } putchar('"');
+  for (; *s; s++) { if (*s == '"' || *s == '\\') putchar('\\'); putchar(*s); } putchar('"'); }
+void __dtrace_sdt_px_check_big_hit(unsigned long x) {
+  printf("{\"probe\": \"px:check:big:hit\", \"args\": [%lu]}\n", x); }
+void __dtrace_sdt_px_name_gen_set(const char *s, int n) { printf("{\"probe\": \"px:name:gen:set\", \"args\": [");
+  put_string(s); printf(", %d]}\n", n); }
+void __dtrace_sdt_px_guard_costly_value(long v) {
+  printf("{\"probe\": \"px:guard:costly:value\", \"args\": [%ld]}\n", v); }
+int __dtrace_isenabled_px_guard_costly_value(void) { return 1; }  /* natively, every probe is armed */
+void __dtrace_sdt_px_many_site_hit(int k) { printf("{\"probe\": \"px:many:site:hit\", \"args\": [%d]}\n", k); }
+volatile _Bool sdt_probes_enabled = 1;
+void px_check_big(unsigned long); int px_generations(int); int px_null(int); long px_guarded(long);
+int px_many(int);
+int main(int argc, char **argv) { for (int i = 1; i < argc; i++) { char *f = strtok(argv[i], ":");
+  long v = strtol(strtok(NULL, ","), NULL, 0);
+  if (!strcmp(f, "px_check_big")) { px_check_big(v); printf("{\"return\": null}\n"); }
+  if (!strcmp(f, "px_generations")) printf("{\"return\": %d}\n", px_generations(v));
+  if (!strcmp(f, "px_null")) printf("{\"return\": %d}\n", px_null(v));
+  if (!strcmp(f, "px_guarded")) printf("{\"return\": %ld}\n", px_guarded(v));
+  if (!strcmp(f, "px_many")) printf("{\"return\": %d}\n", px_many(v)); } return 0; }
+"""
+
+
+def build_extra_native(out: Path) -> Path:
+    (out / "extra_harness.c").write_text(EXTRA_HARNESS)
+    include = run([SDTGEN, "include-dir"]).stdout.strip()
+    exe = out / "extra_native"
+    run(["gcc", "-O2", "-fno-builtin", "-no-pie", f"-I{include}", "-o", str(exe), str(out / "extra_harness.c"),
+         str(PROCESS / "extra.c")])
+    return exe
+
+
+def native_events(native_all, calls: list[Call]) -> list[dict]:
+    """The calls as one native run makes them (the fixture's globals carry over from call to call), extra.c's
+    in a run of their own: the two share no state, so their events interleave call by call."""
+    per_call: dict[int, list[dict]] = {}
+    for exe, mine in zip(native_all, (lambda c: not c.function.startswith("px_"),
+                                      lambda c: c.function.startswith("px_")), strict=True):
+        indices = [i for i, c in enumerate(calls) if mine(c)]
+        chunk: list[dict] = []
+        events = iter(run_native(exe, [calls[i] for i in indices]) if indices else [])
+        for i in indices:
+            for e in events:
+                chunk.append(e)
+                if "return" in e:
+                    break
+            per_call[i], chunk = chunk, []
+    return [e for i in range(len(calls)) for e in per_call[i]]
+
+
+def source_probes():
+    return called_probes(FIXTURE) + called_probes(PROCESS)
+
+
+def decoder() -> Decoder:
+    return Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in source_probes()], 64)
+
+
+class Run:
+    """One kernel-proc run: its JSON lines, and the packets and events of every CPU's stream."""
+
+    def __init__(self, exe: Path, tmp: Path, *argv: str, events: bool = True, trace: bool = True) -> None:
+        out = tmp / "trace"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        proc = run([str(exe), *(["--trace", str(out)] if trace else []), *argv])
+        self.lines = [json.loads(x) for x in proc.stdout.splitlines()]
+        self.exe, self.dir = exe, out
+        dec = decoder()
+        self.packets, self.events = [], []
+        for path in sorted(out.glob("stream_*"), key=lambda p: int(p.name.split("_")[1])):
+            for data in split(path.read_bytes(), dec, f"{path}: "):  # every packet's header checked
+                if events:
+                    packet, found = dec.events(data)
+                    self.events += found
+                else:
+                    packet = dec.packet(data)
+                self.packets.append(packet)
+        assert dec.unknown == 0
+
+    def babeltrace2(self) -> list[dict]:
+        """The trace as babeltrace2 reads it, with sdtgen's CTF metadata for the fixture's probes beside the
+        streams the process wrote (python3-bt2 is Debian's, not the venv's)."""
+        python, reader = "/usr/bin/python3", ROOT / "tests" / "trace" / "bt2_read.py"
+        if not Path(python).exists() or run([python, "-c", "import bt2"], check=False).returncode:
+            message = "babeltrace2's Python bindings not found: apt-get install python3-bt2"
+            if IN_CI:
+                pytest.fail(message + " (CI installs it in .ci/run)")
+            pytest.skip(message)
+        probes = tuple(TraceProbe(probe_key(p.symbol), p.provider, p.module, p.function, p.name, p.args)
+                       for p in source_probes())
+        meta = TraceMeta("x86_64", "tsc", self.line("init")["clock_hz"], 1, probes)
+        (self.dir / "metadata").write_text(metadata(meta, 64))
+        return [json.loads(x) for x in run([python, str(reader), str(self.dir)]).stdout.splitlines()]
+
+    def line(self, event: str) -> dict:
+        (found,) = [x for x in self.lines if x["event"] == event]
+        return found
+
+    def returns(self) -> list[int]:
+        return [x["value"] for x in self.lines if x["event"] == "return"]
+
+    def firings(self, symbolize=None) -> list[tuple[str, list]]:
+        bias = self.line("init")["load_bias"]
+        return [(e.probe, normal(e.probe, list(e.args), symbolize and (lambda a: symbolize(a - bias))))
+                for e in self.events]
+
+
+def normal(probe: str, args: list, symbolize=None) -> list:
+    """Integers as 64-bit patterns (the native harness prints wide types unsigned), pointers symbolized."""
+    out = [a & MASK if isinstance(a, int) else a for a in args]
+    if symbolize and probe in POINTER_ARGS:
+        out[POINTER_ARGS[probe]] = symbolize(out[POINTER_ARGS[probe]])
+    return out
+
+
+def native_firings(events: list[dict], symbolize=None) -> list[tuple[str, list]]:
+    return [(e["probe"], normal(e["probe"], e["args"], symbolize)) for e in events if "probe" in e]
+
+
+EXTRA_RETURNS = {"px_check_big": "void", "px_generations": "int", "px_null": "int", "px_guarded": "long",
+                 "px_many": "int"}
+RETURNS = {name: ret for name, (ret, _) in PROTOTYPES.items()} | EXTRA_RETURNS
+
+
+def returned(values: list[int], calls: list[Call]) -> list[int]:
+    """What non-void calls returned, as their C type holds it (kernel-proc reads every result as a long)."""
+    return [v & (0xFFFFFFFF if RETURNS[c.function] == "int" else MASK) for v, c in zip(values, calls, strict=True)
+            if RETURNS[c.function] != "void"]
+
+
+def native_returns(events: list[dict], calls: list[Call]) -> list:
+    return returned([0 if e["return"] is None else e["return"] for e in events if "return" in e], calls)
+
+
+def commands(calls: list[Call]) -> list[str]:
+    out = []
+    for c in calls:
+        out += ["run", ",".join([c.function, *map(str, c.args)])]
+    return out
+
+
+# -- firings equal the native truth ------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["trap", "branch"])
+def test_every_armed_probe_fires_as_the_native_run_calls_it(process, native_all, tmp_path, mode):
+    calls = CALLS + EXTRA_CALLS
+    r = Run(process, tmp_path, "enable", ":::", mode, *commands(calls))
+    expected = native_events(native_all, calls)
+    ours, theirs = data_symbolizer(process), data_symbolizer(native_all[0])
+    assert r.firings(ours) == native_firings(expected, theirs)
+    assert returned(r.returns(), calls) == native_returns(expected, calls)
+    fired = {p for p, _ in r.firings()}
+    assert {"hk:sched:switch:six", "hk:proc:exit:done", "px:name:gen:set", "px:check:big:hit",
+            "px:guard:costly:value", "px:many:site:hit"} <= fired
+    assert ("px:name:gen:set", [None, 5]) in r.firings()  # a NULL string: unreadable, not read
+    assert [a for p, a in r.firings() if p == "px:name:gen:set"][:4] == [[f"gen{i}", i] for i in range(4)]
+
+
+def test_switching_modes_rearms_every_armed_site(process, native_all, tmp_path):
+    calls = CALLS + EXTRA_CALLS
+    r = Run(process, tmp_path, "enable", ":::", "branch", *commands(calls), "mode", "trap", *commands(calls),
+            "mode", "branch", *commands(calls), "disable", ":::", *commands(calls))
+    ours, theirs = data_symbolizer(process), data_symbolizer(native_all[0])
+    once = native_firings(native_events(native_all, calls), theirs)
+    assert r.firings(ours) == once * 3
+    switched = [x["sites"] for x in r.lines if x["event"] == "mode"]
+    assert switched[0] == switched[1] == r.line("enabled")["sites"] - 1  # all but the is-enabled site
+
+
+def test_a_site_that_does_not_verify_is_reported_and_never_written(process, native_all, tmp_path):
+    """A table entry one byte off its call: sdt_init refuses it, says so, and no arming touches it (the call
+    to the empty stub stays, so sched_switch still runs and returns what it should)."""
+    from elftools.elf.elffile import ELFFile
+
+    exe = tmp_path / "kernel-proc"
+    data = bytearray(process.read_bytes())
+    call = re.search(r"\n\s*([0-9a-f]+):\s+call +[0-9a-f]+ <__dtrace_sdt_hk_sched_switch_six>",
+                     run(["objdump", "-d", "--no-show-raw-insn", str(process)]).stdout)
+    with open(process, "rb") as f:
+        sec = ELFFile(f).get_section_by_name("set_sdt_sites_set")
+        base, offset, size = sec["sh_addr"], sec["sh_offset"], sec["sh_size"]
+    entries = [i for i in range(0, size, 16)
+               if base + i + int.from_bytes(data[offset + i:offset + i + 4], "little", signed=True) == int(call[1], 16)]
+    assert len(entries) == 1
+    at = offset + entries[0]
+    data[at:at + 4] = (int.from_bytes(data[at:at + 4], "little", signed=True) + 1).to_bytes(4, "little", signed=True)
+    exe.write_bytes(data)
+    exe.chmod(0o755)
+    proc = run([str(exe), "enable", ":::", "trap", "run", "sched_switch,7,8,3,1,5000,64", "disable", ":::"])
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert lines[0]["patched"] == len(called_sites(process)) - 1
+    assert re.fullmatch(r"sdt: hk:sched:switch:six site at 0x[0-9a-f]{16} is not the expected call or jump to its "
+                        r"stub \(found( [0-9a-f]{2})+\)\n", proc.stderr), proc.stderr
+    assert lines[2]["value"] == 7 * 1000 + 8 * 100 + 3 * 10 + 1 + 5000 + 64
+    r = Run(exe, tmp_path, "enable", ":::", "branch", "run", "sched_switch,7,8,3,1,5000,64")
+    assert [p for p, _ in r.firings()] == ["hk:lib:ref:acquire"]  # the other site in sched_switch
+
+
+def called_sites(exe: Path) -> list[str]:
+    """Every call or jump to a probe stub in the program, as objdump disassembles it."""
+    return re.findall(r"\t(?:call|jmp|j[a-z]+) +[0-9a-f]+ <__dtrace_(?:sdt|isenabled)_\w+>",
+                      run(["objdump", "-d", "--no-show-raw-insn", str(exe)]).stdout)
+
+
+@pytest.mark.parametrize("mode", ["trap", "branch"])
+def test_a_spec_arms_exactly_its_probes(process, native_all, tmp_path, mode):
+    r = Run(process, tmp_path, "enable", "hk:vfs::", mode, "enable", "*:*:*:done", mode, *commands(CALLS))
+    want = [(p, a) for p, a in native_firings(native_events(native_all, CALLS))
+            if p.startswith("hk:vfs:") or p.endswith(":done")]
+    assert r.firings() == want and want
+
+
+@pytest.fixture(scope="module")
+def process_clang_os(tmp_path_factory):
+    """kernel-proc built with clang -Os: px_check_big's probe is a conditional tail jump (jae to the stub)."""
+    need_tool("clang", "clang")
+    exe = build_process(tmp_path_factory.mktemp("process-clang"), CC="clang", OPT="-Os")
+    body = run(["objdump", "-d", "--no-show-raw-insn", str(exe)]).stdout.split("<px_check_big>:")[1].split("\n\n")[0]
+    assert re.search(r"\tj(?!mp)[a-z]+ +[0-9a-f]+ <__dtrace_sdt_px_check_big_hit>", body), body
+    return exe
+
+
+@pytest.mark.parametrize("mode", ["trap", "branch"])
+def test_a_conditional_tail_site_fires_only_when_its_jump_is_taken(process_clang_os, native_all, tmp_path, mode):
+    calls = [*EXTRA_CALLS, Call("px_check_big", (3,)), Call("px_check_big", (4,)), *CALLS]
+    r = Run(process_clang_os, tmp_path, "enable", ":::", mode, *commands(calls))
+    ours, theirs = data_symbolizer(process_clang_os), data_symbolizer(native_all[0])
+    assert r.firings(ours) == native_firings(native_events(native_all, calls), theirs)
+    assert [a for p, a in r.firings() if p == "px:check:big:hit"] == [[9], [4]]
+
+
+def args_of(row: dict) -> list:
+    return [row["fields"][f"arg{k}"] for k in range(len(row["fields"]))]
+
+
+def test_babeltrace2_reads_the_streams_as_they_stand(process, native_all, tmp_path):
+    """The process's stream files, with sdtgen's CTF metadata beside them, are a CTF 1.8 trace babeltrace2
+    reads event for event as packets.py decodes them and as the native run fired them. (No NULL string:
+    babeltrace2 2.0.4 shows an empty string as an earlier event's.)"""
+    calls = CALLS + [c for c in EXTRA_CALLS if c.function != "px_null"]
+    r = Run(process, tmp_path, "--cpus", "2", "enable", ":::", "branch", *commands(calls),
+            "run-all", "sched_switch,7,8,3,1,-5000,64")
+    rows = [x for x in r.babeltrace2() if "name" in x]
+    ours = [(e.probe, e.cpu, e.ts, normal(e.probe, list(e.args))) for e in r.events]
+    theirs = [(x["name"], x["cpu"], x["ts"], normal(x["name"], args_of(x)))
+              for x in rows]
+    assert sorted(theirs, key=lambda t: (t[1], t[2])) == sorted(ours, key=lambda t: (t[1], t[2]))
+    bias, symbols = r.line("init")["load_bias"], data_symbolizer(process)
+    on_cpu0 = [(p, normal(p, a, lambda v: symbols(v - bias))) for p, cpu, _, a in theirs if cpu == 0]
+    fired = native_firings(native_events(native_all, calls), data_symbolizer(native_all[0]))
+    assert on_cpu0[:len(fired)] == fired
+
+
+def test_each_cpu_records_into_its_own_stream(process, native_all, tmp_path):
+    r = Run(process, tmp_path, "--cpus", "3", "enable", ":::", "branch", "run-all", "sched_switch,7,8,3,1,5000,64")
+    want = native_firings(native_events(native_all, [Call("sched_switch", (7, 8, 3, 1, 5000, 64))]))
+    for cpu in range(3):
+        got = [(e.probe, normal(e.probe, list(e.args))) for e in r.events if e.cpu == cpu]
+        assert [p for p, _ in got] == [p for p, _ in want]
+        assert got[0] == want[0] == ("hk:sched:switch:six", [7, 8, 3, 1, 5000, 64])
+    assert {p.cpu for p in r.packets} == {0, 1, 2}
+
+
+def test_disarmed_nothing_fires_and_results_are_the_native_ones(process, native_all, tmp_path):
+    r = Run(process, tmp_path, "enable", ":::", "trap", "disable", ":::", *commands(CALLS),
+            "run", "px_guarded,3", "enable", "px:guard::", "trap", "run", "px_guarded,3")
+    assert r.firings() == [("px:guard:costly:value", [9])]  # only once armed: is-enabled said no before
+    assert r.returns()[len(CALLS):] == [0, 1]  # SDT_PROBES_ENABLED(): nothing armed, then one probe
+    assert returned(r.returns()[:len(CALLS)], CALLS) == native_returns(native_events(native_all, CALLS), CALLS)
+
+
+def test_packets_of_any_size_the_runtime_takes_reach_the_trace(process, native_all, tmp_path):
+    r = Run(process, tmp_path, "--buffer", str(4 << 20), "--packet", str(2 << 20), "enable", "hk:sched:run:tick",
+            "branch", "run", "sched_run,3")
+    assert r.firings() == ticks(native_all, 3) and [p.size for p in r.packets] == [2 << 20]
+
+
+# -- overflow: what a ring keeps and what it counts ------------------------------------------------------
+TICK = 16 + 16  # a sched:run:tick event: its header and two words
+PER_PACKET = (1024 - 64) // TICK  # 30: events of a 1024-byte packet, which they fill exactly
+RING = ["--buffer", "2048", "--packet", "1024", "--consumer", "none"]  # two packets, read only when told
+
+
+def ticks(native_all, n: int) -> list[tuple[str, list]]:
+    return native_firings(native_events(native_all, [Call("sched_run", (n,))]))
+
+
+@pytest.mark.parametrize("n", [PER_PACKET - 1, PER_PACKET, PER_PACKET + 1, 2 * PER_PACKET, 2 * PER_PACKET + 1, 100])
+def test_discard_keeps_the_oldest_and_counts_the_rest(process, native_all, tmp_path, n):
+    r = Run(process, tmp_path, *RING, "enable", "hk:sched:run:tick", "branch", "run", f"sched_run,{n}")
+    fired = ticks(native_all, n)
+    shown, lost = r.firings(), r.line("cpu")["discarded"]
+    assert shown == fired[:min(n, 2 * PER_PACKET)]  # the ring holds two packets: the first ones fired
+    assert len(shown) + lost == len(fired)
+    for p in r.packets:  # a packet's events fill it exactly, and the last one holds the rest
+        events = min(PER_PACKET, len(shown) - PER_PACKET * (p.seq - 1))
+        assert (p.events, p.content) == (events, 64 + TICK * events)
+
+
+def test_discard_records_again_once_the_consumer_has_read_and_says_where_it_lost(process, native_all, tmp_path):
+    r = Run(process, tmp_path, *RING, "enable", "hk:sched:run:tick", "branch", "run", "sched_run,100", "drain",
+            "run", "sched_run,5")
+    assert r.line("drained")["packets"] == 2
+    assert r.firings() == ticks(native_all, 100)[:60] + ticks(native_all, 5)
+    assert r.line("cpu")["discarded"] == 40
+    assert [(p.seq, p.discarded) for p in r.packets] == [(1, 0), (2, 0), (3, 40)]  # lost between 2 and 3
+    rows = r.babeltrace2()
+    assert [x["discarded"] for x in rows if "discarded" in x] == [40]
+    assert [x["fields"]["arg0"] for x in rows if "name" in x] == [a[0] for _, a in r.firings()]
+
+
+@pytest.mark.parametrize("n", [2 * PER_PACKET + 1, 100, 3 * PER_PACKET])
+def test_overwrite_keeps_the_newest_and_counts_what_it_overwrote(process, native_all, tmp_path, n):
+    r = Run(process, tmp_path, *RING[:4], "--overflow", "overwrite", "--consumer", "none", "enable",
+            "hk:sched:run:tick", "branch", "run", f"sched_run,{n}")
+    fired = ticks(native_all, n)
+    shown, cpu = r.firings(), r.line("cpu")
+    kept = PER_PACKET + (n % PER_PACKET or PER_PACKET)  # the last full packet and the one being filled
+    assert shown == fired[n - kept:]
+    assert len(shown) + cpu["overwritten"] + cpu["discarded"] == len(fired) and cpu["discarded"] == 0
+    last = (n + PER_PACKET - 1) // PER_PACKET
+    assert [p.seq for p in r.packets] == [last - 1, last]  # the gap before them: packets overwritten unread
+
+
+def test_overwrite_with_a_consumer_reading_meanwhile_counts_each_lost_event_once(process, tmp_path):
+    """The consumer thread copies packets while the writer laps it: a packet is either read or overwritten,
+    never both (shown + overwritten == fired), and every packet that reaches the trace is whole. (Without a
+    trace file the consumer copies faster and meets the writer more often.)"""
+    n, runs = 1_000_000, 4
+    for trace in (False, True):
+        r = Run(process, tmp_path, "--overflow", "overwrite", "--buffer", "2048", "--packet", "1024", "enable",
+                "hk:sched:run:tick", "branch", *["run", f"sched_run,{n}"] * runs, events=False, trace=trace)
+        cpu, stats = r.line("cpu"), r.line("stats")
+        assert stats["events"] + cpu["overwritten"] == n * runs and cpu["discarded"] == 0, trace
+    assert sum(p.events for p in r.packets) == stats["events"] > 0
+    seqs = [p.seq for p in r.packets]
+    assert seqs == sorted(set(seqs))
+
+
+# -- torture: the patch protocol under real threads on real cores ---------------------------------------
+@pytest.mark.parametrize(("arm", "call", "spec"), [("branch", "kmain,1", ":::"), ("cycle", "kmain,1", ":::"),
+                                                   ("cycle", "px_many,0", "px:many::")])
+def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, tmp_path, arm, call, spec):
+    r = Run(process, tmp_path, "--cpus", "2", "--arm", arm, "torture", call, spec, "10000", events=False)
+    t = r.line("torture")
+    assert (t["protocol"], t["toggles"]) == ("safe", 10000)
+    assert (t["faults"], t["torn"]) == (0, 0)
+    # the sites ran while they changed (CPU 1 met breakpoints of patches in flight), and fired
+    assert t["calls"] > 0 and t["transient"] > 0 and t["firings"] > 0
+    assert sum(p.events for p in r.packets) == t["firings"]  # every packet whole: the consumer lost none
+
+
+def test_make_process_builds_runs_traces_and_tortures_it(tmp_path, native_all):
+    """The project's `make process`, run where a user would run it (the worked example of docs/runtime.md)."""
+    venv = Path(sys.prefix)
+    out = run(["make", "-f", str(ROOT / "Makefile"), "--no-print-directory", "-o", f"{venv}/.installed",
+               f"VENV={venv}", "process"], cwd=tmp_path).stdout
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    (t,) = [x for x in lines if x["event"] == "torture"]
+    assert (t["toggles"], t["faults"], t["torn"]) == (10000, 0, 0) and t["firings"] > 0
+    dec = decoder()
+    events = [e for data in split((tmp_path / "build/process/trace/stream_0").read_bytes(), dec)
+              for e in dec.events(data)[1]]
+    want = native_events(native_all, [Call("vfs_lookup_id", (0,)), Call("sched_run", (3,))])
+    assert [(e.probe, normal(e.probe, list(e.args))) for e in events] == \
+        [f for f in native_firings(want) if f[0].startswith("hk:vfs:") or f[0] == "hk:sched:run:tick"]
