@@ -381,6 +381,16 @@ def drain_rate(image: Path, n: int) -> tuple[int, float]:
 
 
 # -- several CPUs ------------------------------------------------------------------------
+def unicorn_firings_per_second(image: Path, cpus: int, arm: str, n: int) -> float:
+    """sched_run(n) on every emulated CPU with its tick probe armed: firings a second, best of 3."""
+    s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus, arm=arm)
+    try:
+        s.enable("hk:sched:run:tick")
+        return cpus * n / min(timed(lambda: s.run("sched_run", [n]))[0] for _ in range(3))
+    finally:
+        s.close()
+
+
 def smp_rows(work: Path) -> list[Row]:
     """Firings a second on 1, 2 and 4 CPUs; the patch protocol's time per toggle; what --cpus 1 costs."""
     from sdtgen.boot.smp import Smp
@@ -389,15 +399,7 @@ def smp_rows(work: Path) -> list[Row]:
     n = 5_000
     rows = []
     for arm in ("trap", "branch"):
-        rates = {}
-        for cpus in (1, 2, 4):
-            s = BootSession(str(image), Reporter(out=io.StringIO()), cpus=cpus, arm=arm)
-            try:
-                s.enable("hk:sched:run:tick")
-                t = min(timed(lambda s=s: s.run("sched_run", [n]))[0] for _ in range(3))
-                rates[cpus] = cpus * n / t
-            finally:
-                s.close()
+        rates = {cpus: unicorn_firings_per_second(image, cpus, arm, n) for cpus in (1, 2, 4)}
         rows += [Row(f"--cpus {c} --arm {arm}: firings a second (sched_run({n}) on every CPU)",
                      f"{rates[c]:,.0f} firings/s", f"--cpus 1: {rates[1]:,.0f} firings/s", rates[c] / rates[1], "",
                      None) for c in (2, 4)]
@@ -443,6 +445,43 @@ def smp_rows(work: Path) -> list[Row]:
         s.close()
     rows.append(Row(f"--cpus 1: sched_run({m:,}), disarmed", f"{one * 1e3:.1f} ms",
                     f"one CPU of --cpus 4: {shared * 1e3:.1f} ms", one / shared, "<= 1.05x", one / shared <= 1.05))
+    return rows
+
+
+# -- QEMU --------------------------------------------------------------------------------
+QEMU_TOGGLES = 1_000
+
+
+def qemu_rows(work: Path) -> list[Row]:
+    """The fixture kernel on QEMU (multi-threaded TCG): firings a second on 1, 2 and 4 vCPUs beside Unicorn's,
+    the time to the first firing, and the torture test of both patch protocols."""
+    import qemu
+
+    image, emulated = qemu.build(work, "x86_64"), fixture_build(work, "calls")
+    n = 20_000
+    rows = []
+    for arm in ("trap", "branch"):
+        unicorn = unicorn_firings_per_second(emulated, 1, arm, 5_000)
+        for cpus in (1, 2, 4):
+            guest, host = qemu.firings_per_second(image, cpus, arm, n)
+            what = f"QEMU x86-64, {cpus} vCPU{'s' if cpus > 1 else ''}, --arm {arm}: firings a second"
+            rows.append(Row(f"{what} (sched_run({n:,}) on each, by the guest's clock)", f"{guest:,.0f} firings/s",
+                            f"Unicorn, --cpus 1: {unicorn:,.0f} firings/s", guest / unicorn, "", None))
+            rows.append(Row(f"{what}, end to end (sent over the serial line, decoded on the host)",
+                            f"{host:,.0f} firings/s", f"in the guest: {guest:,.0f} firings/s", host / guest, "", None))
+    hello, first = qemu.first_firing(image)
+    rows.append(Row("QEMU x86-64: from starting QEMU to the first firing on the host", f"{first * 1e3:.0f} ms",
+                    f"to the kernel's hello: {hello * 1e3:.0f} ms", first / hello, "", None))
+    for arch in ("riscv64", "x86_64"):
+        for naive in (False, True):
+            built = qemu.build(work, arch, naive)
+            for arm in ("branch", "trap"):
+                t = qemu.torture(built, arm, QEMU_TOGGLES)
+                bad = t.torn + t.faults + t.wrong
+                rows.append(Row(f"QEMU {arch} torture, {t.protocol} protocol, --arm {arm}: {t.toggles:,} toggles "
+                                f"under 4 vCPUs", f"{t.torn:,} torn, {t.faults:,} faulted, {t.wrong:,} wrong",
+                                f"{t.calls:,} calls", bad / max(t.calls, 1),
+                                "0 torn, 0 faulted" if not naive else "(measured)", bad == 0 if not naive else None))
     return rows
 
 
@@ -502,7 +541,7 @@ def main() -> int:
     shutil.copy(many, many_copy)
     many_elf = link_image(many_copy, many_image, toolchain.Build(cflags=synth.CFLAGS))
     rows += patch_rows(many_elf) + probe_cost_rows(work) + guarded_loop_rows(work) + trace_rows(work)
-    rows += datapath_rows(work) + smp_rows(work)
+    rows += datapath_rows(work) + smp_rows(work) + qemu_rows(work)
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
     table = [header, *(r.cells() for r in rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
