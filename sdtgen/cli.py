@@ -65,9 +65,10 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
-    from sdtgen.codegen import gen_files
+    from sdtgen.codegen import MetadataRequest, gen_files
 
-    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict)
+    ctf = MetadataRequest(args.ctf_metadata, args.clock_hz, args.clock_name) if args.ctf_metadata else None
+    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict, ctf=ctf)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
     return EXIT_OK
@@ -519,6 +520,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="reloc: entries the final linker resolves (default); offset: offsets from btext")
     g.add_argument("--strict", action="store_true",
                    help="refuse a probe used without SDT_PROBE_DEFINE (a warning otherwise)")
+    g.add_argument("--ctf-metadata", metavar="FILE",
+                   help="also write the CTF 1.8 metadata of the runtime's packets (a trace directory's `metadata`)")
+    g.add_argument("--clock-hz", type=_int_arg, default=1_000_000_000, metavar="HZ",
+                   help="the metadata's clock rate: ticks a second of the kernel's sdt_hooks.clock (default 1e9)")
+    g.add_argument("--clock-name", default="", metavar="NAME",
+                   help="the metadata's clock name (default the architecture's counter: tsc, cntvct_el0, cycle)")
     g.add_argument("-v", "--verbose", action="store_true", help="say how many sites and probes were written")
     g.set_defaults(func=cmd_gen)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from sdtgen.arch.base import ISEN, REF
@@ -31,25 +32,67 @@ class Generated:
     anchors: list[NewSymbol]  # to add to the object (reloc mode)
 
 
+@record(frozen=True)
+class MetadataRequest:
+    """`gen --ctf-metadata`: where the CTF metadata goes, and the clock the kernel's sdt_hooks.clock reads."""
+
+    path: str | Path
+    clock_hz: int
+    clock_name: str = ""  # "" is the architecture's counter (tsc, cntvct_el0, cycle)
+
+
 def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str = "reloc",
-              strict: bool = False) -> ScanResult:
-    """`sdtgen gen`: scan, render, then write the anchored object, the stubs and the table.
+              strict: bool = False, ctf: MetadataRequest | None = None) -> ScanResult:
+    """`sdtgen gen`: scan, render, then write the anchored object, the stubs and the table (and the CTF
+    metadata describing the packets the kernel's runtime will write: a trace is then its streams as they
+    stand beside it, whatever carries them out of the kernel).
 
     Everything is rendered and checked before the first byte is written, and
     each output goes through a temporary file renamed into place.
     """
-    check_outputs([("stubs", stubs), ("table", table)], inputs=[("object", obj)])
+    if ctf is not None:
+        _check_clock(ctf)
+    named = [("stubs", stubs), ("table", table)] + ([("CTF metadata", ctf.path)] if ctf else [])
+    check_outputs(named, inputs=[("object", obj)])
     with open_relocatable(str(obj)) as elf:
         result = scan_elf(elf)
         tag = _anchor_tag(elf, result) if mode == "reloc" else ""
         gen = generate(result, mode, tag=tag)
         report_undefined(result, strict)
+        meta = _ctf_metadata(elf, result, ctf) if ctf else None
         anchored = _anchored_object(elf, gen.anchors) if gen.anchors else None
     outputs = [(stubs, gen.stubs.encode()), (table, gen.table.encode())]
+    roles = ["stubs", "table"]
+    if meta is not None:
+        outputs.append((ctf.path, meta.encode()))
+        roles.append("CTF metadata")
     if anchored is not None:
         outputs.append((obj, anchored))
-    write_all_atomic(outputs, ["stubs", "table", "object"][:len(outputs)])
+        roles.append("object")
+    write_all_atomic(outputs, roles)
     return result
+
+
+def _check_clock(ctf: MetadataRequest) -> None:
+    if ctf.clock_hz <= 0:
+        raise SdtError("", f"--clock-hz {ctf.clock_hz} is not a clock rate", "give the ticks a second of the "
+                       "kernel's sdt_hooks.clock (1000000000 for nanoseconds)")
+    if ctf.clock_name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", ctf.clock_name):
+        raise SdtError("", f"--clock-name {printable(ctf.clock_name)!r} is not a C identifier",
+                       "use letters, digits and _")
+
+
+def _ctf_metadata(elf: ElfFile, result: ScanResult, ctf: MetadataRequest) -> str:
+    """The TSDL text for the object's probes, as the runtime's packets will carry their events."""
+    from sdtgen import arch as arches
+    from sdtgen.trace.ctf import metadata
+    from sdtgen.trace.model import TraceMeta, TraceProbe
+
+    arch = arches.for_elf(elf)
+    name = ctf.clock_name or arch.clock_name or "clock"
+    probes = tuple(TraceProbe(probe_key(p.symbol), p.provider, p.module, p.function, p.name, p.args)
+                   for p in sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol)))
+    return metadata(TraceMeta(arch.name, name, ctf.clock_hz, 0, probes), arch.bits)
 
 
 UNDEFINED_FIX = ("define it with SDT_PROBE_DEFINE in one file of the object (a misspelt probe name makes "

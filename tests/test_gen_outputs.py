@@ -281,3 +281,27 @@ def test_gen_on_an_input_of_the_partial_link_is_named_with_the_fix_that_works(tm
                     "which adds anchors to the object it is given; rebuild the objects `sdtgen gen` was run on, "
                     "rerun the partial link (ld -r), and run gen only on its output")
     untouched(tmp_path, kernel, before, "k.c", "k.S")
+
+
+def test_ctf_metadata_is_written_with_the_other_outputs(obj, tmp_path):
+    """`--ctf-metadata` is one more output of the same all-or-nothing write: the TSDL of every probe of the
+    object, with the clock asked for (babeltrace2 reads it with the process's streams: tests/runtime)."""
+    meta = tmp_path / "metadata"
+    proc = sdtgen("gen", obj, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S",
+                  "--ctf-metadata", meta, "--clock-hz", "19200000", "--clock-name", "cntvct")
+    assert proc.returncode == 0, proc.stderr
+    text = meta.read_text()
+    assert text.startswith("/* CTF 1.8 */") and "\tname = cntvct;" in text and "\tfreq = 19200000;" in text
+    assert 'name = "hk:vfs:lookup:entry";' in text
+
+
+@pytest.mark.parametrize("argv, what", [
+    (["--clock-hz", "0"], "is not a clock rate"),
+    (["--clock-name", "two words"], "is not a C identifier"),
+])
+def test_a_bad_clock_writes_nothing(obj, tmp_path, argv, what):
+    before = obj.read_bytes()
+    proc = sdtgen("gen", obj, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S",
+                  "--ctf-metadata", tmp_path / "metadata", *argv)
+    one_error_line(proc, what)
+    untouched(tmp_path, obj, before, "s.c", "t.S", "metadata")

@@ -90,3 +90,12 @@ def test_each_arch_builds_into_its_own_directory_by_default(tmp_path):
     machines = {arch: run(["readelf", "-hW", str(kernel / "build" / arch / "kernel.elf")]).stdout
                 for arch in ("x86_64", "i386")}
     assert "X86-64" in machines["x86_64"] and "Intel 80386" in machines["i386"]
+
+
+def test_sdt_clock_hz_has_gen_write_the_ctf_metadata_beside_the_stubs(tmp_path):
+    """Only when the kernel says its clock's rate: a metadata file with a guessed rate would mislead."""
+    make(tmp_path / "plain")
+    assert not (tmp_path / "plain" / "kernel_sdt_metadata").exists()
+    make(tmp_path / "clock", "SDT_CLOCK_HZ=24000000")
+    text = (tmp_path / "clock" / "kernel_sdt_metadata").read_text()
+    assert text.startswith("/* CTF 1.8 */") and "\tfreq = 24000000;" in text

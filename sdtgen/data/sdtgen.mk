@@ -46,6 +46,9 @@ SDT_LD ?= $(LD)
 SDT_RUNTIME_CFLAGS ?=
 SDT_ASFLAGS ?=
 SDT_LDFLAGS ?=
+# SDT_CLOCK_HZ=N (the ticks a second of the kernel's sdt_hooks.clock): gen also writes PARTIAL_sdt_metadata,
+# the CTF metadata that makes the runtime's packets, as the kernel's transport carries them out, a trace
+SDT_CLOCK_HZ ?=
 SDT_PARTIAL_LDS ?= $(SDT_LINKER_SCRIPTS)/partial.ld
 SDT_FINAL_LDS ?=
 
@@ -85,9 +88,9 @@ $(2): $(3) $$(SDT_PARTIAL_LDS)
 	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
 	$$(sdt_msg) SDTGEN $$@
 	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE)$$(if $$(filter 1,$$(SDT_STRICT)), --strict) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S \
-		|| { rm -f $$@; exit 1; }
+		$$(if $$(SDT_CLOCK_HZ),--ctf-metadata $(2:.o=)_sdt_metadata --clock-hz $$(SDT_CLOCK_HZ)) || { rm -f $$@; exit 1; }
 
-$(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S: $(2) ;
+$(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_metadata): $(2) ;
 
 $(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
 	$$(sdt_msg) CC $$@

@@ -20,8 +20,6 @@ from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolize
 from probe_source import called_probes
 
 from sdtgen.recorder import probe_key
-from sdtgen.trace.ctf import metadata
-from sdtgen.trace.model import TraceMeta, TraceProbe
 from sdtgen.trace.packets import Decoder, event_format, split
 
 PROCESS = ROOT / "fixtures" / "process"
@@ -144,18 +142,15 @@ class Run:
         assert dec.unknown == 0
 
     def babeltrace2(self) -> list[dict]:
-        """The trace as babeltrace2 reads it, with sdtgen's CTF metadata for the fixture's probes beside the
-        streams the process wrote (python3-bt2 is Debian's, not the venv's)."""
+        """The trace as babeltrace2 reads it, with the CTF metadata `gen --ctf-metadata` wrote at build time
+        beside the streams the process wrote (python3-bt2 is Debian's, not the venv's)."""
         python, reader = "/usr/bin/python3", ROOT / "tests" / "trace" / "bt2_read.py"
         if not Path(python).exists() or run([python, "-c", "import bt2"], check=False).returncode:
             message = "babeltrace2's Python bindings not found: apt-get install python3-bt2"
             if IN_CI:
                 pytest.fail(message + " (CI installs it in .ci/run)")
             pytest.skip(message)
-        probes = tuple(TraceProbe(probe_key(p.symbol), p.provider, p.module, p.function, p.name, p.args)
-                       for p in source_probes())
-        meta = TraceMeta("x86_64", "tsc", self.line("init")["clock_hz"], 1, probes)
-        (self.dir / "metadata").write_text(metadata(meta, 64))
+        shutil.copy(self.exe.parent / "metadata", self.dir / "metadata")
         return [json.loads(x) for x in run([python, str(reader), str(self.dir)]).stdout.splitlines()]
 
     def line(self, event: str) -> dict:
@@ -305,7 +300,10 @@ def test_babeltrace2_reads_the_streams_as_they_stand(process, native_all, tmp_pa
     calls = CALLS + [c for c in EXTRA_CALLS if c.function != "px_null"]
     r = Run(process, tmp_path, "--cpus", "2", "enable", ":::", "branch", *commands(calls),
             "run-all", "sched_switch,7,8,3,1,-5000,64")
-    rows = [x for x in r.babeltrace2() if "name" in x]
+    read = r.babeltrace2()
+    (clock,) = [x["clock"] for x in read if "clock" in x]
+    assert clock == {"name": "tsc_ns", "frequency": 1_000_000_000}  # gen's --clock-hz, as the process's clock ticks
+    rows = [x for x in read if "name" in x]
     ours = [(e.probe, e.cpu, e.ts, normal(e.probe, list(e.args))) for e in r.events]
     theirs = [(x["name"], x["cpu"], x["ts"], normal(x["name"], args_of(x)))
               for x in rows]
