@@ -8,7 +8,7 @@ from sdtgen import arch as arches
 from sdtgen.elf.linkerset import STRIPPED_FIX, linker_set, stripped
 from sdtgen.elf.reader import ET_REL, SHT_RELA, ElfFile, Symbol
 from sdtgen.elf.symbols import CODE, DATA, SymbolIndex
-from sdtgen.errors import place
+from sdtgen.errors import place, printable
 from sdtgen.record import cached
 from sdtgen.table import PROBES_SET, SITES_SET, Bounds, TableError, TableProbe, TableSite, read_probes, read_tables
 
@@ -99,6 +99,28 @@ class Image:
             return list(read_probes(self.read, self.bounds.probes, self.arch.bits, self.elf.little).values())
         except TableError as e:
             raise self.elf.fail(f"corrupt probe table: {e}", "regenerate it with `sdtgen gen` and relink") from None
+
+    def check_bootable(self, probes: list[TableProbe]) -> None:
+        """Refuse, before anything runs, a table a boot would trip over: the site table left out of the link,
+        or two probes listed under one name (firings are told apart by it)."""
+        lo, hi = self.bounds.sites
+        if hi == lo and any(n.startswith("__dtrace_sdt_") for n in self.elf.symbol_values("__dtrace_sdt_")):
+            raise self.elf.fail("has probe stubs but an empty site table: the table `sdtgen gen` wrote "
+                                "(set_sdt_sites_set) was not linked", "link the *_sdt_table.o gen's output "
+                                "compiles to (the Makefile fragment does)")
+        named: dict[str, TableProbe] = {}
+        for p in probes:
+            first = named.setdefault(p.spec, p)
+            if first is not p:
+                raise self.elf.fail(f"the probes of stubs {printable(self._name(p.stub))} and "
+                                    f"{printable(self._name(first.stub))} (at {self.where(first.addr)[0]}) both "
+                                    f"list as {printable(p.spec)}, so their firings could not be told apart",
+                                    "rename one and rebuild: `sdtgen gen` refuses this in one object, `sdtgen check "
+                                    "OBJECTS... IMAGE` across the objects of one image", where=self.where(p.addr)[0])
+
+    def _name(self, addr: int) -> str:
+        """A function's name for its address (``function+0xoff`` inside one, the bare hex address outside)."""
+        return self.symbolize(addr).removesuffix("+0x0")
 
     @cached
     def _index(self) -> dict[bool, SymbolIndex]:
