@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import test_runtime
 from booted import Booted
@@ -319,6 +321,30 @@ def test_an_image_without_the_runtime_or_the_table_is_one_line(tmp_path):
     proc = sdtgen("boot", without_table)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
     assert "set_sdt_sites_set" in proc.stderr
+
+
+def test_an_image_linked_without_the_stubs_object_is_one_line_before_anything_runs(tmp_path):
+    """A link that let the undefined stubs pass resolves them to 0: sites that call address 0, which sdt_init
+    would patch and the first armed firing would fault at. Refused, naming the stubs object, exit 2."""
+    from helpers import compile_c, compile_runtime, final_script, partial_link, readelf_symbols, run, sdtgen
+
+    partial = partial_link(tmp_path, "kernel", compile_c(tmp_path, "got", GOT_SOURCE))
+    stubs, table = tmp_path / "stubs.c", tmp_path / "table.S"
+    sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+    _, table_o, runtime_o, arch_o = compile_runtime(tmp_path, "k", stubs, table)
+    image = tmp_path / "nostubs.elf"
+    run(["ld", "-T", str(final_script(tmp_path / "final.ld")), "--unresolved-symbols=ignore-all", "-o", str(image),
+         str(partial), str(table_o), str(runtime_o), str(arch_o)])
+    assert not [row for row in readelf_symbols(image) if row[5].startswith("__dtrace_sdt_")]
+    to_zero = re.findall(r"\t(call|jmp)\s+0 <", run(["objdump", "-d", str(image)]).stdout)
+    assert sorted(to_zero) == ["call", "jmp"]  # the two probe sites, a call and a tail jump, go to address 0
+    proc = sdtgen("boot", image, "--enable", "gt:::", "--run", "kmain", "--arg", "1")
+    assert proc.returncode == 2 and proc.stdout == ""  # not even patched
+    (line,) = proc.stderr.splitlines()
+    assert re.fullmatch(rf"{re.escape(str(image))}: error: set_sdt_probes_set\+0x0: the stub of probe "
+                        r"gt:got:twice:(entry|last) is at 0x0, outside the image's code \(and 1 more probe\): the "
+                        r"stubs object `sdtgen gen` wrote was not linked; link the \*_sdt_stubs.o its --stubs output "
+                        r"compiles to \(the Makefile fragment does\)", line), line
 
 
 NOFAULT_SOURCE = r"""
