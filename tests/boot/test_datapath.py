@@ -7,9 +7,11 @@ import re
 import pytest
 import test_runtime
 from booted import Booted
+from helpers import ARCHES
 from native_oracle import Call
 from test_runtime import CALLS, comparable, firings, native_firings, returns
 
+from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, COND
 
 same = test_runtime.same  # the fixture comparing firings with the native run's
@@ -191,6 +193,37 @@ def test_overflow_stays_exact_run_after_run(kernel, native, policy):
             assert [p for p, _ in shown] == [p for p, _ in kept], call
     finally:
         b.session.close()
+
+
+# What a ring holds, from the trace format (docs/trace.md): packets of an eighth of --buffer-size, at least 1 KiB,
+# each its 64-byte header then records 8-byte aligned; a tick record is the 16-byte event header and its two
+# arguments, a register-sized word each.
+PACKET, PACKET_HEADER, EVENT_HEADER = 1024, 64, 16
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize(("ticks", "size"), [(200, 2048), (333, 4096)])
+def test_overwrite_keeps_exactly_the_newest_packets_and_counts_the_rest_lost(kernel, arch_kernel, native, arch,
+                                                                               ticks, size):
+    """Read only when the run ends, an overwriting ring of P packets holds the run's last P packets (the last one
+    as far as it filled): exactly the native run's last firings, arguments and all; lost is the rest."""
+    word = arches.by_name(arch).bits // 8
+    per_packet = (PACKET - PACKET_HEADER) // -(-(EVENT_HEADER + 2 * word) // 8 * 8)
+    fired = native_firings(native([Call("sched_run", (ticks,))]), "hk:sched:run:tick")
+    newest = (len(fired) - 1) // per_packet  # the packet the last firing went to
+    kept = fired[per_packet * max(0, newest - size // PACKET + 1):]
+    image = kernel.image if arch == "x86_64" else arch_kernel(arch).image
+    b = Booted(image, arm="branch", buffer_size=size, overflow="overwrite", stream=False)
+    try:
+        b.session.enable("hk:sched:run:tick")
+        shown = firings(b.run([Call("sched_run", (ticks,))]))
+        b.session.stats()
+        (stats,) = [e for e in b.events() if e["event"] == "stats"]
+    finally:
+        b.session.close()
+    assert 0 < len(kept) < len(fired)  # the run overflows the ring
+    assert shown == kept
+    assert stats["lost"] == len(fired) - len(kept)
 
 
 def _has_pointer(args: list) -> bool:
