@@ -8,7 +8,6 @@ DEFAULT_PREFIX = "__dtrace_sdt_"
 ISENABLED_PREFIX = "__dtrace_isenabled_"  # SDT_PROBE_ENABLED()'s call: the probe's symbol with this prefix
 DESC_SECTION = ".sdt_desc"
 DESC_MAGIC = "SDT1"
-FLAG_SYMBOL = "sdt_probes_enabled"  # SDT_PROBES_ENABLED() reads it; gen defines it when an object does
 ARGTYPE_MAGIC = "SDTA"  # one argument's native and translated type (SDT_PROBE_ARGTYPE, the _XLATE forms)
 MAX_ARGS = 6
 

@@ -10,7 +10,6 @@ from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
-    FLAG_SYMBOL,
     ISENABLED_PREFIX,
     DescriptorConflict,
     DescriptorError,
@@ -34,7 +33,6 @@ class ScanResult:
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
     defined: set[str] = factory(set)  # probe symbols the object defines itself
     section_index: dict[str, int] = factory(dict)  # name -> index of the sections with sites
-    flag: bool = False  # the object reads sdt_probes_enabled (SDT_PROBES_ENABLED()) without defining it
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
                  "detail")
@@ -77,7 +75,7 @@ def merged(results: list[ScanResult]) -> ScanResult:
                                f"stub symbol {printable(other)} of {owner[other]} does, so their firings could "
                                "not be told apart", NAME_FIX)
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
-                      probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
+                      probes, set().union(*(r.defined for r in results)))
 
 
 def _args(probe: Probe) -> str:
@@ -177,9 +175,7 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     _check_one_name_each(elf, probes, sites, defined_at)
     by_name = {target.name: target.index for target, _, _ in found}
-    flag = any(name == FLAG_SYMBOL and not elf.symbol_defined(i)
-               for i, name in elf.symbol_indices_with_prefix(FLAG_SYMBOL).items())
-    return ScanResult(elf.path, arch, sites, probes, defined, by_name, flag)
+    return ScanResult(elf.path, arch, sites, probes, defined, by_name)
 
 
 NAME_FIX = ("fire a defined probe only through sdt.h's SDT_PROBE macros, or rename one of the two: a stub "
