@@ -6,11 +6,33 @@ import bisect
 
 from sdtgen import arch as arches
 from sdtgen.elf.linkerset import STRIPPED_FIX, linker_set, stripped
-from sdtgen.elf.reader import ET_REL, SHT_RELA, ElfFile, Symbol
+from sdtgen.elf.reader import ET_REL, PF_X, PT_LOAD, SHT_NOBITS, SHT_RELA, ElfFile, Symbol
 from sdtgen.elf.symbols import CODE, DATA, SymbolIndex
-from sdtgen.errors import place
-from sdtgen.record import cached
+from sdtgen.errors import place, printable
+from sdtgen.record import cached, record
 from sdtgen.table import PROBES_SET, SITES_SET, Bounds, TableError, TableProbe, TableSite, read_probes, read_tables
+
+
+@record(frozen=True)
+class CodeSpan:
+    """The bytes an executable segment holds in the file: the only bytes a site (or a stub) may be in."""
+
+    start: int
+    end: int
+
+
+def code_spans(elf: ElfFile) -> list[CodeSpan]:
+    """The executable segments' file bytes, in address order, narrowed to their executable sections when the
+    image has section headers: a linker that puts text and data in one RWX segment (GNU ld without -z
+    separate-code) leaves the site table and the runtime's data beside the code, and those are written, not
+    code."""
+    spans = sorted((s.vaddr, s.vaddr + s.filesz) for s in elf.segments
+                   if s.type == PT_LOAD and s.flags & PF_X and s.filesz)
+    texts = sorted((s.addr, s.addr + s.size) for s in elf.sections
+                   if s.is_alloc and s.is_exec and s.size and s.type != SHT_NOBITS)
+    if texts:
+        spans = [(max(a, lo), min(b, hi)) for lo, hi in spans for a, b in texts if max(a, lo) < min(b, hi)]
+    return [CodeSpan(lo, hi) for lo, hi in spans]
 
 
 class Image:
@@ -99,6 +121,49 @@ class Image:
             return list(read_probes(self.read, self.bounds.probes, self.arch.bits, self.elf.little).values())
         except TableError as e:
             raise self.elf.fail(f"corrupt probe table: {e}", "regenerate it with `sdtgen gen` and relink") from None
+
+    def check_bootable(self, probes: list[TableProbe]) -> None:
+        """Refuse, before anything runs, a table a boot would trip over: the site table left out of the link,
+        the stubs object left out (its stubs and recorders then resolve outside the code: to 0 when the link
+        let undefined symbols pass), or two probes listed under one name (firings are told apart by it)."""
+        lo, hi = self.bounds.sites
+        if hi == lo and any(n.startswith("__dtrace_sdt_") for n in self.elf.symbol_values("__dtrace_sdt_")):
+            raise self.elf.fail("has probe stubs but an empty site table: the table `sdtgen gen` wrote "
+                                "(set_sdt_sites_set) was not linked", "link the *_sdt_table.o gen's output "
+                                "compiles to (the Makefile fragment does)")
+        outside = [(p, what, addr) for p in probes for what, addr in
+                   (("stub", p.stub), ("is-enabled stub", p.isenabled), ("recorder", p.recorder))
+                   if (addr or what == "stub") and not self.in_code(addr)]
+        if outside:
+            p, what, addr = outside[0]
+            others = len({q.addr for q, _, _ in outside}) - 1
+            more = f" (and {others} more probes)" if others > 1 else " (and 1 more probe)" if others else ""
+            raise self.elf.fail(f"the {what} of probe {printable(p.spec)} is at {addr:#x}, outside the image's "
+                                f"code{more}: the stubs object `sdtgen gen` wrote was not linked",
+                                "link the *_sdt_stubs.o its --stubs output compiles to (the Makefile fragment does)",
+                                where=self.where(p.addr)[0])
+        named: dict[str, TableProbe] = {}
+        for p in probes:
+            first = named.setdefault(p.spec, p)
+            if first is not p:
+                raise self.elf.fail(f"the probes of stubs {printable(self._name(p.stub))} and "
+                                    f"{printable(self._name(first.stub))} (at {self.where(first.addr)[0]}) both "
+                                    f"list as {printable(p.spec)}, so their firings could not be told apart",
+                                    "rename one and rebuild: `sdtgen gen` refuses this in one object, `sdtgen check "
+                                    "OBJECTS... IMAGE` across the objects of one image", where=self.where(p.addr)[0])
+
+    def _name(self, addr: int) -> str:
+        """A function's name for its address (``function+0xoff`` inside one, the bare hex address outside)."""
+        return self.symbolize(addr).removesuffix("+0x0")
+
+    @cached
+    def code(self) -> list[CodeSpan]:
+        return code_spans(self.elf)
+
+    def in_code(self, addr: int) -> bool:
+        """Whether ``addr`` is in the bytes of the image's code (code_spans)."""
+        i = bisect.bisect_right([c.start for c in self.code], addr) - 1
+        return i >= 0 and addr < self.code[i].end
 
     @cached
     def _index(self) -> dict[bool, SymbolIndex]:

@@ -8,7 +8,6 @@ DEFAULT_PREFIX = "__dtrace_sdt_"
 ISENABLED_PREFIX = "__dtrace_isenabled_"  # SDT_PROBE_ENABLED()'s call: the probe's symbol with this prefix
 DESC_SECTION = ".sdt_desc"
 DESC_MAGIC = "SDT1"
-FLAG_SYMBOL = "sdt_probes_enabled"  # SDT_PROBES_ENABLED() reads it; gen defines it when an object does
 ARGTYPE_MAGIC = "SDTA"  # one argument's native and translated type (SDT_PROBE_ARGTYPE, the _XLATE forms)
 MAX_ARGS = 6
 
@@ -150,8 +149,9 @@ AGREE_FIX = ("define the probe once (SDT_PROBE_DEFINE in one file, SDT_PROBE_DEC
              "list of argument types")
 
 
-def parse_descriptors(blob: bytes) -> dict[str, Probe]:
-    """Read the records ``sdt.h`` leaves in ``.sdt_desc``, one probe per stub symbol.
+def parse_descriptors(blob: bytes) -> tuple[dict[str, Probe], dict[str, int]]:
+    """Read the records ``sdt.h`` leaves in ``.sdt_desc``, one probe per stub symbol, and the offset of
+    each one's first SDT1 record in the section (what a later refusal names).
 
     An SDTA record (SDT_PROBE_ARGTYPE, the _XLATE forms) sets one argument's native and
     translated type of a probe an SDT1 record defines, wherever in the section it lies. The same
@@ -160,7 +160,7 @@ def parse_descriptors(blob: bytes) -> dict[str, Probe]:
     probes whose names join to one symbol, or one probe defined with different argument types.
     """
     if not blob:
-        return {}
+        return {}, {}
     if blob[-1:] != b"\0":
         raise DescriptorError("the descriptor section does not end with a NUL")
     tokens = blob[:-1].split(b"\0")
@@ -216,7 +216,7 @@ def parse_descriptors(blob: bytes) -> dict[str, Probe]:
         problem = descriptor_problem(probe)
         if problem:
             raise DescriptorError(problem)
-    return out
+    return out, defined_at
 
 
 def _conflict(first: Probe, second: Probe, first_at: int, second_at: int) -> None:

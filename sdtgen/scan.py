@@ -10,7 +10,6 @@ from sdtgen.errors import SdtError, place, printable
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
-    FLAG_SYMBOL,
     ISENABLED_PREFIX,
     DescriptorConflict,
     DescriptorError,
@@ -34,7 +33,6 @@ class ScanResult:
     probes: dict[str, Probe]  # by symbol: every probe the object calls or describes
     defined: set[str] = factory(set)  # probe symbols the object defines itself
     section_index: dict[str, int] = factory(dict)  # name -> index of the sections with sites
-    flag: bool = False  # the object reads sdt_probes_enabled (SDT_PROBES_ENABLED()) without defining it
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
                  "detail")
@@ -61,6 +59,7 @@ def merged(results: list[ScanResult]) -> ScanResult:
                            "give objects of one image")
     probes: dict[str, Probe] = {}
     owner: dict[str, str] = {}
+    named: dict[str, str] = {}  # spec -> the stub symbol listed under it
     for r in results:
         for sym, p in r.probes.items():
             known = probes.setdefault(sym, p)
@@ -70,8 +69,13 @@ def merged(results: list[ScanResult]) -> ScanResult:
                                f"{printable(sym)}, which {owner[sym]} defines as {printable(known.spec)} "
                                f"({_args(known)})", "define each probe once, with one list of argument types "
                                "and names that make distinct stub symbols")
+            other = named.setdefault(p.spec, sym)
+            if other != sym:
+                raise SdtError(r.object, f"stub symbol {printable(sym)} lists as probe {printable(p.spec)}, as "
+                               f"stub symbol {printable(other)} of {owner[other]} does, so their firings could "
+                               "not be told apart", NAME_FIX)
     return ScanResult(", ".join(r.object for r in results), first.arch, [s for r in results for s in r.sites],
-                      probes, set().union(*(r.defined for r in results)), flag=any(r.flag for r in results))
+                      probes, set().union(*(r.defined for r in results)))
 
 
 def _args(probe: Probe) -> str:
@@ -124,7 +128,7 @@ def scan(path: str, prefix: str = DEFAULT_PREFIX) -> ScanResult:
 
 def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     arch = arches.for_elf(elf)
-    probes = read_descriptors(elf)
+    probes, defined_at = read_descriptors(elf)
     wanted = elf.symbol_indices_with_prefix(prefix)
     if prefix == DEFAULT_PREFIX:  # SDT_PROBE_ENABLED()'s calls, by the same scan
         wanted.update(elf.symbol_indices_with_prefix(ISENABLED_PREFIX))
@@ -169,16 +173,42 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
         sites.append(Site(known[1], sym, target.name, start, start if target.name == ".text" else None, rname,
                           form, shape.length, detail, funcs.name(start, shndx)))
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
+    _check_one_name_each(elf, probes, sites, defined_at)
     by_name = {target.name: target.index for target, _, _ in found}
-    flag = any(name == FLAG_SYMBOL and not elf.symbol_defined(i)
-               for i, name in elf.symbol_indices_with_prefix(FLAG_SYMBOL).items())
-    return ScanResult(elf.path, arch, sites, probes, defined, by_name, flag)
+    return ScanResult(elf.path, arch, sites, probes, defined, by_name)
 
 
-def read_descriptors(elf: ElfFile) -> dict[str, Probe]:
+NAME_FIX = ("fire a defined probe only through sdt.h's SDT_PROBE macros, or rename one of the two: a stub "
+            "called without SDT_PROBE_DEFINE lists as provider:::name, split at its first '_'")
+
+
+def _check_one_name_each(elf: ElfFile, probes: dict[str, Probe], sites: list[Site],
+                         defined_at: dict[str, int]) -> None:
+    """Refuse two stub symbols that list under one probe name (``SDT_PROBE_DEFINE1(hk, , , hello, ...)`` and a
+    direct call to ``__dtrace_sdt_hk_hello``): a trace names firings by probe, so theirs would be merged."""
+    first_site: dict[str, str] = {}
+    for s in sites:
+        first_site.setdefault(probe_symbol(s.symbol), s.where)
+
+    def where(p: Probe) -> str:
+        return place(DESC_SECTION, None, defined_at[p.symbol]) if p.described else first_site[p.symbol]
+
+    by_spec: dict[str, Probe] = {}
+    for p in probes.values():
+        other = by_spec.setdefault(p.spec, p)
+        if other is not p:
+            # The place given first is a direct call's, when one of them is: that is what to change.
+            there, here = sorted((other, p), key=lambda q: (not q.described, where(q)))
+            raise elf.fail(f"stub symbols {printable(here.symbol)} and {printable(there.symbol)} (at {where(there)}) "
+                           f"both list as probe {printable(p.spec)}, so their firings could not be told apart",
+                           NAME_FIX, where=where(here))
+
+
+def read_descriptors(elf: ElfFile) -> tuple[dict[str, Probe], dict[str, int]]:
+    """The probes ``.sdt_desc`` defines, by stub symbol, and where in it each one's record is."""
     sec = elf.section(DESC_SECTION)
     if sec is None:
-        return {}
+        return {}, {}
     try:
         return parse_descriptors(bytes(elf.contents(sec)))
     except DescriptorConflict as e:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 from toolchain import kernel_cflags
@@ -34,15 +36,30 @@ def cross_tool(arch: str, tool: str) -> str:
     return need_tool(f"{a.cross_prefix}{tool}", a.gcc_package if tool == "gcc" else a.binutils_package)
 
 
+def unavailable(message: str) -> NoReturn:
+    """Something a test needs is missing from this machine: a skip saying how to get it, a failure under CI
+    (in a test, or at a module's top: a collection error)."""
+    if IN_CI:
+        pytest.fail(message + " (CI installs it in .ci/run)")
+    pytest.skip(message, allow_module_level=True)
+
+
 def need_tool(tool: str, package: str) -> str:
     """The tool's path; a skip naming the Debian package, or a failure under CI."""
     path = shutil.which(tool)
     if path is None:
-        message = f"{tool} not found: apt-get install {package}"
-        if IN_CI:
-            pytest.fail(message + " (CI installs it in .ci/run)")
-        pytest.skip(message)
+        unavailable(f"{tool} not found: apt-get install {package}")
     return path
+
+
+def need_module(name: str, install: str) -> ModuleType:
+    """The Python module ``name``, imported; a skip saying how to ``install`` it, or a failure under CI."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        unavailable(f"Python module {name} not found: {install}")
 
 
 def run(cmd: list[str], cwd: Path | str | None = None, check: bool = True, **kw) -> subprocess.CompletedProcess:

@@ -5,9 +5,10 @@ writes nothing and names both records, at the offsets readelf -p shows in .sdt_d
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
-from helpers import compile_c, partial_link, run, sdtgen
+from helpers import compile_c, compile_runtime, final_script, partial_link, run, sdtgen
 
 NET_IF = """#include <sdt.h>
 SDT_PROBE_DEFINE1(e, net_if, up, x, "int");
@@ -76,3 +77,84 @@ def test_two_different_types_for_one_argument_are_refused(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"{kernel}: error: .sdt_desc+{later:#x}: probe '__dtrace_sdt_e_net_if_up_x' types "
                                   f"argument 0 as 'long' here and as 'int' at .sdt_desc+{first:#x}; define the probe")
+
+
+# A probe defined with empty module and function lists as hk:::hello; so does a direct call to a stub whose
+# name splits at its first '_' into provider hk and name hello. Two stub symbols, one listed name.
+DEFINED = """#include <sdt.h>
+SDT_PROBE_DEFINE1(hk, , , hello, "int");
+int defined(int v) { SDT_PROBE1(hk, , , hello, v); return v; }
+"""
+DIRECT = """extern void __dtrace_sdt_hk_hello(long, long);
+extern int defined(int);
+int direct(int v) { __dtrace_sdt_hk_hello(v, 2); return v + 1; }
+long kmain(int v) { return direct(v) + defined(v); }
+"""
+NAME_FIX = ("fire a defined probe only through sdt.h's SDT_PROBE macros, or rename one of the two: a stub called "
+            "without SDT_PROBE_DEFINE lists as provider:::name, split at its first '_'")
+
+
+def call_site(obj, symbol: str) -> str:
+    """``.text:function+0xoff`` of the call to ``symbol``, from objdump's disassembly with relocations."""
+    function, start = None, 0
+    for line in run(["objdump", "-drw", str(obj)]).stdout.splitlines():
+        m = re.match(r"([0-9a-f]+) <(\w+)>:$", line)
+        if m:
+            start, function = int(m[1], 16), m[2]
+        m = re.match(r"\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*call", line)
+        if m and symbol in line:
+            return f".text:{function}+{int(m[1], 16) - start:#x}"
+    raise AssertionError(f"no call to {symbol} in {obj}")
+
+
+def test_gen_refuses_a_direct_call_that_lists_under_a_defined_probes_name(tmp_path):
+    kernel = partial_link(tmp_path, "kernel", compile_c(tmp_path, "one", DEFINED), compile_c(tmp_path, "two", DIRECT))
+    (record,) = records(kernel)
+    before = kernel.read_bytes()
+    proc = sdtgen("gen", kernel, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"{kernel}: error: {call_site(kernel, '__dtrace_sdt_hk_hello')}: stub symbols "
+                           f"__dtrace_sdt_hk_hello and __dtrace_sdt_hk___hello (at .sdt_desc+{record:#x}) both list "
+                           f"as probe hk:::hello, so their firings could not be told apart; {NAME_FIX}\n")
+    assert kernel.read_bytes() == before
+    assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists()
+
+
+def two_generated_objects(tmp_path) -> tuple[Path, Path, Path]:
+    """Each object is fine alone and goes through gen on its own; linked into one image, two of their probes
+    list under one name. (The two partial objects, and the image.)"""
+    one = partial_link(tmp_path, "one_partial", compile_c(tmp_path, "one", DEFINED))
+    two = partial_link(tmp_path, "two_partial", compile_c(tmp_path, "two", DIRECT))
+    objs = []
+    for name, partial in (("one", one), ("two", two)):
+        stubs, table = tmp_path / f"{name}_stubs.c", tmp_path / f"{name}_table.S"
+        sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+        compiled = compile_runtime(tmp_path, name, stubs, table)
+        objs += compiled if name == "one" else compiled[:2]  # one runtime in the image
+    image = tmp_path / "image.elf"
+    run(["ld", "-T", str(final_script(tmp_path / "final.ld")), "-o", str(image), str(one), str(two), *map(str, objs)])
+    return one, two, image
+
+
+def test_boot_refuses_an_image_whose_two_probes_list_under_one_name_in_one_line(tmp_path):
+    _, _, image = two_generated_objects(tmp_path)
+    nm = run(["nm", str(image)]).stdout
+    stubs = {ln.split()[-1] for ln in nm.splitlines() if re.search(r" [TW] __dtrace_sdt_hk_", ln)}
+    assert stubs == {"__dtrace_sdt_hk_hello", "__dtrace_sdt_hk___hello"}  # both stubs linked, each its own
+    proc = sdtgen("boot", image, "--enable", "hk:::hello", "--run", "kmain", "--arg", "1")
+    assert proc.returncode == 2 and proc.stdout == ""  # refused before anything was patched or run
+    (line,) = proc.stderr.splitlines()
+    assert re.fullmatch(
+        rf"{re.escape(str(image))}: error: set_sdt_probes_set\+0x[0-9a-f]+: the probes of stubs "
+        r"(__dtrace_sdt_hk_hello and __dtrace_sdt_hk___hello|__dtrace_sdt_hk___hello and __dtrace_sdt_hk_hello) "
+        r"\(at set_sdt_probes_set\+0x[0-9a-f]+\) both list as hk:::hello, so their firings could not be told apart; "
+        r"rename one and rebuild: .*", line), line
+
+
+def test_check_refuses_two_objects_whose_probes_list_under_one_name(tmp_path):
+    one, two, image = two_generated_objects(tmp_path)
+    proc = sdtgen("check", one, two, image)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"{two}: error: stub symbol __dtrace_sdt_hk_hello lists as probe hk:::hello, as stub "
+                           f"symbol __dtrace_sdt_hk___hello of {one} does, so their firings could not be told apart; "
+                           f"{NAME_FIX}\n")

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from sdtgen.arch.base import Arch
 from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
 from sdtgen.boot.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
-from sdtgen.elf.reader import PT_LOAD, SHT_NOBITS, SHT_REL, SHT_RELA, ElfFile
+from sdtgen.elf.reader import PF_X, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError, printable
+from sdtgen.image import CodeSpan, code_spans
 
 PAGE = 0x1000
-PF_X = 1
 STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
 TCG_BUFFER = 32 << 20  # the most an engine's translation cache is given
@@ -40,14 +40,6 @@ class Region:
     size: int
     name: str
     protected: bool = False  # the guest may read and run it, not write it
-
-
-@dataclass(frozen=True)
-class CodeSpan:
-    """The bytes an executable segment holds in the file: the only bytes a site may be in."""
-
-    start: int
-    end: int
 
 
 class GuestFault(Exception):
@@ -87,18 +79,6 @@ def new_engine(arch: Arch, tcg_buffer: int = TCG_BUFFER):
     uc = Uc(*arch.unicorn())
     uc.ctl_set_tcg_buffer_size(tcg_buffer)
     return uc
-
-
-def _text_only(spans: list[CodeSpan], image: ElfFile) -> list[CodeSpan]:
-    """The executable segments' bytes narrowed to their executable sections, when the image has section
-    headers: a linker that puts text and data in one RWX segment (GNU ld without -z separate-code) leaves
-    the site table and the runtime's data beside the code, and those are written, not code."""
-    texts = sorted((s.addr, s.addr + s.size) for s in image.sections
-                   if s.is_alloc and s.is_exec and s.size and s.type != SHT_NOBITS)
-    if not texts:
-        return spans
-    return [CodeSpan(max(a, c.start), min(b, c.end)) for c in spans for a, b in texts
-            if max(a, c.start) < min(b, c.end)]
 
 
 class Machine:
@@ -241,8 +221,6 @@ class Machine:
                 raise image.fail(f"segment at {seg.vaddr:#x} overlaps the segment before it",
                                  "relink the image: segments may share pages, not bytes")
             last_end = seg.vaddr + seg.memsz
-            if seg.flags & PF_X and seg.filesz:
-                self.code.append(CodeSpan(seg.vaddr, seg.vaddr + seg.filesz))
             if runs and start <= runs[-1][1]:
                 runs[-1][1] = max(runs[-1][1], end)
             else:
@@ -251,7 +229,7 @@ class Machine:
         if total > MAX_MAPPED:
             raise image.fail(f"segments need {total:#x} bytes of memory, more than the {MAX_MAPPED >> 20} MiB "
                              "a boot maps, so they cannot be loaded", "link a smaller image")
-        self.code = _text_only(self.code, image)
+        self.code = code_spans(image)
         self._code_starts = [c.start for c in self.code]
         for start, end in runs:
             self._map(start, end - start, f"segments at {start:#x}")

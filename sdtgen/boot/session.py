@@ -270,7 +270,7 @@ class BootSession:
             self.entries = runtime_entries(self.image)
             self.probes = self.image.probes()
             self.bounds = self.image.bounds
-            self._check_table()
+            self.image.check_bootable(self.probes)
             if precheck is not None:  # the caller's own checks, against the image, before anything runs
                 precheck(self)
             if trace is not None:
@@ -293,14 +293,6 @@ class BootSession:
         threads = self.cpus * (2 if self.cpus > 1 and self.schedule == "parallel" else 1)  # watchdogs, CPUs
         check_address_space(self.image.path, self.cpus, tcg_buffer_for(self.image.elf), guest,
                             self.cpus * self.buffer_size, threads)
-
-    def _check_table(self) -> None:
-        """An image whose probes call stubs but whose site table is empty was linked without the table."""
-        lo, hi = self.bounds.sites
-        if hi == lo and any(n.startswith("__dtrace_sdt_") for n in self.image.elf.symbol_values("__dtrace_sdt_")):
-            raise self.image.elf.fail("has probe stubs but an empty site table: the table `sdtgen gen` wrote "
-                                      "(set_sdt_sites_set) was not linked", "link the *_sdt_table.o gen's output "
-                                      "compiles to (the Makefile fragment does)")
 
     def _boot(self, patch: bool) -> None:
         from sdtgen.boot.smp import Smp

@@ -29,6 +29,7 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_GNU_IFUNC = 0, 1, 2, 3, 4, 10
 STV_DEFAULT, STV_HIDDEN = 0, 2
 PT_LOAD = 1
+PF_X = 1
 
 # The longest symbol or section name read, in bytes. Names are read where sdtgen needs them and
 # refused past this with one line: a name table of 10 MB names shared by many symbols must

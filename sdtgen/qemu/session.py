@@ -96,6 +96,7 @@ class QemuSession:
         if PLATFORM_SYMBOL not in self.image.symbols:
             raise self.image.elf.fail("the image has no QEMU platform (no platform_main)",
                                       "link it with fixtures/qemu: make -C fixtures/qemu ARCH=... KERNEL_SRCS=...")
+        self.image.check_bootable(self.image.probes())
 
     def _prepare(self) -> None:
         arch = self.image.arch

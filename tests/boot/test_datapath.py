@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import test_runtime
 from booted import Booted
+from helpers import ARCHES
 from native_oracle import Call
 from test_runtime import CALLS, comparable, firings, native_firings, returns
 
+from sdtgen import arch as arches
 from sdtgen.arch.base import CALL, COND
 
 same = test_runtime.same  # the fixture comparing firings with the native run's
@@ -191,6 +195,37 @@ def test_overflow_stays_exact_run_after_run(kernel, native, policy):
         b.session.close()
 
 
+# What a ring holds, from the trace format (docs/trace.md): packets of an eighth of --buffer-size, at least 1 KiB,
+# each its 64-byte header then records 8-byte aligned; a tick record is the 16-byte event header and its two
+# arguments, a register-sized word each.
+PACKET, PACKET_HEADER, EVENT_HEADER = 1024, 64, 16
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize(("ticks", "size"), [(200, 2048), (333, 4096)])
+def test_overwrite_keeps_exactly_the_newest_packets_and_counts_the_rest_lost(kernel, arch_kernel, native, arch,
+                                                                               ticks, size):
+    """Read only when the run ends, an overwriting ring of P packets holds the run's last P packets (the last one
+    as far as it filled): exactly the native run's last firings, arguments and all; lost is the rest."""
+    word = arches.by_name(arch).bits // 8
+    per_packet = (PACKET - PACKET_HEADER) // -(-(EVENT_HEADER + 2 * word) // 8 * 8)
+    fired = native_firings(native([Call("sched_run", (ticks,))]), "hk:sched:run:tick")
+    newest = (len(fired) - 1) // per_packet  # the packet the last firing went to
+    kept = fired[per_packet * max(0, newest - size // PACKET + 1):]
+    image = kernel.image if arch == "x86_64" else arch_kernel(arch).image
+    b = Booted(image, arm="branch", buffer_size=size, overflow="overwrite", stream=False)
+    try:
+        b.session.enable("hk:sched:run:tick")
+        shown = firings(b.run([Call("sched_run", (ticks,))]))
+        b.session.stats()
+        (stats,) = [e for e in b.events() if e["event"] == "stats"]
+    finally:
+        b.session.close()
+    assert 0 < len(kept) < len(fired)  # the run overflows the ring
+    assert shown == kept
+    assert stats["lost"] == len(fired) - len(kept)
+
+
 def _has_pointer(args: list) -> bool:
     return any(isinstance(a, int) and a > 1 << 40 for a in args)  # a kernel address differs from the native one
 
@@ -319,6 +354,30 @@ def test_an_image_without_the_runtime_or_the_table_is_one_line(tmp_path):
     proc = sdtgen("boot", without_table)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
     assert "set_sdt_sites_set" in proc.stderr
+
+
+def test_an_image_linked_without_the_stubs_object_is_one_line_before_anything_runs(tmp_path):
+    """A link that let the undefined stubs pass resolves them to 0: sites that call address 0, which sdt_init
+    would patch and the first armed firing would fault at. Refused, naming the stubs object, exit 2."""
+    from helpers import compile_c, compile_runtime, final_script, partial_link, readelf_symbols, run, sdtgen
+
+    partial = partial_link(tmp_path, "kernel", compile_c(tmp_path, "got", GOT_SOURCE))
+    stubs, table = tmp_path / "stubs.c", tmp_path / "table.S"
+    sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+    _, table_o, runtime_o, arch_o = compile_runtime(tmp_path, "k", stubs, table)
+    image = tmp_path / "nostubs.elf"
+    run(["ld", "-T", str(final_script(tmp_path / "final.ld")), "--unresolved-symbols=ignore-all", "-o", str(image),
+         str(partial), str(table_o), str(runtime_o), str(arch_o)])
+    assert not [row for row in readelf_symbols(image) if row[5].startswith("__dtrace_sdt_")]
+    to_zero = re.findall(r"\t(call|jmp)\s+0 <", run(["objdump", "-d", str(image)]).stdout)
+    assert sorted(to_zero) == ["call", "jmp"]  # the two probe sites, a call and a tail jump, go to address 0
+    proc = sdtgen("boot", image, "--enable", "gt:::", "--run", "kmain", "--arg", "1")
+    assert proc.returncode == 2 and proc.stdout == ""  # not even patched
+    (line,) = proc.stderr.splitlines()
+    assert re.fullmatch(rf"{re.escape(str(image))}: error: set_sdt_probes_set\+0x0: the stub of probe "
+                        r"gt:got:twice:(entry|last) is at 0x0, outside the image's code \(and 1 more probe\): the "
+                        r"stubs object `sdtgen gen` wrote was not linked; link the \*_sdt_stubs.o its --stubs output "
+                        r"compiles to \(the Makefile fragment does\)", line), line
 
 
 NOFAULT_SOURCE = r"""

@@ -1,7 +1,8 @@
-"""A kernel that sets its own per-CPU register (x86-64's GS base, AArch64's TPIDR_EL1, RISC-V's tp) to its
-own per-CPU area is not disturbed by armed probes: the runtime finds its per-CPU data through the area the
-platform gave sdt_cpu_attach, never a register of its choosing. Checked by the kernel itself (its register
-and area unchanged after every firing) and against nm (the address the probe recorded is its area's)."""
+"""A kernel that sets its own per-CPU register (x86-64's GS base, AArch64's TPIDR_EL1, RISC-V's tp; on i386 a
+segment of its own GDT in %fs, as 32-bit Linux has it) to its own per-CPU area is not disturbed by armed
+probes: the runtime finds its per-CPU data through the area the platform gave sdt_cpu_attach, never a register
+of its choosing. Checked by the kernel itself (its register and area unchanged after every firing) and
+against nm (the address the probe recorded is its area's)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,36 @@ static unsigned long get_reg(void)
 	return (unsigned long)hi << 32 | lo;
 }
 static unsigned long via_reg(void) { unsigned long x; __asm__ volatile("movq %%gs:8, %0" : "=r"(x)); return x; }
+#elif defined(__i386__)
+/* A GDT of flat code and data and a data segment based at the area (4 GiB limits, 32-bit): loaded, and
+ * every segment register with it (a far jump for %cs), as an i386 kernel does at boot; then %fs:N is the
+ * area's byte N. */
+static unsigned long long gdt[4];
+static struct __attribute__((packed)) { unsigned short limit; unsigned long base; } gdtr = {
+	sizeof gdt - 1, (unsigned long)gdt};
+static unsigned long long segment(unsigned long base, unsigned type)
+{
+	unsigned long long low = 0xFFFFULL | (unsigned long long)(base & 0xFFFFFF) << 16;
+	return low | (unsigned long long)type << 40 | 0xCFULL << 48 | (unsigned long long)(base >> 24) << 56;
+}
+static void set_reg(unsigned long v)
+{
+	gdt[1] = segment(0, 0x9A);
+	gdt[2] = segment(0, 0x92);
+	gdt[3] = segment(v, 0x92);
+	__asm__ volatile("lgdt %0\n\tljmp $0x08, $1f\n1:\n\tmov %1, %%ds\n\tmov %1, %%es\n\tmov %1, %%ss\n\t"
+		"mov %1, %%gs\n\tmov %2, %%fs" :: "m"(gdtr), "r"(0x10), "r"(0x18) : "memory");
+}
+/* The base of the segment in %fs, from the descriptor its selector names. */
+static unsigned long get_reg(void)
+{
+	unsigned short sel;
+	unsigned long long d;
+	__asm__ volatile("mov %%fs, %0" : "=r"(sel));
+	d = gdt[sel >> 3];
+	return (unsigned long)((d >> 16) & 0xFFFFFF) | (unsigned long)(d >> 56) << 24;
+}
+static unsigned long via_reg(void) { unsigned long x; __asm__ volatile("movl %%fs:4, %0" : "=r"(x)); return x; }
 #elif defined(__aarch64__)
 static void set_reg(unsigned long v) { __asm__ volatile("msr tpidr_el1, %0" :: "r"(v)); }
 static unsigned long get_reg(void) { unsigned long v; __asm__ volatile("mrs %0, tpidr_el1" : "=r"(v)); return v; }
@@ -58,7 +89,7 @@ long kmain(long x)
 """
 
 
-@pytest.fixture(scope="module", params=["x86_64", "aarch64", "riscv64"])
+@pytest.fixture(scope="module", params=["x86_64", "i386", "aarch64", "riscv64"])
 def image(request, tmp_path_factory):
     return request.param, build_c_kernel(tmp_path_factory.mktemp(f"percpu-{request.param}"), request.param,
                                          SOURCE)

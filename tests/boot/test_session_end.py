@@ -5,6 +5,7 @@ temporary file; options that would write nothing, or something else than asked, 
 from __future__ import annotations
 
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,48 @@ def test_sigterm_and_sighup_leave_no_trace_and_no_temporary_file(tricks, tmp_pat
     code, _, err, trace = spin_then(tricks, tmp_path, sig)
     assert code == 128 + sig and "Traceback" not in err
     assert not trace.exists() and leftovers(tmp_path) == []
+
+
+# sdtgen in-process, with one thing added: the moment the trace's directory has put the old trace aside and
+# not yet renamed the new one into place, the process gets SIGTERM (kill(2): any thread that does not hold it
+# back may take it; the main thread holds it back there). Then a pause, for a thread that took it to act.
+IN_PROCESS = """
+import os, signal, sys, time
+from sdtgen.__main__ import main
+
+target, rename = sys.argv[1], os.rename
+
+
+def rename_then_terminate(src, dst, *args, **kw):
+    rename(src, dst, *args, **kw)
+    if os.fspath(src) == target:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+
+
+os.rename = rename_then_terminate
+sys.argv = ["sdtgen", *sys.argv[2:]]
+sys.exit(main())
+"""
+
+
+def test_sigterm_while_the_trace_goes_in_place_waits_for_it_whichever_thread_could_take_it(tricks, tmp_path):
+    """Every thread of a boot holds SIGTERM back while the main thread does (the watchdog, the CPUs): a signal
+    that comes while the trace replaces an earlier one acts once it is in place. A thread that let it in would
+    raise it half way, and leave the old trace renamed aside and no trace."""
+    from helpers import need_tool, run
+
+    trace = tmp_path / "trace"
+    probe = ["--enable", "tk:::", "--run", "probed:int", "--arg"]
+    assert sdtgen("boot", tricks, *probe, "5", "--trace", trace).returncode == 0  # an earlier trace to replace
+    script = tmp_path / "in_process.py"
+    script.write_text(IN_PROCESS)
+    proc = run([sys.executable, str(script), str(trace), "boot", str(tricks), *probe, "7", "--trace", str(trace)],
+               check=False, cwd=tmp_path)
+    assert proc.returncode == 128 + signal.SIGTERM and proc.stderr == ""
+    assert leftovers(tmp_path) == []
+    events = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+    assert len(events) == 1 and "arg0 = 7" in events[0]  # the new trace, whole
 
 
 @pytest.mark.parametrize(("argv", "what"), [

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import IN_CI, need_tool, run, sdtgen
+from helpers import need_tool, run, sdtgen, unavailable
 from tracing import CPUS, POINTERS, TYPES, boot_with_trace, expected, fired_values
 
 READER = Path(__file__).with_name("bt2_read.py")
@@ -24,10 +24,7 @@ def babeltrace2() -> str:
 def read_bt2(path: Path) -> list[dict]:
     """The trace as babeltrace2's Python bindings see it (python3-bt2 is Debian's, not the venv's)."""
     if not Path(DEBIAN_PYTHON).exists() or run([DEBIAN_PYTHON, "-c", "import bt2"], check=False).returncode:
-        message = "babeltrace2's Python bindings not found: apt-get install python3-bt2"
-        if IN_CI:
-            pytest.fail(message + " (CI installs it in .ci/run)")
-        pytest.skip(message)
+        unavailable("babeltrace2's Python bindings not found: apt-get install python3-bt2")
     return [json.loads(line) for line in run([DEBIAN_PYTHON, str(READER), str(path)]).stdout.splitlines()]
 
 

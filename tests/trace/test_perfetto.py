@@ -4,9 +4,11 @@ CPU, an instant event per firing with its arguments as typed debug annotations, 
 from __future__ import annotations
 
 import pytest
+from helpers import need_module
 from tracing import CPUS, POINTERS, TYPES, boot_with_trace, expected, fired_values
 
-pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+# The test extra installs it (make venv): a missing one fails under CI, never skips silently.
+pb = need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
 
 
 def parse(path) -> list:
