@@ -61,9 +61,10 @@ class ProbeRuntime:
         self.sites: list[TableSite] = []
         self.by_addr: dict[int, TableSite] = {}
         self.mode = TRAP
-        # Guest functions called when a probe fires (--action), and the probes whose action is running.
+        # Guest functions called when a probe fires (--action), and the probes whose action is running on
+        # each CPU: another CPU firing the probe meanwhile is a firing, not the action reaching it again.
         self.actions: list[tuple[ProbeSpec, int, str]] = []
-        self.active: set[str] = set()
+        self.active: set[tuple[int, str]] = set()
         self.on_packets: Callable[[int], None] = lambda cpu: None  # consume CPU's closed packets
         self.on_fired: Callable[[Machine], None] = lambda m: None  # a firing an action follows: show it first
         self.on_warning: Callable[[str], None] = lambda text: None
@@ -174,7 +175,7 @@ class ProbeRuntime:
             return addr + self.bp_len
         site = self.by_addr.get(addr)
         actions = [(f, n) for p, f, n in self.actions if site is not None and p.matches(site.probe)]
-        if actions and site.probe.spec in self.active:
+        if actions and (m.cpu, site.probe.spec) in self.active:
             # The probe's own action reached it again: like kprobes, disarm it rather than recurse.
             self.disable(ProbeSpec.parse(site.probe.spec), site.probe.spec, m)
             self.on_warning(f"{site.probe.spec} fired again from its own action; disarmed it")
@@ -230,10 +231,10 @@ class ProbeRuntime:
     def _act(self, m: Machine, site: TableSite, actions: list[tuple[int, str]], raw: list[int]) -> None:
         spec = site.probe.spec
         for func, name in actions:
-            self.active.add(spec)
+            self.active.add((m.cpu, spec))
             try:
                 value = m.call_nested(func, raw)
                 self.on_fired(m)  # what the action's own code recorded comes before its result
                 self.on_action(m, name, value)
             finally:
-                self.active.discard(spec)
+                self.active.discard((m.cpu, spec))
