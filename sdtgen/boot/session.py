@@ -491,7 +491,7 @@ class BootSession:
             if interrupted:
                 self._drain_after_interrupt()
             else:
-                self.drain()
+                self._drain_or_report()
             sink, self.sink = self.sink, None
             sink.finish(self.consumer.lost())
 
@@ -631,7 +631,7 @@ class BootSession:
             self._drain_after_interrupt()
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.last_fired)
             raise Stopped() from None
-        self.drain()  # every CPU's records, merged in timestamp order
+        self._drain_or_report()  # every CPU's records, merged in timestamp order
         first = None
         for cpu, raw in enumerate(results):
             shown = cpu if self.cpus > 1 else None
@@ -643,6 +643,15 @@ class BootSession:
             first = value if cpu == 0 else first
             self.reporter.returned(symbol, args, value, rtype, cpu=shown)
         return first
+
+    def _drain_or_report(self) -> None:
+        """drain; a fault of the runtime's own sdt_flush (a kernel that broke its ring or its CPU's state)
+        is one fault line, and what was not read stays unread."""
+        try:
+            self.drain()
+        except GuestFault as fault:
+            self.reporter.fault("sdt_flush", fault, self.where(fault.pc), self.last_fired)
+            self.faults += 1
 
     def _drain_after_interrupt(self) -> None:
         """What was recorded before Ctrl-C, read: the runtime's short sdt_flush calls deaf to a Ctrl-C that
