@@ -24,7 +24,7 @@ from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.platform import Platform, runtime_entries
 from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
-from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
+from sdtgen.calls import check_call, decode_return, function_address, read_string
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import WARNING, Diagnostic, SdtError, printable
 from sdtgen.image import Image
@@ -32,7 +32,6 @@ from sdtgen.probes import ProbeSpec
 from sdtgen.table import SITE_SIZE, TableSite
 from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
 
-RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
 REFUSED_LINES = 20  # refused-site lines shown in all
 # Several CPUs: firings wait to be put in time order until every CPU has been read past them. They are
@@ -41,7 +40,6 @@ REFUSED_LINES = 20  # refused-site lines shown in all
 SHOW_BATCH = 4096
 MAX_PENDING = 1_000_000
 POLICIES = ("drop", "overwrite")
-MAX_STRING_RESULT = 256
 
 
 class Stopped(KeyboardInterrupt):
@@ -531,14 +529,7 @@ class BootSession:
 
     def check_function(self, symbol: str) -> int:
         """The address of the image's function ``symbol``."""
-        sym = self.image.symbols.get(symbol)
-        if sym is None or sym.type != STT_FUNC:
-            if stripped(self.image.elf):
-                raise self.image.elf.fail(f"is stripped (no symbol table), so it has no function "
-                                          f"{printable(symbol)!r} to call", STRIPPED_FIX)
-            raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image",
-                           "check the symbol name")
-        return sym.value
+        return function_address(self.image, symbol)
 
     def matching(self, text: str) -> list[TableSite]:
         return self.runtime.matching(self.spec(text))
@@ -601,19 +592,7 @@ class BootSession:
     # -- calls ----------------------------------------------------------------------
     def check_run(self, target: str, args: list[int]) -> tuple[int, str]:
         """The function's address and the return type, once ``run(target, args)`` is known to be valid."""
-        symbol, _, rtype = target.partition(":")
-        rtype = rtype or "long"
-        if rtype not in RETURN_TYPES:
-            raise SdtError("", f"unknown return type {printable(rtype)!r} in {printable(target)!r}",
-                           f"use one of {', '.join(RETURN_TYPES)}")
-        func = self.check_function(symbol)
-        if len(args) > self.image.arch.max_args:
-            raise SdtError("", f"{printable(symbol)}: at most {self.image.arch.max_args} arguments can be passed")
-        bits = self.image.arch.bits
-        for a in args:
-            if not -(1 << (bits - 1)) <= a < 1 << bits:
-                raise SdtError("", f"argument {a} of {printable(symbol)} does not fit in a {bits}-bit register",
-                               f"give a value from {-(1 << (bits - 1))} to {(1 << bits) - 1}")
+        _, func, rtype = check_call(self.image, target, args)
         return func, rtype
 
     def run(self, target: str, args: list[int]) -> int | str | None:
@@ -639,7 +618,8 @@ class BootSession:
                 self.reporter.fault(symbol, raw, self.where(raw.pc), self.last_fired, cpu=shown)
                 self.faults += 1
                 continue
-            value = self._decode_return(raw, rtype, self.smp.cpus[cpu])
+            m = self.smp.cpus[cpu]
+            value = decode_return(raw, rtype, self.image.arch.bits, lambda a, m=m: read_guest_string(m, a))
             first = value if cpu == 0 else first
             self.reporter.returned(symbol, args, value, rtype, cpu=shown)
         return first
@@ -666,18 +646,6 @@ class BootSession:
             for m in self.smp.cpus:
                 m.watchdog.deaf = False
 
-    def _decode_return(self, raw: int, rtype: str, m: Machine) -> int | str | None:
-        bits = self.image.arch.bits
-        if rtype == "void":
-            return None
-        if rtype == "str":
-            return read_guest_string(m, raw)
-        width = 32 if rtype in ("int", "uint") else bits
-        value = raw & ((1 << width) - 1)
-        if rtype in ("int", "long") and value >> (width - 1):
-            value -= 1 << width
-        return value
-
     def stats(self) -> None:
         self.drain()
         self.reporter.stats(dict(self.hits), self.consumer.total_lost)
@@ -695,21 +663,13 @@ def site_report(line: str) -> tuple[str, str, str]:
 
 
 def read_guest_string(machine: Machine, addr: int) -> str | None:
-    out = bytearray()
-    while len(out) < MAX_STRING_RESULT:
+    def read(at: int, size: int) -> bytes | None:
         try:
-            chunk = machine.read(addr + len(out), 16)
+            return machine.read(at, size)
         except GuestFault:
-            try:
-                chunk = machine.read(addr + len(out), 1)
-            except GuestFault:
-                return None
-        end = chunk.find(b"\0")
-        if end >= 0:
-            out += chunk[:end]
-            return out.decode("utf-8", "replace")
-        out += chunk
-    return out[:MAX_STRING_RESULT].decode("utf-8", "replace")
+            return None
+
+    return read_string(read, addr, 16)
 
 
 def describe(pattern: ProbeSpec) -> str:

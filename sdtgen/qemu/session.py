@@ -12,7 +12,7 @@ import heapq
 from collections import Counter
 from dataclasses import dataclass
 
-from sdtgen.elf.reader import STT_FUNC
+from sdtgen.calls import check_call, decode_return, read_string
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
@@ -22,12 +22,10 @@ from sdtgen.qemu.packets import PacketSink
 from sdtgen.qemu.report import QemuReport, Stopped, check_buffer_size, packet_size_for
 from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
 
-RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 PLATFORM_SYMBOL = "platform_main"  # what says the image has the fixture's QEMU platform
 MAX_SPEC = 1024
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 READ_CHUNK = 128  # bytes one `read` command asks for (the kernel answers up to 200)
-MAX_STRING = 256  # bytes of a string result shown, as the emulated boot shows them
 
 
 class Halted(Exception):
@@ -260,22 +258,8 @@ class QemuSession:
     # -- calls -----------------------------------------------------------------------------------
     def check_run(self, target: str, args: list[int]) -> tuple[int, str]:
         """The function's address and return type, once ``run(target, args)`` is known to be valid."""
-        symbol, _, rtype = target.partition(":")
-        rtype = rtype or "long"
-        if rtype not in RETURN_TYPES:
-            raise SdtError("", f"unknown return type {printable(rtype)!r} in {printable(target)!r}",
-                           f"use one of {', '.join(RETURN_TYPES)}")
-        sym = self.image.symbols.get(symbol)
-        if sym is None or sym.type != STT_FUNC:
-            raise SdtError(self.image.path, f"no function {printable(symbol)!r} in the image", "check the symbol name")
-        if len(args) > self.image.arch.max_args:
-            raise SdtError("", f"{printable(symbol)}: at most {self.image.arch.max_args} arguments can be passed")
-        bits = self.image.arch.bits
-        for a in args:
-            if not -(1 << (bits - 1)) <= a < 1 << bits:
-                raise SdtError("", f"argument {a} of {printable(symbol)} does not fit in a {bits}-bit register",
-                               f"give a value from {-(1 << (bits - 1))} to {(1 << bits) - 1}")
-        return sym.value, rtype
+        _, func, rtype = check_call(self.image, target, args)
+        return func, rtype
 
     def run(self, target: str, args: list[int], cpu: int | None = None) -> int | str | None:
         """Call ``SYMBOL[:TYPE]`` on ``cpu``, or on every CPU at once (None); CPU 0's result, or ``cpu``'s."""
@@ -310,7 +294,7 @@ class QemuSession:
                 self.report.fault(symbol, f"CPU exception {cause:#x} (address {addr:#x})", pc,
                                   self.image.symbolize(pc), last.get(ran), shown_cpu)
                 continue
-            value = self._decode(int(w[2], 16), rtype)
+            value = decode_return(int(w[2], 16), rtype, self.image.arch.bits, self._string)
             first = value if first is None else first
             self.report.returned(symbol, args, value, rtype, shown_cpu)
         return first
@@ -330,18 +314,6 @@ class QemuSession:
         w = lines[0].split()
         return Torture(w[1], *(int(x, 16) for x in w[2:8]))
 
-    def _decode(self, raw: int, rtype: str) -> int | str | None:
-        bits = self.image.arch.bits
-        if rtype == "void":
-            return None
-        if rtype == "str":
-            return self._string(raw)
-        width = 32 if rtype in ("int", "uint") else bits
-        value = raw & ((1 << width) - 1)
-        if rtype in ("int", "long") and value >> (width - 1):
-            value -= 1 << width
-        return value
-
     def read(self, addr: int, size: int) -> bytes | None:
         """``size`` bytes of the kernel's memory at ``addr``; None where there is no memory."""
         out = bytearray()
@@ -354,19 +326,8 @@ class QemuSession:
         return bytes(out)
 
     def _string(self, addr: int) -> str | None:
-        """The NUL-terminated string at ``addr`` (at most MAX_STRING bytes), as the emulated boot reads one."""
-        out = bytearray()
-        while len(out) < MAX_STRING:
-            chunk = self.read(addr + len(out), READ_CHUNK)
-            if chunk is None:  # the string may end before the memory does: a byte at a time
-                chunk = self.read(addr + len(out), 1)
-                if chunk is None:
-                    return None
-            end = chunk.find(b"\0")
-            if end >= 0:
-                return (out + chunk[:end]).decode("utf-8", "replace")
-            out += chunk
-        return out[:MAX_STRING].decode("utf-8", "replace")
+        """The NUL-terminated string at ``addr``, read as the emulated boot reads one."""
+        return read_string(self.read, addr, READ_CHUNK)
 
     def lost(self) -> dict[int, tuple[int, int]]:
         """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread)."""

@@ -1,0 +1,76 @@
+"""A call a session makes into the kernel (`--run SYMBOL[:TYPE] --arg N...`), the same for the emulated
+boot and QEMU: the target checked against the image before anything runs, the return register read as TYPE."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
+from sdtgen.elf.reader import STT_FUNC
+from sdtgen.errors import SdtError, printable
+from sdtgen.image import Image
+
+RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
+
+
+def function_address(image: Image, symbol: str) -> int:
+    """The address of the image's function ``symbol``."""
+    sym = image.symbols.get(symbol)
+    if sym is None or sym.type != STT_FUNC:
+        if stripped(image.elf):
+            raise image.elf.fail(f"is stripped (no symbol table), so it has no function {printable(symbol)!r} "
+                                 "to call", STRIPPED_FIX)
+        raise SdtError(image.path, f"no function {printable(symbol)!r} in the image", "check the symbol name")
+    return sym.value
+
+
+def check_call(image: Image, target: str, args: list[int]) -> tuple[str, int, str]:
+    """(symbol, address, return type) of ``SYMBOL[:TYPE]`` called with ``args``, or the one line saying why
+    not: an unknown type, no such function, too many arguments, one that fits no register."""
+    symbol, _, rtype = target.partition(":")
+    rtype = rtype or "long"
+    if rtype not in RETURN_TYPES:
+        raise SdtError("", f"unknown return type {printable(rtype)!r} in {printable(target)!r}",
+                       f"use one of {', '.join(RETURN_TYPES)}")
+    func = function_address(image, symbol)
+    arch = image.arch
+    if len(args) > arch.max_args:
+        raise SdtError("", f"{printable(symbol)}: at most {arch.max_args} arguments can be passed")
+    for a in args:
+        if not -(1 << (arch.bits - 1)) <= a < 1 << arch.bits:
+            raise SdtError("", f"argument {a} of {printable(symbol)} does not fit in a {arch.bits}-bit register",
+                           f"give a value from {-(1 << (arch.bits - 1))} to {(1 << arch.bits) - 1}")
+    return symbol, func, rtype
+
+
+def decode_return(raw: int, rtype: str, bits: int, read_string: Callable[[int], str | None]) -> int | str | None:
+    """The return register as the C type asked for: ``int`` and ``long`` signed, a string read from memory."""
+    if rtype == "void":
+        return None
+    if rtype == "str":
+        return read_string(raw)
+    width = 32 if rtype in ("int", "uint") else bits
+    value = raw & ((1 << width) - 1)
+    if rtype in ("int", "long") and value >> (width - 1):
+        value -= 1 << width
+    return value
+
+
+MAX_STRING_RESULT = 256  # bytes of a `str` result shown
+
+
+def read_string(read: Callable[[int, int], bytes | None], addr: int, chunk: int) -> str | None:
+    """The NUL-terminated string at ``addr`` (at most MAX_STRING_RESULT bytes) through ``read(addr, size)``,
+    which gives None where there is no memory; None when a byte before the NUL cannot be read."""
+    out = bytearray()
+    while len(out) < MAX_STRING_RESULT:
+        data = read(addr + len(out), chunk)
+        if data is None:  # the string may end before the memory does: a byte at a time
+            data = read(addr + len(out), 1)
+            if data is None:
+                return None
+        end = data.find(b"\0")
+        if end >= 0:
+            return (out + data[:end]).decode("utf-8", "replace")
+        out += data
+    return out[:MAX_STRING_RESULT].decode("utf-8", "replace")
