@@ -273,17 +273,13 @@ def cmd_boot(args: argparse.Namespace) -> int:
     try:
         try:
             for kind, value, extra in actions:
-                if kind == "enable":
-                    session.enable(value)
-                elif kind == "disable":
-                    session.disable(value)
-                elif kind == "run":
-                    session.run(value, extra)
-                elif kind == "script":
+                if kind == "script":
                     run_script(session, value, scripts[value])
                 elif kind == "action":
                     spec, _, symbol = value.partition("=")
                     session.add_action(spec, symbol)
+                else:
+                    _perform(session, kind, value, extra)
             if args.interactive:
                 Console(session).cmdloop()
         except (Stopped, KeyboardInterrupt):
@@ -296,6 +292,18 @@ def cmd_boot(args: argparse.Namespace) -> int:
     finally:
         session.close()
     return EXIT_FAIL if session.faults else EXIT_OK
+
+
+def _perform(session, kind: str, value: str, extra: list[int]) -> None:
+    """One --enable, --disable or --run of the command line, on the emulated boot's session or QEMU's."""
+    if kind == "enable":
+        session.enable(value)
+    elif kind == "disable":
+        session.disable(value)
+    elif kind == "run":
+        session.run(value, extra)
+    else:
+        raise AssertionError(kind)
 
 
 def _check_timeout(timeout: float) -> None:
@@ -376,12 +384,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
                     session.check_run(value, extra)
             try:
                 for kind, value, extra in actions:
-                    if kind == "enable":
-                        session.enable(value)
-                    elif kind == "disable":
-                        session.disable(value)
-                    elif kind == "run":
-                        session.run(value, extra)
+                    _perform(session, kind, value, extra)
             except (KeyboardInterrupt, Halted):
                 session.finish_trace()  # what was recorded is written, as `boot` does on Ctrl-C
                 raise
