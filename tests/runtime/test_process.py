@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import FIXTURE, IN_CI, ROOT, SDTGEN, need_tool, run
-from native_oracle import PROTOTYPES, Call, build_native, data_symbolizer, run_native
+from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
 from probe_source import called_probes
 
 from sdtgen.recorder import probe_key
@@ -56,7 +56,7 @@ def process(tmp_path_factory):
 def native_all(tmp_path_factory):
     """The fixture's C and extra.c built for this machine, each probe a function printing its call."""
     out = tmp_path_factory.mktemp("native")
-    return build_native(out), build_extra_native(out)
+    return build_fixture_native(out), build_extra_native(out)
 
 
 EXTRA_HARNESS = r"""
