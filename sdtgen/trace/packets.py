@@ -122,10 +122,23 @@ class Decoder:
         p = self.packet(data, where)
         return p, self._run(data, p) or self._each(data, p, where)
 
-    def _run(self, data: bytes | memoryview, p: Packet) -> list[Event] | None:
-        """The events of a packet that holds one probe's events only, all without strings (a probe firing in a
-        loop), read at once; None for any other packet (and for anything amiss: the event by event read says
-        what)."""
+    def counts(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, dict[str, int], str | None]:
+        """A packet's header, how many events of each probe it holds and the last one's probe: what a consumer
+        that shows no event needs (a packet of one probe's events is counted without reading them)."""
+        p = self.packet(data, where)
+        one = self._one_probe(data, p)
+        if one is not None:
+            return p, {one[0].spec: one[1]}, one[0].spec
+        events = self._each(data, p, where)
+        counts: dict[str, int] = {}
+        for e in events:
+            counts[e.probe] = counts.get(e.probe, 0) + 1
+        return p, counts, events[-1].probe if events else None
+
+    def _one_probe(self, data: bytes | memoryview, p: Packet) -> tuple[EventFormat, int, memoryview] | None:
+        """(the probe, how many events, their bytes) for a packet that holds one probe's events only, all without
+        strings (a probe firing in a loop); None for any other packet (and for anything amiss: the event by
+        event read says what)."""
         at, end, head = self.header.size, p.content, self.event.size
         if end - at < head:
             return None
@@ -141,9 +154,17 @@ class Decoder:
         # Every event's id, size and unreadable bits (the header's second word) the same as the first's.
         if bytes(body.cast("Q")[1::stride // 8]) != bytes(body[8:head]) * n:
             return None
-        runs = self._runs.get(key)
+        return f, n, body
+
+    def _run(self, data: bytes | memoryview, p: Packet) -> list[Event] | None:
+        """The events of a packet of one probe's events, read at once (None for another packet)."""
+        one = self._one_probe(data, p)
+        if one is None:
+            return None
+        f, _, body = one
+        runs = self._runs.get(f.key)
         if runs is None:
-            runs = self._runs[key] = f.run(head)
+            runs = self._runs[f.key] = f.run(self.event.size)
         stamps, args = runs
         return list(map(_new, repeat(Event), zip(map(_first, stamps.iter_unpack(body)), repeat(p.cpu),
                                                   repeat(f.spec), args.iter_unpack(body))))

@@ -85,3 +85,13 @@ def test_an_event_of_another_size_among_one_probes_is_refused_where_it_is():
     event.pack_into(data, at, 1, 0, 200, 0)  # the third event says it runs past the content
     with pytest.raises(PacketError, match=f"event at byte {at} has size 200"):
         decoder().events(bytes(data))
+
+
+def test_counts_say_how_many_events_of_each_probe_a_packet_holds_and_the_last():
+    d = decoder()
+    one = packet([(i, 4, i) for i in range(50)])
+    assert d.counts(one)[1:] == ({"t:t:t:4": 50}, "t:t:t:4")
+    mixed = [(i, key, i) for i in range(6) for key in (1, 2, 2)] + [(9, 7, 0)]
+    p, counts, last = d.counts(packet(mixed))
+    assert (p.events, counts, last) == (19, {"t:t:t:1": 6, "t:t:t:2": 12, "t:t:t:7": 1}, "t:t:t:7")
+    assert d.counts(packet([]))[1:] == ({}, None)
