@@ -461,22 +461,29 @@ def memory_row(work: Path, small: bool) -> Row:
 
 
 # -- several CPUs ------------------------------------------------------------------------
+@functools.cache
+def unicorn_rates(image: Path, arm: str, n: int) -> dict[int, float]:
+    """Firings a second of sched_run(n) on every CPU at once (parallel), its tick probe armed with ``arm``, with 1,
+    2 and 4 CPUs, best of 3; measured once a run, for the rows of several CPUs and QEMU's."""
+    rates = {}
+    for cpus in (1, 2, 4):
+        s = BootSession(str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
+        try:
+            s.enable("hk:sched:run:tick")
+            s.run("sched_run", [100])  # every CPU's code translated before the clock starts
+            rates[cpus] = cpus * n / min(timed(lambda s=s: s.run("sched_run", [n]))[0] for _ in range(3))
+        finally:
+            s.close()
+    return rates
+
+
 def smp_rows(work: Path, small: bool) -> list[Row]:
     """Firings a second of a pure function on 1, 2 and 4 CPUs in parallel; arming and disarming with several
     CPUs; the torture test; what --cpus 1 costs."""
     image = fixture_build(work, "calls")
     rows = []
     for arm, n, target in (("branch", 50_000 if small else 400_000, 1.7), ("trap", 1_000 if small else 5_000, None)):
-        rates = {}
-        for cpus in (1, 2, 4):
-            s = BootSession(str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
-            try:
-                s.enable("hk:sched:run:tick")
-                s.run("sched_run", [100])  # every CPU's code translated before the clock starts
-                t = min(timed(lambda s=s, n=n: s.run("sched_run", [n]))[0] for _ in range(3))
-                rates[cpus] = cpus * n / t
-            finally:
-                s.close()
+        rates = unicorn_rates(image, arm, n)
         for c in (2, 4):
             met = rates[c] / rates[1] >= target if target and c == 2 else None
             rows.append(Row(f"--cpus {c} --arm {arm}: firings a second (sched_run({n:,}) on every CPU, parallel)",
@@ -557,6 +564,47 @@ def smp_floor_rows(image: Path, n: int) -> list[Row]:
             Row(f"  the floor: --cpus 2, sched_run({m:,}) disarmed (guest code with no stores)",
                 f"{loops[2]:,.0f} iterations/s", f"--cpus 1: {loops[1]:,.0f} iterations/s", loops[2] / loops[1],
                 "(the floor)", None)]
+
+
+# -- QEMU --------------------------------------------------------------------------------
+QEMU_TOGGLES = 1_000
+
+
+def qemu_rows(work: Path, small: bool) -> list[Row]:
+    """The fixture kernel on QEMU (multi-threaded TCG, x86-64): firings a second on 1, 2 and 4 vCPUs in both modes
+    beside the emulated boot's figure for as many CPUs, the time from QEMU's start to the first firing, and the
+    torture test of both patch protocols under 4 vCPUs."""
+    import qemu
+
+    image, emulated = qemu.build(work, "x86_64"), fixture_build(work, "calls")
+    n = 2_000 if small else 20_000
+    rows = []
+    for arm, n_unicorn in (("branch", 50_000 if small else 400_000), ("trap", 1_000 if small else 5_000)):
+        unicorn = unicorn_rates(emulated, arm, n_unicorn)
+        for cpus in (1, 2, 4):
+            guest, host = qemu.firings_per_second(image, cpus, arm, n)
+            what = f"QEMU x86-64, {cpus} vCPU{'s' if cpus > 1 else ''}, --arm {arm}: firings a second"
+            rows.append(Row(f"{what} (sched_run({n:,}) on each, by the guest's clock)", f"{guest:,.0f} firings/s",
+                            f"Unicorn, --cpus {cpus}: {unicorn[cpus]:,.0f} firings/s", guest / unicorn[cpus],
+                            "(measured)", None))
+            rows.append(Row(f"{what}, end to end (sent over the serial line, decoded on the host)",
+                            f"{host:,.0f} firings/s", f"in the guest: {guest:,.0f} firings/s", host / guest,
+                            "(measured)", None))
+    hello, first = qemu.first_firing(image)
+    rows.append(Row("QEMU x86-64: from starting QEMU to the first firing on the host", f"{first * 1e3:.0f} ms",
+                    f"to the kernel's hello: {hello * 1e3:.0f} ms", first / hello, "(measured)", None))
+    toggles = 100 if small else QEMU_TOGGLES
+    for arch in ("riscv64", "x86_64"):
+        for naive in (False, True):
+            built = qemu.build(work, arch, naive)
+            for arm in ("branch", "trap"):
+                t = qemu.torture(built, arm, toggles)
+                bad = t.torn + t.faults + t.wrong
+                rows.append(Row(f"QEMU {arch} torture, {t.protocol} protocol, --arm {arm}: {t.toggles:,} toggles "
+                                f"under 4 vCPUs", f"{t.torn:,} torn, {t.faults:,} faulted, {t.wrong:,} wrong",
+                                f"{t.calls:,} calls", bad / max(t.calls, 1),
+                                "(measured)" if naive else "0 torn, 0 faulted", None if naive else bad == 0))
+    return rows
 
 
 # -- trace writers -----------------------------------------------------------------------
@@ -645,7 +693,7 @@ def main() -> int:
     rows += patch_rows(link_many(work, "many-merged", merged), link_many(work, "many", many))
     rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work)
     rows += trace_rows(work, args.small) + datapath_rows(work, args.small) + [memory_row(work, args.small)]
-    rows += smp_rows(work, args.small)
+    rows += smp_rows(work, args.small) + qemu_rows(work, args.small)
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
     table = [header, *(r.cells() for r in rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

@@ -29,11 +29,20 @@ def main() -> int:
 
         return run()
     except BaseException as e:
+        if type(e).__name__ == "Terminated":  # SIGTERM or SIGHUP just as the command ended
+            return 128 + e.signum
         if isinstance(e, SystemExit) or not _interrupted(e):
             raise
         if type(e).__name__ != "Stopped":  # a stopped guest has said where it was
             print("sdtgen: error: interrupted", file=sys.stderr)
         return 130
+    finally:
+        # The work is done, or undone: a signal from now on ends the process as it would any other,
+        # rather than raising into the interpreter's shutdown.
+        import _signal  # built in: no import cost for --version
+
+        for sig in (_signal.SIGTERM, _signal.SIGHUP):
+            _signal.signal(sig, _signal.SIG_DFL)
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ def _decode(image: Image, addr: int, length: int) -> Decoded | None:
 
 
 def _branches_to(image: Image, addr: int, site: Site, stub: int) -> bool:
-    """The bytes at ``addr`` are a branch of the site's form to the stub that the patcher accepts: the
+    """The bytes at ``addr`` are a branch of the site's form to the stub that the runtime accepts: the
     same rule, so check passes exactly the sites the boot will patch. (Capstone decodes a site only
     to say what is there instead; tests hold both against objdump.)"""
     try:

@@ -241,7 +241,7 @@ def _int_arg(text: str) -> int:
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
-    from sdtgen.boot.console import Console, run_script
+    from sdtgen.boot.console import Console, read_script, run_script
     from sdtgen.boot.session import BootSession, Reporter, Stopped, parse_int
 
     _check_timeout(args.timeout)
@@ -251,14 +251,25 @@ def cmd_boot(args: argparse.Namespace) -> int:
         if kind == "action" and "=" not in value:
             raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
     trace = _trace_option(args)
+    scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
+
+    def precheck(s: BootSession) -> None:
+        """Every action is checked against the image before the boot patches anything."""
+        for kind, value, extra in actions:
+            if kind == "run":
+                s.check_run(value, extra)
+            elif kind in ("enable", "disable"):
+                s.check_spec(value)
+            elif kind == "action":
+                spec, _, symbol = value.partition("=")
+                s.check_spec(spec)
+                s.check_function(symbol)
+
     session = BootSession(args.image, Reporter(as_json=args.json, quiet=args.quiet), patch=not args.no_patch,
                           timeout=args.timeout, arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow,
                           cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
-                          trace=trace)
+                          trace=trace, precheck=precheck)
     try:
-        for kind, value, extra in actions:  # every run's arguments are checked before anything runs
-            if kind == "run":
-                session.check_run(value, extra)
         try:
             for kind, value, extra in actions:
                 if kind == "enable":
@@ -268,7 +279,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 elif kind == "run":
                     session.run(value, extra)
                 elif kind == "script":
-                    run_script(session, value)
+                    run_script(session, value, scripts[value])
                 elif kind == "action":
                     spec, _, symbol = value.partition("=")
                     session.add_action(spec, symbol)
@@ -276,7 +287,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
                 Console(session).cmdloop()
         except (Stopped, KeyboardInterrupt):
             # Ctrl-C ends a tracing session as DTrace's and LTTng's do: what was recorded is written.
-            session.finish_trace()
+            session.finish_trace(interrupted=True)
             raise
         session.finish_trace()
         if args.json:
@@ -337,6 +348,78 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.passed else EXIT_FAIL
 
 
+QEMU_MAX_CPUS = 8  # the fixture's QEMU platform (fixtures/qemu/platform.h)
+
+
+def cmd_qemu(args: argparse.Namespace) -> int:
+    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.qemu.report import QemuReport, Reporter
+    from sdtgen.qemu.session import Halted, QemuSession, parse_int
+
+    _check_timeout(args.timeout)
+    if not 1 <= args.cpus <= QEMU_MAX_CPUS:
+        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {QEMU_MAX_CPUS}")
+    actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
+               for kind, value, extra in args.actions or []]
+    trace = _trace_option(args)
+    report = QemuReport(Reporter(as_json=args.json, quiet=args.quiet), args.image)
+    with termination_as_interrupt():
+        try:
+            session = QemuSession(args.image, report, cpus=args.cpus, arm=args.arm, buffer_size=args.buffer_size,
+                                  overflow=args.overflow, timeout=args.timeout, trace=trace)
+        except Halted:
+            return EXIT_FAIL
+        try:
+            for kind, value, extra in actions:  # every run's arguments are checked before anything runs
+                if kind == "run":
+                    session.check_run(value, extra)
+            try:
+                for kind, value, extra in actions:
+                    if kind == "enable":
+                        session.enable(value)
+                    elif kind == "disable":
+                        session.disable(value)
+                    elif kind == "run":
+                        session.run(value, extra)
+            except (KeyboardInterrupt, Halted):
+                session.finish_trace()  # what was recorded is written, as `boot` does on Ctrl-C
+                raise
+            session.finish_trace()
+            if args.json:
+                session.stats()
+        except Halted:
+            return EXIT_FAIL
+        finally:
+            session.close()
+    return EXIT_FAIL if session.faults else EXIT_OK
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    import json
+
+    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.qemu.record import Recording, open_serial
+
+    def show(kind: str, text: str, human: str) -> None:
+        print(json.dumps({"event": kind, "text": text}) if args.json else human, flush=True)
+
+    rec = Recording(args.trace, args.image, lambda line: show("text", line, printable(line)))
+    source = open_serial(args.serial)
+    with termination_as_interrupt():
+        try:
+            rec.run(source)
+        except KeyboardInterrupt:  # the usual way to end a recording: what came so far is kept
+            rec.finish()
+    summary = {"event": "recorded", "trace": args.trace, "packets": rec.sink.kept, "events": rec.events,
+               "cpus": len(rec.cpus), "dropped": rec.sink.dropped, "damaged": rec.damaged}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"recorded {rec.sink.kept} packets ({rec.events} events) of {len(rec.cpus)} CPUs into "
+              f"{printable(args.trace)}; {rec.sink.dropped} dropped (overwritten while sent), {rec.damaged} damaged")
+    return EXIT_OK
+
+
 class _Formatter(argparse.HelpFormatter):
     """argparse's formatter, sized without importing shutil (and its compression modules): argparse
     builds one for every add_argument, so every sdtgen run paid for that import."""
@@ -362,8 +445,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "matrix", "include-dir",
-            "runtime-dir", "makefile")
+def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
+    """The options `boot` and `qemu` share: what to arm and run, the buffers, the trace, the output."""
+    b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
+    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
+    b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
+    b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
+                   help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
+    b.add_argument("--arg", action=_Ordered, metavar="N",
+                   help="an integer argument of the preceding --run (decimal, 0x hex, negative)")
+    b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
+    b.add_argument("--arm", choices=("trap", "branch"), default="trap",
+                   help=f"how probes are armed: trap {trap_help} or branch "
+                        "(a call to the probe's recorder in the guest)")
+    b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
+                   help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
+                        f"(default {DEFAULT_BUFFER})")
+    b.add_argument("--overflow", choices=("drop", "overwrite"), default="drop",
+                   help="when a CPU's buffer is full: drop new records (the default; the buffer is read as each "
+                        "packet fills, so a host that keeps up loses none) or overwrite the oldest (a flight "
+                        "recorder, read when a run ends)")
+    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH as the run goes (a "
+                                                  "directory for ctf); Ctrl-C ends the session and keeps it")
+    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default=None,
+                   help="the --trace format: CTF 1.8 (babeltrace2), a Perfetto protobuf trace, or Chrome "
+                        "trace-event JSON (default: from the extension, .json chrome, .pftrace perfetto, else ctf)")
+    b.add_argument("-q", "--quiet", action="store_true", help="do not show each firing (they are counted and traced)")
+    b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
+
+
+COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "qemu", "record",
+            "include-dir", "runtime-dir", "makefile")
 
 
 class _Only:
@@ -441,46 +554,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     ar.add_argument("name", nargs="?", choices=arch_names, help="one architecture (default: all)")
     ar.add_argument("--get", choices=ARCH_FIELDS, help="print one field of NAME")
     ar.add_argument("--triple", metavar="TRIPLE", help="print the architecture of a triple ($(CC) -dumpmachine)")
-    ar.add_argument("--packages", action="store_true", help="print the Debian packages that build for all of them")
+    ar.add_argument("--packages", action="store_true",
+                    help="print the Debian packages that build and boot for all of them (compilers, binutils, QEMU)")
     ar.add_argument("--json", action="store_true", help="the registry as one JSON object")
     ar.set_defaults(func=cmd_arch)
 
     b = sub.add_parser("boot", help="boot an image in the emulator, patch its sites, arm probes and run functions")
-    b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
-    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
-    b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
-    b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
-                   help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
-    b.add_argument("--arg", action=_Ordered, metavar="N",
-                   help="an integer argument of the preceding --run (decimal, 0x hex, negative)")
+    _add_run_options(b, "(a breakpoint the host handles; the default)")
     b.add_argument("--script", action=_Ordered, metavar="FILE",
                    help="commands, one per line (see -i); - reads standard input")
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
                    help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
                         "arguments whenever one fires")
-    b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
-    b.add_argument("--arm", choices=("trap", "branch"), default="trap",
-                   help="how probes are armed: trap (a breakpoint the host handles; the default) or branch "
-                        "(a call to the probe's recorder in the guest)")
-    b.add_argument("--buffer-size", type=_int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
-                   help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
-                        f"(default {DEFAULT_BUFFER})")
-    b.add_argument("--overflow", choices=("drop", "overwrite"), default="drop",
-                   help="when a CPU's buffer is full: drop new records (the default; the buffer is read as each "
-                        "packet fills, so a host that keeps up loses none) or overwrite the oldest (a flight "
-                        "recorder, read when a run ends)")
     b.add_argument("--no-stream", action="store_true",
                    help="read the buffers only when a run ends, not as packets fill")
-    b.add_argument("--trace", metavar="PATH", help="write every recorded event to PATH as the run goes (a "
-                                                  "directory for ctf); Ctrl-C ends the session and keeps it")
-    b.add_argument("--trace-format", choices=("ctf", "perfetto", "chrome"), default=None,
-                   help="the --trace format: CTF 1.8 (babeltrace2), a Perfetto protobuf trace, or Chrome "
-                        "trace-event JSON (default: from the extension, .json chrome, .pftrace perfetto, else ctf)")
-    b.add_argument("-q", "--quiet", action="store_true", help="do not show each firing (they are counted and traced)")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
-    b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
     b.add_argument("--cpus", type=int, default=1, metavar="N",
                    help="run N CPUs on the guest's memory; each --run calls the function on all of them")
     b.add_argument("--schedule", choices=("parallel", "seeded"), default="parallel",
@@ -506,6 +595,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
+
+    q = sub.add_parser("qemu", help="boot an image linked with the QEMU platform (fixtures/qemu) in QEMU, with "
+                       "its vCPUs in parallel; arm probes and run functions over its serial line")
+    _add_run_options(q, "(a breakpoint the kernel's sdt_trap handles; the default)")
+    q.add_argument("--cpus", type=int, default=1, metavar="N",
+                   help=f"QEMU's -smp (1 to {QEMU_MAX_CPUS}); each --run calls the function on every vCPU at once")
+    q.set_defaults(func=cmd_qemu, actions=None)
+
+    rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
+                        "into a CTF trace")
+    rc.add_argument("--serial", required=True, metavar="LINE",
+                    help="tcp:HOST:PORT (where QEMU's serial port listens), or the path of a pty, a tty device, "
+                         "a FIFO or a capture file")
+    rc.add_argument("--image", required=True, metavar="IMAGE",
+                    help="the kernel image: its probe descriptors describe the events (the trace's metadata)")
+    rc.add_argument("--trace", required=True, metavar="DIR", help="the CTF trace directory: one stream a CPU")
+    rc.add_argument("--json", action="store_true", help="the kernel's lines and the summary as JSON lines")
+    rc.set_defaults(func=cmd_record)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)
     sub.add_parser("runtime-dir", help="print the directory holding the runtime's C sources (docs/runtime.md)"

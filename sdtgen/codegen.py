@@ -172,7 +172,7 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
             continue  # the object defines it itself
         lines.append(f"void {p.symbol}(void);")
         lines.append(f'SDT_STUB void {p.symbol}(void) {{ __asm__ __volatile__(""); }}')
-        if p.symbol in checked:  # SDT_PROBE_ENABLED(): reads 0 until the boot patcher rewrites the call
+        if p.symbol in checked:  # SDT_PROBE_ENABLED(): reads 0 until the runtime rewrites the call
             lines.append(f"int {p.isenabled_symbol}(void);")
             lines.append(f"SDT_STUB int {p.isenabled_symbol}(void) {{ return 0; }}")
     lines.append(render_recorders([(p.symbol, p.args) for p in probes], result.arch.bits))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from helpers import SDTGEN, sdtgen
 
 
@@ -97,7 +98,7 @@ def test_a_guest_fault_is_one_line_and_the_boot_goes_on(kernel):
 
 def test_bad_specs_and_symbols_are_usage_errors(kernel):
     proc = sdtgen("boot", kernel.image, "--enable", "nosuch:::")
-    assert proc.returncode == 2 and "matches no patched probe site" in proc.stderr
+    assert proc.returncode == 2 and "matches no probe of the image" in proc.stderr
     proc = sdtgen("boot", kernel.image, "--enable", "a:b:c:d:e")
     assert proc.returncode == 2 and "more than four fields" in proc.stderr
     proc = sdtgen("boot", kernel.image, "--arg", "1")
@@ -265,7 +266,7 @@ def test_wording_of_spec_errors(kernel):
         "sdtgen: error: probe spec 'a:b:c:d:e' has more than four fields (provider:module:function:name)")
     line = one_line(sdtgen("boot", kernel.image, "--enable", "my:net"))
     assert line.startswith("sdtgen: error: probe spec 'my:net' reads as function 'my', name 'net' and matches no "
-                           "patched probe site; ")
+                           "probe of the image; ")
     line = one_line(sdtgen("boot", kernel.image, "--no-patch", "--enable", "hk:::"))
     assert "nothing is patched (--no-patch)" in line and "matches no" not in line
 
@@ -288,3 +289,21 @@ def test_a_shared_object_is_named_with_the_right_article(tmp_path):
     assert "is a shared object or PIE, not a relocatable object" in one_line(sdtgen("scan", so))
 
 
+
+
+@pytest.mark.parametrize("argv", [
+    ["--enable", "hk:vfs::", "--run", "nosuch"],
+    ["--run", "kmain:float"],
+    ["--run", "kmain", "--arg", str(1 << 64)],
+    ["--run", "kmain", "--enable", "nosuch:::"],
+    ["--run", "kmain", "--disable", "a:b:c:d:e"],
+    ["--action", "hk:vfs::=nosuch"],
+    ["--action", "nosuch:::=kmain"],
+    ["--run", "kmain", "--script", "/nonexistent/script"],
+], ids=["unknown function", "unknown type", "argument too wide", "spec matching nothing", "malformed spec",
+        "unknown action function", "action spec matching nothing", "unreadable script"])
+def test_every_action_is_checked_before_anything_is_patched_or_run(kernel, argv):
+    """One line and exit 2, and not a line on standard output: no `patched`, no firing, no return."""
+    proc = sdtgen("boot", kernel.image, *argv)
+    one_line(proc)
+    assert proc.stdout == ""

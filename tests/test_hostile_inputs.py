@@ -175,3 +175,34 @@ def test_a_probe_relocation_beyond_its_section_is_a_damaged_object(obj, tmp_path
     bad = patched(obj, tmp_path, lambda d: struct.pack_into("<Q", d, rela.offset + 24 * row, beyond))
     expect_clean(capsys, ["scan", bad], f".text+{beyond:#x}: a relocation against __dtrace_sdt_t_m_f_n lies "
                  "outside its section; the object is damaged; rebuild it")
+
+
+SEVEN = """#include <sdt.h>
+/* sdt.h's own record writer, asked for a seventh argument no macro of it accepts */
+_SDT_DESC(t, m, f, seven, 7, _SDT_T("int") _SDT_T("int") _SDT_T("int") _SDT_T("int") _SDT_T("int") _SDT_T("int")
+          _SDT_T("int"));
+int f(int x) { SDT_PROBE1(t, m, f, seven, x); return x; }
+"""
+
+
+@pytest.mark.parametrize("command", ["scan", "probes", "gen"])
+def test_a_descriptor_claiming_seven_arguments_is_one_error(tmp_path, capsys, command):
+    obj = compile_c(tmp_path, "seven", SEVEN)
+    outs = ["--stubs", str(tmp_path / "s.c"), "--table", str(tmp_path / "t.S")] if command == "gen" else []
+    expect_clean(capsys, [command, str(obj), *outs], ".sdt_desc", "declares '7' arguments (0 to 6 allowed)")
+    assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists()
+
+
+@pytest.mark.parametrize("command", ["probes", "boot"])
+def test_an_image_probe_entry_claiming_seven_arguments_is_one_error(kernel, tmp_path, capsys, command):
+    """The image's own probe table (layout PROBE), its first entry's nargs set to 7 after the link."""
+    from sdtgen.layout import PROBE
+    from sdtgen.table import PROBES_SET
+
+    data = bytearray(kernel.image.read_bytes())
+    with ElfFile(kernel.image) as elf:
+        offset = elf.section(PROBES_SET).offset + PROBE.offsets(64)["nargs"]
+    struct.pack_into("<H", data, offset, 7)
+    bad = tmp_path / "seven.elf"
+    bad.write_bytes(data)
+    expect_clean(capsys, [command, str(bad)], "corrupt probe table", "declares 7 arguments, more than 6")

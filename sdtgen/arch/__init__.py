@@ -61,10 +61,11 @@ def for_triple(triple: str) -> Arch:
 
 
 def packages() -> list[str]:
-    """The Debian packages that build for every architecture: compilers and binutils, each once."""
+    """The Debian packages that build for every architecture and boot it: compilers, binutils and the
+    QEMU that runs its platform (fixtures/qemu), each once."""
     out: list[str] = []
     for arch in _registry().values():
-        out.extend(p for p in (arch.gcc_package, arch.binutils_package) if p not in out)
+        out.extend(p for p in (arch.gcc_package, arch.binutils_package, arch.qemu_package) if p and p not in out)
     return out
 
 

@@ -45,6 +45,9 @@ class AArch64(Arch):
     cflags = ("-mgeneral-regs-only", "-mno-outline-atomics")  # no libgcc atomics helpers, as Linux builds
     ld_format, ld_arch = "elf64-littleaarch64", "aarch64"
     layout = "the upper half"
+    # virt: the ELF loaded at its link address, entered at EL1; PSCI over HVC, GICv2, PL011.
+    qemu_binary, qemu_package, qemu_machine = "qemu-system-aarch64", "qemu-system-arm", "virt"
+    qemu_args = ("-cpu", "cortex-a57")
     reloc_names: ClassVar[dict[int, str]] = {
         R_AARCH64_ABS64: "R_AARCH64_ABS64", R_AARCH64_ABS32: "R_AARCH64_ABS32",
         R_AARCH64_PREL64: "R_AARCH64_PREL64", R_AARCH64_PREL32: "R_AARCH64_PREL32",

@@ -134,6 +134,14 @@ class Arch:
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
 
+    # -- QEMU (`sdtgen qemu`: the fixture's platform in fixtures/qemu boots on these) ---------------
+    qemu_binary: str = ""  # the qemu-system-* that emulates it ("": sdtgen qemu does not boot it)
+    qemu_package: str = ""  # the Debian package that has it
+    qemu_machine: str = ""  # -machine
+    qemu_args: tuple[str, ...] = ()  # what else the platform needs: CPU model, firmware, devices
+    qemu_accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
+    qemu_exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
+
     # The clock events are stamped with (the platform's clock hook, and sdtgen/boot/clock.py for its
     # frequency): its name, the instructions reading it into the return register(s) (and its frequency,
     # where the CPU says it).

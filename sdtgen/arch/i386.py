@@ -34,6 +34,8 @@ class I386(X86_64):
     cflags = ("-mno-sse", "-mno-mmx")
     ld_format, ld_arch = "elf32-i386", "i386"
     layout = "where 32-bit kernels sit"
+    # pc, booted as Multiboot v1 (which takes only 32-bit ELF); paging stays off.
+    qemu_binary = "qemu-system-i386"
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
     data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (4, True)}  # R_386_32, PC32

@@ -4,7 +4,7 @@ A probe call compiles to `auipc ra, 0; jalr ra, 0(ra)` (8 bytes, R_RISCV_CALL_PL
 paired with R_RISCV_RELAX) and a tail call to `auipc t1; jalr zero, 0(t1)`.
 With relaxation the final link may rewrite them to `jal ra` / `j` (4 bytes)
 or `c.j` (2 bytes) and delete the freed bytes, moving all code after them.
-Every site length the patcher meets gets a NOP of that same length.
+Every site length the runtime meets gets a NOP of that same length.
 """
 
 from __future__ import annotations
@@ -81,6 +81,9 @@ class RiscV64(Arch):
     gold = False
     ld_format, ld_arch = "elf64-littleriscv", "riscv"
     layout = "reachable with -mcmodel=medany"
+    # virt with -bios none: every hart starts in M-mode at 0x80000000; the SiFive test device powers off.
+    qemu_binary, qemu_package, qemu_machine = "qemu-system-riscv64", "qemu-system-misc", "virt"
+    qemu_args = ("-bios", "none")
     reloc_names: ClassVar[dict[int, str]] = {
         R_RISCV_32: "R_RISCV_32", R_RISCV_64: "R_RISCV_64", R_RISCV_BRANCH: "R_RISCV_BRANCH",
         R_RISCV_JAL: "R_RISCV_JAL", R_RISCV_CALL: "R_RISCV_CALL", R_RISCV_CALL_PLT: "R_RISCV_CALL_PLT",

@@ -43,7 +43,7 @@ _TWO = {
 def branch_at(code: bytes, got: bool = True) -> Branch | None:
     """The call or jump ``code`` starts with, in every form a site takes; None for anything else.
 
-    The one x86 recognizer: scan's classify, check's decode and the patcher's
+    The one x86 recognizer: scan's classify, check's decode and check's
     match_site all read instructions through it. ``got``: the pointer-slot forms
     are RIP-relative, so only x86-64 has them.
     """
@@ -85,6 +85,11 @@ class X86_64(Arch):
     cflags = ("-mcmodel=kernel", "-mno-red-zone")
     ld_format, ld_arch = "elf64-x86-64", "i386:x86-64"
     layout = "the top 2 GiB, what -mcmodel=kernel expects"
+    # pc, booted through PVH (the image's XEN_ELFNOTE_PHYS32_ENTRY); isa-debug-exit powers off with
+    # status code * 2 + 1.
+    qemu_binary, qemu_package, qemu_machine = "qemu-system-x86_64", "qemu-system-x86", "pc"
+    qemu_args = ("-device", "isa-debug-exit,iobase=0xf4,iosize=0x04")
+    qemu_exit_ok = 1
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_X86_64_{n}" for n in _RELOC_NAMES.split()))
     # R_X86_64_64, PC32, 32, 32S, PC64

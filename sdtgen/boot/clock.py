@@ -17,9 +17,9 @@ INTERVAL = 0.05  # seconds between the two readings
 
 def guest_clock(arch: Arch) -> tuple[str, int]:
     """(clock name, ticks a second)."""
-    from unicorn import Uc
+    from sdtgen.boot.machine import new_engine
 
-    uc = Uc(*arch.unicorn())
+    uc = new_engine(arch, 1 << 20)  # two instructions to translate
     uc.mem_map(BASE, 0x1000)
 
     def run(code: bytes) -> int:

@@ -227,9 +227,10 @@ def read_script(path: str) -> list[str]:
                        "save the script as UTF-8") from None
 
 
-def run_script(session: BootSession, path: str) -> None:
-    """Run a script's commands in order; the first error stops it, naming file and line."""
-    lines = read_script(path)
+def run_script(session: BootSession, path: str, lines: list[str] | None = None) -> None:
+    """Run a script's commands in order (``lines``, when already read); the first error stops it, naming
+    file and line."""
+    lines = read_script(path) if lines is None else lines
     name = "<stdin>" if path == "-" else path
     console = Console(session, strict=True, stdin=sys.stdin)
     for number, line in enumerate(lines, 1):

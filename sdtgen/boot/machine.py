@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from sdtgen.arch.base import Arch
 from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
 from sdtgen.boot.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
-from sdtgen.elf.reader import PT_LOAD, SHT_REL, SHT_RELA, ElfFile
+from sdtgen.elf.reader import PT_LOAD, SHT_NOBITS, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError, printable
 
 PAGE = 0x1000
 PF_X = 1
 STACK_SIZE = 0x40000
 PHYS_BASE = 0x1000_0000
-TCG_BUFFER = 32 << 20
+TCG_BUFFER = 32 << 20  # the most an engine's translation cache is given
+MIN_TCG_BUFFER = 4 << 20
 
 
 RETURNED = object()  # what _slice() says when the call came back to the return page
@@ -62,6 +63,44 @@ class Interrupted(GuestFault):
     """Ctrl-C stopped the guest."""
 
 
+def tcg_buffer_for(image: ElfFile) -> int:
+    """A translation cache sized to the work: 64 bytes of host code for each byte of the image's executable
+    segments (translated code is several times the guest's, and a block is translated again after the
+    cache is flushed), a power of two from 4 to 32 MiB. More would be address space reserved for nothing,
+    times every CPU; a cache that fills is flushed and refilled, which costs time, never correctness."""
+    code = sum(s.filesz for s in image.segments if s.type == PT_LOAD and s.flags & PF_X)
+    size = MIN_TCG_BUFFER
+    while size < TCG_BUFFER and size < code * 64:
+        size <<= 1
+    return size
+
+
+def new_engine(arch: Arch, tcg_buffer: int = TCG_BUFFER):
+    """A Unicorn engine for ``arch`` with a translation cache of ``tcg_buffer`` bytes.
+
+    Unicorn reserves 1 GiB of address space an engine for it unless told; the kernels sdtgen boots
+    translate a few megabytes (the cache is flushed and refilled when full). It is sized before anything
+    else: any other control call sets the engine up with the default.
+    """
+    from unicorn import Uc
+
+    uc = Uc(*arch.unicorn())
+    uc.ctl_set_tcg_buffer_size(tcg_buffer)
+    return uc
+
+
+def _text_only(spans: list[CodeSpan], image: ElfFile) -> list[CodeSpan]:
+    """The executable segments' bytes narrowed to their executable sections, when the image has section
+    headers: a linker that puts text and data in one RWX segment (GNU ld without -z separate-code) leaves
+    the site table and the runtime's data beside the code, and those are written, not code."""
+    texts = sorted((s.addr, s.addr + s.size) for s in image.sections
+                   if s.is_alloc and s.is_exec and s.size and s.type != SHT_NOBITS)
+    if not texts:
+        return spans
+    return [CodeSpan(max(a, c.start), min(b, c.end)) for c in spans for a, b in texts
+            if max(a, c.start) < min(b, c.end)]
+
+
 class Machine:
     """Unicorn with an image loaded. ``trap`` is called for every breakpoint but our own.
 
@@ -71,6 +110,7 @@ class Machine:
     """
 
     def __init__(self, image: ElfFile, arch: Arch, cpus: int = 1) -> None:
+        self.tcg_buffer = tcg_buffer_for(image)
         self._engine(arch, image.path)
         self.regions: list[Region] = []
         self._starts: list[int] = []
@@ -94,18 +134,15 @@ class Machine:
 
     def _engine(self, arch: Arch, file: str) -> None:
         """This CPU's own parts: an engine in virtual-TLB mode, and its run state."""
-        from unicorn import UC_TLB_VIRTUAL, Uc, UcError
+        from unicorn import UC_TLB_VIRTUAL, UcError
 
         self._UcError = UcError  # caught on every stop: imported once, not per stop
         self.arch = arch
         self.file = file  # for diagnostics
         self.cpu = 0
-        self.uc = Uc(*arch.unicorn())
+        self.uc = new_engine(arch, self.tcg_buffer)
         self.uc.ctl_set_tlb_mode(UC_TLB_VIRTUAL)
         self._page = self.uc.ctl_get_page_size()
-        # The translation cache: Unicorn reserves 1 GiB of address space an engine unless told; the kernels
-        # sdtgen boots translate a few megabytes (it is flushed and refilled when full).
-        self.uc.ctl_set_tcg_buffer_size(TCG_BUFFER)
         self.own: tuple[int, int] | None = None  # (the per-CPU page's address, this CPU's page's physical address)
         self.trap: Callable[[int], int] | None = None  # site -> where to resume
         # A CPU stopped from outside with no reason of its own asks this whether to wait and go on
@@ -133,6 +170,7 @@ class Machine:
         if self.buffers is None:
             raise ValueError("a machine of one CPU has no shared memory")
         m = Machine.__new__(Machine)
+        m.tcg_buffer = self.tcg_buffer
         m._engine(self.arch, self.file)
         m.cpu = cpu
         m.regions, m._starts, m.code, m._code_starts = self.regions, self._starts, self.code, self._code_starts
@@ -213,6 +251,7 @@ class Machine:
         if total > MAX_MAPPED:
             raise image.fail(f"segments need {total:#x} bytes of memory, more than the {MAX_MAPPED >> 20} MiB "
                              "a boot maps, so they cannot be loaded", "link a smaller image")
+        self.code = _text_only(self.code, image)
         self._code_starts = [c.start for c in self.code]
         for start, end in runs:
             self._map(start, end - start, f"segments at {start:#x}")

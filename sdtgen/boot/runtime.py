@@ -67,7 +67,7 @@ class ProbeRuntime:
         self.on_packets: Callable[[int], None] = lambda cpu: None  # consume CPU's closed packets
         self.on_fired: Callable[[Machine], None] = lambda m: None  # a firing an action follows: show it first
         self.on_warning: Callable[[str], None] = lambda text: None
-        self.on_action: Callable[[str, int], None] = lambda name, value: None
+        self.on_action: Callable[[Machine, str, int], None] = lambda m, name, value: None
         self.sync: Callable[[Machine], None] = self.flush_all
         self.on_trap_result: Callable[[int], None] = lambda result: None  # what sdt_trap said (torture counts)
         for m in machines:
@@ -234,6 +234,6 @@ class ProbeRuntime:
             try:
                 value = m.call_nested(func, raw)
                 self.on_fired(m)  # what the action's own code recorded comes before its result
-                self.on_action(name, value)
+                self.on_action(m, name, value)
             finally:
                 self.active.discard(spec)

@@ -32,6 +32,7 @@ class Watchdog:
         self._lock = threading.RLock()  # the SIGINT handler may run while the main thread holds it
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.deaf = False  # Ctrl-C is ignored (the deadline still holds): the short calls that follow one
         self._read, self._write = socket.socketpair()
         self._write.setblocking(False)
 
@@ -77,7 +78,7 @@ class Watchdog:
 
     def _sigint(self, signum, frame) -> None:
         with self._lock:
-            if self._deadline is not None:
+            if self._deadline is not None and not self.deaf:
                 self.reason = INTERRUPTED
 
     def _wake(self) -> None:
@@ -108,7 +109,7 @@ class Watchdog:
             with self._lock:
                 if self._deadline is None or self.reason is not None:
                     continue
-                if signal.SIGINT in data or any(sig in data for sig in ENDING):
+                if (signal.SIGINT in data and not self.deaf) or any(sig in data for sig in ENDING):
                     self.reason = INTERRUPTED
                 elif time.monotonic() >= self._deadline:
                     self.reason = TIMED_OUT

@@ -4,7 +4,7 @@
  * FreeBSD-compatible macros. A probe site compiles to a plain call to an
  * undefined function __dtrace_sdt_<provider>_<module>_<function>_<name>;
  * `sdtgen gen` defines it after the partial link and records every call site
- * in the linker set set_sdt_sites_set, and the boot-time patcher turns each
+ * in the linker set set_sdt_sites_set, and the runtime turns each
  * call into a NOP until the probe is enabled.
  *
  * SDT_PROBE_DEFINEn also records the probe's descriptor (provider, module,
@@ -18,7 +18,7 @@
  *
  * Also FreeBSD's SDT_PROBE_DEFINEn_XLATE (native and translated types),
  * SDT_PROBE_ARGTYPE, SDT_PROBES_ENABLED() and the kernel's DTRACE_PROBEn, and
- * SDT_PROBE_ENABLED(prov, mod, func, name): a call the boot patcher turns into
+ * SDT_PROBE_ENABLED(prov, mod, func, name): a call the runtime turns into
  * "result = 0", and arming into "result = 1".
  *
  * Define SDT_COMPILED_OUT to compile every probe out, or SDT_CLASSIC for the
@@ -193,7 +193,7 @@ extern volatile sdt_probe_func_t sdt_probe_func;
 
 /*
  * Per-probe is-enabled: a call to __dtrace_isenabled_<prov>_<mod>_<func>_<name>,
- * a stub returning 0 that the boot patcher turns into "result = 0" in place,
+ * a stub returning 0 that the runtime turns into "result = 0" in place,
  * and arming into "result = 1": no trap and no branch. The empty asm keeps the
  * call a plain call (never a tail jump, which could not be patched so).
  * Asking does not fire the probe.

@@ -355,6 +355,27 @@ void sdt_flush(void);
 const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq);
 int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq);
 
+/*
+ * The serial transport (sdt_serial.c; the frame format is in docs/runtime.md):
+ * frames on one byte stream carry the packets and the kernel's own text.
+ * ``put`` writes bytes to the line; the caller keeps the line to itself for
+ * the whole call (one lock around every frame and drain on that line).
+ */
+typedef void (*sdt_serial_put)(const void *data, unsigned long len);
+#define SDT_FRAME_HEADER 12	/* sync, type, 0, check, length; then the payload and a CRC-32 */
+#define SDT_FRAME_PACKET 'P'	/* a packet as it stands in the ring (content_size bytes) */
+#define SDT_FRAME_VERDICT 'V'	/* after each packet: u64 packet_seq_num, u32 cpu, u32 keep (0: it was overwritten) */
+#define SDT_FRAME_TEXT 'T'	/* the kernel's text: replies to commands, log lines */
+#define SDT_FRAME_INFO 'I'	/* u64 clock_hz, u32 bits of a word, u32 0: what a reader needs first */
+/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept. */
+int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put);
+/* The info frame: send it once after sdt_init, before the first packet. */
+void sdt_serial_info(sdt_serial_put put);
+/* One frame of ``type`` carrying ``len`` bytes of ``data``. */
+void sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
+/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start). */
+sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len);
+
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
 #ifdef __cplusplus
 extern volatile bool sdt_probes_enabled;

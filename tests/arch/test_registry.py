@@ -54,6 +54,15 @@ def test_packages_are_the_ones_debian_installs_the_tools_from(name):
 
 
 @pytest.mark.parametrize("name", ARCHES)
+def test_the_qemu_package_is_the_one_debian_installs_the_emulator_from(name):
+    a = arches.by_name(name)
+    path = need_tool(a.qemu_binary, a.qemu_package)
+    if not shutil.which("dpkg"):
+        pytest.skip("no dpkg: not a Debian machine")
+    assert run(["dpkg", "-S", path]).stdout.split(":")[0] == a.qemu_package
+
+
+@pytest.mark.parametrize("name", ARCHES)
 def test_final_script_names_the_format_gnu_ld_writes(name, tmp_path):
     a = arches.by_name(name)
     ld = cross_tool(name, "ld")
@@ -70,8 +79,10 @@ def test_ci_asks_for_the_packages_with_nothing_but_the_standard_library():
     """.ci/run runs `python3 -m sdtgen arch --packages` before any venv: -S keeps site-packages out."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = run([sys.executable, "-S", "-m", "sdtgen", "arch", "--packages"], env=env)
-    expected = [p for a in arches.all_arches() for p in (a.gcc_package, a.binutils_package)]
+    expected = list(dict.fromkeys(p for a in arches.all_arches() for p in (a.gcc_package, a.binutils_package,
+                                                                         a.qemu_package)))
     assert proc.stdout.split() == expected
+    assert {"qemu-system-x86", "qemu-system-arm", "qemu-system-misc"} <= set(expected)
     assert "sdtgen arch --packages" in (ROOT / ".ci" / "run").read_text()
 
 

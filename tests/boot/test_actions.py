@@ -57,3 +57,23 @@ def test_in_branch_mode_a_probe_with_an_action_is_trapped_and_the_others_branch(
     ticks = [e for e in events if e.get("probe") == "hk:sched:run:tick"]
     six = next(e for e in events if e.get("probe") == "hk:sched:switch:six")
     assert [t["args"] for t in ticks] == [[0, 1], [1, 3], [2, 8]] and all(t["ts"] > six["ts"] for t in ticks)
+
+
+def test_on_four_cpus_firings_and_actions_are_in_time_order(kernel):
+    """Each CPU's action result follows what that CPU recorded before it; every firing in timestamp order."""
+    import json
+
+    proc = sdtgen("boot", kernel.image, "--json", "--cpus", "4", "--arm", "branch", "--enable", "hk:sched::",
+                  "--action", "hk:sched:switch:six=sched_run", "--run", "sched_switch", "--arg", "3", "--arg", "1",
+                  "--arg", "0", "--arg", "0", "--arg", "0", "--arg", "0")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    fires = [e for e in events if e["event"] == "fire"]
+    assert [e["ts"] for e in fires] == sorted(e["ts"] for e in fires) and len(fires) == 4 * 4
+    for cpu in range(4):
+        mine = [(e["event"], e.get("probe") or e.get("symbol")) for e in events
+                if e.get("cpu") == cpu and e["event"] in ("fire", "action")]
+        assert mine == [("fire", "hk:sched:switch:six")] + [("fire", "hk:sched:run:tick")] * 3 + [
+            ("action", "sched_run")]
+    before_return = events[:events.index(next(e for e in events if e["event"] == "return"))]
+    assert sum(e["event"] == "action" for e in before_return) == 4  # shown before the run's returns

@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from helpers import final_link, need_tool, partial_link, run, sdtgen
+from helpers import need_tool, run, sdtgen
 
 from sdtgen.boot.session import BootSession, Reporter
 
@@ -17,22 +17,44 @@ unsigned long kmain(unsigned long x) { check_big(x); check_big(x * 2); return x 
 """
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
+def build(tmp, arch: str):
+    """The source through clang -Os for ``arch``, linked as sdtgen.mk links a kernel (runtime by gcc)."""
+    from helpers import compile_runtime, cross_tool, final_script
+    from toolchain import kernel_cflags
+
+    from sdtgen import arch as arches
+
     need_tool("clang", "clang")
-    tmp = tmp_path_factory.mktemp("cond")
     include = sdtgen("include-dir", check=True).stdout.strip()
     (tmp / "cc.c").write_text(SOURCE)
     obj = tmp / "cc.o"
-    run(["clang", "-Os", "-ffreestanding", "-fno-pic", "-mcmodel=kernel", "-mno-red-zone", f"-I{include}",
-         "-fno-asynchronous-unwind-tables", "-c", "-o", str(obj), str(tmp / "cc.c")])
-    partial = partial_link(tmp, "kernel", obj)
-    return partial, final_link(tmp, partial)
+    flags = [f for f in kernel_cflags(arch) if not f.startswith("-O")]
+    run(["clang", f"--target={arches.by_name(arch).triple}", *flags, "-Os", f"-I{include}", "-c", "-o", str(obj),
+         str(tmp / "cc.c")])
+    ld = cross_tool(arch, "ld") if arch != "x86_64" else "ld"
+    partial = tmp / "kernel.o"
+    run([ld, "-r", "-T", sdtgen("linker-script", "partial", "--path", check=True).stdout.strip(), "-o",
+         str(partial), str(obj)])
+    stubs, table = tmp / "stubs.c", tmp / "table.S"
+    sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
+    image = tmp / "cc.elf"
+    run([ld, "-T", str(final_script(tmp / "final.ld", arch)), "-o", str(image), str(partial),
+         *map(str, compile_runtime(tmp, "k", stubs, table, arch))])
+    return partial, image
+
+
+@pytest.fixture(scope="module", params=["x86_64", "i386"])
+def image(tmp_path_factory, request):
+    return build(tmp_path_factory.mktemp(f"cond-{request.param}"), request.param)
 
 
 def test_clang_os_emits_a_conditional_tail_jump_to_the_probe(image):
     partial, _ = image
-    objdump = run(["objdump", "-d", str(partial)]).stdout
+    from helpers import cross_tool
+
+    elf = json.loads(sdtgen("scan", partial, "--json", check=True).stdout)
+    objdump = run([cross_tool(elf["arch"], "objdump") if elf["arch"] != "x86_64" else "objdump", "-d",
+                   str(partial)]).stdout
     sites = json.loads(sdtgen("scan", partial, "--json", check=True).stdout)["sites"]
     cond = [s for s in sites if s["form"] == "cond"]
     assert cond and cond[0]["length"] == 6

@@ -60,3 +60,28 @@ def test_options_that_would_write_nothing_are_refused_before_anything_runs(trick
     proc = sdtgen("boot", tricks, "--run", "probed:int", "--arg", "1", *argv)
     assert proc.returncode == 2 and proc.stdout == "" and what in proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("attempt", range(4))
+def test_ctrl_c_while_traps_fire_keeps_every_shown_firing_in_the_trace(kernel, tmp_path, attempt):
+    """The default arming on one CPU, a probe trapping in a loop, Ctrl-C while firings stream: exit 130,
+    the one line saying where the guest was, and babeltrace2 reads exactly the firings that were shown."""
+    from helpers import need_tool, run
+
+    trace = tmp_path / "trace"
+    proc = start(kernel.image, "--enable", "hk:sched:run:tick", "--run", "sched_run", "--arg", "100000000",
+                 "--trace", trace)
+    shown = 0
+    for line in proc.stdout:
+        shown += line.startswith("hk:sched:run:tick")
+        if shown == 10 * (attempt + 1):
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.stdout.read(), proc.stderr.read()  # through the pipes' buffers (communicate() skips them)
+    proc.wait(timeout=BOUND)
+    shown += sum(ln.startswith("hk:sched:run:tick") for ln in out.splitlines())
+    assert proc.returncode == 130, err
+    (line,) = err.splitlines()
+    assert "interrupted in sched_run" in line and "Traceback" not in err
+    events = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+    assert len(events) == shown and all("hk:sched:run:tick" in e for e in events)

@@ -158,3 +158,41 @@ def test_an_action_drains_only_its_own_cpu_so_no_record_is_read_half_written(ker
         b.session.close()
     for cpu in range(2):
         assert [(e["probe"], e["args"]) for e in fired if e["cpu"] == cpu] == want, cpu
+
+
+def test_a_long_run_on_several_cpus_is_shown_in_time_order_as_it_streams(kernel, native):
+    """More firings than one batch of the merge: shown while the run goes (as far as every CPU has been
+    read), all of them, in timestamp order, each CPU's in its own order."""
+    from sdtgen.boot.session import SHOW_BATCH
+
+    n = SHOW_BATCH  # sched_run(n) ticks n times on each CPU
+    proc = sdtgen("boot", kernel.image, "--json", "--cpus", "2", "--arm", "branch", "--buffer-size", "65536",
+                  "--enable", "hk:sched:run:tick", "--run", "sched_run", "--arg", str(n))
+    assert proc.returncode == 0, proc.stderr
+    fires = [json.loads(x) for x in proc.stdout.splitlines() if '"fire"' in x]
+    assert [e["ts"] for e in fires] == sorted(e["ts"] for e in fires)
+    want = [e["args"] for e in native([Call("sched_run", (n,))]) if "probe" in e]
+    for cpu in (0, 1):
+        assert [e["args"] for e in fires if e["cpu"] == cpu] == want
+
+
+def test_past_the_bound_of_waiting_firings_they_are_counted_not_shown(kernel, monkeypatch):
+    import io
+
+    from sdtgen.boot import session as sessions
+
+    monkeypatch.setattr(sessions, "MAX_PENDING", 100)
+    out = io.StringIO()
+    s = sessions.BootSession(str(kernel.image), sessions.Reporter(as_json=True, out=out, err=out), cpus=2,
+                             arm="branch")
+    try:
+        s.enable("hk:sched:run:tick")
+        s.run("sched_run", [200])
+        s.stats()
+    finally:
+        s.close()
+    events = [json.loads(x) for x in out.getvalue().splitlines()]
+    shown = sum(e["event"] == "fire" for e in events)
+    (warning,) = [e["text"] for e in events if e["event"] == "warning"]
+    assert shown <= 100 and f"{400 - shown} firing(s) not shown" in warning
+    assert [e["hits"] for e in events if e["event"] == "stats"] == [{"hk:sched:run:tick": 400}]

@@ -1,0 +1,78 @@
+"""`make bench` measurements of the fixture kernel on QEMU (fixtures/qemu): firings a second end to end
+(recorded in the guest, sent over the serial line, decoded on the host), the time from QEMU's start to
+the first firing, and the torture test of both patch protocols under parallel vCPUs."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SDTGEN = str(Path(sys.executable).with_name("sdtgen"))
+RING = 8 << 20  # bytes a vCPU: a run's records fit in half, so none is sent before the run ends
+
+
+def build(work: Path, arch: str, naive: bool = False) -> Path:
+    out = work / f"qemu-{arch}{'-naive' if naive else ''}"
+    subprocess.run(["make", "-s", "-C", str(ROOT / "fixtures" / "qemu"), f"ARCH={arch}", f"O={out}",
+                    f"SDTGEN={SDTGEN}", f"NAIVE={int(naive)}"], check=True, stdout=subprocess.DEVNULL)
+    return out / "kernel.elf"
+
+
+def session(image: Path, **options):
+    from sdtgen.qemu.report import QemuReport, Reporter
+    from sdtgen.qemu.session import QemuSession
+
+    return QemuSession(str(image), QemuReport(Reporter(out=io.StringIO(), err=io.StringIO()), str(image)),
+                       **options)
+
+
+def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float, float]:
+    """sched_run(n) on every vCPU at once with its tick probe armed, best of 3: firings a second in the
+    guest (its records' timestamps, first to last, by its clock) and end to end (from the command sent to
+    every record decoded on the host)."""
+    s = session(image, cpus=cpus, arm=arm, timeout=600, buffer_size=RING)
+    stamps: list[int] = []
+    s.packets.consumers.append(lambda cpu, data: stamps.extend(e.ts for e in s.decoder.events(data)[1]))
+    guest, host = 0.0, float("inf")
+    try:
+        s.enable("hk:sched:run:tick")
+        for _ in range(3):
+            stamps.clear()
+            host = min(host, _timed(lambda: s.run("sched_run", [n])))
+            guest = max(guest, (len(stamps) - 1) * s.hello.clock_hz / (max(stamps) - min(stamps)))
+    finally:
+        s.close()
+    return guest, cpus * n / host
+
+
+def first_firing(image: Path) -> tuple[float, float]:
+    """Seconds from starting QEMU to the kernel's hello, and to the first firing's packet on the host."""
+    t0 = time.perf_counter()
+    s = session(image)
+    hello = time.perf_counter() - t0
+    first: list[float] = []
+    s.packets.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
+    try:
+        s.enable("hk:::boot")
+        s.run("kmain", [1])
+    finally:
+        s.close()
+    return hello, first[0]
+
+
+def torture(image: Path, arm: str, toggles: int):
+    s = session(image, cpus=4, arm=arm, timeout=600)
+    try:
+        return s.torture("sched_run", [3], "hk:sched::", toggles, timeout=toggles * 2.0 + 600)
+    finally:
+        s.close()
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t

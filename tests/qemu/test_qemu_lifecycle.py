@@ -1,0 +1,85 @@
+"""`sdtgen qemu` never leaves QEMU running: a function that does not return within --timeout, Ctrl-C
+(SIGINT to sdtgen's process group, as a terminal sends it), SIGTERM, and even SIGKILL of sdtgen
+itself all end QEMU. Real signals, real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from helpers import SDTGEN, run
+
+HANG = ["--run", "sched_run", "--arg", "2000000000"]  # billions of loop iterations: far longer than any test
+
+
+def children(pid: int) -> list[int]:
+    out = run(["pgrep", "-P", str(pid)], check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _as_from_a_terminal() -> None:
+    """SIGINT as a terminal's foreground job has it (a background job of a script inherits it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def started(image, *args: str) -> tuple[subprocess.Popen, int]:
+    """sdtgen qemu in a session of its own, once the kernel has booted; and QEMU's pid."""
+    proc = subprocess.Popen([SDTGEN, "qemu", str(image), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, preexec_fn=_as_from_a_terminal)
+    assert proc.stdout.readline().startswith("patched"), proc.stderr.read()
+    (qemu,) = children(proc.pid)
+    assert alive(qemu)
+    time.sleep(0.3)  # well inside the call
+    return proc, qemu
+
+
+@pytest.fixture
+def image(qemu_kernel):
+    return qemu_kernel("riscv64")
+
+
+def test_a_call_past_its_timeout_is_one_line_and_stops_qemu(image):
+    proc, qemu = started(image, "--timeout", "1", *HANG)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert err.splitlines() == [f"{image}: error: fault in sched_run: did not return within 1 s "
+                                "(last probe fired: none)"]
+    assert gone_within(qemu, 1)
+
+
+@pytest.mark.parametrize(("sig", "name"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+def test_ctrl_c_and_sigterm_stop_the_call_and_qemu(image, sig, name):
+    proc, qemu = started(image, *HANG)
+    os.killpg(proc.pid, sig)  # the terminal's way: the whole foreground group, which QEMU is not in
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.splitlines() == [f"{image}: error: interrupted in sched_run: interrupted ({name}) "
+                                "(last probe fired: none)"]
+    assert gone_within(qemu, 1)
+
+
+def test_qemu_dies_with_sdtgen_even_by_sigkill(image):
+    proc, qemu = started(image, *HANG)
+    proc.kill()
+    proc.wait()
+    assert gone_within(qemu, 5)
