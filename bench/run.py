@@ -180,7 +180,7 @@ def tables_rows(work: Path) -> list[Row]:
         rows.append(Row(f"scan --prefix __fentry__, Linux vmlinux.o ({obj.stat().st_size >> 10} KiB, make realworld)",
                         f"{ours:.3f} s", f"readelf -rW | grep -c: {theirs:.3f} s", ours / theirs, "<= 1.0x",
                         ours / theirs <= 1.0))
-        rows.append(floor_row(theirs, "readelf -rW | grep -c"))
+        rows += floor_rows(theirs, "readelf -rW | grep -c", "sdtgen.scan")
     else:
         print("bench: no build/realworld vmlinux.o (run `make realworld`): the __fentry__ row is left out",
               file=sys.stderr)
@@ -196,7 +196,7 @@ def tables_rows(work: Path) -> list[Row]:
         theirs, _ = best(10, lambda path=path: run_measured(["readelf", "-n", str(path)]))
         rows.append(Row(f"probes --kind stapsdt, {what} ({path.stat().st_size >> 10} KiB)", f"{ours:.3f} s",
                         f"readelf -n: {theirs:.4f} s", ours / theirs, "<= 1.0x", ours / theirs <= 1.0))
-        rows.append(floor_row(theirs, "readelf -n"))
+        rows += floor_rows(theirs, "readelf -n", "sdtgen.listing")
     return rows
 
 
@@ -204,11 +204,16 @@ def path_name(path: Path | None) -> str:
     return f"{path.parent.name}/{path.name}" if path else ""
 
 
-def floor_row(theirs: float, baseline: str) -> Row:
-    """The interpreter's start-up against a native tool's whole run: the floor under a ratio target."""
+def floor_rows(theirs: float, baseline: str, module: str) -> list[Row]:
+    """The fixed cost of a command against a native tool's whole run: the interpreter's start-up, and the
+    start-up with what the command imports (sdtgen.cli and ``module``); the rest of the command's time is its
+    work on the file."""
     floor, _ = best(10, lambda: run_measured([sys.executable, "-c", "pass"]))
-    return Row("  of which the interpreter's start-up", f"python -c pass: {floor:.4f} s",
-               f"{baseline}: {theirs:.4f} s", floor / theirs, "(the floor)", None)
+    imports, _ = best(10, lambda: run_measured([sys.executable, "-c", f"import sdtgen.cli, {module}"]))
+    return [Row("  of which the interpreter's start-up", f"python -c pass: {floor:.4f} s",
+                f"{baseline}: {theirs:.4f} s", floor / theirs, "(the floor)", None),
+            Row(f"  of which start-up and imports (sdtgen.cli, {module})", f"{imports:.4f} s",
+                f"{baseline}: {theirs:.4f} s", imports / theirs, "(the floor)", None)]
 
 
 # -- the emulated boot -------------------------------------------------------------------
@@ -224,14 +229,18 @@ def boot_command(image: Path, arm: str, n: int, trace: Path, func: str = "sched_
             "--run", func, "--arg", str(n), "-q", "--trace", str(trace), "--timeout", "3600"]
 
 
-def sdt_init_time(image: Path) -> tuple[float, float, int]:
+def sdt_init_time(image: Path) -> tuple[float, float, int, int]:
     """Best of 3: (seconds of the guest's sdt_init, seconds of the boot's whole patching step: sdt_init and the
-    table read back with each site's state, sites patched) on a boot of ``image`` made with nothing patched."""
+    table read back with each site's state, sites patched, and sdt_init's guest instructions, counted in a run
+    of its own) on a boot of ``image`` made with nothing patched."""
+    def sdt_init(s: BootSession) -> int:
+        return s.runtime.call(s.machine, "sdt_init", [s.platform.hooks_address])
+
     guest, whole, count = [], [], 0
     for _ in range(3):
         s = BootSession(str(image), quiet(), patch=False)
         try:
-            guest.append(timed(lambda s=s: s.runtime.call(s.machine, "sdt_init", [s.platform.hooks_address]))[0])
+            guest.append(timed(lambda s=s: sdt_init(s))[0])
         finally:
             s.close()
         s = BootSession(str(image), quiet(), patch=False)
@@ -241,23 +250,33 @@ def sdt_init_time(image: Path) -> tuple[float, float, int]:
             count = len(result.of("off"))
         finally:
             s.close()
-    return min(guest), min(whole), count
+    s = BootSession(str(image), quiet(), patch=False)
+    try:
+        insns = counted(s.machine, lambda: sdt_init(s))
+    finally:
+        s.close()
+    return min(guest), min(whole), count, insns
 
 
 def patch_rows(image: Path, unsorted: Path) -> list[Row]:
     """The guest runtime's sdt_init over every site of a large image (verify, write the NOP, sync the cores), beside
-    loading the image into the emulator; ``unsorted`` is the same kernel with its table in name order."""
+    loading the image into the emulator; ``unsorted`` is the same kernel with its table in name order. The floor:
+    sdt_init's guest instructions a site, at the time an instruction of its own mix takes under Unicorn."""
     def load() -> None:
         with Image(str(image)) as img:
             Machine(img.elf, img.arch).close()
 
     load_time = min(timed(load)[0] for _ in range(3))
-    guest, whole, count = sdt_init_time(image)
-    guest_u, _, count_u = sdt_init_time(unsorted)
+    guest, whole, count, insns = sdt_init_time(image)
+    guest_u, _, count_u, _ = sdt_init_time(unsorted)
     rate = count / guest
+    per_insn = guest / insns
     return [Row(f"boot: sdt_init patches {count:,} sites (table in address order, as the fragment links)",
                 f"{rate:,.0f} sites/s", f"loading the image: {load_time:.3f} s", guest / load_time,
                 ">= 1,000,000 sites/s", rate >= 1_000_000),
+            Row("  the floor: sdt_init's guest instructions a site (x86-64, counted)", f"{insns / count:.0f} insns",
+                f"emulated: {per_insn * 1e9:.2f} ns an instruction", insns / count * per_insn / 1e-6,
+                f"(1 us a site allows {1e-6 / per_insn:.0f})", None),
             Row("  the boot's whole step: sdt_init, then the host reads the table back",
                 f"{count / whole:,.0f} sites/s", f"sdt_init alone: {guest * 1e3:.1f} ms", whole / guest, "", None),
             Row("  sdt_init, a table in section-name order (plain ld -r): sorted at boot", f"{count_u / guest_u:,.0f} "
@@ -304,21 +323,25 @@ def run_loop(image: Path, arm: str, n: int, count: int = 0, patch: bool = True) 
         s.close()
 
 
-def count_instructions(m: Machine, func: int, n: int) -> int:
-    """Guest instructions of ``func(2n)`` less those of ``func(n)`` on CPU ``m``: n iterations of its loop,
-    without the call's own set-up. Counting hooks every instruction: it runs only here, untimed."""
+def counted(m: Machine, fn) -> int:
+    """Guest instructions CPU ``m`` runs in ``fn()``. Counting hooks every instruction: it runs only in calls
+    of its own, untimed."""
     from unicorn import UC_HOOK_CODE
 
     counter = [0]
     h = m.uc.hook_add(UC_HOOK_CODE, lambda uc, a, size, u: counter.__setitem__(0, counter[0] + 1))
     try:
         m.uc.ctl_flush_tb()  # code translated before the hook would not count
-        m.call(func, [n])
-        once = counter[0]
-        m.call(func, [2 * n])
-        return counter[0] - 2 * once
+        fn()
+        return counter[0]
     finally:
         m.uc.hook_del(h)
+
+
+def count_instructions(m: Machine, func: int, n: int) -> int:
+    """Guest instructions of ``func(2n)`` less those of ``func(n)`` on CPU ``m``: n iterations of its loop,
+    without the call's own set-up."""
+    return counted(m, lambda: m.call(func, [2 * n])) - 2 * counted(m, lambda: m.call(func, [n]))
 
 
 def session_count(s: BootSession, func: str, n: int) -> int:
