@@ -443,6 +443,9 @@ def datapath_rows(work: Path, small: bool) -> list[Row]:
             ">= 100x cheaper", per["trap"] / per["branch"] >= 100),
         Row("  of which the guest's recorder (branch, emulated)", f"{guest * 1e6:.3f} us",
             f"end to end: {per['branch'] * 1e6:.3f} us", guest / per["branch"], "(share)", None),
+        Row("  the floor: trap end to end against the guest's recorder alone (no host work)",
+            f"{per['trap'] / guest:.0f}x cheaper", f"trap: {per['trap'] * 1e6:.1f} us", per["trap"] / guest,
+            "(the floor)", None),
         Row("  guest instructions per recorded event (x86-64, branch, 2 arguments)", f"{per_event:.1f} insns",
             f"disarmed: {i_disarmed / n_count:.2f} insns/iteration", per_event, "<= 50", per_event <= 50),
         Row("  host drain and decode (BootSession.drain, -q)", f"{drained / t_drain:,.0f} events/s",
@@ -513,7 +516,7 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
                             f"{rates[c]:,.0f} firings/s", f"--cpus 1: {rates[1]:,.0f} firings/s", rates[c] / rates[1],
                             f">= {target}x on {os.cpu_count()} cores" if met is not None else "", met))
             if target and c == 2:
-                rows += smp_floor_rows(image, n)
+                rows += smp_floor_rows(image, n, rates[1])
     toggle = {}
     for cpus in (1, 4):  # sdt_enable/sdt_disable of one site: the x86 breakpoint protocol, a sync_cores a store
         s = BootSession(str(image), quiet(), cpus=cpus, arm="branch")
@@ -558,9 +561,11 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
     return rows
 
 
-def smp_floor_rows(image: Path, n: int) -> list[Row]:
+def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
     """What two CPUs can give on this machine at best: two independent 1-CPU boots as processes (no shared
-    interpreter, no shared guest memory), and --cpus 2 running guest code that stores nothing."""
+    interpreter, no shared guest memory), --cpus 2 running guest code that stores nothing, and the bound the
+    host's decoding sets (it holds the GIL: at most BootSession.drain's events a second in all, against
+    ``one``, the firings a second of --cpus 1)."""
     cmd = lambda n: [SDTGEN, "boot", str(image), "--arm", "branch", "--enable", "hk:sched:run:tick",  # noqa: E731
                      "--run", "sched_run", "--arg", str(n), "-q", "--timeout", "3600"]
 
@@ -582,11 +587,14 @@ def smp_floor_rows(image: Path, n: int) -> list[Row]:
             loops[cpus] = cpus * m / min(timed(lambda s=s: s.run("sched_run", [m]))[0] for _ in range(3))
         finally:
             s.close()
+    drained, t_drain = drain_rate(image, 60_000)
     return [Row("  the floor: two 1-CPU boots at once, as processes (nothing shared)", f"{rate[2]:,.0f} firings/s",
                 f"one boot: {rate[1]:,.0f} firings/s", rate[2] / rate[1], "(the floor)", None),
             Row(f"  the floor: --cpus 2, sched_run({m:,}) disarmed (guest code with no stores)",
                 f"{loops[2]:,.0f} iterations/s", f"--cpus 1: {loops[1]:,.0f} iterations/s", loops[2] / loops[1],
-                "(the floor)", None)]
+                "(the floor)", None),
+            Row("  the floor: the host's decoding under the GIL (BootSession.drain)", f"{drained / t_drain:,.0f} "
+                "events/s", f"--cpus 1: {one:,.0f} firings/s", drained / t_drain / one, "(the floor)", None)]
 
 
 # -- QEMU --------------------------------------------------------------------------------
