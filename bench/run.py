@@ -229,14 +229,14 @@ def boot_command(image: Path, arm: str, n: int, trace: Path, func: str = "sched_
             "--run", func, "--arg", str(n), "-q", "--trace", str(trace), "--timeout", "3600"]
 
 
-def sdt_init_time(image: Path) -> tuple[float, float, int, int]:
+def sdt_init_time(image: Path, count: bool = False) -> tuple[float, float, int, int]:
     """Best of 3: (seconds of the guest's sdt_init, seconds of the boot's whole patching step: sdt_init and the
-    table read back with each site's state, sites patched, and sdt_init's guest instructions, counted in a run
-    of its own) on a boot of ``image`` made with nothing patched."""
+    table read back with each site's state, sites patched, and with ``count`` sdt_init's guest instructions,
+    counted in a run of its own) on a boot of ``image`` made with nothing patched."""
     def sdt_init(s: BootSession) -> int:
         return s.runtime.call(s.machine, "sdt_init", [s.platform.hooks_address])
 
-    guest, whole, count = [], [], 0
+    guest, whole, patched = [], [], 0
     for _ in range(3):
         s = BootSession(str(image), quiet(), patch=False)
         try:
@@ -247,15 +247,17 @@ def sdt_init_time(image: Path) -> tuple[float, float, int, int]:
         try:
             t, result = timed(s.runtime.init)
             whole.append(t)
-            count = len(result.of("off"))
+            patched = len(result.of("off"))
         finally:
             s.close()
-    s = BootSession(str(image), quiet(), patch=False)
+    if not count:
+        return min(guest), min(whole), patched, 0
+    s = BootSession(str(image), quiet(), patch=False, timeout=3600)  # a hook call an instruction: slow
     try:
         insns = counted(s.machine, lambda: sdt_init(s))
     finally:
         s.close()
-    return min(guest), min(whole), count, insns
+    return min(guest), min(whole), patched, insns
 
 
 def patch_rows(image: Path, unsorted: Path) -> list[Row]:
@@ -267,7 +269,7 @@ def patch_rows(image: Path, unsorted: Path) -> list[Row]:
             Machine(img.elf, img.arch).close()
 
     load_time = min(timed(load)[0] for _ in range(3))
-    guest, whole, count, insns = sdt_init_time(image)
+    guest, whole, count, insns = sdt_init_time(image, count=True)
     guest_u, _, count_u, _ = sdt_init_time(unsorted)
     rate = count / guest
     per_insn = guest / insns
