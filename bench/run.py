@@ -343,7 +343,7 @@ def counted(m: Machine, fn) -> int:
 def count_instructions(m: Machine, func: int, n: int) -> int:
     """Guest instructions of ``func(2n)`` less those of ``func(n)`` on CPU ``m``: n iterations of its loop,
     without the call's own set-up."""
-    return counted(m, lambda: m.call(func, [2 * n])) - 2 * counted(m, lambda: m.call(func, [n]))
+    return counted(m, lambda: m.call(func, [2 * n])) - counted(m, lambda: m.call(func, [n]))
 
 
 def session_count(s: BootSession, func: str, n: int) -> int:
