@@ -3,7 +3,9 @@
 `large`: 1,000 translation units, 40 functions each, -ffunction-sections (80,000 text
 and relocation sections), 15 relocations per function (600,000 in all), of which one
 in two functions carries a probe site (20,000): probe relocations are a small minority.
-`many_sites`: small functions, each a probe site, for patching 50,000 sites at boot.
+`many_sites`: small functions, each a probe site, for patching 50,000 sites at boot. Partial-linked by
+sdtgen's script, gen writes its site table in address order; by a plain `ld -r`, in the order of the
+sections' names (f0_1, f0_10, f0_11, ...), which the runtime sorts at boot.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ def _unit(t: int, units: int, funcs: int, calls: int, probe_every: int) -> str:
     return "\n".join(dict.fromkeys(lines)) + "\n"
 
 
-def build(out: Path, units: int, funcs: int, calls: int, probe_every: int, include: str) -> Path:
-    """Generate and compile the units, partial-link them; cached by the parameters."""
+def build(out: Path, units: int, funcs: int, calls: int, probe_every: int, include: str,
+          script: Path | None = None) -> Path:
+    """Generate and compile the units, partial-link them (plain ``ld -r``, or with ``script``: sdtgen's partial
+    script, one .text, as the Makefile fragment links); cached by the parameters."""
     tag = f"{units}x{funcs}x{calls}x{probe_every}"
-    partial = out / f"kernel-{tag}.o"
+    partial = out / f"kernel-{tag}{'-merged' if script else ''}.o"
     if partial.exists():
         return partial
     src = out / f"src-{tag}"
@@ -44,12 +48,14 @@ def build(out: Path, units: int, funcs: int, calls: int, probe_every: int, inclu
         objs.append(src / f"u{t}.o")
 
     def compile_one(t: int) -> None:
+        if objs[t].exists():  # compiled for the other partial link of the same units
+            return
         subprocess.run(["gcc", *CFLAGS, f"-I{include}", "-c", "-o", str(objs[t]), str(src / f"u{t}.c")],
                        check=True)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         list(pool.map(compile_one, range(units)))
     tmp = partial.with_suffix(".tmp")
-    subprocess.run(["ld", "-r", "-o", str(tmp), *map(str, objs)], check=True)
+    subprocess.run(["ld", "-r", *(["-T", str(script)] if script else []), "-o", str(tmp), *map(str, objs)], check=True)
     tmp.rename(partial)
     return partial

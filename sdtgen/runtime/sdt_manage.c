@@ -44,54 +44,67 @@ static SDT_CODE int probe_valid(const struct sdt_probe *p)
 	       p->nargs <= SDT_MAX_ARGS;
 }
 
-/* Move entry ``from`` to ``to``: its fields are relative to where they are, so they are rebased. */
+/* Put entry ``from`` at ``to``: its fields are relative to where they are, so they are rebased. Field by field:
+ * a struct copy may become a call to memcpy, and a byte loop costs the sort most of its time. */
 static SDT_CODE void move(struct sdt_site *to, const struct sdt_site *from)
 {
 	sdt_word site = sdt_site_address(from), probe = sdt_rel(&from->probe);
 
-	sdt_copy(to, from, sizeof(*to));
 	to->site = (sdt_s32)(site - (sdt_word)&to->site);
 	to->probe = (sdt_s32)(probe - (sdt_word)&to->probe);
+	to->form = from->form;
+	to->length = from->length;
+	to->mode = from->mode;
+	to->keep = from->keep;
+	to->state = from->state;
+	to->size = from->size;
+	to->pad[0] = from->pad[0];
+	to->pad[1] = from->pad[1];
 }
 
-static SDT_CODE void swap(struct sdt_site *a, struct sdt_site *b)
-{
-	struct sdt_site t;
-
-	move(&t, a);
-	move(a, b);
-	move(b, &t);
-}
-
-static SDT_CODE void sift(struct sdt_site *s, unsigned long root, unsigned long n)
+/* Entry ``e`` (whose address is ``key``) into the heap s[root..n) whose root's place is free: the larger child
+ * moves up until ``e`` is no smaller than both. */
+static SDT_CODE void sift(struct sdt_site *s, unsigned long root, unsigned long n, const struct sdt_site *e,
+			  sdt_word key)
 {
 	for (;;) {
 		unsigned long c = 2 * root + 1;
+		sdt_word at;
 		if (c >= n)
-			return;
-		if (c + 1 < n && sdt_site_address(&s[c + 1]) > sdt_site_address(&s[c]))
-			c++;
-		if (sdt_site_address(&s[root]) >= sdt_site_address(&s[c]))
-			return;
-		swap(&s[root], &s[c]);
+			break;
+		at = sdt_site_address(&s[c]);
+		if (c + 1 < n && sdt_site_address(&s[c + 1]) > at)
+			at = sdt_site_address(&s[++c]);
+		if (key >= at)
+			break;
+		move(&s[root], &s[c]);
 		root = c;
 	}
+	move(&s[root], e);
 }
 
 /* In address order, so a trap finds its site by bisection: heapsort in place, unless it already is. */
 static SDT_CODE void sort_sites(struct sdt_site *s, unsigned long n)
 {
+	struct sdt_site t;
 	unsigned long i;
 
 	for (i = 1; i < n && sdt_site_address(&s[i - 1]) <= sdt_site_address(&s[i]); i++)
 		;
 	if (i >= n)
 		return;
-	for (i = n / 2; i-- > 0;)
-		sift(s, i, n);
-	for (i = n; i-- > 1;) {
-		swap(&s[0], &s[i]);
-		sift(s, 0, i);
+	/* An entry held in ``t`` (on the stack, maybe further than 2 GiB from the text) keeps its relative fields
+	 * right only modulo 2^32, which is all a move back needs: its address is taken where it was. */
+	for (i = n / 2; i-- > 0;) {
+		sdt_word key = sdt_site_address(&s[i]);
+		move(&t, &s[i]);
+		sift(s, i, n, &t, key);
+	}
+	for (i = n; i-- > 1;) {	/* the largest left to the end; the last entry of the heap sifted in from its root */
+		sdt_word key = sdt_site_address(&s[i]);
+		move(&t, &s[i]);
+		move(&s[i], &s[0]);
+		sift(s, 0, i, &t, key);
 	}
 }
 
@@ -156,16 +169,16 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	sites = (struct sdt_site *)s0;
 	sites_end = (struct sdt_site *)s1;
 	sort_sites(sites, n);
-	for (s = sites; s < sites_end; s++) {
-		sdt_word a = sdt_site_address(s);
-		lo = a < lo ? a : lo;
-		hi = a + SDT_SITE_MAX > hi ? a + SDT_SITE_MAX : hi;
+	if (n) {	/* in address order: the first and the last entry bound every site */
+		lo = sdt_site_address(&sites[0]);
+		hi = sdt_site_address(&sites[n - 1]) + SDT_SITE_MAX;
 	}
 	alias = n && sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
 	for (s = sites; s < sites_end; s++) {
 		sdt_word a = sdt_site_address(s);
 		const struct sdt_probe *p = sdt_site_probe(s);
-		sdt_u8 code[SDT_SITE_MAX], off[SDT_SITE_MAX];
+		const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
+		sdt_u8 off[SDT_SITE_MAX];
 		unsigned size, i;
 
 		s->state = SDT_SITE_REFUSED;
@@ -188,7 +201,6 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
 			continue;
 		}
-		read_text(code, a, s->length);
 		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
 		if (!size) {
 			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length, 0);

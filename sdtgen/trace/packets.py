@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 from sdtgen.layout import EVENT, PACKET, VALUES
@@ -56,14 +58,37 @@ class EventFormat:
     argtypes: tuple[ArgType, ...]
     ints: tuple[int, ...]  # argument numbers stored as words, in order
     strings: tuple[int, ...]  # argument numbers copied as strings, in order
-    words: struct.Struct  # the integers after the header
+    words: struct.Struct  # the integers after the header, each read as its C type holds it (ArgType.value)
+    size: int  # bytes of an event without strings (header and words); with strings, the least
+
+    def run(self, header: int) -> tuple[struct.Struct, struct.Struct]:
+        """For a packet of this probe's events only, each ``stride`` bytes apart: (the timestamps, the arguments)
+        of every event, read by ``iter_unpack`` (``header`` is the event header's size)."""
+        pad = (-self.size) % 8
+        order = self.words.format[0]
+        return (struct.Struct(f"{order}Q{self.size + pad - 8}x"),
+                struct.Struct(f"{order}{header}x{self.words.format[1:]}{pad}x"))
+
+
+_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
+
+
+def _word_code(t: ArgType, bits: int, little: bool) -> str:
+    """The struct code that reads a ``bits``-bit register word as ``t`` holds it: its low ``t.bits`` bits, signed
+    or not, as ArgType.value makes of the word (a type as wide as the word or wider is the whole word)."""
+    signed = t.kind == "int" and t.bits <= bits
+    width = min(t.bits, bits)
+    code = _CODES[width] if signed else _CODES[width].upper()
+    pad = f"{(bits - width) // 8}x" if width < bits else ""
+    return code + pad if little else pad + code
 
 
 def event_format(key: int, spec: str, types: tuple[str, ...], bits: int, little: bool = True) -> EventFormat:
     lay = event_layout(types, bits)
-    code = "I" if bits == 32 else "Q"
-    words = struct.Struct(("<" if little else ">") + code * len(lay.ints))
-    return EventFormat(key, spec, types, tuple(arg_type(t, bits) for t in types), lay.ints, lay.strings, words)
+    argtypes = tuple(arg_type(t, bits) for t in types)
+    words = struct.Struct(("<" if little else ">") + "".join(_word_code(argtypes[k], bits, little) for k in lay.ints))
+    return EventFormat(key, spec, types, argtypes, lay.ints, lay.strings, words,
+                       EVENT.size(bits) + words.size)
 
 
 class Decoder:
@@ -76,6 +101,7 @@ class Decoder:
         self.header = PACKET.struct(bits, little)
         self.event = EVENT.struct(bits, little)
         self.unknown = 0  # events of keys no format names (skipped by their size)
+        self._runs: dict[int, tuple[struct.Struct, struct.Struct]] = {}
 
     def packet(self, data: bytes | memoryview, where: str = "") -> Packet:
         """The header of the packet ``data`` starts with; PacketError when it is not a packet."""
@@ -94,27 +120,81 @@ class Decoder:
     def events(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, list[Event]]:
         """A packet's header and its events, in the order they were written."""
         p = self.packet(data, where)
+        return p, self._run(data, p) or self._each(data, p, where)
+
+    def counts(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, dict[str, int], str | None]:
+        """A packet's header, how many events of each probe it holds and the last one's probe: what a consumer
+        that shows no event needs (a packet of one probe's events is counted without reading them)."""
+        p = self.packet(data, where)
+        one = self._one_probe(data, p)
+        if one is not None:
+            return p, {one[0].spec: one[1]}, one[0].spec
+        events = self._each(data, p, where)
+        counts: dict[str, int] = {}
+        for e in events:
+            counts[e.probe] = counts.get(e.probe, 0) + 1
+        return p, counts, events[-1].probe if events else None
+
+    def _one_probe(self, data: bytes | memoryview, p: Packet) -> tuple[EventFormat, int, memoryview] | None:
+        """(the probe, how many events, their bytes) for a packet that holds one probe's events only, all without
+        strings (a probe firing in a loop); None for any other packet (and for anything amiss: the event by
+        event read says what)."""
+        at, end, head = self.header.size, p.content, self.event.size
+        if end - at < head:
+            return None
+        _, key, size, unreadable = self.event.unpack_from(data, at)
+        f = self.formats.get(key)
+        if f is None or f.strings or size != f.size or unreadable:
+            return None
+        stride = (size + 7) & ~7
+        n = (end - at - size) // stride + 1
+        if n < 1 or at + (n - 1) * stride + size != end or at + n * stride > len(data):
+            return None
+        body = memoryview(data)[at:at + n * stride]
+        # Every event's id, size and unreadable bits (the header's second word) the same as the first's.
+        if bytes(body.cast("Q")[1::stride // 8]) != bytes(body[8:head]) * n:
+            return None
+        return f, n, body
+
+    def _run(self, data: bytes | memoryview, p: Packet) -> list[Event] | None:
+        """The events of a packet of one probe's events, read at once (None for another packet)."""
+        one = self._one_probe(data, p)
+        if one is None:
+            return None
+        f, _, body = one
+        runs = self._runs.get(f.key)
+        if runs is None:
+            runs = self._runs[f.key] = f.run(self.event.size)
+        stamps, args = runs
+        return list(map(_new, repeat(Event), zip(map(_first, stamps.iter_unpack(body)), repeat(p.cpu),
+                                                  repeat(f.spec), args.iter_unpack(body))))
+
+    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> list[Event]:
         out: list[Event] = []
         at, end = self.header.size, p.content
+        head = self.event.size
         unpack = self.event.unpack_from
+        formats = self.formats
         while at < end:
-            if at + self.event.size > end:
+            if at + head > end:
                 raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: an event at byte {at} runs past its content")
             ts, key, size, unreadable = unpack(data, at)
-            if size < self.event.size or at + size > end:
+            if size < head or at + size > end:
                 raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has size {size}")
-            f = self.formats.get(key)
+            f = formats.get(key)
             if f is None:
                 self.unknown += 1
+            elif not f.strings:
+                out.append(_new(Event, (ts, p.cpu, f.spec, f.words.unpack_from(data, at + head))))
             else:
-                out.append(Event(ts, p.cpu, f.spec, self._args(f, data, at + self.event.size, at + size, unreadable)))
+                out.append(_new(Event, (ts, p.cpu, f.spec, self._args(f, data, at + head, at + size, unreadable))))
             at = (at + size + 7) & ~7  # events start 8-aligned
-        return p, out
+        return out
 
     def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int) -> tuple:
         args: list = [None] * len(f.types)
-        for k, raw in zip(f.ints, f.words.unpack_from(data, at), strict=True):
-            args[k] = f.argtypes[k].value(raw, f.spec)
+        for k, value in zip(f.ints, f.words.unpack_from(data, at), strict=True):
+            args[k] = value
         at += f.words.size
         for k in f.strings:
             stop = bytes(data[at:end]).find(b"\0")
@@ -123,6 +203,10 @@ class Decoder:
             args[k] = None if unreadable >> k & 1 else bytes(data[at:at + stop]).decode("utf-8", "replace")
             at += stop + 1
         return tuple(args)
+
+
+_new = tuple.__new__  # an Event from its fields' tuple, without a Python-level __new__ per event
+_first = itemgetter(0)
 
 
 def split(stream: bytes, decoder: Decoder, where: str = "") -> Iterator[bytes]:
