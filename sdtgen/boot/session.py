@@ -380,6 +380,9 @@ class BootSession:
 
     def _packet(self, cpu: int, data: bytes) -> None:
         """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time)."""
+        if self.reporter.quiet and (self.sink is None or not self.sink.needs_events):
+            self._count_packet(cpu, data)  # nothing shown, nothing decoded for a trace: counted only
+            return
         try:
             packet, events = self.decoder.events(data, f"CPU {cpu}: ")
         except PacketError as e:
@@ -406,6 +409,22 @@ class BootSession:
             self._held += len(events)
             if self._held >= SHOW_BATCH and len(self._read_to) == self.cpus:
                 self._emit_pending(min(self._read_to.values()))
+
+    def _count_packet(self, cpu: int, data: bytes) -> None:
+        """A packet of ``cpu`` under -q: its events counted by probe (a packet of one probe's events without
+        reading them) and, with a CTF trace, copied as it stands."""
+        try:
+            packet, counts, last = self.decoder.counts(data, f"CPU {cpu}: ")
+        except PacketError as e:
+            raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
+                           "the guest wrote over its ring") from None
+        with self._lock:
+            if self.sink is not None:
+                self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet, None)
+            for probe, n in counts.items():
+                self.hits[probe] = self.hits.get(probe, 0) + n
+            if last is not None:
+                self.last_fired = last
 
     def _action(self, m: Machine, symbol: str, value: int) -> None:
         """An --action returned on CPU ``m``: shown after everything that CPU recorded before it."""
