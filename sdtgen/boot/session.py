@@ -252,6 +252,7 @@ class BootSession:
         self.smp = None
         self.sink = None
         self.faults = 0
+        self._broken: set[int] = set()  # CPUs whose sdt_flush faulted: neither flushed nor read again
         self.hits: dict[str, int] = {}
         self.last_fired: str | None = None
         # Several CPUs: what each recorded and has not been shown (its events, and --action results after
@@ -360,12 +361,11 @@ class BootSession:
         return self.bounds.sites[0] + SITE_SIZE * site.index
 
     def _open_trace(self, path: str, fmt: str):
-        from sdtgen.boot.clock import guest_clock
         from sdtgen.trace.model import TraceMeta, TraceProbe
         from sdtgen.trace.sink import open_trace
 
         arch = self.image.arch
-        name, hz = guest_clock(arch)
+        name, hz = self.guest_clock()  # the rate the runtime is given (hooks.clock_hz), measured once
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         return open_trace(path, fmt, TraceMeta(arch.name, name, hz, self.cpus, probes), arch.bits, arch.little)
 
@@ -462,9 +462,11 @@ class BootSession:
         """Every CPU's open packet closed and every closed packet read, shown in time order; what was lost
         said."""
         for m in self.smp.cpus:
-            self.runtime.flush(m)
+            if m.cpu not in self._broken:
+                self._flush_or_report(m)
         for cpu in range(self.cpus):
-            self.consumer.consume(cpu)
+            if cpu not in self._broken:
+                self.consumer.consume(cpu)
         with self._lock:
             self._emit_pending()
             if self._unshown:
@@ -503,14 +505,26 @@ class BootSession:
         self.runtime.mode = mode
 
     def finish_trace(self, interrupted: bool = False) -> None:
-        """Every recorded event is in the trace: put it in place (after Ctrl-C, what could be read)."""
-        if self.sink is not None:
-            if interrupted:
-                self._drain_after_interrupt()
-            else:
-                self._drain_or_report()
+        """Every recorded event is in the trace: put it in place (after Ctrl-C, what could be read, deaf to
+        another Ctrl-C until the trace is whole)."""
+        if self.sink is None:
+            return
+        if not interrupted:
+            self._drain_or_stop()
             sink, self.sink = self.sink, None
             sink.finish(self.consumer.lost())
+            return
+        import signal
+
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            self._drain_after_interrupt()
+            sink, self.sink = self.sink, None
+            sink.finish(self.consumer.lost())
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
 
     def close(self, abort: bool = False) -> None:
         if self.sink is not None:
@@ -629,7 +643,7 @@ class BootSession:
             self._drain_after_interrupt()
             self.reporter.fault(symbol, fault, self.where(fault.pc), self.last_fired)
             raise Stopped() from None
-        self._drain_or_report()  # every CPU's records, merged in timestamp order
+        self._drain_or_stop()  # every CPU's records, merged in timestamp order
         first = None
         for cpu, raw in enumerate(results):
             shown = cpu if self.cpus > 1 else None
@@ -643,14 +657,27 @@ class BootSession:
             self.reporter.returned(symbol, args, value, rtype, cpu=shown)
         return first
 
-    def _drain_or_report(self) -> None:
-        """drain; a fault of the runtime's own sdt_flush (a kernel that broke its ring or its CPU's state)
-        is one fault line, and what was not read stays unread."""
+    def _flush_or_report(self, m: Machine) -> None:
+        """sdt_flush on CPU ``m``. A fault there (a kernel that broke its CPU area or its ring) is one fault
+        line, once: that CPU is not flushed or read again, and what it had not closed stays unread."""
+        try:
+            self.runtime.flush(m)
+        except Interrupted:
+            raise
+        except GuestFault as fault:
+            self._broken.add(m.cpu)
+            self.reporter.fault("sdt_flush", fault, self.where(fault.pc), self.last_fired,
+                                cpu=m.cpu if self.cpus > 1 else None)
+            self.faults += 1
+
+    def _drain_or_stop(self) -> None:
+        """drain; Ctrl-C while the runtime flushes ends the session as one during a run does."""
         try:
             self.drain()
-        except GuestFault as fault:
+        except Interrupted as fault:
+            self._drain_after_interrupt()
             self.reporter.fault("sdt_flush", fault, self.where(fault.pc), self.last_fired)
-            self.faults += 1
+            raise Stopped() from None
 
     def _drain_after_interrupt(self) -> None:
         """What was recorded before Ctrl-C, read: the runtime's short sdt_flush calls deaf to a Ctrl-C that
@@ -666,7 +693,7 @@ class BootSession:
                 m.watchdog.deaf = False
 
     def stats(self) -> None:
-        self.drain()
+        self._drain_or_stop()
         self.reporter.stats(dict(self.hits), self.consumer.total_lost)
 
 
