@@ -67,7 +67,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def cmd_gen(args: argparse.Namespace) -> int:
     from sdtgen.codegen import MetadataRequest, gen_files
 
-    ctf = MetadataRequest(args.ctf_metadata, args.clock_hz, args.clock_name) if args.ctf_metadata else None
+    if not args.ctf_metadata and (args.clock_hz is not None or args.clock_name):
+        raise SdtError("", "--clock-hz and --clock-name describe the CTF metadata, and without --ctf-metadata "
+                       "nothing writes it", "give --ctf-metadata FILE too")
+    ctf = (MetadataRequest(args.ctf_metadata, 1_000_000_000 if args.clock_hz is None else args.clock_hz,
+                           args.clock_name) if args.ctf_metadata else None)
     result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict, ctf=ctf)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
@@ -525,7 +529,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="refuse a probe used without SDT_PROBE_DEFINE (a warning otherwise)")
     g.add_argument("--ctf-metadata", metavar="FILE",
                    help="also write the CTF 1.8 metadata of the runtime's packets (a trace directory's `metadata`)")
-    g.add_argument("--clock-hz", type=_int_arg, default=1_000_000_000, metavar="HZ",
+    g.add_argument("--clock-hz", type=_int_arg, metavar="HZ",
                    help="the metadata's clock rate: ticks a second of the kernel's sdt_hooks.clock (default 1e9)")
     g.add_argument("--clock-name", default="", metavar="NAME",
                    help="the metadata's clock name (default the architecture's counter: tsc, cntvct_el0, cycle)")

@@ -74,7 +74,7 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
 
 
 def _check_clock(ctf: MetadataRequest) -> None:
-    if ctf.clock_hz <= 0:
+    if not 0 < ctf.clock_hz < 1 << 64:
         raise SdtError("", f"--clock-hz {ctf.clock_hz} is not a clock rate", "give the ticks a second of the "
                        "kernel's sdt_hooks.clock (1000000000 for nanoseconds)")
     if ctf.clock_name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", ctf.clock_name):
@@ -92,7 +92,7 @@ def _ctf_metadata(elf: ElfFile, result: ScanResult, ctf: MetadataRequest) -> str
     name = ctf.clock_name or arch.clock_name or "clock"
     probes = tuple(TraceProbe(probe_key(p.symbol), p.provider, p.module, p.function, p.name, p.args)
                    for p in sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol)))
-    return metadata(TraceMeta(arch.name, name, ctf.clock_hz, 0, probes), arch.bits)
+    return metadata(TraceMeta(arch.name, name, ctf.clock_hz, 0, probes), arch.bits, recorded_here=False)
 
 
 UNDEFINED_FIX = ("define it with SDT_PROBE_DEFINE in one file of the object (a misspelt probe name makes "

@@ -20,6 +20,7 @@ from sdtgen.probes import (
     probe_symbol,
 )
 from sdtgen.record import factory, record
+from sdtgen.recorder import probe_key
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
              "`ld.lld -r` for clang -flto")
@@ -202,6 +203,13 @@ def _check_one_name_each(elf: ElfFile, probes: dict[str, Probe], sites: list[Sit
             raise elf.fail(f"stub symbols {printable(here.symbol)} and {printable(there.symbol)} (at {where(there)}) "
                            f"both list as probe {printable(p.spec)}, so their firings could not be told apart",
                            NAME_FIX, where=where(here))
+    by_key: dict[int, Probe] = {}
+    for p in sorted(probes.values(), key=where):
+        other = by_key.setdefault(probe_key(p.symbol), p)
+        if other is not p:  # 32-bit FNV-1a: one pair in about 77,000 probes shares an event id
+            raise elf.fail(f"probes {printable(other.spec)} (at {where(other)}) and {printable(p.spec)} have one "
+                           f"event id, {probe_key(p.symbol):#010x} (FNV-1a of their stub symbols), so their events "
+                           "could not be told apart", "rename one of them", where=where(p))
 
 
 def read_descriptors(elf: ElfFile) -> tuple[dict[str, Probe], dict[str, int]]:

@@ -297,6 +297,7 @@ def test_ctf_metadata_is_written_with_the_other_outputs(obj, tmp_path):
 
 @pytest.mark.parametrize("argv, what", [
     (["--clock-hz", "0"], "is not a clock rate"),
+    (["--clock-hz", str(1 << 64)], "is not a clock rate"),
     (["--clock-name", "two words"], "is not a C identifier"),
 ])
 def test_a_bad_clock_writes_nothing(obj, tmp_path, argv, what):
@@ -305,3 +306,11 @@ def test_a_bad_clock_writes_nothing(obj, tmp_path, argv, what):
                   "--ctf-metadata", tmp_path / "metadata", *argv)
     one_error_line(proc, what)
     untouched(tmp_path, obj, before, "s.c", "t.S", "metadata")
+
+
+def test_a_clock_without_metadata_is_refused(obj, tmp_path):
+    """--clock-hz alone would be silently ignored: nothing writes the metadata it describes."""
+    before = obj.read_bytes()
+    one_error_line(sdtgen("gen", obj, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S", "--clock-hz", "100"),
+                   "without --ctf-metadata")
+    untouched(tmp_path, obj, before, "s.c", "t.S")

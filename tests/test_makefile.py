@@ -93,9 +93,15 @@ def test_each_arch_builds_into_its_own_directory_by_default(tmp_path):
 
 
 def test_sdt_clock_hz_has_gen_write_the_ctf_metadata_beside_the_stubs(tmp_path):
-    """Only when the kernel says its clock's rate: a metadata file with a guessed rate would mislead."""
+    """Only when the kernel says its clock's rate (a guessed rate would mislead), and a new rate or name
+    rewrites it, as Kbuild reruns a command whose flags changed; the same one does nothing."""
     make(tmp_path / "plain")
     assert not (tmp_path / "plain" / "kernel_sdt_metadata").exists()
-    make(tmp_path / "clock", "SDT_CLOCK_HZ=24000000")
-    text = (tmp_path / "clock" / "kernel_sdt_metadata").read_text()
-    assert text.startswith("/* CTF 1.8 */") and "\tfreq = 24000000;" in text
+    out = tmp_path / "clock"
+    make(out, "SDT_CLOCK_HZ=24000000")
+    text = (out / "kernel_sdt_metadata").read_text()
+    assert text.startswith("/* CTF 1.8 */") and "\tfreq = 24000000;" in text and "hostname" not in text
+    assert f"  SDTGEN  {out}/kernel.o" not in make(out, "SDT_CLOCK_HZ=24000000").stdout.splitlines()
+    make(out, "SDT_CLOCK_HZ=1000000000", "SDT_CLOCK_NAME=sched_ns")
+    text = (out / "kernel_sdt_metadata").read_text()
+    assert "\tfreq = 1000000000;" in text and "\tname = sched_ns;" in text

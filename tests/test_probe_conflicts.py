@@ -158,3 +158,30 @@ def test_check_refuses_two_objects_whose_probes_list_under_one_name(tmp_path):
     assert proc.stderr == (f"{two}: error: stub symbol __dtrace_sdt_hk_hello lists as probe hk:::hello, as stub "
                            f"symbol __dtrace_sdt_hk___hello of {one} does, so their firings could not be told apart; "
                            f"{NAME_FIX}\n")
+
+
+# Two names whose stub symbols hash to one 32-bit FNV-1a event id (found by a birthday search; computed here
+# again by the test's own FNV-1a, not sdtgen's).
+SAME_ID = ("w66736", "w281300")
+
+
+def fnv1a(text: str) -> int:
+    h = 0x811C9DC5
+    for b in text.encode():
+        h = ((h ^ b) * 0x01000193) % (1 << 32)
+    return h
+
+
+def test_two_probes_with_one_event_id_are_refused(tmp_path):
+    """Events carry a 32-bit id made from the stub symbol: two probes sharing one would be decoded as one."""
+    a, b = SAME_ID
+    assert fnv1a(f"__dtrace_sdt_kc___{a}") == fnv1a(f"__dtrace_sdt_kc___{b}")
+    source = (f'#include <sdt.h>\nSDT_PROBE_DEFINE0(kc, , , {a});\nSDT_PROBE_DEFINE0(kc, , , {b});\n'
+              f'void f(void) {{ SDT_PROBE0(kc, , , {a}); SDT_PROBE0(kc, , , {b}); }}\n')
+    kernel = partial_link(tmp_path, "kernel", compile_c(tmp_path, "one", source))
+    before = kernel.read_bytes()
+    proc = sdtgen("gen", kernel, "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S")
+    assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert (f"probes kc:::{a}" in proc.stderr and f"kc:::{b} have one event id, "
+            f"{fnv1a(f'__dtrace_sdt_kc___{a}'):#010x}") in proc.stderr
+    assert kernel.read_bytes() == before and not (tmp_path / "s.c").exists()

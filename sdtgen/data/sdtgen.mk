@@ -48,7 +48,9 @@ SDT_ASFLAGS ?=
 SDT_LDFLAGS ?=
 # SDT_CLOCK_HZ=N (the ticks a second of the kernel's sdt_hooks.clock): gen also writes PARTIAL_sdt_metadata,
 # the CTF metadata that makes the runtime's packets, as the kernel's transport carries them out, a trace
+# (a directory of it, named `metadata`, and the CPUs' streams); SDT_CLOCK_NAME names the clock in it
 SDT_CLOCK_HZ ?=
+SDT_CLOCK_NAME ?=
 SDT_PARTIAL_LDS ?= $(SDT_LINKER_SCRIPTS)/partial.ld
 SDT_FINAL_LDS ?=
 
@@ -82,13 +84,20 @@ $(call sdt_runtime_obj,$(1),$(2)): $(2) $(wildcard $(dir $(2))*.[ch]) $$(sdt_run
 	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $$<
 endef
 
+# The clock the metadata describes, kept in PARTIAL_sdt_clock and rewritten (when make reads this file)
+# only when it changes: a new SDT_CLOCK_HZ reruns gen, as Kbuild's if_changed does for new flags.
+sdt_clock_stamp = $(shell echo '$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)' | cmp -s - $(1) 2>/dev/null || \
+	{ mkdir -p $(dir $(1)) && echo '$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)' > $(1); })
+
 define sdt_image
-$(2): $(3) $$(SDT_PARTIAL_LDS)
+$(if $(SDT_CLOCK_HZ),$(call sdt_clock_stamp,$(2:.o=)_sdt_clock))
+$(2): $(3) $$(SDT_PARTIAL_LDS) $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_clock)
 	$$(sdt_msg) LD $$@$$(sdt_need_arch)
 	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
 	$$(sdt_msg) SDTGEN $$@
 	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE)$$(if $$(filter 1,$$(SDT_STRICT)), --strict) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S \
-		$$(if $$(SDT_CLOCK_HZ),--ctf-metadata $(2:.o=)_sdt_metadata --clock-hz $$(SDT_CLOCK_HZ)) || { rm -f $$@; exit 1; }
+		$$(if $$(SDT_CLOCK_HZ),--ctf-metadata $(2:.o=)_sdt_metadata --clock-hz $$(SDT_CLOCK_HZ)$$(if $$(SDT_CLOCK_NAME), --clock-name $$(SDT_CLOCK_NAME))) \
+		|| { rm -f $$@; exit 1; }
 
 $(2:.o=)_sdt_stubs.c $(2:.o=)_sdt_table.S $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_metadata): $(2) ;
 

@@ -41,8 +41,9 @@ def is_ctf_trace(directory: Path) -> bool:
         return False
 
 
-def metadata(meta: TraceMeta, bits: int) -> str:
-    """The TSDL text describing the runtime's packets and every probe's events."""
+def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
+    """The TSDL text describing the runtime's packets and every probe's events (with this machine's name,
+    ``recorded_here``, when the trace is recorded here, not described at build time)."""
     from sdtgen import arch as arches
 
     if not _IDENTIFIER.fullmatch(meta.clock_name):
@@ -65,7 +66,7 @@ def metadata(meta: TraceMeta, bits: int) -> str:
         "};",
         "",
         "env {",
-        f"\thostname = {_literal(platform.node() or 'localhost')};",
+        *([f"\thostname = {_literal(platform.node() or 'localhost')};"] if recorded_here else []),
         '\tdomain = "kernel";',
         '\ttracer_name = "sdtgen";',
         f"\tarchitecture = {_literal(meta.arch)};",
