@@ -1,14 +1,17 @@
-"""A call a session makes into the kernel (`--run SYMBOL[:TYPE] --arg N...`), the same for the emulated
-boot and QEMU: the target checked against the image before anything runs, the return register read as TYPE."""
+"""What a session asks of the kernel, the same for the emulated boot and QEMU, checked against the image
+before anything runs: a call (`--run SYMBOL[:TYPE] --arg N...`, its return register read as TYPE) and a
+probe spec (`--enable`, `--disable`, the console's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from sdtgen.boot.limits import MAX_SPEC
 from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
+from sdtgen.probes import ProbeSpec
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 
@@ -74,3 +77,33 @@ def read_string(read: Callable[[int, int], bytes | None], addr: int, chunk: int)
             return (out + data[:end]).decode("utf-8", "replace")
         out += data
     return out[:MAX_STRING_RESULT].decode("utf-8", "replace")
+
+
+def parse_spec(text: str) -> ProbeSpec:
+    """A probe spec as a user gives it (--enable, a console's enable...), checked as the runtime will read it."""
+    if len(text) > MAX_SPEC:
+        raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",
+                       "give a shorter spec (globs match many probes)")
+    if not text.isascii() or not text.isprintable():
+        raise SdtError("", f"probe spec {printable(text)!r} has characters a probe name cannot have")
+    try:
+        return ProbeSpec.parse(text)
+    except ValueError as e:
+        raise SdtError("", printable(str(e))) from None
+
+
+def matching_spec(text: str, probes) -> ProbeSpec:
+    """A spec that matches one of ``probes`` at least (which of their sites verify is sdt_init's say)."""
+    pattern = parse_spec(text)
+    if not any(pattern.matches(p) for p in probes):
+        raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
+                       "probe of the image", "list the probes with `sdtgen probes IMAGE`; "
+                       "a spec is provider:module:function:name, filled from the right")
+    return pattern
+
+
+def describe(pattern: ProbeSpec) -> str:
+    """What each field of a spec means: ``'my:net'`` is function ``my``, name ``net``."""
+    named = [f"{field} {printable(value)!r}" for field, value in
+             zip(("provider", "module", "function", "name"), pattern.fields, strict=True) if value]
+    return ", ".join(named) if named else "every probe"

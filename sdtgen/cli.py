@@ -259,13 +259,9 @@ def cmd_boot(args: argparse.Namespace) -> int:
     scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
 
     def precheck(s: BootSession) -> None:
-        """Every action is checked against the image before the boot patches anything."""
-        for kind, value, extra in actions:
-            if kind == "run":
-                s.check_run(value, extra)
-            elif kind in ("enable", "disable"):
-                s.check_spec(value)
-            elif kind == "action":
+        _precheck(s, actions)
+        for kind, value, _ in actions:
+            if kind == "action":
                 spec, _, symbol = value.partition("=")
                 s.check_spec(spec)
                 s.check_function(symbol)
@@ -296,6 +292,15 @@ def cmd_boot(args: argparse.Namespace) -> int:
     finally:
         session.close()
     return EXIT_FAIL if session.faults else EXIT_OK
+
+
+def _precheck(session, actions: list) -> None:
+    """Every --run, --enable and --disable checked against the image, before the kernel boots."""
+    for kind, value, extra in actions:
+        if kind == "run":
+            session.check_run(value, extra)
+        elif kind in ("enable", "disable"):
+            session.check_spec(value)
 
 
 def _perform(session, kind: str, value: str, extra: list[int]) -> None:
@@ -379,13 +384,11 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     with termination_as_interrupt():
         try:
             session = QemuSession(args.image, report, cpus=args.cpus, arm=args.arm, buffer_size=args.buffer_size,
-                                  overflow=args.overflow, timeout=args.timeout, trace=trace)
+                                  overflow=args.overflow, timeout=args.timeout, trace=trace,
+                                  precheck=lambda s: _precheck(s, actions))
         except Halted:
             return EXIT_FAIL
         try:
-            for kind, value, extra in actions:  # every run's arguments are checked before anything runs
-                if kind == "run":
-                    session.check_run(value, extra)
             try:
                 for kind, value, extra in actions:
                     _perform(session, kind, value, extra)

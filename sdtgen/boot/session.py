@@ -20,11 +20,19 @@ from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
 from sdtgen.boot.consumer import Consumer
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_RINGS, MAX_SPEC, MIN_BUFFER
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_RINGS, MIN_BUFFER
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.platform import Platform, runtime_entries
 from sdtgen.boot.runtime import ARM_MODES, BRANCH, FIRING, InitResult, ProbeRuntime, Report
-from sdtgen.calls import check_call, decode_return, function_address, read_string
+from sdtgen.calls import (
+    check_call,
+    decode_return,
+    describe,
+    function_address,
+    matching_spec,
+    parse_spec,
+    read_string,
+)
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import WARNING, Diagnostic, SdtError, printable
 from sdtgen.image import Image
@@ -543,22 +551,11 @@ class BootSession:
 
     # -- probes ---------------------------------------------------------------------
     def spec(self, text: str) -> ProbeSpec:
-        if len(text) > MAX_SPEC:
-            raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",
-                           "give a shorter spec (globs match many probes)")
-        try:
-            return ProbeSpec.parse(text)
-        except ValueError as e:
-            raise SdtError("", printable(str(e))) from None
+        return parse_spec(text)
 
     def check_spec(self, text: str) -> ProbeSpec:
         """A spec that matches a probe of the image's table (which of its sites verify is sdt_init's say)."""
-        pattern = self.spec(text)
-        if not any(pattern.matches(p) for p in self.probes):
-            raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
-                           "probe of the image", "list the probes with `sdtgen probes IMAGE`; "
-                           "a spec is provider:module:function:name, filled from the right")
-        return pattern
+        return matching_spec(text, self.probes)
 
     def check_function(self, symbol: str) -> int:
         """The address of the image's function ``symbol``."""
@@ -718,8 +715,3 @@ def read_guest_string(machine: Machine, addr: int) -> str | None:
     return read_string(read, addr, 16)
 
 
-def describe(pattern: ProbeSpec) -> str:
-    """What each field of a spec means: ``'my:net'`` is function ``my``, name ``net``."""
-    named = [f"{field} {printable(value)!r}" for field, value in
-             zip(("provider", "module", "function", "name"), pattern.fields, strict=True) if value]
-    return ", ".join(named) if named else "every probe"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sdtgen.calls import check_call, decode_return, read_string
+from sdtgen.calls import check_call, decode_return, matching_spec, read_string
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
@@ -23,7 +24,6 @@ from sdtgen.qemu.report import QemuReport, Stopped, check_buffer_size, packet_si
 from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
 
 PLATFORM_SYMBOL = "platform_main"  # what says the image has the fixture's QEMU platform
-MAX_SPEC = 1024
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 READ_CHUNK = 128  # bytes one `read` command asks for (the kernel answers up to 200)
 
@@ -65,7 +65,8 @@ def parse_int(text: str) -> int:
 class QemuSession:
     def __init__(self, path: str, report: QemuReport, *, cpus: int = 1, arm: str = "trap",
                  buffer_size: int = 1 << 20, overflow: str = "overwrite", timeout: float = 20.0,
-                 trace: tuple[str, str] | None = None) -> None:
+                 trace: tuple[str, str] | None = None,
+                 precheck: Callable[[QemuSession], None] | None = None) -> None:
         self.report = report
         self.timeout = timeout
         self.cpus = cpus
@@ -78,6 +79,8 @@ class QemuSession:
         try:
             self._check(arm, buffer_size, overflow)
             self._prepare()
+            if precheck is not None:  # the caller's own checks, against the image, before QEMU starts
+                precheck(self)
             self._boot(path, buffer_size, overflow, trace)
         except BaseException:
             self.close()
@@ -228,20 +231,10 @@ class QemuSession:
 
     # -- probes ----------------------------------------------------------------------------------
     def spec(self, text: str) -> ProbeSpec:
-        if len(text) > MAX_SPEC:
-            raise SdtError("", f"a probe spec of {len(text)} characters is longer than the {MAX_SPEC} allowed",
-                           "give a shorter spec (globs match many probes)")
-        if not text.isascii() or not text.isprintable():
-            raise SdtError("", f"probe spec {printable(text)!r} has characters a probe name cannot have")
-        try:
-            pattern = ProbeSpec.parse(text)
-        except ValueError as e:
-            raise SdtError("", printable(str(e))) from None
-        if not any(pattern.matches(p) for p in self.probes):
-            raise SdtError("", f"probe spec {printable(text)!r} matches no probe of the image",
-                           "list the probes with `sdtgen probes IMAGE`; a spec is provider:module:function:name, "
-                           "filled from the right")
-        return pattern
+        return matching_spec(text, self.probes)
+
+    def check_spec(self, text: str) -> ProbeSpec:
+        return matching_spec(text, self.probes)
 
     def enable(self, text: str) -> int:
         self.spec(text)

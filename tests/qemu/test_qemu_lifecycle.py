@@ -83,3 +83,16 @@ def test_qemu_dies_with_sdtgen_even_by_sigkill(image):
     proc.kill()
     proc.wait()
     assert gone_within(qemu, 5)
+
+
+@pytest.mark.parametrize("argv, what", [
+    (["--enable", "nosuch:::probe"], "matches no probe of the image"),
+    (["--run", "no_such_function"], "no function 'no_such_function' in the image"),
+    (["--enable", "hk:vfs::", "--run", "kmain:float"], "unknown return type 'float'"),
+])
+def test_every_action_is_checked_before_qemu_starts(image, argv, what):
+    """One line, exit 2, and nothing booted: no `patched` line, no QEMU started."""
+    proc = run([SDTGEN, "qemu", str(image), *argv], check=False)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    (line,) = proc.stderr.splitlines()
+    assert what in line
