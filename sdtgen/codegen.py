@@ -11,9 +11,9 @@ from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
-from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_symbol
+from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_key, probe_symbol
 from sdtgen.record import record
-from sdtgen.recorder import RECORDER_PREFIX, probe_key, render_recorders
+from sdtgen.recorder import RECORDER_PREFIX, render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 

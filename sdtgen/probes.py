@@ -26,6 +26,13 @@ def _matches(kind: str, text: str) -> bool:
     return re.fullmatch(_PATTERNS[kind], text) is not None
 
 
+def probe_key(symbol: str) -> int:
+    """The 32-bit event id a probe's events carry: FNV-1a of its stub's symbol, never 0."""
+    h = 0x811C9DC5
+    for b in symbol.encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h or 1
+
 @record(frozen=True)
 class Probe:
     provider: str

@@ -15,18 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sdtgen.layout import EVENT, VALUES
+from sdtgen.probes import probe_key
 from sdtgen.trace.argtypes import arg_type
 
 RECORDER_PREFIX = "__sdt_rec_"
 MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]
-
-
-def probe_key(symbol: str) -> int:
-    """The 32-bit event id a probe's events carry: FNV-1a of its stub's symbol, never 0."""
-    h = 0x811C9DC5
-    for b in symbol.encode():
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return h or 1
 
 
 @dataclass(frozen=True)

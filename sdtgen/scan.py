@@ -17,10 +17,10 @@ from sdtgen.probes import (
     Site,
     parse_descriptors,
     probe_from_symbol,
+    probe_key,
     probe_symbol,
 )
 from sdtgen.record import factory, record
-from sdtgen.recorder import probe_key
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
              "`ld.lld -r` for clang -flto")

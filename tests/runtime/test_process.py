@@ -19,7 +19,7 @@ from helpers import FIXTURE, ROOT, SDTGEN, need_tool, run, unavailable
 from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
 from probe_source import called_probes
 
-from sdtgen.recorder import probe_key
+from sdtgen.probes import probe_key
 from sdtgen.trace.packets import Decoder, event_format, split
 
 PROCESS = ROOT / "fixtures" / "process"
