@@ -16,6 +16,15 @@ from sdtgen.probes import ProbeSpec
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
 
 
+def parse_int(text: str) -> int:
+    """An argument as a user writes it: decimal, 0x hex, negative."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise SdtError("", f"{printable(text)!r} is not an integer",
+                       "give decimal, 0x hex or negative numbers") from None
+
+
 def function_address(image: Image, symbol: str) -> int:
     """The address of the image's function ``symbol``."""
     sym = image.symbols.get(symbol)

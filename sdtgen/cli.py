@@ -247,7 +247,8 @@ def _int_arg(text: str) -> int:
 
 def cmd_boot(args: argparse.Namespace) -> int:
     from sdtgen.boot.console import Console, read_script, run_script
-    from sdtgen.boot.session import BootSession, Reporter, Stopped, parse_int
+    from sdtgen.boot.session import BootSession, Reporter, Stopped
+    from sdtgen.calls import parse_int
 
     _check_timeout(args.timeout)
     actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
@@ -348,8 +349,8 @@ def _check_cpus(cpus: int) -> None:
 
 
 def cmd_torture(args: argparse.Namespace) -> int:
-    from sdtgen.boot.session import parse_int
     from sdtgen.boot.smp import MAX_CPUS
+    from sdtgen.calls import parse_int
     from sdtgen.torture import torture
 
     _check_timeout(args.timeout)
@@ -370,9 +371,10 @@ QEMU_MAX_CPUS = 8  # the fixture's QEMU platform (fixtures/qemu/platform.h)
 
 
 def cmd_qemu(args: argparse.Namespace) -> int:
+    from sdtgen.calls import parse_int
     from sdtgen.qemu.machine import termination_as_interrupt
     from sdtgen.qemu.report import QemuReport, Reporter
-    from sdtgen.qemu.session import Halted, QemuSession, parse_int
+    from sdtgen.qemu.session import Halted, QemuSession
 
     _check_timeout(args.timeout)
     if not 1 <= args.cpus <= QEMU_MAX_CPUS:

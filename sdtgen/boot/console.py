@@ -9,7 +9,8 @@ import stat
 import sys
 
 from sdtgen.boot.limits import MAX_LINE, MAX_SCRIPT
-from sdtgen.boot.session import BootSession, Stopped, parse_int
+from sdtgen.boot.session import BootSession, Stopped
+from sdtgen.calls import parse_int
 from sdtgen.errors import SdtError, printable
 
 HELP = """commands:

@@ -210,14 +210,6 @@ def format_args(f: Firing) -> str:
     return " ".join(parts)
 
 
-def parse_int(text: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise SdtError("", f"{printable(text)!r} is not an integer",
-                       "give decimal, 0x hex or negative numbers") from None
-
-
 def check_buffer_size(size: int) -> int:
     """BYTES per CPU: a power of two from MIN_BUFFER to MAX_BUFFER."""
     if not MIN_BUFFER <= size <= MAX_BUFFER or size & (size - 1):

@@ -54,14 +54,6 @@ class Hello:
     patched: int
 
 
-def parse_int(text: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise SdtError("", f"{printable(text)!r} is not an integer",
-                       "give decimal, 0x hex or negative numbers") from None
-
-
 class QemuSession:
     def __init__(self, path: str, report: QemuReport, *, cpus: int = 1, arm: str = "trap",
                  buffer_size: int = 1 << 20, overflow: str = "overwrite", timeout: float = 20.0,
