@@ -268,7 +268,7 @@ class QemuSession:
             self._flush_events()
             raise
         last = self._flush_events()
-        first = None
+        first, wanted = None, 0 if cpu is None else cpu
         for line in lines[:-1]:
             w = line.split()
             ran = int(w[1], 16)
@@ -280,7 +280,7 @@ class QemuSession:
                                   self.image.symbolize(pc), last.get(ran), shown_cpu)
                 continue
             value = decode_return(int(w[2], 16), rtype, self.image.arch.bits, self._string)
-            first = value if first is None else first
+            first = value if ran == wanted else first
             self.report.returned(symbol, args, value, rtype, shown_cpu)
         return first
 
