@@ -15,6 +15,7 @@ import heapq
 import json
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, TextIO
@@ -379,23 +380,27 @@ class BootSession:
         return self._clock
 
     def _packet(self, cpu: int, data: bytes) -> None:
-        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time)."""
-        if self.reporter.quiet and (self.sink is None or not self.sink.needs_events):
-            self._count_packet(cpu, data)  # nothing shown, nothing decoded for a trace: counted only
-            return
+        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time). Under -q,
+        with no trace that takes events, its events are only counted by probe (a packet of one probe's events
+        without reading them)."""
+        counting = self.reporter.quiet and (self.sink is None or not self.sink.needs_events)
         try:
-            packet, events = self.decoder.events(data, f"CPU {cpu}: ")
+            if counting:
+                packet, counts, last = self.decoder.counts(data, f"CPU {cpu}: ")
+            else:
+                packet, events = self.decoder.events(data, f"CPU {cpu}: ")
+                counts, last = Counter(e.probe for e in events), events[-1].probe if events else None
         except PacketError as e:
             raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
                            "the guest wrote over its ring") from None
         with self._lock:
             if self.sink is not None:
                 self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet,
-                                 events if self.sink.needs_events else None)
-            for e in events:
-                self.hits[e.probe] = self.hits.get(e.probe, 0) + 1
-            if events:
-                self.last_fired = events[-1].probe
+                                 None if counting or not self.sink.needs_events else events)
+            for probe, n in counts.items():
+                self.hits[probe] = self.hits.get(probe, 0) + n
+            if last is not None:
+                self.last_fired = last
             if self.reporter.quiet:
                 return
             if self.cpus == 1:
@@ -409,22 +414,6 @@ class BootSession:
             self._held += len(events)
             if self._held >= SHOW_BATCH and len(self._read_to) == self.cpus:
                 self._emit_pending(min(self._read_to.values()))
-
-    def _count_packet(self, cpu: int, data: bytes) -> None:
-        """A packet of ``cpu`` under -q: its events counted by probe (a packet of one probe's events without
-        reading them) and, with a CTF trace, copied as it stands."""
-        try:
-            packet, counts, last = self.decoder.counts(data, f"CPU {cpu}: ")
-        except PacketError as e:
-            raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
-                           "the guest wrote over its ring") from None
-        with self._lock:
-            if self.sink is not None:
-                self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet, None)
-            for probe, n in counts.items():
-                self.hits[probe] = self.hits.get(probe, 0) + n
-            if last is not None:
-                self.last_fired = last
 
     def _action(self, m: Machine, symbol: str, value: int) -> None:
         """An --action returned on CPU ``m``: shown after everything that CPU recorded before it."""
@@ -509,21 +498,19 @@ class BootSession:
         another Ctrl-C until the trace is whole)."""
         if self.sink is None:
             return
-        if not interrupted:
-            self._drain_or_stop()
-            sink, self.sink = self.sink, None
-            sink.finish(self.consumer.lost())
-            return
         import signal
 
-        main = threading.current_thread() is threading.main_thread()
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        deaf = interrupted and threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if deaf else None
         try:
-            self._drain_after_interrupt()
+            if interrupted:
+                self._drain_after_interrupt()
+            else:
+                self._drain_or_stop()
             sink, self.sink = self.sink, None
             sink.finish(self.consumer.lost())
         finally:
-            if main:
+            if deaf:
                 signal.signal(signal.SIGINT, old)
 
     def close(self, abort: bool = False) -> None:

@@ -436,3 +436,22 @@ def test_a_string_that_ends_at_the_last_mapped_byte_is_copied_without_reading_pa
             assert [e["args"] for e in fires(b.events())] == [["abc", end - 3 - (1 << 64)]]  # a long
         finally:
             b.session.close()
+
+
+@pytest.mark.parametrize("arm", ["branch", "trap"])
+def test_quiet_stats_count_every_firing_of_the_native_run(kernel, native, arm):
+    """-q shows nothing, so the host counts each packet's events by probe without decoding them (a packet of
+    one probe's events, a loop's, counted at once): the stats still hold exactly the native run's firings."""
+    import json
+    from collections import Counter
+
+    from helpers import sdtgen
+
+    calls = [Call("kmain", (70,)), Call("sched_run", (3000,)), Call("sched_switch", (7, 8, 3, 1, 5000, 0x40))]
+    argv = [a for c in calls for a in ("--run", c.function, *(x for v in c.args for x in ("--arg", str(v))))]
+    proc = sdtgen("boot", kernel.image, "--arm", arm, "--enable", ":::", "-q", "--json", "--buffer-size", "2048",
+                  *argv)
+    assert proc.returncode == 0, proc.stderr
+    (stats,) = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "stats"]
+    assert stats["lost"] == 0 and not any('"fire"' in ln for ln in proc.stdout.splitlines())
+    assert stats["hits"] == dict(Counter(p for p, _ in native_firings(native(calls), ":::")))
