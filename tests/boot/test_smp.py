@@ -6,7 +6,7 @@ import json
 
 import pytest
 from booted import Booted
-from helpers import sdtgen
+from helpers import build_c_kernel, sdtgen
 from native_oracle import Call
 
 SCHED = Call("sched_run", (6,))
@@ -37,9 +37,51 @@ def test_each_cpus_firings_are_that_cpus_calls_in_order(four, native):
     fired = [e for e in events if e["event"] == "fire"]
     for cpu in range(4):
         assert [e["args"] for e in fired if e["cpu"] == cpu] == want
-    # The CPUs really ran at once: their firings interleave rather than come one CPU after another.
-    order = [e["cpu"] for e in fired]
-    assert order != sorted(order)
+
+
+# Each CPU marks itself, then waits for the next CPU's mark: the call returns on every CPU only when all of
+# them ran at once. CPUs run one after another hang on the first, whatever the host's timing.
+MEETING = r"""
+#include <sdt.h>
+#include <sdt_runtime.h>
+SDT_PROVIDER_DEFINE(rv);
+SDT_PROBE_DEFINE2(rv, meet, , wait, "long", "long");
+SDT_PROBE_DEFINE2(rv, meet, , met, "long", "long");
+
+static volatile long mark[64];
+
+long meet(long cpus)
+{
+	long me = (long)sdt_hooks.cpu_area()->cpu, next = (me + 1) % cpus;
+	mark[me] = 1;
+	SDT_PROBE2(rv, meet, , wait, me, next);
+	while (!mark[next])
+		;
+	SDT_PROBE2(rv, meet, , met, me, next);
+	return me;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def meeting(tmp_path_factory):
+    return build_c_kernel(tmp_path_factory.mktemp("meet"), "x86_64", MEETING, "meet")
+
+
+@pytest.mark.parametrize("schedule", ["parallel", "seeded"])
+@pytest.mark.parametrize("arm", ["trap", "branch"])
+def test_the_cpus_run_at_once_each_waits_for_the_next_one_and_all_return(meeting, schedule, arm):
+    b = Booted(meeting, cpus=4, schedule=schedule, arm=arm, timeout=30)
+    try:
+        b.session.enable("rv:meet::")
+        b.events()
+        events = b.run([Call("meet", (4,))])
+    finally:
+        b.session.close()
+    assert [(e["cpu"], e["value"]) for e in events if e["event"] == "return"] == [(k, k) for k in range(4)]
+    for cpu in range(4):
+        assert [(e["probe"], e["args"]) for e in events if e["event"] == "fire" and e["cpu"] == cpu] == [
+            ("rv:meet::wait", [cpu, (cpu + 1) % 4]), ("rv:meet::met", [cpu, (cpu + 1) % 4])]
 
 
 def test_the_same_seed_gives_the_same_interleaving_and_another_seed_another(kernel):
