@@ -81,3 +81,41 @@ def test_only_tlb_misses_and_traps_reach_python(kernel, monkeypatch):
     finally:
         b.session.close()
     assert sorted(kinds) == sorted([unicorn.UC_HOOK_TLB_FILL, unicorn.UC_HOOK_INTR])
+
+
+def test_a_cpus_short_unicorn_calls_keep_the_gil_and_only_emulation_lets_other_threads_run(machine):
+    """A trap handler makes some twenty short Unicorn calls a firing. Each that let the GIL go would hand it
+    to another CPU's thread and wait to get it back; so only emu_start lets it go. With forced switches off,
+    another thread runs during a long memory read only if the read released the GIL."""
+    import sys
+    import threading
+    import time
+
+    m, image = machine
+    seg = max((s for s in image.elf.segments if s.type == PT_LOAD), key=lambda s: s.memsz)
+    counter, stop = [0], threading.Event()
+
+    def other_thread() -> None:
+        while not stop.is_set():
+            counter[0] += 1
+            time.sleep(0)  # lets the GIL go: the reader takes it back only when its call let it go
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000)
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    try:
+        while counter[0] < 100:
+            time.sleep(0.001)
+        moved = 0
+        for _ in range(20):
+            before = counter[0]
+            for _ in range(50):
+                m.read(seg.vaddr, seg.memsz)
+                m.uc.reg_read(m.arch.regs.sp)
+            moved += counter[0] - before
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+        worker.join()
+    assert moved == 0
