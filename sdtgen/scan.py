@@ -189,7 +189,9 @@ def _check_one_name_each(elf: ElfFile, probes: dict[str, Probe], sites: list[Sit
     direct call to ``__dtrace_sdt_hk_hello``): a trace names firings by probe, so theirs would be merged."""
     first_site: dict[str, str] = {}
     for s in sites:
-        first_site.setdefault(probe_symbol(s.symbol), s.where)
+        owner = probe_symbol(s.symbol)
+        if owner not in first_site:  # a site's place is formatted only for the first of its probe's sites
+            first_site[owner] = s.where
 
     def where(p: Probe) -> str:
         return place(DESC_SECTION, None, defined_at[p.symbol]) if p.described else first_site[p.symbol]
