@@ -551,13 +551,22 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
                     f"under 1 CPU: {running[1][0] * 1e6:.0f} us/toggle ({s1['torn']} torn, {s1['faults']} faults)",
                     running[4][0] / running[1][0], "0 torn, 0 faults", s4["passed"] and s1["passed"]))
     m = 500_000 if small else 5_000_000
-    one = run_loop(image, "", m)[0]
-    s = BootSession(str(image), quiet(), cpus=4)
-    try:  # the same call on one CPU of a 4-CPU machine: its memory is host buffers shared by four engines
-        func = s.image.symbols["sched_run"].value
-        shared = min(timed(lambda: s.machine.call(func, [m]))[0] for _ in range(5))
-    finally:
-        s.close()
+
+    def on_cpu0(cpus: int) -> float:  # on a 4-CPU machine CPU 0's memory is host buffers shared by four engines
+        s = BootSession(str(image), quiet(), cpus=cpus)
+        try:
+            func = s.image.symbols["sched_run"].value
+            return min(timed(lambda: s.machine.call(func, [m]))[0] for _ in range(5))
+        finally:
+            s.close()
+
+    # A session's time is bimodal (10 or 19 ms for the same call, set when the engine starts): the best of
+    # several fresh sessions of each, taken in turn.
+    best: dict[int, float] = {1: float("inf"), 4: float("inf")}
+    for _ in range(4):
+        for cpus in best:
+            best[cpus] = min(best[cpus], on_cpu0(cpus))
+    one, shared = best[1], best[4]
     rows.append(Row(f"--cpus 1: sched_run({m:,}), disarmed", f"{one * 1e3:.1f} ms",
                     f"one CPU of --cpus 4: {shared * 1e3:.1f} ms", one / shared, "<= 1.05x", one / shared <= 1.05))
     return rows
