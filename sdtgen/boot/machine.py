@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdtgen.arch.base import Arch
+from sdtgen.boot.fast_unicorn import hold_the_gil_in_short_calls, look_up_register_classes_once
 from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
 from sdtgen.boot.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
 from sdtgen.elf.reader import PF_X, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
@@ -67,44 +68,6 @@ def tcg_buffer_for(image: ElfFile) -> int:
     return size
 
 
-# Unicorn's calls that return at once and never call back into Python.
-SHORT_CALLS = ("uc_reg_read", "uc_reg_write", "uc_reg_read_batch", "uc_reg_write_batch", "uc_mem_read",
-               "uc_mem_write", "uc_context_alloc", "uc_context_free", "uc_context_size", "uc_context_save",
-               "uc_context_restore")
-_short_calls_held = False
-
-
-def hold_the_gil_in_short_calls() -> None:
-    """Make Unicorn's short calls keep the GIL, as emu_start alone releases it.
-
-    The binding calls the library through ctypes.CDLL, which releases the GIL around every call. With
-    several CPUs on host threads, each CPU's trap handler makes some twenty such calls a firing, and each
-    hands the GIL to another CPU waiting in a hook and waits to get it back: measured, twelve futex calls
-    a firing and more system time than emulation at --cpus 4. The same functions of the same library,
-    called through ctypes.PyDLL, keep the GIL (they take microseconds and run no Python). If the binding
-    is not laid out as 2.1's is, calls stay as they are: slower with several CPUs, never wrong.
-    """
-    global _short_calls_held
-    if _short_calls_held:
-        return
-    _short_calls_held = True
-    import ctypes
-
-    try:
-        from unicorn.unicorn_py3 import unicorn as binding
-
-        lib = binding.uclib
-        held = ctypes.PyDLL(lib._name, handle=lib._handle)
-        calls = {name: (getattr(lib, name), getattr(held, name)) for name in SHORT_CALLS}
-    except (ImportError, AttributeError, OSError):
-        return
-    for name, (released, kept) in calls.items():
-        kept.restype, kept.argtypes = released.restype, released.argtypes
-        if released.errcheck is not None:
-            kept.errcheck = released.errcheck
-        setattr(lib, name, kept)
-
-
 def new_engine(arch: Arch, tcg_buffer: int = TCG_BUFFER):
     """A Unicorn engine for ``arch`` with a translation cache of ``tcg_buffer`` bytes.
 
@@ -116,6 +79,7 @@ def new_engine(arch: Arch, tcg_buffer: int = TCG_BUFFER):
 
     hold_the_gil_in_short_calls()
     uc = Uc(*arch.unicorn())
+    look_up_register_classes_once(uc)
     uc.ctl_set_tcg_buffer_size(tcg_buffer)
     return uc
 

@@ -88,6 +88,8 @@ class Platform:
         self.cpus = cpus
         self.buffer_size = buffer_size
         self.packet_size = packet_size or packet_size_for(buffer_size)
+        self._frame = FRAME.struct(self.bits, self.little)  # every trap packs and unpacks one
+        self._frame_names = FRAME.names()
         ncpu = self.cpus
         # The data area: hooks, ranges, areas, scratch; the per-CPU pages and rings page-aligned after them.
         nranges = len(m0.regions) + 4 + len(m0.code)  # readable memory, then the executable segments' bytes
@@ -180,13 +182,12 @@ class Platform:
         m.write(self.hooks_address, HOOKS.struct(self.bits, self.little).pack(*(values[n] for n in HOOKS.names())))
 
     def frame_bytes(self, values: dict[str, int]) -> bytes:
-        names = FRAME.names()
         mask = (1 << 64) - 1
-        return FRAME.struct(self.bits, self.little).pack(*((values.get(n, 0) & mask) for n in names))
+        return self._frame.pack(*((values.get(n, 0) & mask) for n in self._frame_names))
 
     def read_frame(self, m: Machine, cpu: int) -> dict[str, int]:
-        st = FRAME.struct(self.bits, self.little)
-        return dict(zip(FRAME.names(), st.unpack(m.read(self.frame(cpu), st.size)), strict=True))
+        st = self._frame
+        return dict(zip(self._frame_names, st.unpack(m.read(self.frame(cpu), st.size)), strict=True))
 
 
 def _align(n: int, a: int) -> int:

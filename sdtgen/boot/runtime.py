@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sdtgen.arch.base import TAIL
+from sdtgen.boot.fast_unicorn import register_reader
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.platform import MAX_SPEC_BYTES, Entries, Platform
 from sdtgen.errors import SdtError
@@ -71,6 +72,12 @@ class ProbeRuntime:
         self.on_action: Callable[[Machine, str, int], None] = lambda m, name, value: None
         self.sync: Callable[[Machine], None] = self.flush_all
         self.on_trap_result: Callable[[int], None] = lambda result: None  # what sdt_trap said (torture counts)
+        regs = self.arch.regs  # the registers a trap frame carries, read in one call a trap
+        frame = [("pc", regs.pc), ("sp", regs.sp), ("ret", regs.ret), ("flags", regs.flags), ("link", regs.link)]
+        frame += [(f"arg[{k}]", r) for k, r in enumerate(regs.args)]
+        frame = [(name, r) for name, r in frame if r is not None]
+        self._frame_names = [name for name, _ in frame]
+        self._frame_regs = {m.cpu: register_reader(m.uc, [r for _, r in frame]) for m in machines}
         for m in machines:
             m.trap = self._trap_handler(m)
 
@@ -192,13 +199,7 @@ class ProbeRuntime:
     def _deliver(self, m: Machine) -> tuple[int, int]:
         """sdt_trap(frame) on CPU ``m`` as the kernel's breakpoint handler calls it; (result, resume pc)."""
         regs, uc, p = self.arch.regs, m.uc, self.platform
-        values = {"pc": uc.reg_read(regs.pc), "sp": uc.reg_read(regs.sp), "ret": uc.reg_read(regs.ret)}
-        if regs.flags is not None:
-            values["flags"] = uc.reg_read(regs.flags)
-        if regs.link is not None:
-            values["link"] = uc.reg_read(regs.link)
-        for k, r in enumerate(regs.args):
-            values[f"arg[{k}]"] = uc.reg_read(r)
+        values = dict(zip(self._frame_names, self._frame_regs[m.cpu](), strict=True))
         m.write(p.frame(m.cpu), p.frame_bytes(values))
         result = self.call(m, "sdt_trap", [p.frame(m.cpu)])
         self.on_trap_result(result)
