@@ -34,6 +34,13 @@ unsigned sdt_arch_verify(const sdt_u8 *code, sdt_word site, unsigned form, unsig
 unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned state, sdt_word site, sdt_word stub,
 			 sdt_word recorder, sdt_u8 keep);
 
+/*
+ * Whether the disabled form of every site of ``form`` is the same bytes for
+ * the same size (not depending on the site's address, stub or ``keep``):
+ * sdt_init then encodes it once for a run of such sites, not once a site.
+ */
+int sdt_arch_off_is_fixed(unsigned form);
+
 /* The breakpoint the patch protocol puts over a site's first bytes while it writes the rest. */
 extern const sdt_u8 sdt_arch_bp[];
 extern const unsigned sdt_arch_bp_len;

@@ -161,6 +161,8 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	sdt_word p0 = sdt_bound(__start_set_sdt_probes_set), p1 = sdt_bound(__stop_set_sdt_probes_set);
 	unsigned long n = (unsigned long)((s1 - s0) / sizeof(struct sdt_site));
 	sdt_u8 *alias;
+	sdt_u8 fixed[SDT_SITE_MAX];	/* the disabled form of the last site whose form sdt_arch_off_is_fixed */
+	unsigned fixed_form = 0, fixed_size = 0;
 	int patched = 0;
 
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
@@ -179,6 +181,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 		const struct sdt_probe *p = sdt_site_probe(s);
 		const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
 		sdt_u8 off[SDT_SITE_MAX];
+		const sdt_u8 *want;	/* the site's disabled form: off, or fixed when it is the same as the last */
 		unsigned size, i;
 
 		s->state = SDT_SITE_REFUSED;
@@ -207,13 +210,23 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 			continue;
 		}
 		s->size = (sdt_u8)size;
-		if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-			sdt_report_site(s, "has no disabled form", code, size, 0);
-			continue;
+		want = fixed;
+		if (s->form != fixed_form || size != fixed_size) {
+			if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
+				sdt_report_site(s, "has no disabled form", code, size, 0);
+				continue;
+			}
+			want = off;
+			if (sdt_arch_off_is_fixed(s->form)) {
+				for (i = 0; i < size; i++)
+					fixed[i] = off[i];
+				fixed_form = s->form;
+				fixed_size = size;
+			}
 		}
 		for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
-			if (code[i] != off[i])
-				alias[a - lo + i] = off[i];
+			if (code[i] != want[i])
+				alias[a - lo + i] = want[i];
 		s->state = SDT_SITE_OFF;
 		prev = s;
 		end = a + size;

@@ -17,7 +17,17 @@ unsigned long kmain(unsigned long x) { check_big(x); check_big(x * 2); return x 
 """
 
 
-def build(tmp, arch: str):
+# Two conditional tail sites of two probes, each with its own condition and displacement.
+TWO = """#include <sdt.h>
+SDT_PROBE_DEFINE1(hk, cc, check, big, "unsigned long");
+SDT_PROBE_DEFINE1(hk, cc, check, small, "unsigned long");
+void check_big(unsigned long x) { if (x > 3) SDT_PROBE1(hk, cc, check, big, x); }
+void check_small(unsigned long x) { if (x < 100) SDT_PROBE1(hk, cc, check, small, x); }
+unsigned long kmain(unsigned long x) { check_big(x); check_small(x); return x + 1; }
+"""
+
+
+def build(tmp, arch: str, source: str = SOURCE):
     """The source through clang -Os for ``arch``, linked as sdtgen.mk links a kernel (runtime by gcc)."""
     from helpers import compile_runtime, cross_tool, final_script
     from toolchain import kernel_cflags
@@ -26,7 +36,7 @@ def build(tmp, arch: str):
 
     need_tool("clang", "clang")
     include = sdtgen("include-dir", check=True).stdout.strip()
-    (tmp / "cc.c").write_text(SOURCE)
+    (tmp / "cc.c").write_text(source)
     obj = tmp / "cc.o"
     flags = [f for f in kernel_cflags(arch) if not f.startswith("-O")]
     run(["clang", f"--target={arches.by_name(arch).triple}", *flags, "-Os", f"-I{include}", "-c", "-o", str(obj),
@@ -105,5 +115,23 @@ def test_branch_arming_sends_the_jcc_to_the_recorder_and_disarming_puts_it_back(
         assert int(before.op_str, 16) == site.probe.stub
         s.disable("hk:cc:check:big")
         assert s.machine.read(site.addr, 6) == original == s.image.read(site.addr, 6)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "i386"])
+def test_boot_leaves_every_conditional_tail_site_as_the_compiler_wrote_it(tmp_path, arch):
+    """A disabled conditional tail site is its jcc, condition and displacement to its own stub: sdt_init writes
+    none of its bytes, though the disabled form of the calls around it is the same bytes for every call."""
+    _, image = build(tmp_path, arch, TWO)
+    s = BootSession(str(image), Reporter(as_json=True, out=io.StringIO()))
+    try:
+        cond = [x for x in s.runtime.sites if x.form == "cond"]
+        assert len(cond) == 2 and len({x.probe.stub for x in cond}) == 2
+        cs = s.image.arch.disassembler()
+        for site in cond:
+            assert s.machine.read(site.addr, 6) == s.image.read(site.addr, 6)
+            insn = next(cs.disasm(s.machine.read(site.addr, 6), site.addr))
+            assert insn.mnemonic.startswith("j") and int(insn.op_str, 16) == site.probe.stub
     finally:
         s.close()

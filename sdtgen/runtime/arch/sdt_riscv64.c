@@ -164,6 +164,12 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 	return size;
 }
 
+int sdt_arch_off_is_fixed(unsigned form)
+{
+	(void)form;
+	return 1;	/* nop, ret or the result-0 move: no displacement */
+}
+
 int sdt_arch_single_store(sdt_word site, unsigned size, unsigned lo, unsigned hi, unsigned *at, unsigned *width)
 {
 	sdt_word a = site + lo, b = site + hi, w;

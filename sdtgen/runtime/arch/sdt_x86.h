@@ -150,6 +150,11 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 	return size;
 }
 
+int sdt_arch_off_is_fixed(unsigned form)
+{
+	return form != SDT_FORM_COND;	/* a disabled jcc keeps its condition and its displacement to the stub */
+}
+
 int sdt_arch_single_store(sdt_word site, unsigned size, unsigned lo, unsigned hi, unsigned *at, unsigned *width)
 {
 	(void)site;
