@@ -42,7 +42,7 @@ TYPE_NAMES = {ET_REL: "relocatable object", ET_EXEC: "executable", ET_DYN: "shar
 @record
 class Section:
     # A kernel object built with -ffunction-sections has 80,000 of them: no instance dicts.
-    __slots__ = ("index", "name", "type", "flags", "addr", "offset", "size", "link", "info", "align", "entsize")
+    __slots__ = ("addr", "align", "entsize", "flags", "index", "info", "link", "name", "offset", "size", "type")
     index: int
     name: str
     type: int

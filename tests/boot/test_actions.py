@@ -77,3 +77,52 @@ def test_on_four_cpus_firings_and_actions_are_in_time_order(kernel):
             ("action", "sched_run")]
     before_return = events[:events.index(next(e for e in events if e["event"] == "return"))]
     assert sum(e["event"] == "action" for e in before_return) == 4  # shown before the run's returns
+
+
+# The action is a rendezvous: each CPU's call of it waits until the other CPU is in it too; CPU 1 fires the
+# probe only once CPU 0 is in its action.
+MEETING = r"""
+#include <sdt.h>
+#include <sdt_runtime.h>
+SDT_PROVIDER_DEFINE(ag);
+SDT_PROBE_DEFINE1(ag, guard, , hit, "long");
+
+static volatile long inside[64];
+
+long meet(long cpus)
+{
+	long me = (long)sdt_hooks.cpu_area()->cpu;
+	inside[me] = 1;
+	while (!inside[(me + 1) % cpus])
+		;
+	return me;
+}
+
+long kmain(long cpus)
+{
+	if (sdt_hooks.cpu_area()->cpu != 0)
+		while (!inside[0])	/* the other CPUs fire once CPU 0's action runs */
+			;
+	SDT_PROBE1(ag, guard, , hit, cpus);
+	return cpus;
+}
+"""
+
+
+def test_a_probe_firing_on_one_cpu_while_its_action_runs_on_another_is_a_firing_not_a_recursion(tmp_path):
+    """The guard against an action reaching its own probe is per CPU: CPU 1 fires the probe while CPU 0's action
+    for it runs, and both actions run to the end (they wait for each other inside it). A guard per probe alone
+    would disarm it at CPU 1's firing, and CPU 0's action would wait forever."""
+    import json
+
+    from helpers import build_c_kernel
+
+    image = build_c_kernel(tmp_path, "x86_64", MEETING, "meet")
+    proc = sdtgen("boot", image, "--json", "--cpus", "2", "--timeout", "30", "--action", "ag:guard::hit=meet",
+                  "--run", "kmain", "--arg", "2")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert sorted((e["cpu"], e["args"]) for e in events if e["event"] == "fire") == [(0, [2]), (1, [2])]
+    assert sorted((e["cpu"], e["value"]) for e in events if e["event"] == "action") == [(0, 0), (1, 1)]
+    assert not [e for e in events if e["event"] == "warning"]
+    assert [e["value"] for e in events if e["event"] == "return"] == [2, 2]
