@@ -72,3 +72,8 @@ int sdt_test_is_breakpoint(const sdt_u8 *code)
 {
 	return sdt_arch_is_breakpoint(code);
 }
+
+int sdt_test_off_is_fixed(unsigned form)
+{
+	return sdt_arch_off_is_fixed(form);
+}

@@ -432,3 +432,33 @@ def test_branch_distances_reach_each_limit_and_not_past_it(encoded, arch):
             if form == "call" and size == 2:
                 continue
             assert got[(form, size, d & MASK[arch])] == reachable, (form, size, d)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_a_disabled_form_the_architecture_calls_fixed_is_the_same_bytes_at_every_site(encoded, arch_image, arch):
+    """sdt_init encodes a run of sites of one form and size once when sdt_arch_off_is_fixed says their disabled
+    form does not depend on the site: at other sites, stubs, recorders and kept bytes it must be the bytes GNU
+    as gave for the case (x86's conditional tail keeps its own displacement, so it must not say so)."""
+    placed, ours, _ = encoded(arch)
+    img = arch_image(arch)
+    fixed = {name: img.machine.call(img.symbols["sdt_test_off_is_fixed"], [form]) & 0xFFFFFFFF
+             for name, form in FORMS.items()}
+    assert any(fixed.values())
+    checked = 0
+    for p, code in zip(placed, ours, strict=True):
+        c = p.case
+        if c.state != "off" or code is None:
+            continue
+        rows = []
+        for k in range(1, 9):  # elsewhere: other sites (aligned as the case's), stubs, recorders and kept bytes
+            site = (p.site + k * 0x1234 * 4) & MASK[arch]
+            keep = 0x80 | (k % 16) if c.form == "cond" else k
+            rows.append((site, (site + 0x80 * k) & MASK[arch], (site - 0x40 * k) & MASK[arch], FORMS[c.form],
+                         c.size, OFF, keep, 0xEEEE, 0, b"\xee" * 16))
+        elsewhere = {r[9][:r[7]] for r in img.cases("sdt_test_encode", ENCODE, rows)}
+        if fixed[c.form]:
+            assert elsewhere == {code}, (c, code.hex(), [e.hex() for e in elsewhere])
+            checked += 1
+        else:
+            assert len(elsewhere) > 1, c  # not fixed: it does depend on where the site is
+    assert checked
