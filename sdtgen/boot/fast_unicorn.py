@@ -19,14 +19,13 @@ _short_calls_held = False
 
 
 def hold_the_gil_in_short_calls() -> None:
-    """Make Unicorn's short calls keep the GIL, as emu_start alone releases it.
+    """Make Unicorn's short calls keep the GIL; emulation (emu_start), emu_stop and the cache controls let it go.
 
     The binding calls the library through ctypes.CDLL, which releases the GIL around every call. With
     several CPUs on host threads, each CPU's trap handler makes some twenty such calls a firing, and each
     hands the GIL to another CPU waiting in a hook and waits to get it back: measured, twelve futex calls
     a firing and more system time than emulation at --cpus 4. The same functions of the same library,
-    called through ctypes.PyDLL, keep the GIL (they take microseconds and run no Python). If the binding
-    is not laid out as 2.1's is, calls stay as they are: slower with several CPUs, never wrong.
+    called through ctypes.PyDLL, keep the GIL (they take microseconds and run no Python).
     """
     global _short_calls_held
     if _short_calls_held:
@@ -54,33 +53,23 @@ def look_up_register_classes_once(uc: Any) -> None:
     scans its ranges on every access: a third of a trap-mode firing's host time, measured)."""
     try:
         select, read, write = uc._select_reg_class, uc._reg_read, uc._reg_write
-        read_batch = uc._reg_read_batch
     except AttributeError:
         return
     classes: dict[int, type] = {}
 
-    def reg_read(reg_id: int, aux: Any = None) -> Any:
+    def class_of(reg_id: int) -> type:
         cls = classes.get(reg_id)
         if cls is None:
             cls = classes[reg_id] = select(reg_id)
-        return read(reg_id, cls, aux)
+        return cls
+
+    def reg_read(reg_id: int, aux: Any = None) -> Any:
+        return read(reg_id, class_of(reg_id), aux)
 
     def reg_write(reg_id: int, value: Any) -> None:
-        cls = classes.get(reg_id)
-        if cls is None:
-            cls = classes[reg_id] = select(reg_id)
-        write(reg_id, cls, value)
+        write(reg_id, class_of(reg_id), value)
 
-    def reg_read_batch(reg_ids) -> tuple:
-        out = []
-        for reg_id in reg_ids:
-            cls = classes.get(reg_id)
-            if cls is None:
-                cls = classes[reg_id] = select(reg_id)
-            out.append((reg_id, cls, None))
-        return read_batch(out)
-
-    uc.reg_read, uc.reg_write, uc.reg_read_batch = reg_read, reg_write, reg_read_batch
+    uc.reg_read, uc.reg_write = reg_read, reg_write
 
 
 def register_reader(uc: Any, reg_ids: list[int]) -> Callable[[], tuple[int, ...]]:

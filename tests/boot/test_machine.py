@@ -83,9 +83,9 @@ def test_only_tlb_misses_and_traps_reach_python(kernel, monkeypatch):
     assert sorted(kinds) == sorted([unicorn.UC_HOOK_TLB_FILL, unicorn.UC_HOOK_INTR])
 
 
-def test_a_cpus_short_unicorn_calls_keep_the_gil_and_only_emulation_lets_other_threads_run(machine):
+def test_a_cpus_register_and_memory_calls_keep_the_gil_so_no_other_thread_runs_during_them(machine):
     """A trap handler makes some twenty short Unicorn calls a firing. Each that let the GIL go would hand it
-    to another CPU's thread and wait to get it back; so only emu_start lets it go. With forced switches off,
+    to another CPU's thread and wait to get it back; so these calls keep it. With forced switches off,
     another thread runs during a long memory read only if the read released the GIL."""
     import sys
     import threading
