@@ -560,8 +560,8 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
         finally:
             s.close()
 
-    # A session's time is bimodal (10 or 19 ms for the same call, set when the engine starts): the best of
-    # several fresh sessions of each, taken in turn.
+    # One session's time for this call varies from 10 to 22 ms from session to session, whatever its CPUs or
+    # rings (measured): the best of several fresh sessions of each, taken in turn.
     best: dict[int, float] = {1: float("inf"), 4: float("inf")}
     for _ in range(4):
         for cpus in best:
