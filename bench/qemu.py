@@ -23,11 +23,10 @@ def build(work: Path, arch: str, naive: bool = False) -> Path:
 
 
 def session(image: Path, **options):
-    from sdtgen.qemu.report import QemuReport, Reporter
-    from sdtgen.qemu.session import QemuSession
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.targets.qemu import qemu_session
 
-    return QemuSession(str(image), QemuReport(Reporter(out=io.StringIO(), err=io.StringIO()), str(image)),
-                       **options)
+    return qemu_session(str(image), Reporter(out=io.StringIO(), err=io.StringIO()), **options)
 
 
 def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float, float]:
@@ -36,14 +35,14 @@ def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float,
     every record decoded on the host)."""
     s = session(image, cpus=cpus, arm=arm, timeout=600, buffer_size=RING)
     stamps: list[int] = []
-    s.packets.consumers.append(lambda cpu, data: stamps.extend(e.ts for e in s.decoder.events(data)[1]))
+    s.target.packets.consumers.append(lambda cpu, data: stamps.extend(e.ts for e in s.decoder.events(data)[1]))
     guest, host = 0.0, float("inf")
     try:
         s.enable("hk:sched:run:tick")
         for _ in range(3):
             stamps.clear()
             host = min(host, _timed(lambda: s.run("sched_run", [n])))
-            guest = max(guest, (len(stamps) - 1) * s.hello.clock_hz / (max(stamps) - min(stamps)))
+            guest = max(guest, (len(stamps) - 1) * s.target.booted.clock_hz / (max(stamps) - min(stamps)))
     finally:
         s.close()
     return guest, cpus * n / host
@@ -55,7 +54,7 @@ def first_firing(image: Path) -> tuple[float, float]:
     s = session(image)
     hello = time.perf_counter() - t0
     first: list[float] = []
-    s.packets.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
+    s.target.packets.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
     try:
         s.enable("hk:::boot")
         s.run("kmain", [1])
@@ -65,9 +64,9 @@ def first_firing(image: Path) -> tuple[float, float]:
 
 
 def torture(image: Path, arm: str, toggles: int):
-    s = session(image, cpus=4, arm=arm, timeout=600)
+    s = session(image, cpus=4, arm=arm, timeout=toggles * 2.0 + 600)
     try:
-        return s.torture("sched_run", [3], "hk:sched::", toggles, timeout=toggles * 2.0 + 600)
+        return s.torture("sched_run", [3], "hk:sched::", toggles)
     finally:
         s.close()
 

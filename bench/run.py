@@ -29,8 +29,9 @@ import synth  # noqa: E402
 import toolchain  # noqa: E402
 
 from sdtgen.boot.machine import Machine  # noqa: E402
-from sdtgen.boot.session import BootSession, Reporter  # noqa: E402
 from sdtgen.image import Image  # noqa: E402
+from sdtgen.session.reporter import Reporter  # noqa: E402
+from sdtgen.targets.emulator import boot_session  # noqa: E402
 
 
 @dataclass
@@ -233,28 +234,28 @@ def sdt_init_time(image: Path, count: bool = False) -> tuple[float, float, int, 
     """Best of 3: (seconds of the guest's sdt_init, seconds of the boot's whole patching step: sdt_init and the
     table read back with each site's state, sites patched, and with ``count`` sdt_init's guest instructions,
     counted in a run of its own) on a boot of ``image`` made with nothing patched."""
-    def sdt_init(s: BootSession) -> int:
-        return s.runtime.call(s.machine, "sdt_init", [s.platform.hooks_address])
+    def sdt_init(s) -> int:
+        return s.target.runtime.call(s.target.machine, "sdt_init", [s.target.platform.hooks_address])
 
     guest, whole, patched = [], [], 0
     for _ in range(3):
-        s = BootSession(str(image), quiet(), patch=False)
+        s = boot_session(str(image), quiet(), patch=False)
         try:
             guest.append(timed(lambda s=s: sdt_init(s))[0])
         finally:
             s.close()
-        s = BootSession(str(image), quiet(), patch=False)
+        s = boot_session(str(image), quiet(), patch=False)
         try:
-            t, result = timed(s.runtime.init)
+            t, result = timed(s.target.runtime.init)
             whole.append(t)
             patched = len(result.of("off"))
         finally:
             s.close()
     if not count:
         return min(guest), min(whole), patched, 0
-    s = BootSession(str(image), quiet(), patch=False, timeout=3600)  # a hook call an instruction: slow
+    s = boot_session(str(image), quiet(), patch=False, timeout=3600)  # a hook call an instruction: slow
     try:
-        insns = counted(s.machine, lambda: sdt_init(s))
+        insns = counted(s.target.machine, lambda: sdt_init(s))
     finally:
         s.close()
     return min(guest), min(whole), patched, insns
@@ -308,7 +309,7 @@ def run_loop(image: Path, arm: str, n: int, count: int = 0, patch: bool = True) 
     """Emulated seconds (best of 5) of sched_run(n) on a booted image, hk:sched:run:tick armed with ``arm``
     (or nothing armed); with ``count``, guest instructions of ``count`` iterations of its loop. The ring is
     read between runs only (--no-stream): what is timed is the guest."""
-    s = BootSession(str(image), quiet(), patch=patch, buffer_size=DATAPATH_BUFFER, stream=False)
+    s = boot_session(str(image), quiet(), patch=patch, buffer_size=DATAPATH_BUFFER, stream=False)
     try:
         if arm:
             s.set_arm(arm)
@@ -317,7 +318,7 @@ def run_loop(image: Path, arm: str, n: int, count: int = 0, patch: bool = True) 
 
         def once() -> float:
             s.drain()  # each run starts with an empty ring (the drain is not timed)
-            return timed(lambda: s.machine.call(func, [n]))[0]
+            return timed(lambda: s.target.machine.call(func, [n]))[0]
 
         elapsed = min(once() for _ in range(5))
         return elapsed, session_count(s, "sched_run", count) if count else 0
@@ -346,15 +347,15 @@ def count_instructions(m: Machine, func: int, n: int) -> int:
     return counted(m, lambda: m.call(func, [2 * n])) - counted(m, lambda: m.call(func, [n]))
 
 
-def session_count(s: BootSession, func: str, n: int) -> int:
+def session_count(s, func: str, n: int) -> int:
     try:
-        return count_instructions(s.machine, s.image.symbols[func].value, n)
+        return count_instructions(s.target.machine, s.image.symbols[func].value, n)
     finally:
         s.drain()
 
 
 def booted_count(image: Path, func: str, n: int, arm: str = "") -> int:
-    s = BootSession(str(image), quiet())
+    s = boot_session(str(image), quiet())
     try:
         if arm:
             s.enable(arm)
@@ -365,7 +366,7 @@ def booted_count(image: Path, func: str, n: int, arm: str = "") -> int:
 
 def unbooted_count(image: Path, func: str, n: int) -> int:
     """The same count on the image loaded as it is: a build whose probes are all compiled out (or classic) has
-    nothing to boot (BootSession refuses its stubs without sites)."""
+    nothing to boot (the session refuses its stubs without sites)."""
     with Image(str(image)) as img:
         m = Machine(img.elf, img.arch)
         try:
@@ -450,7 +451,7 @@ def datapath_rows(work: Path, small: bool) -> list[Row]:
             "(the floor)", None),
         Row("  guest instructions per recorded event (x86-64, branch, 2 arguments)", f"{per_event:.1f} insns",
             f"disarmed: {i_disarmed / n_count:.2f} insns/iteration", per_event, "<= 50", per_event <= 50),
-        Row("  host drain and decode (BootSession.drain, -q)", f"{drained / t_drain:,.0f} events/s",
+        Row("  host drain and decode (Session.drain, -q)", f"{drained / t_drain:,.0f} events/s",
             f"{drained} events: {t_drain * 1e3:.1f} ms", drained / t_drain / 500_000, ">= 500,000 events/s",
             drained / t_drain >= 500_000),
     ]
@@ -458,10 +459,10 @@ def datapath_rows(work: Path, small: bool) -> list[Row]:
 
 def drain_rate(image: Path, n: int) -> tuple[int, float]:
     """Events and seconds of draining and decoding one ring the guest filled with n two-argument records."""
-    s = BootSession(str(image), quiet(), arm="branch", buffer_size=DATAPATH_BUFFER, stream=False)
+    s = boot_session(str(image), quiet(), arm="branch", buffer_size=DATAPATH_BUFFER, stream=False)
     try:
         s.enable("hk:sched:run:tick")
-        s.machine.call(s.image.symbols["sched_run"].value, [n])
+        s.target.machine.call(s.image.symbols["sched_run"].value, [n])
         elapsed = timed(s.drain)[0]
         return s.hits["hk:sched:run:tick"], elapsed
     finally:
@@ -495,7 +496,7 @@ def unicorn_rates(image: Path, arm: str, n: int) -> dict[int, float]:
     2 and 4 CPUs, best of 3; measured once a run, for the rows of several CPUs and QEMU's."""
     rates = {}
     for cpus in (1, 2, 4):
-        s = BootSession(str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
+        s = boot_session(str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
         try:
             s.enable("hk:sched:run:tick")
             s.run("sched_run", [100])  # every CPU's code translated before the clock starts
@@ -521,7 +522,7 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
                 rows += smp_floor_rows(image, n, rates[1])
     toggle = {}
     for cpus in (1, 4):  # sdt_enable/sdt_disable of one site: the x86 breakpoint protocol, a sync_cores a store
-        s = BootSession(str(image), quiet(), cpus=cpus, arm="branch")
+        s = boot_session(str(image), quiet(), cpus=cpus, arm="branch")
         try:
             s.run("sched_run", [10])  # every CPU has the code translated: every flush has work to do
             k = 100 if small else 500
@@ -534,7 +535,7 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
             toggle[cpus] = min(timed(toggles)[0] for _ in range(3)) / (2 * k)
         finally:
             s.close()
-    rows.append(Row("arm or disarm one site (BootSession.enable/disable, x86 breakpoint protocol), 4 CPUs",
+    rows.append(Row("arm or disarm one site (Session.enable/disable, x86 breakpoint protocol), 4 CPUs",
                     f"{toggle[4] * 1e6:.0f} us", f"1 CPU: {toggle[1] * 1e6:.0f} us", toggle[4] / toggle[1], "", None))
     k = 200 if small else 1_000  # some 40 ms a toggle under 4 CPUs: the CPUs run in seeded quanta
     running = {}
@@ -553,10 +554,10 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
     m = 500_000 if small else 5_000_000
 
     def on_cpu0(cpus: int) -> float:  # on a 4-CPU machine CPU 0's memory is host buffers shared by four engines
-        s = BootSession(str(image), quiet(), cpus=cpus)
+        s = boot_session(str(image), quiet(), cpus=cpus)
         try:
             func = s.image.symbols["sched_run"].value
-            return min(timed(lambda: s.machine.call(func, [m]))[0] for _ in range(5))
+            return min(timed(lambda: s.target.machine.call(func, [m]))[0] for _ in range(5))
         finally:
             s.close()
 
@@ -575,7 +576,7 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
 def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
     """What two CPUs can give on this machine at best: two independent 1-CPU boots as processes (no shared
     interpreter, no shared guest memory), --cpus 2 running guest code that stores nothing, and the bound the
-    host's decoding sets (it holds the GIL: at most BootSession.drain's events a second in all, against
+    host's decoding sets (it holds the GIL: at most Session.drain's events a second in all, against
     ``one``, the firings a second of --cpus 1)."""
     cmd = lambda n: [SDTGEN, "boot", str(image), "--arm", "branch", "--enable", "hk:sched:run:tick",  # noqa: E731
                      "--run", "sched_run", "--arg", str(n), "-q", "--timeout", "3600"]
@@ -592,7 +593,7 @@ def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
     m = 3_000_000 if n < 100_000 else 30_000_000
     loops = {}
     for cpus in (1, 2):
-        s = BootSession(str(image), quiet(), cpus=cpus, schedule="parallel")
+        s = boot_session(str(image), quiet(), cpus=cpus, schedule="parallel")
         try:
             s.run("sched_run", [100])
             loops[cpus] = cpus * m / min(timed(lambda s=s: s.run("sched_run", [m]))[0] for _ in range(3))
@@ -604,7 +605,7 @@ def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
             Row(f"  the floor: --cpus 2, sched_run({m:,}) disarmed (guest code with no stores)",
                 f"{loops[2]:,.0f} iterations/s", f"--cpus 1: {loops[1]:,.0f} iterations/s", loops[2] / loops[1],
                 "(the floor)", None),
-            Row("  the floor: the host's decoding under the GIL (BootSession.drain)", f"{drained / t_drain:,.0f} "
+            Row("  the floor: the host's decoding under the GIL (Session.drain)", f"{drained / t_drain:,.0f} "
                 "events/s", f"--cpus 1: {one:,.0f} firings/s", drained / t_drain / one, "(the floor)", None)]
 
 

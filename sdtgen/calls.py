@@ -14,6 +14,8 @@ from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")
+STRING_PREFIX = "str:"  # an argument written str:TEXT is the string TEXT (the call gets a pointer to it)
+MAX_STRING_ARG = 255  # bytes of a string argument (UTF-8)
 
 
 def parse_int(text: str) -> int:
@@ -22,7 +24,14 @@ def parse_int(text: str) -> int:
         return int(text, 0)
     except ValueError:
         raise SdtError("", f"{printable(text)!r} is not an integer",
-                       "give decimal, 0x hex or negative numbers") from None
+                       f"give decimal, 0x hex or negative numbers, or {STRING_PREFIX}TEXT for a string") from None
+
+
+def parse_arg(text: str) -> int | str:
+    """A call's argument as a user writes it: an integer, or ``str:TEXT`` for a string (a pointer to TEXT)."""
+    if text.startswith(STRING_PREFIX):
+        return text[len(STRING_PREFIX):]
+    return parse_int(text)
 
 
 def function_address(image: Image, symbol: str) -> int:
@@ -36,7 +45,7 @@ def function_address(image: Image, symbol: str) -> int:
     return sym.value
 
 
-def check_call(image: Image, target: str, args: list[int]) -> tuple[str, int, str]:
+def check_call(image: Image, target: str, args: list[int | str]) -> tuple[str, int, str]:
     """(symbol, address, return type) of ``SYMBOL[:TYPE]`` called with ``args``, or the one line saying why
     not: an unknown type, no such function, too many arguments, one that fits no register."""
     symbol, _, rtype = target.partition(":")
@@ -49,6 +58,11 @@ def check_call(image: Image, target: str, args: list[int]) -> tuple[str, int, st
     if len(args) > arch.max_args:
         raise SdtError("", f"{printable(symbol)}: at most {arch.max_args} arguments can be passed")
     for a in args:
+        if isinstance(a, str):
+            if len(a.encode("utf-8", "surrogatepass")) > MAX_STRING_ARG or "\0" in a:
+                raise SdtError("", f"a string argument of {printable(symbol)} is longer than {MAX_STRING_ARG} "
+                               "bytes or holds a NUL", "give a shorter string")
+            continue
         if not -(1 << (arch.bits - 1)) <= a < 1 << arch.bits:
             raise SdtError("", f"argument {a} of {printable(symbol)} does not fit in a {arch.bits}-bit register",
                            f"give a value from {-(1 << (arch.bits - 1))} to {(1 << arch.bits) - 1}")

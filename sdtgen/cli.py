@@ -223,16 +223,25 @@ def cmd_makefile(args: argparse.Namespace) -> int:
 
 
 class _Ordered(argparse.Action):
-    """Keeps --enable/--disable/--run/--arg/--script in command-line order in ``args.actions``."""
+    """Keeps --enable/--disable/--run (with its --arg and --cpu)/--script/--action in command-line order in
+    ``args.actions``."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from sdtgen.session.drive import Call
+
         actions = getattr(namespace, "actions", None) or []
-        if self.dest == "arg":
+        if self.dest in ("arg", "cpu"):
             if not actions or actions[-1][0] != "run":
-                parser.error("--arg must follow a --run")
-            actions[-1][2].append(values)
+                parser.error(f"--{self.dest} must follow a --run")
+            call = actions[-1][2]
+            if self.dest == "arg":
+                call.args.append(values)
+            elif call.cpu is not None:
+                parser.error("a --run takes one --cpu")
+            else:
+                call.cpu = _int_arg(values)
         elif self.dest == "run":
-            actions.append(("run", values, []))
+            actions.append(("run", values, Call()))
         else:
             actions.append((self.dest, values, None))
         namespace.actions = actions
@@ -245,75 +254,73 @@ def _int_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
-def cmd_boot(args: argparse.Namespace) -> int:
-    from sdtgen.boot.console import Console, read_script, run_script
-    from sdtgen.boot.session import BootSession, Reporter, Stopped
-    from sdtgen.calls import parse_int
+QEMU_MAX_CPUS = 8  # the fixture's QEMU platform (fixtures/qemu/platform.h)
+
+
+def _session_command(args: argparse.Namespace, start) -> int:
+    """A tracing session over the target ``start`` makes: the actions in order, the console, the trace."""
+    from sdtgen.session import drive
+    from sdtgen.session.console import read_script
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.session.session import Session
+    from sdtgen.targets.base import Halted
 
     _check_timeout(args.timeout)
-    actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
-               for kind, value, extra in args.actions or []]
-    for kind, value, _ in actions:
-        if kind == "action" and "=" not in value:
-            raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+    actions = args.actions or []
+    drive.check_actions(actions)
     trace = _trace_option(args)
     scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
-
-    def precheck(s: BootSession) -> None:
-        _precheck(s, actions)
-        for kind, value, _ in actions:
-            if kind == "action":
-                spec, _, symbol = value.partition("=")
-                s.check_spec(spec)
-                s.check_function(symbol)
-
-    session = BootSession(args.image, Reporter(as_json=args.json, quiet=args.quiet), patch=not args.no_patch,
-                          timeout=args.timeout, arm=args.arm, buffer_size=args.buffer_size, overflow=args.overflow,
-                          cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
-                          trace=trace, precheck=precheck)
     try:
-        try:
-            for kind, value, extra in actions:
-                if kind == "script":
-                    run_script(session, value, scripts[value])
-                elif kind == "action":
-                    spec, _, symbol = value.partition("=")
-                    session.add_action(spec, symbol)
-                else:
-                    _perform(session, kind, value, extra)
-            if args.interactive:
-                Console(session).cmdloop()
-        except (Stopped, KeyboardInterrupt):
-            # Ctrl-C ends a tracing session as DTrace's and LTTng's do: what was recorded is written.
-            session.finish_trace(interrupted=True)
-            raise
-        session.finish_trace()
-        if args.json:
-            session.stats()
+        session = Session(args.image, Reporter(as_json=args.json, quiet=args.quiet), start, arm=args.arm,
+                          timeout=args.timeout, trace=trace, buffer_size=args.buffer_size, overflow=args.overflow,
+                          precheck=lambda s: drive.precheck(s, actions))
+    except Halted:
+        return EXIT_FAIL
+    try:
+        drive.drive(session, actions, scripts, args.interactive, args.json)
+    except Halted:
+        return EXIT_FAIL
     finally:
         session.close()
     return EXIT_FAIL if session.faults else EXIT_OK
 
 
-def _precheck(session, actions: list) -> None:
-    """Every --run, --enable and --disable checked against the image, before the kernel boots."""
-    for kind, value, extra in actions:
-        if kind == "run":
-            session.check_run(value, extra)
-        elif kind in ("enable", "disable"):
-            session.check_spec(value)
+def cmd_boot(args: argparse.Namespace) -> int:
+    from sdtgen.targets.emulator import EmulatorTarget
+
+    def start(s):
+        return EmulatorTarget(s, patch=not args.no_patch, buffer_size=args.buffer_size, overflow=args.overflow,
+                              cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream)
+
+    return _session_command(args, start)
 
 
-def _perform(session, kind: str, value: str, extra: list[int]) -> None:
-    """One --enable, --disable or --run of the command line, on the emulated boot's session or QEMU's."""
-    if kind == "enable":
-        session.enable(value)
-    elif kind == "disable":
-        session.disable(value)
-    elif kind == "run":
-        session.run(value, extra)
-    else:
-        raise AssertionError(kind)
+def cmd_qemu(args: argparse.Namespace) -> int:
+    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.targets.qemu import QemuTarget
+
+    def start(s):
+        return QemuTarget(s, cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,
+                          qemu_args=args.qemu_arg or [], timeout=args.timeout)
+
+    with termination_as_interrupt():
+        return _session_command(args, start)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.targets.serial import AttachTarget, open_line
+
+    line = open_line(args.serial, duplex=True)  # a line that cannot be opened is one line, before anything runs
+
+    def start(s):
+        return AttachTarget(s, line, buffer_size=args.buffer_size, overflow=args.overflow, timeout=args.timeout)
+
+    try:
+        with termination_as_interrupt():
+            return _session_command(args, start)
+    finally:
+        line.close()
 
 
 def _check_timeout(timeout: float) -> None:
@@ -341,25 +348,29 @@ def _trace_option(args: argparse.Namespace) -> tuple[str, str] | None:
     return args.trace, fmt
 
 
-def _check_cpus(cpus: int) -> None:
-    from sdtgen.boot.smp import MAX_CPUS
-
-    if not 1 <= cpus <= MAX_CPUS:
-        raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
-
-
 def cmd_torture(args: argparse.Namespace) -> int:
     from sdtgen.boot.smp import MAX_CPUS
     from sdtgen.calls import parse_int
-    from sdtgen.torture import torture
 
     _check_timeout(args.timeout)
     if not 1 <= args.cpus < MAX_CPUS:
         raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
     if args.toggles < 0:
         raise SdtError("", f"--toggles {args.toggles} is negative")
-    summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
-                      toggles=args.toggles, seed=args.seed, timeout=args.timeout, exhaustive=args.exhaustive)
+    values = [parse_int(a) for a in args.arg or []]
+    target = "attach" if args.serial else args.target
+    if args.exhaustive and target != "emulator":
+        raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
+                       "leave out --target and --serial")
+    if target == "emulator":
+        from sdtgen.boot.torture import torture
+
+        summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
+                          timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm)
+    else:
+        summary = _torture_on(args, target, values)
+        if summary is None:
+            return EXIT_FAIL
     if args.json:
         _emit_json(summary.as_dict())
     else:
@@ -367,44 +378,55 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.passed else EXIT_FAIL
 
 
-QEMU_MAX_CPUS = 8  # the fixture's QEMU platform (fixtures/qemu/platform.h)
+def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
+    """Torture on QEMU, an attached kernel or a process: the kernel's own control core does it."""
+    import io
 
-
-def cmd_qemu(args: argparse.Namespace) -> int:
-    from sdtgen.calls import parse_int
     from sdtgen.qemu.machine import termination_as_interrupt
-    from sdtgen.qemu.report import QemuReport, Reporter
-    from sdtgen.qemu.session import Halted, QemuSession
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.session.session import Session
+    from sdtgen.targets.base import Halted
 
-    _check_timeout(args.timeout)
-    if not 1 <= args.cpus <= QEMU_MAX_CPUS:
-        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {QEMU_MAX_CPUS}")
-    actions = [(kind, value, [parse_int(a) for a in extra] if kind == "run" else extra)
-               for kind, value, extra in args.actions or []]
-    trace = _trace_option(args)
-    report = QemuReport(Reporter(as_json=args.json, quiet=args.quiet), args.image)
-    with termination_as_interrupt():
-        try:
-            session = QemuSession(args.image, report, cpus=args.cpus, arm=args.arm, buffer_size=args.buffer_size,
-                                  overflow=args.overflow, timeout=args.timeout, trace=trace,
-                                  precheck=lambda s: _precheck(s, actions))
-        except Halted:
-            return EXIT_FAIL
-        try:
+    line = None
+    if target == "qemu":
+        from sdtgen.targets.qemu import QemuTarget
+
+        def start(s):
+            return QemuTarget(s, cpus=args.cpus + 1, buffer_size=1 << 20, overflow="drop",
+                              qemu_args=args.qemu_arg or [], timeout=args.timeout)
+    elif target == "process":
+        from sdtgen.targets.process import ProcessTarget
+
+        def start(s):
+            return ProcessTarget(s, cpus=args.cpus + 1, buffer_size=1 << 20, overflow="drop", timeout=args.timeout)
+    else:
+        from sdtgen.targets.serial import AttachTarget, open_line
+
+        line = open_line(args.serial, duplex=True)
+
+        def start(s):
+            return AttachTarget(s, line, buffer_size=1 << 20, overflow="drop", timeout=args.timeout)
+
+    reporter = Reporter(as_json=True, out=io.StringIO(), quiet=True)
+    reporter.err = sys.stderr
+    try:
+        with termination_as_interrupt():
             try:
-                for kind, value, extra in actions:
-                    _perform(session, kind, value, extra)
-            except (KeyboardInterrupt, Halted):
-                session.finish_trace()  # what was recorded is written, as `boot` does on Ctrl-C
-                raise
-            session.finish_trace()
-            if args.json:
-                session.stats()
-        except Halted:
-            return EXIT_FAIL
-        finally:
-            session.close()
-    return EXIT_FAIL if session.faults else EXIT_OK
+                session = Session(args.image, reporter, start, arm=args.arm, timeout=args.timeout)
+            except Halted as h:
+                print(Diagnostic(args.image, ERROR, sentence(str(h))), file=sys.stderr)
+                return None
+            try:
+                spec = args.spec or session.spec_of(args.run.partition(":")[0])
+                return session.torture(args.run, values, spec, args.toggles)
+            except Halted as h:
+                print(Diagnostic(args.image, ERROR, sentence(str(h))), file=sys.stderr)
+                return None
+            finally:
+                session.close()
+    finally:
+        if line is not None:
+            line.close()
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -459,14 +481,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
-    """The options `boot` and `qemu` share: what to arm and run, the buffers, the trace, the output."""
+    """The options `boot`, `qemu` and `attach` share: what to arm and run, the buffers, the trace, the output."""
     b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
     b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
     b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
     b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
                    help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")
     b.add_argument("--arg", action=_Ordered, metavar="N",
-                   help="an integer argument of the preceding --run (decimal, 0x hex, negative)")
+                   help="an argument of the preceding --run: an integer (decimal, 0x hex, negative), or str:TEXT "
+                        "for a string (the function gets a pointer to TEXT)")
+    b.add_argument("--cpu", action=_Ordered, metavar="N",
+                   help="run the preceding --run on CPU N only (default: on every CPU at once)")
+    b.add_argument("--script", action=_Ordered, metavar="FILE",
+                   help="commands, one per line (see -i); - reads standard input")
+    b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
     b.add_argument("--arm", choices=("trap", "branch"), default="trap",
@@ -488,7 +516,7 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
 
 
-COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "qemu", "record",
+COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "qemu", "attach", "record",
             "include-dir", "runtime-dir", "makefile")
 
 
@@ -580,14 +608,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     b = sub.add_parser("boot", help="boot an image in the emulator, patch its sites, arm probes and run functions")
     _add_run_options(b, "(a breakpoint the host handles; the default)")
-    b.add_argument("--script", action=_Ordered, metavar="FILE",
-                   help="commands, one per line (see -i); - reads standard input")
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
                    help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
                         "arguments whenever one fires")
     b.add_argument("--no-stream", action="store_true",
                    help="read the buffers only when a run ends, not as packets fill")
-    b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
     b.add_argument("--cpus", type=int, default=1, metavar="N",
                    help="run N CPUs on the guest's memory; each --run calls the function on all of them")
@@ -599,28 +624,49 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     t = sub.add_parser("torture", help="call a function on N CPUs while another CPU arms and disarms its probes "
                                       "through the image's runtime")
-    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime)")
+    t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime); "
+                                 "with --target process, the program")
     t.add_argument("--run", required=True, metavar="SYMBOL[:TYPE]",
                    help="the function every CPU calls over and over; TYPE (long, int, ...) reads its result")
     t.add_argument("--arg", action="append", metavar="N", help="an argument of SYMBOL (repeat for each)")
     t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
     t.add_argument("--toggles", type=int, default=100, metavar="K",
                    help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--spec", default="", metavar="SPEC",
+                   help="the probes to arm and disarm (default: those with sites in SYMBOL)")
+    t.add_argument("--arm", choices=("trap", "branch"), default="branch", help="how they are armed (default branch)")
+    t.add_argument("--target", choices=("emulator", "qemu", "process"), default="emulator",
+                   help="where: the emulator (the default: it checks every instruction a CPU fetches in a site), "
+                        "QEMU with --cpus + 1 vCPUs, or the image as a Linux process with --cpus + 1 threads")
+    t.add_argument("--serial", metavar="LINE", help="instead: a kernel already running, attached over LINE "
+                   "(as `sdtgen attach`)")
+    t.add_argument("--qemu-arg", action="append", metavar="ARG", help="with --target qemu: an argument for QEMU")
     t.add_argument("--exhaustive", action="store_true",
                    help="instead: at every store the runtime makes to SYMBOL's sites, start another CPU at every "
-                        "instruction boundary of the site, in every order the store's bytes can land")
+                        "instruction boundary of the site, in every order the store's bytes can land (emulator)")
     t.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the interleaving and the toggles")
     t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
     t.set_defaults(func=cmd_torture)
 
-    q = sub.add_parser("qemu", help="boot an image linked with the QEMU platform (fixtures/qemu) in QEMU, with "
-                       "its vCPUs in parallel; arm probes and run functions over its serial line")
+    q = sub.add_parser("qemu", help="boot a kernel that links the runtime's control core in QEMU, with its vCPUs "
+                       "in parallel; arm probes and run functions over its serial line")
     _add_run_options(q, "(a breakpoint the kernel's sdt_trap handles; the default)")
     q.add_argument("--cpus", type=int, default=1, metavar="N",
                    help=f"QEMU's -smp (1 to {QEMU_MAX_CPUS}); each --run calls the function on every vCPU at once")
+    q.add_argument("--qemu-arg", action="append", metavar="ARG",
+                   help="an argument for QEMU (repeat for each; or give them all after --): memory (-m), -bios, "
+                        "disks; the user's replace sdtgen's own")
     q.set_defaults(func=cmd_qemu, actions=None)
+
+    at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "
+                        "started) through its control core: arm probes, run functions, trace")
+    at.add_argument("--serial", required=True, metavar="LINE",
+                    help="tcp:HOST:PORT (QEMU's -serial tcp:HOST:PORT,server=on), a pty or tty device, or the "
+                         "base path of a FIFO pair BASE.in/BASE.out (QEMU's -serial pipe:BASE)")
+    _add_run_options(at, "(a breakpoint the kernel's sdt_trap handles; the default)")
+    at.set_defaults(func=cmd_attach, actions=None)
 
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
                         "into a CTF trace")
@@ -641,11 +687,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _negative_args(argv: list[str]) -> list[str]:
-    """``--arg -0x10`` as ``--arg=-0x10``: argparse takes a value starting with '-' for an option."""
+    """``--arg -0x10`` as ``--arg=-0x10`` (and ``--qemu-arg -m``): argparse takes a value starting with '-' for an
+    option."""
     out: list[str] = []
     for word in argv:
         if out and out[-1] == "--arg" and word.startswith("-") and word[1:2].isdigit():
             out[-1] = f"--arg={word}"
+        elif out and out[-1] == "--qemu-arg" and word.startswith("-"):  # QEMU's own options
+            out[-1] = f"--qemu-arg={word}"
         else:
             out.append(word)
     return out
@@ -671,7 +720,13 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _terminate)
         only = argv[0] if argv and argv[0] in COMMANDS else None
+        rest: list[str] = []
+        if only == "qemu" and "--" in argv:  # everything after -- is QEMU's
+            at = argv.index("--")
+            argv, rest = argv[:at], argv[at + 1:]
         args = build_parser(only).parse_args(_negative_args(argv))
+        if rest:
+            args.qemu_arg = (args.qemu_arg or []) + rest
         return args.func(args)
     except Terminated as t:
         return 128 + t.signum

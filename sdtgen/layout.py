@@ -220,7 +220,38 @@ ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_
     Field("protocol", "ptr", "the patch protocol it was built with: \"safe\" or \"naive\"", c="const char *%s"),
 ))
 
-LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, ENTRIES)
+# -- the serial transport's frames (sdt_serial.c writes them, sdtgen's frame reader reads them) -------------
+FRAME_HEADER = Layout("sdt_frame_header", "The header of every frame on a serial line; the payload and a CRC-32 "
+                      "(zlib's, of bytes 4..11 and the payload) follow.", (
+    Field("sync", "u32", "SDT_FRAME_SYNC: the bytes A5 5A 53 44"),
+    Field("type", "u8", "SDT_FRAME_PACKET, _VERDICT, _TEXT or _INFO"),
+    Field("zero", "u8", "0"),
+    Field("check", "u16", "the low 16 bits of CRC-32 of type, zero and length: a reader believes a header only "
+          "when it holds"),
+    Field("length", "u32", "bytes of payload"),
+))
+
+VERDICT = Layout("sdt_frame_verdict", "The payload of a verdict frame, after every packet frame.", (
+    Field("seq", "u64", "the packet's packet_seq_num"),
+    Field("cpu", "u32", "its CPU"),
+    Field("keep", "u32", "0: its writer reused the slot while it was sent (SDT_OVERWRITE), drop it"),
+))
+
+INFO = Layout("sdt_frame_info", "The payload of the info frame, sent once before the first packet.", (
+    Field("clock_hz", "u64", "ticks a second of sdt_hooks.clock"),
+    Field("bits", "u32", "bits of a word (an integer argument)"),
+    Field("zero", "u32", "0"),
+))
+
+# -- the control core ---------------------------------------------------------------------------------
+CONTROL_INFO = Layout("sdt_control_info", "What an image says of its control core (SDT_CONTROL_SERIAL, section "
+                      "sdt_control): the serial port a host drives it on.", (
+    Field("magic", "u32", "SDT_CONTROL_MAGIC"),
+    Field("serial", "u32", "the UART the control core listens on: 0 the first"),
+    Field("zero", "u64", "0"),
+))
+
+LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, ENTRIES, FRAME_HEADER, VERDICT, INFO, CONTROL_INFO)
 
 # -- constants ---------------------------------------------------------------------------------
 CONSTANTS: tuple[tuple[str, int, str], ...] = (
@@ -251,7 +282,57 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_MAX_STRING", 127, "bytes of a string argument a recorder copies (then a NUL)"),
     ("SDT_MIN_PACKET", 1024, "bytes of the smallest packet: a 6-argument event with six full strings fits"),
 )
+CONSTANTS += (
+    ("SDT_FRAME_SYNC", 0x44535AA5, "a frame's first four bytes, A5 5A 53 44, as a little-endian word"),
+    ("SDT_FRAME_PACKET", ord("P"), "a frame carrying a packet as it stands in its ring (content_size bytes)"),
+    ("SDT_FRAME_VERDICT", ord("V"), "a frame after each packet: struct sdt_frame_verdict"),
+    ("SDT_FRAME_TEXT", ord("T"), "a frame carrying one line of the kernel's text: a reply, a log line"),
+    ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
+    ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
+    ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
+)
 VALUES = {name: value for name, value, _ in CONSTANTS}
+# The control core's error codes: a reply `error CODE TEXT` carries one (the runtime's entry points return the
+# first four).
+ERRORS: tuple[tuple[str, int, str], ...] = (
+    ("SDT_ERR_USAGE", -5, "the command's words are not what it takes"),
+    ("SDT_ERR_UNKNOWN", -6, "not a command the control core knows"),
+    ("SDT_ERR_UNSUPPORTED", -7, "the kernel gave the control core no means for it"),
+    ("SDT_ERR_CPU", -8, "no such CPU, or a command that needs more CPUs than there are"),
+    ("SDT_ERR_LONG", -9, "a command line longer than SDT_CONTROL_LINE"),
+    ("SDT_ERR_STATE", -10, "not in this state (the rings are attached already, none are)"),
+)
+ERROR_VALUES = {name: value for name, value, _ in ERRORS}
+
+# The control protocol's words: commands, what their replies start with, and the arming modes they name.
+WORDS: tuple[tuple[str, str, str], ...] = (
+    ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL`, also said "
+     "unasked at boot"),
+    ("SDT_CTL_RING", "ring", "ring BYTES PACKET POLICY MEMORY: attach every CPU's ring"),
+    ("SDT_CTL_ENABLE", "enable", "enable trap|branch SPEC: `ok enable N`, N sites armed"),
+    ("SDT_CTL_DISABLE", "disable", "disable SPEC: `ok disable N`"),
+    ("SDT_CTL_MODE", "mode", "mode trap|branch: rearm what is armed, `ok mode N`"),
+    ("SDT_CTL_RUN", "run", "run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N`"),
+    ("SDT_CTL_READ", "read", "read ADDR LEN: `bytes HEX` or `fault`"),
+    ("SDT_CTL_DRAIN", "drain", "drain: every CPU's closed packets sent now"),
+    ("SDT_CTL_STATS", "stats", "stats: `cpu K DISCARDED OVERWRITTEN` per CPU"),
+    ("SDT_CTL_LIST", "list", "list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe"),
+    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch SPEC: `torture PROTOCOL CPUS "
+     "TOGGLES CALLS FAULTS TORN WRONG`"),
+    ("SDT_CTL_EXIT", "exit", "exit CODE: power off"),
+    ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND [-]N`"),
+    ("SDT_CTL_ERROR", "error", "the last line of a reply that did not: `error CODE TEXT`"),
+    ("SDT_CTL_RETURN", "return", "a call returned: `return CPU VALUE`"),
+    ("SDT_CTL_FAULT", "fault", "a call faulted: `fault CPU CAUSE PC ADDR`"),
+    ("SDT_CTL_BYTES", "bytes", "memory read: `bytes HEX`"),
+    ("SDT_CTL_CPU", "cpu", "a CPU's counts: `cpu K DISCARDED OVERWRITTEN`"),
+    ("SDT_CTL_PROBE", "probe", "a probe: `probe KEY SITES ARMED SPEC`"),
+    ("SDT_CTL_TRAP", "trap", "arming mode: the breakpoint"),
+    ("SDT_CTL_BRANCH", "branch", "arming mode: a branch to the recorder"),
+    ("SDT_CTL_ALL", "all", "every CPU (run)"),
+)
+WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
+
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
          "isen": VALUES["SDT_FORM_ISEN"]}
 SITE_STATES = {v: n[len("SDT_SITE_"):].lower() for n, v, _ in CONSTANTS if n.startswith("SDT_SITE_")}
@@ -282,6 +363,10 @@ def render_c() -> str:
     for name, value, doc in CONSTANTS:
         out.append(f"#define {name.ljust(width)} {value:#x}{'u' if value > 0x7FFFFFFF else ''}\t/* {doc} */"
                    if value > 255 else f"#define {name.ljust(width)} {value}\t/* {doc} */")
+    for name, value, doc in ERRORS:
+        out.append(f"#define {name.ljust(width)} ({value})\t/* {doc} */")
+    for name, text, doc in WORDS:
+        out.append(f'#define {name.ljust(width)} "{text}"\t/* {doc} */')
     out.append("")
     for lay in LAYOUTS:
         out.append(f"/* {lay.doc} */")

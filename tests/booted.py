@@ -7,15 +7,16 @@ import json
 
 from native_oracle import PROTOTYPES, Call
 
-from sdtgen.boot.session import BootSession, Reporter
+from sdtgen.session.reporter import Reporter
+from sdtgen.targets.emulator import boot_session
 
 
 class Booted:
-    """A BootSession whose JSON events are kept for the test to read."""
+    """A session on the emulated boot whose JSON events are kept for the test to read."""
 
     def __init__(self, image, patch: bool = True, **options) -> None:
         self.buffer = io.StringIO()
-        self.session = BootSession(str(image), Reporter(as_json=True, out=self.buffer), patch=patch, **options)
+        self.session = boot_session(str(image), Reporter(as_json=True, out=self.buffer), patch=patch, **options)
 
     def events(self) -> list[dict]:
         out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]

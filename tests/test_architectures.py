@@ -13,7 +13,8 @@ from matrix import boot_trace, comparable, pointer_args, split_call
 from native_oracle import Call, data_symbolizer, run_native
 
 from sdtgen import arch as arches
-from sdtgen.boot.session import BootSession, Reporter
+from sdtgen.session.reporter import Reporter
+from sdtgen.targets.emulator import boot_session
 
 CALLS = ("kmain 1", "kmain 3", "sched_switch 7 8 3 1 5000 0x40", "sched_run 0", "vfs_lookup_id:int 2",
          "kmem_alloc 0x100000", "proc_exec:int 9", "proc_exec:int 0", "proc_exit:void 42")
@@ -66,13 +67,14 @@ def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_w
     """jal in the first word, the second still the NOP: arming is one aligned store, never an auipc+jalr pair."""
     image = arch_kernel("riscv64", RELAX="0").image
     assert trace(image, "riscv64", "branch") == native_calls
-    s = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
+    s = boot_session(str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
         s.enable(":::")
-        assert {x.state for x in s.runtime.sites} == {"branch"} and {x.size for x in s.runtime.sites} == {8}
+        sites = s.target.runtime.sites
+        assert {x.state for x in sites} == {"branch"} and {x.size for x in sites} == {8}
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites:
-            jal, nop = cs.disasm(s.machine.read(x.addr, 8), x.addr)
+        for x in s.target.runtime.sites:
+            jal, nop = cs.disasm(s.target.machine.read(x.addr, 8), x.addr)
             assert (jal.mnemonic, nop.mnemonic) in (("jal", "nop"), ("j", "nop")), (jal.mnemonic, nop.mnemonic)
     finally:
         s.close()
@@ -93,13 +95,13 @@ __attribute__((used)) void filler(void) { __asm__ volatile(".space 0x200000"); }
 def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(tmp_path, arch):
     image = build_c_kernel(tmp_path, arch, FAR_SOURCE)
     buf = io.StringIO()
-    s = BootSession(str(image), Reporter(as_json=True, out=buf), arm="branch")
+    s = boot_session(str(image), Reporter(as_json=True, out=buf), arm="branch")
     try:
         for _ in range(2):
             s.enable(":::")
             s.disable(":::")
         s.enable(":::")
-        (site,) = s.runtime.sites
+        (site,) = s.target.runtime.sites
         assert site.state == ("trap" if arch == "riscv64" else "branch")
         assert s.run("kmain:long", [4]) == 5
         events = [json.loads(x) for x in buf.getvalue().splitlines()]
@@ -114,9 +116,9 @@ def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(tmp_path, ar
 @pytest.mark.parametrize("arch", OTHER_ARCHES)
 def test_tail_site_disarmed_returns_and_armed_fires(arch_kernel, arch):
     buf = io.StringIO()
-    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf))
+    s = boot_session(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf))
     try:
-        (site,) = [x for x in s.runtime.sites if x.probe.spec == "hk:proc:exit:done"]
+        (site,) = [x for x in s.target.runtime.sites if x.probe.spec == "hk:proc:exit:done"]
         assert site.form == "tail"
         assert s.run("kmain:long", [1]) == 36185  # proc_exit's tail site is a return when disarmed
         s.enable("hk:proc:exit:done")
@@ -132,13 +134,13 @@ def test_riscv_relaxation_shrinks_sites_and_reloc_mode_follows(arch_kernel):
     scanned = json.loads(sdtgen("scan", k.partial, "--json").stdout)["sites"]
     assert {(s["form"], s["length"], s["reloc"]) for s in scanned} == {("call", 8, "R_RISCV_CALL_PLT"),
                                                                        ("tail", 8, "R_RISCV_CALL_PLT")}
-    s = BootSession(str(k.image), Reporter(out=io.StringIO()))
+    s = boot_session(str(k.image), Reporter(out=io.StringIO()))
     try:
-        lengths = sorted({(x.form, x.length, x.size) for x in s.runtime.sites})
+        lengths = sorted({(x.form, x.length, x.size) for x in s.target.runtime.sites})
         assert lengths == [("call", 8, 4), ("tail", 8, 2)]  # jal, and c.j: relaxed by the final link
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites:
-            insns = list(cs.disasm(s.machine.read(x.addr, x.size), x.addr))
+        for x in s.target.runtime.sites:
+            insns = list(cs.disasm(s.target.machine.read(x.addr, x.size), x.addr))
             assert [i.mnemonic for i in insns] == (["nop"] if x.form == "call" else ["c.jr"])
     finally:
         s.close()
@@ -158,9 +160,9 @@ def test_riscv_offset_mode_breaks_with_relaxation_and_holds_without(arch_kernel,
 
 def test_riscv_without_relaxation_keeps_8_byte_sites(arch_kernel):
     k = arch_kernel("riscv64", RELAX="0")
-    s = BootSession(str(k.image), Reporter(out=io.StringIO()))
+    s = boot_session(str(k.image), Reporter(out=io.StringIO()))
     try:
-        assert {x.size for x in s.runtime.sites} == {8}
+        assert {x.size for x in s.target.runtime.sites} == {8}
         assert s.run("kmain:long", [1]) == 36185
     finally:
         s.close()
@@ -229,7 +231,7 @@ def test_overflow_is_exact_on_other_architectures(arch_kernel, native_exe, arch,
     keeps the oldest run, overwrite the newest."""
     expected = [e[1] for e in native_trace(native_exe, ("kmain 70",)) if e[0] == "fire"]
     buf = io.StringIO()
-    s = BootSession(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=2048,
+    s = boot_session(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=2048,
                     overflow=policy, stream=False)
     try:
         s.enable(":::")

@@ -70,7 +70,7 @@ def test_interactive_console_reads_commands(kernel):
 def test_console_completes_probe_names(kernel):
     from booted import Booted
 
-    from sdtgen.boot.console import Console
+    from sdtgen.session.console import Console
 
     b = Booted(kernel.image)
     try:
@@ -218,7 +218,8 @@ def test_arguments_out_of_range_are_refused_before_anything_runs(kernel):
     assert line == (f"sdtgen: error: argument {1 << 64} of kmain does not fit in a 64-bit register; "
                     f"give a value from {-(1 << 63)} to {(1 << 64) - 1}")
     proc = sdtgen("boot", kernel.image, "--run", "kmain", "--arg", "1", "--run", "kmain", "--arg", "abc")
-    assert one_line(proc) == "sdtgen: error: 'abc' is not an integer; give decimal, 0x hex or negative numbers"
+    assert one_line(proc) == ("sdtgen: error: 'abc' is not an integer; give decimal, 0x hex or negative numbers, "
+                              "or str:TEXT for a string")
     assert proc.stdout == ""  # not even the boot: the arguments are checked first
     proc = sdtgen("boot", kernel.image, "--run", "kmain", "--arg", "1", "--run", "kmain:float")
     assert "unknown return type 'float'" in one_line(proc) and "kmain(1)" not in proc.stdout

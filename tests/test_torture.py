@@ -11,11 +11,12 @@ import pytest
 from helpers import ARCHES, OTHER_ARCHES, sdtgen
 from native_oracle import Call
 
-from sdtgen.boot.session import BootSession, Reporter
-from sdtgen.torture import Torture, torture
+from sdtgen.boot.torture import Torture, torture
+from sdtgen.session.reporter import Reporter
+from sdtgen.targets.emulator import boot_session
 
-KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "transient", "timed_out",
-        "checked", "passed"}
+KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "transient",
+        "timed_out", "checked", "passed"}
 NAIVE = {"SDT_RUNTIME_CFLAGS": "-DSDT_NAIVE_PROTOCOL"}
 
 
@@ -53,18 +54,19 @@ def test_the_safe_protocol_passes_with_exit_0_and_replays(kernel):
     assert run_torture(kernel.image, "--cpus", "2", "--toggles", "50", "--seed", "9") == first
 
 
-def test_wrong_values_count_as_faults(kernel, native):
-    """The reference a torture call must return is the native value: a CPU returning anything else faults."""
+def test_wrong_values_count_as_wrong(kernel, native):
+    """The reference a torture call must return is the native value: a CPU returning anything else is wrong."""
     want = [e["return"] for e in native([Call("sched_run", (20,))]) if "return" in e]
-    session = BootSession(str(kernel.image), Reporter(as_json=True, out=io.StringIO()), cpus=3, arm="branch",
+    session = boot_session(str(kernel.image), Reporter(as_json=True, out=io.StringIO()), cpus=3, arm="branch",
                           schedule="seeded")
     try:
-        t = Torture(session, session.image.symbols["sched_run"].value, [20], (1 << 64) - 1, toggles=0, timeout=20)
+        t = Torture(session.target, session.image.symbols["sched_run"].value, [20], (1 << 64) - 1, toggles=0,
+                    timeout=20, spec="hk:sched:run:")
         assert [t.reference()] == want
         t.reference = lambda: want[0] + 1  # a wrong expectation stands for a wrong result
         t.prepare("sched_run")
         s = t.run()
-        assert s.faults == s.calls == 2
+        assert s.wrong == s.calls == 2 and s.faults == 0 and not s.passed
     finally:
         session.close()
 
@@ -162,13 +164,13 @@ def test_six_byte_x86_sites_are_one_instruction_in_both_states_so_the_safe_proto
 def test_eight_byte_riscv_sites_change_one_word_so_the_safe_protocol_holds(arch_kernel):
     """Built without relaxation every RISC-V site is auipc+jalr, 8 bytes; armed, only its first word changes."""
     image = arch_kernel("riscv64", RELAX="0").image
-    session = BootSession(str(image), Reporter(out=io.StringIO()), arm="branch")
+    session = boot_session(str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
-        nops = {x.addr: session.machine.read(x.addr + 4, 4) for x in session.runtime.sites}
+        nops = {x.addr: session.target.machine.read(x.addr + 4, 4) for x in session.target.runtime.sites}
         session.enable(":::")
-        assert {x.size for x in session.runtime.sites} == {8}
-        for x in session.runtime.sites:  # a CPU paused after the first word runs a NOP either way
-            assert session.machine.read(x.addr + 4, 4) == nops[x.addr] == bytes.fromhex("13000000"), hex(x.addr)
+        assert {x.size for x in session.target.runtime.sites} == {8}
+        for x in session.target.runtime.sites:  # a CPU paused after the first word runs a NOP either way
+            assert session.target.machine.read(x.addr + 4, 4) == nops[x.addr] == bytes.fromhex("13000000"), hex(x.addr)
     finally:
         session.close()
     s = torture(str(image), "sched_run", [20], cpus=2, toggles=100, seed=5, timeout=300)
@@ -178,10 +180,10 @@ def test_eight_byte_riscv_sites_change_one_word_so_the_safe_protocol_holds(arch_
 # -- exhaustive: every site form of every architecture -----------------------------------------------
 def forms(image: str, symbol: str) -> set[tuple[str, int]]:
     """(form, length) of the sites in ``symbol``, per the image's table."""
-    session = BootSession(image, Reporter(out=io.StringIO()))
+    session = boot_session(image, Reporter(out=io.StringIO()))
     try:
         sym = session.image.symbols[symbol]
-        return {(s.form, s.size) for s in session.runtime.sites if sym.value <= s.addr < sym.value + sym.size}
+        return {(s.form, s.size) for s in session.target.runtime.sites if sym.value <= s.addr < sym.value + sym.size}
     finally:
         session.close()
 
@@ -236,9 +238,9 @@ def test_exhaustive_a_riscv_site_straddling_two_words_is_written_with_its_own_ha
     from helpers import build_c_kernel
 
     image = str(build_c_kernel(tmp_path, "riscv64", ODD_SOURCE))
-    session = BootSession(image, Reporter(out=io.StringIO()))
+    session = boot_session(image, Reporter(out=io.StringIO()))
     try:
-        (site,) = session.runtime.sites
+        (site,) = session.target.runtime.sites
         assert site.addr % 4 == 2 and site.form == "tail"
     finally:
         session.close()

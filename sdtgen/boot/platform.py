@@ -24,9 +24,11 @@ from sdtgen.boot.machine import PAGE, Machine, Region
 from sdtgen.errors import SdtError
 from sdtgen.layout import CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
 
-SCRATCH = 2048  # bytes of host-call scratch per CPU: a trap frame, then a probe spec
+SCRATCH = 4096  # bytes of host-call scratch per CPU: a trap frame, a probe spec, a call's string arguments
 SPEC_AT = 256  # where in the scratch a spec goes (after the frame)
-MAX_SPEC_BYTES = SCRATCH - SPEC_AT - 1
+STRINGS_AT = 2048  # where a call's string arguments go, each in a slot of its own
+STRING_SLOT = 256
+MAX_SPEC_BYTES = STRINGS_AT - SPEC_AT - 1
 HOOK_TRAPS = ("sync_cores", "notify", "report")
 MIN_PACKET = VALUES["SDT_MIN_PACKET"]
 MAX_PACKET = 1 << 16
@@ -131,6 +133,13 @@ class Platform:
 
     def spec_buffer(self, cpu: int) -> int:
         return self.frame(cpu) + SPEC_AT
+
+    def string_buffer(self, k: int, size: int) -> int:
+        """Where argument ``k`` of a call goes when it is a string of ``size`` bytes (its NUL included): in CPU 0's
+        scratch, which every CPU of a call reads."""
+        if not 0 <= k < (SCRATCH - STRINGS_AT) // STRING_SLOT or size > STRING_SLOT:
+            raise ValueError(f"string argument {k} of {size} bytes does not fit its slot")
+        return self.frame(0) + STRINGS_AT + k * STRING_SLOT
 
     @property
     def hooks_address(self) -> int:

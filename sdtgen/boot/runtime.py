@@ -72,6 +72,7 @@ class ProbeRuntime:
         self.on_action: Callable[[Machine, str, int], None] = lambda m, name, value: None
         self.sync: Callable[[Machine], None] = self.flush_all
         self.on_trap_result: Callable[[int], None] = lambda result: None  # what sdt_trap said (torture counts)
+        self.on_report: Callable[[int, str], None] = lambda site, line: None  # a line of the runtime's log
         regs = self.arch.regs  # the registers a trap frame carries, read in one call a trap
         frame = [("pc", regs.pc), ("sp", regs.sp), ("ret", regs.ret), ("flags", regs.flags), ("link", regs.link)]
         frame += [(f"arg[{k}]", r) for k, r in enumerate(regs.args)]
@@ -228,6 +229,7 @@ class ProbeRuntime:
             except TableError:
                 line = "(an unreadable report)"
             self.reports.append(Report(a0, line))
+            self.on_report(a0, line)
 
     def _act(self, m: Machine, site: TableSite, actions: list[tuple[int, str]], raw: list[int]) -> None:
         spec = site.probe.spec

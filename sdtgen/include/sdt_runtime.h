@@ -64,6 +64,41 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ENTRIES_MAGIC 0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
 #define SDT_MAX_STRING    127	/* bytes of a string argument a recorder copies (then a NUL) */
 #define SDT_MIN_PACKET    0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
+#define SDT_FRAME_SYNC    0x44535aa5	/* a frame's first four bytes, A5 5A 53 44, as a little-endian word */
+#define SDT_FRAME_PACKET  80	/* a frame carrying a packet as it stands in its ring (content_size bytes) */
+#define SDT_FRAME_VERDICT 86	/* a frame after each packet: struct sdt_frame_verdict */
+#define SDT_FRAME_TEXT    84	/* a frame carrying one line of the kernel's text: a reply, a log line */
+#define SDT_FRAME_INFO    73	/* the frame a reader needs first: struct sdt_frame_info */
+#define SDT_CONTROL_MAGIC 0x4c544353	/* "SCTL" in a little-endian word */
+#define SDT_CONTROL_LINE  0x400	/* bytes of the longest command line the control core takes */
+#define SDT_ERR_USAGE     (-5)	/* the command's words are not what it takes */
+#define SDT_ERR_UNKNOWN   (-6)	/* not a command the control core knows */
+#define SDT_ERR_UNSUPPORTED (-7)	/* the kernel gave the control core no means for it */
+#define SDT_ERR_CPU       (-8)	/* no such CPU, or a command that needs more CPUs than there are */
+#define SDT_ERR_LONG      (-9)	/* a command line longer than SDT_CONTROL_LINE */
+#define SDT_ERR_STATE     (-10)	/* not in this state (the rings are attached already, none are) */
+#define SDT_CTL_HELLO     "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL`, also said unasked at boot */
+#define SDT_CTL_RING      "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
+#define SDT_CTL_ENABLE    "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
+#define SDT_CTL_DISABLE   "disable"	/* disable SPEC: `ok disable N` */
+#define SDT_CTL_MODE      "mode"	/* mode trap|branch: rearm what is armed, `ok mode N` */
+#define SDT_CTL_RUN       "run"	/* run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N` */
+#define SDT_CTL_READ      "read"	/* read ADDR LEN: `bytes HEX` or `fault` */
+#define SDT_CTL_DRAIN     "drain"	/* drain: every CPU's closed packets sent now */
+#define SDT_CTL_STATS     "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
+#define SDT_CTL_LIST      "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
+#define SDT_CTL_TORTURE   "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
+#define SDT_CTL_EXIT      "exit"	/* exit CODE: power off */
+#define SDT_CTL_OK        "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
+#define SDT_CTL_ERROR     "error"	/* the last line of a reply that did not: `error CODE TEXT` */
+#define SDT_CTL_RETURN    "return"	/* a call returned: `return CPU VALUE` */
+#define SDT_CTL_FAULT     "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
+#define SDT_CTL_BYTES     "bytes"	/* memory read: `bytes HEX` */
+#define SDT_CTL_CPU       "cpu"	/* a CPU's counts: `cpu K DISCARDED OVERWRITTEN` */
+#define SDT_CTL_PROBE     "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
+#define SDT_CTL_TRAP      "trap"	/* arming mode: the breakpoint */
+#define SDT_CTL_BRANCH    "branch"	/* arming mode: a branch to the recorder */
+#define SDT_CTL_ALL       "all"	/* every CPU (run) */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -302,6 +337,54 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 32);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 36);
 #endif
 
+/* The header of every frame on a serial line; the payload and a CRC-32 (zlib's, of bytes 4..11 and the payload) follow. */
+struct sdt_frame_header {
+	sdt_u32 sync;	/* SDT_FRAME_SYNC: the bytes A5 5A 53 44 */
+	sdt_u8 type;	/* SDT_FRAME_PACKET, _VERDICT, _TEXT or _INFO */
+	sdt_u8 zero;	/* 0 */
+	sdt_u16 check;	/* the low 16 bits of CRC-32 of type, zero and length: a reader believes a header only when it holds */
+	sdt_u32 length;	/* bytes of payload */
+};
+_SDT_LAYOUT(sizeof(struct sdt_frame_header) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_header, sync) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_header, type) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_header, zero) == 5);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_header, check) == 6);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_header, length) == 8);
+
+/* The payload of a verdict frame, after every packet frame. */
+struct sdt_frame_verdict {
+	sdt_u64 seq;	/* the packet's packet_seq_num */
+	sdt_u32 cpu;	/* its CPU */
+	sdt_u32 keep;	/* 0: its writer reused the slot while it was sent (SDT_OVERWRITE), drop it */
+};
+_SDT_LAYOUT(sizeof(struct sdt_frame_verdict) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_verdict, seq) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_verdict, cpu) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_verdict, keep) == 12);
+
+/* The payload of the info frame, sent once before the first packet. */
+struct sdt_frame_info {
+	sdt_u64 clock_hz;	/* ticks a second of sdt_hooks.clock */
+	sdt_u32 bits;	/* bits of a word (an integer argument) */
+	sdt_u32 zero;	/* 0 */
+};
+_SDT_LAYOUT(sizeof(struct sdt_frame_info) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_info, clock_hz) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_info, bits) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_frame_info, zero) == 12);
+
+/* What an image says of its control core (SDT_CONTROL_SERIAL, section sdt_control): the serial port a host drives it on. */
+struct sdt_control_info {
+	sdt_u32 magic;	/* SDT_CONTROL_MAGIC */
+	sdt_u32 serial;	/* the UART the control core listens on: 0 the first */
+	sdt_u64 zero;	/* 0 */
+};
+_SDT_LAYOUT(sizeof(struct sdt_control_info) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, serial) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, zero) == 8);
+
 /* END LAYOUTS */
 
 /* Negative results of the entry points. */
@@ -362,11 +445,7 @@ int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq);
  * the whole call (one lock around every frame and drain on that line).
  */
 typedef void (*sdt_serial_put)(const void *data, unsigned long len);
-#define SDT_FRAME_HEADER 12	/* sync, type, 0, check, length; then the payload and a CRC-32 */
-#define SDT_FRAME_PACKET 'P'	/* a packet as it stands in the ring (content_size bytes) */
-#define SDT_FRAME_VERDICT 'V'	/* after each packet: u64 packet_seq_num, u32 cpu, u32 keep (0: it was overwritten) */
-#define SDT_FRAME_TEXT 'T'	/* the kernel's text: replies to commands, log lines */
-#define SDT_FRAME_INFO 'I'	/* u64 clock_hz, u32 bits of a word, u32 0: what a reader needs first */
+/* Frames: struct sdt_frame_header, the payload, a CRC-32; the SDT_FRAME_* types are in the layouts above. */
 /* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept. */
 int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put);
 /* The info frame: send it once after sdt_init, before the first packet. */
@@ -375,6 +454,85 @@ void sdt_serial_info(sdt_serial_put put);
 void sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
 /* CRC-32 as zlib computes it, continued from ``crc`` (0 to start). */
 sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len);
+
+/*
+ * The control core (sdt_control.c): the commands a host sends to arm, run, trace and torture a
+ * kernel, over a channel the kernel gives (a UART, or a line its own shell, debugfs file or
+ * syscall passes). docs/control.md lists the commands; their words and replies are the
+ * SDT_CTL_* constants above. Every command is answered by reply lines, the last one starting
+ * with "ok" or "error CODE" (an SDT_ERR_*); a malformed command is refused that way, never a fault.
+ */
+/* One reply line (no newline): over a serial line, a text frame (sdt_serial_frame) under the line's lock. */
+typedef void (*sdt_control_reply)(const char *text, unsigned long len);
+
+/* What the control core gets from a call it ran: its value, or the fault that ended it. */
+struct sdt_control_fault {
+	sdt_u64 cause;	/* the kernel's exception number (mcause, ESR, vector) */
+	sdt_u64 pc;	/* where it faulted */
+	sdt_u64 addr;	/* the address it touched, or 0 */
+};
+
+/*
+ * What a kernel gives the control core, once (sdt_control_init copies it). A NULL function means the
+ * kernel does not have it: the commands that need it are refused with SDT_ERR_UNSUPPORTED.
+ */
+struct sdt_control_ops {
+	unsigned ncpus;	/* CPUs 0 .. ncpus-1, each with the area this_cpu() and cpu_area() agree on */
+	const char *clock_name;	/* what sdt_hooks.clock reads, an identifier (tsc, cntvct_el0, time); NULL: "clock" */
+	/* This CPU's number (the CPU running the command). */
+	unsigned (*this_cpu)(void);
+	/* CPU k's struct sdt_cpu, or NULL (stats, drain). */
+	struct sdt_cpu *(*area)(unsigned k);
+	/* Run fn(arg) on this CPU, catching a fault in it: 0 when it returned, else 1 with *fault filled.
+	 * NULL: calls run unguarded (a fault is the kernel's, as any other). */
+	int (*guarded)(void (*fn)(void *arg), void *arg, struct sdt_control_fault *fault);
+	/* Start fn(arg) on CPU k (never this one) and return at once; 0 when it will run there. NULL: `run` and
+	 * `torture` use this CPU only. */
+	int (*start)(unsigned k, void (*fn)(void *arg), void *arg);
+	/* Wait until ready(arg) is true while other CPUs work: sleep until an interrupt wakes this CPU (start's fn
+	 * returning should wake the CPU that started it), checking ready with interrupts off so no wake-up is
+	 * missed. NULL: spin. */
+	void (*wait_until)(int (*ready)(void *arg), void *arg);
+	/* Send every CPU's closed packets now (sdt_serial_drain of each, under the line's lock). NULL: the
+	 * kernel's own consumer reads them. */
+	void (*drain)(void);
+	/* Give every CPU a ring of ``bytes`` in ``packet``-byte packets with ``policy`` (`ring`), ``memory`` the RAM
+	 * the host gave the machine (0: not said): an SDT_ERR_* or 0. NULL: the kernel attached its own rings. */
+	int (*rings)(unsigned long bytes, unsigned long packet, int policy, sdt_u64 memory);
+	/* Power the machine off with ``code`` (`exit`). */
+	void (*power_off)(int code);
+};
+
+/* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */
+struct sdt_control_cpu {
+	sdt_u64 opaque[24];
+};
+
+/*
+ * Start the control core with ``ops`` and ``cpus`` (ops->ncpus entries); after sdt_init. Returns 0, or
+ * SDT_ERR_ARG / SDT_ERR_INIT. A kernel that never calls it pays nothing for having linked it.
+ */
+int sdt_control_init(const struct sdt_control_ops *ops, struct sdt_control_cpu *cpus);
+/* Carry out one command (a NUL-terminated line, no newline), replying through ``reply``; returns 0 or the
+ * SDT_ERR_* its last reply line carries. Callers on several channels are serialized. */
+int sdt_control_line(const char *line, sdt_control_reply reply);
+/* Feed bytes as they arrive (a UART's): each complete line is carried out (CR or LF ends one). */
+void sdt_control_input(const char *data, unsigned long len, sdt_control_reply reply);
+/* Say hello unasked: what a host that booted the kernel waits for before its first command. */
+void sdt_control_announce(sdt_control_reply reply);
+/* Nonzero while the control core asks the line to stay quiet (a torture run): a notify hook that sends
+ * packets on the control line leaves them in the rings meanwhile. */
+int sdt_control_quiet(void);
+/* Whether ``pc`` lies inside a probe site's bytes (a fault there: an instruction seen half written). */
+int sdt_site_contains(sdt_word pc);
+
+/*
+ * The serial port a host drives the control core on (`sdtgen qemu` wires it to its pipe): a kernel whose
+ * control channel is not its first UART says so once, at file scope: SDT_CONTROL_SERIAL(1);
+ */
+#define SDT_CONTROL_SERIAL(port) \
+	__attribute__((used, section("sdt_control"))) const struct sdt_control_info sdt_control_info = { \
+		SDT_CONTROL_MAGIC, (port), 0}
 
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
 #ifdef __cplusplus

@@ -41,6 +41,9 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
  */
 int sdt_arch_off_is_fixed(unsigned form);
 
+/* sdtgen's name of the architecture (x86_64, i386, aarch64, riscv64): what the control core's hello says. */
+extern const char sdt_arch_name[];
+
 /* The breakpoint the patch protocol puts over a site's first bytes while it writes the rest. */
 extern const sdt_u8 sdt_arch_bp[];
 extern const unsigned sdt_arch_bp_len;

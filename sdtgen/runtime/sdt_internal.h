@@ -5,8 +5,28 @@
 #include "sdt_arch.h"
 
 #define SDT_HIDDEN __attribute__((visibility("hidden")))
+
+/*
+ * AArch64 compilers may turn atomics into calls to libgcc's __aarch64_* helpers (-moutline-atomics: the
+ * default of Debian's gcc, and of clang for Linux targets). A kernel links no libgcc, so the runtime's
+ * atomics are always inline instructions, whatever flags the kernel gives: a file of the runtime that uses
+ * atomics puts its functions between SDT_INLINE_ATOMICS_BEGIN and SDT_INLINE_ATOMICS_END.
+ */
+#if defined(__aarch64__) && defined(__clang__)
+#define SDT_INLINE_ATOMICS_BEGIN \
+	_Pragma("clang attribute push(__attribute__((target(\"no-outline-atomics\"))), apply_to = function)")
+#define SDT_INLINE_ATOMICS_END _Pragma("clang attribute pop")
+#elif defined(__aarch64__)
+#define SDT_INLINE_ATOMICS_BEGIN _Pragma("GCC push_options") _Pragma("GCC target(\"no-outline-atomics\")")
+#define SDT_INLINE_ATOMICS_END _Pragma("GCC pop_options")
+#else
+#define SDT_INLINE_ATOMICS_BEGIN
+#define SDT_INLINE_ATOMICS_END
+#endif
 /* The runtime's code stays out of what it patches and traces: its own section, never instrumented. */
 #define SDT_CODE __attribute__((no_instrument_function, section(".text.sdt_runtime")))
+
+SDT_INLINE_ATOMICS_BEGIN	/* for the inline functions below */
 
 extern struct sdt_site __start_set_sdt_sites_set[] SDT_HIDDEN;
 extern struct sdt_site __stop_set_sdt_sites_set[] SDT_HIDDEN;
@@ -92,6 +112,8 @@ static inline int sdt_seq_claim(sdt_u64 *p, sdt_word from)
 	return __atomic_compare_exchange_n((sdt_word *)p, &expect, from + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+SDT_INLINE_ATOMICS_END
+
 /* One site to change, as the patch protocol takes it. */
 struct sdt_poke {
 	struct sdt_site *site;
@@ -113,6 +135,9 @@ void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDD
 void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,
 		     const sdt_u8 *expected) SDT_HIDDEN;
 void sdt_report(const char *line) SDT_HIDDEN;
+
+/* sdt_manage.c */
+int sdt_probe_matches(const char *spec, const struct sdt_probe *p) SDT_HIDDEN;
 
 /* sdt_transport.c */
 sdt_u32 sdt_readable(sdt_word p) SDT_HIDDEN;

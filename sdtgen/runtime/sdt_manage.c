@@ -128,6 +128,29 @@ static SDT_CODE struct sdt_site *find_site(sdt_word addr)
 	return 0;
 }
 
+/* Whether ``pc`` lies inside a probe site's bytes: where an instruction seen half written would fault. */
+SDT_CODE int sdt_site_contains(sdt_word pc)
+{
+	unsigned long lo = 0, hi = (unsigned long)(sites_end - sites);
+
+	while (lo < hi) {	/* the first site past pc */
+		unsigned long mid = lo + (hi - lo) / 2;
+		if (sdt_site_address(&sites[mid]) <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo-- > 0) {	/* the sites at or before pc, nearest first; folded entries share an address */
+		sdt_word a = sdt_site_address(&sites[lo]);
+		unsigned size = sites[lo].size ? sites[lo].size : sites[lo].length;
+		if (pc - a < size)
+			return 1;
+		if (pc - a >= SDT_SITE_MAX)
+			return 0;
+	}
+	return 0;
+}
+
 /* -- boot ---------------------------------------------------------------------------------- */
 
 /* Whether [a, a + n) lies in one of the text ranges the kernel gave (any address, when it gave none). */
@@ -345,6 +368,16 @@ static SDT_CODE int matches(const struct spec *sp, const struct sdt_probe *p)
 		if (sp->field[i] != sp->end[i] && !glob(sp->field[i], sp->end[i], (const char *)sdt_rel(names[i])))
 			return 0;
 	return 1;
+}
+
+/* Whether ``spec`` matches probe ``p`` (1 or 0), or SDT_ERR_SPEC. */
+SDT_CODE int sdt_probe_matches(const char *spec, const struct sdt_probe *p)
+{
+	struct spec sp;
+
+	if (!spec || parse_spec(spec, &sp))
+		return SDT_ERR_SPEC;
+	return matches(&sp, p);
 }
 
 /* -- arming ---------------------------------------------------------------------------------- */

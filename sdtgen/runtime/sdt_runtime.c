@@ -6,23 +6,13 @@
  * its own file, one layer of the design each.
  */
 
-/*
- * AArch64 compilers may turn atomics into calls to libgcc's __aarch64_*
- * helpers (-moutline-atomics: the default of Debian's gcc, and of clang for
- * Linux targets). A kernel links no libgcc, so the runtime's atomics are
- * always inline instructions, whatever flags the kernel gives.
- */
-#if defined(__aarch64__) && defined(__clang__)
-#pragma clang attribute push(__attribute__((target("no-outline-atomics"))), apply_to = function)
-#elif defined(__aarch64__)
-#pragma GCC target("no-outline-atomics")
-#endif
+#include "sdt_internal.h"
+
+SDT_INLINE_ATOMICS_BEGIN	/* a kernel links no libgcc (sdt_internal.h) */
 
 #include "sdt_manage.c"	/* management: boot-time patching, arming by spec, sdt_trap */
 #include "sdt_patch.c"	/* management: the patch protocol */
 #include "sdt_transport.c"	/* transport: per-CPU packet rings and their consumers */
 #include "sdt_report.c"	/* lines for the kernel's log */
 
-#if defined(__aarch64__) && defined(__clang__)
-#pragma clang attribute pop
-#endif
+SDT_INLINE_ATOMICS_END

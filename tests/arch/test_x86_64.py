@@ -176,10 +176,10 @@ def test_cs_prefixed_site_is_checked_patched_with_a_six_byte_nop_and_fires(tmp_p
     assert proc.returncode == 0 and "1 stable" in proc.stdout, proc.stdout + proc.stderr
     b = Booted(image)
     try:
-        (site,) = b.session.runtime.sites
+        (site,) = b.session.target.runtime.sites
         loop = b.session.image.elf.symbol_map()["loop"].value
         assert (site.addr, site.length) == (loop + cs_call[0], 6)
-        patched = b.session.machine.read(site.addr, 6)
+        patched = b.session.target.machine.read(site.addr, 6)
         (nop,) = ARCH.disassembler().disasm(bytes(patched), site.addr)
         assert (nop.mnemonic, nop.size) == ("nop", 6)  # one NOP over the prefix and the call
         b.events()

@@ -8,7 +8,8 @@ import json
 import pytest
 from helpers import need_tool, run, sdtgen
 
-from sdtgen.boot.session import BootSession, Reporter
+from sdtgen.session.reporter import Reporter
+from sdtgen.targets.emulator import boot_session
 
 SOURCE = """#include <sdt.h>
 SDT_PROBE_DEFINE1(hk, cc, check, big, "unsigned long");
@@ -83,7 +84,7 @@ def events(buf: io.StringIO) -> list[dict]:
 @pytest.mark.parametrize("arm", ["trap", "branch"])
 def test_disarmed_it_returns_and_armed_it_fires_only_when_taken(image, arm):
     buf = io.StringIO()
-    s = BootSession(str(image[1]), Reporter(as_json=True, out=buf), arm=arm)
+    s = boot_session(str(image[1]), Reporter(as_json=True, out=buf), arm=arm)
     try:
         assert events(buf)[0]["sites"] >= 1
         assert s.run("check_big:void", [9]) is None and s.run("kmain", [9]) == 10
@@ -102,19 +103,19 @@ def test_disarmed_it_returns_and_armed_it_fires_only_when_taken(image, arm):
 
 
 def test_branch_arming_sends_the_jcc_to_the_recorder_and_disarming_puts_it_back(image):
-    s = BootSession(str(image[1]), Reporter(as_json=True, out=io.StringIO()), arm="branch")
+    s = boot_session(str(image[1]), Reporter(as_json=True, out=io.StringIO()), arm="branch")
     try:
-        (site,) = [x for x in s.runtime.sites if x.form == "cond"]
+        (site,) = [x for x in s.target.runtime.sites if x.form == "cond"]
         cs = s.image.arch.disassembler()
-        original = s.machine.read(site.addr, 6)
+        original = s.target.machine.read(site.addr, 6)
         before = next(cs.disasm(original, site.addr))
         s.enable("hk:cc:check:big")
-        after = next(cs.disasm(s.machine.read(site.addr, 6), site.addr))
+        after = next(cs.disasm(s.target.machine.read(site.addr, 6), site.addr))
         recorder = s.image.symbols["__sdt_rec___dtrace_sdt_hk_cc_check_big"].value
         assert (after.mnemonic, int(after.op_str, 16)) == (before.mnemonic, recorder)
         assert int(before.op_str, 16) == site.probe.stub
         s.disable("hk:cc:check:big")
-        assert s.machine.read(site.addr, 6) == original == s.image.read(site.addr, 6)
+        assert s.target.machine.read(site.addr, 6) == original == s.image.read(site.addr, 6)
     finally:
         s.close()
 
@@ -124,14 +125,14 @@ def test_boot_leaves_every_conditional_tail_site_as_the_compiler_wrote_it(tmp_pa
     """A disabled conditional tail site is its jcc, condition and displacement to its own stub: sdt_init writes
     none of its bytes, though the disabled form of the calls around it is the same bytes for every call."""
     _, image = build(tmp_path, arch, TWO)
-    s = BootSession(str(image), Reporter(as_json=True, out=io.StringIO()))
+    s = boot_session(str(image), Reporter(as_json=True, out=io.StringIO()))
     try:
-        cond = [x for x in s.runtime.sites if x.form == "cond"]
+        cond = [x for x in s.target.runtime.sites if x.form == "cond"]
         assert len(cond) == 2 and len({x.probe.stub for x in cond}) == 2
         cs = s.image.arch.disassembler()
         for site in cond:
-            assert s.machine.read(site.addr, 6) == s.image.read(site.addr, 6)
-            insn = next(cs.disasm(s.machine.read(site.addr, 6), site.addr))
+            assert s.target.machine.read(site.addr, 6) == s.image.read(site.addr, 6)
+            insn = next(cs.disasm(s.target.machine.read(site.addr, 6), site.addr))
             assert insn.mnemonic.startswith("j") and int(insn.op_str, 16) == site.probe.stub
     finally:
         s.close()

@@ -6,8 +6,8 @@ import contextlib
 import io
 import random
 
-from sdtgen.boot.console import Console
 from sdtgen.errors import SdtError
+from sdtgen.session.console import Console
 
 WORDS = ["list", "enable", "disable", "run", "action", "stats", "help", "hk:::", "a:b:c:d:e", "kmain", "kmain:str",
          "sched_run", "0x10", "-1", str(1 << 70), '"', "'", "\\", ":", "*", "\x1b", "\0", "é", "=", "#"]

@@ -36,21 +36,21 @@ def test_branch_mode_firings_equal_the_native_run(branch, native, same):
     same(emulated, expected, ":::")
     assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
     # every x86-64 site reaches its recorder: none fell back to the breakpoint
-    assert {s.state for s in branch.session.runtime.sites} == {"branch"}
+    assert {s.state for s in branch.session.target.runtime.sites} == {"branch"}
 
 
 def test_armed_sites_call_the_recorder_and_disarmed_ones_are_the_nop_again(branch):
     s = branch.session
     cs = s.image.arch.disassembler()
-    before = {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites}
+    before = {x.addr: s.target.machine.read(x.addr, x.size) for x in s.target.runtime.sites}
     s.enable(":::")
-    for site in s.runtime.sites:
-        insn = next(cs.disasm(s.machine.read(site.addr, site.size), site.addr))
+    for site in s.target.runtime.sites:
+        insn = next(cs.disasm(s.target.machine.read(site.addr, site.size), site.addr))
         want = {CALL: "call", COND: next(cs.disasm(before[site.addr], site.addr)).mnemonic}.get(site.form, "jmp")
         assert (insn.mnemonic, int(insn.op_str, 16)) == (want, site.probe.recorder)
         assert s.image.symbolize(site.probe.recorder) == "__sdt_rec_" + s.image.symbolize(site.probe.stub)
     s.disable(":::")
-    assert {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites} == before
+    assert {x.addr: s.target.machine.read(x.addr, x.size) for x in s.target.runtime.sites} == before
 
 
 def test_every_firing_has_cpu_0_and_a_timestamp_that_never_goes_back(branch):
@@ -70,14 +70,14 @@ def test_trap_mode_records_through_the_same_packets(booted):
 
 
 def states(s) -> dict[str, str]:
-    return {x.probe.spec: x.state for x in s.runtime.sites}
+    return {x.probe.spec: x.state for x in s.target.runtime.sites}
 
 
 def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, same):
     """Arm with traps, run, switch to branches, run, disarm, run, arm mixed: each run is the native truth."""
     s = booted.session
     expected = native(CALLS)
-    disabled = {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites}
+    disabled = {x.addr: s.target.machine.read(x.addr, x.size) for x in s.target.runtime.sites}
     assert firings(booted.run(CALLS)) == []  # every site translated as its NOP
     s.set_arm("branch")
     s.enable(":::")
@@ -94,14 +94,14 @@ def test_switching_modes_between_runs_never_leaves_stale_code(booted, native, sa
     assert states(s)["hk:sched:run:tick"] == "branch"
     s.enable("hk:vfs::")  # branches
     s.disable("hk:sched::")
-    s.runtime.mode = "trap"
+    s.mode = "trap"  # the session arms with traps from now on, without rearming what is armed
     s.enable("hk:sched::")  # traps, the vfs probes stay branches: a mixed arming
     armed = {p: st for p, st in states(s).items() if st != "off"}
     assert {armed["hk:sched:run:tick"], armed["hk:vfs:lookup:entry"]} == {"trap", "branch"}
     same(booted.run(CALLS), expected, "hk:sched::", "hk:vfs::")
     s.disable(":::")
     assert firings(booted.run(CALLS)) == []
-    assert {x.addr: s.machine.read(x.addr, x.size) for x in s.runtime.sites} == disabled
+    assert {x.addr: s.target.machine.read(x.addr, x.size) for x in s.target.runtime.sites} == disabled
 
 
 # Runs that overflow a 2-packet ring of 1 KiB packets: tick records are 32 bytes (30 fill a packet), the
@@ -277,14 +277,14 @@ def test_six_byte_got_sites_branch_with_one_six_byte_call(tmp_path):
         s = b.session
         # The calls are 6 bytes; GNU ld made the tail `jmp *GOT` a 5-byte jmp and a NOP, and only the jmp is
         # the site: the NOP after it may be a branch target, so it is never written.
-        assert sorted((x.form, x.length, x.size) for x in s.runtime.sites) == [("call", 6, 6), ("tail", 6, 5)]
-        (tail,) = [x for x in s.runtime.sites if x.form == "tail"]
+        assert sorted((x.form, x.length, x.size) for x in s.target.runtime.sites) == [("call", 6, 6), ("tail", 6, 5)]
+        (tail,) = [x for x in s.target.runtime.sites if x.form == "tail"]
         s.enable("gt:::")
         cs = s.image.arch.disassembler()
-        for x in s.runtime.sites:
-            (insn,) = cs.disasm(s.machine.read(x.addr, x.size), x.addr)  # one instruction: returns past the site
+        for x in s.target.runtime.sites:
+            (insn,) = cs.disasm(s.target.machine.read(x.addr, x.size), x.addr)  # one instruction: returns past the site
             assert insn.mnemonic in ("call", "jmp") and insn.size == x.size
-        assert s.machine.read(tail.addr + 5, 1) == b"\x90"
+        assert s.target.machine.read(tail.addr + 5, 1) == b"\x90"
         assert s.run("kmain", [5]) == 22
         assert [(e["probe"], e["args"]) for e in fires(b.events())] == [
             ("gt:got:twice:entry", [5, "got"]), ("gt:got:twice:entry", [6, "got"]), ("gt:got:twice:last", [22])]
@@ -426,7 +426,7 @@ def test_a_string_that_ends_at_the_last_mapped_byte_is_copied_without_reading_pa
     for arm in ("branch", "trap"):
         b = Booted(image, arm=arm)
         try:
-            m = b.session.machine
+            m = b.session.target.machine
             region = m.region_at(b.session.image.symbols["_end"].value)
             end = region.vaddr + region.size
             assert m.region_at(end) is None  # nothing mapped after it

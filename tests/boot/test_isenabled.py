@@ -72,11 +72,11 @@ def test_the_patched_check_is_one_instruction_setting_the_result_and_never_a_tra
     b = booted_freebsd
     arch = b.session.image.arch
     cs = arch.disassembler()
-    checks = [s for s in b.session.runtime.sites if s.form == "isen"]
+    checks = [s for s in b.session.target.runtime.sites if s.form == "isen"]
     assert len(checks) >= 2
 
     def decoded(s) -> list[tuple[str, str]]:
-        insns = list(cs.disasm(b.session.machine.read(s.addr, s.size), s.addr))
+        insns = list(cs.disasm(b.session.target.machine.read(s.addr, s.size), s.addr))
         assert sum(i.size for i in insns) == s.size and all(i.mnemonic == "nop" for i in insns[1:])
         return (insns[0].mnemonic, insns[0].op_str)
 
@@ -89,17 +89,17 @@ def test_the_patched_check_is_one_instruction_setting_the_result_and_never_a_tra
 
 def test_arming_a_check_whose_bytes_changed_leaves_them_and_says_so(booted_freebsd):
     b = booted_freebsd
-    (site, *_) = sorted((s for s in b.session.runtime.sites if s.form == "isen"), key=lambda s: s.addr)
-    before = b.session.machine.read(site.addr, site.size)
+    (site, *_) = sorted((s for s in b.session.target.runtime.sites if s.form == "isen"), key=lambda s: s.addr)
+    before = b.session.target.machine.read(site.addr, site.size)
     foreign = bytes.fromhex(NOP[b.session.image.arch.name])[:site.size]  # not the runtime's doing
-    b.session.machine.write(site.addr, foreign)
-    b.session.machine.invalidate(site.addr, site.addr + len(foreign))
+    b.session.target.machine.write(site.addr, foreign)
+    b.session.target.machine.invalidate(site.addr, site.addr + len(foreign))
     b.session.enable(CHECKED)
     changed = [e for e in b.events() if e["event"] == "changed"]
-    found = b.session.machine.read(site.addr, site.size)
+    found = b.session.target.machine.read(site.addr, site.size)
     assert [(e["pc"], e["bytes"], e["expected"]) for e in changed] == [(site.addr, found.hex(), before.hex())]
     assert found[:len(foreign)] == foreign
-    assert [s.state for s in b.session.runtime.sites if s.addr == site.addr] == ["changed"]
+    assert [s.state for s in b.session.target.runtime.sites if s.addr == site.addr] == ["changed"]
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -74,8 +74,8 @@ def test_only_tlb_misses_and_traps_reach_python(kernel, monkeypatch):
     b = Booted(kernel.image)
     try:
         traps = []
-        inner = b.session.machine.trap
-        b.session.machine.trap = lambda addr: (traps.append(addr), inner(addr))
+        inner = b.session.target.machine.trap
+        b.session.target.machine.trap = lambda addr: (traps.append(addr), inner(addr))
         b.run([Call("kmain", (1,)), Call("sched_run", (50,))])
         assert traps == []  # 21 patched sites ran, none reached Python
     finally:

@@ -17,11 +17,11 @@ from sdtgen.table import SITE_SIZE
 
 def test_every_site_is_patched_to_a_nop_capstone_decodes(booted, kernel):
     scanned = json.loads(sdtgen("scan", kernel.partial, "--json", check=True).stdout)["sites"]
-    sites = booted.session.runtime.sites
+    sites = booted.session.target.runtime.sites
     assert len(sites) == len(scanned) == 21 and {s.state for s in sites} == {"off"}
     cs = booted.session.image.arch.disassembler()
     for site in sites:
-        now = booted.session.machine.read(site.addr, site.size)
+        now = booted.session.target.machine.read(site.addr, site.size)
         first = next(cs.disasm(now, site.addr))
         assert site.size == site.length == 5
         if site.form == "call":
@@ -35,12 +35,12 @@ def test_every_site_is_patched_to_a_nop_capstone_decodes(booted, kernel):
 
 
 def test_armed_site_holds_int3_and_disarmed_site_the_nop(booted):
-    (site,) = [s for s in booted.session.runtime.sites if s.probe.spec == "hk:vfs:lookup:entry"]
-    disabled = booted.session.machine.read(site.addr, 5)
+    (site,) = [s for s in booted.session.target.runtime.sites if s.probe.spec == "hk:vfs:lookup:entry"]
+    disabled = booted.session.target.machine.read(site.addr, 5)
     booted.session.enable("hk:vfs:lookup:entry")
-    assert booted.session.machine.read(site.addr, 5) == b"\xcc" + disabled[1:]
+    assert booted.session.target.machine.read(site.addr, 5) == b"\xcc" + disabled[1:]
     booted.session.disable("hk:vfs:lookup:entry")
-    assert booted.session.machine.read(site.addr, 5) == disabled == bytes.fromhex("0f1f440000")
+    assert booted.session.target.machine.read(site.addr, 5) == disabled == bytes.fromhex("0f1f440000")
 
 
 def test_a_site_whose_bytes_differ_is_refused_left_alone_and_the_rest_work(kernel, tmp_path):
@@ -63,7 +63,7 @@ def test_a_site_whose_bytes_differ_is_refused_left_alone_and_the_rest_work(kerne
         (patched,) = [e for e in b.events() if e["event"] == "patched"]
         assert patched == {"event": "patched", "sites": 20, "refused": 1, "folded": 0}
         b.session.enable("hk:vfs:lookup:*")
-        assert b.session.machine.read(site, 5) == bytes.fromhex("0f1f440000")  # untouched, never armed
+        assert b.session.target.machine.read(site, 5) == bytes.fromhex("0f1f440000")  # untouched, never armed
         events = b.run([Call("vfs_lookup_id", (0,))])
         assert [e["probe"] for e in events if e["event"] == "fire"] == [
             "hk:vfs:lookup:component", "hk:vfs:lookup:return"]
@@ -96,6 +96,6 @@ def test_offset_mode_image_whose_text_moved_patches_nothing_wrong(kernel_offset,
         assert patched["sites"] == 0 and patched["refused"] == 21
         with ElfFile(image) as elf:
             text = elf.section(".text")
-            assert b.session.machine.read(text.addr, text.size) == bytes(elf.contents(text))
+            assert b.session.target.machine.read(text.addr, text.size) == bytes(elf.contents(text))
     finally:
         b.session.close()

@@ -148,8 +148,8 @@ def test_enable_disable_enable_between_runs(booted, native):
 
 def test_tail_jump_site_returns_disarmed_and_fires_armed(booted):
     # proc_exit's probe is its last statement: a jmp to the stub, patched to a return.
-    (site,) = [s for s in booted.session.runtime.sites if s.probe.spec == "hk:proc:exit:done"]
-    assert site.form == "tail" and booted.session.machine.read(site.addr, 1) == b"\xc3"
+    (site,) = [s for s in booted.session.target.runtime.sites if s.probe.spec == "hk:proc:exit:done"]
+    assert site.form == "tail" and booted.session.target.machine.read(site.addr, 1) == b"\xc3"
     events = booted.run([Call("proc_exit", (42,)), Call("kmain", (1,))])
     assert firings(events) == []
     booted.session.enable("hk:proc:exit:done")

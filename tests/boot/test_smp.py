@@ -127,7 +127,7 @@ def test_a_cpu_does_not_see_another_cpus_code_write_until_its_cache_is_flushed(t
     """The model: the translation cache is the instruction cache (docs/boot.md)."""
     b = Booted(tricks, cpus=2)
     try:
-        image, cpus = b.session.image, b.session.smp.cpus
+        image, cpus = b.session.image, b.session.target.smp.cpus
         probed, rewrite = image.symbols["probed"].value, image.symbols["rewrite"].value
         assert [m.call(probed, [0]) for m in cpus] == [42, 42]  # both have translated probed()
         cpus[0].call(rewrite, [])  # CPU 0 stores replacement()'s code over probed()
@@ -145,7 +145,7 @@ def test_a_quantum_is_exactly_its_count_of_instructions_even_after_a_plain_call(
 
     b = Booted(tricks, cpus=2)
     try:
-        m = b.session.smp.cpus[0]
+        m = b.session.target.smp.cpus[0]
         spin = b.session.image.symbols["spin"].value
         executed = [0]
         m.uc.hook_add(UC_HOOK_CODE, lambda uc, addr, size, user: executed.__setitem__(0, executed[0] + 1))
@@ -205,7 +205,7 @@ def test_an_action_drains_only_its_own_cpu_so_no_record_is_read_half_written(ker
 def test_a_long_run_on_several_cpus_is_shown_in_time_order_as_it_streams(kernel, native):
     """More firings than one batch of the merge: shown while the run goes (as far as every CPU has been
     read), all of them, in timestamp order, each CPU's in its own order."""
-    from sdtgen.boot.session import SHOW_BATCH
+    from sdtgen.session.session import SHOW_BATCH
 
     n = SHOW_BATCH  # sched_run(n) ticks n times on each CPU
     proc = sdtgen("boot", kernel.image, "--json", "--cpus", "2", "--arm", "branch", "--buffer-size", "65536",
@@ -221,12 +221,13 @@ def test_a_long_run_on_several_cpus_is_shown_in_time_order_as_it_streams(kernel,
 def test_past_the_bound_of_waiting_firings_they_are_counted_not_shown(kernel, monkeypatch):
     import io
 
-    from sdtgen.boot import session as sessions
+    from sdtgen.session import session as sessions
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.targets.emulator import boot_session
 
     monkeypatch.setattr(sessions, "MAX_PENDING", 100)
     out = io.StringIO()
-    s = sessions.BootSession(str(kernel.image), sessions.Reporter(as_json=True, out=out, err=out), cpus=2,
-                             arm="branch")
+    s = boot_session(str(kernel.image), Reporter(as_json=True, out=out, err=out), cpus=2, arm="branch")
     try:
         s.enable("hk:sched:run:tick")
         s.run("sched_run", [200])

@@ -22,7 +22,7 @@ def replacement_bytes(image, length: int) -> bytes:
 
 
 def only_site(b: Booted):
-    (site,) = b.session.runtime.sites
+    (site,) = b.session.target.runtime.sites
     return site
 
 
@@ -30,10 +30,10 @@ def test_enable_after_the_guest_rewrote_the_site_refuses_and_marks_it(tricks):
     b = Booted(tricks)
     try:
         site = only_site(b)
-        disabled = b.session.machine.read(site.addr, site.size)
+        disabled = b.session.target.machine.read(site.addr, site.size)
         b.events()
         b.session.run("rewrite:void", [])
-        found = b.session.machine.read(site.addr, site.size)
+        found = b.session.target.machine.read(site.addr, site.size)
         entry = b.session.image.symbols["probed"].value
         assert found == replacement_bytes(tricks, 16)[site.addr - entry:][:site.size] != disabled
         b.events()
@@ -42,7 +42,7 @@ def test_enable_after_the_guest_rewrote_the_site_refuses_and_marks_it(tricks):
         (changed,) = b.events()
         assert changed["event"] == "changed" and changed["pc"] == site.addr and changed["bytes"] == found.hex()
         assert changed["expected"] == disabled.hex() and changed["where"].startswith(".text:probed+0x")
-        assert b.session.machine.read(site.addr, site.size) == found  # no breakpoint written
+        assert b.session.target.machine.read(site.addr, site.size) == found  # no breakpoint written
         assert only_site(b).state == "changed"
         b.session.run("probed:int", [1])
         assert b.events() == [{"event": "return", "symbol": "probed", "value": 1234}]  # and no firing
@@ -55,7 +55,7 @@ def test_disable_after_the_guest_rewrote_an_armed_site_leaves_the_guest_code(tri
     try:
         site = only_site(b)
         b.session.enable("tk:::")
-        armed = b.session.machine.read(site.addr, site.size)
+        armed = b.session.target.machine.read(site.addr, site.size)
         b.session.run("probed:int", [7])
         b.events()
         b.session.run("rewrite:void", [])
@@ -86,18 +86,18 @@ def test_switching_arming_modes_after_the_guest_rewrote_an_armed_site_leaves_the
     b = Booted(tricks, arm="branch")
     try:
         site = only_site(b)
-        disabled = b.session.machine.read(site.addr, site.size)
+        disabled = b.session.target.machine.read(site.addr, site.size)
         b.session.enable("tk:::")
-        armed = b.session.machine.read(site.addr, site.size)
+        armed = b.session.target.machine.read(site.addr, site.size)
         assert armed != disabled and armed[:1] == b"\xe8"  # the call to the recorder
         b.session.run("rewrite:void", [])
-        found = b.session.machine.read(site.addr, site.size)
+        found = b.session.target.machine.read(site.addr, site.size)
         b.events()
         b.session.set_arm("trap")  # would write the NOP back, then the breakpoint
         (changed,) = b.events()
         assert changed["event"] == "changed" and changed["expected"] == armed.hex() and changed["bytes"] == found.hex()
-        assert b.session.machine.read(site.addr, site.size) == found and only_site(b).state == "changed"
-        assert not b.session.runtime.armed()
+        assert b.session.target.machine.read(site.addr, site.size) == found and only_site(b).state == "changed"
+        assert not b.session.target.runtime.armed()
         b.session.run("probed:int", [1])
         assert [e for e in b.events() if e["event"] != "warning"] == [
             {"event": "return", "symbol": "probed", "value": 1234}]

@@ -34,12 +34,11 @@ class Qemu:
     """A QemuSession in this process whose JSON events the test reads."""
 
     def __init__(self, image: Path, **options) -> None:
-        from sdtgen.qemu.report import QemuReport, Reporter
-        from sdtgen.qemu.session import QemuSession
+        from sdtgen.session.reporter import Reporter
+        from sdtgen.targets.qemu import qemu_session
 
         self.buffer = io.StringIO()
-        self.session = QemuSession(str(image), QemuReport(Reporter(as_json=True, out=self.buffer), str(image)),
-                                   **options)
+        self.session = qemu_session(str(image), Reporter(as_json=True, out=self.buffer), **options)
 
     def events(self) -> list[dict]:
         out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]

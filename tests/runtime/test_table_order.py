@@ -11,9 +11,10 @@ import pytest
 from helpers import ARCHES, compile_runtime, cross_tool, final_script, include_flag, run, sdtgen
 from toolchain import kernel_cflags
 
-from sdtgen.boot.session import BootSession, Reporter
 from sdtgen.image import Image
+from sdtgen.session.reporter import Reporter
 from sdtgen.table import read_tables
+from sdtgen.targets.emulator import boot_session
 
 N = 40
 # Each function fires its probe twice: a call, then a tail jump (two forms of site the entries must keep).
@@ -51,9 +52,9 @@ def test_the_boot_leaves_the_table_in_address_order_with_every_entry(arch, tmp_p
         linked = read_tables(img.read, img.bounds, img.arch.bits, img.arch.little)
     addrs = [s.addr for s in linked]
     assert addrs != sorted(addrs)  # the case under test: the runtime has to sort
-    s = BootSession(str(image), Reporter(out=io.StringIO(), quiet=True))
+    s = boot_session(str(image), Reporter(out=io.StringIO(), quiet=True))
     try:
-        booted = s.runtime.sites
+        booted = s.target.runtime.sites
         assert [x.addr for x in booted] == sorted(addrs)
         key = lambda x: (x.addr, x.probe.spec, x.form, x.length)  # noqa: E731
         assert sorted(map(key, booted)) == sorted(map(key, linked))

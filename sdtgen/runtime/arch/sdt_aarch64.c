@@ -10,6 +10,8 @@
  */
 #include "../sdt_arch.h"
 
+const char sdt_arch_name[] = "aarch64";
+
 #define NOP 0xd503201fu
 #define RET 0xd65f03c0u
 #define MOVZ_W0 0x52800000u

@@ -12,6 +12,8 @@
  */
 #include "../sdt_arch.h"
 
+const char sdt_arch_name[] = "riscv64";
+
 #define NOP 0x00000013u
 #define RET 0x00008067u
 #define EBREAK 0x00100073u

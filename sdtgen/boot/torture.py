@@ -24,57 +24,17 @@ breakpoint that sdt_trap resolves as the new one.
 
 from __future__ import annotations
 
-import io
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from sdtgen.boot.legit import legit_instructions
 from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.session import BootSession, Reporter
 from sdtgen.errors import SdtError, printable
 from sdtgen.table import TableSite
+from sdtgen.targets.base import Summary
 
 GAP = 8  # the most rounds the CPUs run between two toggles
 CALL_ROUNDS = 20000  # rounds a call may take before it counts as a fault (a torn branch may loop)
-
-
-@dataclass
-class Summary:
-    protocol: str
-    cpus: int
-    toggles: int  # asked for
-    done: int = 0  # made
-    calls: int = 0
-    firings: int = 0
-    faults: int = 0
-    torn: int = 0
-    transient: int = 0  # traps on the protocol's transient breakpoint (the protocol was exercised)
-    timed_out: bool = False
-    checked: int = 0  # exhaustive: (state, position) pairs executed
-    per_cpu_calls: list[int] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return self.faults == 0 and self.torn == 0 and not self.timed_out and (self.firings > 0 or self.checked > 0)
-
-    def as_dict(self) -> dict:
-        return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.done, "asked": self.toggles,
-                "calls": self.calls, "firings": self.firings, "faults": self.faults, "torn": self.torn,
-                "transient": self.transient, "timed_out": self.timed_out, "checked": self.checked,
-                "passed": self.passed}
-
-    def text(self) -> str:
-        verdict = "ok" if self.passed else "FAILED"
-        cpus = f"{self.cpus} CPU" + ("s" if self.cpus != 1 else "")
-        if self.checked:
-            return (f"{verdict}: {self.protocol} protocol, exhaustive: {self.checked} executions at every store, "
-                    f"{self.torn} torn, {self.faults} faults")
-        line = (f"{verdict}: {self.protocol} protocol, {cpus}, {self.done} toggles: {self.calls} calls, "
-                f"{self.firings} firings, {self.faults} faults, {self.torn} torn")
-        if self.timed_out:
-            line += f" (timed out after {self.done} of {self.toggles} toggles)"
-        elif self.firings == 0:
-            line += " (no site fired: give arguments that reach the probes)"
-        return line
 
 
 @dataclass
@@ -84,36 +44,39 @@ class Watched:
 
 
 class Torture:
-    def __init__(self, session: BootSession, func: int, args: list[int], mask: int, toggles: int,
-                 timeout: float) -> None:
-        self.session = session
-        self.smp = session.smp
+    """Torture on an emulated boot (sdtgen/targets/emulator.py) of one more CPU than calls: the last toggles."""
+
+    def __init__(self, target, func: int, args: list[int], mask: int, toggles: int, timeout: float,
+                 spec: str, mode: str = "branch") -> None:
+        self.target = target
+        self.smp = target.smp
         self.workers = self.smp.cpus[:-1]
         self.control = self.smp.cpus[-1]
-        self.arch = session.image.arch
+        self.arch = target.image.arch
         self.func, self.args, self.mask = func, args, mask
         self.toggles = toggles
         self.timeout = timeout
-        self.summary = Summary(session.entries.protocol, len(self.workers), toggles)
+        self.spec = spec
+        self.mode = mode
+        self.summary = Summary(target.entries.protocol, len(self.workers), toggles)
         self.sites: dict[int, Watched] = {}
-        self.specs: list[str] = []
         self.expected = 0
 
     # -- setting up ------------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
         """The sites, their two states as the runtime writes them, the reference value, the hooks."""
-        sym = self.session.image.symbols[symbol]
+        image = self.target.image
+        sym = image.symbols[symbol]
         end = sym.value + max(sym.size, 1)
-        rt = self.session.runtime
+        rt = self.target.runtime
         inside = [s for s in rt.sites if sym.value <= s.addr < end and s.state == "off"]
         if not inside:
-            raise SdtError(self.session.image.path, f"{printable(symbol)} has no probe site to toggle",
+            raise SdtError(image.path, f"{printable(symbol)} has no probe site to toggle",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
-        self.specs = sorted({s.probe.spec for s in inside})
         try:
             self.expected = self.reference()
         except GuestFault as e:
-            raise SdtError(self.session.image.path, f"{printable(symbol)} faults on one CPU with nothing armed: "
+            raise SdtError(image.path, f"{printable(symbol)} faults on one CPU with nothing armed: "
                            f"{e.what} at {e.pc:#x}", "give arguments the function accepts") from None
         off = {s.addr: self.control.read(s.addr, s.size) for s in inside}
         self._toggle_now(True)
@@ -131,8 +94,10 @@ class Torture:
         return self.workers[0].call(self.func, self.args, timeout=self.timeout) & self.mask
 
     def _toggle_now(self, arm: bool) -> None:
-        for spec in self.specs:
-            (self.session.enable if arm else self.session.disable)(spec)
+        if arm:
+            self.target.enable(self.spec, self.mode)
+        else:
+            self.target.disable(self.spec)
 
     def _hook(self, m: Machine) -> None:
         from unicorn import UC_HOOK_CODE
@@ -166,31 +131,30 @@ class Torture:
             m.begin_call(self.func, self.args)
         deadline = time.monotonic() + self.timeout
         running = list(range(len(self.workers)))
-        rt = self.session.runtime
+        rt = self.target.runtime
+        modes = {"trap": 1, "branch": 2}
         for t in range(self.toggles):
             for _ in range(rng.randint(0, GAP)):
                 self._round(running, calls, rounds, again=True)
             arm = t % 2 == 0
-            for spec in self.specs:
-                name = "sdt_enable" if arm else "sdt_disable"
-                args = [rt._spec(self.control, spec)] + ([2] if arm else [])
-                self.control.begin_call(self.session.entries[name], args)
-                while not self._control_step():
-                    self._round(running, calls, rounds, again=True)
+            name = "sdt_enable" if arm else "sdt_disable"
+            args = [rt._spec(self.control, self.spec)] + ([modes[self.mode]] if arm else [])
+            self.control.begin_call(self.target.entries[name], args)
+            while not self._control_step():
+                self._round(running, calls, rounds, again=True)
             self.summary.done += 1
             if time.monotonic() > deadline:
                 self.summary.timed_out = True
                 break
         if self.summary.done % 2:  # leave every site disarmed
-            for spec in self.specs:
-                self.control.begin_call(self.session.entries["sdt_disable"], [rt._spec(self.control, spec)])
-                while not self._control_step():
-                    self._round(running, calls, rounds, again=True)
+            self.control.begin_call(self.target.entries["sdt_disable"], [rt._spec(self.control, self.spec)])
+            while not self._control_step():
+                self._round(running, calls, rounds, again=True)
         while running:  # every CPU finishes the call it is in
             self._round(running, calls, rounds, again=False)
         rt.refresh()
-        self.session.drain()
-        self.summary.firings = sum(self.session.hits.values()) + self.session.consumer.total_lost
+        self.target.session.drain()
+        self.summary.firings = sum(self.target.session.hits.values()) + self.target.consumer.total_lost
         self.summary.calls = sum(calls)
         self.summary.per_cpu_calls = calls
         return self.summary
@@ -199,12 +163,12 @@ class Torture:
         try:
             done = self.control.step(self.smp.quantum())
         except GuestFault as e:
-            raise SdtError(self.session.image.path, f"the runtime faulted on the control CPU: {e.what} at {e.pc:#x}",
+            raise SdtError(self.target.image.path, f"the runtime faulted on the control CPU: {e.what} at {e.pc:#x}",
                            "") from None
         if done:
             result = self.control.uc.reg_read(self.arch.regs.ret) & 0xFFFFFFFF
             if result & 0x80000000:
-                raise SdtError(self.session.image.path, "the runtime refused to arm or disarm the probes under "
+                raise SdtError(self.target.image.path, "the runtime refused to arm or disarm the probes under "
                                f"torture (error {result - (1 << 32)})", "")
         return done
 
@@ -217,8 +181,10 @@ class Torture:
                 rounds[k] += 1
                 if not done and rounds[k] < CALL_ROUNDS:
                     continue
-                if not done or m.uc.reg_read(m.arch.regs.ret) & self.mask != self.expected:
+                if not done:
                     self.summary.faults += 1
+                elif m.uc.reg_read(m.arch.regs.ret) & self.mask != self.expected:
+                    self.summary.wrong += 1
             except GuestFault:
                 self.summary.faults += 1
             calls[k] += 1
@@ -229,41 +195,31 @@ class Torture:
                 running.remove(k)
 
 
-def legit_instructions(arch, addr: int, *states: bytes) -> frozenset[tuple[int, bytes]]:
-    """(address, bytes) of every instruction a CPU can be at in the site, in any of ``states``, and the
-    protocol's transient breakpoint. Reachable ones only: from the site's start, on past each instruction
-    that falls through (a call returns past itself); the bytes behind a breakpoint, a return or a jump are
-    never executed, whatever Capstone would make of them."""
-    from capstone import CS_GRP_INT, CS_GRP_IRET, CS_GRP_JUMP, CS_GRP_RET
-
-    cs = arch.capstone()
-    cs.detail = True
-    legit = {(addr, arch.breakpoint(2))}  # the protocol's transient breakpoint (int3, c.ebreak)
-    for code in states:
-        for insn in cs.disasm(code, addr):
-            legit.add((insn.address, bytes(insn.bytes)))
-            if any(insn.group(g) for g in (CS_GRP_INT, CS_GRP_IRET, CS_GRP_JUMP, CS_GRP_RET)) \
-                    or bytes(insn.bytes) in (arch.breakpoint(2), arch.breakpoint(4)):
-                break
-    return frozenset(legit)
-
-
 def torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
-            timeout: float, exhaustive: bool = False) -> Summary:
-    """Boot ``path`` on ``cpus`` CPUs and a control CPU, and run the torture test; the summary."""
-    session = BootSession(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), timeout=timeout,
-                          arm="branch", cpus=cpus + 1, seed=seed, schedule="seeded")
+            timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch") -> Summary:
+    """Boot ``path`` in the emulator on ``cpus`` CPUs and a control CPU, and run the torture test; the summary."""
+    import io
+
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.session.session import Session
+    from sdtgen.targets.emulator import EmulatorTarget
+
+    def start(s: Session) -> EmulatorTarget:
+        return EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", cpus=cpus + 1, seed=seed,
+                              schedule="seeded")
+
+    session = Session(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), start, timeout=timeout,
+                      arm=mode)
     try:
         func, rtype = session.check_run(target, args)
         mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
         symbol = target.partition(":")[0]
         if exhaustive:
-            from sdtgen.exhaustive import exhaustive as run_exhaustive
+            from sdtgen.boot.exhaustive import exhaustive as run_exhaustive
 
-            return run_exhaustive(session, symbol)
-        t = Torture(session, func, args, mask, toggles, timeout)
+            return run_exhaustive(session.target, symbol)
+        t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
         t.prepare(symbol)
         return t.run()
     finally:
         session.close()
-

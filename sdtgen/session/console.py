@@ -9,19 +9,21 @@ import stat
 import sys
 
 from sdtgen.boot.limits import MAX_LINE, MAX_SCRIPT
-from sdtgen.boot.session import BootSession, Stopped
-from sdtgen.calls import parse_int
+from sdtgen.calls import parse_arg, parse_int
 from sdtgen.errors import SdtError, printable
+from sdtgen.session.reporter import Stopped
+from sdtgen.session.session import Session
 
 HELP = """commands:
   list [SPEC]          probes with their sites and whether they are armed
   enable SPEC          arm every probe matching provider:module:function:name (globs, empty fields match all)
   disable SPEC         disarm them (the sites go back to NOPs)
-  run SYMBOL[:TYPE] [ARG...]
-                       call a function of the image with integer arguments; TYPE (long, int,
-                       uint, ulong, str, void; default long) says how to read its result
+  run SYMBOL[:TYPE] [ARG...] [@CPU]
+                       call a function of the image (on every CPU, or CPU N with @N); an ARG
+                       is an integer, or str:TEXT for a string; TYPE (long, int, uint, ulong,
+                       str, void; default long) says how to read its result
   action SPEC FUNCTION  call FUNCTION in the guest with the probe's arguments when SPEC fires
-                       (and enable SPEC's probes)
+                       (and enable SPEC's probes; the emulated boot only)
   arm trap|branch      how probes are armed from now on (armed ones are rearmed): a breakpoint
                        the host handles, or a call to the probe's recorder in the guest
   stats                firings per probe so far, and records lost to a full buffer
@@ -33,13 +35,13 @@ __all__ = ["Console", "parse_int", "run_script"]
 
 
 class Console(cmd.Cmd):
-    """Commands over a BootSession. ``strict``: an error stops (scripts); otherwise it is printed."""
+    """Commands over a Session. ``strict``: an error stops (scripts); otherwise it is printed."""
 
     prompt = "sdt> "
-    intro = ("sdtgen boot console: list, enable, disable, run, action, arm, stats, help, quit "
+    intro = ("sdtgen console: list, enable, disable, run, action, arm, stats, help, quit "
              "(tab completes probe names)")
 
-    def __init__(self, session: BootSession, strict: bool = False, stdin=None) -> None:
+    def __init__(self, session: Session, strict: bool = False, stdin=None) -> None:
         super().__init__(stdin=stdin)
         self.session = session
         self.strict = strict
@@ -108,15 +110,8 @@ class Console(cmd.Cmd):
     # -- commands -------------------------------------------------------------------
     def do_list(self, arg: str) -> bool:
         """list [SPEC]: probes with their site counts and whether they are armed."""
-        rt = self.session.runtime
-        wanted = {s.probe.spec for s in self.session.matching(arg.strip())} if arg.strip() else None
-        armed = {s.probe.spec for s in rt.armed()}
-        counts: dict[str, int] = {}
-        for s in rt.sites:
-            counts[s.probe.spec] = counts.get(s.probe.spec, 0) + 1
-        for p in rt.probes():
-            if wanted is None or p.spec in wanted:
-                self.session.reporter.probe(p.id + 1, p.spec, counts[p.spec], p.spec in armed)
+        for n, p in enumerate(self.session.list_probes(arg.strip()), 1):
+            self.session.reporter.probe(n, p.spec, p.sites, p.armed > 0)
         return False
 
     def do_enable(self, arg: str) -> bool:
@@ -142,8 +137,9 @@ class Console(cmd.Cmd):
         except ValueError as e:
             raise SdtError("", f"cannot split the run command: {e}", "close the quotation") from None
         if not words:
-            raise SdtError("", "run needs a function name", "run SYMBOL [ARG...]")
-        self.session.run(words[0], [parse_int(w) for w in words[1:]])
+            raise SdtError("", "run needs a function name", "run SYMBOL [ARG...] [@CPU]")
+        cpu = parse_int(words.pop()[1:]) if len(words) > 1 and words[-1].startswith("@") else None
+        self.session.run(words[0], [parse_arg(w) for w in words[1:]], cpu)
         return False
 
     def do_action(self, arg: str) -> bool:
@@ -184,7 +180,7 @@ class Console(cmd.Cmd):
 
     # -- completion -----------------------------------------------------------------
     def _complete_spec(self, text: str) -> list[str]:
-        return [p.spec for p in self.session.runtime.probes() if p.spec.startswith(text)]
+        return [p.spec for p in self.session.probes if p.spec.startswith(text)]
 
     def complete_enable(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
         return self._complete_spec(text)
@@ -228,7 +224,7 @@ def read_script(path: str) -> list[str]:
                        "save the script as UTF-8") from None
 
 
-def run_script(session: BootSession, path: str, lines: list[str] | None = None) -> None:
+def run_script(session: Session, path: str, lines: list[str] | None = None) -> None:
     """Run a script's commands in order (``lines``, when already read); the first error stops it, naming
     file and line."""
     lines = read_script(path) if lines is None else lines

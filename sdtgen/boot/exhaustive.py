@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import itertools
 
+from sdtgen.boot.legit import legit_instructions
 from sdtgen.boot.machine import GuestFault
 from sdtgen.boot.runtime import MODES
-from sdtgen.boot.session import BootSession
 from sdtgen.errors import SdtError, printable
 from sdtgen.table import TableSite
-from sdtgen.torture import Summary, legit_instructions
+from sdtgen.targets.base import Summary
 
 STEPS = (("sdt_enable", "branch"), ("sdt_disable", None), ("sdt_enable", "trap"), ("sdt_enable", "branch"),
          ("sdt_enable", "trap"), ("sdt_disable", None))
@@ -31,18 +31,20 @@ SCRATCH_STACK = 0x2000  # below the observer's stack top: where its one instruct
 
 
 class Exhaustive:
-    def __init__(self, session: BootSession, symbol: str) -> None:
-        self.session = session
-        self.rt = session.runtime
-        self.arch = session.image.arch
-        self.control = session.smp.cpus[-1]
-        self.observer = session.smp.cpus[0]
-        self.summary = Summary(session.entries.protocol, 1, 0)
-        sym = session.image.symbols[symbol]
+    """The check on an emulated boot (sdtgen/targets/emulator.py) of two CPUs: the last makes the changes."""
+
+    def __init__(self, target, symbol: str) -> None:
+        self.target = target
+        self.rt = target.runtime
+        self.arch = target.image.arch
+        self.control = target.smp.cpus[-1]
+        self.observer = target.smp.cpus[0]
+        self.summary = Summary(target.entries.protocol, 1, 0)
+        sym = target.image.symbols[symbol]
         end = sym.value + max(sym.size, 1)
         self.sites = [s for s in self.rt.sites if sym.value <= s.addr < end and s.state == "off"]
         if not self.sites:
-            raise SdtError(session.image.path, f"{printable(symbol)} has no probe site to check",
+            raise SdtError(target.image.path, f"{printable(symbol)} has no probe site to check",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
         self.watched: list[tuple[TableSite, bytes, bytes]] = []  # during a change: (site, old, new)
         self.trapped: list[int] = []
@@ -76,7 +78,7 @@ class Exhaustive:
     def _call(self, entry: str, args: list[int]) -> None:
         result = self.rt.call(self.control, entry, args)
         if result < 0:
-            raise SdtError(self.session.image.path, f"the runtime refused {entry} (error {result})", "")
+            raise SdtError(self.target.image.path, f"the runtime refused {entry} (error {result})", "")
 
     # -- at every store --------------------------------------------------------------------------
     def _store(self, address: int, data: bytes) -> None:
@@ -147,6 +149,6 @@ class Exhaustive:
             self.summary.torn += 1
 
 
-def exhaustive(session: BootSession, symbol: str) -> Summary:
-    return Exhaustive(session, symbol).run()
+def exhaustive(target, symbol: str) -> Summary:
+    return Exhaustive(target, symbol).run()
 

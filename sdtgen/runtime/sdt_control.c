@@ -1,0 +1,757 @@
+/*
+ * sdt_control.c - the control core: the commands a host sends to a kernel (management layer).
+ *
+ * One command a line, words separated by spaces, numbers in hexadecimal; the words and error codes
+ * are the SDT_CTL_* and SDT_ERR_* of sdt_runtime.h (rendered from sdtgen/layout.py, which the host
+ * reads too). Every command is answered through the caller's reply function, one line at a time,
+ * the last line `ok COMMAND N` or `error CODE TEXT`. Whatever bytes arrive, a command the core cannot
+ * use is refused that way: nothing is read or called that the words did not name and the kernel did
+ * not allow (a call's address must lie in the kernel's text ranges).
+ *
+ * The kernel gives the means (struct sdt_control_ops): which CPU runs the command, how to run a
+ * function on another CPU, how to catch a fault in a call, how to send the rings' packets. What the
+ * kernel does not give, the commands that need it refuse (SDT_ERR_UNSUPPORTED). docs/control.md.
+ */
+#include "sdt_internal.h"
+
+SDT_INLINE_ATOMICS_BEGIN
+
+#define LINE 1024	/* a reply line: a probe's four names, each at most 255 bytes, fit */
+#define MAX_READ 0x80	/* bytes one `read` answers */
+
+/* A call the host asked for: a function of the kernel's text and its arguments. */
+struct call {
+	sdt_word fn;
+	sdt_word arg[SDT_MAX_ARGS];
+};
+
+/* What the core keeps per CPU, in the kernel's struct sdt_control_cpu. */
+struct cpu {
+	struct call call;
+	sdt_word value;	/* what the call returned */
+	struct sdt_control_fault fault;	/* or how it faulted */
+	int faulted;
+	volatile int done;	/* the job finished (stored with release) */
+	sdt_word expect;	/* torture: what every call must return */
+	unsigned long calls, faults, torn, wrong;
+};
+_SDT_LAYOUT(sizeof(struct cpu) <= sizeof(struct sdt_control_cpu));
+
+struct out {
+	char buf[LINE];
+	unsigned n;
+	sdt_control_reply reply;
+};
+
+static struct sdt_control_ops ops;
+static struct sdt_control_cpu *storage;
+static int ready;
+static int lock;
+static int stop;	/* torture: the workers stop calling */
+static volatile int quiet;	/* torture runs: the line stays free (sdt_control_quiet) */
+static char input[SDT_CONTROL_LINE + 1];	/* sdt_control_input's line so far */
+static unsigned long inlen;
+static int overlong;
+static char strings[SDT_MAX_ARGS][SDT_MAX_STRING + 1];	/* a call's string arguments */
+
+typedef sdt_word (*kernel_fn)(sdt_word, sdt_word, sdt_word, sdt_word, sdt_word, sdt_word);
+
+static SDT_CODE struct cpu *cpu_at(unsigned k)
+{
+	return (struct cpu *)&storage[k];
+}
+
+/* -- replies ----------------------------------------------------------------------------------- */
+
+static SDT_CODE void put(struct out *o, const char *s)
+{
+	while (*s && o->n < LINE)
+		o->buf[o->n++] = *s++;
+}
+
+/* A space and a number in hexadecimal: how every number of the protocol is written. */
+static SDT_CODE void put_hex(struct out *o, sdt_u64 v)
+{
+	int shift = 60;
+
+	put(o, " ");
+	while (shift > 0 && !(v >> shift))
+		shift -= 4;
+	for (; shift >= 0 && o->n < LINE; shift -= 4)
+		o->buf[o->n++] = "0123456789abcdef"[(v >> shift) & 15];
+}
+
+static SDT_CODE void send(struct out *o)
+{
+	o->reply(o->buf, o->n);
+	o->n = 0;
+}
+
+/* `ok COMMAND N`: the last line of a command that succeeded, with its count. */
+static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
+{
+	put(o, SDT_CTL_OK " ");
+	put(o, what);
+	put_hex(o, n);
+	send(o);
+	return 0;
+}
+
+/* `error CODE TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too. */
+static SDT_CODE int error(struct out *o, int code, const char *text)
+{
+	char d[12];
+	unsigned i = 0, v = (unsigned)-code;
+
+	o->n = 0;
+	put(o, SDT_CTL_ERROR " -");
+	do {
+		d[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (i-- > 0 && o->n < LINE)
+		o->buf[o->n++] = d[i];
+	put(o, " ");
+	put(o, text);
+	send(o);
+	return code;
+}
+
+/* -- words ------------------------------------------------------------------------------------- */
+
+struct words {
+	const char *at;
+};
+
+static SDT_CODE const char *word(struct words *w, unsigned long *len)
+{
+	const char *start;
+
+	while (*w->at == ' ')
+		w->at++;
+	start = w->at;
+	while (*w->at && *w->at != ' ')
+		w->at++;
+	*len = (unsigned long)(w->at - start);
+	return start;
+}
+
+static SDT_CODE int is(const char *s, unsigned long len, const char *name)
+{
+	unsigned long i;
+
+	for (i = 0; i < len; i++)
+		if (!name[i] || name[i] != s[i])
+			return 0;
+	return !name[len];
+}
+
+static SDT_CODE int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The next word as a hexadecimal number of at most a word's width; 0 when it is not one. */
+static SDT_CODE int number(struct words *w, sdt_word *v)
+{
+	unsigned long len, i;
+	const char *s = word(w, &len);
+
+	*v = 0;
+	if (!len || len > sizeof(sdt_word) * 2)
+		return 0;
+	for (i = 0; i < len; i++) {
+		int d = hex_digit(s[i]);
+		if (d < 0)
+			return 0;
+		*v = *v << 4 | (sdt_word)d;
+	}
+	return 1;
+}
+
+/* The rest of the line, spaces before it skipped: a probe spec. */
+static SDT_CODE const char *rest(struct words *w)
+{
+	while (*w->at == ' ')
+		w->at++;
+	return w->at;
+}
+
+static SDT_CODE int mode_of(struct words *w)
+{
+	unsigned long len;
+	const char *s = word(w, &len);
+
+	return is(s, len, SDT_CTL_TRAP) ? SDT_TRAP : is(s, len, SDT_CTL_BRANCH) ? SDT_BRANCH : 0;
+}
+
+/* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges). */
+static SDT_CODE int is_text(sdt_word a)
+{
+	unsigned i;
+
+	if (!sdt_hooks.ntext)
+		return 1;
+	for (i = 0; i < sdt_hooks.ntext; i++)
+		if ((sdt_u64)a - sdt_hooks.text[i].start < sdt_hooks.text[i].size)
+			return 1;
+	return 0;
+}
+
+/* ADDR NARGS ARG...: a function of the kernel's text and up to six arguments, each a number or `s:HEX`, a
+ * string (its bytes in hexadecimal) the call gets a pointer to. 0, or the error's code with its text. */
+static SDT_CODE int parse_call(struct words *w, struct call *c, const char **why)
+{
+	sdt_word n, i;
+
+	*why = "usage: ADDR NARGS ARG... (hexadecimal; a string argument as s:HEX)";
+	if (!number(w, &c->fn) || !number(w, &n) || n > SDT_MAX_ARGS)
+		return SDT_ERR_USAGE;
+	for (i = 0; i < SDT_MAX_ARGS; i++) {
+		unsigned long len, k;
+		const char *s;
+		c->arg[i] = 0;
+		if (i >= n)
+			continue;
+		s = word(w, &len);
+		if (len >= 2 && s[0] == 's' && s[1] == ':') {
+			if (len % 2 || (len - 2) / 2 > SDT_MAX_STRING)
+				return SDT_ERR_USAGE;
+			for (k = 2; k < len; k += 2) {
+				int hi = hex_digit(s[k]), lo = hex_digit(s[k + 1]);
+				if (hi < 0 || lo < 0)
+					return SDT_ERR_USAGE;
+				strings[i][(k - 2) / 2] = (char)(hi << 4 | lo);
+			}
+			strings[i][(len - 2) / 2] = 0;
+			c->arg[i] = (sdt_word)strings[i];
+			continue;
+		}
+		w->at = s;
+		if (!number(w, &c->arg[i]))
+			return SDT_ERR_USAGE;
+	}
+	if (!is_text(c->fn)) {
+		*why = "the address is not in the kernel's text";
+		return SDT_ERR_ARG;
+	}
+	return 0;
+}
+
+/* -- calls on CPUs ------------------------------------------------------------------------------- */
+
+
+static SDT_CODE void call_it(void *arg)
+{
+	struct cpu *c = (struct cpu *)arg;
+	const struct call *k = &c->call;
+
+	c->value = ((kernel_fn)k->fn)(k->arg[0], k->arg[1], k->arg[2], k->arg[3], k->arg[4], k->arg[5]);
+}
+
+/* ``fn(c)`` on this CPU, a fault in it caught when the kernel can: whether it faulted (c->fault says how). */
+static SDT_CODE int guarded(void (*fn)(void *), struct cpu *c)
+{
+	if (!ops.guarded) {
+		fn(c);
+		return 0;
+	}
+	return ops.guarded(fn, c, &c->fault) != 0;
+}
+
+/* A `run` job: the call, then this CPU's open packet closed so the host sees what it recorded. */
+static SDT_CODE void job_run(void *arg)
+{
+	struct cpu *c = (struct cpu *)arg;
+
+	c->faulted = guarded(call_it, c);
+	sdt_flush();
+	sdt_store_release(&c->done, 1);
+}
+
+static SDT_CODE void job_torture_calls(void *arg)
+{
+	struct cpu *c = (struct cpu *)arg;
+
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+		call_it(c);
+		if (c->value != c->expect)
+			c->wrong++;
+		c->calls++;
+	}
+}
+
+/* A `torture` worker: calls until told to stop. The calls run in batches under one guard each: a torn
+ * instruction can also corrupt the stack and fault after its own call returned; that fault ends the batch,
+ * is counted, and a new batch starts. */
+static SDT_CODE void job_torture(void *arg)
+{
+	struct cpu *c = (struct cpu *)arg;
+
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
+		if (guarded(job_torture_calls, c)) {
+			c->calls++;
+			if (sdt_site_contains((sdt_word)c->fault.pc))
+				c->torn++;
+			else
+				c->faults++;
+		}
+	sdt_flush();
+	sdt_store_release(&c->done, 1);
+}
+
+/* Start ``job`` on CPU k (here when it is this one); 0, or an SDT_ERR_*. */
+static SDT_CODE int post(unsigned k, unsigned here, void (*job)(void *))
+{
+	struct cpu *c = cpu_at(k);
+
+	c->done = 0;
+	c->faulted = 0;
+	if (k == here) {
+		job(c);
+		return 0;
+	}
+	if (!ops.start)
+		return SDT_ERR_UNSUPPORTED;
+	if (ops.start(k, job, c)) {
+		c->done = 1;	/* nothing to wait for */
+		return SDT_ERR_CPU;
+	}
+	return 0;
+}
+
+static SDT_CODE int is_done(void *arg)
+{
+	return sdt_load_acquire(&((struct cpu *)arg)->done);
+}
+
+static SDT_CODE void wait_for(unsigned k)
+{
+	if (ops.wait_until)
+		ops.wait_until(is_done, cpu_at(k));
+	while (!is_done(cpu_at(k)))
+		;
+}
+
+/* -- commands ---------------------------------------------------------------------------------- */
+
+static SDT_CODE unsigned this_cpu(void)
+{
+	unsigned k = ops.this_cpu ? ops.this_cpu() : 0;
+
+	return k < ops.ncpus ? k : 0;
+}
+
+static SDT_CODE void drain(void)
+{
+	if (ops.drain)
+		ops.drain();
+}
+
+static SDT_CODE int cmd_hello(struct out *o)
+{
+	extern const char sdt_protocol[];
+	const struct sdt_site *s;
+	unsigned long patched = 0, refused = 0, folded = 0;
+
+	for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++) {
+		refused += s->state == SDT_SITE_REFUSED;
+		folded += s->state == SDT_SITE_FOLDED;
+		patched += s->state == SDT_SITE_OFF || s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH ||
+			   s->state == SDT_SITE_CHANGED;
+	}
+	put(o, SDT_CTL_HELLO " ");
+	put(o, sdt_arch_name);
+	put_hex(o, ops.ncpus);
+	put(o, " ");
+	put(o, ops.clock_name ? ops.clock_name : "clock");
+	put_hex(o, sdt_hooks.clock_hz);
+	put_hex(o, patched);
+	put_hex(o, refused);
+	put_hex(o, folded);
+	put(o, " ");
+	put(o, sdt_protocol);
+	send(o);
+	return ok(o, SDT_CTL_HELLO, 0);
+}
+
+static SDT_CODE int cmd_ring(struct out *o, struct words *w)
+{
+	sdt_word bytes, packet, policy, memory;
+	int r;
+
+	if (!number(w, &bytes) || !number(w, &packet) || !number(w, &policy) || !number(w, &memory))
+		return error(o, SDT_ERR_USAGE, "usage: ring BYTES PACKET POLICY MEMORY");
+	if (!ops.rings)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel attaches its own rings");
+	r = ops.rings(bytes, packet, (int)policy, memory);
+	if (r < 0)
+		return error(o, r, r == SDT_ERR_STATE ? "the rings are attached already" :
+			     "the kernel cannot give every CPU that ring (sizes: powers of two, at least two packets; "
+			     "more memory?)");
+	return ok(o, SDT_CTL_RING, ops.ncpus);
+}
+
+static SDT_CODE int refused(struct out *o, int r)
+{
+	return error(o, r, r == SDT_ERR_SPEC ? "the probe spec is not provider:module:function:name" :
+		     r == SDT_ERR_INIT ? "the runtime is not initialized" :
+		     r == SDT_ERR_MODE ? "not an arming mode" : "the runtime refused it");
+}
+
+enum arm { ARM_ENABLE, ARM_DISABLE, ARM_MODE };
+
+static SDT_CODE int cmd_arm(struct out *o, struct words *w, enum arm what)
+{
+	static const char *const names[] = {SDT_CTL_ENABLE, SDT_CTL_DISABLE, SDT_CTL_MODE};
+	int mode = 0, r;
+
+	if (what != ARM_DISABLE && !(mode = mode_of(w)))
+		return error(o, SDT_ERR_USAGE, what == ARM_MODE ? "usage: mode trap|branch" :
+			     "usage: enable trap|branch SPEC");
+	r = what == ARM_DISABLE ? sdt_disable(rest(w)) : what == ARM_MODE ? sdt_set_mode(mode) :
+	    sdt_enable(rest(w), mode);
+	return r < 0 ? refused(o, r) : ok(o, names[what], (unsigned long)r);
+}
+
+static SDT_CODE void said_return(struct out *o, unsigned k)
+{
+	struct cpu *c = cpu_at(k);
+
+	put(o, c->faulted ? SDT_CTL_FAULT : SDT_CTL_RETURN);
+	put_hex(o, k);
+	if (c->faulted) {
+		put_hex(o, c->fault.cause);
+		put_hex(o, c->fault.pc);
+		put_hex(o, c->fault.addr);
+	} else {
+		put_hex(o, c->value);
+	}
+	send(o);
+}
+
+/* CPU|all ADDR NARGS ARG...: the call on one CPU, or on every CPU at once; its packets, then its results. */
+static SDT_CODE int cmd_run(struct out *o, struct words *w)
+{
+	unsigned here = this_cpu(), k, first, last;
+	unsigned long len;
+	const char *who = word(w, &len), *why;
+	struct call call;
+	sdt_word target = 0;
+	int all = is(who, len, SDT_CTL_ALL), r;
+
+
+	if (!all) {
+		w->at = who;
+		if (!number(w, &target))
+			return error(o, SDT_ERR_USAGE, "usage: run CPU|all ADDR NARGS ARG...");
+		if (target >= ops.ncpus)
+			return error(o, SDT_ERR_CPU, "no such CPU");
+	}
+	r = parse_call(w, &call, &why);
+	if (r)
+		return error(o, r, why);
+	first = all ? 0 : (unsigned)target;
+	last = all ? ops.ncpus - 1 : (unsigned)target;
+	if ((all && ops.ncpus > 1 && !ops.start) || (!all && target != here && !ops.start))
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel runs calls on the CPU of the command only");
+	for (k = first; k <= last; k++)
+		sdt_copy(&cpu_at(k)->call, &call, sizeof(call));
+	for (k = first; k <= last; k++)	/* the others first, then this CPU's own call */
+		if (k != here && post(k, here, job_run))
+			r = SDT_ERR_CPU;
+	if (here >= first && here <= last && !r)
+		post(here, here, job_run);
+	for (k = first; k <= last; k++)
+		wait_for(k);
+	drain();
+	if (r)
+		return error(o, r, "a CPU did not start the call");
+	for (k = first; k <= last; k++)
+		said_return(o, k);
+	return ok(o, SDT_CTL_RUN, last - first + 1);
+}
+
+static const volatile sdt_u8 *read_at;
+static sdt_u8 read_buf[MAX_READ];
+static sdt_word read_len;
+
+static SDT_CODE void read_bytes(void *arg)
+{
+	sdt_word i;
+
+	(void)arg;
+	for (i = 0; i < read_len; i++)
+		read_buf[i] = read_at[i];
+}
+
+/* ADDR LEN: LEN bytes of the kernel's memory in hexadecimal, or `fault` where there is none. */
+static SDT_CODE int cmd_read(struct out *o, struct words *w)
+{
+	sdt_word addr, i;
+
+	if (!number(w, &addr) || !number(w, &read_len) || read_len > MAX_READ)
+		return error(o, SDT_ERR_USAGE, "usage: read ADDR LEN (LEN at most 80)");
+	if (!ops.guarded)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot catch a fault in a read");
+	read_at = (const volatile sdt_u8 *)addr;
+	if (guarded(read_bytes, cpu_at(this_cpu()))) {
+		put(o, SDT_CTL_FAULT);
+	} else {
+		put(o, SDT_CTL_BYTES " ");
+		for (i = 0; i < read_len; i++) {
+			o->buf[o->n++] = "0123456789abcdef"[read_buf[i] >> 4];
+			o->buf[o->n++] = "0123456789abcdef"[read_buf[i] & 15];
+		}
+	}
+	send(o);
+	return ok(o, SDT_CTL_READ, read_len);
+}
+
+static SDT_CODE int cmd_stats(struct out *o)
+{
+	unsigned k;
+
+	if (!ops.area)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not say where its CPUs' areas are");
+	for (k = 0; k < ops.ncpus; k++) {
+		const struct sdt_cpu *a = ops.area(k);
+		put(o, SDT_CTL_CPU);
+		put_hex(o, k);
+		put_hex(o, a ? a->discarded : 0);
+		put_hex(o, a ? a->overwritten : 0);
+		send(o);
+	}
+	return ok(o, SDT_CTL_STATS, ops.ncpus);
+}
+
+/* [SPEC]: every probe SPEC matches, with its sites and how many are armed. */
+static SDT_CODE int cmd_list(struct out *o, struct words *w)
+{
+	const char *spec = rest(w);
+	const struct sdt_probe *p;
+	const struct sdt_site *s;
+	unsigned long n = 0;
+	int r;
+
+	for (p = __start_set_sdt_probes_set; (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set); p++) {
+		const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
+		unsigned long sites = 0, armed = 0;
+		unsigned i;
+		r = sdt_probe_matches(*spec ? spec : ":::", p);
+		if (r < 0)
+			return refused(o, r);
+		if (!r)
+			continue;
+		for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++)
+			if (sdt_site_probe(s) == p && s->state != SDT_SITE_FOLDED) {
+				sites++;
+				armed += s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH;
+			}
+		put(o, SDT_CTL_PROBE);
+		put_hex(o, p->key);
+		put_hex(o, sites);
+		put_hex(o, armed);
+		put(o, " ");
+		for (i = 0; i < 4; i++) {
+			put(o, (const char *)sdt_rel(names[i]));
+			put(o, i < 3 ? ":" : "");
+		}
+		send(o);
+		n++;
+	}
+	return ok(o, SDT_CTL_LIST, n);
+}
+
+/* ADDR NARGS ARG... TOGGLES MODE SPEC: every other CPU calls the function while this one arms and disarms SPEC. */
+static SDT_CODE int cmd_torture(struct out *o, struct words *w)
+{
+	extern const char sdt_protocol[];
+	unsigned here = this_cpu(), k;
+	unsigned long calls = 0, faults = 0, torn = 0, wrong = 0;
+	struct call call;
+	sdt_word toggles, i;
+	const char *spec, *why;
+	int mode, r, started = 1;
+	struct cpu *me = cpu_at(here);
+
+	r = parse_call(w, &call, &why);
+	if (r)
+		return error(o, r, why);
+	if (!number(w, &toggles) || !(mode = mode_of(w)) || !*(spec = rest(w)))
+		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch SPEC");
+	if (ops.ncpus < 2)
+		return error(o, SDT_ERR_CPU, "torture needs two CPUs or more: one arms, the others call");
+	if (!ops.start)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel runs calls on the CPU of the command only");
+	sdt_copy(&me->call, &call, sizeof(call));
+	if (guarded(call_it, me))	/* nothing armed: what every call must return */
+		return error(o, SDT_ERR_ARG, "the function faults by itself");
+	quiet = 1;	/* the line would pace the CPUs: packets wait in the rings */
+	__atomic_store_n(&stop, 0, __ATOMIC_RELEASE);
+	for (k = 0; k < ops.ncpus; k++) {
+		struct cpu *c = cpu_at(k);
+		sdt_copy(&c->call, &call, sizeof(call));
+		c->expect = me->value;
+		c->calls = c->faults = c->torn = c->wrong = 0;
+		c->done = 1;
+	}
+	for (k = 0; k < ops.ncpus && started; k++)
+		if (k != here && post(k, here, job_torture))
+			started = 0;
+	r = 1;
+	for (i = 0; i < toggles && r > 0 && started; i++)
+		r = i % 2 ? sdt_disable(spec) : sdt_enable(spec, mode);
+	if (toggles % 2 && r > 0)
+		sdt_disable(spec);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	for (k = 0; k < ops.ncpus; k++) {
+		struct cpu *c = cpu_at(k);
+		wait_for(k);
+		if (k == here)
+			continue;
+		calls += c->calls;
+		faults += c->faults;
+		torn += c->torn;
+		wrong += c->wrong;
+	}
+	quiet = 0;
+	drain();
+	if (!started || r <= 0)
+			return !started ? error(o, SDT_ERR_CPU, "a CPU did not start its calls") :
+		       r < 0 ? refused(o, r) : error(o, SDT_ERR_SPEC, "the spec matches no site");
+	put(o, SDT_CTL_TORTURE " ");
+	put(o, sdt_protocol);
+	put_hex(o, ops.ncpus);
+	put_hex(o, toggles);
+	put_hex(o, calls);
+	put_hex(o, faults);
+	put_hex(o, torn);
+	put_hex(o, wrong);
+	send(o);
+	return ok(o, SDT_CTL_TORTURE, 1);
+}
+
+static SDT_CODE int command(struct out *o, const char *line)
+{
+	struct words w = {line};
+	unsigned long len;
+	const char *c = word(&w, &len);
+	sdt_word code;
+
+	if (is(c, len, SDT_CTL_HELLO))
+		return cmd_hello(o);
+	if (is(c, len, SDT_CTL_RING))
+		return cmd_ring(o, &w);
+	if (is(c, len, SDT_CTL_ENABLE))
+		return cmd_arm(o, &w, ARM_ENABLE);
+	if (is(c, len, SDT_CTL_DISABLE))
+		return cmd_arm(o, &w, ARM_DISABLE);
+	if (is(c, len, SDT_CTL_MODE))
+		return cmd_arm(o, &w, ARM_MODE);
+	if (is(c, len, SDT_CTL_RUN))
+		return cmd_run(o, &w);
+	if (is(c, len, SDT_CTL_READ))
+		return cmd_read(o, &w);
+	if (is(c, len, SDT_CTL_DRAIN)) {
+		if (!ops.drain)
+			return error(o, SDT_ERR_UNSUPPORTED, "the kernel's own consumer reads the rings");
+		drain();
+		return ok(o, SDT_CTL_DRAIN, 0);
+	}
+	if (is(c, len, SDT_CTL_STATS))
+		return cmd_stats(o);
+	if (is(c, len, SDT_CTL_LIST))
+		return cmd_list(o, &w);
+	if (is(c, len, SDT_CTL_TORTURE))
+		return cmd_torture(o, &w);
+	if (is(c, len, SDT_CTL_EXIT)) {
+		if (!number(&w, &code))
+			return error(o, SDT_ERR_USAGE, "usage: exit CODE");
+		if (!ops.power_off)
+			return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot power off");
+		ops.power_off((int)code);
+		return ok(o, SDT_CTL_EXIT, 0);
+	}
+	return error(o, SDT_ERR_UNKNOWN, "unknown command (hello ring enable disable mode run read drain stats list "
+		     "torture exit)");
+}
+
+/* -- the entry points --------------------------------------------------------------------------- */
+
+SDT_CODE int sdt_control_init(const struct sdt_control_ops *given, struct sdt_control_cpu *cpus)
+{
+	if (!given || !cpus || !given->ncpus)
+		return SDT_ERR_ARG;
+	sdt_copy(&ops, given, sizeof(ops));
+	storage = cpus;
+	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+SDT_CODE int sdt_control_line(const char *line, sdt_control_reply reply)
+{
+	static struct out o;	/* under the lock: one command at a time */
+	int r;
+
+	if (!reply)
+		return SDT_ERR_ARG;
+	if (!line || !__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+		static struct out mine;	/* a static: no memset call to zero it */
+		mine.reply = reply;
+		return error(&mine, line ? SDT_ERR_INIT : SDT_ERR_ARG,
+			     line ? "the control core is not started" : "no line");
+	}
+	while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&lock, __ATOMIC_RELAXED))
+			;
+	o.n = 0;
+	o.reply = reply;
+	r = command(&o, line);
+	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+	return r;
+}
+
+SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control_reply reply)
+{
+	unsigned long i;
+
+	for (i = 0; data && i < len; i++) {
+		char c = data[i];
+		if (c != '\n' && c != '\r') {
+			if (inlen < SDT_CONTROL_LINE && c)
+				input[inlen++] = c;
+			else
+				overlong = 1;
+			continue;
+		}
+		if (overlong && reply) {
+			static struct out o;
+			o.reply = reply;
+			error(&o, SDT_ERR_LONG, "the line is longer than the control core takes (or holds a NUL)");
+		} else if (inlen) {
+			input[inlen] = 0;
+			sdt_control_line(input, reply);
+		}
+		inlen = 0;
+		overlong = 0;
+	}
+}
+
+SDT_CODE void sdt_control_announce(sdt_control_reply reply)
+{
+	static struct out o;
+
+	if (reply && __atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+		o.n = 0;
+		o.reply = reply;
+		cmd_hello(&o);
+	}
+}
+
+SDT_CODE int sdt_control_quiet(void)
+{
+	return quiet;
+}
+
+SDT_INLINE_ATOMICS_END

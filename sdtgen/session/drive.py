@@ -1,0 +1,86 @@
+"""What `boot`, `qemu` and `attach` do with a session, the same for each: the command line's actions in
+order (--enable, --disable, --run with its --arg and --cpu, --script, --action), then the console
+(-i), then the trace put in place and, with --json, the stats.
+
+An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sdtgen.calls import parse_arg
+from sdtgen.errors import SdtError
+
+
+@dataclass
+class Call:
+    """A --run's arguments as given (--arg) and the CPU it runs on (--cpu; None: every CPU)."""
+
+    args: list[str] = field(default_factory=list)
+    cpu: int | None = None
+
+    def values(self) -> list[int | str]:
+        return [parse_arg(a) for a in self.args]
+
+
+def check_actions(actions: list) -> None:
+    """What can be checked without the image: --action's SPEC=FUNCTION, each run's arguments."""
+    for kind, value, extra in actions:
+        if kind == "action" and "=" not in value:
+            raise SdtError("", f"--action {value!r} needs SPEC=FUNCTION")
+        if kind == "run":
+            extra.values()
+
+
+def precheck(session, actions: list) -> None:
+    """Every --run, --enable, --disable and --action checked against the image, before the kernel starts."""
+    for kind, value, extra in actions:
+        if kind == "run":
+            session.check_run(value, extra.values())
+            if extra.cpu is not None and extra.cpu < 0:
+                raise SdtError("", f"--cpu {extra.cpu} is not a CPU number")
+        elif kind in ("enable", "disable"):
+            session.check_spec(value)
+        elif kind == "action":
+            spec, _, symbol = value.partition("=")
+            session.check_spec(spec)
+            session.check_function(symbol)
+
+
+def perform(session, kind: str, value: str, extra) -> None:
+    """One --enable, --disable, --run or --action of the command line."""
+    if kind == "enable":
+        session.enable(value)
+    elif kind == "disable":
+        session.disable(value)
+    elif kind == "run":
+        session.run(value, extra.values(), extra.cpu)
+    elif kind == "action":
+        spec, _, symbol = value.partition("=")
+        session.add_action(spec, symbol)
+    else:
+        raise AssertionError(kind)
+
+
+def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool) -> None:
+    """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
+    DTrace's and LTTng's sessions do, and is raised on."""
+    from sdtgen.session.console import Console, run_script
+    from sdtgen.session.reporter import Stopped
+    from sdtgen.targets.base import Halted
+
+    try:
+        for kind, value, extra in actions:
+            if kind == "script":
+                run_script(session, value, scripts[value])
+            else:
+                perform(session, kind, value, extra)
+        if interactive:
+            Console(session).cmdloop()
+    except (Stopped, KeyboardInterrupt, Halted):
+        session.finish_trace(interrupted=True)
+        raise
+    session.finish_trace()
+    if as_json:
+        session.stats()

@@ -1,0 +1,186 @@
+"""What a session prints: results one human line each on stdout, problems as diagnostics in sdtgen's one
+format on stderr; or, with --json, every event as one JSON line on stdout and nothing else there.
+
+The same lines and events for every target: the emulated boot, QEMU, an attached kernel, a process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import NamedTuple, TextIO
+
+from sdtgen.errors import ERROR, WARNING, Diagnostic, printable
+from sdtgen.targets.base import CallFault
+
+REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
+REFUSED_LINES = 20  # refused-site lines shown in all
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C stopped a guest call; where it was has been reported."""
+
+
+@dataclass(frozen=True)
+class Firing:
+    probe: str
+    pc: int | None  # the site, when the probe has only one
+    args: tuple[int | str | None, ...]
+    types: tuple[str, ...]
+    cpu: int | None = None
+    ts: int | None = None  # the kernel's clock when it recorded the firing
+
+
+class ActionResult(NamedTuple):
+    """An --action's result, in a CPU's pending items after the firing it followed."""
+
+    ts: int
+    cpu: int
+    symbol: str
+    value: int
+
+
+class Reporter:
+    def __init__(self, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
+                 file: str = "", quiet: bool = False) -> None:
+        self.as_json = as_json
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.file = file  # the image, for diagnostics
+        self.per_cpu = False  # several CPUs: a line starts with its CPU
+        self.quiet = quiet  # firings are not shown (they still count, and go to the trace)
+
+    def _emit(self, event: dict, human: str | None) -> None:
+        if self.as_json:
+            self.out.write(json.dumps(event) + "\n")
+        elif human is not None:
+            self.out.write(human + "\n")
+        self.out.flush()
+
+    def _diagnose(self, event: dict, severity: str, message: str, fix: str = "", where: str = "") -> None:
+        if self.as_json:
+            self._emit(event, None)
+        else:
+            self.out.flush()
+            print(Diagnostic(self.file, severity, message, fix, where), file=self.err, flush=True)
+
+    def patched(self, patched: int, refused: int, folded: int) -> None:
+        more = f", {folded} folded into others" if folded else ""
+        self._emit({"event": "patched", "sites": patched, "refused": refused, "folded": folded},
+                   f"patched {patched} sites ({refused} refused{more})")
+
+    def refused(self, refusals: list[tuple[str, int, str, str]], where) -> None:
+        """Every refusal in --json; on a terminal a few per function, then how many more.
+        ``refusals``: (probe spec, site address, the runtime's reason, the bytes found there)."""
+        shown: dict[str, int] = {}
+        lines = 0
+        for spec, addr, reason, found in refusals:
+            at, function = where(addr)
+            event = {"event": "refused", "probe": spec, "pc": addr, "where": at, "reason": reason, "bytes": found}
+            if self.as_json:
+                self._emit(event, None)
+                continue
+            shown[function] = shown.get(function, 0) + 1
+            if shown[function] <= REFUSED_PER_FUNCTION and lines < REFUSED_LINES:
+                lines += 1
+                bytes_ = f" (found {_spaced(found)})" if found else ""
+                self._diagnose(event, WARNING, f"refused {printable(spec)}: {printable(reason)}{bytes_}",
+                               "left unpatched", printable(at))
+        hidden = len(refusals) - lines
+        if hidden and not self.as_json:
+            print(Diagnostic(self.file, WARNING, f"{hidden} more refused sites not shown",
+                             "see all of them with --json"), file=self.err, flush=True)
+
+    def changed(self, spec: str, addr: int, found: str, expected: str, at: str) -> None:
+        self._diagnose({"event": "changed", "probe": spec, "pc": addr, "where": at, "bytes": found,
+                        "expected": expected}, WARNING,
+                       f"{printable(spec)}: the site's code changed since the runtime wrote it: found "
+                       f"{_spaced(found)} where it wrote {_spaced(expected)}",
+                       "the runtime leaves it as it is and writes there no more", printable(at))
+
+    def fire(self, f: Firing) -> None:
+        if self.quiet:
+            return
+        line = f"{printable(f.probe)}  {format_args(f)}".rstrip()
+        if self.per_cpu:
+            line = _on_cpu(f.cpu) + line
+        self._emit({"event": "fire", "probe": f.probe, "pc": f.pc, "args": list(f.args), "cpu": f.cpu, "ts": f.ts},
+                   line)
+
+    def returned(self, symbol: str, args: list[int | str], value: int | str | None, rtype: str,
+                 cpu: int | None = None) -> None:
+        if value is None:
+            shown = "<unreadable>" if rtype == "str" else "void"
+        else:
+            shown = printable(json.dumps(value)) if isinstance(value, str) else str(value)
+        event = {"event": "return", "symbol": symbol, "value": value}
+        if cpu is not None:
+            event["cpu"] = cpu
+        given = ", ".join(printable(json.dumps(a)) if isinstance(a, str) else str(a) for a in args)
+        self._emit(event, f"{_on_cpu(cpu)}{printable(symbol)}({given}) = {shown}")
+
+    def fault(self, symbol: str, fault: CallFault, where: str, last: str | None, cpu: int | None = None) -> None:
+        kind = "interrupted" if fault.interrupted else "fault"
+        event = {"event": kind, "symbol": symbol, "fault": fault.what, "pc": fault.pc, "where": where,
+                 "last_probe": last}
+        if cpu is not None:
+            event["cpu"] = cpu
+        self._diagnose(event, "error", f"{_on_cpu(cpu)}{kind} in {printable(symbol)}: {fault.what} "
+                       f"(last probe fired: {printable(last or 'none')})", "", printable(where))
+
+    def stats(self, hits: dict[str, int], lost: int = 0) -> None:
+        lines = "\n".join(f"{n:8d}  {printable(p)}" for p, n in sorted(hits.items())) or "no probe fired"
+        if lost:
+            lines += f"\n{lost:8d}  lost (the trace buffer was full: see --buffer-size, --overflow)"
+        self._emit({"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}, lines)
+
+    def error(self, text: str, fix: str = "") -> None:
+        """A problem that ends the session (the kernel stopped answering, its machine ended)."""
+        self._diagnose({"event": "error", "text": text}, ERROR, printable(text), printable(fix))
+
+    def warning(self, text: str) -> None:
+        self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
+
+    def action(self, symbol: str, value: int, cpu: int | None = None) -> None:
+        event = {"event": "action", "symbol": symbol, "value": value}
+        if cpu is not None:
+            event["cpu"] = cpu
+        self._emit(event, f"{_on_cpu(cpu)}action {printable(symbol)} returned {value}")
+
+    def probe(self, pid: int, spec: str, sites: int, armed: bool) -> None:
+        self._emit({"event": "probe", "id": pid, "probe": spec, "sites": sites, "armed": armed},
+                   f"{pid:4d}  {printable(spec):40s} {sites:3d} site(s)  {'armed' if armed else '-'}")
+
+    def armed(self, verb: str, spec: str, sites: int) -> None:
+        self._emit({"event": verb, "spec": spec, "sites": sites}, f"{verb} {sites} site(s)")
+
+    def text(self, kind: str, text: str) -> None:
+        self._emit({"event": kind, "text": text}, text)
+
+    def console(self, text: str) -> None:
+        """What the kernel printed outside frames (its own log, a panic before the line was up)."""
+        self.text("console", printable(text.rstrip("\n"), 2000))
+
+
+def _spaced(hexbytes: str) -> str:
+    return " ".join(hexbytes[i:i + 2] for i in range(0, len(hexbytes), 2))
+
+
+def _on_cpu(cpu: int | None) -> str:
+    """How a line starts with its CPU, on a machine of several: ``cpu2 `` (nothing on one CPU)."""
+    return "" if cpu is None else f"cpu{cpu} "
+
+
+def format_args(f: Firing) -> str:
+    parts = []
+    for i, (value, ctype) in enumerate(zip(f.args, f.types, strict=True)):
+        if isinstance(value, str):
+            parts.append(f"arg{i}={printable(json.dumps(value))}")
+        elif value is None:
+            parts.append(f"arg{i}=<unreadable>")
+        elif "*" in ctype:
+            parts.append(f"arg{i}={value & ((1 << 64) - 1):#x}")
+        else:
+            parts.append(f"arg{i}={value}")
+    return " ".join(parts)

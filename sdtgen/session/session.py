@@ -1,0 +1,479 @@
+"""One tracing session over any target: the emulated boot, QEMU, an attached kernel, a process.
+
+The session owns what every target shares: the image and its probe model (every spec and call checked
+against it before anything runs), the events (each packet decoded by the image's probe descriptors,
+merged across CPUs in (timestamp, CPU) order as far as every CPU has been read), the trace sink, the
+reporter, the faults, and how a session ends (Ctrl-C keeps what was recorded). A target owns only how
+commands and bytes reach the kernel (sdtgen/targets/base.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
+from sdtgen.calls import check_call, decode_return, describe, function_address, matching_spec, parse_spec, read_string
+from sdtgen.elf.reader import STT_FUNC
+from sdtgen.errors import SdtError, printable
+from sdtgen.image import Image
+from sdtgen.probes import ProbeSpec
+from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
+from sdtgen.targets.base import ARM_MODES, CallFault, Halted, Interrupted, Refused, Returned, Summary, Target
+from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
+
+# Several CPUs: firings wait to be put in time order until every CPU has been read past them. They are
+# shown in batches of SHOW_BATCH, and at most MAX_PENDING wait (about 200 MB); past that a run's firings
+# are counted and traced but not shown (a CPU that records nothing holds the others back).
+SHOW_BATCH = 4096
+MAX_PENDING = 1_000_000
+POLICIES = ("drop", "overwrite")
+FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
+STRING_CHUNK = 128  # bytes a `str` result is read in
+
+
+def check_buffer_size(size: int) -> int:
+    """BYTES per CPU: a power of two from MIN_BUFFER to MAX_BUFFER."""
+    if not MIN_BUFFER <= size <= MAX_BUFFER or size & (size - 1):
+        raise SdtError("", f"--buffer-size {size} is not a power of two from {MIN_BUFFER} to {MAX_BUFFER}",
+                       "give e.g. 65536 or 1048576 (bytes per CPU)")
+    return size
+
+
+def check_options(arm: str, overflow: str, buffer_size: int) -> None:
+    """What every target takes, checked before anything starts."""
+    if overflow not in POLICIES:
+        raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+    if arm not in ARM_MODES:
+        raise SdtError("", f"unknown arming mode {printable(arm)!r}", "use trap or branch")
+    check_buffer_size(buffer_size)
+
+
+StartFn = Callable[["Session"], Target]
+
+
+class Session:
+    """A kernel booted (or attached to) by ``start``, which makes the target once the image is checked."""
+
+    def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
+                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
+                 precheck: Callable[[Session], None] | None = None, buffer_size: int = DEFAULT_BUFFER,
+                 overflow: str = "drop") -> None:
+        self.reporter = reporter
+        reporter.file = reporter.file or path
+        check_options(arm, overflow, buffer_size)
+        self.mode = arm
+        self.buffer_size, self.overflow = buffer_size, overflow
+        self.timeout = timeout
+        self.image = Image(path)
+        self.target: Target | None = None
+        self.sink = None
+        self.faults = 0
+        self.halted = False
+        self.hits: dict[str, int] = {}
+        self.last_fired: str | None = None
+        self.booting = True
+        self._boot_log: list[tuple[int, str]] = []
+        self._said: set[str] = set()
+        self._changed: set[str] = set()  # probes with a site someone else rewrote (the runtime left it)
+        # What each CPU recorded and has not been shown (its events, and --action results after the firing
+        # they followed), merged by time as far as every CPU has been read, and when a command ends.
+        self._pending: dict[int, list[Event | ActionResult]] = {}
+        self._read_to: dict[int, int] = {}  # CPU -> the time up to which its packets have been read
+        self._held = 0  # items in _pending
+        self._unshown = 0  # firings past MAX_PENDING in one run: counted and traced, not shown
+        self._lock = threading.RLock()  # an emulated CPU's thread may hand over packets from its notify hook
+        try:
+            arch = self.image.arch
+            self.probes = [p for p in self.image.probes() if p.key]
+            self.image.check_bootable(self.image.probes())
+            self.types = {p.spec: p.args for p in self.probes}
+            self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little)
+                                    for p in self.probes], arch.bits, arch.little)
+            if precheck is not None:  # the caller's own checks, against the image, before anything runs
+                precheck(self)
+            if trace is not None:
+                self._check_trace(*trace)
+            try:
+                self.target = start(self)
+            except Halted as h:  # the kernel never came up: said once, here
+                self.reporter.error(str(h))
+                raise
+            self.booting = False
+            booted = self.target.booted
+            self.cpus = booted.cpus
+            self.reporter.per_cpu = self.cpus > 1
+            self._report_boot(booted)
+            if trace is not None:
+                self.sink = self._open_trace(*trace)
+            if arm != "trap":
+                self.set_arm(arm)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- what targets hand over ------------------------------------------------------------------
+    def on_log(self, entry: int, line: str) -> None:
+        """A line of the runtime's log: at boot, refusals and the like; later, a site found changed."""
+        if self.booting:
+            self._boot_log.append((entry, line))
+            return
+        what, found, expected = site_report(line)
+        site = site_of(line)
+        if site is not None and what.startswith("changed since"):
+            spec, addr = site
+            self._changed.add(spec)
+            self.reporter.changed(spec, addr, found, expected, self.where(addr))
+        elif line not in self._said:  # the runtime says some of it at each call; once is enough here
+            self._said.add(line)
+            self.reporter.warning(line.removeprefix("sdt: "))
+
+    def on_packet(self, cpu: int, data: bytes) -> None:
+        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time). Under -q,
+        with no trace that takes events, its events are only counted by probe (a packet of one probe's events
+        without reading them)."""
+        counting = self.reporter.quiet and (self.sink is None or not self.sink.needs_events)
+        try:
+            if counting:
+                packet, counts, last = self.decoder.counts(data, f"CPU {cpu}: ")
+                events: list[Event] = []
+            else:
+                packet, events = self.decoder.events(data, f"CPU {cpu}: ")
+                counts, last = Counter(e.probe for e in events), events[-1].probe if events else None
+        except PacketError as e:
+            self.reporter.warning(f"a packet from the kernel is damaged and left out: {e}")
+            return
+        with self._lock:
+            if self.sink is not None:
+                self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet,
+                                 None if counting or not self.sink.needs_events else events)
+            for probe, n in counts.items():
+                self.hits[probe] = self.hits.get(probe, 0) + n
+            if last is not None:
+                self.last_fired = last
+            if self.reporter.quiet:
+                return
+            if self.cpus == 1:  # one CPU's events come in their order: shown as they come
+                self._show(events)
+                return
+            self._read_to[cpu] = max(self._read_to.get(cpu, 0), packet.end)
+            if self._held + len(events) > MAX_PENDING:
+                self._unshown += len(events)
+                return
+            self._pending.setdefault(cpu, []).extend(events)
+            self._held += len(events)
+            if self._held >= SHOW_BATCH and len(self._read_to) == self.cpus:
+                self._emit_pending(min(self._read_to.values()))
+
+    def on_action(self, cpu: int, symbol: str, value: int) -> None:
+        """An --action returned on ``cpu``: shown after everything that CPU recorded before it."""
+        with self._lock:
+            if self.cpus == 1 or self.reporter.quiet:
+                self.reporter.action(symbol, value, cpu if self.cpus > 1 else None)
+                return
+            mine = self._pending.setdefault(cpu, [])
+            ts = next((x.ts for x in reversed(mine)), self._read_to.get(cpu, 0))
+            mine.append(ActionResult(ts, cpu, symbol, value))
+            self._held += 1
+
+    # -- boot -----------------------------------------------------------------------------------
+    def _report_boot(self, booted) -> None:
+        """The patched line, a refusal per site the runtime refused (with its words), its other reports."""
+        refused, others = [], []
+        for _, line in self._boot_log:
+            site = site_of(line)
+            if site is not None:
+                reason, found, _ = site_report(line)
+                refused.append((*site, reason or "refused by the runtime", found))
+            else:
+                others.append(line)
+        self.refused_sites = {addr for _, addr, _, _ in refused}
+        self.reporter.patched(booted.patched, booted.refused, booted.folded)
+        self.reporter.refused(refused, self.image.where)
+        for line in others:
+            self.reporter.warning(line.removeprefix("sdt: "))
+        # A record does not say which site fired: a probe with one site names it, others give None.
+        per_probe: dict[str, list[int]] = {}
+        for s in self.image.sites():
+            if s.form in FIRING and s.addr not in self.refused_sites:
+                per_probe.setdefault(s.probe.spec, []).append(s.addr)
+        self.single_site = {spec: addrs[0] for spec, addrs in per_probe.items() if len(set(addrs)) == 1}
+
+    def _check_trace(self, path: str, fmt: str) -> None:
+        """The trace's destination, checked before the kernel starts (and left as it was)."""
+        from sdtgen.trace.model import TraceMeta
+        from sdtgen.trace.sink import open_trace
+
+        arch = self.image.arch
+        open_trace(path, fmt, TraceMeta(arch.name, "clock", 1, 1, ()), arch.bits, arch.little).abort()
+
+    def _open_trace(self, path: str, fmt: str):
+        from sdtgen.trace.model import TraceMeta, TraceProbe
+        from sdtgen.trace.sink import open_trace
+
+        arch, booted = self.image.arch, self.target.booted
+        probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
+        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes)
+        return open_trace(path, fmt, meta, arch.bits, arch.little)
+
+    # -- places ---------------------------------------------------------------------------------
+    def where(self, addr: int) -> str:
+        """``section:function+0xoff`` of an address, in the one diagnostic shape."""
+        return self.image.where(addr)[0]
+
+    def _place(self, fault: CallFault) -> str:
+        """Where a call faulted; nothing when the kernel could not say (a call that did not return)."""
+        return self.where(fault.pc) if fault.pc else ""
+
+    # -- probes ---------------------------------------------------------------------------------
+    def spec(self, text: str) -> ProbeSpec:
+        return parse_spec(text)
+
+    def check_spec(self, text: str) -> ProbeSpec:
+        """A spec that matches a probe of the image's table (which of its sites verify is sdt_init's say)."""
+        return matching_spec(text, self.probes)
+
+    def check_function(self, symbol: str) -> int:
+        """The address of the image's function ``symbol``."""
+        return function_address(self.image, symbol)
+
+    def spec_of(self, symbol: str) -> str:
+        """One spec for the probes with sites in function ``symbol``: the fields they share, the others empty."""
+        sym = self.image.symbols.get(symbol)
+        if sym is None:
+            self.check_function(symbol)
+        end = sym.value + max(sym.size, 1)
+        fields = {(s.probe.provider, s.probe.module, s.probe.function, s.probe.name) for s in self.image.sites()
+                  if sym.value <= s.addr < end}
+        if not fields:
+            raise SdtError(self.image.path, f"{printable(symbol)} has no probe site",
+                           "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
+        return ":".join(column[0] if len(set(column)) == 1 else "" for column in zip(*fields, strict=True))
+
+    def add_action(self, spec: str, symbol: str) -> None:
+        """Call SYMBOL in the kernel, with the probe's arguments, whenever a probe matching SPEC fires (the probes
+        matching it are enabled too): the emulated boot, which runs the kernel's calls itself, can."""
+        func = self.check_function(symbol)
+        self.check_spec(spec)
+        add = getattr(self.target, "add_action", None)
+        if add is None:
+            raise SdtError("", f"--action {printable(spec)}={printable(symbol)}: only the emulated boot calls a "
+                           "function when a probe fires", "use sdtgen boot")
+        add(spec, func, symbol)
+
+    def functions(self) -> list[str]:
+        return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)
+
+    def enable(self, spec: str) -> int:
+        return self._arm(spec, True)
+
+    def disable(self, spec: str) -> int:
+        return self._arm(spec, False)
+
+    def _arm(self, text: str, arm: bool) -> int:
+        pattern = self.spec(text)
+        if not any(pattern.matches(p) for p in self.probes):
+            raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
+                           "probe of the image", "list the probes with `sdtgen probes IMAGE`; "
+                           "a spec is provider:module:function:name, filled from the right")
+        try:
+            n = self._guard(lambda: self.target.enable(text, self.mode) if arm else self.target.disable(text),
+                            f"{'enable' if arm else 'disable'} {printable(text)}")
+        except Refused as e:
+            raise SdtError(self.image.path, f"the runtime refused to {'enable' if arm else 'disable'} "
+                           f"{printable(text)!r}: {printable(e.text)}") from None
+        if n == 0 and arm:
+            if any(pattern.matches(p) for p in self.probes if p.spec in self._changed):
+                raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: the guest rewrote "
+                               "every one")
+            raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: the runtime refused "
+                           "every one", "the kernel's log says why")
+        return n
+
+    def set_arm(self, mode: str) -> None:
+        """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""
+        if mode not in ARM_MODES:
+            raise SdtError("", f"unknown arming mode {printable(mode)!r}", "use trap or branch")
+        try:
+            self._guard(lambda: self.target.set_mode(mode), f"arm with {mode}")
+        except Refused as e:
+            raise SdtError(self.image.path, f"the runtime refused to arm with {mode}: {printable(e.text)}") from None
+        self.mode = mode
+
+    def list_probes(self, spec: str = ""):
+        """The probes ``spec`` matches as the kernel's runtime keeps them: sites, and how many are armed."""
+        if spec:
+            self.check_spec(spec)
+        return self._guard(lambda: self.target.probes(spec), "list")
+
+    # -- calls ----------------------------------------------------------------------------------
+    def check_run(self, target: str, args: list[int | str]) -> tuple[int, str]:
+        """The function's address and the return type, once ``run(target, args)`` is known to be valid."""
+        _, func, rtype = check_call(self.image, target, args)
+        return func, rtype
+
+    def run(self, target: str, args: list[int | str], cpu: int | None = None) -> int | str | None:
+        """Call ``SYMBOL[:TYPE]`` on ``cpu``, or on every CPU at once; TYPE (int, long, uint, ulong, str, void)
+        says how to read the result. One return (or fault) per CPU, in CPU order; CPU 0's value (or ``cpu``'s).
+
+        Ctrl-C stops the kernel's call: where it was is reported, then Stopped is raised.
+        """
+        func, rtype = self.check_run(target, args)
+        if cpu is not None and not 0 <= cpu < self.cpus:
+            raise SdtError("", f"--cpu {cpu} is not one of the kernel's {self.cpus} CPUs (0 to {self.cpus - 1})")
+        symbol = target.partition(":")[0]
+        self.last_fired = None
+        results = self._guard(lambda: self.target.run(func, args, cpu, self.timeout), printable(symbol), symbol)
+        self._emit_pending()
+        first, wanted = None, 0 if cpu is None else cpu
+        for r in results:
+            shown = r.cpu if self.cpus > 1 else None
+            if r.fault is not None:
+                self.reporter.fault(symbol, r.fault, self._place(r.fault), self.last_fired, cpu=shown)
+                self.faults += 1
+                continue
+            value = decode_return(r.value, rtype, self.image.arch.bits, self._string)
+            first = value if r.cpu == wanted else first
+            self.reporter.returned(symbol, args, value, rtype, cpu=shown)
+        return first
+
+    def _string(self, addr: int) -> str | None:
+        """The NUL-terminated string at ``addr`` in the kernel's memory, or None where there is none."""
+        return read_string(self.read, addr, STRING_CHUNK)
+
+    def read(self, addr: int, size: int) -> bytes | None:
+        return self._guard(lambda: self.target.read(addr, size), "read")
+
+    def torture(self, target: str, args: list[int], spec: str, toggles: int) -> Summary:
+        """Every CPU but one calls ``target`` over and over while that one arms (in this session's mode) and
+        disarms ``spec`` ``toggles`` times; the rings' records are read at the end."""
+        func, _ = self.check_run(target, args)
+        self.check_spec(spec)
+        summary = self._guard(lambda: self.target.torture(func, args, spec, toggles, self.mode, self.timeout),
+                              "torture")
+        self._emit_pending()
+        summary.firings = summary.firings or sum(self.hits.values())
+        return summary
+
+    # -- the end of a command, of a session ----------------------------------------------------------
+    def _guard(self, action, what: str, running: str | None = None):
+        """A target action; a kernel that cannot go on ends the session (said once), Ctrl-C stops it.
+        ``running``: the function a stop interrupts, reported as a fault of that call."""
+        try:
+            return action()
+        except Interrupted as stop:
+            self._emit_pending()
+            self.reporter.fault(running or what, stop.fault, self._place(stop.fault), self.last_fired)
+            raise Stopped() from None
+        except Halted as h:
+            self._emit_pending()
+            self.faults += 1
+            self.halted = True
+            if h.fault is not None and running is not None:
+                self.reporter.fault(running, h.fault, self._place(h.fault), self.last_fired)
+            elif h.fault is not None:
+                self.reporter.error(f"{what}: {h.fault.what}")
+            else:
+                self.reporter.error(f"{what}: {h}")
+            raise
+
+    def drain(self) -> None:
+        """Every CPU's open packet closed and every closed packet read, shown in time order; what was lost
+        said."""
+        self._guard(self.target.drain, "drain")
+        with self._lock:
+            self._emit_pending()
+            if self._unshown:
+                self.reporter.warning(f"{self._unshown} firing(s) not shown: more than {MAX_PENDING:,} in one run "
+                                      "on several CPUs waited to be put in time order; they are counted and "
+                                      "traced (-q with --trace for runs this long)")
+                self._unshown = 0
+
+    def _emit_pending(self, upto: int | None = None) -> None:
+        """What the CPUs recorded, in (time, CPU) order: all of it, or what is no later than ``upto`` (a
+        time every CPU's packets have been read to, so nothing earlier can still come)."""
+        with self._lock:
+            ready = []
+            for items in self._pending.values():
+                n = len(items) if upto is None else bisect.bisect_right(items, upto, key=lambda x: x.ts)
+                if n:
+                    ready.append(items[:n])
+                    del items[:n]
+            self._held -= sum(map(len, ready))
+            self._show(list(heapq.merge(*ready, key=lambda x: (x.ts, x.cpu))))
+
+    def _show(self, items: list) -> None:
+        for e in items:
+            if isinstance(e, ActionResult):
+                self.reporter.action(e.symbol, e.value, e.cpu)
+            else:
+                self.reporter.fire(Firing(e.probe, self.single_site.get(e.probe), e.args, self.types[e.probe],
+                                          e.cpu, e.ts))
+
+    def lost(self):
+        return self._guard(self.target.lost, "stats")
+
+    def stats(self) -> None:
+        self.drain()
+        lost = self.lost()
+        self.reporter.stats(dict(self.hits), sum(x.total for x in lost.values()))
+
+    def finish_trace(self, interrupted: bool = False) -> None:
+        """Every recorded event is in the trace: put it in place (after Ctrl-C or a kernel that stopped, what
+        could be read, deaf to another Ctrl-C until the trace is whole)."""
+        if self.sink is None:
+            return
+        import signal
+
+        deaf = interrupted and threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if deaf else None
+        try:
+            lost = {}
+            if not self.halted:
+                try:
+                    self.target.drain()
+                    lost = self.target.lost()
+                except (Halted, Interrupted):
+                    pass
+            self._emit_pending()
+            sink, self.sink = self.sink, None
+            sink.finish(lost)
+        finally:
+            if deaf:
+                signal.signal(signal.SIGINT, old)
+
+    def close(self) -> None:
+        """The kernel left as a target leaves it (QEMU powered off, an attached kernel as it runs); a trace not
+        finished is discarded."""
+        if self.sink is not None:
+            self.sink.abort()
+            self.sink = None
+        if self.target is not None:
+            target, self.target = self.target, None
+            target.close()
+        self.image.close()
+
+
+def site_report(line: str) -> tuple[str, str, str]:
+    """(what the runtime said of a site, the bytes it found there, the bytes it expected, as hex) from a
+    report line: ``sdt: PROBE site at 0xADDR WHAT (found 0f 1f ...; expected e8 ...)``."""
+    import re
+
+    m = re.search(r" site at 0x[0-9a-f]+ (.*?)(?: \(found ([0-9a-f ]+?)(?:; expected ([0-9a-f ]+))?\))?$", line)
+    if not m:
+        return line, "", ""
+    return m[1], (m[2] or "").replace(" ", ""), (m[3] or "").replace(" ", "")
+
+
+def site_of(line: str) -> tuple[str, int] | None:
+    """(probe spec, site address) of a report line about one site, or None."""
+    import re
+
+    m = re.match(r"sdt: (?:(\S+) )?site at 0x([0-9a-f]+) ", line)
+    return (m[1] or "?", int(m[2], 16)) if m else None
+
+
+__all__ = ["CallFault", "Returned", "Session", "Stopped", "check_buffer_size"]

@@ -1,0 +1,314 @@
+"""A kernel driven through its control core (sdtgen/runtime/sdt_control.c) over a byte channel.
+
+Commands go to the kernel as text lines; everything comes back in frames of the serial transport
+(sdtgen/qemu/frames.py): text frames, one reply line each, and the runtime's packets, interleaved. A
+command's reply is every text line up to the one that starts with ``ok`` or ``error``. Two kinds of
+line may come at any time: ``report ...`` (the runtime's log) and ``panic ...`` (an exception outside
+any call the kernel guards). The words are the one description's (sdtgen/layout.py WORDS, ERRORS).
+
+The channel is whatever carries the bytes: QEMU's serial port on a pipe (sdtgen/targets/qemu.py), a
+board's UART or a QEMU the user started (sdtgen/targets/serial.py), a process's standard input and
+output (sdtgen/targets/process.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Protocol
+
+from sdtgen.errors import SdtError, printable
+from sdtgen.layout import ERROR_VALUES, VALUES, WORD
+from sdtgen.qemu.frames import TEXT, Console, FrameReader
+from sdtgen.qemu.packets import PacketSink
+from sdtgen.targets.base import (
+    ARM_MODES,
+    Booted,
+    CallFault,
+    Halted,
+    Interrupted,
+    ProbeState,
+    Refused,
+    Returned,
+    Summary,
+)
+from sdtgen.trace.model import Lost
+
+READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
+ERROR_TEXT = {-1: "the probe spec is not provider:module:function:name", -2: "the runtime is not initialized",
+              -3: "not an arming mode", -4: "an argument the runtime cannot use",
+              **{v: name for name, v in ERROR_VALUES.items()}}
+
+
+class ChannelClosed(Exception):
+    """The channel's other end is gone (QEMU exited, the connection closed); the message says how."""
+
+
+class Channel(Protocol):
+    """Bytes to and from the kernel's control channel."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def read(self, timeout: float) -> bytes | None:
+        """What arrived within ``timeout`` seconds (None: nothing); ChannelClosed at its end."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Timeout(Exception):
+    """The kernel did not finish answering in time."""
+
+
+class Panic(Exception):
+    """The kernel stopped a CPU on an exception outside any call it guards."""
+
+
+class ControlTarget:
+    """The kernel at the other end of ``channel``, which has said (or is asked for) its hello."""
+
+    def __init__(self, session, channel: Channel, *, timeout: float, announced: bool) -> None:
+        self.session = session
+        self.channel = channel
+        self.timeout = timeout
+        self.reader = FrameReader()
+        self.packets = PacketSink([session.on_packet])
+        self._lines: list[str] = []
+        self.halted = False
+        self.hello_words = self._hello(announced)
+        self.booted = self._booted(self.hello_words)
+
+    # -- the line ---------------------------------------------------------------------------------
+    def _pump(self, deadline: float) -> None:
+        try:
+            data = self.channel.read(deadline - time.monotonic())
+        except ChannelClosed as e:
+            self.halted = True
+            raise Halted(str(e)) from None
+        if data is None:
+            if time.monotonic() >= deadline:
+                raise Timeout()
+            return
+        for item in self.reader.feed(data):
+            if isinstance(item, Console):
+                self.session.reporter.console(item.data.decode("utf-8", "replace"))
+            elif item.type == TEXT:
+                line = item.payload.decode("utf-8", "replace")
+                if line.startswith("report "):
+                    self.session.on_log(0, line[len("report "):])
+                elif line.startswith("panic "):
+                    self.halted = True
+                    raise Panic(line)
+                else:
+                    self._lines.append(line)
+            else:
+                self.packets.frame(item)
+
+    def _line(self, deadline: float) -> str:
+        while not self._lines:
+            self._pump(deadline)
+        return self._lines.pop(0)
+
+    def command(self, text: str, what: str, timeout: float | None = None, running: str | None = None) -> list[str]:
+        """Send one command; its reply, the ``ok`` line last. An ``error`` reply raises Refused; a kernel that
+        does not answer in time, panics or goes away raises Halted (``running``: the call a timeout ends)."""
+        if self.halted:
+            raise Halted(f"{what}: the kernel stopped answering earlier")
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        try:
+            self.channel.write(text.encode("utf-8", "surrogateescape") + b"\n")
+            out: list[str] = []
+            while True:
+                out.append(self._line(deadline))
+                word = out[-1].split(" ", 1)[0]
+                if word == WORD["ok"]:
+                    return out
+                if word == WORD["error"]:
+                    code, _, why = out[-1][len(WORD["error"]) + 1:].partition(" ")
+                    try:
+                        number = int(code)
+                    except ValueError:
+                        number = ERROR_VALUES["SDT_ERR_USAGE"]
+                    raise Refused(number, why or ERROR_TEXT.get(number, f"error {code}"))
+        except ChannelClosed as e:
+            self.halted = True
+            raise Halted(str(e)) from None
+        except Timeout:
+            self.halted = True
+            if running is not None:
+                raise Halted(f"{what}: did not return", CallFault(
+                    f"did not return within {self.timeout if timeout is None else timeout:g} s", 0)) from None
+            raise Halted(f"the kernel did not answer `{printable(text.split(' ', 1)[0])}` in time",
+                         ) from None
+        except Panic as e:
+            words = str(e).split()
+            cpu = words[1] if len(words) > 1 else "?"
+            detail = ""
+            if len(words) >= 4:
+                pc = _hex(words[3])
+                detail = (f": exception {printable(words[2])} at {pc:#x} "
+                          f"({self.session.image.symbolize(pc)})" if pc is not None else "")
+            raise Halted(f"CPU {printable(cpu)} stopped on an exception outside any call{detail}") from None
+        except KeyboardInterrupt as e:
+            if isinstance(e, Interrupted):
+                raise
+            self.halted = True  # the command is still running: the kernel is left, not asked for more
+            raise Interrupted(CallFault(f"interrupted ({e.args[0] if e.args else 'Ctrl-C'})", 0, True)) from None
+
+    # -- hello ------------------------------------------------------------------------------------
+    def _hello(self, announced: bool) -> list[str]:
+        """The kernel's hello: said unasked at boot (QEMU), or asked for (a kernel already running)."""
+        deadline = time.monotonic() + self.timeout
+        try:
+            if not announced:
+                self.channel.write(f"{WORD['hello']}\n".encode())
+            while True:
+                line = self._line(deadline)
+                words = line.split()
+                if words and words[0] == WORD["hello"]:
+                    break
+                if announced:  # anything else first is not a kernel with sdtgen's control core
+                    raise Halted(f"the kernel's first line is not the control core's hello: {printable(line)!r}; "
+                                 "link sdt_control.c and call sdt_control_announce once its line is up")
+            while self._line(deadline).split(" ", 1)[0] != WORD["ok"]:
+                pass
+            return words
+        except Timeout:
+            raise Halted("the kernel said no hello in time: is the control core linked and started "
+                         "(sdt_control_init, sdt_control_announce), on the serial port sdtgen reads?") from None
+        except ChannelClosed as e:
+            raise Halted(str(e)) from None
+        except Panic as e:
+            raise Halted(f"the kernel panicked while it booted: {printable(str(e))}") from None
+
+    def _booted(self, words: list[str]) -> Booted:
+        arch = self.session.image.arch
+        values = [_hex(w) for w in words[2:]]
+        if len(words) != 9 or None in (values[0], values[2], values[3], values[4], values[5]):
+            raise Halted(f"the kernel's hello is not the control core's: {printable(' '.join(words))!r}")
+        booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
+        if booted.arch != arch.name:
+            raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}: give the "
+                         "image of the kernel that runs")
+        if not 0 < booted.clock_hz < 1 << 64 or not booted.clock.isidentifier():
+            raise Halted(f"the kernel's clock ({printable(booted.clock)}, {booted.clock_hz} Hz) is no clock a "
+                         "trace can describe")
+        return booted
+
+    # -- commands ---------------------------------------------------------------------------------
+    def attach_rings(self, buffer_size: int, packet_size: int, overflow: str, memory: int) -> bool:
+        """Every CPU's ring (`ring`); False when the kernel attached its own."""
+        policy = VALUES["SDT_OVERWRITE"] if overflow == "overwrite" else VALUES["SDT_DISCARD"]
+        try:
+            self.command(f"{WORD['ring']} {buffer_size:x} {packet_size:x} {policy} {memory:x}", "ring")
+        except Refused as e:
+            if e.code in (ERROR_VALUES["SDT_ERR_UNSUPPORTED"], ERROR_VALUES["SDT_ERR_STATE"]):
+                return False
+            raise SdtError(self.session.image.path, f"the kernel cannot attach the rings: {printable(e.text)}",
+                           "give a smaller --buffer-size, or the machine more memory") from None
+        return True
+
+    def enable(self, spec: str, mode: str) -> int:
+        if mode not in ARM_MODES:
+            raise ValueError(mode)
+        return _count(self.command(f"{WORD['enable']} {WORD[mode]} {spec}", f"enable {printable(spec)}")[-1])
+
+    def disable(self, spec: str) -> int:
+        return _count(self.command(f"{WORD['disable']} {spec}", f"disable {printable(spec)}")[-1])
+
+    def set_mode(self, mode: str) -> int:
+        return _count(self.command(f"{WORD['mode']} {WORD[mode]}", f"arm with {mode}")[-1])
+
+    def _words(self, args: list[int | str]) -> str:
+        mask = (1 << self.session.image.arch.bits) - 1
+        return " ".join(f"s:{a.encode('utf-8').hex()}" if isinstance(a, str) else f"{a & mask:x}" for a in args)
+
+    def run(self, func: int, args: list[int | str], cpu: int | None, timeout: float) -> list[Returned]:
+        """The call on ``cpu``, or on every CPU at once; its packets come before its results."""
+        who = WORD["all"] if cpu is None else f"{cpu:x}"
+        name = self.session.image.symbolize(func)
+        lines = self.command(f"{WORD['run']} {who} {func:x} {len(args):x} {self._words(args)}".rstrip(),
+                             printable(name), timeout=timeout, running=name)
+        out = []
+        for line in lines[:-1]:
+            w = line.split()
+            numbers = [_hex(x) for x in w[1:]]
+            if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers:
+                cause, pc, addr = numbers[1:]
+                out.append(Returned(numbers[0], 0, CallFault(f"CPU exception {cause:#x} (address {addr:#x})", pc)))
+            elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers:
+                out.append(Returned(numbers[0], numbers[1]))
+        return out
+
+    def read(self, addr: int, size: int) -> bytes | None:
+        out = bytearray()
+        while len(out) < size:
+            n = min(READ_CHUNK, size - len(out))
+            try:
+                lines = self.command(f"{WORD['read']} {addr + len(out):x} {n:x}", "read")
+            except Refused:
+                return None
+            first = lines[0].split(" ", 1)
+            if first[0] != WORD["bytes"]:
+                return None
+            try:
+                out += bytes.fromhex(first[1] if len(first) > 1 else "")
+            except ValueError:
+                return None
+        return bytes(out[:size])
+
+    def drain(self) -> None:
+        with contextlib.suppress(Refused):  # a kernel whose own consumer reads its rings refuses it
+            self.command(WORD["drain"], "drain")
+
+    def lost(self) -> dict[int, Lost]:
+        """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread)."""
+        try:
+            lines = self.command(WORD["stats"], "stats")
+        except Refused:
+            return {}
+        out = {}
+        for line in lines[:-1]:
+            w = line.split()
+            numbers = [_hex(x) for x in w[1:]]
+            if w[0] == WORD["cpu"] and len(w) == 4 and None not in numbers:
+                out[numbers[0]] = Lost(numbers[1], numbers[2])
+        return out
+
+    def probes(self, spec: str = "") -> list[ProbeState]:
+        lines = self.command(f"{WORD['list']} {spec}".rstrip(), "list")
+        out = []
+        for line in lines[:-1]:
+            w = line.split(" ", 4)
+            numbers = [_hex(x) for x in w[1:4]]
+            if w[0] == WORD["probe"] and len(w) == 5 and None not in numbers:
+                out.append(ProbeState(numbers[0], w[4], numbers[1], numbers[2]))
+        return out
+
+    def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
+        """CPUs other than the one that takes commands call ``func`` while that one arms (``mode``) and disarms
+        ``spec`` ``toggles`` times; the rings' records drained at the end."""
+        lines = self.command(f"{WORD['torture']} {func:x} {len(args):x} {self._words(args)} {toggles:x} "
+                             f"{WORD[mode]} {spec}", "torture", timeout=timeout)
+        w = lines[0].split()
+        numbers = [_hex(x) for x in w[2:]]
+        if w[0] != WORD["torture"] or len(w) != 8 or None in numbers:
+            raise Halted(f"the kernel's torture answer is not one: {printable(lines[0])!r}")
+        cpus, done, calls, faults, torn, wrong = numbers
+        return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def _hex(word: str) -> int | None:
+    try:
+        return int(word, 16) if word and all(c in "0123456789abcdef" for c in word) else None
+    except ValueError:
+        return None
+
+
+def _count(line: str) -> int:
+    """The number an ``ok WHAT N`` line ends with."""
+    value = _hex(line.split()[-1])
+    return 0 if value is None else value

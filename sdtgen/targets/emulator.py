@@ -1,0 +1,281 @@
+"""The emulated boot as a target: the image loaded in Unicorn, its runtime given a platform, its CPUs engines.
+
+The image's own runtime patches, arms and records; this target does only what a kernel does around it
+(sdtgen/boot/: the machine, the CPUs, the platform's hooks, the calls into the runtime, the consumer
+reading rings from guest memory). Packets reach the session as they close (the notify hook) with
+--overflow drop, or when a command ends. What the emulator alone can do is here too: --action (a guest
+function called when a probe fires, armed with the breakpoint so the host sees it), the seeded
+schedule, and the torture test that sees every instruction a CPU fetches in a site.
+"""
+
+from __future__ import annotations
+
+from sdtgen.boot.limits import MAX_RINGS
+from sdtgen.boot.machine import GuestFault, Machine
+from sdtgen.boot.machine import Interrupted as MachineInterrupted
+from sdtgen.boot.platform import Platform, runtime_entries
+from sdtgen.boot.runtime import BRANCH, ProbeRuntime
+from sdtgen.errors import SdtError, printable
+from sdtgen.probes import ProbeSpec
+from sdtgen.targets.base import Booted, CallFault, Interrupted, ProbeState, Returned, Summary
+from sdtgen.trace.model import Lost
+
+
+def fault_of(e: GuestFault) -> CallFault:
+    return CallFault(e.what, e.pc, isinstance(e, MachineInterrupted))
+
+
+class EmulatorTarget:
+    """The image of ``session`` booted in the emulator on ``cpus`` CPUs."""
+
+    def __init__(self, session, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
+                 seed: int = 0, schedule: str = "parallel", stream: bool = True) -> None:
+        from sdtgen.boot.smp import MAX_CPUS, SCHEDULES
+
+        if not 1 <= cpus <= MAX_CPUS:
+            raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
+        if schedule not in SCHEDULES:
+            raise SdtError("", f"unknown schedule {printable(schedule)!r}", f"use one of {', '.join(SCHEDULES)}")
+        if cpus * buffer_size > MAX_RINGS:
+            raise SdtError("", f"{cpus} CPUs with --buffer-size {buffer_size} need {cpus * buffer_size >> 20} MiB of "
+                           f"rings, more than the {MAX_RINGS >> 20} MiB a boot maps",
+                           "give fewer --cpus or a smaller --buffer-size")
+        if session.mode == BRANCH and not patch:
+            raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
+        self.session = session
+        self.image = session.image
+        self.cpus, self.seed, self.schedule = cpus, seed, schedule
+        self.buffer_size, self.overflow = buffer_size, overflow
+        self.stream = stream and overflow == "drop"  # a flight recorder is read when a run ends
+        self.patched = patch
+        self.machine: Machine | None = None
+        self.smp = None
+        self._broken: set[int] = set()  # CPUs whose sdt_flush faulted: neither flushed nor read again
+        self.flush_faults: list[tuple[int, CallFault]] = []
+        self.entries = runtime_entries(self.image)
+        try:
+            self._boot()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- boot -----------------------------------------------------------------------------------
+    def _check_host(self) -> None:
+        """Threads made small, and the boot refused if its CPUs would not fit the address-space limit."""
+        from sdtgen.boot.host import check_address_space, prepare_threads
+        from sdtgen.boot.machine import STACK_SIZE, tcg_buffer_for
+        from sdtgen.elf.reader import PT_LOAD
+
+        prepare_threads()
+        guest = sum(s.memsz for s in self.image.elf.segments if s.type == PT_LOAD) + self.cpus * STACK_SIZE
+        threads = self.cpus * (2 if self.cpus > 1 and self.schedule == "parallel" else 1)  # watchdogs, CPUs
+        check_address_space(self.image.path, self.cpus, tcg_buffer_for(self.image.elf), guest,
+                            self.cpus * self.buffer_size, threads)
+
+    def _boot(self) -> None:
+        from sdtgen.boot.clock import guest_clock
+        from sdtgen.boot.consumer import Consumer
+        from sdtgen.boot.smp import Smp
+
+        arch = self.image.arch
+        self._check_host()
+        self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
+        self.clock_name, self.clock_hz = guest_clock(arch)  # the rate the runtime is given (hooks.clock_hz)
+        self.platform = Platform(self.machine, self.cpus, self.buffer_size, self.overflow, self.clock_hz)
+        self.smp = Smp(self.machine, self.cpus, self.seed, self.schedule)
+        for m in self.smp.cpus:
+            self.platform.own_page(m)
+        self.runtime = ProbeRuntime(self.smp.cpus, self.platform, self.entries, self.image.bounds)
+        self.smp.sync = self.runtime.flush_all
+        self.runtime.sync = self.smp.sync_cores
+        self.runtime.on_warning = self.session.reporter.warning
+        self.runtime.on_action = lambda m, name, value: self.session.on_action(m.cpu, name, value)
+        self.runtime.on_packets = self._consume_now
+        self.runtime.on_fired = self._flush_cpu
+        self.runtime.on_report = self.session.on_log
+        self.consumer = Consumer(self.machine, [self.platform.area(k) for k in range(self.cpus)],
+                                 self.session.on_packet)
+        policy = 1 if self.overflow == "overwrite" else 0
+        try:
+            for k in range(self.cpus):
+                r = self.runtime.call(self.machine, "sdt_cpu_attach", [self.platform.area(k), k,
+                                                                       self.platform.ring(k), self.buffer_size,
+                                                                       self.platform.packet_size, policy])
+                if r:
+                    raise SdtError(self.image.path, f"the runtime refused CPU {k}'s ring ({self.buffer_size} bytes "
+                                   f"in packets of {self.platform.packet_size})", "give another --buffer-size")
+            if self.patched:
+                self.runtime.init()
+            else:
+                self.runtime.refresh()
+        except GuestFault as e:  # the kernel's own boot-time code did not run: the image is not loadable as is
+            raise SdtError(self.image.path, f"the runtime faulted while the boot set it up: {e.what} at "
+                           f"{self.image.where(e.pc)[0]}", "check that the image's loadable segments hold its code "
+                           "(readelf -lW) and relink it") from None
+        states = [s.state for s in self.runtime.sites] if self.patched else []
+        self.booted = Booted(arch.name, self.cpus, self.clock_name, self.clock_hz, states.count("off"),
+                             states.count("refused"), states.count("folded"), self.entries.protocol)
+
+    # -- the consumer -------------------------------------------------------------------------------
+    def _consume_now(self, cpu: int) -> None:
+        """The notify hook: a packet of ``cpu`` closed (with --overflow drop, read as it closes)."""
+        if self.stream:
+            self.consumer.consume(cpu)
+
+    def _flush_cpu(self, m: Machine) -> None:
+        """What CPU ``m`` recorded so far, read now: an --action's result follows its firing."""
+        self.runtime.flush(m)
+        self.consumer.consume(m.cpu)
+
+    def drain(self) -> None:
+        """Every CPU's open packet closed and every closed packet read. A fault of sdt_flush (a kernel that broke
+        its CPU area or its ring) is said once: that CPU is not flushed or read again."""
+        for m in self.smp.cpus:
+            if m.cpu in self._broken:
+                continue
+            try:
+                self.runtime.flush(m)
+            except MachineInterrupted as e:
+                raise Interrupted(fault_of(e)) from None
+            except GuestFault as e:
+                self._broken.add(m.cpu)
+                self.session.reporter.fault("sdt_flush", fault_of(e), self.image.where(e.pc)[0],
+                                            self.session.last_fired, cpu=m.cpu if self.cpus > 1 else None)
+                self.session.faults += 1
+        for cpu in range(self.cpus):
+            if cpu not in self._broken:
+                self.consumer.consume(cpu)
+        lost = self.consumer.total_lost
+        if lost > getattr(self, "_lost_shown", 0):
+            self.session.reporter.warning(f"{lost - getattr(self, '_lost_shown', 0)} record(s) lost: the trace "
+                                          f"buffer was full (--buffer-size {self.buffer_size}, --overflow "
+                                          f"{self.overflow})")
+            self._lost_shown = lost
+
+    def _drain_after_interrupt(self) -> None:
+        """What was recorded before Ctrl-C, read: the runtime's short sdt_flush calls deaf to a Ctrl-C that
+        is still on its way (they keep their deadline); a fault there leaves the rest unread."""
+        for m in self.smp.cpus:
+            m.watchdog.deaf = True
+        try:
+            self.drain()
+        except (GuestFault, Interrupted):
+            pass
+        finally:
+            for m in self.smp.cpus:
+                m.watchdog.deaf = False
+
+    def lost(self) -> dict[int, Lost]:
+        return self.consumer.lost()
+
+    # -- arming ----------------------------------------------------------------------------------
+    def _need_patched(self, text: str) -> None:
+        if not self.patched:
+            raise SdtError("", f"cannot arm or disarm {printable(text)!r}: nothing is patched (--no-patch), "
+                           "so every site stays a call to its empty stub", "boot without --no-patch")
+
+    def enable(self, spec: str, mode: str) -> int:
+        self._need_patched(spec)
+        self.runtime.mode = mode
+        return self.runtime.enable(ProbeSpec.parse(spec), spec)
+
+    def disable(self, spec: str) -> int:
+        self._need_patched(spec)
+        return self.runtime.disable(ProbeSpec.parse(spec), spec)
+
+    def set_mode(self, mode: str) -> int:
+        if mode == BRANCH and not self.patched:
+            raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
+        if self.patched:
+            self.runtime.set_mode(mode)
+        self.runtime.mode = mode
+        return len(self.runtime.armed())
+
+    def add_action(self, spec: str, func: int, symbol: str) -> None:
+        """Call ``func`` in the guest, with the probe's arguments, whenever a probe matching ``spec`` fires. The
+        probes matching it are enabled too (with the breakpoint: the host must see them fire)."""
+        pattern = ProbeSpec.parse(spec)
+        self.runtime.actions.append((pattern, func, symbol))
+        try:
+            self.session.enable(spec)
+            self.runtime._trap_actions()
+        except BaseException:
+            self.runtime.actions.pop()
+            raise
+
+    def probes(self, spec: str = "") -> list[ProbeState]:
+        pattern = ProbeSpec.parse(spec) if spec else None
+        out = []
+        for p in self.runtime.probes():
+            if pattern is not None and not pattern.matches(p):
+                continue
+            mine = [s for s in self.runtime.sites if s.probe.addr == p.addr and s.state != "folded"]
+            out.append(ProbeState(p.key, p.spec, len(mine), sum(s.state in ("trap", "branch") for s in mine)))
+        return out
+
+    # -- calls ---------------------------------------------------------------------------------------
+    def run(self, func: int, args: list[int | str], cpu: int | None, timeout: float) -> list[Returned]:
+        """The call on ``cpu``'s engine, or on every CPU's at once; what each CPU recorded read before the results."""
+        words = [a if isinstance(a, int) else self._put_string(k, a) for k, a in enumerate(args)]
+        try:
+            if cpu is None:
+                results = self.smp.call_all(func, words, timeout)
+            else:
+                results = [self._call_one(self.smp.cpus[cpu], func, words, timeout)]
+        except MachineInterrupted as e:
+            self._drain_after_interrupt()
+            raise Interrupted(fault_of(e)) from None
+        self.drain()
+        cpus = range(self.cpus) if cpu is None else [cpu]
+        return [Returned(k, 0, fault_of(r)) if isinstance(r, GuestFault) else Returned(k, r)
+                for k, r in zip(cpus, results, strict=True)]
+
+    @staticmethod
+    def _call_one(m: Machine, func: int, args: list[int], timeout: float) -> int | GuestFault:
+        try:
+            return m.call(func, args, timeout=timeout)
+        except MachineInterrupted:
+            raise
+        except GuestFault as fault:
+            return fault
+
+    def _put_string(self, k: int, text: str) -> int:
+        """A string argument, in the guest's scratch for host calls (after the trap frame and the spec)."""
+        data = text.encode("utf-8")
+        where = self.platform.string_buffer(k, len(data) + 1)
+        self.machine.write(where, data + b"\0")
+        return where
+
+    def read(self, addr: int, size: int) -> bytes | None:
+        try:
+            return self.machine.read(addr, size)
+        except GuestFault:
+            return None
+
+    def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
+        raise SdtError("", "the emulated boot's torture runs on a boot of its own: `sdtgen torture` "
+                       "(--target emulator)")
+
+    def close(self) -> None:
+        for m in self.smp.cpus[1:] if self.smp is not None else []:
+            m.close()
+        if self.machine is not None:
+            self.machine.close()
+            self.machine = None
+
+
+def boot_session(path: str, reporter, *, patch: bool = True, arm: str = "trap", timeout: float | None = None,
+                 buffer_size: int | None = None, overflow: str = "drop", cpus: int = 1, seed: int = 0,
+                 schedule: str = "parallel", stream: bool = True, trace: tuple[str, str] | None = None,
+                 precheck=None):
+    """A session on ``path`` booted in the emulator (what `sdtgen boot` starts)."""
+    from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT
+    from sdtgen.session.session import Session
+
+    def start(s: Session) -> EmulatorTarget:
+        return EmulatorTarget(s, patch=patch, buffer_size=s.buffer_size, overflow=overflow, cpus=cpus, seed=seed,
+                              schedule=schedule, stream=stream)
+
+    return Session(path, reporter, start, arm=arm, timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+                   trace=trace, precheck=precheck, buffer_size=DEFAULT_BUFFER if buffer_size is None else buffer_size,
+                   overflow=overflow)

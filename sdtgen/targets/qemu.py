@@ -1,0 +1,205 @@
+"""Any kernel that links the control core, booted on QEMU: the architecture's machine with N vCPUs (one
+host thread each), the user's own QEMU arguments where the kernel needs them, and the control channel
+on the serial port the image names (SDT_CONTROL_SERIAL, section sdt_control; the first by default),
+wired to a pipe of sdtgen's. The serial ports before it write to files, shown when the kernel stops.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import tempfile
+
+from sdtgen.errors import SdtError, printable
+from sdtgen.layout import CONTROL_INFO, VALUES
+from sdtgen.qemu.machine import Qemu, QemuExited, find_qemu, memory_for
+from sdtgen.targets.base import Halted, Refused
+from sdtgen.targets.control import ChannelClosed, ControlTarget
+
+MAX_CPUS = 8  # the fixture's QEMU platform's, and a sane default ceiling for TCG
+EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
+# QEMU options sdtgen gives, and which of them a user's own replaces (the user's -m sizes the RAM too).
+REPLACEABLE = {"-machine": "-machine", "-M": "-machine", "-cpu": "-cpu", "-bios": "-bios", "-m": "-m",
+               "-smp": "-smp", "-accel": "-accel"}
+OURS = ("-serial", "-kernel", "-nographic", "-monitor", "-display", "-chardev", "-daemonize")  # sdtgen wires these
+MAX_SERIAL = 4
+
+
+class QemuChannel:
+    """QEMU's control serial port, on its standard input and output."""
+
+    def __init__(self, qemu: Qemu) -> None:
+        self.qemu = qemu
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.qemu.write(data)
+        except QemuExited as e:
+            raise ChannelClosed(_exited(e)) from None
+
+    def read(self, timeout: float) -> bytes | None:
+        try:
+            return self.qemu.read(timeout)
+        except QemuExited as e:
+            raise ChannelClosed(_exited(e)) from None
+
+    def close(self) -> None:
+        self.qemu.stop()
+
+
+def _exited(e: QemuExited) -> str:
+    tail = e.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
+    return f"QEMU exited with status {e.status} ({printable(tail[0])})"
+
+
+def control_serial(image) -> int:
+    """The serial port the image's control core listens on: its SDT_CONTROL_SERIAL, or 0."""
+    sec = image.elf.section("sdt_control")
+    if sec is None or not sec.is_alloc:
+        return 0
+    st = CONTROL_INFO.struct(image.arch.bits, image.arch.little)
+    if sec.size < st.size:
+        raise image.elf.fail("its sdt_control section is too small for struct sdt_control_info",
+                             "define it with SDT_CONTROL_SERIAL(port)")
+    magic, serial, _ = st.unpack(image.read(sec.addr, st.size))
+    if magic != VALUES["SDT_CONTROL_MAGIC"] or serial >= MAX_SERIAL:
+        raise image.elf.fail(f"its sdt_control section says serial port {serial} (magic {magic:#x}), which is not "
+                             f"one of the first {MAX_SERIAL}", "define it with SDT_CONTROL_SERIAL(port)")
+    return serial
+
+
+def check_qemu_args(args: list[str]) -> list[str]:
+    """The user's own QEMU arguments, refused where they would take the serial ports sdtgen wires."""
+    for a in args:
+        if a in OURS or a.split("=", 1)[0] in OURS:
+            raise SdtError("", f"--qemu-arg {printable(a)}: sdtgen wires QEMU's serial ports, console and kernel "
+                           "itself", "leave it out (the image names its control port with SDT_CONTROL_SERIAL)")
+        if not a.isprintable():
+            raise SdtError("", f"--qemu-arg {printable(a)!r} has control characters")
+    return args
+
+
+def user_memory(args: list[str]) -> int | None:
+    """The RAM the user's -m gives, in bytes (None: no -m, or one sdtgen cannot read)."""
+    for flag, value in itertools.pairwise(args):
+        if flag == "-m":
+            m = re.fullmatch(r"(?:size=)?(\d+)([MGmg]?)(?:,.*)?", value)
+            if m:
+                return int(m[1]) << (30 if m[2] in "Gg" and m[2] else 20)
+    return None
+
+
+def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: int, logs: str,
+                 user: list[str]) -> list[str]:
+    """QEMU's command line: sdtgen's defaults for the architecture, less what the user's own replace, then the
+    user's; serial port ``serial`` on standard input and output, the ones before it in files under ``logs``."""
+    given = {REPLACEABLE[a] for a in user if a in REPLACEABLE}
+    ours = [("-machine", arch.qemu_machine), ("-smp", str(cpus)), ("-m", f"{memory >> 20}M")]
+    ours += list(zip(arch.qemu_accel[::2], arch.qemu_accel[1::2], strict=True))
+    ours += list(zip(arch.qemu_args[::2], arch.qemu_args[1::2], strict=True))
+    argv = [binary]
+    for flag, value in ours:
+        if flag not in given:
+            argv += [flag, value]
+    argv += ["-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none"]
+    for k in range(serial):
+        argv += ["-serial", f"file:{os.path.join(logs, f'serial{k}.log')}"]
+    return [*argv, "-serial", "stdio", "-kernel", image, *user]
+
+
+class QemuTarget(ControlTarget):
+    """``session``'s image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
+
+    def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
+                 timeout: float) -> None:
+        from sdtgen.boot.platform import packet_size_for
+
+        image = session.image
+        arch = image.arch
+        if not 1 <= cpus <= MAX_CPUS:
+            raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
+        binary = find_qemu(arch)
+        user = check_qemu_args(list(qemu_args))
+        serial = control_serial(image)
+        memory = user_memory(user) or memory_for(cpus, buffer_size)
+        self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
+        self.serial = serial
+        try:
+            self.qemu = Qemu(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user))
+            super().__init__(session, QemuChannel(self.qemu), timeout=timeout, announced=True)
+        except Halted as h:
+            self._show_console()
+            self.close()
+            raise Halted(f"{h}; {self._what_to_do(user)}") from None
+        except BaseException:
+            self.close()
+            raise
+        if self.booted.cpus != cpus and "-smp" not in user:
+            session.reporter.warning(f"the kernel says it has {self.booted.cpus} CPUs, QEMU was given {cpus}")
+        try:
+            self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, memory)
+        except BaseException:
+            self.close()
+            raise
+
+    def _what_to_do(self, user: list[str]) -> str:
+        if user:
+            return "check the QEMU arguments given after the image (--qemu-arg), and the kernel's console above"
+        return ("give QEMU what the kernel needs with --qemu-arg (memory, -bios, disks), and see the kernel's "
+                "console above")
+
+    def _show_console(self) -> None:
+        """What the kernel wrote on the serial ports before its control port: its own log."""
+        for k in range(self.serial):
+            path = os.path.join(self.logs, f"serial{k}.log")
+            try:
+                with open(path, "rb") as f:
+                    text = f.read()[-4000:].decode("utf-8", "replace")
+            except OSError:
+                continue
+            if text.strip():
+                self.session.reporter.console(text)
+
+    def close(self) -> None:
+        """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
+        qemu = getattr(self, "qemu", None)
+        halted = self.halted
+        if qemu is not None:
+            status = None
+            if qemu.proc.poll() is None and hasattr(self, "booted") and not halted:
+                status = self._power_off(qemu)
+            qemu.stop()
+            self.qemu = None
+            arch = self.session.image.arch
+            if status is not None and status not in (arch.qemu_exit_ok, 0):
+                self.session.reporter.warning(f"QEMU exited with status {status} after `exit 0`, not "
+                                              f"{arch.qemu_exit_ok}: the kernel did not power off cleanly")
+        if halted:
+            self._show_console()
+        shutil.rmtree(getattr(self, "logs", ""), ignore_errors=True)
+
+    def _power_off(self, qemu: Qemu) -> int | None:
+        """`exit 0`, and QEMU's status once it ended; None when the kernel cannot power off."""
+        try:
+            self.command("exit 0", "exit", timeout=EXIT_WAIT)
+        except Refused:
+            return None
+        except (Halted, KeyboardInterrupt):  # the machine went away as it powered off
+            pass
+        return qemu.wait(EXIT_WAIT)
+
+
+def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffer_size: int = 1 << 20,
+                 overflow: str = "drop", timeout: float = 20.0, trace: tuple[str, str] | None = None,
+                 qemu_args: list[str] | tuple[str, ...] = (), precheck=None):
+    """A session on ``path`` booted on QEMU (what `sdtgen qemu` starts)."""
+    from sdtgen.session.session import Session
+
+    def start(s: Session) -> QemuTarget:
+        return QemuTarget(s, cpus=cpus, buffer_size=buffer_size, overflow=overflow, qemu_args=list(qemu_args),
+                          timeout=timeout)
+
+    return Session(path, reporter, start, arm=arm, timeout=timeout, trace=trace, buffer_size=buffer_size,
+                   overflow=overflow, precheck=precheck)
