@@ -19,7 +19,6 @@ R_AARCH64_ADR_GOT_PAGE, R_AARCH64_LD64_GOT_LO12_NC = 311, 312
 
 NOP = 0xD503201F
 RET = 0xD65F03C0
-MOVZ_W0 = 0x52800000  # movz w0, #imm16 (imm16 in bits 5..20)
 BRK = 0xD4200000 | (0x5D7 << 5)  # brk #0x5d7, an immediate of sdtgen's own
 
 
@@ -106,18 +105,8 @@ class AArch64(Arch):
         return out
 
 
-    def nop(self, length: int) -> bytes:
-        return _insn(NOP) * (length // 4)
-
-    def tail_return(self, length: int) -> bytes:
-        return _insn(RET) + self.nop(length - 4)
-
     def breakpoint(self, length: int) -> bytes:
         return _insn(BRK)
-
-    def set_result(self, length: int, value: int) -> bytes:
-        """``mov w0, #value`` (movz), then NOPs: w0 is the int an is-enabled stub returns."""
-        return _insn(MOVZ_W0 | (value & 0xFFFF) << 5) + self.nop(length - 4)
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         if len(code) < 4 or length != 4 or form not in (CALL, TAIL):  # bl and b, 4 bytes, and nothing else
@@ -137,13 +126,6 @@ class AArch64(Arch):
         # ldr x0, #16 (the literal); ldr x0, [x0]; ret; nop; the literal
         return _insn(0x58000080) + _insn(0xF9400000) + _insn(RET) + _insn(NOP) + struct.pack("<Q", va)
 
-
-    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
-        """bl (CALL) or b (TAIL), ±128 MiB."""
-        delta = target - site
-        if length != 4 or delta % 4 or not -(1 << 27) <= delta < (1 << 27):
-            return None
-        return _insn((0x94000000 if form == CALL else 0x14000000) | ((delta >> 2) & 0x03FFFFFF))
 
     def unicorn(self):
         import unicorn

@@ -171,37 +171,8 @@ class Arch:
         The host resumes it at ``len(self.breakpoint(4))``."""
         return self.breakpoint(4) + self.return_insn
 
-    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
-        """A call (CALL) or jump (TAIL) from ``site`` to ``target`` filling ``length`` bytes; None when
-        ``target`` is out of that instruction's range (the site is then armed with the breakpoint)."""
-        return None
-
-    def retarget(self, code: bytes, site: int, target: int) -> bytes | None:
-        """A conditional tail jump (COND) ``code`` at ``site`` sent to ``target`` instead; None if out of range."""
-        return None
-
-    def enter(self, m, func: int, return_to: int | None) -> None:
-        """Make the stopped guest call ``func`` returning to ``return_to``, arguments as they are; with
-        None, jump to it (a tail site: it returns to the current function's caller)."""
-        if return_to is not None:
-            m.uc.reg_write(self.regs.link, return_to)
-        m.uc.reg_write(self.regs.pc, func)
-
-    def nop(self, length: int) -> bytes:
-        """The recommended NOP filling exactly ``length`` bytes."""
-        raise NotImplementedError
-
-    def tail_return(self, length: int) -> bytes:
-        """What a disabled tail-jump site becomes: a return, padded to ``length``."""
-        raise NotImplementedError
-
     def breakpoint(self, length: int) -> bytes:
         """The breakpoint written over the start of a ``length``-byte site to arm it."""
-        raise NotImplementedError
-
-    def set_result(self, length: int, value: int) -> bytes:
-        """What an is-enabled call site becomes: "return register = ``value``" (0 or 1), exactly ``length``
-        bytes, with no branch: a disabled check reads 0, an armed one 1."""
         raise NotImplementedError
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
@@ -211,10 +182,6 @@ class Arch:
         (RISC-V) may have made the site shorter, which the result says.
         """
         raise NotImplementedError
-
-    def is_empty_stub(self, code: bytes) -> bool:
-        """Whether ``code`` is an empty function: what may take a breakpoint for conditional sites."""
-        return False
 
     def trap_site(self, pc: int) -> int:
         """The address of the breakpoint that trapped, given the PC Unicorn reports (on it, mostly)."""
@@ -246,10 +213,6 @@ class Arch:
     def args_at_site(self, m, count: int, form: str) -> list[int]:
         """The first ``count`` probe arguments, as the calling convention has them at a site of ``form``."""
         return [m.uc.reg_read(r) for r in self.regs.args[:count]]
-
-    def return_address(self, m) -> int:
-        """Where the current function returns to (what a tail-jump site does after firing)."""
-        return m.uc.reg_read(self.regs.link)
 
     def final_script(self) -> str:
         """sdtgen's final linker script for this architecture, from the one template all share, with the

@@ -47,7 +47,6 @@ class I386(X86_64):
     rip_got = False
     relative_reloc = 8  # R_386_RELATIVE
     kernel_base = 0xC0000000
-    word = "<I"
 
     def firmware_load(self, va: int) -> bytes:
         return b"\xa1" + struct.pack("<I", va) + b"\xc3"  # mov eax, [va]; ret

@@ -4,7 +4,7 @@ A probe call compiles to `auipc ra, 0; jalr ra, 0(ra)` (8 bytes, R_RISCV_CALL_PL
 paired with R_RISCV_RELAX) and a tail call to `auipc t1; jalr zero, 0(t1)`.
 With relaxation the final link may rewrite them to `jal ra` / `j` (4 bytes)
 or `c.j` (2 bytes) and delete the freed bytes, moving all code after them.
-Every site length the runtime meets gets a NOP of that same length.
+The runtime's encoders (sdtgen/runtime/arch/sdt_riscv64.c) write every length it meets.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ R_RISCV_32, R_RISCV_64, R_RISCV_BRANCH, R_RISCV_JAL, R_RISCV_CALL, R_RISCV_CALL_
 R_RISCV_GOT_HI20, R_RISCV_PCREL_HI20, R_RISCV_HI20, R_RISCV_LO12_I, R_RISCV_LO12_S = 20, 23, 26, 27, 28
 R_RISCV_RVC_BRANCH, R_RISCV_RVC_JUMP, R_RISCV_32_PCREL = 44, 45, 57
 
-NOP, C_NOP = 0x00000013, 0x0001
 RET, C_RET = 0x00008067, 0x8082  # jalr zero, 0(ra); c.jr ra
 EBREAK, C_EBREAK = 0x00100073, 0x9002
-LI_A0, C_LI_A0 = 0x00000513, 0x4501  # addi a0, zero, imm12; c.li a0, imm6 (imm in bits 2..6)
 RA, ZERO, T1 = 1, 0, 6
 
 
@@ -143,23 +141,8 @@ class RiscV64(Arch):
         return out
 
 
-    def nop(self, length: int) -> bytes:
-        return struct.pack("<I", NOP) * (length // 4) + (struct.pack("<H", C_NOP) if length % 4 else b"")
-
-    def tail_return(self, length: int) -> bytes:
-        if length == 2:
-            return struct.pack("<H", C_RET)
-        return struct.pack("<I", RET) + self.nop(length - 4)
-
     def breakpoint(self, length: int) -> bytes:
         return struct.pack("<H", C_EBREAK) if length == 2 else struct.pack("<I", EBREAK)
-
-    def set_result(self, length: int, value: int) -> bytes:
-        """``li a0, value`` (addi a0, zero, value), plus a NOP where the call was an auipc+jalr pair;
-        ``c.li a0, value`` for a 2-byte site."""
-        if length == 2:
-            return struct.pack("<H", C_LI_A0 | (value & 0x1F) << 2)
-        return struct.pack("<I", LI_A0 | (value & 0xFFF) << 20) + self.nop(length - 4)
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         found = branch_at(code, site)
@@ -175,22 +158,6 @@ class RiscV64(Arch):
         # auipc a0, 0; ld a0, 16(a0) (the literal); ld a0, 0(a0); ret; the literal
         return struct.pack("<4I", 0x00000517, 0x01053503, 0x00053503, RET) + struct.pack("<Q", va)
 
-
-    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
-        """jal ra/zero (±1 MiB) in the site's first word; an 8-byte site keeps its second word, the NOP.
-
-        One aligned word is all that changes, so arming and disarming are single stores another CPU sees
-        whole: an auipc+jalr pair would let a CPU paused between the two run a jalr with a stale register.
-        A site farther than jal reaches, and a 2-byte site (c.j, ±2 KiB), are armed with the breakpoint.
-        """
-        rd = RA if form == CALL else ZERO
-        delta = target - site
-        if length not in (4, 8) or not -(1 << 20) <= delta < (1 << 20):
-            return None
-        imm = delta & 0x1FFFFF
-        word = ((imm >> 20 & 1) << 31 | (imm >> 1 & 0x3FF) << 21 | (imm >> 11 & 1) << 20
-                | (imm >> 12 & 0xFF) << 12 | rd << 7 | 0x6F)
-        return struct.pack("<I", word) + self.nop(length - 4)
 
     def unicorn(self):
         import unicorn

@@ -166,29 +166,9 @@ class X86_64(Arch):
     trap_interrupts = frozenset({3})  # int3
     relative_reloc = 8  # R_X86_64_RELATIVE
     kernel_base = 0xFFFFFFFF80000000
-    word = "<Q"
-
-    def nop(self, length: int) -> bytes:
-        if length in NOPS:
-            return NOPS[length]
-        return NOPS[9] * (length // 9) + (NOPS[length % 9] if length % 9 else b"")
-
-    def tail_return(self, length: int) -> bytes:
-        return b"\xc3" + (self.nop(length - 1) if length > 1 else b"")
 
     def breakpoint(self, length: int) -> bytes:
         return b"\xcc"
-
-    def set_result(self, length: int, value: int) -> bytes:
-        """One instruction however long the call was: ``xor eax,eax`` (also for i386, where it is the
-        whole return register) or ``mov eax,1``, lengthened by redundant CS prefixes, which are
-        ignored without a memory operand (Linux's static_call writes its "return 0" as cs cs cs xor).
-        One instruction, not xor and a NOP, keeps a disabled check at three instructions with its
-        test and branch."""
-        body = bytes.fromhex("31c0") if value == 0 else bytes.fromhex("b8") + value.to_bytes(4, "little")
-        if not len(body) <= length <= 15:
-            raise ValueError(f"no {length}-byte x86 instruction sets eax to {value}")
-        return b"\x2e" * (length - len(body)) + body
 
     def match_site(self, code: bytes, site: int, form: str, length: int, stub: int, read_pointer) -> int | None:
         if length == 5 and form != COND:  # the common case first: call/jmp rel32, compared as integers
@@ -217,37 +197,6 @@ class X86_64(Arch):
         return b"\x48\xa1" + struct.pack("<Q", va) + b"\xc3"  # movabs rax, [va]; ret
 
 
-    def _rel32(self, site: int, end: int, target: int) -> bytes | None:
-        delta = (target - (site + end)) & self.mask
-        delta = delta - (1 << self.bits) if delta >> (self.bits - 1) else delta
-        return struct.pack("<i", delta) if -(1 << 31) <= delta < (1 << 31) else None
-
-    def branch_to(self, form: str, site: int, length: int, target: int) -> bytes | None:
-        """call/jmp rel32 filling the site as one instruction: a 6-byte site gets a CS prefix.
-
-        One instruction, not a call and a NOP: the call returns past the site, and a CPU can never be
-        between two instructions of it when it is written back (Linux pads its calls the same way).
-        """
-        rel = self._rel32(site, length, target)
-        if rel is None or not 5 <= length <= 6:
-            return None
-        return b"\x2e" * (length - 5) + (b"\xe8" if form == CALL else b"\xe9") + rel
-
-    def retarget(self, code: bytes, site: int, target: int) -> bytes | None:
-        rel = self._rel32(site, 6, target)
-        return None if rel is None else bytes(code[:2]) + rel
-
-    def enter(self, m, func: int, return_to: int | None) -> None:
-        if return_to is not None:
-            size = struct.calcsize(self.word)
-            sp = m.uc.reg_read(self.regs.sp) - size
-            m.write(sp, struct.pack(self.word, return_to))
-            m.uc.reg_write(self.regs.sp, sp)
-        m.uc.reg_write(self.regs.pc, func)
-
-    def is_empty_stub(self, code: bytes) -> bool:
-        return code[:1] == b"\xc3" or code[:5] == b"\xf3\x0f\x1e\xfa\xc3"  # ret, or endbr64; ret
-
     def trap_site(self, pc: int) -> int:
         return pc - 1  # int3 traps with the PC after it
 
@@ -269,11 +218,6 @@ class X86_64(Arch):
         m.uc.reg_write(self.regs.sp, sp)
         m.uc.reg_write(self.regs.pc, func)
 
-    def return_address(self, m) -> int:
-        sp = m.uc.reg_read(self.regs.sp)
-        m.uc.reg_write(self.regs.sp, sp + struct.calcsize(self.word))
-        return struct.unpack(self.word, m.read(sp, struct.calcsize(self.word)))[0]
-
     @cached
     def regs(self) -> Regs:
         from unicorn import x86_const as X
@@ -281,21 +225,6 @@ class X86_64(Arch):
         return Regs(X.UC_X86_REG_RIP, X.UC_X86_REG_RSP, X.UC_X86_REG_RAX,
                     (X.UC_X86_REG_RDI, X.UC_X86_REG_RSI, X.UC_X86_REG_RDX, X.UC_X86_REG_RCX,
                      X.UC_X86_REG_R8, X.UC_X86_REG_R9), flags=X.UC_X86_REG_EFLAGS)
-
-
-# Intel's recommended multi-byte NOPs (SDM, "Recommended Multi-Byte Sequence of NOP Instruction").
-# Fixed bytes: Keystone 0.9.2 encodes `nop dword ptr [rax+rax]` as 0f 18 24 00, not a NOP.
-NOPS = {
-    1: bytes.fromhex("90"),
-    2: bytes.fromhex("6690"),
-    3: bytes.fromhex("0f1f00"),
-    4: bytes.fromhex("0f1f4000"),
-    5: bytes.fromhex("0f1f440000"),
-    6: bytes.fromhex("660f1f440000"),
-    7: bytes.fromhex("0f1f8000000000"),
-    8: bytes.fromhex("0f1f840000000000"),
-    9: bytes.fromhex("660f1f840000000000"),
-}
 
 
 ARCH = X86_64()
