@@ -1,5 +1,6 @@
 """The runtime is freestanding: built with a kernel's plain flags by gcc or clang, for every architecture and
-optimisation level, it and its port together call nothing outside themselves. nm lists what is undefined:
+optimisation level, it (with its serial transport and control core) and its port together call nothing outside
+themselves. nm lists what is undefined:
 only the linker sets' bounds, which the kernel's link defines. (AArch64 compilers outline atomics into
 libgcc's __aarch64_* helpers unless told not to; a kernel has no libgcc.)"""
 
@@ -11,6 +12,8 @@ from helpers import ARCHES, ROOT, cross_tool, need_tool, run
 from sdtgen import arch as arches
 
 RUNTIME = ROOT / "sdtgen" / "runtime"
+# What the Makefile fragment builds into every image: the runtime, its serial transport and its control core.
+SOURCES = (RUNTIME / "sdt_runtime.c", RUNTIME / "sdt_serial.c", RUNTIME / "sdt_control.c")
 BOUNDS = {f"__{end}_set_sdt_{name}_set" for end in ("start", "stop") for name in ("sites", "probes")}
 # A kernel's flags that say nothing of atomics or libraries: what sdtgen's registry gives, less the one
 # flag a kernel may not know to give.
@@ -31,9 +34,10 @@ def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch
     ld = cross_tool(arch, "ld") if arches.by_name(arch).cross_prefix else "ld"
     nm = cross_tool(arch, "nm") if arches.by_name(arch).cross_prefix else "nm"
     for name, cc in compilers(arch):
-        flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
+        flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], "-Wall", "-Wextra", "-Werror",
+                 f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
         objs = []
-        for src in (RUNTIME / "sdt_runtime.c", RUNTIME / "arch" / f"sdt_{arch}.c"):
+        for src in (*SOURCES, RUNTIME / "arch" / f"sdt_{arch}.c"):
             obj = tmp_path / f"{name}-{src.stem}.o"
             run([*flags, "-o", str(obj), str(src)])
             objs.append(str(obj))

@@ -1,0 +1,70 @@
+/*
+ * The control core built for this machine, with the runtime (one probe table of one entry the runtime
+ * refuses: no probe is armed), so Python can feed it any bytes and read every reply line. One CPU, no
+ * means to run calls elsewhere or catch faults; the kernel's text is one function, `harness_sum`, the
+ * only address `run` accepts.
+ */
+#include "sdt_runtime.c"	/* the control core (sdt_control.c) is linked beside it, as a kernel links it */
+
+static struct sdt_site harness_site __attribute__((used, section("set_sdt_sites_set")));
+static const struct sdt_probe harness_probe __attribute__((used, section("set_sdt_probes_set")));
+
+static char replies[1 << 20];
+static unsigned long used;
+static struct sdt_control_cpu cpus[1];
+
+long harness_sum(long a, long b, long c, long d, long e, long f)
+{
+	return a + b + c + d + e + f;
+}
+
+/* Every reply line, each followed by a newline, in one buffer the caller reads and clears. */
+static void reply(const char *text, unsigned long len)
+{
+	unsigned long i;
+
+	for (i = 0; i < len && used < sizeof(replies) - 1; i++)
+		replies[used++] = text[i] == '\n' ? '?' : text[i];	/* a newline in a reply would split it */
+	if (used < sizeof(replies) - 1)
+		replies[used++] = '\n';
+}
+
+static unsigned this_cpu(void)
+{
+	return 0;
+}
+
+int harness_start(void)
+{
+	static struct sdt_hooks hooks;
+	static struct sdt_range text;
+	static struct sdt_control_ops ops;
+
+	text.start = (sdt_word)harness_sum;
+	text.size = 1;
+	hooks.text = &text;
+	hooks.ntext = 1;
+	hooks.clock_hz = 1000;
+	if (sdt_init(&hooks) < 0)
+		return -1;
+	ops.ncpus = 1;
+	ops.this_cpu = this_cpu;
+	return sdt_control_init(&ops, cpus);
+}
+
+void harness_input(const char *data, unsigned long len)
+{
+	sdt_control_input(data, len, reply);
+}
+
+int harness_line(const char *line)
+{
+	return sdt_control_line(line, reply);
+}
+
+const char *harness_replies(unsigned long *len)
+{
+	*len = used;
+	used = 0;
+	return replies;
+}

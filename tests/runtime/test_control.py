@@ -1,0 +1,106 @@
+"""The control core (sdtgen/runtime/sdt_control.c), built for this machine: whatever bytes arrive on its
+channel, every line gets one reply that ends with `ok` or `error CODE` (a code of the one description),
+never a fault; its words are the ones sdtgen/layout.py describes, and it runs only what the kernel allows."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+from helpers import need_tool, run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sdtgen.layout import ERROR_VALUES, VALUES, WORD, WORDS
+
+KNOWN_CODES = {-1, -2, -3, -4, *ERROR_VALUES.values()}
+COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
+    "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit")]
+
+
+@pytest.fixture(scope="module")
+def core(tmp_path_factory):
+    from conftest import HERE, include_dir, runtime_dir
+
+    out = tmp_path_factory.mktemp("control") / "control.so"
+    rt = runtime_dir()
+    run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include_dir()}",
+         f"-I{rt}", "-o", str(out), str(HERE / "control_harness.c"), str(rt / "sdt_control.c"),
+         str(rt / "arch" / "sdt_x86_64.c")])
+    lib = ctypes.CDLL(str(out))
+    lib.harness_replies.restype = ctypes.c_void_p
+    lib.harness_sum.restype = ctypes.c_long
+    assert lib.harness_start() == 0
+    return lib
+
+
+def replies(lib) -> list[str]:
+    n = ctypes.c_ulong()
+    p = lib.harness_replies(ctypes.byref(n))
+    return ctypes.string_at(p, n.value).decode("utf-8", "replace").splitlines()
+
+
+def feed(lib, data: bytes) -> list[str]:
+    lib.harness_input(data, len(data))
+    return replies(lib)
+
+
+def ends(line: str) -> str | None:
+    """What a reply line is: the last line of a command's reply (ok, error) or one before it."""
+    word = line.split(" ", 1)[0]
+    return word if word in (WORD["ok"], WORD["error"]) else None
+
+
+def test_hello_says_what_the_host_reads(core):
+    lines = feed(core, b"hello\n")
+    assert lines[-1] == "ok hello 0"
+    w = lines[0].split()
+    assert w[0] == WORD["hello"] and w[1] == "x86_64" and w[2:5] == ["1", "clock", "3e8"] and w[-1] == "safe"
+
+
+def test_a_call_in_the_kernels_text_runs_and_any_other_address_is_refused(core):
+    addr = ctypes.cast(core.harness_sum, ctypes.c_void_p).value
+    assert feed(core, f"run 0 {addr:x} 3 1 2 3\n".encode()) == ["return 0 6", "ok run 1"]
+    assert feed(core, f"run all {addr:x} 6 1 2 3 4 5 ffffffffffffffff\n".encode()) == ["return 0 e", "ok run 1"]
+    (line,) = feed(core, f"run 0 {addr + 64:x} 0\n".encode())
+    assert line.startswith("error -4 ")  # SDT_ERR_ARG: not the kernel's text
+    (line,) = feed(core, f"run 1 {addr:x} 0\n".encode())
+    assert line.startswith(f"error {ERROR_VALUES['SDT_ERR_CPU']} ")
+
+
+def test_what_the_kernel_does_not_give_is_refused_as_unsupported(core):
+    addr = ctypes.cast(core.harness_sum, ctypes.c_void_p).value
+    unsupported, cpu = ERROR_VALUES["SDT_ERR_UNSUPPORTED"], ERROR_VALUES["SDT_ERR_CPU"]
+    for command, code in (("drain", unsupported), ("read 0 10", unsupported), ("ring 1000 400 0 0", unsupported),
+                          ("exit 0", unsupported), (f"torture {addr:x} 0 1 trap :::", cpu)):
+        (line,) = feed(core, command.encode() + b"\n")
+        assert line.startswith(f"error {code} "), (command, line)
+
+
+def test_a_line_longer_than_the_core_takes_is_one_error_and_the_next_line_is_heard(core):
+    lines = feed(core, b"enable trap " + b"x" * (VALUES["SDT_CONTROL_LINE"] + 10) + b"\nhello\n")
+    assert lines[0].startswith(f"error {ERROR_VALUES['SDT_ERR_LONG']} ") and lines[-1] == "ok hello 0"
+
+
+def test_an_empty_line_is_no_command_and_cr_lf_ends_one(core):
+    assert feed(core, b"\r\n\n\r") == []
+    assert feed(core, b"stats\r\n") == ["ok stats 1"] or feed(core, b"") == []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(
+    st.binary(max_size=200),
+    st.builds(lambda w, rest: w.encode() + b" " + rest, st.sampled_from(COMMANDS), st.binary(max_size=80)),
+    st.builds(lambda w, ns: " ".join([w, *ns]).encode(), st.sampled_from(COMMANDS),
+              st.lists(st.sampled_from(["0", "1", "all", "trap", "branch", "s:41", "s:4", "ffffffffffffffffff", ":::",
+                                        "-1", "zz", "6", "7"]), max_size=9))), max_size=8))
+def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_faults(core, pieces):
+    data = b"".join(p + b"\n" for p in pieces)
+    lines = feed(core, data)
+    heard = [p for p in data.replace(b"\r", b"\n").split(b"\n") if p]
+    finals = [line for line in lines if ends(line)]
+    assert len(finals) == len(heard)
+    for line in lines:
+        if ends(line) == WORD["error"]:
+            assert int(line.split()[1]) in KNOWN_CODES, line
+    assert not lines or ends(lines[-1])
