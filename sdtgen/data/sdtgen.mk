@@ -40,7 +40,7 @@ SDT_CC ?= $(CC)
 SDT_CFLAGS ?= $(CFLAGS)
 # sdtgen's runtime (patching, arming, recording, transport): compiled into every image like the generated
 # code, with the port of SDT_ARCH (runtime/arch/sdt_$(SDT_ARCH).c, chosen when it is compiled)
-SDT_RUNTIME_SRCS ?= $(sdt_runtime_dir)/sdt_runtime.c
+SDT_RUNTIME_SRCS ?= $(addprefix $(sdt_runtime_dir)/,sdt_runtime.c sdt_serial.c sdt_control.c)
 SDT_LD ?= $(LD)
 # Options of the runtime's own build only (e.g. -DSDT_NAIVE_PROTOCOL, the torture test's unsafe patching)
 SDT_RUNTIME_CFLAGS ?=

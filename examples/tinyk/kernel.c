@@ -1,0 +1,466 @@
+/*
+ * tinyk: a small S-mode RISC-V kernel under OpenSBI (QEMU virt), written as a kernel engineer ports
+ * sdtgen's runtime into a kernel of their own: its own boot code (start.S), linker script
+ * (tinyk.ld), per-CPU data (tp points at the CPU's struct percpu), a polled 16550 UART that carries
+ * the control channel, and SBI for what S-mode cannot do alone (IPIs, starting harts, power off).
+ * It links the runtime, the serial transport and the control core (sdtgen's Makefile fragment
+ * builds them) and nothing else of sdtgen's: `sdtgen qemu tinyk.elf -- -bios default` boots it,
+ * `sdtgen attach` drives it when QEMU runs on its own. docs/runtime.md walks through it.
+ *
+ * What S-mode needs that an M-mode kernel does by itself:
+ *   - rdtime works only because M-mode (OpenSBI) sets mcounteren.TM;
+ *   - an IPI is an SBI call (the IPI extension), arriving as a supervisor software interrupt;
+ *   - a breakpoint arrives with scause 3 and sepc at the ebreak.
+ */
+#include <sdt_runtime.h>
+
+#define MAX_CPUS 8	/* harts 0..7 (start.S's stacks) */
+#define RING (64 << 10)	/* each CPU's trace ring */
+#define PACKET (4 << 10)
+#define UART ((volatile unsigned char *)0x10000000ul)
+#define RAM 0x80000000ul
+#define RAM_SIZE (128ul << 20)	/* what `-m 128M` gives; the strings a recorder may copy come from it */
+#define TIMEBASE_HZ 10000000ull	/* virt's timebase-frequency (the device tree says so) */
+#define SCAUSE_IRQ (1ul << 63)
+#define IRQ_SSOFT 1
+#define EXC_BREAKPOINT 3
+#define SIE_SSIE (1ul << 1)
+#define SSTATUS_SIE (1ul << 1)
+#define SBI_EXT_IPI 0x735049	/* "sPI" */
+#define SBI_EXT_HSM 0x48534d	/* "HSM" */
+#define SBI_EXT_SRST 0x53525354	/* "SRST" */
+
+typedef unsigned long word;
+
+/* One CPU's data: tp holds its address. */
+struct percpu {
+	struct sdt_cpu area;	/* the runtime's area: cpu_area() gives it */
+	unsigned cpu;
+	volatile int online;
+	volatile unsigned long synced;	/* the sync generation this CPU has serialized for */
+	void (*volatile job)(void *);	/* posted by another CPU (the control core's start), cleared when done */
+	void *job_arg;
+	unsigned poster;
+	void *recover[5];	/* __builtin_setjmp's buffer while a call is guarded */
+	volatile int guarded;
+	struct sdt_control_fault fault;
+};
+
+static struct percpu percpu[MAX_CPUS];
+static unsigned char rings[MAX_CPUS][RING] __attribute__((aligned(64)));
+static struct sdt_control_cpu control[MAX_CPUS];
+static unsigned ncpus;
+static volatile unsigned long sync_gen;
+static volatile unsigned sync_from;
+static int uart_lock;
+extern volatile unsigned released;
+extern char _stext[], _etext[];
+void _start(void);
+
+/* -- the CPU ----------------------------------------------------------------------------------- */
+
+static struct percpu *self(void)
+{
+	struct percpu *p;
+
+	__asm__ __volatile__("mv %0, tp" : "=r"(p));
+	return p;
+}
+
+static void irq_on(void)
+{
+	__asm__ __volatile__("csrs sstatus, %0" ::"r"(SSTATUS_SIE) : "memory");
+}
+
+static void irq_off(void)
+{
+	__asm__ __volatile__("csrc sstatus, %0" ::"r"(SSTATUS_SIE) : "memory");
+}
+
+/* With interrupts off: sleep until one is pending, then take it (wfi wakes even with SIE clear). */
+static void idle(void)
+{
+	__asm__ __volatile__("wfi\n\tcsrs sstatus, %0\n\tcsrc sstatus, %0" ::"r"(SSTATUS_SIE) : "memory");
+}
+
+static sdt_u64 clock(void)
+{
+	sdt_u64 t;
+
+	__asm__ __volatile__("rdtime %0" : "=r"(t));	/* M-mode set mcounteren.TM, or this traps */
+	return t;
+}
+
+static void lock(int *l)
+{
+	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(l, __ATOMIC_RELAXED))
+			;
+}
+
+static void unlock(int *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+/* -- SBI ------------------------------------------------------------------------------------------ */
+
+static long sbi(long ext, long fid, long a0, long a1, long a2)
+{
+	register long r0 __asm__("a0") = a0, r1 __asm__("a1") = a1, r2 __asm__("a2") = a2;
+	register long r6 __asm__("a6") = fid, r7 __asm__("a7") = ext;
+
+	__asm__ __volatile__("ecall" : "+r"(r0), "+r"(r1) : "r"(r2), "r"(r6), "r"(r7) : "memory");
+	return r0;
+}
+
+static void send_ipi(unsigned cpu)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	sbi(SBI_EXT_IPI, 0, 1l << cpu, 0, 0);
+}
+
+/* -- the UART: the control channel, and the console --------------------------------------------- */
+
+static void putc(int c)
+{
+	while (!(UART[5] & 0x20))	/* LSR.THRE */
+		;
+	UART[0] = (unsigned char)c;
+}
+
+static int getc(void)
+{
+	return UART[5] & 0x01 ? UART[0] : -1;	/* LSR.DR */
+}
+
+static void put(const void *data, unsigned long len)
+{
+	const unsigned char *p = data;
+
+	while (len--)
+		putc(*p++);
+}
+
+static void puts_raw(const char *s)
+{
+	while (*s)
+		putc(*s++);
+}
+
+/* A reply line of the control core: a text frame, the line to itself meanwhile (a leaf lock: no probe
+ * fires under it). */
+static void reply(const char *text, unsigned long len)
+{
+	lock(&uart_lock);
+	sdt_serial_frame(put, SDT_FRAME_TEXT, text, len);
+	unlock(&uart_lock);
+}
+
+static void drain_all(void)
+{
+	unsigned k;
+
+	for (k = 0; k < ncpus; k++) {
+		lock(&uart_lock);
+		sdt_serial_drain(&percpu[k].area, put);
+		unlock(&uart_lock);
+	}
+}
+
+/* -- the runtime's hooks --------------------------------------------------------------------------- */
+
+static int all_synced(unsigned long gen, unsigned me)
+{
+	unsigned k;
+
+	for (k = 0; k < ncpus; k++)
+		if (k != me && percpu[k].online && __atomic_load_n(&percpu[k].synced, __ATOMIC_ACQUIRE) < gen)
+			return 0;
+	return 1;
+}
+
+/* Every other CPU runs fence.i in its IPI handler and answers with an IPI; this one sleeps until all have. */
+static void sync_cores(void)
+{
+	unsigned k, me = self()->cpu;
+	unsigned long gen;
+
+	irq_off();
+	sync_from = me;
+	gen = __atomic_add_fetch(&sync_gen, 1, __ATOMIC_SEQ_CST);
+	percpu[me].synced = gen;
+	for (k = 0; k < ncpus; k++)
+		if (k != me && percpu[k].online)
+			send_ipi(k);
+	__asm__ __volatile__("fence.i" ::: "memory");
+	while (!all_synced(gen, me))
+		idle();
+	irq_on();
+}
+
+static void icache_flush(void *addr, unsigned long len)
+{
+	(void)addr;
+	(void)len;
+	__asm__ __volatile__("fence.i" ::: "memory");
+}
+
+static struct sdt_cpu *cpu_area(void)
+{
+	return &self()->area;
+}
+
+/* Half a ring waits: its CPU sends what is there, unless the control core wants the line quiet. */
+static void notify(struct sdt_cpu *c)
+{
+	if (!sdt_control_quiet() && c->commit_seq - c->read_seq >= c->packets / 2) {
+		lock(&uart_lock);
+		sdt_serial_drain(c, put);
+		unlock(&uart_lock);
+	}
+}
+
+/* Append ``s`` to the line being built in buf (n bytes so far, at most size). */
+static unsigned add(char *buf, unsigned n, unsigned size, const char *s)
+{
+	while (*s && n < size)
+		buf[n++] = *s++;
+	return n;
+}
+
+/* A line of the runtime's log: `report LINE` (no initialized arrays: they would be memset calls). */
+static void report(const struct sdt_site *site, const char *line)
+{
+	char buf[300];
+
+	(void)site;
+	reply(buf, add(buf, add(buf, 0, sizeof(buf), "report "), sizeof(buf), line));
+}
+
+/* -- traps --------------------------------------------------------------------------------------- */
+
+static void ipi(void)
+{
+	unsigned long gen = __atomic_load_n(&sync_gen, __ATOMIC_ACQUIRE);
+	struct percpu *p = self();
+
+	__asm__ __volatile__("csrc sip, %0" ::"r"(SIE_SSIE));
+	if (p->synced >= gen)
+		return;	/* a wake-up: a job, or a job done */
+	__asm__ __volatile__("fence.i" ::: "memory");
+	__atomic_store_n(&p->synced, gen, __ATOMIC_RELEASE);
+	send_ipi(sync_from);
+}
+
+static void fault(word cause, word pc, word addr)
+{
+	struct percpu *p = self();
+	static const char hex[] = "0123456789abcdef";
+	char line[80];
+	unsigned n = add(line, 0, sizeof(line), "panic "), i;
+	word v[4];
+
+	v[0] = p->cpu;
+	v[1] = cause;
+	v[2] = pc;
+	v[3] = addr;
+	if (p->guarded) {
+		p->fault.cause = cause;
+		p->fault.pc = pc;
+		p->fault.addr = addr;
+		p->area.nesting = 0;	/* a fault inside a recorder must not silence the CPU for good */
+		__builtin_longjmp(p->recover, 1);
+	}
+	for (i = 0; i < 4; i++) {	/* `panic CPU CAUSE PC ADDR`: what a host shows of a kernel that stopped */
+		int shift = 60;
+		while (shift > 0 && !(v[i] >> shift))
+			shift -= 4;
+		for (; shift >= 0; shift -= 4)
+			line[n++] = hex[(v[i] >> shift) & 15];
+		line[n++] = ' ';
+	}
+	reply(line, n - 1);
+	for (;;)
+		__asm__ __volatile__("wfi");
+}
+
+/* From trap_entry (start.S): r[0] is sepc, r[2] the sp, r[1] ra, r[10..15] a0..a5. */
+void tinyk_trap(word cause, word tval, word *r)
+{
+	struct sdt_frame f;
+	int i;
+
+	if (cause == (SCAUSE_IRQ | IRQ_SSOFT)) {
+		ipi();
+		return;
+	}
+	if (cause == EXC_BREAKPOINT) {
+		f.pc = r[0];
+		f.sp = r[2];
+		f.flags = 0;
+		f.ret = r[10];
+		f.link = r[1];
+		for (i = 0; i < 6; i++)
+			f.arg[i] = r[10 + i];
+		if (sdt_trap(&f) != SDT_TRAP_NOT_OURS) {
+			r[0] = (word)f.pc;
+			r[2] = (word)f.sp;
+			r[10] = (word)f.ret;
+			r[1] = (word)f.link;
+			return;
+		}
+	}
+	fault(cause, r[0], tval);
+}
+
+/* -- what the control core asks of the kernel ------------------------------------------------------ */
+
+static unsigned this_cpu(void)
+{
+	return self()->cpu;
+}
+
+static struct sdt_cpu *area(unsigned k)
+{
+	return k < ncpus ? &percpu[k].area : 0;
+}
+
+/* fn(arg), or 1 with the fault that ended it. Never inlined: setjmp's frame. */
+static __attribute__((noinline)) int guarded(void (*fn)(void *), void *arg, struct sdt_control_fault *out)
+{
+	struct percpu *p = self();
+
+	if (__builtin_setjmp(p->recover)) {
+		p = self();
+		p->guarded = 0;
+		*out = p->fault;
+		irq_on();	/* the trap left them off */
+		return 1;
+	}
+	p->guarded = 1;
+	__asm__ __volatile__("" ::: "memory");
+	fn(arg);
+	__asm__ __volatile__("" ::: "memory");
+	p->guarded = 0;
+	return 0;
+}
+
+static int start(unsigned k, void (*fn)(void *), void *arg)
+{
+	if (k >= ncpus || !percpu[k].online || __atomic_load_n(&percpu[k].job, __ATOMIC_ACQUIRE))
+		return -1;
+	percpu[k].job_arg = arg;
+	percpu[k].poster = self()->cpu;
+	__atomic_store_n(&percpu[k].job, fn, __ATOMIC_RELEASE);
+	send_ipi(k);
+	return 0;
+}
+
+static void wait_until(int (*ready)(void *), void *arg)
+{
+	irq_off();
+	while (!ready(arg))
+		idle();
+	irq_on();
+}
+
+static void power_off(int code)
+{
+	sbi(SBI_EXT_SRST, 0, 0, code ? 1 : 0, 0);	/* shutdown; a reason of "failure" for a non-zero code */
+	for (;;)
+		__asm__ __volatile__("wfi");
+}
+
+/* -- boot ---------------------------------------------------------------------------------------- */
+
+static void cpu_init(unsigned hart)
+{
+	struct percpu *p = &percpu[hart];
+
+	p->cpu = hart;
+	__asm__ __volatile__("mv tp, %0" ::"r"(p));
+	__asm__ __volatile__("csrs sie, %0" ::"r"(SIE_SSIE));
+}
+
+void tinyk_secondary(word hart)
+{
+	struct percpu *p;
+
+	cpu_init((unsigned)hart);
+	p = self();
+	__atomic_store_n(&p->online, 1, __ATOMIC_RELEASE);
+	for (;;) {
+		void (*job)(void *);
+		irq_off();
+		while (!(job = __atomic_load_n(&p->job, __ATOMIC_ACQUIRE)))
+			idle();
+		irq_on();
+		job(p->job_arg);
+		__atomic_store_n(&p->job, (void (*)(void *))0, __ATOMIC_RELEASE);
+		send_ipi(p->poster);	/* it may be asleep in wait_until() */
+	}
+}
+
+void tinyk_main(word hart)
+{
+	static struct sdt_range text, readable;
+	static struct sdt_hooks hooks;
+	static struct sdt_control_ops ops;
+	unsigned k;
+	sdt_u64 until;
+
+	cpu_init((unsigned)hart);
+	puts_raw("tinyk: booting\r\n");	/* console bytes outside frames: a host shows them as they are */
+	text.start = (word)_stext;
+	text.size = (word)(_etext - _stext);
+	readable.start = RAM;
+	readable.size = RAM_SIZE;
+	hooks.sync_cores = sync_cores;
+	hooks.icache_flush = icache_flush;
+	hooks.cpu_area = cpu_area;
+	hooks.clock = clock;
+	hooks.notify = notify;
+	hooks.report = report;
+	hooks.text = &text;
+	hooks.ntext = 1;
+	hooks.readable = &readable;
+	hooks.nreadable = 1;
+	hooks.clock_hz = TIMEBASE_HZ;
+	for (k = 0; k < MAX_CPUS; k++)
+		sdt_cpu_attach(&percpu[k].area, k, rings[k], RING, PACKET, SDT_DISCARD);
+	ncpus = (unsigned)hart + 1;
+	sdt_init(&hooks);	/* before any other hart runs kernel code */
+	__atomic_store_n(&released, 1, __ATOMIC_RELEASE);
+	for (k = 0; k < MAX_CPUS; k++)	/* OpenSBI may have left them stopped (HSM): start them here */
+		if (k != hart)
+			sbi(SBI_EXT_HSM, 0, k, (long)(word)_start, 0);
+	percpu[hart].online = 1;
+	for (until = clock() + TIMEBASE_HZ / 20; clock() < until;)	/* 50 ms for every hart to check in */
+		;
+	for (ncpus = 0; ncpus < MAX_CPUS && percpu[ncpus].online; ncpus++)
+		;
+	irq_on();
+	ops.ncpus = ncpus;
+	ops.clock_name = "time";
+	ops.this_cpu = this_cpu;
+	ops.area = area;
+	ops.guarded = guarded;
+	ops.start = start;
+	ops.wait_until = wait_until;
+	ops.drain = drain_all;
+	ops.power_off = power_off;
+	sdt_control_init(&ops, control);
+	lock(&uart_lock);
+	sdt_serial_info(put);
+	unlock(&uart_lock);
+	sdt_control_announce(reply);
+	for (;;) {
+		int c = getc();
+		char b;
+		if (c < 0)
+			continue;
+		b = (char)c;
+		sdt_control_input(&b, 1, reply);
+	}
+}
