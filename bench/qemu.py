@@ -48,19 +48,42 @@ def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float,
     return guest, cpus * n / host
 
 
-def first_firing(image: Path) -> tuple[float, float]:
+def build_tinyk(work: Path) -> Path:
+    """examples/tinyk, a kernel of its own under OpenSBI that links the control core (-bios default)."""
+    out = work / "tinyk"
+    subprocess.run(["make", "-s", "-C", str(ROOT / "examples" / "tinyk"), f"O={out}", f"SDTGEN={SDTGEN}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out / "tinyk.elf"
+
+
+TINYK_ARGS = ("-bios", "default")
+
+
+def first_firing(image: Path, probe: str = "hk:::boot", call: tuple[str, list[int]] = ("kmain", [1]),
+                 qemu_args: tuple[str, ...] = ()) -> tuple[float, float]:
     """Seconds from starting QEMU to the kernel's hello, and to the first firing's packet on the host."""
     t0 = time.perf_counter()
-    s = session(image)
+    s = session(image, qemu_args=qemu_args)
     hello = time.perf_counter() - t0
     first: list[float] = []
     s.target.packets.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
     try:
-        s.enable("hk:::boot")
-        s.run("kmain", [1])
+        s.enable(probe)
+        s.run(*call)
     finally:
         s.close()
     return hello, first[0]
+
+
+def commands_per_second(image: Path, spec: str, qemu_args: tuple[str, ...] = (), n: int = 200) -> float:
+    """enable and disable round trips over the serial line, each answered before the next is sent: commands a
+    second."""
+    s = session(image, qemu_args=qemu_args, arm="branch")
+    try:
+        t = _timed(lambda: [s.enable(spec) + s.disable(spec) for _ in range(n)])
+    finally:
+        s.close()
+    return 2 * n / t
 
 
 def torture(image: Path, arm: str, toggles: int):

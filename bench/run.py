@@ -636,6 +636,17 @@ def qemu_rows(work: Path, small: bool) -> list[Row]:
     hello, first = qemu.first_firing(image)
     rows.append(Row("QEMU x86-64: from starting QEMU to the first firing on the host", f"{first * 1e3:.0f} ms",
                     f"to the kernel's hello: {hello * 1e3:.0f} ms", first / hello, "(measured)", None))
+    tinyk = qemu.build_tinyk(work)
+    hello, first = qemu.first_firing(tinyk, "tk:net:rx:", ("net_rx", [4]), qemu.TINYK_ARGS)
+    rows.append(Row("QEMU riscv64, examples/tinyk under OpenSBI (-- -bios default): from starting QEMU to the first "
+                    "firing on the host", f"{first * 1e3:.0f} ms", f"to the kernel's hello: {hello * 1e3:.0f} ms",
+                    first / hello, "(measured)", None))
+    for what, built, spec, args in (("x86-64, the fixture platform", image, "hk:sched:run:tick", ()),
+                                    ("riscv64, examples/tinyk", tinyk, "tk:sched:tick:run", qemu.TINYK_ARGS)):
+        rate = qemu.commands_per_second(built, spec, args, 50 if small else 500)
+        rows.append(Row(f"QEMU {what}: control commands a second over the serial line (enable and disable round "
+                        "trips, one site)", f"{rate:,.0f} commands/s", "one a millisecond: 1,000 commands/s",
+                        rate / 1000, "(measured)", None))
     toggles = 100 if small else QEMU_TOGGLES
     for arch in ("riscv64", "x86_64"):
         for naive in (False, True):
