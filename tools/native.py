@@ -40,12 +40,17 @@ def prototypes(calls: list[str]) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+SIGNED = {"long", "longint", "longlong", "longlongint", "signedlong", "int64_t", "intptr_t", "ssize_t", "off_t"}
+
+
 def print_arg(ctype: str, i: int) -> str:
     t = ctype.replace(" ", "")
     if t == "int":
         return f'printf("%d", (int)a{i});'
     if t in ("char*", "constchar*"):
         return f"put_string((const char *)a{i});"
+    if t in SIGNED:  # a signed word: C reads the register's bits as a negative number when its top bit is set
+        return f'printf("%lld", (long long)(intptr_t)a{i});'
     return f'printf("%llu", (unsigned long long)a{i});'
 
 

@@ -18,6 +18,7 @@ SDT_INLINE_ATOMICS_BEGIN
 
 #define LINE 1024	/* a reply line: a probe's four names, each at most 255 bytes, fit */
 #define MAX_READ 0x80	/* bytes one `read` answers */
+#define PACE (1ul << 16)	/* torture: polls for a caller's call between two toggles, at most */
 
 /* A call the host asked for: a function of the kernel's text and its arguments. */
 struct call {
@@ -563,6 +564,18 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 	return ok(o, SDT_CTL_LIST, n);
 }
 
+/* Calls the torture's callers have made so far (each CPU's own count, read as it stands). */
+static SDT_CODE unsigned long calls_made(unsigned here)
+{
+	unsigned long n = 0;
+	unsigned k;
+
+	for (k = 0; k < ops.ncpus; k++)
+		if (k != here)
+			n += __atomic_load_n(&cpu_at(k)->calls, __ATOMIC_RELAXED);
+	return n;
+}
+
 /* ADDR NARGS ARG... TOGGLES MODE SPEC: every other CPU calls the function while this one arms and disarms SPEC. */
 static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 {
@@ -600,8 +613,12 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 		if (k != here && post(k, here, job_torture))
 			started = 0;
 	r = 1;
-	for (i = 0; i < toggles && r > 0 && started; i++)
+	for (i = 0; i < toggles && r > 0 && started; i++) {
+		unsigned long before = calls_made(here), spin;
 		r = i % 2 ? sdt_disable(spec) : sdt_enable(spec, mode);
+		for (spin = 0; spin < PACE && calls_made(here) == before; spin++)
+			;	/* the callers run between two toggles, however the machine schedules its CPUs */
+	}
 	if (toggles % 2 && r > 0)
 		sdt_disable(spec);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);

@@ -35,6 +35,7 @@ from sdtgen.targets.base import (
 from sdtgen.trace.model import Lost
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
+MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
 ERROR_TEXT = {-1: "the probe spec is not provider:module:function:name", -2: "the runtime is not initialized",
               -3: "not an arming mode", -4: "an argument the runtime cannot use",
               **{v: name for name, v in ERROR_VALUES.items()}}
@@ -74,6 +75,7 @@ class ControlTarget:
         self.reader = FrameReader()
         self.packets = PacketSink([session.on_packet])
         self._lines: list[str] = []
+        self._console = b""
         self.halted = False
         self.hello_words = self._hello(announced)
         self.booted = self._booted(self.hello_words)
@@ -91,7 +93,7 @@ class ControlTarget:
             return
         for item in self.reader.feed(data):
             if isinstance(item, Console):
-                self.session.reporter.console(item.data.decode("utf-8", "replace"))
+                self._console_bytes(item.data)
             elif item.type == TEXT:
                 line = item.payload.decode("utf-8", "replace")
                 if line.startswith("report "):
@@ -103,6 +105,20 @@ class ControlTarget:
                     self._lines.append(line)
             else:
                 self.packets.frame(item)
+
+    def _console_bytes(self, data: bytes) -> None:
+        """What the kernel printed outside frames (its own boot log, a firmware's banner): shown a line at a time,
+        held at most MAX_CONSOLE bytes while its line is not done."""
+        self._console += data
+        *lines, rest = self._console.split(b"\n")
+        if len(rest) > MAX_CONSOLE:
+            lines.append(rest)
+            rest = b""
+        self._console = rest
+        for line in lines:
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            if text:
+                self.session.reporter.console(text)
 
     def _line(self, deadline: float) -> str:
         while not self._lines:

@@ -1,0 +1,124 @@
+"""A kernel sdtgen never saw (examples/tinyk: S-mode under OpenSBI, its own boot code, linker script,
+per-CPU data and polled UART, linking the runtime and its control core through the Makefile fragment)
+is booted by `sdtgen qemu` with its own QEMU arguments and driven by `sdtgen attach` over TCP: armed,
+run on one CPU or all, traced and tortured, each firing the native run's."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import time
+
+import pytest
+from conftest import OPENSBI
+from helpers import need_tool, run, sdtgen
+from native import Call, run_native
+
+from sdtgen import arch as arches
+
+CALLS = [Call("net_rx", (5,)), Call("sched_tick", (17,))]
+
+
+def fired(events: list[dict], cpu: int) -> list[tuple[str, list]]:
+    return [(e["probe"], e["args"]) for e in events if e["event"] == "fire" and e["cpu"] == cpu]
+
+
+def expected(native_exe, calls) -> list[tuple[str, list]]:
+    return [(e["probe"], e["args"]) for e in run_native(native_exe, calls) if "probe" in e]
+
+
+def run_args(calls, cpu: int | None = None) -> list[str]:
+    out = []
+    for c in calls:
+        out += ["--run", c.function, *[w for a in c.args for w in ("--arg", str(a))]]
+        out += ["--cpu", str(cpu)] if cpu is not None else []
+    return out
+
+
+@pytest.mark.parametrize("mode", ["branch", "trap"])
+def test_sdtgen_qemu_boots_it_with_its_own_qemu_arguments_and_every_cpu_fires_the_native_run(tinyk, tinyk_native,
+                                                                                            mode):
+    r = sdtgen("qemu", tinyk, "--cpus", "2", "--arm", mode, "--json", "--enable", "tk:::", *run_args(CALLS),
+               *run_args(CALLS[:1], cpu=1), "--", *OPENSBI)
+    assert r.returncode == 0, r.stderr
+    events = [e for e in map(json.loads, r.stdout.splitlines()) if e["event"] != "console"]  # OpenSBI's banner
+    assert events[0] == {"event": "patched", "sites": 5, "refused": 0, "folded": 0}
+    want = expected(tinyk_native, CALLS)
+    assert fired(events, 0) == want
+    assert fired(events, 1) == want + expected(tinyk_native, CALLS[:1])  # --cpu 1: the last run, on CPU 1 only
+    returns = [(e["symbol"], e["cpu"], e["value"]) for e in events if e["event"] == "return"]
+    native_returns = [e["return"] for e in run_native(tinyk_native, CALLS) if "return" in e]
+    assert returns == [("net_rx", 0, native_returns[0]), ("net_rx", 1, native_returns[0]),
+                       ("sched_tick", 0, native_returns[1]), ("sched_tick", 1, native_returns[1]),
+                       ("net_rx", 1, native_returns[0])]
+
+
+def test_a_string_argument_reaches_the_kernel_and_its_probe(tinyk):
+    r = sdtgen("qemu", tinyk, "--json", "--enable", "tk:net:rx:packet", "--run", "net_classify",
+               "--arg", "str:a \"quoted\" name", "--", *OPENSBI)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["args"] for e in events if e["event"] == "fire"] == [[-1, 'a "quoted" name']]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def running_tinyk(tinyk):
+    """tinyk booted by QEMU on its own, its UART a TCP server: a kernel that is already running."""
+    a = arches.by_name("riscv64")
+    port = free_port()
+    qemu = subprocess.Popen([need_tool(a.qemu_binary, a.qemu_package), "-machine", "virt", "-smp", "2", "-m", "128M",
+                             *OPENSBI, "-nodefaults", "-display", "none", "-monitor", "none",
+                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off", "-kernel", str(tinyk)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    yield f"tcp:127.0.0.1:{port}"
+    qemu.kill()
+    qemu.wait()
+
+
+def test_sdtgen_attach_arms_runs_and_traces_a_running_kernel_and_disarms_when_it_leaves(running_tinyk, tinyk,
+                                                                                      tinyk_native, tmp_path):
+    trace = tmp_path / "trace"
+    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--arm", "branch", "--enable", "tk:sched::",
+               *run_args(CALLS[1:], cpu=0), "--trace", trace)
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    want = expected(tinyk_native, CALLS[1:])
+    assert fired(events, 0) == want and not fired(events, 1)
+    shown = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+    assert [re.search(r" (tk:\S+): \{ cpu_id = 0,", line)[1] for line in shown] == [p for p, _ in want]
+    again = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", *run_args(CALLS, cpu=1))
+    assert again.returncode == 0, again.stderr
+    assert not [line for line in again.stdout.splitlines() if '"fire"' in line]  # the first session disarmed
+
+
+def test_sdtgen_torture_drives_the_kernels_own_control_core_on_qemu(tinyk):
+    r = sdtgen("torture", tinyk, "--target", "qemu", "--cpus", "1", "--run", "sched_tick", "--arg", "9",
+               "--toggles", "200", "--json", "--qemu-arg=-bios", "--qemu-arg=default")
+    summary = json.loads(r.stdout)
+    assert r.returncode == 0 and summary["passed"], (r.stderr, summary)
+    assert (summary["torn"], summary["faults"], summary["wrong"]) == (0, 0, 0) and summary["toggles"] == 200
+    assert summary["calls"] > 200 and summary["firings"] > 0
+
+
+def test_the_emulated_boot_runs_the_same_kernel_with_the_same_output(tinyk, tinyk_native):
+    r = sdtgen("boot", tinyk, "--json", "--enable", "tk:::", *run_args(CALLS))
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert fired(events, 0) == expected(tinyk_native, CALLS)
+
+
+def test_qemu_arguments_that_take_the_serial_ports_are_refused_before_qemu_starts(tinyk):
+    r = sdtgen("qemu", tinyk, "--run", "net_rx", "--arg", "1", "--", "-serial", "stdio")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["sdtgen: error: --qemu-arg -serial: sdtgen wires QEMU's serial ports, console "
+                                     "and kernel itself; leave it out (the image names its control port with "
+                                     "SDT_CONTROL_SERIAL)"]
