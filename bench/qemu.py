@@ -24,7 +24,7 @@ def build(work: Path, arch: str, naive: bool = False) -> Path:
 
 def session(image: Path, **options):
     from sdtgen.session.reporter import Reporter
-    from sdtgen.targets.qemu import qemu_session
+    from sdtgen.session.starts import qemu_session
 
     return qemu_session(str(image), Reporter(out=io.StringIO(), err=io.StringIO()), **options)
 

@@ -31,7 +31,7 @@ import toolchain  # noqa: E402
 from sdtgen.boot.machine import Machine  # noqa: E402
 from sdtgen.image import Image  # noqa: E402
 from sdtgen.session.reporter import Reporter  # noqa: E402
-from sdtgen.targets.emulator import boot_session  # noqa: E402
+from sdtgen.session.starts import boot_session  # noqa: E402
 
 
 @dataclass

@@ -363,7 +363,7 @@ def cmd_torture(args: argparse.Namespace) -> int:
         raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
                        "leave out --target and --serial")
     if target == "emulator":
-        from sdtgen.boot.torture import torture
+        from sdtgen.session.starts import emulator_torture as torture
 
         summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
                           timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm)

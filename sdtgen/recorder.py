@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sdtgen.argtypes import arg_type
 from sdtgen.layout import EVENT, VALUES
 from sdtgen.probes import probe_key
-from sdtgen.trace.argtypes import arg_type
 
 RECORDER_PREFIX = "__sdt_rec_"
 MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]

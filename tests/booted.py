@@ -8,7 +8,7 @@ import json
 from native_oracle import PROTOTYPES, Call
 
 from sdtgen.session.reporter import Reporter
-from sdtgen.targets.emulator import boot_session
+from sdtgen.session.starts import boot_session
 
 
 class Booted:

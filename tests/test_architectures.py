@@ -14,7 +14,7 @@ from native_oracle import Call, data_symbolizer, run_native
 
 from sdtgen import arch as arches
 from sdtgen.session.reporter import Reporter
-from sdtgen.targets.emulator import boot_session
+from sdtgen.session.starts import boot_session
 
 CALLS = ("kmain 1", "kmain 3", "sched_switch 7 8 3 1 5000 0x40", "sched_run 0", "vfs_lookup_id:int 2",
          "kmem_alloc 0x100000", "proc_exec:int 9", "proc_exec:int 0", "proc_exit:void 42")

@@ -11,9 +11,10 @@ import pytest
 from helpers import ARCHES, OTHER_ARCHES, sdtgen
 from native_oracle import Call
 
-from sdtgen.boot.torture import Torture, torture
 from sdtgen.session.reporter import Reporter
-from sdtgen.targets.emulator import boot_session
+from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import emulator_torture as torture
+from sdtgen.targets.emulator_torture import Torture
 
 KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "transient",
         "timed_out", "checked", "passed"}
@@ -21,6 +22,9 @@ NAIVE = {"SDT_RUNTIME_CFLAGS": "-DSDT_NAIVE_PROTOCOL"}
 
 
 def run_torture(image, *options: str, run: str = "sched_run"):
+    """A replayable run: the seeded interleaving is the same on a busy machine, given the time to finish."""
+    if "--timeout" not in options:
+        options = (*options, "--timeout", "600")
     r = sdtgen("torture", str(image), "--run", run, "--arg", "20", "--json", *options)
     assert r.stderr == ""
     return r.returncode, json.loads(r.stdout)

@@ -263,19 +263,3 @@ class EmulatorTarget:
             self.machine.close()
             self.machine = None
 
-
-def boot_session(path: str, reporter, *, patch: bool = True, arm: str = "trap", timeout: float | None = None,
-                 buffer_size: int | None = None, overflow: str = "drop", cpus: int = 1, seed: int = 0,
-                 schedule: str = "parallel", stream: bool = True, trace: tuple[str, str] | None = None,
-                 precheck=None):
-    """A session on ``path`` booted in the emulator (what `sdtgen boot` starts)."""
-    from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT
-    from sdtgen.session.session import Session
-
-    def start(s: Session) -> EmulatorTarget:
-        return EmulatorTarget(s, patch=patch, buffer_size=s.buffer_size, overflow=overflow, cpus=cpus, seed=seed,
-                              schedule=schedule, stream=stream)
-
-    return Session(path, reporter, start, arm=arm, timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-                   trace=trace, precheck=precheck, buffer_size=DEFAULT_BUFFER if buffer_size is None else buffer_size,
-                   overflow=overflow)

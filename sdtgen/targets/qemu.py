@@ -190,16 +190,3 @@ class QemuTarget(ControlTarget):
             pass
         return qemu.wait(EXIT_WAIT)
 
-
-def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffer_size: int = 1 << 20,
-                 overflow: str = "drop", timeout: float = 20.0, trace: tuple[str, str] | None = None,
-                 qemu_args: list[str] | tuple[str, ...] = (), precheck=None):
-    """A session on ``path`` booted on QEMU (what `sdtgen qemu` starts)."""
-    from sdtgen.session.session import Session
-
-    def start(s: Session) -> QemuTarget:
-        return QemuTarget(s, cpus=cpus, buffer_size=buffer_size, overflow=overflow, qemu_args=list(qemu_args),
-                          timeout=timeout)
-
-    return Session(path, reporter, start, arm=arm, timeout=timeout, trace=trace, buffer_size=buffer_size,
-                   overflow=overflow, precheck=precheck)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+from sdtgen.argtypes import arg_type
 from sdtgen.atomic import Staged
-from sdtgen.trace.argtypes import arg_type
 from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
 

@@ -19,10 +19,10 @@ import platform
 import re
 from pathlib import Path
 
+from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.atomic import Staged
 from sdtgen.layout import PACKET, VALUES
 from sdtgen.recorder import event_layout
-from sdtgen.trace.argtypes import ArgType, arg_type
 from sdtgen.trace.model import Lost, TraceMeta
 from sdtgen.trace.packets import Event, Packet
 

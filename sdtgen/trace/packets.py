@@ -3,7 +3,7 @@
 A packet is what a CPU's ring holds and what a CTF stream file holds (sdtgen/layout.py: PACKET, then
 EVENTs). Every consumer (the emulated boot, the Linux process, a serial line) hands packets here; the
 event layout is the recorder's (sdtgen/recorder.py: integers, then strings) and each argument's value
-is what its C type makes of the register (sdtgen/trace/argtypes.py), the one interpretation every output
+is what its C type makes of the register (sdtgen/argtypes.py), the one interpretation every output
 shares.
 """
 
@@ -16,9 +16,9 @@ from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
 
+from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.layout import EVENT, PACKET, VALUES
 from sdtgen.recorder import event_layout
-from sdtgen.trace.argtypes import ArgType, arg_type
 
 MAGIC = VALUES["SDT_PACKET_MAGIC"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
+from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.atomic import Staged
 from sdtgen.errors import SdtError
-from sdtgen.trace.argtypes import ArgType, arg_type
 from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
 

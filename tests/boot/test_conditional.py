@@ -9,7 +9,7 @@ import pytest
 from helpers import need_tool, run, sdtgen
 
 from sdtgen.session.reporter import Reporter
-from sdtgen.targets.emulator import boot_session
+from sdtgen.session.starts import boot_session
 
 SOURCE = """#include <sdt.h>
 SDT_PROBE_DEFINE1(hk, cc, check, big, "unsigned long");

@@ -223,7 +223,7 @@ def test_past_the_bound_of_waiting_firings_they_are_counted_not_shown(kernel, mo
 
     from sdtgen.session import session as sessions
     from sdtgen.session.reporter import Reporter
-    from sdtgen.targets.emulator import boot_session
+    from sdtgen.session.starts import boot_session
 
     monkeypatch.setattr(sessions, "MAX_PENDING", 100)
     out = io.StringIO()

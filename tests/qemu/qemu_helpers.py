@@ -35,7 +35,7 @@ class Qemu:
 
     def __init__(self, image: Path, **options) -> None:
         from sdtgen.session.reporter import Reporter
-        from sdtgen.targets.qemu import qemu_session
+        from sdtgen.session.starts import qemu_session
 
         self.buffer = io.StringIO()
         self.session = qemu_session(str(image), Reporter(as_json=True, out=self.buffer), **options)

@@ -13,8 +13,8 @@ from toolchain import kernel_cflags
 
 from sdtgen.image import Image
 from sdtgen.session.reporter import Reporter
+from sdtgen.session.starts import boot_session
 from sdtgen.table import read_tables
-from sdtgen.targets.emulator import boot_session
 
 N = 40
 # Each function fires its probe twice: a call, then a tail jump (two forms of site the entries must keep).

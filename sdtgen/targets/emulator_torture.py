@@ -193,33 +193,3 @@ class Torture:
                 m.begin_call(self.func, self.args)
             else:
                 running.remove(k)
-
-
-def torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
-            timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch") -> Summary:
-    """Boot ``path`` in the emulator on ``cpus`` CPUs and a control CPU, and run the torture test; the summary."""
-    import io
-
-    from sdtgen.session.reporter import Reporter
-    from sdtgen.session.session import Session
-    from sdtgen.targets.emulator import EmulatorTarget
-
-    def start(s: Session) -> EmulatorTarget:
-        return EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", cpus=cpus + 1, seed=seed,
-                              schedule="seeded")
-
-    session = Session(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), start, timeout=timeout,
-                      arm=mode)
-    try:
-        func, rtype = session.check_run(target, args)
-        mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
-        symbol = target.partition(":")[0]
-        if exhaustive:
-            from sdtgen.boot.exhaustive import exhaustive as run_exhaustive
-
-            return run_exhaustive(session.target, symbol)
-        t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
-        t.prepare(symbol)
-        return t.run()
-    finally:
-        session.close()

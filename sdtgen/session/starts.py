@@ -1,0 +1,69 @@
+"""The sessions sdtgen's commands start, each a Session over its kind of target: what `boot`, `qemu` and
+`torture` (in the emulator) make, for the command line, the tests and the bench alike."""
+
+from __future__ import annotations
+
+from sdtgen.session.reporter import Reporter
+from sdtgen.session.session import Session
+from sdtgen.targets.base import Summary
+
+
+def boot_session(path: str, reporter, *, patch: bool = True, arm: str = "trap", timeout: float | None = None,
+                 buffer_size: int | None = None, overflow: str = "drop", cpus: int = 1, seed: int = 0,
+                 schedule: str = "parallel", stream: bool = True, trace: tuple[str, str] | None = None,
+                 precheck=None):
+    """A session on ``path`` booted in the emulator (what `sdtgen boot` starts)."""
+    from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT
+    from sdtgen.targets.emulator import EmulatorTarget
+
+    def start(s: Session) -> EmulatorTarget:
+        return EmulatorTarget(s, patch=patch, buffer_size=s.buffer_size, overflow=overflow, cpus=cpus, seed=seed,
+                              schedule=schedule, stream=stream)
+
+    return Session(path, reporter, start, arm=arm, timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+                   trace=trace, precheck=precheck, buffer_size=DEFAULT_BUFFER if buffer_size is None else buffer_size,
+                   overflow=overflow)
+
+
+def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffer_size: int = 1 << 20,
+                 overflow: str = "drop", timeout: float = 20.0, trace: tuple[str, str] | None = None,
+                 qemu_args: list[str] | tuple[str, ...] = (), precheck=None):
+    """A session on ``path`` booted on QEMU (what `sdtgen qemu` starts)."""
+    from sdtgen.targets.qemu import QemuTarget
+
+    def start(s: Session) -> QemuTarget:
+        return QemuTarget(s, cpus=cpus, buffer_size=buffer_size, overflow=overflow, qemu_args=list(qemu_args),
+                          timeout=timeout)
+
+    return Session(path, reporter, start, arm=arm, timeout=timeout, trace=trace, buffer_size=buffer_size,
+                   overflow=overflow, precheck=precheck)
+
+
+def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
+            timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch") -> Summary:
+    """Boot ``path`` in the emulator on ``cpus`` CPUs and a control CPU, and run the torture test (or the exhaustive
+    check); the summary."""
+    import io
+
+    from sdtgen.targets.emulator import EmulatorTarget
+    from sdtgen.targets.emulator_torture import Torture
+
+    def start(s: Session) -> EmulatorTarget:
+        return EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", cpus=cpus + 1, seed=seed,
+                              schedule="seeded")
+
+    session = Session(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), start, timeout=timeout,
+                      arm=mode)
+    try:
+        func, rtype = session.check_run(target, args)
+        mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
+        symbol = target.partition(":")[0]
+        if exhaustive:
+            from sdtgen.targets.emulator_exhaustive import exhaustive as run_exhaustive
+
+            return run_exhaustive(session.target, symbol)
+        t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
+        t.prepare(symbol)
+        return t.run()
+    finally:
+        session.close()
