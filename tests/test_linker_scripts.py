@@ -87,20 +87,24 @@ def test_without_the_snippets_the_build_stops_naming_them(tmp_path, linker):
 @pytest.mark.parametrize("linker", ["bfd", "lld"])
 def test_runtime_sources_are_built_with_the_kernels_flags_and_kept_under_gc_sections(tmp_path, linker):
     """SDT_RUNTIME_SRCS (sdtgen's runtime, and here a source of the kernel's own added to it): compiled with
-    SDT_CFLAGS (the kernel's: RISC-V soft-float, as readelf says), linked into the image, and .text.sdt_* code
-    kept by sdt_text.ld although nothing calls it."""
+    SDT_CFLAGS (the kernel's: RISC-V soft-float, as readelf says) into the runtime's archive, whose members join
+    the image when it uses them (here through -u), and .text.sdt_* code kept by sdt_text.ld although nothing
+    calls it."""
     runtime = tmp_path / "rt.c"
     runtime.write_text('__attribute__((section(".text.sdt_runtime"))) int sdt_runtime_probe(int x) { return x; }\n'
-                       "int sdt_runtime_unkept(int x) { return x + 1; }\n")
+                       "int sdt_runtime_unkept(int x) { return x + 1; }\n"
+                       '__attribute__((section(".text.rt_used"))) int sdt_runtime_used(int x) { return x + 2; }\n')
     shipped = Path(sdtgen("runtime-dir", check=True).stdout.strip()) / "sdt_runtime.c"
-    out = tmp_path / "out"
-    build(out, "riscv64", linker, hobby_script(tmp_path / "hobby.ld", "riscv64"),
-          SDT_RUNTIME_SRCS=f"{shipped} {runtime}", SDT_LDFLAGS="--gc-sections")
-    for obj in ("kernel_sdt_rt_rt.o", "kernel_sdt_rt_sdt_runtime.o", "kernel_sdt_rt_arch.o"):
-        assert "soft-float ABI" in run([cross_tool("riscv64", "readelf"), "-hW", str(out / obj)]).stdout
-    symbols = run([cross_tool("riscv64", "nm"), str(out / "kernel.elf")]).stdout
-    assert " sdt_runtime_probe" in symbols and " sdt_runtime_unkept" not in symbols  # gc ran; KEEP held
-    assert " sdt_init" in symbols and " sdt_trap" in symbols  # the runtime, reached from sdt_entries
+    for used in (True, False):
+        out = tmp_path / f"out-{used}"
+        build(out, "riscv64", linker, hobby_script(tmp_path / "hobby.ld", "riscv64"),
+              SDT_RUNTIME_SRCS=f"{shipped} {runtime}", SDT_LDFLAGS="--gc-sections" + " -u sdt_runtime_used" * used)
+        for obj in ("kernel_sdt_rt_rt.o", "kernel_sdt_rt_sdt_runtime.o", "kernel_sdt_rt_arch.o"):
+            assert "soft-float ABI" in run([cross_tool("riscv64", "readelf"), "-hW", str(out / obj)]).stdout
+        symbols = run([cross_tool("riscv64", "nm"), str(out / "kernel.elf")]).stdout
+        assert (" sdt_runtime_used" in symbols) == (" sdt_runtime_probe" in symbols) == used  # an unused member
+        assert " sdt_runtime_unkept" not in symbols  # gc ran; KEEP held
+        assert " sdt_init" in symbols and " sdt_trap" in symbols  # the runtime, reached from sdt_entries
 
 
 def test_the_final_script_is_the_snippets_in_sdtgens_layout():
