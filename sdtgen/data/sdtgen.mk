@@ -13,9 +13,9 @@
 #                (SDT_RUNTIME_SRCS), compiled with SDT_CFLAGS: your CFLAGS,
 #                so their code model and ABI are the kernel's (never LTO)
 #   *_sdt_runtime.a  the runtime's objects and its port of SDT_ARCH: the
-#                final link takes the members the image uses (the core,
-#                which every recorder calls, always; sdt_serial.o only when
-#                the kernel calls sdt_serial_*), so an unused part costs nothing
+#                final link takes the members the image uses (the core, which
+#                every recorder calls; sdt_serial.o only when the kernel calls
+#                sdt_serial_*), so an unused part costs nothing
 #   *_sdt_final.ld  sdtgen's final linker script for SDT_ARCH, from its template
 #   IMAGE        the final link with that script (or SDT_FINAL_LDS, your own,
 #                which INCLUDEs sdt_text.ld and sdt_data.ld from
@@ -131,10 +131,9 @@ $(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=
 $(2:.o=)_sdt_final.ld: $(addprefix $(SDT_LINKER_SCRIPTS)/,final.ld.in sdt_text.ld sdt_data.ld)
 	$$(sdt_q)$$(SDTGEN) linker-script final --arch $$(SDT_ARCH) -o $$@
 
-# -u sdt_init: the runtime's core joins every image, one without probes too (a host finds it by sdt_entries).
 $(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.a $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
 	$$(sdt_msg) LD $$@
-	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -L $$(SDT_LINKER_SCRIPTS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o -u sdt_init $(2:.o=)_sdt_runtime.a
+	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -L $$(SDT_LINKER_SCRIPTS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.a
 	$$(sdt_msg) SDTCHK $$@
 	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
 endef
