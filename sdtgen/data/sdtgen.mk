@@ -6,7 +6,9 @@
 #
 # sdt_image(IMAGE, PARTIAL, OBJECTS) adds the steps between your objects and
 # the final image:
-#   PARTIAL      ld -r of OBJECTS with sdtgen's partial linker script, then
+#   PARTIAL      ld -r of OBJECTS with sdtgen's partial linker script (which
+#                merges their text into one .text but for the sections
+#                SDT_KEEP_TEXT names: PARTIAL_sdt_partial.ld), then
 #                `sdtgen gen`, which writes PARTIAL_sdt_stubs.c and
 #                PARTIAL_sdt_table.S (named from PARTIAL without .o)
 #   *_sdt_*.o    the stubs, recorders and table, and sdtgen's runtime
@@ -60,7 +62,11 @@ SDT_LDFLAGS ?=
 # (a directory of it, named `metadata`, and the CPUs' streams); SDT_CLOCK_NAME names the clock in it
 SDT_CLOCK_HZ ?=
 SDT_CLOCK_NAME ?=
-SDT_PARTIAL_LDS ?= $(SDT_LINKER_SCRIPTS)/partial.ld
+# SDT_KEEP_TEXT: the kernel's own text sections (.text.NAME: its boot code's .text.entry, a .text.init its final
+# script bounds with its own symbols) that the partial link keeps as they are instead of merging them into .text
+SDT_KEEP_TEXT ?=
+# The partial link's script, when not sdtgen's (partial.ld, or with SDT_KEEP_TEXT PARTIAL_sdt_partial.ld)
+SDT_PARTIAL_LDS ?=
 SDT_FINAL_LDS ?=
 
 # SDT_ARCH, unless set: the architecture $(SDT_CC) builds for with SDT_CFLAGS (`-dumpmachine`, which
@@ -93,16 +99,19 @@ $(call sdt_runtime_obj,$(1),$(2)): $(2) $(wildcard $(dir $(2))*.[ch]) $$(sdt_run
 	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $$<
 endef
 
-# The clock the metadata describes, kept in PARTIAL_sdt_clock and rewritten (when make reads this file)
-# only when it changes: a new SDT_CLOCK_HZ reruns gen, as Kbuild's if_changed does for new flags.
-sdt_clock_stamp = $(shell echo '$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)' | cmp -s - $(1) 2>/dev/null || \
-	{ mkdir -p $(dir $(1)) && echo '$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)' > $(1); })
+# sdt_stamp(FILE, VALUE): VALUE kept in FILE, rewritten (when make reads this file) only when it changes, so a
+# new SDT_CLOCK_HZ reruns gen and a new SDT_KEEP_TEXT the partial link, as Kbuild's if_changed does for new flags.
+sdt_stamp = $(shell echo '$(2)' | cmp -s - $(1) 2>/dev/null || { mkdir -p $(dir $(1)) && echo '$(2)' > $(1); })
+
+# sdt_partial_lds(PARTIAL): the partial link's script
+sdt_partial_lds = $(or $(SDT_PARTIAL_LDS),$(if $(SDT_KEEP_TEXT),$(1:.o=)_sdt_partial.ld,$(SDT_LINKER_SCRIPTS)/partial.ld))
 
 define sdt_image
-$(if $(SDT_CLOCK_HZ),$(call sdt_clock_stamp,$(2:.o=)_sdt_clock))
-$(2): $(3) $$(SDT_PARTIAL_LDS) $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_clock)
+$(if $(SDT_CLOCK_HZ),$(call sdt_stamp,$(2:.o=)_sdt_clock,$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)))
+$(if $(SDT_KEEP_TEXT),$(call sdt_stamp,$(2:.o=)_sdt_keep,$(SDT_KEEP_TEXT)))
+$(2): $(3) $(call sdt_partial_lds,$(2)) $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_clock)
 	$$(sdt_msg) LD $$@$$(sdt_need_arch)
-	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
+	$$(sdt_q)$$(SDT_LD) -r -T $(call sdt_partial_lds,$(2)) -o $$@ $(3)
 	$$(sdt_msg) SDTGEN $$@
 	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE)$$(if $$(filter 1,$$(SDT_STRICT)), --strict) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S \
 		$$(if $$(SDT_CLOCK_HZ),--ctf-metadata $(2:.o=)_sdt_metadata --clock-hz $$(SDT_CLOCK_HZ)$$(if $$(SDT_CLOCK_NAME), --clock-name $$(SDT_CLOCK_NAME))) \
@@ -127,6 +136,9 @@ $(foreach s,$(SDT_RUNTIME_SRCS),$(eval $(call sdt_runtime_rule,$(2),$(s))))
 $(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o
 	$$(sdt_msg) AR $$@
 	$$(sdt_q)rm -f $$@ && $$(SDT_AR) rcs $$@ $$^
+
+$(2:.o=)_sdt_partial.ld: $(SDT_LINKER_SCRIPTS)/partial.ld $(2:.o=)_sdt_keep
+	$$(sdt_q)$$(SDTGEN) linker-script partial $(addprefix --keep ,$(SDT_KEEP_TEXT)) -o $$@
 
 $(2:.o=)_sdt_final.ld: $(addprefix $(SDT_LINKER_SCRIPTS)/,final.ld.in sdt_text.ld sdt_data.ld)
 	$$(sdt_q)$$(SDTGEN) linker-script final --arch $$(SDT_ARCH) -o $$@
