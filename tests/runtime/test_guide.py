@@ -120,6 +120,9 @@ def test_a_kernel_of_its_own_built_as_the_guide_says_boots_and_records_what_its_
     assert f": {sites} sites patched, init text {symbols['__init_end'] - symbols['__init_start']} bytes" in hello
     assert f"harts {HARTS}, started by SBI HSM {HARTS - 1}" in lines and "enabled 1 1" in lines
     assert lines[-2] == "done" and lines[-1].endswith("; 0 dropped (overwritten while sent), 0 damaged")
+    drains = [re.fullmatch(rf"notify {h} drained (\d+) times, (\d+) in the breakpoint handler", ln)
+              for h in range(HARTS) for ln in lines if ln.startswith(f"notify {h} ")]
+    assert len(drains) == HARTS and all(int(m[2]) > 0 for m in drains), lines  # drained in the handler, none lost
     with Image(str(ported)) as im:
         decoder = Decoder([event_format(p.key, p.spec, p.args, 64) for p in im.probes()], 64)
     native = build_native(tmp_path, [PORTING / "work.c"], {"work": ("long", ["int", "int"])},
