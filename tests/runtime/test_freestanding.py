@@ -6,10 +6,9 @@ libgcc's __aarch64_* helpers unless told not to; a kernel has no libgcc.)"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from helpers import ARCHES, ROOT, SDTGEN, cross_tool, need_tool, run, sdtgen
+from helpers import ARCHES, ROOT, cross_tool, need_tool, run
+from toolchain import runtime_sources
 
 from sdtgen import arch as arches
 
@@ -20,16 +19,8 @@ BOUNDS = {f"__{end}_set_sdt_{name}_set" for end in ("start", "stop") for name in
 PLAIN = {a.name: [f for f in a.cflags if f != "-mno-outline-atomics"] for a in arches.all_arches()}
 
 
-def fragment_sources() -> list[Path]:
-    """The runtime's portable sources as the Makefile fragment builds them for every kernel (its one list)."""
-    fragment = sdtgen("makefile", check=True).stdout.strip()
-    printed = run(["make", "-s", "--no-print-directory", "-f", fragment, f"SDTGEN={SDTGEN}", "--eval",
-                   "sdt_list: ; @echo $(SDT_RUNTIME_SRCS)", "sdt_list"]).stdout.split()
-    return [Path(p) for p in printed]
-
-
 def test_the_fragment_builds_the_serial_transport_with_the_core():
-    assert [(p.parent, p.name) for p in fragment_sources()] == [(RUNTIME, "sdt_runtime.c"), (RUNTIME, "sdt_serial.c")]
+    assert [(p.parent, p.name) for p in runtime_sources()] == [(RUNTIME, "sdt_runtime.c"), (RUNTIME, "sdt_serial.c")]
 
 
 def compilers(arch: str) -> list[tuple[str, list[str]]]:
@@ -48,7 +39,7 @@ def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch
     for name, cc in compilers(arch):
         flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
         objs = []
-        for src in (*fragment_sources(), RUNTIME / "arch" / f"sdt_{arch}.c"):
+        for src in (*runtime_sources(), RUNTIME / "arch" / f"sdt_{arch}.c"):
             obj = tmp_path / f"{name}-{src.stem}.o"
             run([*flags, "-o", str(obj), str(src)])
             objs.append(str(obj))
