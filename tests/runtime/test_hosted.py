@@ -83,3 +83,12 @@ def test_a_breakpoint_not_a_probes_goes_to_the_programs_handler_or_kills_it(prog
     assert {"their_handler": 1} in lines
     _, _, proc = program_run(program, tmp_path, "int3-default", check=False)
     assert proc.returncode == -signal.SIGTRAP
+
+
+def test_a_forked_child_keeps_its_text_as_it_was_when_the_parent_patches_its_own(program, tmp_path):
+    """The text is a shared memfd mapping: a child forked before the parent arms a probe copies it into one of
+    its own, so the parent's branch to the recorder never reaches the child's code (where it would record into
+    the child's copy of the rings, unknown to its runtime)."""
+    lines, fired, _ = program_run(program, tmp_path, "fork")
+    assert {"child": 0} in lines
+    assert fired == [("hp:churn:thread:once", [8])]

@@ -252,7 +252,7 @@ static int attach(int cpu)
 	struct slot *s;
 
 	if (self)
-		return cpu < 0 || self == &slots[cpu] ? (int)(self - slots) : -1;
+		return cpu < 0 || (cpu < SDT_LINUX_MAX_CPUS && self == &slots[cpu]) ? (int)(self - slots) : -1;
 	if (cpu >= 0) {
 		if (cpu >= SDT_LINUX_MAX_CPUS || !claim((unsigned)cpu, tid))
 			return -1;
@@ -611,6 +611,28 @@ fail:
 	return -1;
 }
 
+/*
+ * A child of fork() shares the memfd's pages with its parent (MAP_SHARED): the parent's next patch would
+ * change the child's code under a runtime that knows nothing of it. The child copies its text into a memfd
+ * of its own at once (only system calls: it may be the child of a threaded program). A patch the parent
+ * makes between the fork and this copy still reaches the child. The reader thread stayed in the parent:
+ * the child's packets are read by sdt_linux_drain and stop.
+ */
+static void after_fork_child(void)
+{
+	unsigned i;
+
+	consumer_running = 0;
+	if (text_mode != SDT_LINUX_TEXT_ALIAS)
+		return;
+	for (i = 0; i < nsegments; i++) {
+		int shared = segments[i].fd;
+		if (make_alias(&segments[i]))
+			fatal("a child's own copy of the text: ");
+		close(shared);
+	}
+}
+
 /* Whether mprotect may make text writable and executable (a hardened kernel refuses). */
 static int mprotect_allowed(const struct segment *seg)
 {
@@ -636,6 +658,8 @@ static int writable_text(void)
 			alias = 0;
 	if (alias) {
 		text_mode = SDT_LINUX_TEXT_ALIAS;
+		if (pthread_atfork(0, 0, after_fork_child))
+			fatal("pthread_atfork: ");
 		return 0;
 	}
 	if (opt.text == SDT_LINUX_TEXT_ALIAS || i > 1) {	/* asked for an alias, or some text is already aliased */

@@ -10,6 +10,8 @@
  *   heap         strings in memory mapped after start: hp:heap:str:copy(s, k)
  *   int3         the program's own breakpoint (not a probe's) reaches the SIGTRAP handler it had
  *   int3-default the same without a handler of its own: SIGTRAP kills it
+ *   fork         a child forked before its parent arms hp:churn::once runs that site as it was: its
+ *                exit status is the events its CPU 0 recorded
  * The last line is the platform's statistics as JSON.
  */
 #define _GNU_SOURCE
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sdt.h>
@@ -127,6 +130,28 @@ int main(int argc, char **argv)
 		sdt_linux_refresh();
 		heap_copy(b, 2);
 		heap_copy(0, 3);	/* NULL: unreadable whatever the ranges */
+	} else if (!strcmp(what, "fork")) {
+		int go[2], done[2], status, recorded;
+		char c;
+		pid_t pid;
+		sdt_linux_attach(-1);
+		if (pipe(go) || pipe(done))
+			return 3;
+		pid = fork();
+		if (pid == 0) {	/* ready once fork's handlers ran: then the parent arms */
+			if (write(done[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+				_exit(3);
+			churn_once(7);	/* armed in the parent after the fork: not here */
+			recorded = (int)sdt_linux_cpu(0)->events;	/* what the child's own CPU 0 holds */
+			_exit(write(done[1], "x", 1) == 1 ? recorded : 3);
+		}
+		if (read(done[0], &c, 1) != 1)
+			return 3;
+		sdt_enable("hp:churn::", SDT_BRANCH);
+		if (write(go[1], "x", 1) != 1 || read(done[0], &c, 1) != 1 || waitpid(pid, &status, 0) != pid)
+			return 3;
+		printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+		churn_once(8);
 	} else if (!strncmp(what, "int3", 4)) {
 		__asm__ __volatile__("int3");
 		printf("{\"their_handler\": %d}\n", theirs);
