@@ -144,8 +144,11 @@ def cmd_probes(args: argparse.Namespace) -> int:
 
 
 def cmd_linker_script(args: argparse.Namespace) -> int:
-    from sdtgen.arch.base import linker_script
+    from sdtgen.arch.base import linker_script, partial_script
 
+    if args.keep and args.kind != "partial":
+        raise SdtError("", f"--keep is an option of the partial script, not of {args.kind}",
+                       "sdtgen linker-script partial --keep SECTION -o FILE")
     if args.kind == "final":
         from sdtgen import arch as arches
 
@@ -153,6 +156,11 @@ def cmd_linker_script(args: argparse.Namespace) -> int:
             raise SdtError("", "the final linker script is written from a template, so it has no path of its own",
                            f"write it with `sdtgen linker-script final --arch {args.arch} -o FILE`")
         text = arches.by_name(args.arch).final_script()
+    elif args.keep:
+        text = partial_script(args.keep)
+        if args.path:
+            raise SdtError("", "a partial script that keeps sections is written for them, so it has no path of its "
+                           "own", "write it with `sdtgen linker-script partial --keep SECTION -o FILE`")
     else:
         path = linker_script(args.kind)
         if args.path:
@@ -593,6 +601,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                     help="final: the image's (from a template); partial: ld -r's; sdt_text, sdt_data: the sections "
                          "a kernel's own final script INCLUDEs")
     ls.add_argument("--arch", default="x86_64", choices=arch_names, help="the final script's architecture")
+    ls.add_argument("--keep", action="append", metavar="SECTION",
+                    help="partial: leave the kernel's own text section SECTION (.text.NAME) out of the merged .text, "
+                         "as its final script sees it without sdtgen (repeatable)")
     ls.add_argument("--path", action="store_true", help="print the file's path instead of its text (not for final)")
     ls.add_argument("-o", "--output", metavar="FILE", help="write the script to FILE")
     ls.set_defaults(func=cmd_linker_script)

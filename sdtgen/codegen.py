@@ -178,7 +178,8 @@ def generate(result: ScanResult, mode: str = "reloc", source: str = "", tag: str
                            where=site.where)
         if mode == "offset" and site.text_offset is None:
             raise SdtError(result.object, "site is outside .text, so it has no offset from btext",
-                           "partial-link with `sdtgen linker-script partial`, or use --mode reloc", where=site.where)
+                           "partial-link with `sdtgen linker-script partial` (without --keep for its section), or use "
+                           "--mode reloc", where=site.where)
     probes = sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol))
     for p in probes:
         problem = descriptor_problem(p)

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import NoReturn
 
 import pytest
-from toolchain import kernel_cflags
+from toolchain import kernel_cflags, runtime_sources
 
 from sdtgen import arch as arches
 
@@ -141,12 +141,13 @@ def final_link(tmp: Path, partial: Path, mode: str = "reloc", name: str = "image
 
 def compile_runtime(tmp: Path, name: str, stubs: Path, table: Path, arch: str = "x86_64",
                     *flags: str) -> list[Path]:
-    """gen's stubs and table and the runtime, compiled with the kernel's flags as sdtgen.mk compiles them."""
+    """gen's stubs and table and the runtime (every source of the fragment's list and the port), compiled with the
+    kernel's flags as sdtgen.mk compiles them."""
     runtime = Path(arches.__file__).resolve().parent.parent / "runtime"
     gcc = cross_tool(arch, "gcc")
     cflags = [*kernel_cflags(arch), *flags, include_flag(), "-fno-lto", "-c"]
     out = []
-    for src, suffix in ((stubs, "stubs"), (table, "table"), (runtime / "sdt_runtime.c", "runtime"),
+    for src, suffix in ((stubs, "stubs"), (table, "table"), *((s, f"rt_{s.stem}") for s in runtime_sources()),
                         (runtime / "arch" / f"sdt_{arch}.c", "arch")):
         obj = tmp / f"{name}_{suffix}.o"
         run([gcc, *cflags, "-o", str(obj), str(src)])

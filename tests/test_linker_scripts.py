@@ -4,10 +4,11 @@ and boots firing what the kernel's C fires natively."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from helpers import ARCHES, FIXTURE, SDTGEN, cross_tool, need_tool, run, sdtgen
+from helpers import ARCHES, FIXTURE, SDTGEN, cross_tool, include_flag, need_tool, readelf_symbols, run, sdtgen
 from matrix import boot_trace, comparable, pointer_args, split_call
 from native_oracle import Call, data_symbolizer, run_native
 
@@ -87,20 +88,24 @@ def test_without_the_snippets_the_build_stops_naming_them(tmp_path, linker):
 @pytest.mark.parametrize("linker", ["bfd", "lld"])
 def test_runtime_sources_are_built_with_the_kernels_flags_and_kept_under_gc_sections(tmp_path, linker):
     """SDT_RUNTIME_SRCS (sdtgen's runtime, and here a source of the kernel's own added to it): compiled with
-    SDT_CFLAGS (the kernel's: RISC-V soft-float, as readelf says), linked into the image, and .text.sdt_* code
-    kept by sdt_text.ld although nothing calls it."""
+    SDT_CFLAGS (the kernel's: RISC-V soft-float, as readelf says) into the runtime's archive, whose members join
+    the image when it uses them (here through -u), and .text.sdt_* code kept by sdt_text.ld although nothing
+    calls it."""
     runtime = tmp_path / "rt.c"
     runtime.write_text('__attribute__((section(".text.sdt_runtime"))) int sdt_runtime_probe(int x) { return x; }\n'
-                       "int sdt_runtime_unkept(int x) { return x + 1; }\n")
+                       "int sdt_runtime_unkept(int x) { return x + 1; }\n"
+                       '__attribute__((section(".text.rt_used"))) int sdt_runtime_used(int x) { return x + 2; }\n')
     shipped = Path(sdtgen("runtime-dir", check=True).stdout.strip()) / "sdt_runtime.c"
-    out = tmp_path / "out"
-    build(out, "riscv64", linker, hobby_script(tmp_path / "hobby.ld", "riscv64"),
-          SDT_RUNTIME_SRCS=f"{shipped} {runtime}", SDT_LDFLAGS="--gc-sections")
-    for obj in ("kernel_sdt_rt_rt.o", "kernel_sdt_rt_sdt_runtime.o", "kernel_sdt_rt_arch.o"):
-        assert "soft-float ABI" in run([cross_tool("riscv64", "readelf"), "-hW", str(out / obj)]).stdout
-    symbols = run([cross_tool("riscv64", "nm"), str(out / "kernel.elf")]).stdout
-    assert " sdt_runtime_probe" in symbols and " sdt_runtime_unkept" not in symbols  # gc ran; KEEP held
-    assert " sdt_init" in symbols and " sdt_trap" in symbols  # the runtime, reached from sdt_entries
+    for used in (True, False):
+        out = tmp_path / f"out-{used}"
+        build(out, "riscv64", linker, hobby_script(tmp_path / "hobby.ld", "riscv64"),
+              SDT_RUNTIME_SRCS=f"{shipped} {runtime}", SDT_LDFLAGS="--gc-sections" + " -u sdt_runtime_used" * used)
+        for obj in ("kernel_sdt_rt_rt.o", "kernel_sdt_rt_sdt_runtime.o", "kernel_sdt_rt_arch.o"):
+            assert "soft-float ABI" in run([cross_tool("riscv64", "readelf"), "-hW", str(out / obj)]).stdout
+        symbols = run([cross_tool("riscv64", "nm"), str(out / "kernel.elf")]).stdout
+        assert (" sdt_runtime_used" in symbols) == (" sdt_runtime_probe" in symbols) == used  # an unused member
+        assert " sdt_runtime_unkept" not in symbols  # gc ran; KEEP held
+        assert " sdt_init" in symbols and " sdt_trap" in symbols  # the runtime, reached from sdt_entries
 
 
 def test_the_final_script_is_the_snippets_in_sdtgens_layout():
@@ -119,3 +124,127 @@ def test_the_final_script_is_the_snippets_in_sdtgens_layout():
     assert sdtgen("makefile", check=True).stdout.strip().endswith("sdtgen/data/sdtgen.mk")
     assert sdtgen("linker-script", "final", "--path").returncode == 2
 
+
+
+OWN_SECTIONS = r"""
+#include <sdt.h>
+
+SDT_PROVIDER_DEFINE(ks);
+SDT_PROBE_DEFINE2(ks, , , work, "int", "int");
+
+__attribute__((section(".text.init"), noinline)) int kinit(int x) { return x * 3; }
+__attribute__((section(".text.init"), noinline)) int kinit_more(int x) { return x + 1; }
+
+__attribute__((noinline)) int kwork(int x)
+{
+	int y = kinit(x) + kinit_more(x);
+	SDT_PROBE2(ks, , , work, x, y);
+	return y;
+}
+
+__attribute__((section(".text.entry"), noreturn)) void _start(void)
+{
+	for (;;)
+		kwork(1);
+}
+"""
+
+# The kernel's own script: its entry first at its load address, its init text bounded by its own symbols.
+OWN_SCRIPT = """ENTRY(_start)
+SECTIONS
+{
+	. = 0x100000;
+	.text : {
+		*(.text.entry)
+		__init_start = .;
+		*(.text.init)
+		__init_end = .;
+		. = ALIGN(16);  /* the partial link's .text starts aligned: btext with it (offset mode) */
+		btext = .;
+		*(.text .text.*)
+	}
+	INCLUDE sdt_text.ld
+	. = ALIGN(4096);
+	.rodata : { *(.rodata .rodata.*) }
+	.data : { *(.data .data.*) }
+	INCLUDE sdt_data.ld
+	.bss : { *(.bss .bss.* COMMON) }
+	/DISCARD/ : { *(.eh_frame .note.GNU-stack .note.gnu.property) }
+}
+"""
+
+
+def own_sections_kernel(tmp_path, mode: str, keep: str, linker: str = "bfd"):
+    """OWN_SECTIONS built with the fragment's defaults, its own final script and SDT_KEEP_TEXT=``keep``."""
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "main.c").write_text(OWN_SECTIONS)
+    (src / "kernel.ld").write_text(OWN_SCRIPT)
+    (src / "Makefile").write_text(
+        "include $(shell $(SDTGEN) makefile)\n"
+        "CFLAGS := -ffreestanding -fno-pic -O2 -mcmodel=kernel -mno-red-zone -fno-stack-protector "
+        "-fno-asynchronous-unwind-tables -I$(SDT_INCLUDE)\n"
+        "SDT_FINAL_LDS := kernel.ld\n"
+        "all: $(O)/kernel.elf\n"
+        "$(O)/main.o: main.c\n\t@mkdir -p $(O)\n\t$(CC) $(CFLAGS) -c -o $@ $<\n"
+        "$(eval $(call sdt_image,$(O)/kernel.elf,$(O)/kernel.o,$(O)/main.o))\n")
+    out = tmp_path / f"{mode}-{linker}-{bool(keep)}"
+    ld = need_tool("ld.lld", "lld") if linker == "lld" else "ld"
+    run(["make", "-C", str(src), f"SDTGEN={SDTGEN}", f"O={out}", f"SDT_MODE={mode}", f"SDT_KEEP_TEXT={keep}",
+         f"LD={ld}"])
+    return out
+
+
+@pytest.mark.parametrize(("mode", "linker"), [("reloc", "bfd"), ("offset", "bfd"), ("reloc", "lld")])
+def test_the_kernels_own_text_sections_reach_its_final_script(tmp_path, mode, linker, native_exe):
+    """SDT_KEEP_TEXT: the partial link leaves .text.entry and .text.init as they are, so the kernel's final script
+    puts its entry at its load address and bounds its init text with its own symbols, as readelf reads them;
+    the table checks in both modes (the fragment ran check), and the image boots firing as the C says."""
+    out = own_sections_kernel(tmp_path, mode, ".text.entry .text.init", linker)
+    symbols = {name: (value, size) for value, size, _, _, _, name in readelf_symbols(out / "kernel.elf")}
+    assert symbols["_start"][0] == 0x100000
+    lo, hi = symbols["__init_start"][0], symbols["__init_end"][0]
+    inits = sorted(symbols[f][0] for f in ("kinit", "kinit_more"))
+    assert lo <= inits[0] < inits[1] < hi and hi - lo >= sum(symbols[f][1] for f in ("kinit", "kinit_more"))
+    assert not lo <= symbols["kwork"][0] < hi
+    sites = json.loads(sdtgen("scan", out / "kernel.o", "--json", check=True).stdout)["sites"]
+    assert [(s["probe"], s["section"], s["function"].split("+")[0]) for s in sites] == [("ks:::work", ".text",
+                                                                                         "kwork")]
+    boot = sdtgen("boot", out / "kernel.elf", "--enable", "ks:::", "--run", "kwork:int", "--arg", "2", check=True)
+    assert boot.stdout.splitlines()[1:] == ["ks:::work  arg0=2 arg1=9", "kwork(2) = 9"]
+
+
+def test_without_keep_the_partial_link_merges_them_and_the_kernels_bounds_hold_nothing(tmp_path):
+    """The default partial script merges .text.init into .text before the final script sees it: the range the
+    kernel bounds is empty (what SDT_KEEP_TEXT is for)."""
+    out = own_sections_kernel(tmp_path, "reloc", "")
+    symbols = {name: value for value, _, _, _, _, name in readelf_symbols(out / "kernel.elf")}
+    assert symbols["__init_start"] == symbols["__init_end"]
+
+
+def test_a_kept_section_holding_a_site_has_no_offset_from_btext(tmp_path):
+    """Offset mode measures sites from the start of .text: a site in a section the partial link keeps is
+    refused, naming it and what to do; reloc mode takes it."""
+    obj = tmp_path / "k.o"
+    src = tmp_path / "k.c"
+    src.write_text(OWN_SECTIONS.replace("int kwork(int x)", 'int __attribute__((section(".text.init"))) kwork(int x)'))
+    run(["gcc", "-ffreestanding", "-fno-pic", "-O2", "-mcmodel=kernel", include_flag(), "-c", "-o", str(obj),
+         str(src)])
+    script = tmp_path / "partial.ld"
+    sdtgen("linker-script", "partial", "--keep", ".text.init", "-o", script, check=True)
+    run(["ld", "-r", "-T", str(script), "-o", str(tmp_path / "kernel.o"), str(obj)])
+    proc = sdtgen("gen", tmp_path / "kernel.o", "--mode", "offset", "--stubs", tmp_path / "s.c", "--table",
+                  tmp_path / "t.S")
+    assert proc.returncode != 0 and not (tmp_path / "s.c").exists()
+    assert ": error: .text.init:kwork+0x" in proc.stderr and "without --keep for its section" in proc.stderr
+    sdtgen("gen", tmp_path / "kernel.o", "--stubs", tmp_path / "s.c", "--table", tmp_path / "t.S", check=True)
+
+
+def test_keep_takes_only_text_section_names():
+    for bad in ("*", ".text", ".data.x", ".text.a b", ".text.x)", ".text.*"):
+        proc = sdtgen("linker-script", "partial", "--keep", bad)
+        assert proc.returncode == 2 and proc.stdout == ""
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("sdtgen: error: --keep '") and "name a section .text.NAME" in line
+    assert sdtgen("linker-script", "partial", "--keep", ".text.entry", "--path").returncode == 2
+    assert sdtgen("linker-script", "sdt_text", "--keep", ".text.entry").returncode == 2

@@ -105,3 +105,63 @@ def test_sdt_clock_hz_has_gen_write_the_ctf_metadata_beside_the_stubs(tmp_path):
     make(out, "SDT_CLOCK_HZ=1000000000", "SDT_CLOCK_NAME=sched_ns")
     text = (out / "kernel_sdt_metadata").read_text()
     assert "\tfreq = 1000000000;" in text and "\tname = sched_ns;" in text
+
+
+SERIAL_KERNEL = r"""
+#include <sdt.h>
+#include <sdt_runtime.h>
+
+SDT_PROVIDER_DEFINE(sk);
+SDT_PROBE_DEFINE1(sk, , , tick, "int");
+
+static void put(const void *data, unsigned long len) { (void)data; (void)len; }
+
+int kmain(int n)
+{
+	static struct sdt_cpu cpu;
+	SDT_PROBE1(sk, , , tick, n);
+	sdt_serial_info(put);
+	sdt_serial_frame(put, SDT_FRAME_TEXT, "hello", 5);
+	return sdt_serial_drain(&cpu, put);
+}
+"""
+
+
+def user_kernel(tmp_path, source: str, *lines: str):
+    """A kernel of one C file whose Makefile is the fragment's defaults and nothing else of sdtgen's."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "main.c").write_text(source)
+    (src / "Makefile").write_text(
+        "include $(shell $(SDTGEN) makefile)\n"
+        "CFLAGS := -ffreestanding -fno-pic -O2 -mcmodel=kernel -mno-red-zone -fno-stack-protector "
+        "-fno-asynchronous-unwind-tables -I$(SDT_INCLUDE)\n"
+        "all: build/kernel.elf\n"
+        "build/main.o: main.c\n\t@mkdir -p build\n\t$(CC) $(CFLAGS) -c -o $@ $<\n"
+        "$(eval $(call sdt_image,build/kernel.elf,build/kernel.o,build/main.o))\n"
+        + "".join(f"{ln}\n" for ln in lines))
+    return src
+
+
+def test_a_kernel_that_calls_the_serial_transport_links_with_the_fragments_defaults(tmp_path):
+    """sdt_runtime.h declares sdt_serial_*: the fragment builds sdt_serial.c, so a port that follows the
+    guide's serial section links, and `SDT_RUNTIME_DIR` names the sources' directory."""
+    src = user_kernel(tmp_path, SERIAL_KERNEL, "print-dir: ; @echo $(SDT_RUNTIME_DIR)")
+    run(["make", "-C", str(src), f"SDTGEN={SDTGEN}"])
+    symbols = run(["nm", str(src / "build" / "kernel.elf")]).stdout
+    assert all(f" T sdt_serial_{f}\n" in symbols for f in ("frame", "info", "drain")), symbols
+    printed = run(["make", "-C", str(src), "-s", "--no-print-directory", f"SDTGEN={SDTGEN}", "print-dir"]).stdout
+    assert printed.strip() == run([SDTGEN, "runtime-dir"]).stdout.strip()
+
+
+def test_a_runtime_part_the_image_never_calls_costs_it_nothing(tmp_path):
+    """The fixture calls no sdt_serial_*: its image is byte for byte the one built without sdt_serial.c (the
+    final link takes from the runtime's archive only what the image uses), and nm finds none of it."""
+    make(tmp_path / "default")
+    core = run([SDTGEN, "runtime-dir"]).stdout.strip() + "/sdt_runtime.c"
+    make(tmp_path / "core", f"SDT_RUNTIME_SRCS={core}")
+    assert (tmp_path / "default" / "kernel_sdt_rt_sdt_serial.o").exists()
+    default = (tmp_path / "default" / "kernel.elf").read_bytes()
+    assert default == (tmp_path / "core" / "kernel.elf").read_bytes()
+    assert "sdt_serial" not in run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout
+    assert " sdt_init" in run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout

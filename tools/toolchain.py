@@ -91,6 +91,17 @@ def runtime_dir() -> Path:
 
 
 @cache
+def runtime_sources() -> tuple[Path, ...]:
+    """The runtime's portable sources as the Makefile fragment builds them for every kernel (SDT_RUNTIME_SRCS,
+    its one list), asked of make; each build here adds the architecture's port, arch/sdt_ARCH.c."""
+    fragment = sdtgen("makefile").strip()
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "-f", fragment, f"SDTGEN={sdtgen_command()}",
+                           "--eval", "sdt_list: ; @echo $(SDT_RUNTIME_SRCS)", "sdt_list"],
+                          capture_output=True, text=True, check=True)
+    return tuple(Path(s) for s in proc.stdout.split())
+
+
+@cache
 def snippet_dir() -> str:
     """Where sdtgen's linker script snippets are: a kernel's own script INCLUDEs them through -L."""
     return os.path.dirname(sdtgen("linker-script", "sdt_text", "--path").strip())
@@ -227,9 +238,9 @@ def compile_table(b: Build, stubs: Path, table: Path, out: Path) -> list[Path]:
     compiles them: the objects gen's output adds to the final link."""
     flags = [*b.flags(), "-fno-lto", f"-I{include_dir()}"]
     objs = []
+    runtime = [("compile runtime", src, f"sdt_rt_{src.stem}.o") for src in runtime_sources()]
     for step, src, name in (("compile stubs", stubs, "sdt_stubs.o"), ("assemble table", table, "sdt_table.o"),
-                            ("compile runtime", runtime_dir() / "sdt_runtime.c", "sdt_runtime.o"),
-                            ("compile runtime", runtime_dir() / "arch" / f"sdt_{b.arch}.c", "sdt_arch.o")):
+                            *runtime, ("compile runtime", runtime_dir() / "arch" / f"sdt_{b.arch}.c", "sdt_arch.o")):
         run_tool(step, [*b.cc(), *flags, "-c", "-o", str(out / name), str(src)])
         objs.append(out / name)
     return objs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sdtgen.errors import SdtError
+from sdtgen.errors import SdtError, printable
 from sdtgen.record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -235,6 +235,26 @@ def linker_script(name: str) -> str:
     if name not in LINKER_SCRIPTS:
         raise SdtError("", f"no linker script {name!r}", f"choose one of {', '.join(LINKER_SCRIPTS)}")
     return os.path.join(SCRIPTS, f"{name}.ld")
+
+
+KEEP_SECTION = r"\.text\.[A-Za-z0-9_.$-]+"  # a kernel's own text section, as the partial script may keep it
+
+
+def partial_script(keep: list[str]) -> str:
+    """The partial script, which merges every text input section into one .text, with the sections ``keep``
+    names (a kernel's own, such as .text.entry) placed first, each in an output section of its own name, so the
+    final link sees them as the kernel made them."""
+    import re
+
+    for name in keep:
+        if not re.fullmatch(KEEP_SECTION, name):
+            raise SdtError("", f"--keep '{printable(name)}' is not a text section the partial script merges",
+                           "name a section .text.NAME (letters, digits, '_', '.', '$', '-'), one an option")
+    with open(linker_script("partial")) as f:
+        text = f.read()
+    merge = "\t.text : {"
+    kept = "".join(f"\t{name} : {{ *({name}) }}\n" for name in dict.fromkeys(keep))
+    return text.replace(merge, kept + merge, 1)
 
 
 def _snippet_body(name: str) -> str:

@@ -6,12 +6,18 @@
 #
 # sdt_image(IMAGE, PARTIAL, OBJECTS) adds the steps between your objects and
 # the final image:
-#   PARTIAL      ld -r of OBJECTS with sdtgen's partial linker script, then
+#   PARTIAL      ld -r of OBJECTS with sdtgen's partial linker script (which
+#                merges their text into one .text but for the sections
+#                SDT_KEEP_TEXT names: PARTIAL_sdt_partial.ld), then
 #                `sdtgen gen`, which writes PARTIAL_sdt_stubs.c and
 #                PARTIAL_sdt_table.S (named from PARTIAL without .o)
 #   *_sdt_*.o    the stubs, recorders and table, and sdtgen's runtime
 #                (SDT_RUNTIME_SRCS), compiled with SDT_CFLAGS: your CFLAGS,
 #                so their code model and ABI are the kernel's (never LTO)
+#   *_sdt_runtime.a  the runtime's objects and its port of SDT_ARCH: the
+#                final link takes the members the image uses (the core, which
+#                every recorder calls; sdt_serial.o only when the kernel calls
+#                sdt_serial_*), so an unused part costs nothing
 #   *_sdt_final.ld  sdtgen's final linker script for SDT_ARCH, from its template
 #   IMAGE        the final link with that script (or SDT_FINAL_LDS, your own,
 #                which INCLUDEs sdt_text.ld and sdt_data.ld from
@@ -22,13 +28,17 @@
 # Every path is found from this file's own place, so a make that has nothing
 # to do starts sdtgen at most once (the `sdtgen makefile` of the include).
 #
-# What the fragment gives you: SDT_INCLUDE, the directory of sdt.h (-I for your
-# sources), and SDT_LINKER_SCRIPTS, the directory of its linker scripts and of
-# the snippets your own final script INCLUDEs.
+# What the fragment gives you: SDT_INCLUDE, the directory of sdt.h and
+# sdt_runtime.h (-I for your sources), SDT_RUNTIME_DIR, the directory of the
+# runtime's C sources, and SDT_LINKER_SCRIPTS, the directory of its linker
+# scripts and of the snippets your own final script INCLUDEs.
 sdt_here := $(dir $(lastword $(MAKEFILE_LIST)))
 SDT_INCLUDE := $(abspath $(sdt_here)../include)
 SDT_LINKER_SCRIPTS := $(abspath $(sdt_here)linker_scripts)
-sdt_runtime_dir := $(abspath $(sdt_here)../runtime)
+SDT_RUNTIME_DIR := $(abspath $(sdt_here)../runtime)
+# The runtime's portable sources in SDT_RUNTIME_DIR, each compiled on its own (the port of an architecture,
+# arch/sdt_$(SDT_ARCH).c, is chosen when it is compiled): a file the runtime gains is named here, once.
+sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c
 
 # What you may set, before the sdt_image line or on the command line:
 SDTGEN ?= sdtgen
@@ -38,10 +48,11 @@ SDT_MODE ?= reloc
 SDT_STRICT ?= 0
 SDT_CC ?= $(CC)
 SDT_CFLAGS ?= $(CFLAGS)
-# sdtgen's runtime (patching, arming, recording, transport): compiled into every image like the generated
-# code, with the port of SDT_ARCH (runtime/arch/sdt_$(SDT_ARCH).c, chosen when it is compiled)
-SDT_RUNTIME_SRCS ?= $(addprefix $(sdt_runtime_dir)/,sdt_runtime.c sdt_serial.c sdt_control.c)
+# sdtgen's runtime (patching, arming, recording, the serial transport, the control core): compiled for every
+# image like the generated code, with the port of SDT_ARCH, into an archive the final link takes what it uses from
+SDT_RUNTIME_SRCS ?= $(addprefix $(SDT_RUNTIME_DIR)/,$(sdt_runtime_files))
 SDT_LD ?= $(LD)
+SDT_AR ?= $(AR)
 # Options of the runtime's own build only (e.g. -DSDT_NAIVE_PROTOCOL, the torture test's unsafe patching)
 SDT_RUNTIME_CFLAGS ?=
 SDT_ASFLAGS ?=
@@ -51,7 +62,11 @@ SDT_LDFLAGS ?=
 # (a directory of it, named `metadata`, and the CPUs' streams); SDT_CLOCK_NAME names the clock in it
 SDT_CLOCK_HZ ?=
 SDT_CLOCK_NAME ?=
-SDT_PARTIAL_LDS ?= $(SDT_LINKER_SCRIPTS)/partial.ld
+# SDT_KEEP_TEXT: the kernel's own text sections (.text.NAME: its boot code's .text.entry, a .text.init its final
+# script bounds with its own symbols) that the partial link keeps as they are instead of merging them into .text
+SDT_KEEP_TEXT ?=
+# The partial link's script, when not sdtgen's (partial.ld, or with SDT_KEEP_TEXT PARTIAL_sdt_partial.ld)
+SDT_PARTIAL_LDS ?=
 SDT_FINAL_LDS ?=
 
 # SDT_ARCH, unless set: the architecture $(SDT_CC) builds for with SDT_CFLAGS (`-dumpmachine`, which
@@ -76,7 +91,7 @@ endif
 # sdt_runtime_obj(PARTIAL, SOURCE): the object of one runtime source for one image
 sdt_runtime_obj = $(patsubst %.c,$(1:.o=)_sdt_rt_%.o,$(notdir $(2)))
 
-sdt_runtime_headers = $(wildcard $(sdt_runtime_dir)/*.h $(SDT_INCLUDE)/*.h)
+sdt_runtime_headers = $(wildcard $(SDT_RUNTIME_DIR)/*.h $(SDT_INCLUDE)/*.h)
 
 define sdt_runtime_rule
 $(call sdt_runtime_obj,$(1),$(2)): $(2) $(wildcard $(dir $(2))*.[ch]) $$(sdt_runtime_headers)
@@ -84,16 +99,19 @@ $(call sdt_runtime_obj,$(1),$(2)): $(2) $(wildcard $(dir $(2))*.[ch]) $$(sdt_run
 	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $$<
 endef
 
-# The clock the metadata describes, kept in PARTIAL_sdt_clock and rewritten (when make reads this file)
-# only when it changes: a new SDT_CLOCK_HZ reruns gen, as Kbuild's if_changed does for new flags.
-sdt_clock_stamp = $(shell echo '$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)' | cmp -s - $(1) 2>/dev/null || \
-	{ mkdir -p $(dir $(1)) && echo '$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)' > $(1); })
+# sdt_stamp(FILE, VALUE): VALUE kept in FILE, rewritten (when make reads this file) only when it changes, so a
+# new SDT_CLOCK_HZ reruns gen and a new SDT_KEEP_TEXT the partial link, as Kbuild's if_changed does for new flags.
+sdt_stamp = $(shell echo '$(2)' | cmp -s - $(1) 2>/dev/null || { mkdir -p $(dir $(1)) && echo '$(2)' > $(1); })
+
+# sdt_partial_lds(PARTIAL): the partial link's script
+sdt_partial_lds = $(or $(SDT_PARTIAL_LDS),$(if $(SDT_KEEP_TEXT),$(1:.o=)_sdt_partial.ld,$(SDT_LINKER_SCRIPTS)/partial.ld))
 
 define sdt_image
-$(if $(SDT_CLOCK_HZ),$(call sdt_clock_stamp,$(2:.o=)_sdt_clock))
-$(2): $(3) $$(SDT_PARTIAL_LDS) $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_clock)
+$(if $(SDT_CLOCK_HZ),$(call sdt_stamp,$(2:.o=)_sdt_clock,$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)))
+$(if $(SDT_KEEP_TEXT),$(call sdt_stamp,$(2:.o=)_sdt_keep,$(SDT_KEEP_TEXT)))
+$(2): $(3) $(call sdt_partial_lds,$(2)) $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_clock)
 	$$(sdt_msg) LD $$@$$(sdt_need_arch)
-	$$(sdt_q)$$(SDT_LD) -r -T $$(SDT_PARTIAL_LDS) -o $$@ $(3)
+	$$(sdt_q)$$(SDT_LD) -r -T $(call sdt_partial_lds,$(2)) -o $$@ $(3)
 	$$(sdt_msg) SDTGEN $$@
 	$$(sdt_q)$$(SDTGEN) gen $$@ --mode $$(SDT_MODE)$$(if $$(filter 1,$$(SDT_STRICT)), --strict) --stubs $(2:.o=)_sdt_stubs.c --table $(2:.o=)_sdt_table.S \
 		$$(if $$(SDT_CLOCK_HZ),--ctf-metadata $(2:.o=)_sdt_metadata --clock-hz $$(SDT_CLOCK_HZ)$$(if $$(SDT_CLOCK_NAME), --clock-name $$(SDT_CLOCK_NAME))) \
@@ -105,9 +123,9 @@ $(2:.o=)_sdt_stubs.o: $(2:.o=)_sdt_stubs.c
 	$$(sdt_msg) CC $$@
 	$$(sdt_q)$$(sdt_compile) -c -o $$@ $$<
 
-$(2:.o=)_sdt_rt_arch.o: $(wildcard $(sdt_runtime_dir)/arch/*.[ch]) $$(sdt_runtime_headers)
+$(2:.o=)_sdt_rt_arch.o: $(wildcard $(SDT_RUNTIME_DIR)/arch/*.[ch]) $$(sdt_runtime_headers)
 	$$(sdt_msg) CC $$@
-	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $(sdt_runtime_dir)/arch/sdt_$$(SDT_ARCH).c
+	$$(sdt_q)$$(sdt_compile) $$(SDT_RUNTIME_CFLAGS) -c -o $$@ $(SDT_RUNTIME_DIR)/arch/sdt_$$(SDT_ARCH).c
 
 $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
@@ -115,12 +133,19 @@ $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 
 $(foreach s,$(SDT_RUNTIME_SRCS),$(eval $(call sdt_runtime_rule,$(2),$(s))))
 
+$(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o
+	$$(sdt_msg) AR $$@
+	$$(sdt_q)rm -f $$@ && $$(SDT_AR) rcs $$@ $$^
+
+$(2:.o=)_sdt_partial.ld: $(SDT_LINKER_SCRIPTS)/partial.ld $(2:.o=)_sdt_keep
+	$$(sdt_q)$$(SDTGEN) linker-script partial $(addprefix --keep ,$(SDT_KEEP_TEXT)) -o $$@
+
 $(2:.o=)_sdt_final.ld: $(addprefix $(SDT_LINKER_SCRIPTS)/,final.ld.in sdt_text.ld sdt_data.ld)
 	$$(sdt_q)$$(SDTGEN) linker-script final --arch $$(SDT_ARCH) -o $$@
 
-$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
+$(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.a $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld)
 	$$(sdt_msg) LD $$@
-	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -L $$(SDT_LINKER_SCRIPTS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o
+	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -L $$(SDT_LINKER_SCRIPTS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.a
 	$$(sdt_msg) SDTCHK $$@
 	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
 endef

@@ -1,6 +1,6 @@
 """The runtime is freestanding: built with a kernel's plain flags by gcc or clang, for every architecture and
-optimisation level, it (with its serial transport and control core) and its port together call nothing outside
-themselves. nm lists what is undefined:
+optimisation level, its sources (every one the Makefile fragment builds) and its port together call nothing
+outside themselves. nm lists what is undefined:
 only the linker sets' bounds, which the kernel's link defines. (AArch64 compilers outline atomics into
 libgcc's __aarch64_* helpers unless told not to; a kernel has no libgcc.)"""
 
@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import pytest
 from helpers import ARCHES, ROOT, cross_tool, need_tool, run
+from toolchain import runtime_sources
 
 from sdtgen import arch as arches
 
 RUNTIME = ROOT / "sdtgen" / "runtime"
-# What the Makefile fragment builds into every image: the runtime, its serial transport and its control core.
-SOURCES = (RUNTIME / "sdt_runtime.c", RUNTIME / "sdt_serial.c", RUNTIME / "sdt_control.c")
 BOUNDS = {f"__{end}_set_sdt_{name}_set" for end in ("start", "stop") for name in ("sites", "probes")}
 # A kernel's flags that say nothing of atomics or libraries: what sdtgen's registry gives, less the one
 # flag a kernel may not know to give.
 PLAIN = {a.name: [f for f in a.cflags if f != "-mno-outline-atomics"] for a in arches.all_arches()}
+
+
+def test_the_fragment_builds_the_serial_transport_with_the_core():
+    assert [(p.parent, p.name) for p in runtime_sources()] == [(RUNTIME, "sdt_runtime.c"), (RUNTIME, "sdt_serial.c")]
 
 
 def compilers(arch: str) -> list[tuple[str, list[str]]]:
@@ -37,7 +40,7 @@ def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch
         flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], "-Wall", "-Wextra", "-Werror",
                  f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
         objs = []
-        for src in (*SOURCES, RUNTIME / "arch" / f"sdt_{arch}.c"):
+        for src in (*runtime_sources(), RUNTIME / "arch" / f"sdt_{arch}.c"):
             obj = tmp_path / f"{name}-{src.stem}.o"
             run([*flags, "-o", str(obj), str(src)])
             objs.append(str(obj))

@@ -424,3 +424,105 @@ def test_make_process_builds_runs_traces_and_tortures_it(tmp_path, native_all):
     want = native_events(native_all, [Call("vfs_lookup_id", (0,)), Call("sched_run", (3,))])
     assert [(e.probe, normal(e.probe, list(e.args))) for e in events] == \
         [f for f in native_firings(want) if f[0].startswith("hk:vfs:") or f[0] == "hk:sched:run:tick"]
+
+
+# -- how text is written: never writable and executable at once ----------------------------------------
+@pytest.fixture(scope="module")
+def deny(tmp_path_factory) -> Path:
+    """tests/runtime/hosted/deny.c: a command under a seccomp filter refusing what hardened kernels refuse (any
+    mapping writable and executable at once) or memfd_create, or both: the kernel, not the program, says no."""
+    exe = tmp_path_factory.mktemp("deny") / "deny"
+    run([need_tool("gcc", "gcc"), "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+         str(ROOT / "tests" / "runtime" / "hosted" / "deny.c")])
+    return exe
+
+
+@pytest.mark.parametrize("mode", ["trap", "branch"])
+def test_text_written_through_an_alias_is_never_writable_and_executable(process, native_all, deny, tmp_path, mode):
+    """Under a kernel that refuses every W+X mapping the text is written through a second, writable mapping of
+    its pages, and every probe fires as natively."""
+    calls = CALLS + EXTRA_CALLS
+    exe = tmp_path / "under-deny"
+    exe.write_text(f"#!/bin/sh\nexec {deny} wx {process} \"$@\"\n")
+    exe.chmod(0o755)
+    r = Run(exe, tmp_path, "--text", "alias", "enable", ":::", mode, *commands(calls))
+    assert r.line("init")["text"] == "alias"
+    ours, theirs = data_symbolizer(process), data_symbolizer(native_all[0])
+    assert r.firings(ours) == native_firings(native_events(native_all, calls), theirs)
+
+
+def test_the_alias_holds_the_protocol_under_a_running_cpu(process, deny, tmp_path):
+    proc = run([str(deny), "wx", str(process), "--cpus", "2", "--arm", "cycle", "torture", "kmain,1", ":::", "2000"])
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    (t,) = [x for x in lines if x["event"] == "torture"]
+    assert lines[0]["text"] == "alias" and (t["faults"], t["torn"]) == (0, 0) and t["transient"] > 0
+
+
+def test_where_memfds_are_refused_text_is_made_writable_by_mprotect(process, native_all, deny, tmp_path):
+    exe = tmp_path / "under-deny"
+    exe.write_text(f"#!/bin/sh\nexec {deny} memfd {process} \"$@\"\n")
+    exe.chmod(0o755)
+    r = Run(exe, tmp_path, "enable", ":::", "branch", *commands(CALLS))
+    assert r.line("init")["text"] == "mprotect"
+    ours, theirs = data_symbolizer(process), data_symbolizer(native_all[0])
+    assert r.firings(ours) == native_firings(native_events(native_all, CALLS), theirs)
+
+
+@pytest.mark.parametrize(("refused", "text", "says"), [
+    ("wx", "mprotect", "mprotect refuses to make text writable and executable (Permission denied): use the alias "
+                       "(SDT_LINUX_TEXT_AUTO)"),
+    ("both", "auto", "mprotect refuses to make text writable and executable (Permission denied), and a writable "
+                     "alias of it (memfd) is refused too"),
+    ("memfd", "alias", "a writable alias of the text (memfd_create, then mmap of it executable) is refused: "
+                       "Permission denied")])
+def test_where_text_cannot_be_written_the_platform_says_why_and_patches_nothing(process, deny, refused, text, says):
+    proc = run([str(deny), refused, str(process), "--text", text, "enable", ":::", "branch"], check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"sdt_linux: {says}\n"
+
+
+# -- a kernel of its own under the same harness ---------------------------------------------------------------
+FOREIGN = r"""
+#include <sdt.h>
+#include "net.h"
+
+SDT_PROVIDER_DEFINE(net);
+SDT_PROBE_DEFINE3(net, ip, send, packet, "const char *", "int", "long");
+
+static const char *const ifaces[] = {"eth0", "wlan0", "lo"};
+
+long net_send(int n)
+{
+	long bytes = 0;
+	for (int i = 0; i < n; i++) {
+		bytes += NET_MTU - i;
+		SDT_PROBE3(net, ip, send, packet, ifaces[i % 3], i, bytes);
+	}
+	return bytes;
+}
+"""
+
+
+def test_a_foreign_kernel_reuses_the_process_harness(tmp_path):
+    """fixtures/process/Makefile with a kernel's own sources and include directory (no kern.h, no extra.c):
+    the interpreter runs its functions, firing as its C does natively."""
+    from native import build_native, run_native
+
+    src, include = tmp_path / "src", tmp_path / "src" / "include"
+    include.mkdir(parents=True)
+    (include / "net.h").write_text("#define NET_MTU 1500\nlong net_send(int n);\n")
+    (src / "net.c").write_text(FOREIGN)
+    build_process(tmp_path / "build", KERNEL_SRCS=str(src / "net.c"), KERNEL_CFLAGS=f"-I{include}", EXE="net-proc")
+    exe = tmp_path / "build" / "net-proc"
+    assert not list((tmp_path / "build").rglob("extra.o"))  # the fixture's own, only for the fixture
+    native = build_native(tmp_path, [src / "net.c"], {"net_send": ("long", ["int"])},
+                          run([SDTGEN, "include-dir"]).stdout.strip(), (f"-I{include}",))
+    expected = run_native(native, [Call("net_send", (7,))])
+    dec = Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in called_probes(src)], 64)
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    proc = run([str(exe), "--trace", str(trace), "enable", "net:::", "trap", "run", "net_send,7"])
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [x["value"] for x in lines if x["event"] == "return"] == [expected[-1]["return"]]
+    fired = [(e.probe, list(e.args)) for d in split((trace / "stream_0").read_bytes(), dec) for e in dec.events(d)[1]]
+    assert fired == [(e["probe"], e["args"]) for e in expected if "probe" in e]

@@ -1,0 +1,165 @@
+/*
+ * A user-space program of its own on sdtgen's hosted platform (sdt_linux.h), built by
+ * fixtures/process/Makefile with PROGRAM_SRCS empty: its probes, its main, its threads.
+ *
+ *   program [--no-lazy] [--text auto|alias|mprotect] TRACE_DIR CASE
+ *   late N       a thread started after sdt_linux_start fires hp:late:loop:step(i, "late-<i>", from its
+ *                own stack) N times without attaching: lazily, in the breakpoint handler
+ *   churn N      N threads one after another, each firing hp:churn:thread:once(k) once and exiting
+ *                without detaching: more threads than CPUs, their CPUs taken back
+ *   heap         strings in memory mapped after start: hp:heap:str:copy(s, k)
+ *   int3         the program's own breakpoint (not a probe's) reaches the SIGTRAP handler it had
+ *   int3-default the same without a handler of its own: SIGTRAP kills it
+ *   fork         a child forked before its parent arms hp:churn::once runs that site as it was: its
+ *                exit status is the events its CPU 0 recorded
+ * The last line is the platform's statistics as JSON.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sdt.h>
+#include <sdt_linux.h>
+
+SDT_PROVIDER_DEFINE(hp);
+SDT_PROBE_DEFINE2(hp, late, loop, step, "int", "char *");
+SDT_PROBE_DEFINE1(hp, churn, thread, once, "int");
+SDT_PROBE_DEFINE2(hp, heap, str, copy, "char *", "int");
+
+__attribute__((noinline)) void late_loop(int n)
+{
+	char name[32];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "late-%d", i);
+		SDT_PROBE2(hp, late, loop, step, i, name);
+	}
+}
+
+static void *late_thread(void *n)
+{
+	late_loop((int)(long)n);
+	sdt_linux_detach();	/* its last packet closed, its CPU free */
+	return 0;
+}
+
+__attribute__((noinline)) void churn_once(int k)
+{
+	SDT_PROBE1(hp, churn, thread, once, k);
+}
+
+static void *churn_thread(void *k)
+{
+	churn_once((int)(long)k);
+	return 0;	/* no detach: its CPU is taken back when it is seen gone */
+}
+
+__attribute__((noinline)) void heap_copy(const char *s, int k)
+{
+	SDT_PROBE2(hp, heap, str, copy, s, k);
+}
+
+/* A fresh mapping holding ``text`` (too big for the heap: malloc maps it on its own). */
+static char *mapped(const char *text)
+{
+	char *p = malloc(1 << 20);
+
+	strcpy(p, text);
+	return p;
+}
+
+static volatile int theirs;
+
+static void their_trap(int sig)
+{
+	(void)sig;
+	theirs++;
+}
+
+int main(int argc, char **argv)
+{
+	struct sdt_linux_options o = {.ring_bytes = 1 << 16, .packet_size = 4096, .policy = SDT_DISCARD};
+	struct sdt_linux_stats st;
+	const char *what;
+	int i = 1, r;
+
+	for (; i + 1 < argc && !strncmp(argv[i], "--", 2); i++) {
+		if (!strcmp(argv[i], "--no-lazy"))
+			o.no_lazy = 1;
+		else if (!strcmp(argv[i], "--text"))
+			i++, o.text = !strcmp(argv[i], "alias") ? SDT_LINUX_TEXT_ALIAS
+				     : !strcmp(argv[i], "mprotect") ? SDT_LINUX_TEXT_MPROTECT : SDT_LINUX_TEXT_AUTO;
+	}
+	if (i + 1 >= argc)
+		return 2;
+	o.trace_dir = argv[i];
+	what = argv[i + 1];
+	if (!strcmp(what, "int3"))
+		signal(SIGTRAP, their_trap);
+	r = sdt_linux_start(&o);
+	if (r < 0)
+		return 2;
+	printf("{\"patched\": %d}\n", r);
+	if (!strcmp(what, "late") || !strcmp(what, "churn")) {
+		int n = atoi(argv[i + 2]), k;
+		pthread_t t;
+		sdt_enable("hp:late::", SDT_TRAP);
+		sdt_enable("hp:churn::", SDT_BRANCH);
+		for (k = 0; k < (!strcmp(what, "late") ? 1 : n); k++) {
+			if (pthread_create(&t, 0, !strcmp(what, "late") ? late_thread : churn_thread,
+					   (void *)(long)(!strcmp(what, "late") ? n : k)))
+				return 3;
+			pthread_join(t, 0);
+		}
+	} else if (!strcmp(what, "heap")) {
+		char *a, *b;
+		sdt_linux_attach(-1);
+		sdt_enable("hp:heap::", SDT_TRAP);
+		a = mapped("mapped after start");
+		heap_copy(a, 0);	/* not in the ranges read at start: unreadable */
+		sdt_flush();
+		sdt_linux_drain();	/* the reader sees it and reads the ranges again */
+		heap_copy(a, 1);
+		b = mapped("mapped, then refreshed");
+		sdt_linux_refresh();
+		heap_copy(b, 2);
+		heap_copy(0, 3);	/* NULL: unreadable whatever the ranges */
+	} else if (!strcmp(what, "fork")) {
+		int go[2], done[2], status, recorded;
+		char c;
+		pid_t pid;
+		sdt_linux_attach(-1);
+		if (pipe(go) || pipe(done))
+			return 3;
+		pid = fork();
+		if (pid == 0) {	/* ready once fork's handlers ran: then the parent arms */
+			if (write(done[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+				_exit(3);
+			churn_once(7);	/* armed in the parent after the fork: not here */
+			recorded = (int)sdt_linux_cpu(0)->events;	/* what the child's own CPU 0 holds */
+			_exit(write(done[1], "x", 1) == 1 ? recorded : 3);
+		}
+		if (read(done[0], &c, 1) != 1)
+			return 3;
+		sdt_enable("hp:churn::", SDT_BRANCH);
+		if (write(go[1], "x", 1) != 1 || read(done[0], &c, 1) != 1 || waitpid(pid, &status, 0) != pid)
+			return 3;
+		printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+		churn_once(8);
+	} else if (!strncmp(what, "int3", 4)) {
+		__asm__ __volatile__("int3");
+		printf("{\"their_handler\": %d}\n", theirs);
+	}
+	sdt_linux_stop();
+	sdt_linux_stats(&st);
+	printf("{\"packets\": %lu, \"events\": %lu, \"unattached\": %lu, \"cpus\": %u, \"refreshes\": %lu, "
+	       "\"text\": \"%s\"}\n", st.packets, st.events, st.unattached, st.cpus, st.refreshes,
+	       st.text == SDT_LINUX_TEXT_ALIAS ? "alias" : "mprotect");
+	return 0;
+}
