@@ -304,7 +304,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
 
 
 def cmd_qemu(args: argparse.Namespace) -> int:
-    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.targets.child import termination_as_interrupt
     from sdtgen.targets.qemu import QemuTarget
 
     def start(s):
@@ -316,7 +316,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from sdtgen.qemu.machine import termination_as_interrupt
+    from sdtgen.targets.child import termination_as_interrupt
     from sdtgen.targets.serial import AttachTarget, open_line
 
     line = open_line(args.serial, duplex=True)  # a line that cannot be opened is one line, before anything runs
@@ -390,10 +390,10 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
     """Torture on QEMU, an attached kernel or a process: the kernel's own control core does it."""
     import io
 
-    from sdtgen.qemu.machine import termination_as_interrupt
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.session import Session
     from sdtgen.targets.base import Halted
+    from sdtgen.targets.child import termination_as_interrupt
 
     line = None
     if target == "qemu":
@@ -440,8 +440,8 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
 def cmd_record(args: argparse.Namespace) -> int:
     import json
 
-    from sdtgen.qemu.machine import termination_as_interrupt
     from sdtgen.qemu.record import Recording, open_serial
+    from sdtgen.targets.child import termination_as_interrupt
 
     def show(kind: str, text: str, human: str) -> None:
         print(json.dumps({"event": kind, "text": text}) if args.json else human, flush=True)

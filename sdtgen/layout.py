@@ -306,8 +306,8 @@ ERROR_VALUES = {name: value for name, value, _ in ERRORS}
 
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
-    ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL`, also said "
-     "unasked at boot"),
+    ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also "
+     "said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved)"),
     ("SDT_CTL_RING", "ring", "ring BYTES PACKET POLICY MEMORY: attach every CPU's ring"),
     ("SDT_CTL_ENABLE", "enable", "enable trap|branch SPEC: `ok enable N`, N sites armed"),
     ("SDT_CTL_DISABLE", "disable", "disable SPEC: `ok disable N`"),
@@ -317,8 +317,8 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_DRAIN", "drain", "drain: every CPU's closed packets sent now"),
     ("SDT_CTL_STATS", "stats", "stats: `cpu K DISCARDED OVERWRITTEN` per CPU"),
     ("SDT_CTL_LIST", "list", "list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe"),
-    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch SPEC: `torture PROTOCOL CPUS "
-     "TOGGLES CALLS FAULTS TORN WRONG`"),
+    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL "
+     "CPUS TOGGLES CALLS FAULTS TORN WRONG`"),
     ("SDT_CTL_EXIT", "exit", "exit CODE: power off"),
     ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND [-]N`"),
     ("SDT_CTL_ERROR", "error", "the last line of a reply that did not: `error CODE TEXT`"),
@@ -329,6 +329,7 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_PROBE", "probe", "a probe: `probe KEY SITES ARMED SPEC`"),
     ("SDT_CTL_TRAP", "trap", "arming mode: the breakpoint"),
     ("SDT_CTL_BRANCH", "branch", "arming mode: a branch to the recorder"),
+    ("SDT_CTL_CYCLE", "cycle", "torture: off, branch, trap, off... in turn"),
     ("SDT_CTL_ALL", "all", "every CPU (run)"),
 )
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}

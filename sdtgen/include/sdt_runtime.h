@@ -77,7 +77,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ERR_CPU       (-8)	/* no such CPU, or a command that needs more CPUs than there are */
 #define SDT_ERR_LONG      (-9)	/* a command line longer than SDT_CONTROL_LINE */
 #define SDT_ERR_STATE     (-10)	/* not in this state (the rings are attached already, none are) */
-#define SDT_CTL_HELLO     "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL`, also said unasked at boot */
+#define SDT_CTL_HELLO     "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
 #define SDT_CTL_RING      "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE    "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
 #define SDT_CTL_DISABLE   "disable"	/* disable SPEC: `ok disable N` */
@@ -87,7 +87,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_DRAIN     "drain"	/* drain: every CPU's closed packets sent now */
 #define SDT_CTL_STATS     "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
 #define SDT_CTL_LIST      "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
-#define SDT_CTL_TORTURE   "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
+#define SDT_CTL_TORTURE   "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
 #define SDT_CTL_EXIT      "exit"	/* exit CODE: power off */
 #define SDT_CTL_OK        "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
 #define SDT_CTL_ERROR     "error"	/* the last line of a reply that did not: `error CODE TEXT` */
@@ -98,6 +98,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_PROBE     "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
 #define SDT_CTL_TRAP      "trap"	/* arming mode: the breakpoint */
 #define SDT_CTL_BRANCH    "branch"	/* arming mode: a branch to the recorder */
+#define SDT_CTL_CYCLE     "cycle"	/* torture: off, branch, trap, off... in turn */
 #define SDT_CTL_ALL       "all"	/* every CPU (run) */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */

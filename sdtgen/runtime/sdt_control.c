@@ -178,12 +178,15 @@ static SDT_CODE const char *rest(struct words *w)
 	return w->at;
 }
 
-static SDT_CODE int mode_of(struct words *w)
+#define CYCLE (SDT_TRAP + SDT_BRANCH + 1)	/* torture: off, branch, trap, off... */
+
+static SDT_CODE int mode_of(struct words *w, int cycle)
 {
 	unsigned long len;
 	const char *s = word(w, &len);
 
-	return is(s, len, SDT_CTL_TRAP) ? SDT_TRAP : is(s, len, SDT_CTL_BRANCH) ? SDT_BRANCH : 0;
+	return is(s, len, SDT_CTL_TRAP) ? SDT_TRAP : is(s, len, SDT_CTL_BRANCH) ? SDT_BRANCH :
+	       cycle && is(s, len, SDT_CTL_CYCLE) ? CYCLE : 0;
 }
 
 /* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges). */
@@ -372,6 +375,7 @@ static SDT_CODE int cmd_hello(struct out *o)
 	put_hex(o, folded);
 	put(o, " ");
 	put(o, sdt_protocol);
+	put_hex(o, (sdt_word)&sdt_runtime_entries);	/* where the kernel's image is: a relocated one says how far */
 	send(o);
 	return ok(o, SDT_CTL_HELLO, 0);
 }
@@ -407,7 +411,7 @@ static SDT_CODE int cmd_arm(struct out *o, struct words *w, enum arm what)
 	static const char *const names[] = {SDT_CTL_ENABLE, SDT_CTL_DISABLE, SDT_CTL_MODE};
 	int mode = 0, r;
 
-	if (what != ARM_DISABLE && !(mode = mode_of(w)))
+	if (what != ARM_DISABLE && !(mode = mode_of(w, 0)))
 		return error(o, SDT_ERR_USAGE, what == ARM_MODE ? "usage: mode trap|branch" :
 			     "usage: enable trap|branch SPEC");
 	r = what == ARM_DISABLE ? sdt_disable(rest(w)) : what == ARM_MODE ? sdt_set_mode(mode) :
@@ -591,8 +595,8 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	r = parse_call(w, &call, &why);
 	if (r)
 		return error(o, r, why);
-	if (!number(w, &toggles) || !(mode = mode_of(w)) || !*(spec = rest(w)))
-		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch SPEC");
+	if (!number(w, &toggles) || !(mode = mode_of(w, 1)) || !*(spec = rest(w)))
+		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC");
 	if (ops.ncpus < 2)
 		return error(o, SDT_ERR_CPU, "torture needs two CPUs or more: one arms, the others call");
 	if (!ops.start)
@@ -615,12 +619,13 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	r = 1;
 	for (i = 0; i < toggles && r > 0 && started; i++) {
 		unsigned long before = calls_made(here), spin;
-		r = i % 2 ? sdt_disable(spec) : sdt_enable(spec, mode);
+		unsigned step = mode == CYCLE ? (unsigned)(i % 3) : i % 2 ? 2 : mode == SDT_TRAP;
+		r = step == 2 ? sdt_disable(spec) : sdt_enable(spec, step == 1 ? SDT_TRAP : SDT_BRANCH);
 		for (spin = 0; spin < PACE && calls_made(here) == before; spin++)
 			;	/* the callers run between two toggles, however the machine schedules its CPUs */
 	}
-	if (toggles % 2 && r > 0)
-		sdt_disable(spec);
+	if (r > 0)
+		sdt_disable(spec);	/* every site left as it was */
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	for (k = 0; k < ops.ncpus; k++) {
 		struct cpu *c = cpu_at(k);

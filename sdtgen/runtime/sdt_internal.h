@@ -138,6 +138,7 @@ void sdt_report(const char *line) SDT_HIDDEN;
 
 /* sdt_manage.c */
 int sdt_probe_matches(const char *spec, const struct sdt_probe *p) SDT_HIDDEN;
+extern const struct sdt_entries sdt_runtime_entries;
 
 /* sdt_transport.c */
 sdt_u32 sdt_readable(sdt_word p) SDT_HIDDEN;

@@ -77,6 +77,7 @@ class ControlTarget:
         self._lines: list[str] = []
         self._console = b""
         self.halted = False
+        self.bias = 0
         self.hello_words = self._hello(announced)
         self.booted = self._booted(self.hello_words)
 
@@ -163,7 +164,7 @@ class ControlTarget:
             if len(words) >= 4:
                 pc = _hex(words[3])
                 detail = (f": exception {printable(words[2])} at {pc:#x} "
-                          f"({self.session.image.symbolize(pc)})" if pc is not None else "")
+                          f"({self.session.image.symbolize(self._linked(pc))})" if pc is not None else "")
             raise Halted(f"CPU {printable(cpu)} stopped on an exception outside any call{detail}") from None
         except KeyboardInterrupt as e:
             if isinstance(e, Interrupted):
@@ -200,9 +201,10 @@ class ControlTarget:
     def _booted(self, words: list[str]) -> Booted:
         arch = self.session.image.arch
         values = [_hex(w) for w in words[2:]]
-        if len(words) != 9 or None in (values[0], values[2], values[3], values[4], values[5]):
+        if len(words) != 10 or None in (values[0], values[2], values[3], values[4], values[5], values[7]):
             raise Halted(f"the kernel's hello is not the control core's: {printable(' '.join(words))!r}")
         booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
+        self.bias = self._bias(values[7])
         if booted.arch != arch.name:
             raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}: give the "
                          "image of the kernel that runs")
@@ -210,6 +212,22 @@ class ControlTarget:
             raise Halted(f"the kernel's clock ({printable(booted.clock)}, {booted.clock_hz} Hz) is no clock a "
                          "trace can describe")
         return booted
+
+    def _bias(self, entries: int) -> int:
+        """How far the running kernel is from its image's link addresses (a PIE process, a kernel with KASLR): where
+        its sdt_runtime_entries is against where the image puts it. Added to every address sent, taken from every
+        pc received."""
+        image = self.session.image
+        sec = image.elf.section("sdt_entries")
+        sym = image.symbols.get("sdt_runtime_entries")
+        linked = sec.addr if sec is not None and sec.is_alloc else sym.value if sym is not None else entries
+        return (entries - linked) & ((1 << image.arch.bits) - 1)
+
+    def _address(self, addr: int) -> int:
+        return (addr + self.bias) & ((1 << self.session.image.arch.bits) - 1)
+
+    def _linked(self, addr: int) -> int:
+        return (addr - self.bias) & ((1 << self.session.image.arch.bits) - 1)
 
     # -- commands ---------------------------------------------------------------------------------
     def attach_rings(self, buffer_size: int, packet_size: int, overflow: str, memory: int) -> bool:
@@ -243,7 +261,7 @@ class ControlTarget:
         """The call on ``cpu``, or on every CPU at once; its packets come before its results."""
         who = WORD["all"] if cpu is None else f"{cpu:x}"
         name = self.session.image.symbolize(func)
-        lines = self.command(f"{WORD['run']} {who} {func:x} {len(args):x} {self._words(args)}".rstrip(),
+        lines = self.command(f"{WORD['run']} {who} {self._address(func):x} {len(args):x} {self._words(args)}".rstrip(),
                              printable(name), timeout=timeout, running=name)
         out = []
         for line in lines[:-1]:
@@ -251,7 +269,8 @@ class ControlTarget:
             numbers = [_hex(x) for x in w[1:]]
             if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers:
                 cause, pc, addr = numbers[1:]
-                out.append(Returned(numbers[0], 0, CallFault(f"CPU exception {cause:#x} (address {addr:#x})", pc)))
+                out.append(Returned(numbers[0], 0, CallFault(f"CPU exception {cause:#x} (address {addr:#x})",
+                                                             self._linked(pc))))
             elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers:
                 out.append(Returned(numbers[0], numbers[1]))
         return out
@@ -304,8 +323,8 @@ class ControlTarget:
     def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
         """CPUs other than the one that takes commands call ``func`` while that one arms (``mode``) and disarms
         ``spec`` ``toggles`` times; the rings' records drained at the end."""
-        lines = self.command(f"{WORD['torture']} {func:x} {len(args):x} {self._words(args)} {toggles:x} "
-                             f"{WORD[mode]} {spec}", "torture", timeout=timeout)
+        lines = self.command(f"{WORD['torture']} {self._address(func):x} {len(args):x} {self._words(args)} "
+                             f"{toggles:x} {WORD[mode]} {spec}", "torture", timeout=timeout)
         w = lines[0].split()
         numbers = [_hex(x) for x in w[2:]]
         if w[0] != WORD["torture"] or len(w) != 8 or None in numbers:

@@ -14,44 +14,33 @@ import tempfile
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, VALUES
-from sdtgen.qemu.machine import Qemu, QemuExited, find_qemu, memory_for
 from sdtgen.targets.base import Halted, Refused
-from sdtgen.targets.control import ChannelClosed, ControlTarget
+from sdtgen.targets.child import Child, ChildChannel
+from sdtgen.targets.control import ControlTarget
 
 MAX_CPUS = 8  # the fixture's QEMU platform's, and a sane default ceiling for TCG
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 # QEMU options sdtgen gives, and which of them a user's own replaces (the user's -m sizes the RAM too).
 REPLACEABLE = {"-machine": "-machine", "-M": "-machine", "-cpu": "-cpu", "-bios": "-bios", "-m": "-m",
                "-smp": "-smp", "-accel": "-accel"}
+MEMORY_BASE = 128 << 20  # bytes of guest RAM besides the rings: the image, stacks, QEMU's firmware tables
 OURS = ("-serial", "-kernel", "-nographic", "-monitor", "-display", "-chardev", "-daemonize")  # sdtgen wires these
 MAX_SERIAL = 4
 
 
-class QemuChannel:
-    """QEMU's control serial port, on its standard input and output."""
-
-    def __init__(self, qemu: Qemu) -> None:
-        self.qemu = qemu
-
-    def write(self, data: bytes) -> None:
-        try:
-            self.qemu.write(data)
-        except QemuExited as e:
-            raise ChannelClosed(_exited(e)) from None
-
-    def read(self, timeout: float) -> bytes | None:
-        try:
-            return self.qemu.read(timeout)
-        except QemuExited as e:
-            raise ChannelClosed(_exited(e)) from None
-
-    def close(self) -> None:
-        self.qemu.stop()
+def memory_for(cpus: int, ring_bytes: int) -> int:
+    """RAM for the image and every CPU's ring, rounded up to a MiB."""
+    return (MEMORY_BASE + cpus * ring_bytes + (1 << 20) - 1) & ~((1 << 20) - 1)
 
 
-def _exited(e: QemuExited) -> str:
-    tail = e.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
-    return f"QEMU exited with status {e.status} ({printable(tail[0])})"
+def find_qemu(arch) -> str:
+    if not arch.qemu_binary:
+        raise SdtError("", f"sdtgen qemu does not boot {arch.name} images",
+                       "architectures with a QEMU platform: see docs/qemu.md")
+    path = shutil.which(arch.qemu_binary)
+    if path is None:
+        raise SdtError("", f"{arch.qemu_binary} not found", f"install it: apt-get install {arch.qemu_package}")
+    return path
 
 
 def control_serial(image) -> int:
@@ -127,8 +116,8 @@ class QemuTarget(ControlTarget):
         self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
         self.serial = serial
         try:
-            self.qemu = Qemu(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user))
-            super().__init__(session, QemuChannel(self.qemu), timeout=timeout, announced=True)
+            self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user))
+            super().__init__(session, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
         except Halted as h:
             self._show_console()
             self.close()
@@ -180,7 +169,7 @@ class QemuTarget(ControlTarget):
             self._show_console()
         shutil.rmtree(getattr(self, "logs", ""), ignore_errors=True)
 
-    def _power_off(self, qemu: Qemu) -> int | None:
+    def _power_off(self, qemu: Child) -> int | None:
         """`exit 0`, and QEMU's status once it ended; None when the kernel cannot power off."""
         try:
             self.command("exit 0", "exit", timeout=EXIT_WAIT)

@@ -1,8 +1,9 @@
-"""QEMU as a child process: the architecture's machine with N vCPUs, its first serial port on a pipe.
+"""A program the host starts and talks to over its standard input and output: QEMU, a process harness.
 
-QEMU runs in a session of its own, so the terminal's Ctrl-C reaches sdtgen only, which then stops
-it: SIGTERM, a few seconds to exit, then SIGKILL. If sdtgen itself dies, the kernel sends QEMU
-SIGKILL (PR_SET_PDEATHSIG): nothing is left running either way.
+It runs in a session of its own, so the terminal's Ctrl-C reaches sdtgen only, which then stops it:
+SIGTERM, a few seconds to exit, then SIGKILL. If sdtgen itself dies, the kernel sends it SIGKILL
+(PR_SET_PDEATHSIG): nothing is left running either way. SIGTERM and SIGHUP raise KeyboardInterrupt while
+it runs (termination_as_interrupt), so it is stopped on the way out.
 """
 
 from __future__ import annotations
@@ -11,39 +12,15 @@ import contextlib
 import ctypes
 import os
 import select
-import shutil
 import signal
 import subprocess
 import time
 
-from sdtgen.arch.base import Arch
-from sdtgen.errors import SdtError
+from sdtgen.errors import printable
+from sdtgen.targets.control import ChannelClosed
 
-STOP_GRACE = 5.0  # seconds QEMU has to exit after SIGTERM
-MEMORY_BASE = 128 << 20  # bytes of guest RAM besides the rings: the image, stacks, QEMU's firmware tables
+STOP_GRACE = 5.0  # seconds a child has to exit after SIGTERM
 PR_SET_PDEATHSIG = 1
-
-
-def qemu_argv(binary: str, arch: Arch, image: str, cpus: int, memory: int) -> list[str]:
-    """The command line: ``memory`` bytes of RAM, no display, no monitor, serial port 0 on stdio."""
-    return [binary, "-machine", arch.qemu_machine, *arch.qemu_accel, "-smp", str(cpus),
-            "-m", f"{memory >> 20}M", *arch.qemu_args, "-nodefaults", "-no-reboot", "-display", "none",
-            "-monitor", "none", "-serial", "stdio", "-kernel", image]
-
-
-def memory_for(cpus: int, ring_bytes: int) -> int:
-    """RAM for the image and every CPU's ring, rounded up to a MiB."""
-    return (MEMORY_BASE + cpus * ring_bytes + (1 << 20) - 1) & ~((1 << 20) - 1)
-
-
-def find_qemu(arch: Arch) -> str:
-    if not arch.qemu_binary:
-        raise SdtError("", f"sdtgen qemu does not boot {arch.name} images",
-                       "architectures with a QEMU platform: see docs/qemu.md")
-    path = shutil.which(arch.qemu_binary)
-    if path is None:
-        raise SdtError("", f"{arch.qemu_binary} not found", f"install it: apt-get install {arch.qemu_package}")
-    return path
 
 
 def _die_with_parent(parent: int) -> None:
@@ -54,17 +31,17 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-class QemuExited(Exception):
-    """QEMU ended: ``status`` is its exit status, ``stderr`` what it said."""
+class Exited(Exception):
+    """The child ended: ``status`` is its exit status, ``stderr`` what it said."""
 
     def __init__(self, status: int, stderr: str) -> None:
-        super().__init__(f"QEMU exited with status {status}")
+        super().__init__(f"exited with status {status}")
         self.status = status
         self.stderr = stderr
 
 
-class Qemu:
-    """A running QEMU: bytes to and from its serial port."""
+class Child:
+    """A running child: bytes to and from its standard input and output."""
 
     def __init__(self, argv: list[str]) -> None:
         parent = os.getpid()
@@ -83,10 +60,10 @@ class Qemu:
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
         except BrokenPipeError:
-            raise QemuExited(self.proc.wait(), self.stderr) from None
+            raise Exited(self.proc.wait(), self.stderr) from None
 
     def read(self, timeout: float) -> bytes | None:
-        """What the serial port has said, waiting up to ``timeout`` s; None if nothing came. QemuExited at its end."""
+        """What the serial port has said, waiting up to ``timeout`` s; None if nothing came. Exited at its end."""
         out, err = self.proc.stdout.fileno(), self.proc.stderr.fileno()
         ready, _, _ = select.select([out, err], [], [], max(timeout, 0))
         if err in ready:
@@ -97,7 +74,7 @@ class Qemu:
         if not data:
             with contextlib.suppress(OSError):
                 self._stderr += self.proc.stderr.read()
-            raise QemuExited(self.proc.wait(), self.stderr)
+            raise Exited(self.proc.wait(), self.stderr)
         return data
 
     def wait(self, timeout: float) -> int | None:
@@ -107,7 +84,7 @@ class Qemu:
             return None
 
     def stop(self) -> int:
-        """End QEMU whatever state it is in; its exit status."""
+        """End the child whatever state it is in; its exit status."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signal.SIGTERM)
@@ -118,6 +95,35 @@ class Qemu:
             with contextlib.suppress(OSError):
                 f.close()
         return status
+
+
+
+
+class ChildChannel:
+    """A control channel on a child's standard input and output; ``name`` says what it is in messages."""
+
+    def __init__(self, child: Child, name: str) -> None:
+        self.child = child
+        self.name = name
+
+    def _closed(self, e: Exited) -> ChannelClosed:
+        tail = e.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
+        return ChannelClosed(f"{self.name} exited with status {e.status} ({printable(tail[0])})")
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.child.write(data)
+        except Exited as e:
+            raise self._closed(e) from None
+
+    def read(self, timeout: float) -> bytes | None:
+        try:
+            return self.child.read(timeout)
+        except Exited as e:
+            raise self._closed(e) from None
+
+    def close(self) -> None:
+        self.child.stop()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,54 @@
+"""A program that links the runtime, its control core and the hosted platform, run as a Linux process:
+threads are its CPUs (fixtures/process's kernel-proc, or a program built the same way), driven through
+the control core on its standard input and output (`--control`). A PIE is loaded away from its link
+addresses: the control core's hello says how far (sdtgen/targets/control.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from sdtgen.errors import SdtError, printable
+from sdtgen.targets.base import Halted
+from sdtgen.targets.child import Child, ChildChannel
+from sdtgen.targets.control import ControlTarget
+
+MAX_CPUS = 64  # SDT_LINUX_MAX_CPUS
+
+
+class ProcessTarget(ControlTarget):
+    """The image run as a process with ``cpus`` threads, each a CPU with a ring of ``buffer_size`` bytes."""
+
+    def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, timeout: float) -> None:
+        from sdtgen.boot.platform import packet_size_for
+
+        path = session.image.path
+        if not 1 <= cpus <= MAX_CPUS:
+            raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
+        if not os.access(path, os.X_OK):
+            raise SdtError(path, "is not a program this machine can run",
+                           "build it as fixtures/process builds kernel-proc (the hosted platform, --control)")
+        argv = [os.path.abspath(path), "--cpus", str(cpus), "--buffer", str(buffer_size),
+                "--packet", str(packet_size_for(buffer_size)),
+                "--overflow", "overwrite" if overflow == "overwrite" else "discard", "--control"]
+        try:
+            self.child = Child(argv)
+        except OSError as e:
+            raise SdtError(path, f"cannot be run: {printable(e.strerror or str(e))}") from None
+        try:
+            super().__init__(session, ChildChannel(self.child, "the process"), timeout=timeout, announced=True)
+        except Halted as h:
+            self.child.stop()
+            raise Halted(f"{h}; run it as `{printable(' '.join(argv))}` to see what it says") from None
+        except BaseException:
+            self.child.stop()
+            raise
+
+    def close(self) -> None:
+        """The process's standard input closed: it ends; stopped if it does not."""
+        if self.child.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.child.proc.stdin.close()
+            self.child.wait(2.0)
+        self.child.stop()
