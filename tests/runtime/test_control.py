@@ -55,7 +55,9 @@ def test_hello_says_what_the_host_reads(core):
     lines = feed(core, b"hello\n")
     assert lines[-1] == "ok hello 0"
     w = lines[0].split()
-    assert w[0] == WORD["hello"] and w[1] == "x86_64" and w[2:5] == ["1", "clock", "3e8"] and w[-1] == "safe"
+    assert w[0] == WORD["hello"] and w[1] == "x86_64" and w[2:5] == ["1", "clock", "3e8"] and w[8] == "safe"
+    entries = ctypes.c_void_p.in_dll(core, "sdt_runtime_entries")  # where the runtime's entry points are
+    assert int(w[9], 16) == ctypes.addressof(entries)
 
 
 def test_a_call_in_the_kernels_text_runs_and_any_other_address_is_refused(core):
