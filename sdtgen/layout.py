@@ -104,7 +104,9 @@ SITE = Layout("sdt_site", "One probe site: an entry of the linker set set_sdt_si
           "condition)"),
     Field("state", "u8", "SDT_SITE_*, kept by the runtime (0 until sdt_init looked at it)"),
     Field("size", "u8", "the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime"),
-    Field("pad", "u8", "0", count=2),
+    Field("next", "u8", "0 from gen; kept by the runtime while a change of the site is in flight: the state it "
+          "goes to, then from the change's commit the state it left (sdt_patch.c)"),
+    Field("pad", "u8", "0"),
 ))
 
 PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probes_set (read-only).", (
@@ -243,7 +245,8 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_OVERWRITE", 1, "ring policy: a full ring overwrites its oldest packet (flight recorder)"),
     ("SDT_TRAP_NOT_OURS", 0, "sdt_trap: not a breakpoint of the runtime's"),
     ("SDT_TRAP_FIRED", 1, "a probe fired; resume at frame->pc"),
-    ("SDT_TRAP_EMULATED", 2, "a patch was in flight: the new instruction was emulated; resume at frame->pc"),
+    ("SDT_TRAP_EMULATED", 2, "a change was in flight: the site's state (the old one until the change commits) "
+     "was emulated; resume at frame->pc"),
     ("SDT_TRAP_RETRY", 3, "the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there"),
     ("SDT_PACKET_MAGIC", 0xC1FC1FC1, "CTF 1.8's packet magic"),
     ("SDT_MAX_ARGS", 6, "arguments a probe has at most"),

@@ -57,7 +57,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_OVERWRITE     1	/* ring policy: a full ring overwrites its oldest packet (flight recorder) */
 #define SDT_TRAP_NOT_OURS 0	/* sdt_trap: not a breakpoint of the runtime's */
 #define SDT_TRAP_FIRED    1	/* a probe fired; resume at frame->pc */
-#define SDT_TRAP_EMULATED 2	/* a patch was in flight: the new instruction was emulated; resume at frame->pc */
+#define SDT_TRAP_EMULATED 2	/* a change was in flight: the site's state (the old one until the change commits) was emulated; resume at frame->pc */
 #define SDT_TRAP_RETRY    3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
 #define SDT_PACKET_MAGIC  0xc1fc1fc1u	/* CTF 1.8's packet magic */
 #define SDT_MAX_ARGS      6	/* arguments a probe has at most */
@@ -75,7 +75,8 @@ struct sdt_site {
 	sdt_u8 keep;	/* 0 from gen; sdt_init keeps what the encoders need of the original (x86: a jcc's condition) */
 	sdt_u8 state;	/* SDT_SITE_*, kept by the runtime (0 until sdt_init looked at it) */
 	sdt_u8 size;	/* the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime */
-	sdt_u8 pad[2];	/* 0 */
+	sdt_u8 next;	/* 0 from gen; kept by the runtime while a change of the site is in flight: the state it goes to, then from the change's commit the state it left (sdt_patch.c) */
+	sdt_u8 pad;	/* 0 */
 };
 _SDT_LAYOUT(sizeof(struct sdt_site) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, site) == 0);
@@ -86,7 +87,8 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, mode) == 10);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, keep) == 11);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, state) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, size) == 13);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, next) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 15);
 
 /* One probe: an entry of the linker set set_sdt_probes_set (read-only). */
 struct sdt_probe {

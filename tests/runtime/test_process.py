@@ -32,7 +32,7 @@ CALLS = [
     Call("kmain", (3,)),
 ]
 # extra.c: a conditional tail site, a string rewritten after each firing, a NULL string, an is-enabled check,
-# 100 sites (more than one batch of the patch protocol)
+# 100 sites (more than the 64 the patch protocol once wrote per run)
 EXTRA_CALLS = [Call("px_check_big", (2,)), Call("px_check_big", (9,)), Call("px_generations", (4,)),
                Call("px_null", (5,)), Call("px_guarded", (-7,)), Call("px_many", (1000,))]
 POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the object it points at
