@@ -151,7 +151,7 @@ static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
 		to[i] = ((const volatile sdt_u8 *)from)[i];
 }
 
-static SDT_CODE int entry_valid(const struct sdt_site *s)
+static inline __attribute__((always_inline)) int entry_valid(const struct sdt_site *s)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 
@@ -159,14 +159,15 @@ static SDT_CODE int entry_valid(const struct sdt_site *s)
 	       s->length <= SDT_SITE_MAX && (s->form != SDT_FORM_ISEN || p->isenabled);
 }
 
-/* The length of the instruction at site ``s`` (a valid entry) when it lies in text and is the expected call or jump
- * to its stub (sdt_arch_verify); else 0, and with ``report`` the kernel's log says which it is not. */
-static SDT_CODE unsigned verify_site(struct sdt_site *s, int report)
+/* The length of the instruction at site ``s`` (a valid entry) when it lies in text below ``limit`` (the end of its
+ * text range: see init_span) and is the expected call or jump to its stub (sdt_arch_verify); else 0, and with
+ * ``report`` the kernel's log says which it is not. */
+static inline __attribute__((always_inline)) unsigned verify_site(struct sdt_site *s, sdt_word limit, int report)
 {
 	sdt_word a = sdt_site_address(s);
 	unsigned size;
 
-	if (sdt_text_range(a, s->length) < 0) {
+	if (a + s->length > limit || a + s->length < a) {
 		if (report)
 			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
 		return 0;
@@ -178,14 +179,16 @@ static SDT_CODE unsigned verify_site(struct sdt_site *s, int report)
 }
 
 /*
- * The sites from ``s`` on that sdt_init writes through one alias, [s, *stop), and the bytes [*lo, *hi) it opens
- * for them: the sites in the text range ``s`` starts in (up to the first at its end: the table is sorted), or
- * with no text ranges given, from the first site that verifies to the end of the last one. Never memory
- * outside a text range, or outside verified sites. *lo == *hi: nothing to open.
+ * The sites from ``s`` on that sdt_init writes through one alias, [s, *stop), the bytes [*lo, *hi) it opens for
+ * them, and the end of text they must lie below (*limit): the sites that start in the text range ``s`` starts in
+ * (up to the first at its end: the table is sorted), or with no text ranges given, every site, the span from the
+ * first that verifies to the end of the last. Never memory outside a text range, or outside verified sites.
+ * *lo == *hi: nothing to open (``s`` is in no text range).
  */
-static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_word *lo, sdt_word *hi)
+static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_word *lo, sdt_word *hi,
+			       sdt_word *limit)
 {
-	*lo = *hi = 0;
+	*lo = *hi = *limit = 0;
 	if (sdt_hooks.ntext) {
 		int r = sdt_text_range(sdt_site_address(s), 1);
 		unsigned long a = (unsigned long)(s - sites) + 1, b = (unsigned long)(sites_end - sites);
@@ -207,18 +210,21 @@ static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_w
 		*hi = sdt_site_address(&sites[a - 1]) + SDT_SITE_MAX;
 		if (*hi > e || *hi < *lo)
 			*hi = e;
+		*limit = e ? e : ~(sdt_word)0;	/* a range that ends at the top of memory */
 		return;
 	}
 	*stop = sites_end;
+	*limit = ~(sdt_word)0;
 	for (; s < sites_end; s++)
-		if (entry_valid(s) && verify_site(s, 0)) {
+		if (entry_valid(s) && verify_site(s, *limit, 0)) {
 			*lo = sdt_site_address(s);
 			break;
 		}
-	for (s = sites_end; s-- > sites && !*hi;)
+	/* the end of the last one, and of any before it that reaches past it (a table of overlapping entries) */
+	for (s = sites_end; s-- > sites && (!*hi || sdt_site_address(s) + SDT_SITE_MAX > *hi);)
 		if (entry_valid(s)) {
-			unsigned size = verify_site(s, 0);
-			*hi = size ? sdt_site_address(s) + size : 0;
+			sdt_word a = sdt_site_address(s), size = verify_site(s, *limit, 0);
+			*hi = size && a + size > *hi ? a + size : *hi;
 		}
 }
 
@@ -242,10 +248,11 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	sites_end = (struct sdt_site *)s1;
 	sort_sites(sites, n);
 	for (s = sites; s < sites_end; s = stop) {
-		sdt_word lo, hi;
-		sdt_u8 *alias = 0;	/* opened at the span's first write */
+		sdt_word lo, hi, limit;
+		sdt_u8 *alias;
 
-		init_span(s, &stop, &lo, &hi);
+		init_span(s, &stop, &lo, &hi, &limit);
+		alias = lo == hi ? 0 : sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
 		for (; s < stop; s++) {
 			sdt_word a = sdt_site_address(s);
 			const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
@@ -270,13 +277,9 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 				sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
 				continue;
 			}
-			size = verify_site(s, 1);
+			size = verify_site(s, limit, 1);
 			if (!size)
 				continue;
-			if (a < lo || a + size > hi) {	/* only a table of overlapping entries gets here */
-				sdt_report_site(s, "overlaps the site after it", 0, 0, 0);
-				continue;
-			}
 			s->size = (sdt_u8)size;
 			want = fixed;
 			if (s->form != fixed_form || size != fixed_size) {
@@ -293,12 +296,8 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 				}
 			}
 			for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
-				if (code[i] != want[i]) {
-					if (!alias)
-						alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo)
-									    : (sdt_u8 *)lo;
+				if (code[i] != want[i])
 					alias[a - lo + i] = want[i];
-				}
 			s->state = SDT_SITE_OFF;
 			prev = s;
 			end = a + size;

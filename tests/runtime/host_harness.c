@@ -104,8 +104,8 @@ sdt_u8 host_behaves[MAX_EVENTS][MAX_SITES];	/* after event k: the state site i b
 unsigned host_nlog;
 static unsigned host_n;
 static struct host_site host_in[MAX_SITES];
-static int observing;
-static struct sdt_range host_range;
+static int observing;	/* 1: stores and syncs are logged with how each site behaves; 2: only logged */
+static struct sdt_range host_ranges[4];
 
 /* A CPU trapping on site s's breakpoint now: the state whose instruction sdt_trap made it run. */
 static sdt_u8 trapped_as(const struct sdt_site *s)
@@ -146,8 +146,10 @@ static sdt_u8 behaves(unsigned i)
 	static const unsigned states[] = {SDT_SITE_OFF, SDT_SITE_BRANCH, SDT_SITE_TRAP};	/* is-enabled: 1 is BRANCH */
 	unsigned k, j;
 
-	if (!s || s->state == SDT_SITE_REFUSED || s->state == SDT_SITE_CHANGED)
+	if (!s)
 		return BEHAVES_REFUSED;
+	if (s->state != SDT_SITE_OFF && s->state != SDT_SITE_TRAP && s->state != SDT_SITE_BRANCH)
+		return s->state;	/* never written */
 	read_text(now, a, s->size);
 	if (sdt_arch_is_breakpoint(now))
 		return trapped_as(s);
@@ -176,7 +178,7 @@ static void log_event(sdt_u64 addr, unsigned kind, unsigned width)
 	for (i = 0; i < 8; i++)
 		e->bytes[i] = kind == 1 && i < width ? ((const sdt_u8 *)(sdt_word)addr)[i] : 0;
 	for (i = 0; i < host_n; i++)
-		host_behaves[host_nlog][i] = kind <= 2 ? behaves(i) : 0;
+		host_behaves[host_nlog][i] = kind <= 2 && observing == 1 ? behaves(i) : 0;
 	host_nlog++;
 }
 
@@ -203,14 +205,16 @@ static void on_close(void *alias, unsigned long len)
 
 /*
  * A fresh runtime over sites[0..n) and probes[0..np) (host_text already holds their bytes): the table filled,
- * then sdt_init, with host_text as the one text range (``ranged``) or none. Returns what sdt_init returned.
+ * then sdt_init, given ``nranges`` text ranges (offsets in host_text; 0: none), its stores and spans logged.
+ * Returns what sdt_init returned.
  */
-int host_boot(const struct host_site *sites, unsigned n, const struct host_probe *probes, unsigned np, int ranged)
+int host_boot(const struct host_site *sites, unsigned n, const struct host_probe *probes, unsigned np,
+	      const struct sdt_range *ranges, unsigned nranges)
 {
 	struct sdt_hooks hooks;
 	unsigned i, k;
 
-	if (n > MAX_SITES || np > MAX_PROBES ||
+	if (n > MAX_SITES || np > MAX_PROBES || nranges > 4 ||
 	    mprotect(host_text, TEXT_BYTES, PROT_READ | PROT_WRITE | PROT_EXEC))	/* the recorders run */
 		return -100;
 	for (i = 0; i < MAX_SITES; i++) {
@@ -253,12 +257,17 @@ int host_boot(const struct host_site *sites, unsigned n, const struct host_probe
 	hooks.sync_cores = on_sync;
 	hooks.text_open = on_open;
 	hooks.text_close = on_close;
-	host_range.start = (sdt_word)host_text;
-	host_range.size = TEXT_BYTES;
-	hooks.text = ranged ? &host_range : 0;
-	hooks.ntext = ranged ? 1 : 0;
+	for (i = 0; i < nranges; i++) {
+		host_ranges[i].start = (sdt_word)host_text + ranges[i].start;
+		host_ranges[i].size = ranges[i].size;
+	}
+	hooks.text = nranges ? host_ranges : 0;
+	hooks.ntext = nranges;
+	host_nlog = 0;
+	observing = 2;
+	i = (unsigned)sdt_init(&hooks);
 	observing = 0;
-	return sdt_init(&hooks);
+	return (int)i;
 }
 
 /* One call: 0 sdt_enable(spec, mode), 1 sdt_disable(spec), 2 sdt_set_mode(mode); its result. The log says how. */

@@ -24,6 +24,7 @@ from site_forms import X86_CC
 from sdtgen.layout import FORMS, VALUES
 
 OFF, TRAP, BRANCH = VALUES["SDT_SITE_OFF"], VALUES["SDT_SITE_TRAP"], VALUES["SDT_SITE_BRANCH"]
+REFUSED = VALUES["SDT_SITE_REFUSED"]
 MODES = {"trap": VALUES["SDT_TRAP"], "branch": VALUES["SDT_BRANCH"]}
 BP = {"x86_64": b"\xcc", "aarch64": bytes.fromhex("e0ba20d4"), "riscv64": bytes.fromhex("0290")}  # GNU as's
 WIDTHS = {"x86_64": (1,), "aarch64": (4,), "riscv64": (2, 4)}
@@ -93,10 +94,19 @@ def assemble(arch: str, tmp) -> tuple[bytes, list[Site]]:
     return blob.read_bytes(), [Site(symbols[label], k, form, length) for label, k, form, length in sites], symbols
 
 
-class Replay:
-    """One architecture's runtime booted over the sites, each call replayed and checked."""
+class Range(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint64), ("size", ctypes.c_uint64)]
 
-    def __init__(self, arch: str, lib, tmp, ranged: bool) -> None:
+
+GAP = range(40, 43)  # with two text ranges, these sites lie between them: not text
+
+
+class Replay:
+    """One architecture's runtime booted over the sites, each call replayed and checked. ``ranges``: the kernel
+    gives no text range, one over all the text, or two with sites between them (refused, and never under a
+    span)."""
+
+    def __init__(self, arch: str, lib, tmp, ranges: str) -> None:
         self.arch, self.lib = arch, lib
         blob, self.sites, symbols = assemble(arch, tmp)
         self.text = ctypes.addressof(ctypes.c_uint8.in_dll(lib, "host_text"))
@@ -111,12 +121,47 @@ class Replay:
             p.stub, p.isenabled, p.recorder = symbols[f"s{k}"], symbols[f"e{k}"], RECORDER
             for field, name in zip(p.names, ("hp", f"m{k % 3}", f"f{k}", "p"), strict=True):
                 field.value = name.encode()
-        assert lib.host_boot(sites, NSITES, probes, NPROBES, ranged) == NSITES
+        gap = (self.sites[GAP[0]].offset, self.sites[GAP[-1] + 1].offset)
+        self.ranges = {"none": [], "one": [(0, 1 << 16)], "two": [(0, gap[0]), (gap[1], (1 << 16) - gap[1])]}[ranges]
+        self.outside = set(GAP) if ranges == "two" else set()
+        given = (Range * 2)(*[Range(a, n) for a, n in self.ranges])
+        assert lib.host_boot(sites, NSITES, probes, NPROBES, given, len(self.ranges)) == NSITES - len(self.outside)
+        self.check_spans(self.log()[0], [i for i in range(NSITES) if i not in self.outside], booting=True)
         self.stubs = {s.offset: symbols[f"{'e' if s.form == 'isen' else 's'}{s.probe}"] for s in self.sites}
         table = ctypes.addressof(ctypes.c_uint8.in_dll(lib, "host_table"))
         entries = [(table + 16 * k, ctypes.string_at(table + 16 * k, 16)) for k in range(256)]  # sorted now
         # what sdt_init kept of each site (a jcc's condition), by the site's offset in the text
         self.keep = {at + int.from_bytes(e[:4], "little", signed=True) - self.text: e[11] for at, e in entries}
+
+    def log(self) -> tuple[list, list[list[int]]]:
+        """The events the last boot or call logged, and after each how every site behaved."""
+        n = ctypes.c_uint.in_dll(self.lib, "host_nlog").value
+        log = list((HostEvent * n).from_address(ctypes.addressof(HostEvent.in_dll(self.lib, "host_log"))))
+        rows = ((ctypes.c_uint8 * 256) * n).from_address(ctypes.addressof(ctypes.c_uint8.in_dll(self.lib,
+                                                                                               "host_behaves")))
+        return log, [list(rows[k])[:NSITES] for k in range(n)]
+
+    def check_spans(self, log, written: list[int], booting: bool = False) -> None:
+        """Every text span opened starts at the first byte of a site written, and lies inside one text range (with
+        none given: inside the sites written); the patch protocol's end at the end of a site written, and every
+        store it makes lies in the span open then. (sdt_init's stores are plain ones, flushed after the span.)"""
+        starts = {self.text + self.sites[i].offset for i in written}
+        ends = {self.text + self.sites[i].offset + self.sites[i].length for i in written}
+        ranges = [(self.text + a, self.text + a + n) for a, n in self.ranges] or [(min(starts), max(ends))]
+        spans = []
+        for e in log:
+            if e.kind == OPEN:
+                lo, hi = e.addr, e.addr + e.width
+                assert lo in starts and (booting or hi in ends), (self.arch, hex(lo), e.width)
+                assert any(a <= lo and hi <= b for a, b in ranges), (self.arch, hex(lo), e.width)
+                spans.append((lo, hi))
+            elif e.kind == CLOSE:
+                assert spans.pop() == (e.addr, e.addr + e.width)
+            elif e.kind == STORE and not booting:
+                assert spans and spans[-1][0] <= e.addr and e.addr + e.width <= spans[-1][1]  # through the alias
+        assert not spans
+        if booting:  # every site is written at boot: one span for each text range (one when none is given)
+            assert [e.kind for e in log].count(OPEN) == max(1, len(self.ranges))
 
     def state(self, s: Site) -> int:
         return self.lib.host_state(s.offset)
@@ -135,7 +180,9 @@ class Replay:
         out = []
         for s in self.sites:
             now, hit = self.state(s), module is None or f"m{s.probe % 3}" == module
-            if what == "enable" and hit:
+            if now not in (OFF, TRAP, BRANCH):  # refused: never written
+                pass
+            elif what == "enable" and hit:
                 now = BRANCH if s.form == "isen" else arm
             elif what == "disable" and hit:
                 now = OFF
@@ -153,13 +200,10 @@ class Replay:
         if what == "mode":  # the sites matched: every armed one but is-enabled checks
             matched = [o in (TRAP, BRANCH) and s.form != "isen" for s, o in zip(self.sites, old, strict=True)]
         else:
-            matched = [module is None or f"m{s.probe % 3}" == module for s in self.sites]
+            matched = [o in (OFF, TRAP, BRANCH) and (module is None or f"m{s.probe % 3}" == module)
+                       for s, o in zip(self.sites, old, strict=True)]
         assert r == sum(matched), (what, module, r)
-        n = ctypes.c_uint.in_dll(self.lib, "host_nlog").value
-        log = list((HostEvent * n).from_address(ctypes.addressof(HostEvent.in_dll(self.lib, "host_log"))))
-        rows = ((ctypes.c_uint8 * 256) * n).from_address(ctypes.addressof(ctypes.c_uint8.in_dll(self.lib,
-                                                                                               "host_behaves")))
-        behaves = [list(rows[k])[:NSITES] for k in range(n)]
+        log, behaves = self.log()
         self.check(log, behaves, old, new, before)
         assert [self.state(s) for s in self.sites] == new
 
@@ -168,21 +212,14 @@ class Replay:
         changed = [i for i in range(NSITES) if old[i] != new[i]]
         assert changed
         where = {self.text + self.sites[i].offset: i for i in changed}
-        mem, spans, history = bytearray(before), [], {i: [] for i in changed}
+        self.check_spans(log, changed)  # a span over the changed sites only
+        mem, history = bytearray(before), {i: [] for i in changed}
         for k, e in enumerate(log):
-            if e.kind == OPEN:
-                spans.append((e.addr, e.addr + e.width))
-                # a span over the changed sites only: from one's first byte to one's last
-                assert e.addr in where and any(a + self.sites[i].length == e.addr + e.width
-                                               for a, i in where.items()), (arch, hex(e.addr), e.width)
-                continue
-            if e.kind == CLOSE:
-                assert spans.pop() == (e.addr, e.addr + e.width)
+            if e.kind in (OPEN, CLOSE):
                 continue
             if e.kind == STORE:
                 (site,) = [a for a in where if a <= e.addr and e.addr + e.width <= a + self.sites[where[a]].length]
                 assert e.width in WIDTHS[arch] and e.addr % e.width == 0, (arch, e.width)
-                assert spans and spans[-1][0] <= e.addr and e.addr + e.width <= spans[-1][1]  # through the alias
                 mem[e.addr - self.text:e.addr - self.text + e.width] = bytes(e.bytes[:e.width])
                 i = where[site]
                 now = bytes(mem[site - self.text:site - self.text + self.sites[i].length])
@@ -193,7 +230,6 @@ class Replay:
                     h.append((k, "sync"))
             for i in range(NSITES):  # every site behaves as its old state or its new one, nothing else
                 assert behaves[k][i] in (old[i], new[i]), (arch, k, i, self.sites[i], behaves[k][i], old[i], new[i])
-        assert not spans
         assert bytes(mem) == ctypes.string_at(self.text, 1 << 16)  # every write went through a store the hooks saw
         # One commit: every site behaves as it was before the first one behaves as it is after, and no sync lies
         # between the first site that switched and the last that had not; after the last sync all are new.
@@ -226,10 +262,10 @@ CALLS = [  # every change of state, of every shape, each by one call; then calls
 ]
 
 
-@pytest.mark.parametrize("ranged", [True, False], ids=["text-range", "no-text-range"])
+@pytest.mark.parametrize("ranges", ["none", "one", "two"])
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64", "riscv64"])
-def test_every_site_of_a_call_switches_together_at_its_commit(host_runtime, tmp_path, arch, ranged):
-    r = Replay(arch, host_runtime(arch), tmp_path, ranged)
-    assert all(r.state(s) == OFF for s in r.sites)
+def test_every_site_of_a_call_switches_together_at_its_commit(host_runtime, tmp_path, arch, ranges):
+    r = Replay(arch, host_runtime(arch), tmp_path, ranges)
+    assert [r.state(s) for s in r.sites] == [REFUSED if i in r.outside else OFF for i in range(NSITES)]
     for what, module, mode in CALLS:
         r.change(what, module, mode)
