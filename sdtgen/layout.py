@@ -192,8 +192,12 @@ HOOKS = Layout("sdt_hooks", "What the kernel supplies, once, to sdt_init (copied
           c="void (*%s)(void)"),
     Field("icache_flush", "fn", "make [addr, addr+len) of text coherent for instruction fetch (AArch64 dc/ic)",
           c="void (*%s)(void *addr, unsigned long len)"),
-    Field("cpu_area", "fn", "this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL",
+    Field("cpu_area", "fn", "this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL; from it until "
+          "cpu_release the caller must stay on this CPU (Linux's get_cpu: preemption off)",
           c="struct sdt_cpu *(*%s)(void)"),
+    Field("cpu_release", "fn", "called once after every cpu_area, with what it returned, when the caller is done "
+          "with the area (Linux's put_cpu: preemption back on); NULL: the caller cannot move meanwhile",
+          c="void (*%s)(struct sdt_cpu *cpu)"),
     Field("clock", "fn", "the clock events are stamped with", c="sdt_u64 (*%s)(void)"),
     Field("notify", "fn", "a packet of this CPU was closed: a consumer may read it",
           c="void (*%s)(struct sdt_cpu *cpu)"),

@@ -226,7 +226,8 @@ struct sdt_hooks {
 	void (*text_close)(void *alias, unsigned long len);	/* done writing through that alias */
 	void (*sync_cores)(void);	/* serialize instruction fetch on every CPU (IPI + sync_core; membarrier SYNC_CORE) */
 	void (*icache_flush)(void *addr, unsigned long len);	/* make [addr, addr+len) of text coherent for instruction fetch (AArch64 dc/ic) */
-	struct sdt_cpu *(*cpu_area)(void);	/* this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL */
+	struct sdt_cpu *(*cpu_area)(void);	/* this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL; from it until cpu_release the caller must stay on this CPU (Linux's get_cpu: preemption off) */
+	void (*cpu_release)(struct sdt_cpu *cpu);	/* called once after every cpu_area, with what it returned, when the caller is done with the area (Linux's put_cpu: preemption back on); NULL: the caller cannot move meanwhile */
 	sdt_u64 (*clock)(void);	/* the clock events are stamped with */
 	void (*notify)(struct sdt_cpu *cpu);	/* a packet of this CPU was closed: a consumer may read it */
 	void (*report)(const struct sdt_site *site, const char *line);	/* a line for the kernel's log; site: the site it is about, or NULL */
@@ -237,35 +238,37 @@ struct sdt_hooks {
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 96);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, icache_flush) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_area) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 40);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 48);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 56);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 64);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 72);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 80);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 84);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_release) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 92);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 96);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 56);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 64);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, icache_flush) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_area) == 16);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 20);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 24);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 28);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 36);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 40);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 44);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_release) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 44);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 56);
 #endif
 
 /* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
@@ -390,6 +393,17 @@ extern struct sdt_hooks sdt_hooks;
 
 /* ---- the writer the generated recorders inline ------------------------------------------ */
 
+/*
+ * Every use of a CPU's area is bracketed: sdt_hooks.cpu_area() (the kernel keeps the caller on this CPU from
+ * then on, as Linux's get_cpu does), the event, then sdt_cpu_put() with what cpu_area returned, NULL or not
+ * (the kernel's cpu_release: put_cpu). A recorder, sdt_flush and any caller of sdt_event_begin do so.
+ */
+static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
+{
+	if (sdt_hooks.cpu_release)
+		sdt_hooks.cpu_release(c);
+}
+
 /* A record that does not fit the open packet: open the next one, or discard. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
@@ -401,7 +415,8 @@ sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *
  * Reserve ``size`` bytes for an event (at the next 8-byte boundary) in this CPU's open
  * packet, stamped with ``key`` and the clock; NULL when it is discarded (no
  * area, a firing inside a recorder, a full ring). sdt_event_end() after the
- * arguments are stored.
+ * arguments are stored; ``c`` is what sdt_hooks.cpu_area() returned, held until
+ * sdt_cpu_put().
  */
 static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(struct sdt_cpu *c, sdt_u32 key,
 									     sdt_u32 size)

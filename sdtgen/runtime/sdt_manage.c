@@ -228,6 +228,17 @@ static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_w
 		}
 }
 
+/* What a recorder calls when the kernel gave no cpu_area or clock: nothing is recorded, nothing is stamped. */
+static SDT_CODE struct sdt_cpu *no_area(void)
+{
+	return 0;
+}
+
+static SDT_CODE sdt_u64 no_clock(void)
+{
+	return 0;
+}
+
 SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 {
 	struct sdt_site *s, *prev = 0, *stop;
@@ -239,11 +250,16 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	unsigned fixed_form = 0, fixed_size = 0;
 	int patched = 0;
 
-	if (!hooks || (hooks->ntext && !hooks->text) || (hooks->nreadable && !hooks->readable))
+	if (!hooks || (hooks->ntext && !hooks->text) || (hooks->nreadable && !hooks->readable) ||
+	    (hooks->cpu_release && !hooks->cpu_area))
 		return SDT_ERR_ARG;
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
 		return SDT_ERR_INIT;
 	sdt_copy(&sdt_hooks, hooks, sizeof(sdt_hooks));
+	if (!sdt_hooks.cpu_area)	/* the recorders call both without a test */
+		sdt_hooks.cpu_area = no_area;
+	if (!sdt_hooks.clock)
+		sdt_hooks.clock = no_clock;
 	sites = (struct sdt_site *)s0;
 	sites_end = (struct sdt_site *)s1;
 	sort_sites(sites, n);

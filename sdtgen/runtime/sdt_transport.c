@@ -124,15 +124,19 @@ discard:
 
 SDT_CODE void sdt_flush(void)
 {
-	struct sdt_cpu *c = sdt_hooks.cpu_area ? sdt_hooks.cpu_area() : 0;
+	struct sdt_cpu *c;
 
-	if (!c || c->nesting)
+	if (!sdt_hooks.cpu_area)	/* before sdt_init */
 		return;
-	c->nesting = 1;
-	if (c->current && c->events)
-		close_packet(c);
-	__asm__ __volatile__("" ::: "memory");
-	c->nesting = 0;
+	c = sdt_hooks.cpu_area();	/* this CPU's until sdt_cpu_put: closing its packet is one event's work */
+	if (c && !c->nesting) {
+		c->nesting = 1;
+		if (c->current && c->events)
+			close_packet(c);
+		__asm__ __volatile__("" ::: "memory");
+		c->nesting = 0;
+	}
+	sdt_cpu_put(c);
 }
 
 SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
