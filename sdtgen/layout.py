@@ -257,11 +257,19 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_ENTRIES_MAGIC", 0x5952544E45544453, "\"SDTENTRY\" in a little-endian word"),
     ("SDT_MAX_STRING", 127, "bytes of a string argument a recorder copies (then a NUL)"),
     ("SDT_MIN_PACKET", 1024, "bytes of the smallest packet: a 6-argument event with six full strings fits"),
+    # the entry points' negative results; the host says them to users as they are
+    ("SDT_ERR_SPEC", -1, "the probe spec is empty, or not provider:module:function:name (at most four fields "
+     "and 1024 bytes)"),
+    ("SDT_ERR_INIT", -2, "the runtime is not initialized (sdt_init has not run, or found the tables corrupt)"),
+    ("SDT_ERR_MODE", -3, "not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH)"),
+    ("SDT_ERR_ARG", -4, "an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number "
+     "out of range"),
 )
 VALUES = {name: value for name, value, _ in CONSTANTS}
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
          "isen": VALUES["SDT_FORM_ISEN"]}
 SITE_STATES = {v: n[len("SDT_SITE_"):].lower() for n, v, _ in CONSTANTS if n.startswith("SDT_SITE_")}
+ERRORS = {v: doc for n, v, doc in CONSTANTS if n.startswith("SDT_ERR_")}  # what each negative result means
 
 
 # -- C --------------------------------------------------------------------------------------
@@ -287,8 +295,9 @@ def render_c() -> str:
     out = [BEGIN]
     width = max(len(n) for n, _, _ in CONSTANTS)
     for name, value, doc in CONSTANTS:
-        out.append(f"#define {name.ljust(width)} {value:#x}{'u' if value > 0x7FFFFFFF else ''}\t/* {doc} */"
-                   if value > 255 else f"#define {name.ljust(width)} {value}\t/* {doc} */")
+        text = f"{value:#x}{'u' if value > 0x7FFFFFFF else ''}" if value > 255 else f"({value})" if value < 0 \
+            else str(value)
+        out.append(f"#define {name.ljust(width)} {text}\t/* {doc} */")
     out.append("")
     for lay in LAYOUTS:
         out.append(f"/* {lay.doc} */")

@@ -64,6 +64,10 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ENTRIES_MAGIC 0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
 #define SDT_MAX_STRING    127	/* bytes of a string argument a recorder copies (then a NUL) */
 #define SDT_MIN_PACKET    0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
+#define SDT_ERR_SPEC      (-1)	/* the probe spec is empty, or not provider:module:function:name (at most four fields and 1024 bytes) */
+#define SDT_ERR_INIT      (-2)	/* the runtime is not initialized (sdt_init has not run, or found the tables corrupt) */
+#define SDT_ERR_MODE      (-3)	/* not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH) */
+#define SDT_ERR_ARG       (-4)	/* an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number out of range */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -309,18 +313,17 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 36);
 
 /* END LAYOUTS */
 
-/* Negative results of the entry points. */
-#define SDT_ERR_SPEC (-1)	/* the probe spec is not provider:module:function:name with at most 4 fields */
-#define SDT_ERR_INIT (-2)	/* sdt_init has not run, or found the tables corrupt */
-#define SDT_ERR_MODE (-3)	/* not SDT_TRAP or SDT_BRANCH */
-#define SDT_ERR_ARG (-4)	/* a size, count or pointer sdt_cpu_attach cannot use */
-
 /*
+ * Every entry point returns a negative SDT_ERR_* for an argument it cannot
+ * use (a NULL pointer among them) and does nothing else; sdt_consume says
+ * so with NULL, sdt_crc32 leaves ``crc`` as it is.
+ *
  * Boot: walk the linker sets, verify every site (the expected call or jump
  * to its own stub) and write its disabled form; a site that does not verify
  * is left as it is and reported. Sites are written before any other CPU runs
- * (one sync at the end). Returns the sites patched, or SDT_ERR_INIT when the
- * tables are not tables.
+ * (one sync at the end). Returns the sites patched, SDT_ERR_INIT when the
+ * tables are not tables or it already ran, SDT_ERR_ARG for hooks it cannot
+ * use (NULL; ranges counted but NULL; cpu_release without cpu_area).
  */
 int sdt_init(const struct sdt_hooks *hooks);
 
@@ -335,16 +338,18 @@ int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ri
 /*
  * Arm (disarm) every site of every probe ``spec`` matches: DTrace's
  * provider:module:function:name, fields filled from the right, empty
- * fields and globs (* ? [...]) match. Returns the sites armed (matched),
- * or a negative SDT_ERR_*. Callers are serialized by a lock of the
- * runtime's; other CPUs keep running (the patch protocol is safe for them).
+ * fields and globs (* ? [...]) match; an empty spec is SDT_ERR_SPEC, as
+ * DTrace refuses an empty description (":::" matches every probe). Returns
+ * the sites armed (matched), or a negative SDT_ERR_*. Callers are serialized
+ * by a lock of the runtime's; other CPUs keep running (the patch protocol is
+ * safe for them).
  */
 int sdt_enable(const char *spec, int mode);
 int sdt_disable(const char *spec);
 /* Rearm every armed site with ``mode`` from now on. */
 int sdt_set_mode(int mode);
 
-/* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*). */
+/* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*); SDT_ERR_ARG for NULL. */
 int sdt_trap(struct sdt_frame *frame);
 
 /* Close this CPU's open packet (if it holds events), so a consumer can read it. Call it on that CPU. */
@@ -352,10 +357,12 @@ void sdt_flush(void);
 
 /*
  * Consumer: the oldest packet ``c`` closed that nobody has consumed (NULL:
- * none), and its sequence number. Copy it (packet_size bytes; content_size
- * of them hold data), then call sdt_consume_done: 1 when the copy is good, 0
- * when the writer overwrote the packet meanwhile (SDT_OVERWRITE) and the copy
- * must be dropped. Either way the packet is released.
+ * none, or ``c`` or ``seq`` NULL), and its sequence number. Copy it
+ * (packet_size bytes; content_size of them hold data), then call
+ * sdt_consume_done: 1 when the copy is good, 0 when the writer overwrote the
+ * packet meanwhile (SDT_OVERWRITE) and the copy must be dropped. Either way
+ * the packet is released. SDT_ERR_ARG: ``c`` NULL, or ``seq`` not a packet
+ * closed and not yet released.
  */
 const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq);
 int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq);
@@ -372,13 +379,13 @@ typedef void (*sdt_serial_put)(const void *data, unsigned long len);
 #define SDT_FRAME_VERDICT 'V'	/* after each packet: u64 packet_seq_num, u32 cpu, u32 keep (0: it was overwritten) */
 #define SDT_FRAME_TEXT 'T'	/* the kernel's text: replies to commands, log lines */
 #define SDT_FRAME_INFO 'I'	/* u64 clock_hz, u32 bits of a word, u32 0: what a reader needs first */
-/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept. */
+/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept (SDT_ERR_ARG: NULL). */
 int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put);
-/* The info frame: send it once after sdt_init, before the first packet. */
-void sdt_serial_info(sdt_serial_put put);
-/* One frame of ``type`` carrying ``len`` bytes of ``data``. */
-void sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
-/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start). */
+/* The info frame: send it once after sdt_init, before the first packet. 0, or SDT_ERR_ARG for a NULL put. */
+int sdt_serial_info(sdt_serial_put put);
+/* One frame of ``type`` (a byte) carrying ``len`` bytes of ``data`` (less than 4 GiB). 0, or SDT_ERR_ARG. */
+int sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
+/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start); NULL ``data``: ``crc``. */
 sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len);
 
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
@@ -404,7 +411,7 @@ static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
 		sdt_hooks.cpu_release(c);
 }
 
-/* A record that does not fit the open packet: open the next one, or discard. */
+/* A record that does not fit the open packet: open the next one, or discard (NULL). */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
@@ -414,9 +421,9 @@ sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *
 /*
  * Reserve ``size`` bytes for an event (at the next 8-byte boundary) in this CPU's open
  * packet, stamped with ``key`` and the clock; NULL when it is discarded (no
- * area, a firing inside a recorder, a full ring). sdt_event_end() after the
- * arguments are stored; ``c`` is what sdt_hooks.cpu_area() returned, held until
- * sdt_cpu_put().
+ * area, a firing inside a recorder, a full ring, a size below the event's
+ * header or past 65535). sdt_event_end() after the arguments are stored;
+ * ``c`` is what sdt_hooks.cpu_area() returned, held until sdt_cpu_put().
  */
 static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(struct sdt_cpu *c, sdt_u32 key,
 									     sdt_u32 size)
@@ -427,7 +434,8 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	if (__builtin_expect(c == 0, 0))
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
-	if (__builtin_expect((c->nesting | (off + size > c->packet_size)) != 0, 0))
+	if (__builtin_expect((c->nesting | (off + size > c->packet_size) |
+			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
 	__asm__ __volatile__("" ::: "memory");

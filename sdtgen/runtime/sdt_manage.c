@@ -403,6 +403,8 @@ static SDT_CODE int parse_spec(const char *text, struct spec *sp)
 	const char *start[4], *stop[4], *c = text;
 	int n = 0, i;
 
+	if (!*text)	/* an empty description: DTrace refuses it (":::" matches every probe) */
+		return SDT_ERR_SPEC;
 	start[0] = c;
 	for (; *c; c++) {
 		if (c - text >= SPEC_MAX)
