@@ -6,11 +6,10 @@ tests/runtime/entry_arguments.c, a program of its own built with the runtime by 
 from __future__ import annotations
 
 import pytest
+from conftest import HERE, include_dir, runtime_dir
 from helpers import need_tool, run
 
 from sdtgen.layout import VALUES
-
-from conftest import HERE, include_dir, runtime_dir
 
 SPEC, INIT, MODE, ARG = (VALUES[f"SDT_ERR_{n}"] for n in ("SPEC", "INIT", "MODE", "ARG"))
 EXPECTED = {
