@@ -37,8 +37,10 @@ class EventLayout:
 
     @property
     def reserved(self) -> int:
-        """What the recorder reserves: the fixed part, 8-aligned, and room for every string at its longest."""
-        return (self.fixed + 7) // 8 * 8 + (MAX_COPIED_STRING + 1) * len(self.strings)
+        """What the recorder reserves: the fixed part and room for every string at its longest. Not rounded up:
+        an event's size ends at its last byte, and so does the packet's content after the last event (a reader
+        takes any byte before content_size for another event); the next event starts at the next multiple of 8."""
+        return self.fixed + (MAX_COPIED_STRING + 1) * len(self.strings)
 
 
 def event_layout(types: tuple[str, ...], bits: int) -> EventLayout:
