@@ -132,6 +132,9 @@ class Replay:
         entries = [(table + 16 * k, ctypes.string_at(table + 16 * k, 16)) for k in range(256)]  # sorted now
         # what sdt_init kept of each site (a jcc's condition), by the site's offset in the text
         self.keep = {at + int.from_bytes(e[:4], "little", signed=True) - self.text: e[11] for at, e in entries}
+        for i, site in enumerate(self.sites):  # booted: each site its disabled form, for its own form and length
+            if i not in self.outside:  # (sdt_init encodes it once for a run of sites of one form and length)
+                assert ctypes.string_at(self.text + site.offset, site.length) == self.encode(site, OFF), site
 
     def log(self) -> tuple[list, list[list[int]]]:
         """The events the last boot or call logged, and after each how every site behaved."""
