@@ -25,9 +25,8 @@ SOURCE = "#include <sdt.h>\n" + "".join(
 
 
 # In address order but for its last entry: zz comes first in the text (and in the source) and last by name.
-LAST_ONLY = "#include <sdt.h>\n" + \
-    'SDT_PROBE_DEFINE1(ord, m, f, zz, "int");\n__attribute__((noinline)) int zz(int x) { SDT_PROBE1(ord, m, f, zz, x); ' \
-    "return x + 1; }\n" + "".join(
+LAST_ONLY = "#include <sdt.h>\n" + 'SDT_PROBE_DEFINE1(ord, m, f, zz, "int");\n' + \
+    "__attribute__((noinline)) int zz(int x) { SDT_PROBE1(ord, m, f, zz, x); return x + 1; }\n" + "".join(
         f'SDT_PROBE_DEFINE1(ord, m, f, p{k:02d}, "int");\n'
         f"__attribute__((noinline)) void g{k:02d}(int x) {{ SDT_PROBE1(ord, m, f, p{k:02d}, x); "
         f"SDT_PROBE1(ord, m, f, p{k:02d}, x + {k}); }}\n" for k in range(N)) + (
