@@ -119,6 +119,18 @@ def decoder() -> Decoder:
     return Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in source_probes()], 64)
 
 
+# A run that never ends (a consumer that never releases a packet drains it forever) fails instead: a timeout far
+# past any run's, and a cap on the files it writes (the same packet written again and again would fill the disk).
+RUN_TIMEOUT = 900
+FILE_LIMIT = 256 << 20
+
+
+def limit_files() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+
 class Run:
     """One kernel-proc run: its JSON lines, and the packets and events of every CPU's stream."""
 
@@ -126,7 +138,8 @@ class Run:
         out = tmp / "trace"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        proc = run([str(exe), *(["--trace", str(out)] if trace else []), *argv])
+        proc = run([str(exe), *(["--trace", str(out)] if trace else []), *argv], timeout=RUN_TIMEOUT,
+                   preexec_fn=limit_files)
         self.lines = [json.loads(x) for x in proc.stdout.splitlines()]
         self.exe, self.dir = exe, out
         dec = decoder()
