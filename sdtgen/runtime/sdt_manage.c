@@ -198,6 +198,8 @@ static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_w
 			return;
 		}
 		e = (sdt_word)(sdt_hooks.text[r].start + sdt_hooks.text[r].size);
+		if (e <= sdt_site_address(s))	/* the range ends at the top of memory: its last byte is left out */
+			e = ~(sdt_word)0;
 		while (a < b) {	/* the first site at or past the range's end */
 			unsigned long mid = a + (b - a) / 2;
 			if (sdt_site_address(&sites[mid]) < e)
@@ -210,7 +212,7 @@ static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_w
 		*hi = sdt_site_address(&sites[a - 1]) + SDT_SITE_MAX;
 		if (*hi > e || *hi < *lo)
 			*hi = e;
-		*limit = e ? e : ~(sdt_word)0;	/* a range that ends at the top of memory */
+		*limit = e;
 		return;
 	}
 	*stop = sites_end;
