@@ -57,13 +57,17 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_OVERWRITE     1	/* ring policy: a full ring overwrites its oldest packet (flight recorder) */
 #define SDT_TRAP_NOT_OURS 0	/* sdt_trap: not a breakpoint of the runtime's */
 #define SDT_TRAP_FIRED    1	/* a probe fired; resume at frame->pc */
-#define SDT_TRAP_EMULATED 2	/* a patch was in flight: the new instruction was emulated; resume at frame->pc */
+#define SDT_TRAP_EMULATED 2	/* a change was in flight: the site's state (the old one until the change commits) was emulated; resume at frame->pc */
 #define SDT_TRAP_RETRY    3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
 #define SDT_PACKET_MAGIC  0xc1fc1fc1u	/* CTF 1.8's packet magic */
 #define SDT_MAX_ARGS      6	/* arguments a probe has at most */
 #define SDT_ENTRIES_MAGIC 0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
 #define SDT_MAX_STRING    127	/* bytes of a string argument a recorder copies (then a NUL) */
 #define SDT_MIN_PACKET    0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
+#define SDT_ERR_SPEC      (-1)	/* the probe spec is empty, or not provider:module:function:name (at most four fields and 1024 bytes) */
+#define SDT_ERR_INIT      (-2)	/* the runtime is not initialized (sdt_init has not run, or found the tables corrupt) */
+#define SDT_ERR_MODE      (-3)	/* not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH) */
+#define SDT_ERR_ARG       (-4)	/* an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number out of range */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -75,7 +79,8 @@ struct sdt_site {
 	sdt_u8 keep;	/* 0 from gen; sdt_init keeps what the encoders need of the original (x86: a jcc's condition) */
 	sdt_u8 state;	/* SDT_SITE_*, kept by the runtime (0 until sdt_init looked at it) */
 	sdt_u8 size;	/* the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime */
-	sdt_u8 pad[2];	/* 0 */
+	sdt_u8 next;	/* 0 from gen; kept by the runtime while a change of the site is in flight: the state it goes to, then from the change's commit the state it left (sdt_patch.c) */
+	sdt_u8 pad;	/* 0 */
 };
 _SDT_LAYOUT(sizeof(struct sdt_site) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, site) == 0);
@@ -86,7 +91,8 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, mode) == 10);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, keep) == 11);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, state) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, size) == 13);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, next) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 15);
 
 /* One probe: an entry of the linker set set_sdt_probes_set (read-only). */
 struct sdt_probe {
@@ -224,7 +230,8 @@ struct sdt_hooks {
 	void (*text_close)(void *alias, unsigned long len);	/* done writing through that alias */
 	void (*sync_cores)(void);	/* serialize instruction fetch on every CPU (IPI + sync_core; membarrier SYNC_CORE) */
 	void (*icache_flush)(void *addr, unsigned long len);	/* make [addr, addr+len) of text coherent for instruction fetch (AArch64 dc/ic) */
-	struct sdt_cpu *(*cpu_area)(void);	/* this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL */
+	struct sdt_cpu *(*cpu_area)(void);	/* this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL; from it until cpu_release the caller must stay on this CPU (Linux's get_cpu: preemption off) */
+	void (*cpu_release)(struct sdt_cpu *cpu);	/* called once after every cpu_area, with what it returned, when the caller is done with the area (Linux's put_cpu: preemption back on); NULL: the caller cannot move meanwhile */
 	sdt_u64 (*clock)(void);	/* the clock events are stamped with */
 	void (*notify)(struct sdt_cpu *cpu);	/* a packet of this CPU was closed: a consumer may read it */
 	void (*report)(const struct sdt_site *site, const char *line);	/* a line for the kernel's log; site: the site it is about, or NULL */
@@ -235,35 +242,37 @@ struct sdt_hooks {
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 96);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, icache_flush) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_area) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 40);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 48);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 56);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 64);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 72);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 80);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 84);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_release) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 92);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 96);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 56);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 64);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, icache_flush) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_area) == 16);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 20);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 24);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 28);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 36);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 40);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 44);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_release) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 44);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 56);
 #endif
 
 /* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
@@ -304,18 +313,17 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 36);
 
 /* END LAYOUTS */
 
-/* Negative results of the entry points. */
-#define SDT_ERR_SPEC (-1)	/* the probe spec is not provider:module:function:name with at most 4 fields */
-#define SDT_ERR_INIT (-2)	/* sdt_init has not run, or found the tables corrupt */
-#define SDT_ERR_MODE (-3)	/* not SDT_TRAP or SDT_BRANCH */
-#define SDT_ERR_ARG (-4)	/* a size, count or pointer sdt_cpu_attach cannot use */
-
 /*
+ * Every entry point returns a negative SDT_ERR_* for an argument it cannot
+ * use (a NULL pointer among them) and does nothing else; sdt_consume says
+ * so with NULL, sdt_crc32 leaves ``crc`` as it is.
+ *
  * Boot: walk the linker sets, verify every site (the expected call or jump
  * to its own stub) and write its disabled form; a site that does not verify
  * is left as it is and reported. Sites are written before any other CPU runs
- * (one sync at the end). Returns the sites patched, or SDT_ERR_INIT when the
- * tables are not tables.
+ * (one sync at the end). Returns the sites patched, SDT_ERR_INIT when the
+ * tables are not tables or it already ran, SDT_ERR_ARG for hooks it cannot
+ * use (NULL; ranges counted but NULL; cpu_release without cpu_area).
  */
 int sdt_init(const struct sdt_hooks *hooks);
 
@@ -330,16 +338,18 @@ int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ri
 /*
  * Arm (disarm) every site of every probe ``spec`` matches: DTrace's
  * provider:module:function:name, fields filled from the right, empty
- * fields and globs (* ? [...]) match. Returns the sites armed (matched),
- * or a negative SDT_ERR_*. Callers are serialized by a lock of the
- * runtime's; other CPUs keep running (the patch protocol is safe for them).
+ * fields and globs (* ? [...]) match; an empty spec is SDT_ERR_SPEC, as
+ * DTrace refuses an empty description (":::" matches every probe). Returns
+ * the sites armed (matched), or a negative SDT_ERR_*. Callers are serialized
+ * by a lock of the runtime's; other CPUs keep running (the patch protocol is
+ * safe for them).
  */
 int sdt_enable(const char *spec, int mode);
 int sdt_disable(const char *spec);
 /* Rearm every armed site with ``mode`` from now on. */
 int sdt_set_mode(int mode);
 
-/* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*). */
+/* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*); SDT_ERR_ARG for NULL. */
 int sdt_trap(struct sdt_frame *frame);
 
 /* Close this CPU's open packet (if it holds events), so a consumer can read it. Call it on that CPU. */
@@ -347,10 +357,12 @@ void sdt_flush(void);
 
 /*
  * Consumer: the oldest packet ``c`` closed that nobody has consumed (NULL:
- * none), and its sequence number. Copy it (packet_size bytes; content_size
- * of them hold data), then call sdt_consume_done: 1 when the copy is good, 0
- * when the writer overwrote the packet meanwhile (SDT_OVERWRITE) and the copy
- * must be dropped. Either way the packet is released.
+ * none, or ``c`` or ``seq`` NULL), and its sequence number. Copy it
+ * (packet_size bytes; content_size of them hold data), then call
+ * sdt_consume_done: 1 when the copy is good, 0 when the writer overwrote the
+ * packet meanwhile (SDT_OVERWRITE) and the copy must be dropped. Either way
+ * the packet is released. SDT_ERR_ARG: ``c`` NULL, or ``seq`` not a packet
+ * closed and not yet released.
  */
 const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq);
 int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq);
@@ -367,13 +379,13 @@ typedef void (*sdt_serial_put)(const void *data, unsigned long len);
 #define SDT_FRAME_VERDICT 'V'	/* after each packet: u64 packet_seq_num, u32 cpu, u32 keep (0: it was overwritten) */
 #define SDT_FRAME_TEXT 'T'	/* the kernel's text: replies to commands, log lines */
 #define SDT_FRAME_INFO 'I'	/* u64 clock_hz, u32 bits of a word, u32 0: what a reader needs first */
-/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept. */
+/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept (SDT_ERR_ARG: NULL). */
 int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put);
-/* The info frame: send it once after sdt_init, before the first packet. */
-void sdt_serial_info(sdt_serial_put put);
-/* One frame of ``type`` carrying ``len`` bytes of ``data``. */
-void sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
-/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start). */
+/* The info frame: send it once after sdt_init, before the first packet. 0, or SDT_ERR_ARG for a NULL put. */
+int sdt_serial_info(sdt_serial_put put);
+/* One frame of ``type`` (a byte) carrying ``len`` bytes of ``data`` (less than 4 GiB). 0, or SDT_ERR_ARG. */
+int sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
+/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start); NULL ``data``: ``crc``. */
 sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len);
 
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
@@ -388,7 +400,18 @@ extern struct sdt_hooks sdt_hooks;
 
 /* ---- the writer the generated recorders inline ------------------------------------------ */
 
-/* A record that does not fit the open packet: open the next one, or discard. */
+/*
+ * Every use of a CPU's area is bracketed: sdt_hooks.cpu_area() (the kernel keeps the caller on this CPU from
+ * then on, as Linux's get_cpu does), the event, then sdt_cpu_put() with what cpu_area returned, NULL or not
+ * (the kernel's cpu_release: put_cpu). A recorder, sdt_flush and any caller of sdt_event_begin do so.
+ */
+static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
+{
+	if (sdt_hooks.cpu_release)
+		sdt_hooks.cpu_release(c);
+}
+
+/* A record that does not fit the open packet: open the next one, or discard (NULL). */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
@@ -398,8 +421,9 @@ sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *
 /*
  * Reserve ``size`` bytes for an event (at the next 8-byte boundary) in this CPU's open
  * packet, stamped with ``key`` and the clock; NULL when it is discarded (no
- * area, a firing inside a recorder, a full ring). sdt_event_end() after the
- * arguments are stored.
+ * area, a firing inside a recorder, a full ring, a size below the event's
+ * header or past 65535). sdt_event_end() after the arguments are stored;
+ * ``c`` is what sdt_hooks.cpu_area() returned, held until sdt_cpu_put().
  */
 static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(struct sdt_cpu *c, sdt_u32 key,
 									     sdt_u32 size)
@@ -410,7 +434,8 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	if (__builtin_expect(c == 0, 0))
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
-	if (__builtin_expect((c->nesting | (off + size > c->packet_size)) != 0, 0))
+	if (__builtin_expect((c->nesting | (off + size > c->packet_size) |
+			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
 	__asm__ __volatile__("" ::: "memory");

@@ -44,6 +44,11 @@ class Torture:
     torn: int  # calls that faulted inside a probe site: an instruction seen half written
     wrong: int  # calls that returned another value than with nothing armed
 
+    @property
+    def passed(self) -> bool:
+        """No call tore, faulted or returned a wrong value, and the other CPUs called (the verdict)."""
+        return self.torn == 0 and self.faults == 0 and self.wrong == 0 and self.calls > 0
+
 
 @dataclass(frozen=True)
 class Hello:
