@@ -109,6 +109,9 @@ def parse_spec(text: str) -> ProbeSpec:
                        "give a shorter spec (globs match many probes)")
     if not text.isascii() or not text.isprintable():
         raise SdtError("", f"probe spec {printable(text)!r} has characters a probe name cannot have")
+    if not text:
+        raise SdtError("", "an empty probe spec names no probe (an unset shell variable?)",
+                       "give ':::' to match every probe")
     try:
         return ProbeSpec.parse(text)
     except ValueError as e:

@@ -104,7 +104,9 @@ SITE = Layout("sdt_site", "One probe site: an entry of the linker set set_sdt_si
           "condition)"),
     Field("state", "u8", "SDT_SITE_*, kept by the runtime (0 until sdt_init looked at it)"),
     Field("size", "u8", "the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime"),
-    Field("pad", "u8", "0", count=2),
+    Field("next", "u8", "0 from gen; kept by the runtime while a change of the site is in flight: the state it "
+          "goes to, then from the change's commit the state it left (sdt_patch.c)"),
+    Field("pad", "u8", "0"),
 ))
 
 PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probes_set (read-only).", (
@@ -190,8 +192,12 @@ HOOKS = Layout("sdt_hooks", "What the kernel supplies, once, to sdt_init (copied
           c="void (*%s)(void)"),
     Field("icache_flush", "fn", "make [addr, addr+len) of text coherent for instruction fetch (AArch64 dc/ic)",
           c="void (*%s)(void *addr, unsigned long len)"),
-    Field("cpu_area", "fn", "this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL",
+    Field("cpu_area", "fn", "this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL; from it until "
+          "cpu_release the caller must stay on this CPU (Linux's get_cpu: preemption off)",
           c="struct sdt_cpu *(*%s)(void)"),
+    Field("cpu_release", "fn", "called once after every cpu_area, with what it returned, when the caller is done "
+          "with the area (Linux's put_cpu: preemption back on); NULL: the caller cannot move meanwhile",
+          c="void (*%s)(struct sdt_cpu *cpu)"),
     Field("clock", "fn", "the clock events are stamped with", c="sdt_u64 (*%s)(void)"),
     Field("notify", "fn", "a packet of this CPU was closed: a consumer may read it",
           c="void (*%s)(struct sdt_cpu *cpu)"),
@@ -274,13 +280,21 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_OVERWRITE", 1, "ring policy: a full ring overwrites its oldest packet (flight recorder)"),
     ("SDT_TRAP_NOT_OURS", 0, "sdt_trap: not a breakpoint of the runtime's"),
     ("SDT_TRAP_FIRED", 1, "a probe fired; resume at frame->pc"),
-    ("SDT_TRAP_EMULATED", 2, "a patch was in flight: the new instruction was emulated; resume at frame->pc"),
+    ("SDT_TRAP_EMULATED", 2, "a change was in flight: the site's state (the old one until the change commits) "
+     "was emulated; resume at frame->pc"),
     ("SDT_TRAP_RETRY", 3, "the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there"),
     ("SDT_PACKET_MAGIC", 0xC1FC1FC1, "CTF 1.8's packet magic"),
     ("SDT_MAX_ARGS", 6, "arguments a probe has at most"),
     ("SDT_ENTRIES_MAGIC", 0x5952544E45544453, "\"SDTENTRY\" in a little-endian word"),
     ("SDT_MAX_STRING", 127, "bytes of a string argument a recorder copies (then a NUL)"),
     ("SDT_MIN_PACKET", 1024, "bytes of the smallest packet: a 6-argument event with six full strings fits"),
+    # the entry points' negative results; the host says them to users as they are
+    ("SDT_ERR_SPEC", -1, "the probe spec is empty, or not provider:module:function:name (at most four fields "
+     "and 1024 bytes)"),
+    ("SDT_ERR_INIT", -2, "the runtime is not initialized (sdt_init has not run, or found the tables corrupt)"),
+    ("SDT_ERR_MODE", -3, "not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH)"),
+    ("SDT_ERR_ARG", -4, "an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number "
+     "out of range"),
 )
 CONSTANTS += (
     ("SDT_FRAME_SYNC", 0x44535AA5, "a frame's first four bytes, A5 5A 53 44, as a little-endian word"),
@@ -290,11 +304,7 @@ CONSTANTS += (
     ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
     ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
-)
-VALUES = {name: value for name, value, _ in CONSTANTS}
-# The control core's error codes: a reply `error CODE TEXT` carries one (the runtime's entry points return the
-# first four).
-ERRORS: tuple[tuple[str, int, str], ...] = (
+    # the control core's own errors: a reply `error CODE TEXT` carries any SDT_ERR_*
     ("SDT_ERR_USAGE", -5, "the command's words are not what it takes"),
     ("SDT_ERR_UNKNOWN", -6, "not a command the control core knows"),
     ("SDT_ERR_UNSUPPORTED", -7, "the kernel gave the control core no means for it"),
@@ -302,8 +312,7 @@ ERRORS: tuple[tuple[str, int, str], ...] = (
     ("SDT_ERR_LONG", -9, "a command line longer than SDT_CONTROL_LINE"),
     ("SDT_ERR_STATE", -10, "not in this state (the rings are attached already, none are)"),
 )
-ERROR_VALUES = {name: value for name, value, _ in ERRORS}
-
+VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also "
@@ -337,6 +346,7 @@ WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
          "isen": VALUES["SDT_FORM_ISEN"]}
 SITE_STATES = {v: n[len("SDT_SITE_"):].lower() for n, v, _ in CONSTANTS if n.startswith("SDT_SITE_")}
+ERRORS = {v: doc for n, v, doc in CONSTANTS if n.startswith("SDT_ERR_")}  # what each negative result means
 
 
 # -- C --------------------------------------------------------------------------------------
@@ -362,10 +372,9 @@ def render_c() -> str:
     out = [BEGIN]
     width = max(len(n) for n, _, _ in CONSTANTS)
     for name, value, doc in CONSTANTS:
-        out.append(f"#define {name.ljust(width)} {value:#x}{'u' if value > 0x7FFFFFFF else ''}\t/* {doc} */"
-                   if value > 255 else f"#define {name.ljust(width)} {value}\t/* {doc} */")
-    for name, value, doc in ERRORS:
-        out.append(f"#define {name.ljust(width)} ({value})\t/* {doc} */")
+        text = f"{value:#x}{'u' if value > 0x7FFFFFFF else ''}" if value > 255 else f"({value})" if value < 0 \
+            else str(value)
+        out.append(f"#define {name.ljust(width)} {text}\t/* {doc} */")
     for name, text, doc in WORDS:
         out.append(f'#define {name.ljust(width)} "{text}"\t/* {doc} */')
     out.append("")

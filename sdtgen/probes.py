@@ -89,6 +89,8 @@ class ProbeSpec:
 
     @classmethod
     def parse(cls, text: str) -> ProbeSpec:
+        if not text:  # as dtrace refuses an empty description; ":::" matches every probe explicitly
+            raise ValueError("an empty probe spec names no probe")
         parts = text.split(":")
         if len(parts) > 4:
             raise ValueError(f"probe spec {text!r} has more than four fields (provider:module:function:name)")

@@ -37,8 +37,10 @@ class EventLayout:
 
     @property
     def reserved(self) -> int:
-        """What the recorder reserves: the fixed part, 8-aligned, and room for every string at its longest."""
-        return (self.fixed + 7) // 8 * 8 + (MAX_COPIED_STRING + 1) * len(self.strings)
+        """What the recorder reserves: the fixed part and room for every string at its longest. Not rounded up:
+        an event's size ends at its last byte, and so does the packet's content after the last event (a reader
+        takes any byte before content_size for another event); the next event starts at the next multiple of 8."""
+        return self.fixed + (MAX_COPIED_STRING + 1) * len(self.strings)
 
 
 def event_layout(types: tuple[str, ...], bits: int) -> EventLayout:
@@ -63,23 +65,24 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
         out.append("{")
-        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();")
+        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();\t/* this CPU's, until sdt_cpu_put */")
         out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {probe_key(symbol):#x}u, {lay.reserved});")
         out.append("")
-        out.append("\tif (!e)")
-        out.append("\t\treturn;")
-        if lay.ints:
-            out.append("\t{")
-            out.append("\t\tsdt_word *a = (sdt_word *)(e + 1);")
-            out += [f"\t\ta[{j}] = a{k};" for j, k in enumerate(lay.ints)]
-            out.append("\t}")
+        out.append("\tif (e) {")
+        if lay.ints:  # each in a block of its own: a kernel may forbid declarations after statements
+            out.append("\t\t{")
+            out.append("\t\t\tsdt_word *a = (sdt_word *)(e + 1);")
+            out += [f"\t\t\ta[{j}] = a{k};" for j, k in enumerate(lay.ints)]
+            out.append("\t\t}")
         if lay.strings:
-            out.append("\t{")
-            out.append(f"\t\tchar *to = (char *)e + {lay.fixed};")
-            out += [f"\t\tto += sdt_event_string(e, to, {k}, (const char *)a{k});" for k in lay.strings]
-            out.append("\t\tsdt_event_trim(c, e, to);")
-            out.append("\t}")
-        out.append("\tsdt_event_end(c);")
+            out.append("\t\t{")
+            out.append(f"\t\t\tchar *to = (char *)e + {lay.fixed};")
+            out += [f"\t\t\tto += sdt_event_string(e, to, {k}, (const char *)a{k});" for k in lay.strings]
+            out.append("\t\t\tsdt_event_trim(c, e, to);")
+            out.append("\t\t}")
+        out.append("\t\tsdt_event_end(c);")
+        out.append("\t}")
+        out.append("\tsdt_cpu_put(c);")
         out.append("}")
         out.append("")
     return "\n".join(out)

@@ -262,6 +262,19 @@ def test_every_positional_and_json_option_has_help():
     assert "the linked kernel image" in sdtgen("boot", "--help").stdout
 
 
+@pytest.mark.parametrize("option", ["--enable", "--disable"])
+def test_an_empty_spec_is_refused_and_three_colons_match_every_probe(kernel, option):
+    """An empty spec (usually an unset shell variable) names no probe, as dtrace refuses an empty description;
+    ':::' asks for every probe explicitly."""
+    assert one_line(sdtgen("boot", kernel.image, option, "")) == (
+        "sdtgen: error: an empty probe spec names no probe (an unset shell variable?); give ':::' to match every "
+        "probe")
+    events = [json.loads(x) for x in sdtgen("boot", kernel.image, "--json", "--enable", ":::", option, ":::",
+                                            "--run", "kmain", "--arg", "1", check=True).stdout.splitlines()]
+    fired = {e["probe"] for e in events if e["event"] == "fire"}
+    assert len(fired) > 5 if option == "--enable" else fired == set()
+
+
 def test_wording_of_spec_errors(kernel):
     assert one_line(sdtgen("boot", kernel.image, "--enable", "a:b:c:d:e")) == (
         "sdtgen: error: probe spec 'a:b:c:d:e' has more than four fields (provider:module:function:name)")

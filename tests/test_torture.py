@@ -11,9 +11,11 @@ import pytest
 from helpers import ARCHES, OTHER_ARCHES, sdtgen
 from native_oracle import Call
 
+from sdtgen.layout import VALUES
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import boot_session
 from sdtgen.session.starts import emulator_torture as torture
+from sdtgen.targets.base import Summary
 from sdtgen.targets.emulator_torture import Torture
 
 KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "transient",
@@ -56,6 +58,17 @@ def test_the_safe_protocol_passes_with_exit_0_and_replays(kernel):
     assert first[1]["protocol"] == "safe" and first[1]["cpus"] == 2 and first[1]["toggles"] == 50
     assert first[1]["faults"] == first[1]["torn"] == 0 and first[1]["calls"] > 0
     assert run_torture(kernel.image, "--cpus", "2", "--toggles", "50", "--seed", "9") == first
+
+
+@pytest.mark.parametrize("failure", [{"torn": 1}, {"faults": 1}, {"wrong": 1}, {"timed_out": True},
+                                     {"firings": 0}])
+def test_a_single_torn_execution_or_fault_fails_the_verdict(failure):
+    """The verdict, `sdtgen torture`'s exit status on every target: one torn execution fails it alone (no fault
+    beside it), as does one fault, one wrong result, a timeout, or a run in which no site fired."""
+    good = Summary("safe", 2, 10, done=10, calls=100, firings=50)
+    assert good.passed and good.text().startswith("ok:") and good.as_dict()["passed"]
+    bad = Summary("safe", 2, 10, done=10, calls=100, **{"firings": 50, **failure})
+    assert not bad.passed and bad.text().startswith("FAILED:") and not bad.as_dict()["passed"]
 
 
 def test_wrong_values_count_as_wrong(kernel, native):
@@ -261,3 +274,91 @@ def test_exhaustive_conditional_tail_sites(tmp_path, arch):
     assert forms(str(image), "check_big") == {("cond", 6)}
     s = torture(str(image), "check_big", [9], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
     assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0) and s.transient > 0
+
+
+# -- the exhaustive checker's own checks: each one alone fails the execution it is there for ------------------
+def checker(image: str, symbol: str = "sched_run"):
+    """A booted session as `torture --exhaustive` makes one, its checker over ``symbol``, and the first site of it
+    with its disabled and branch bytes (the runtime's own, read from memory)."""
+    from sdtgen.targets.emulator_exhaustive import Exhaustive
+
+    session = boot_session(image, Reporter(as_json=True, out=io.StringIO(), quiet=True), arm="branch", cpus=2,
+                           seed=0, schedule="seeded")
+    ex = Exhaustive(session.target, symbol)
+    ex.rt.on_trap_result = ex.trapped.append
+    site = ex.sites[0]
+    old = ex.control.read(site.addr, site.size)
+    session.enable(site.probe.spec)
+    new = ex.control.read(site.addr, site.size)
+    session.disable(site.probe.spec)
+    return session, ex, site, old, new
+
+
+def test_exhaustive_counts_a_cpu_left_inside_a_site_between_instructions_as_torn(kernel):
+    """A legitimate instruction that leaves the CPU inside the site where no instruction of either state starts
+    (here: NOPs of one byte, of which only the first is a site's instruction) is torn."""
+    session, ex, site, _, new = checker(str(kernel.image))
+    try:
+        nops = b"\x90" * site.size
+        ex.control.write(site.addr, nops)
+        ex._run_one(site, site.addr, frozenset({(site.addr, b"\x90")}), {site.addr}, new)
+        assert (ex.summary.checked, ex.summary.torn, ex.summary.faults) == (1, 1, 0)
+        every = set(range(site.addr, site.addr + site.size))  # where each NOP is an instruction: not torn
+        ex._run_one(site, site.addr, frozenset((a, b"\x90") for a in every), every, new)
+        assert (ex.summary.checked, ex.summary.torn) == (2, 1)
+    finally:
+        session.close()
+
+
+def test_exhaustive_refuses_a_breakpoint_sdt_trap_did_not_resolve(kernel):
+    """The protocol's breakpoint is legitimate only when sdt_trap resolves it (fired or emulated): a breakpoint it
+    answers any other way (here: as though it were gone, SDT_TRAP_RETRY) is torn."""
+    from sdtgen.boot.legit import legit_instructions
+
+    session, ex, site, old, new = checker(str(kernel.image))
+    try:
+        legit = legit_instructions(ex.arch, site.addr, old, new)
+        ex.control.write(site.addr, ex.arch.breakpoint(1) + old[1:])
+        ex._run_one(site, site.addr, legit, {a for a, _ in legit}, new)  # sdt_trap's own answer: emulated
+        assert (ex.summary.torn, ex.summary.transient) == (0, 1) and ex.trapped == [VALUES["SDT_TRAP_EMULATED"]]
+        ex.rt.on_trap_result = lambda result: ex.trapped.append(VALUES["SDT_TRAP_RETRY"])
+        ex._run_one(site, site.addr, legit, {a for a, _ in legit}, new)
+        assert (ex.summary.torn, ex.summary.checked) == (1, 2)
+    finally:
+        session.close()
+
+
+def test_exhaustive_checks_every_site_ends_as_the_change_makes_it(kernel):
+    """After the watched change every site must hold the new instruction whole: a change that left them
+    otherwise (here: the watched call arms with the breakpoint, not the branch the change was) is torn."""
+    from sdtgen.boot.runtime import MODES
+
+    session, ex, site, _, _ = checker(str(kernel.image))
+    try:
+        mine = [s for s in ex.sites if s.probe.spec == site.probe.spec]
+        calls, real = [], ex._call
+
+        def call(entry: str, args: list[int]) -> None:
+            calls.append(entry)
+            real(entry, args if len(calls) < 3 else [args[0], MODES["trap"]])
+
+        ex._call = call
+        ex._change(mine, site.probe.spec, "sdt_enable", "branch", ("sdt_disable", None))
+        assert calls == ["sdt_enable", "sdt_disable", "sdt_enable"] and ex.summary.torn == len(mine)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "riscv64"])
+def test_exhaustive_runs_the_site_as_it_is_before_a_store_lands(arch_kernel, arch):
+    """AArch64 and RISC-V stores reach another CPU's fetch whole or not at all: both are run. Here the site holds
+    an instruction of neither state before the store that writes the new one: the CPU that fetches before it
+    lands runs it, torn (with only the landed store run, it would pass)."""
+    session, ex, site, old, new = checker(str(arch_kernel(arch).image))
+    try:
+        other = bytes.fromhex("e00300aa" if arch == "aarch64" else "13055000")  # mov x0, x0 / li a0, 5
+        ex.control.write(site.addr, other + old[len(other):])
+        ex._observe(site, old, new, site.addr, new[:4])
+        assert ex.summary.torn >= 1 and ex.control.read(site.addr, site.size) == other + old[len(other):]
+    finally:
+        session.close()

@@ -18,7 +18,7 @@ from sdtgen.boot.fast_unicorn import register_reader
 from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.boot.platform import MAX_SPEC_BYTES, Entries, Platform
 from sdtgen.errors import SdtError
-from sdtgen.layout import VALUES
+from sdtgen.layout import ERRORS, VALUES
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import Bounds, TableError, TableProbe, TableSite, read_tables
 
@@ -26,8 +26,6 @@ TRAP, BRANCH = "trap", "branch"
 ARM_MODES = (TRAP, BRANCH)
 MODES = {TRAP: VALUES["SDT_TRAP"], BRANCH: VALUES["SDT_BRANCH"]}
 NOT_OURS, FIRED = VALUES["SDT_TRAP_NOT_OURS"], VALUES["SDT_TRAP_FIRED"]
-ERRORS = {-1: "the probe spec is not provider:module:function:name", -2: "the runtime is not initialized",
-          -3: "not an arming mode the runtime knows", -4: "an argument the runtime refused"}
 FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
 
 

@@ -38,68 +38,72 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #endif
 
 /* BEGIN LAYOUTS: rendered from sdtgen/layout.py by `python -m sdtgen.layout --write`; do not edit */
-#define SDT_FORM_CALL     1	/* a call to the probe's stub */
-#define SDT_FORM_TAIL     2	/* a tail jump to it */
-#define SDT_FORM_COND     3	/* a conditional tail jump to it (x86 jcc) */
-#define SDT_FORM_ISEN     4	/* a call to its is-enabled stub (SDT_PROBE_ENABLED) */
-#define SDT_TABLE_RELOC   0	/* the entry is a relocation the final link resolved */
-#define SDT_TABLE_OFFSET  1	/* the entry is btext + an offset measured after the partial link */
-#define SDT_SITE_UNSEEN   0	/* sdt_init has not looked at it */
-#define SDT_SITE_REFUSED  1	/* not the expected instruction: never written */
-#define SDT_SITE_OFF      2	/* disabled: a NOP, a return, result 0, or (cond) the jump as it was */
-#define SDT_SITE_TRAP     3	/* armed with the breakpoint */
-#define SDT_SITE_BRANCH   4	/* armed with a branch to the probe's recorder (an is-enabled check: result 1) */
-#define SDT_SITE_CHANGED  5	/* its bytes were not what the runtime last wrote: left alone for good */
-#define SDT_SITE_FOLDED   6	/* another entry names the same instruction (identical code folding) */
-#define SDT_TRAP          1	/* arming mode: a breakpoint, resolved by sdt_trap */
-#define SDT_BRANCH        2	/* arming mode: a branch to the recorder, falling back to the breakpoint out of range */
-#define SDT_DISCARD       0	/* ring policy: a full ring discards new events (counted) */
-#define SDT_OVERWRITE     1	/* ring policy: a full ring overwrites its oldest packet (flight recorder) */
-#define SDT_TRAP_NOT_OURS 0	/* sdt_trap: not a breakpoint of the runtime's */
-#define SDT_TRAP_FIRED    1	/* a probe fired; resume at frame->pc */
-#define SDT_TRAP_EMULATED 2	/* a patch was in flight: the new instruction was emulated; resume at frame->pc */
-#define SDT_TRAP_RETRY    3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
-#define SDT_PACKET_MAGIC  0xc1fc1fc1u	/* CTF 1.8's packet magic */
-#define SDT_MAX_ARGS      6	/* arguments a probe has at most */
-#define SDT_ENTRIES_MAGIC 0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
-#define SDT_MAX_STRING    127	/* bytes of a string argument a recorder copies (then a NUL) */
-#define SDT_MIN_PACKET    0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
-#define SDT_FRAME_SYNC    0x44535aa5	/* a frame's first four bytes, A5 5A 53 44, as a little-endian word */
-#define SDT_FRAME_PACKET  80	/* a frame carrying a packet as it stands in its ring (content_size bytes) */
-#define SDT_FRAME_VERDICT 86	/* a frame after each packet: struct sdt_frame_verdict */
-#define SDT_FRAME_TEXT    84	/* a frame carrying one line of the kernel's text: a reply, a log line */
-#define SDT_FRAME_INFO    73	/* the frame a reader needs first: struct sdt_frame_info */
-#define SDT_CONTROL_MAGIC 0x4c544353	/* "SCTL" in a little-endian word */
-#define SDT_CONTROL_LINE  0x400	/* bytes of the longest command line the control core takes */
-#define SDT_ERR_USAGE     (-5)	/* the command's words are not what it takes */
-#define SDT_ERR_UNKNOWN   (-6)	/* not a command the control core knows */
+#define SDT_FORM_CALL       1	/* a call to the probe's stub */
+#define SDT_FORM_TAIL       2	/* a tail jump to it */
+#define SDT_FORM_COND       3	/* a conditional tail jump to it (x86 jcc) */
+#define SDT_FORM_ISEN       4	/* a call to its is-enabled stub (SDT_PROBE_ENABLED) */
+#define SDT_TABLE_RELOC     0	/* the entry is a relocation the final link resolved */
+#define SDT_TABLE_OFFSET    1	/* the entry is btext + an offset measured after the partial link */
+#define SDT_SITE_UNSEEN     0	/* sdt_init has not looked at it */
+#define SDT_SITE_REFUSED    1	/* not the expected instruction: never written */
+#define SDT_SITE_OFF        2	/* disabled: a NOP, a return, result 0, or (cond) the jump as it was */
+#define SDT_SITE_TRAP       3	/* armed with the breakpoint */
+#define SDT_SITE_BRANCH     4	/* armed with a branch to the probe's recorder (an is-enabled check: result 1) */
+#define SDT_SITE_CHANGED    5	/* its bytes were not what the runtime last wrote: left alone for good */
+#define SDT_SITE_FOLDED     6	/* another entry names the same instruction (identical code folding) */
+#define SDT_TRAP            1	/* arming mode: a breakpoint, resolved by sdt_trap */
+#define SDT_BRANCH          2	/* arming mode: a branch to the recorder, falling back to the breakpoint out of range */
+#define SDT_DISCARD         0	/* ring policy: a full ring discards new events (counted) */
+#define SDT_OVERWRITE       1	/* ring policy: a full ring overwrites its oldest packet (flight recorder) */
+#define SDT_TRAP_NOT_OURS   0	/* sdt_trap: not a breakpoint of the runtime's */
+#define SDT_TRAP_FIRED      1	/* a probe fired; resume at frame->pc */
+#define SDT_TRAP_EMULATED   2	/* a change was in flight: the site's state (the old one until the change commits) was emulated; resume at frame->pc */
+#define SDT_TRAP_RETRY      3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
+#define SDT_PACKET_MAGIC    0xc1fc1fc1u	/* CTF 1.8's packet magic */
+#define SDT_MAX_ARGS        6	/* arguments a probe has at most */
+#define SDT_ENTRIES_MAGIC   0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
+#define SDT_MAX_STRING      127	/* bytes of a string argument a recorder copies (then a NUL) */
+#define SDT_MIN_PACKET      0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
+#define SDT_ERR_SPEC        (-1)	/* the probe spec is empty, or not provider:module:function:name (at most four fields and 1024 bytes) */
+#define SDT_ERR_INIT        (-2)	/* the runtime is not initialized (sdt_init has not run, or found the tables corrupt) */
+#define SDT_ERR_MODE        (-3)	/* not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH) */
+#define SDT_ERR_ARG         (-4)	/* an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number out of range */
+#define SDT_FRAME_SYNC      0x44535aa5	/* a frame's first four bytes, A5 5A 53 44, as a little-endian word */
+#define SDT_FRAME_PACKET    80	/* a frame carrying a packet as it stands in its ring (content_size bytes) */
+#define SDT_FRAME_VERDICT   86	/* a frame after each packet: struct sdt_frame_verdict */
+#define SDT_FRAME_TEXT      84	/* a frame carrying one line of the kernel's text: a reply, a log line */
+#define SDT_FRAME_INFO      73	/* the frame a reader needs first: struct sdt_frame_info */
+#define SDT_CONTROL_MAGIC   0x4c544353	/* "SCTL" in a little-endian word */
+#define SDT_CONTROL_LINE    0x400	/* bytes of the longest command line the control core takes */
+#define SDT_ERR_USAGE       (-5)	/* the command's words are not what it takes */
+#define SDT_ERR_UNKNOWN     (-6)	/* not a command the control core knows */
 #define SDT_ERR_UNSUPPORTED (-7)	/* the kernel gave the control core no means for it */
-#define SDT_ERR_CPU       (-8)	/* no such CPU, or a command that needs more CPUs than there are */
-#define SDT_ERR_LONG      (-9)	/* a command line longer than SDT_CONTROL_LINE */
-#define SDT_ERR_STATE     (-10)	/* not in this state (the rings are attached already, none are) */
-#define SDT_CTL_HELLO     "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
-#define SDT_CTL_RING      "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
-#define SDT_CTL_ENABLE    "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
-#define SDT_CTL_DISABLE   "disable"	/* disable SPEC: `ok disable N` */
-#define SDT_CTL_MODE      "mode"	/* mode trap|branch: rearm what is armed, `ok mode N` */
-#define SDT_CTL_RUN       "run"	/* run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N` */
-#define SDT_CTL_READ      "read"	/* read ADDR LEN: `bytes HEX` or `fault` */
-#define SDT_CTL_DRAIN     "drain"	/* drain: every CPU's closed packets sent now */
-#define SDT_CTL_STATS     "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
-#define SDT_CTL_LIST      "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
-#define SDT_CTL_TORTURE   "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
-#define SDT_CTL_EXIT      "exit"	/* exit CODE: power off */
-#define SDT_CTL_OK        "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
-#define SDT_CTL_ERROR     "error"	/* the last line of a reply that did not: `error CODE TEXT` */
-#define SDT_CTL_RETURN    "return"	/* a call returned: `return CPU VALUE` */
-#define SDT_CTL_FAULT     "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
-#define SDT_CTL_BYTES     "bytes"	/* memory read: `bytes HEX` */
-#define SDT_CTL_CPU       "cpu"	/* a CPU's counts: `cpu K DISCARDED OVERWRITTEN` */
-#define SDT_CTL_PROBE     "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
-#define SDT_CTL_TRAP      "trap"	/* arming mode: the breakpoint */
-#define SDT_CTL_BRANCH    "branch"	/* arming mode: a branch to the recorder */
-#define SDT_CTL_CYCLE     "cycle"	/* torture: off, branch, trap, off... in turn */
-#define SDT_CTL_ALL       "all"	/* every CPU (run) */
+#define SDT_ERR_CPU         (-8)	/* no such CPU, or a command that needs more CPUs than there are */
+#define SDT_ERR_LONG        (-9)	/* a command line longer than SDT_CONTROL_LINE */
+#define SDT_ERR_STATE       (-10)	/* not in this state (the rings are attached already, none are) */
+#define SDT_CTL_HELLO       "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
+#define SDT_CTL_RING        "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
+#define SDT_CTL_ENABLE      "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
+#define SDT_CTL_DISABLE     "disable"	/* disable SPEC: `ok disable N` */
+#define SDT_CTL_MODE        "mode"	/* mode trap|branch: rearm what is armed, `ok mode N` */
+#define SDT_CTL_RUN         "run"	/* run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N` */
+#define SDT_CTL_READ        "read"	/* read ADDR LEN: `bytes HEX` or `fault` */
+#define SDT_CTL_DRAIN       "drain"	/* drain: every CPU's closed packets sent now */
+#define SDT_CTL_STATS       "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
+#define SDT_CTL_LIST        "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
+#define SDT_CTL_TORTURE     "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
+#define SDT_CTL_EXIT        "exit"	/* exit CODE: power off */
+#define SDT_CTL_OK          "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
+#define SDT_CTL_ERROR       "error"	/* the last line of a reply that did not: `error CODE TEXT` */
+#define SDT_CTL_RETURN      "return"	/* a call returned: `return CPU VALUE` */
+#define SDT_CTL_FAULT       "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
+#define SDT_CTL_BYTES       "bytes"	/* memory read: `bytes HEX` */
+#define SDT_CTL_CPU         "cpu"	/* a CPU's counts: `cpu K DISCARDED OVERWRITTEN` */
+#define SDT_CTL_PROBE       "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
+#define SDT_CTL_TRAP        "trap"	/* arming mode: the breakpoint */
+#define SDT_CTL_BRANCH      "branch"	/* arming mode: a branch to the recorder */
+#define SDT_CTL_CYCLE       "cycle"	/* torture: off, branch, trap, off... in turn */
+#define SDT_CTL_ALL         "all"	/* every CPU (run) */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -111,7 +115,8 @@ struct sdt_site {
 	sdt_u8 keep;	/* 0 from gen; sdt_init keeps what the encoders need of the original (x86: a jcc's condition) */
 	sdt_u8 state;	/* SDT_SITE_*, kept by the runtime (0 until sdt_init looked at it) */
 	sdt_u8 size;	/* the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime */
-	sdt_u8 pad[2];	/* 0 */
+	sdt_u8 next;	/* 0 from gen; kept by the runtime while a change of the site is in flight: the state it goes to, then from the change's commit the state it left (sdt_patch.c) */
+	sdt_u8 pad;	/* 0 */
 };
 _SDT_LAYOUT(sizeof(struct sdt_site) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, site) == 0);
@@ -122,7 +127,8 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, mode) == 10);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, keep) == 11);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, state) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, size) == 13);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, next) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 15);
 
 /* One probe: an entry of the linker set set_sdt_probes_set (read-only). */
 struct sdt_probe {
@@ -260,7 +266,8 @@ struct sdt_hooks {
 	void (*text_close)(void *alias, unsigned long len);	/* done writing through that alias */
 	void (*sync_cores)(void);	/* serialize instruction fetch on every CPU (IPI + sync_core; membarrier SYNC_CORE) */
 	void (*icache_flush)(void *addr, unsigned long len);	/* make [addr, addr+len) of text coherent for instruction fetch (AArch64 dc/ic) */
-	struct sdt_cpu *(*cpu_area)(void);	/* this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL */
+	struct sdt_cpu *(*cpu_area)(void);	/* this CPU's struct sdt_cpu (given to sdt_cpu_attach), or NULL; from it until cpu_release the caller must stay on this CPU (Linux's get_cpu: preemption off) */
+	void (*cpu_release)(struct sdt_cpu *cpu);	/* called once after every cpu_area, with what it returned, when the caller is done with the area (Linux's put_cpu: preemption back on); NULL: the caller cannot move meanwhile */
 	sdt_u64 (*clock)(void);	/* the clock events are stamped with */
 	void (*notify)(struct sdt_cpu *cpu);	/* a packet of this CPU was closed: a consumer may read it */
 	void (*report)(const struct sdt_site *site, const char *line);	/* a line for the kernel's log; site: the site it is about, or NULL */
@@ -271,35 +278,37 @@ struct sdt_hooks {
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 96);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, icache_flush) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_area) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 40);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 48);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 56);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 64);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 72);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 80);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 84);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_release) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 92);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 96);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 56);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 64);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, icache_flush) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_area) == 16);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 20);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 24);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 28);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 36);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 40);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 44);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, cpu_release) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, notify) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, report) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, readable) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 44);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 56);
 #endif
 
 /* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
@@ -388,18 +397,17 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, zero) == 8);
 
 /* END LAYOUTS */
 
-/* Negative results of the entry points. */
-#define SDT_ERR_SPEC (-1)	/* the probe spec is not provider:module:function:name with at most 4 fields */
-#define SDT_ERR_INIT (-2)	/* sdt_init has not run, or found the tables corrupt */
-#define SDT_ERR_MODE (-3)	/* not SDT_TRAP or SDT_BRANCH */
-#define SDT_ERR_ARG (-4)	/* a size, count or pointer sdt_cpu_attach cannot use */
-
 /*
+ * Every entry point returns a negative SDT_ERR_* for an argument it cannot
+ * use (a NULL pointer among them) and does nothing else; sdt_consume says
+ * so with NULL, sdt_crc32 leaves ``crc`` as it is.
+ *
  * Boot: walk the linker sets, verify every site (the expected call or jump
  * to its own stub) and write its disabled form; a site that does not verify
  * is left as it is and reported. Sites are written before any other CPU runs
- * (one sync at the end). Returns the sites patched, or SDT_ERR_INIT when the
- * tables are not tables.
+ * (one sync at the end). Returns the sites patched, SDT_ERR_INIT when the
+ * tables are not tables or it already ran, SDT_ERR_ARG for hooks it cannot
+ * use (NULL; ranges counted but NULL; cpu_release without cpu_area).
  */
 int sdt_init(const struct sdt_hooks *hooks);
 
@@ -414,16 +422,18 @@ int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ri
 /*
  * Arm (disarm) every site of every probe ``spec`` matches: DTrace's
  * provider:module:function:name, fields filled from the right, empty
- * fields and globs (* ? [...]) match. Returns the sites armed (matched),
- * or a negative SDT_ERR_*. Callers are serialized by a lock of the
- * runtime's; other CPUs keep running (the patch protocol is safe for them).
+ * fields and globs (* ? [...]) match; an empty spec is SDT_ERR_SPEC, as
+ * DTrace refuses an empty description (":::" matches every probe). Returns
+ * the sites armed (matched), or a negative SDT_ERR_*. Callers are serialized
+ * by a lock of the runtime's; other CPUs keep running (the patch protocol is
+ * safe for them).
  */
 int sdt_enable(const char *spec, int mode);
 int sdt_disable(const char *spec);
 /* Rearm every armed site with ``mode`` from now on. */
 int sdt_set_mode(int mode);
 
-/* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*). */
+/* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*); SDT_ERR_ARG for NULL. */
 int sdt_trap(struct sdt_frame *frame);
 
 /* Close this CPU's open packet (if it holds events), so a consumer can read it. Call it on that CPU. */
@@ -431,10 +441,12 @@ void sdt_flush(void);
 
 /*
  * Consumer: the oldest packet ``c`` closed that nobody has consumed (NULL:
- * none), and its sequence number. Copy it (packet_size bytes; content_size
- * of them hold data), then call sdt_consume_done: 1 when the copy is good, 0
- * when the writer overwrote the packet meanwhile (SDT_OVERWRITE) and the copy
- * must be dropped. Either way the packet is released.
+ * none, or ``c`` or ``seq`` NULL), and its sequence number. Copy it
+ * (packet_size bytes; content_size of them hold data), then call
+ * sdt_consume_done: 1 when the copy is good, 0 when the writer overwrote the
+ * packet meanwhile (SDT_OVERWRITE) and the copy must be dropped. Either way
+ * the packet is released. SDT_ERR_ARG: ``c`` NULL, or ``seq`` not a packet
+ * closed and not yet released.
  */
 const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq);
 int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq);
@@ -447,13 +459,13 @@ int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq);
  */
 typedef void (*sdt_serial_put)(const void *data, unsigned long len);
 /* Frames: struct sdt_frame_header, the payload, a CRC-32; the SDT_FRAME_* types are in the layouts above. */
-/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept. */
+/* Send every closed packet of ``c``, each followed by its verdict; returns the packets kept (SDT_ERR_ARG: NULL). */
 int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put);
-/* The info frame: send it once after sdt_init, before the first packet. */
-void sdt_serial_info(sdt_serial_put put);
-/* One frame of ``type`` carrying ``len`` bytes of ``data``. */
-void sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
-/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start). */
+/* The info frame: send it once after sdt_init, before the first packet. 0, or SDT_ERR_ARG for a NULL put. */
+int sdt_serial_info(sdt_serial_put put);
+/* One frame of ``type`` (a byte) carrying ``len`` bytes of ``data`` (less than 4 GiB). 0, or SDT_ERR_ARG. */
+int sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
+/* CRC-32 as zlib computes it, continued from ``crc`` (0 to start); NULL ``data``: ``crc``. */
 sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len);
 
 /*
@@ -547,7 +559,18 @@ extern struct sdt_hooks sdt_hooks;
 
 /* ---- the writer the generated recorders inline ------------------------------------------ */
 
-/* A record that does not fit the open packet: open the next one, or discard. */
+/*
+ * Every use of a CPU's area is bracketed: sdt_hooks.cpu_area() (the kernel keeps the caller on this CPU from
+ * then on, as Linux's get_cpu does), the event, then sdt_cpu_put() with what cpu_area returned, NULL or not
+ * (the kernel's cpu_release: put_cpu). A recorder, sdt_flush and any caller of sdt_event_begin do so.
+ */
+static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
+{
+	if (sdt_hooks.cpu_release)
+		sdt_hooks.cpu_release(c);
+}
+
+/* A record that does not fit the open packet: open the next one, or discard (NULL). */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
@@ -557,8 +580,9 @@ sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, const char *
 /*
  * Reserve ``size`` bytes for an event (at the next 8-byte boundary) in this CPU's open
  * packet, stamped with ``key`` and the clock; NULL when it is discarded (no
- * area, a firing inside a recorder, a full ring). sdt_event_end() after the
- * arguments are stored.
+ * area, a firing inside a recorder, a full ring, a size below the event's
+ * header or past 65535). sdt_event_end() after the arguments are stored;
+ * ``c`` is what sdt_hooks.cpu_area() returned, held until sdt_cpu_put().
  */
 static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(struct sdt_cpu *c, sdt_u32 key,
 									     sdt_u32 size)
@@ -569,7 +593,8 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	if (__builtin_expect(c == 0, 0))
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
-	if (__builtin_expect((c->nesting | (off + size > c->packet_size)) != 0, 0))
+	if (__builtin_expect((c->nesting | (off + size > c->packet_size) |
+			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
 	__asm__ __volatile__("" ::: "memory");

@@ -114,22 +114,18 @@ static inline int sdt_seq_claim(sdt_u64 *p, sdt_word from)
 
 SDT_INLINE_ATOMICS_END
 
-/* One site to change, as the patch protocol takes it. */
+/* One site's change as the patch protocol writes it: its bytes before and after, and how they are stored. */
 struct sdt_poke {
-	struct sdt_site *site;
-	sdt_word addr;
-	sdt_u8 size;
-	sdt_u8 state;	/* what the site becomes */
-	sdt_u8 slow;	/* written through the breakpoint protocol (not one store) */
 	sdt_u8 old[SDT_SITE_MAX];
 	sdt_u8 new[SDT_SITE_MAX];
+	unsigned at, width;	/* the one store that makes the change, unless it is slow */
+	int slow;	/* written through the breakpoint (the change is not one store fetch sees whole) */
 };
 
 /* sdt_patch.c */
-void sdt_poke_batch(struct sdt_poke *pokes, unsigned n) SDT_HIDDEN;
-const struct sdt_poke *sdt_poke_find(sdt_word addr) SDT_HIDDEN;
-void sdt_poke_put(void) SDT_HIDDEN;
+void sdt_poke_run(struct sdt_site *from, struct sdt_site *to, int enabled) SDT_HIDDEN;
 void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDDEN;
+int sdt_text_range(sdt_word a, unsigned n) SDT_HIDDEN;
 
 /* sdt_report.c */
 void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,

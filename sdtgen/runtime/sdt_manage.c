@@ -6,21 +6,19 @@
  * by address (usually it already is: one check) so sdt_trap can bisect it,
  * verifies each site before its first write, and writes the disabled form.
  * After that every write is checked against the bytes the runtime last
- * wrote, so code someone else rewrote is left alone and reported.
+ * wrote, so code someone else rewrote is left alone and reported, and the
+ * sites one call changes are marked in their entries and written by one
+ * run of the patch protocol (sdt_patch.c).
  */
 #include "sdt_internal.h"
 
 struct sdt_hooks sdt_hooks;
 volatile _Bool sdt_probes_enabled;
 
-#define BATCH 64	/* sites one protocol run writes (each trap looks its site up among them) */
-
 static struct sdt_site *sites, *sites_end;
 static int ready;
 static int lock;
 static unsigned long armed;	/* sites armed: SDT_PROBES_ENABLED() is armed != 0 */
-static struct sdt_poke batch[BATCH];
-static unsigned nbatch;
 
 static SDT_CODE void take(void)
 {
@@ -58,8 +56,8 @@ static SDT_CODE void move(struct sdt_site *to, const struct sdt_site *from)
 	to->keep = from->keep;
 	to->state = from->state;
 	to->size = from->size;
-	to->pad[0] = from->pad[0];
-	to->pad[1] = from->pad[1];
+	to->next = from->next;
+	to->pad = from->pad;
 }
 
 /* Entry ``e`` (whose address is ``key``) into the heap s[root..n) whose root's place is free: the larger child
@@ -153,19 +151,19 @@ SDT_CODE int sdt_site_contains(sdt_word pc)
 
 /* -- boot ---------------------------------------------------------------------------------- */
 
-/* Whether [a, a + n) lies in one of the text ranges the kernel gave (any address, when it gave none). */
-static SDT_CODE int in_text(sdt_word a, unsigned n)
+/* The kernel's text range that holds [a, a + n): its index, or -1; 0 for any address when it gave none. */
+SDT_CODE int sdt_text_range(sdt_word a, unsigned n)
 {
 	unsigned i;
 
 	if (!sdt_hooks.ntext)
-		return 1;
+		return 0;
 	for (i = 0; i < sdt_hooks.ntext; i++) {
 		sdt_u64 off = (sdt_u64)a - sdt_hooks.text[i].start;
 		if (off < sdt_hooks.text[i].size && n <= sdt_hooks.text[i].size - off)
-			return 1;
+			return (int)i;
 	}
-	return 0;
+	return -1;
 }
 
 static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
@@ -176,89 +174,181 @@ static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
 		to[i] = ((const volatile sdt_u8 *)from)[i];
 }
 
+static inline __attribute__((always_inline)) int entry_valid(const struct sdt_site *s)
+{
+	const struct sdt_probe *p = sdt_site_probe(s);
+
+	return probe_valid(p) && s->form >= SDT_FORM_CALL && s->form <= SDT_FORM_ISEN && s->length &&
+	       s->length <= SDT_SITE_MAX && (s->form != SDT_FORM_ISEN || p->isenabled);
+}
+
+/* The length of the instruction at site ``s`` (a valid entry) when it lies in text below ``limit`` (the end of its
+ * text range: see init_span) and is the expected call or jump to its stub (sdt_arch_verify); else 0, and with
+ * ``report`` the kernel's log says which it is not. */
+static inline __attribute__((always_inline)) unsigned verify_site(struct sdt_site *s, sdt_word limit, int report)
+{
+	sdt_word a = sdt_site_address(s);
+	unsigned size;
+
+	if (a + s->length > limit || a + s->length < a) {
+		if (report)
+			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
+		return 0;
+	}
+	size = sdt_arch_verify((const sdt_u8 *)a, a, s->form, s->length, sdt_site_stub(s), &s->keep);
+	if (!size && report)
+		sdt_report_site(s, "is not the expected call or jump to its stub", (const sdt_u8 *)a, s->length, 0);
+	return size;
+}
+
+/*
+ * The sites from ``s`` on that sdt_init writes through one alias, [s, *stop), the bytes [*lo, *hi) it opens for
+ * them, and the end of text they must lie below (*limit): the sites that start in the text range ``s`` starts in
+ * (up to the first at its end: the table is sorted), or with no text ranges given, every site, the span from the
+ * first that verifies to the end of the last. Never memory outside a text range, or outside verified sites.
+ * *lo == *hi: nothing to open (``s`` is in no text range).
+ */
+static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_word *lo, sdt_word *hi,
+			       sdt_word *limit)
+{
+	*lo = *hi = *limit = 0;
+	if (sdt_hooks.ntext) {
+		int r = sdt_text_range(sdt_site_address(s), 1);
+		unsigned long a = (unsigned long)(s - sites) + 1, b = (unsigned long)(sites_end - sites);
+		sdt_word e;
+		if (r < 0) {
+			*stop = s + 1;
+			return;
+		}
+		e = (sdt_word)(sdt_hooks.text[r].start + sdt_hooks.text[r].size);
+		if (e <= sdt_site_address(s))	/* the range ends at the top of memory: its last byte is left out */
+			e = ~(sdt_word)0;
+		while (a < b) {	/* the first site at or past the range's end */
+			unsigned long mid = a + (b - a) / 2;
+			if (sdt_site_address(&sites[mid]) < e)
+				a = mid + 1;
+			else
+				b = mid;
+		}
+		*stop = &sites[a];
+		*lo = sdt_site_address(s);
+		*hi = sdt_site_address(&sites[a - 1]) + SDT_SITE_MAX;
+		if (*hi > e || *hi < *lo)
+			*hi = e;
+		*limit = e;
+		return;
+	}
+	*stop = sites_end;
+	*limit = ~(sdt_word)0;
+	for (; s < sites_end; s++)
+		if (entry_valid(s) && verify_site(s, *limit, 0)) {
+			*lo = sdt_site_address(s);
+			break;
+		}
+	/* the end of the last one, and of any before it that reaches past it (a table of overlapping entries) */
+	for (s = sites_end; s-- > sites && (!*hi || sdt_site_address(s) + SDT_SITE_MAX > *hi);)
+		if (entry_valid(s)) {
+			sdt_word a = sdt_site_address(s), size = verify_site(s, *limit, 0);
+			*hi = size && a + size > *hi ? a + size : *hi;
+		}
+}
+
+/* What a recorder calls when the kernel gave no cpu_area or clock: nothing is recorded, nothing is stamped. */
+static SDT_CODE struct sdt_cpu *no_area(void)
+{
+	return 0;
+}
+
+static SDT_CODE sdt_u64 no_clock(void)
+{
+	return 0;
+}
+
 SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 {
-	struct sdt_site *s, *prev = 0;
-	sdt_word lo = ~(sdt_word)0, hi = 0, end = 0;
+	struct sdt_site *s, *prev = 0, *stop;
+	sdt_word end = 0;
 	sdt_word s0 = sdt_bound(__start_set_sdt_sites_set), s1 = sdt_bound(__stop_set_sdt_sites_set);
 	sdt_word p0 = sdt_bound(__start_set_sdt_probes_set), p1 = sdt_bound(__stop_set_sdt_probes_set);
 	unsigned long n = (unsigned long)((s1 - s0) / sizeof(struct sdt_site));
-	sdt_u8 *alias;
 	sdt_u8 fixed[SDT_SITE_MAX];	/* the disabled form of the last site whose form sdt_arch_off_is_fixed */
 	unsigned fixed_form = 0, fixed_size = 0;
 	int patched = 0;
 
+	if (!hooks || (hooks->ntext && !hooks->text) || (hooks->nreadable && !hooks->readable) ||
+	    (hooks->cpu_release && !hooks->cpu_area))
+		return SDT_ERR_ARG;
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
 		return SDT_ERR_INIT;
 	sdt_copy(&sdt_hooks, hooks, sizeof(sdt_hooks));
+	if (!sdt_hooks.cpu_area)	/* the recorders call both without a test */
+		sdt_hooks.cpu_area = no_area;
+	if (!sdt_hooks.clock)
+		sdt_hooks.clock = no_clock;
 	sites = (struct sdt_site *)s0;
 	sites_end = (struct sdt_site *)s1;
 	sort_sites(sites, n);
-	if (n) {	/* in address order: the first and the last entry bound every site */
-		lo = sdt_site_address(&sites[0]);
-		hi = sdt_site_address(&sites[n - 1]) + SDT_SITE_MAX;
-	}
-	alias = n && sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
-	for (s = sites; s < sites_end; s++) {
-		sdt_word a = sdt_site_address(s);
-		const struct sdt_probe *p = sdt_site_probe(s);
-		const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
-		sdt_u8 off[SDT_SITE_MAX];
-		const sdt_u8 *want;	/* the site's disabled form: off, or fixed when it is the same as the last */
-		unsigned size, i;
+	for (s = sites; s < sites_end; s = stop) {
+		sdt_word lo, hi, limit;
+		sdt_u8 *alias;
 
-		s->state = SDT_SITE_REFUSED;
-		s->size = 0;
-		if (!probe_valid(p) || s->form < SDT_FORM_CALL || s->form > SDT_FORM_ISEN || !s->length ||
-		    s->length > SDT_SITE_MAX || (s->form == SDT_FORM_ISEN && !p->isenabled)) {
-			sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
-			continue;
-		}
-		if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == p && prev->form == s->form) {
-			s->state = SDT_SITE_FOLDED;	/* identical code folding: one instruction, two entries */
-			s->size = prev->size;
-			continue;
-		}
-		if (a < end) {
-			sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
-			continue;
-		}
-		if (!in_text(a, s->length)) {
-			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
-			continue;
-		}
-		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
-		if (!size) {
-			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length, 0);
-			continue;
-		}
-		s->size = (sdt_u8)size;
-		want = fixed;
-		if (s->form != fixed_form || size != fixed_size) {
-			if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-				sdt_report_site(s, "has no disabled form", code, size, 0);
+		init_span(s, &stop, &lo, &hi, &limit);
+		alias = lo == hi ? 0 : sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
+		for (; s < stop; s++) {
+			sdt_word a = sdt_site_address(s);
+			const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
+			sdt_u8 off[SDT_SITE_MAX];
+			const sdt_u8 *want;	/* the site's disabled form: off, or fixed when it is the same as the last */
+			unsigned size, i;
+
+			s->state = SDT_SITE_REFUSED;
+			s->size = 0;
+			s->next = 0;
+			if (!entry_valid(s)) {
+				sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
 				continue;
 			}
-			want = off;
-			if (sdt_arch_off_is_fixed(s->form)) {
-				for (i = 0; i < size; i++)
-					fixed[i] = off[i];
-				fixed_form = s->form;
-				fixed_size = size;
+			if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) &&
+			    prev->form == s->form) {
+				s->state = SDT_SITE_FOLDED;	/* identical code folding: one instruction, two entries */
+				s->size = prev->size;
+				continue;
 			}
+			if (a < end) {
+				sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
+				continue;
+			}
+			size = verify_site(s, limit, 1);
+			if (!size)
+				continue;
+			s->size = (sdt_u8)size;
+			want = fixed;
+			if (s->form != fixed_form || size != fixed_size) {
+				if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
+					sdt_report_site(s, "has no disabled form", code, size, 0);
+					continue;
+				}
+				want = off;
+				if (sdt_arch_off_is_fixed(s->form)) {
+					for (i = 0; i < size; i++)
+						fixed[i] = off[i];
+					fixed_form = s->form;
+					fixed_size = size;
+				}
+			}
+			for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
+				if (code[i] != want[i])
+					alias[a - lo + i] = want[i];
+			s->state = SDT_SITE_OFF;
+			prev = s;
+			end = a + size;
+			patched++;
 		}
-		for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
-			if (code[i] != want[i])
-				alias[a - lo + i] = want[i];
-		s->state = SDT_SITE_OFF;
-		prev = s;
-		end = a + size;
-		patched++;
+		if (alias && sdt_hooks.text_close)
+			sdt_hooks.text_close(alias, hi - lo);
+		if (alias && sdt_hooks.icache_flush)
+			sdt_hooks.icache_flush((void *)lo, hi - lo);
 	}
-	if (n && sdt_hooks.text_close)
-		sdt_hooks.text_close(alias, hi - lo);
-	if (n && sdt_hooks.icache_flush)
-		sdt_hooks.icache_flush((void *)lo, hi - lo);
 	if (sdt_hooks.sync_cores)
 		sdt_hooks.sync_cores();
 	ready = 1;
@@ -338,6 +428,8 @@ static SDT_CODE int parse_spec(const char *text, struct spec *sp)
 	const char *start[4], *stop[4], *c = text;
 	int n = 0, i;
 
+	if (!*text)	/* an empty description: DTrace refuses it (":::" matches every probe) */
+		return SDT_ERR_SPEC;
 	start[0] = c;
 	for (; *c; c++) {
 		if (c - text >= SPEC_MAX)
@@ -387,28 +479,16 @@ static SDT_CODE int is_armed(unsigned state)
 	return state == SDT_SITE_TRAP || state == SDT_SITE_BRANCH;
 }
 
-static SDT_CODE void flush_batch(void)
-{
-	unsigned i;
-
-	sdt_poke_batch(batch, nbatch);
-	for (i = 0; i < nbatch; i++)
-		if (is_armed(batch[i].state))
-			armed++;
-	nbatch = 0;
-	sdt_probes_enabled = armed != 0;
-}
+static struct sdt_site *mark_lo, *mark_hi;	/* the first and one past the last site marked for the run */
 
 /*
- * Queue site ``s`` to become ``state``, after checking its bytes are what the runtime last wrote there.
- * Returns 1 when the site is (or will be) in that state, 0 when it cannot be written.
+ * Mark site ``s`` to become ``state`` in the coming run (its entry's ``next``), after checking its bytes are what
+ * the runtime last wrote there. Returns 1 when the site is (or will be) in that state, 0 when it cannot be written.
  */
-static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
+static SDT_CODE int mark(struct sdt_site *s, unsigned state, unsigned *far)
 {
-	struct sdt_poke *p;
-	sdt_u8 now[SDT_SITE_MAX];
+	sdt_u8 now[SDT_SITE_MAX], old[SDT_SITE_MAX];
 	unsigned cur = s->state, i;
-	sdt_word a = sdt_site_address(s);
 
 	if (s->form == SDT_FORM_ISEN && state == SDT_SITE_TRAP)
 		state = SDT_SITE_BRANCH;	/* an is-enabled check armed is "result = 1" in either mode */
@@ -418,19 +498,11 @@ static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
 	}
 	if (cur == state)
 		return 1;
-	if (nbatch == BATCH)
-		flush_batch();
-	p = &batch[nbatch];
-	p->site = s;
-	p->addr = a;
-	p->size = s->size;
-	p->state = (sdt_u8)state;
-	sdt_site_bytes(s, cur, p->old);
-	sdt_site_bytes(s, state, p->new);
-	read_text(now, a, s->size);
+	sdt_site_bytes(s, cur, old);
+	read_text(now, sdt_site_address(s), s->size);
 	for (i = 0; i < s->size; i++)
-		if (now[i] != p->old[i]) {
-			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size, p->old);
+		if (now[i] != old[i]) {
+			sdt_report_site(s, "changed since the runtime wrote it: left alone", now, s->size, old);
 			s->state = SDT_SITE_CHANGED;
 			if (is_armed(cur))
 				armed--;
@@ -438,8 +510,22 @@ static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
 		}
 	if (is_armed(cur))
 		armed--;
-	nbatch++;
+	if (is_armed(state))
+		armed++;
+	s->next = (sdt_u8)state;
+	if (!mark_lo)
+		mark_lo = s;
+	mark_hi = s + 1;
 	return 1;
+}
+
+/* Make every marked change: one run of the patch protocol, whatever the number of sites. */
+static SDT_CODE void run_marked(void)
+{
+	if (mark_lo)
+		sdt_poke_run(mark_lo, mark_hi, armed != 0);
+	mark_lo = mark_hi = 0;
+	sdt_probes_enabled = armed != 0;
 }
 
 static SDT_CODE int change(const char *text, int arm, int mode)
@@ -450,6 +536,8 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 	unsigned far = 0;
 	int hit = 0, count = 0;
 
+	if (!text)
+		return SDT_ERR_ARG;
 	if (!ready)
 		return SDT_ERR_INIT;
 	if (arm && mode != SDT_TRAP && mode != SDT_BRANCH)
@@ -466,9 +554,9 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 			hit = matches(&sp, p);
 		}
 		if (hit)
-			count += queue(s, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF, &far);
+			count += mark(s, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF, &far);
 	}
-	flush_batch();
+	run_marked();
 	give();
 	if (far)
 		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
@@ -498,9 +586,11 @@ SDT_CODE int sdt_set_mode(int mode)
 	take();
 	for (s = sites; s < sites_end; s++)
 		if (is_armed(s->state) && s->form != SDT_FORM_ISEN)
-			count += queue(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
-	flush_batch();
+			count += mark(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
+	run_marked();
 	give();
+	if (far)
+		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
 	return count;
 }
 
@@ -571,28 +661,25 @@ static SDT_CODE int emulate(struct sdt_frame *f, const struct sdt_site *s, unsig
 
 SDT_CODE int sdt_trap(struct sdt_frame *f)
 {
-	sdt_word a = sdt_arch_trap_address(f);
-	const struct sdt_poke *p;
+	sdt_word a;
 	struct sdt_site *s;
 	sdt_u8 code[SDT_SITE_MAX];
-	int r;
 
+	if (!f)
+		return SDT_ERR_ARG;
 	if (!ready)
 		return SDT_TRAP_NOT_OURS;
-	p = sdt_poke_find(a);
-	if (p) {	/* a patch in flight: carry on as the new instruction */
-		r = emulate(f, p->site, p->state);
-		sdt_poke_put();
-		return r == SDT_TRAP_FIRED ? r : SDT_TRAP_EMULATED;
-	}
+	a = sdt_arch_trap_address(f);
 	s = find_site(a);
 	if (!s || (s->state != SDT_SITE_OFF && !is_armed(s->state)))
 		return SDT_TRAP_NOT_OURS;
 	read_text(code, a, s->size);
-	if (!sdt_arch_is_breakpoint(code)) {	/* disarmed since the CPU fetched it: run what is there now */
+	if (!sdt_arch_is_breakpoint(code)) {	/* gone since the CPU fetched it: run what is there now */
 		f->pc = a;
 		return SDT_TRAP_RETRY;
 	}
+	/* An armed trap, or a change in flight's breakpoint: what the site's state says, its old one until the
+	 * change commits (sdt_patch.c). */
 	return emulate(f, s, sdt_load_acquire(&s->state));
 }
 

@@ -1,27 +1,33 @@
 /*
  * sdt_patch.c - the one way the runtime writes code other CPUs may be running (management layer).
  *
- * A change that lies inside one store the architecture lets instruction
- * fetch see whole (sdt_arch_single_store: x86 the first byte only, AArch64 a
- * word, RISC-V an aligned halfword or word of the site) is that store.
- * Anything else follows Linux's text_poke_bp_batch, over every site of the
- * batch at once:
- *   1. the breakpoint over each site's first bytes; sync every CPU
- *   2. the bytes behind it (no CPU executes them now); sync
- *   3. each site's new first bytes; sync
- * While it runs the batch is published (sdt_poke_find): a CPU that traps on
- * a transient breakpoint finds its site and sdt_trap emulates the new
- * instruction. Every store is followed by the icache hook for its bytes.
+ * One call of sdt_enable, sdt_disable or sdt_set_mode is one run of the protocol, however many sites it
+ * changes: the caller marks each site in the table itself (sdt_site.next: the state it goes to), so the
+ * runtime needs no room of its own for them. The sites switch together, at one commit:
  *
- * Built with -DSDT_NAIVE_PROTOCOL the runtime instead stores the differing
- * bytes one at a time, in place: the states in between are neither
- * instruction, which is what `sdtgen torture` shows a protocol is for.
+ *   1. the breakpoint over the first bytes of each slow site (a change that is not one store the
+ *      architecture lets instruction fetch see whole); sync every CPU
+ *   2. the bytes behind it (no CPU executes them now); sync
+ *   3. commit: every marked site's state becomes its new one
+ *   4. every single-store change, and each slow site's new first bytes; sync
+ *
+ * A CPU that traps on a transient breakpoint is resolved by sdt_trap as the site's state, which is the
+ * old one until the commit: before it, every site of the call behaves as it was (its old bytes, or the
+ * breakpoint emulating them); after the sync of step 4, every site is new. Sites switch only between
+ * the commit and that sync. What one store may change is sdt_arch_single_store's (x86 the first byte
+ * only, AArch64 a word, RISC-V an aligned halfword or word of the site). Every store is followed by
+ * the icache hook for its bytes, and goes through a writable alias the kernel opens over one text
+ * range's sites at a time (never over memory between two of its text ranges).
+ *
+ * Built with -DSDT_NAIVE_PROTOCOL the runtime instead stores the differing bytes one at a time, in
+ * place: the states in between are neither instruction, which is what `sdtgen torture` shows a
+ * protocol is for.
  */
 #include "sdt_internal.h"
 
-static struct sdt_poke *volatile inflight;
-static volatile unsigned ninflight;
-static int refs;	/* 1 while a batch is published, + 1 per trap handler looking at it */
+enum { PH_BREAKPOINT, PH_TAIL, PH_FINAL, PH_NAIVE };
+
+static int committed;	/* the run has committed: a marked site's state is its new one, and next its old one */
 
 #ifdef SDT_NAIVE_PROTOCOL
 const char sdt_protocol[] = "naive";
@@ -45,27 +51,6 @@ static SDT_CODE void poke_sync(void)
 		sdt_hooks.sync_cores();
 }
 
-/* Store ``width`` bytes of ``p``'s new bytes at offset ``at`` of its site, through the alias. */
-static SDT_CODE void poke_store(const struct sdt_poke *p, sdt_u8 *alias, sdt_word lo, unsigned at, const sdt_u8 *bytes,
-			   unsigned width)
-{
-	sdt_text_store(alias + (p->addr - lo) + at, bytes + at, width);
-	if (sdt_hooks.icache_flush)
-		sdt_hooks.icache_flush((void *)(p->addr + at), width);
-}
-
-#ifdef SDT_NAIVE_PROTOCOL
-static SDT_CODE void poke_protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
-{
-	unsigned i, k;
-
-	for (i = 0; i < n; i++)
-		for (k = 0; k < p[i].size; k++)
-			if (p[i].old[k] != p[i].new[k])
-				poke_store(&p[i], alias, lo, k, p[i].new, 1);
-	poke_sync();
-}
-#else
 static SDT_CODE int poke_same(const sdt_u8 *a, const sdt_u8 *b, unsigned n)
 {
 	unsigned i;
@@ -76,118 +61,158 @@ static SDT_CODE int poke_same(const sdt_u8 *a, const sdt_u8 *b, unsigned n)
 	return 1;
 }
 
-static SDT_CODE void poke_protocol(struct sdt_poke *p, unsigned n, sdt_u8 *alias, sdt_word lo)
+/* Marked site ``s``'s change: its old and new bytes, and the store that makes it; 0 when no byte differs. */
+static SDT_CODE int poke_plan(const struct sdt_site *s, struct sdt_poke *p)
 {
-	unsigned i, k, at, width, bp = sdt_arch_bp_len, unit = sdt_arch_tail_unit;
-	int single = 0, slow = 0;
+	unsigned from = committed ? s->next : s->state, to = committed ? s->state : s->next;
+	unsigned first = s->size, last = 0, k;
 
-	for (i = 0; i < n; i++) {
-		unsigned first = p[i].size, last = 0;
-		p[i].slow = 0;
-		for (k = 0; k < p[i].size; k++)
-			if (p[i].old[k] != p[i].new[k]) {
-				first = first < k ? first : k;
-				last = k;
-			}
-		if (first == p[i].size)
-			continue;
-		if (sdt_arch_single_store(p[i].addr, p[i].size, first, last, &at, &width)) {
-			poke_store(&p[i], alias, lo, at, p[i].new, width);
-			single = 1;
-		} else {
-			p[i].slow = 1;
-			slow = 1;
+	sdt_site_bytes(s, from, p->old);
+	sdt_site_bytes(s, to, p->new);
+	for (k = 0; k < s->size; k++)
+		if (p->old[k] != p->new[k]) {
+			first = first < k ? first : k;
+			last = k;
 		}
-	}
-	if (single)
-		poke_sync();
-	if (!slow)
-		return;
-	for (i = 0; i < n; i++)
-		if (p[i].slow && !poke_same(p[i].old, sdt_arch_bp, bp))
-			poke_store(&p[i], alias, lo, 0, sdt_arch_bp, bp);
-	poke_sync();
-	for (i = 0; i < n; i++)
-		for (k = bp; p[i].slow && k < p[i].size; k += unit)
-			if (!poke_same(p[i].old + k, p[i].new + k, unit))
-				poke_store(&p[i], alias, lo, k, p[i].new, unit);
-	poke_sync();
-	for (i = 0; i < n; i++)
-		if (p[i].slow)
-			poke_store(&p[i], alias, lo, 0, p[i].new, bp);
-	poke_sync();
+	if (first == s->size)
+		return 0;
+	p->slow = !sdt_arch_single_store(sdt_site_address(s), s->size, first, last, &p->at, &p->width);
+	return 1;
 }
-#endif
+
+/* Store ``width`` of ``bytes`` at offset ``at`` of site ``s`` through ``alias`` (the span from ``lo``). */
+static SDT_CODE void poke_store(const struct sdt_site *s, sdt_u8 *alias, sdt_word lo, unsigned at,
+				const sdt_u8 *bytes, unsigned width)
+{
+	sdt_word a = sdt_site_address(s);
+
+	sdt_text_store(alias + (a - lo) + at, bytes + at, width);
+	if (sdt_hooks.icache_flush)
+		sdt_hooks.icache_flush((void *)(a + at), width);
+}
+
+/* What phase ``ph`` stores to marked site ``s``; whether it stored anything. */
+static SDT_CODE int poke_site(const struct sdt_site *s, int ph, sdt_u8 *alias, sdt_word lo)
+{
+	unsigned bp = sdt_arch_bp_len, unit = sdt_arch_tail_unit, k;
+	struct sdt_poke p;
+	int stored = 0;
+
+	if (!poke_plan(s, &p))
+		return 0;
+	switch (ph) {
+	case PH_BREAKPOINT:
+		if (!p.slow || poke_same(p.old, sdt_arch_bp, bp))
+			return 0;
+		poke_store(s, alias, lo, 0, sdt_arch_bp, bp);
+		return 1;
+	case PH_TAIL:
+		for (k = bp; p.slow && k < s->size; k += unit)
+			if (!poke_same(p.old + k, p.new + k, unit)) {
+				poke_store(s, alias, lo, k, p.new, unit);
+				stored = 1;
+			}
+		return stored;
+	case PH_FINAL:
+		if (p.slow)
+			poke_store(s, alias, lo, 0, p.new, bp);
+		else
+			poke_store(s, alias, lo, p.at, p.new, p.width);
+		return 1;
+	default:	/* PH_NAIVE: every differing byte in place, one at a time */
+		for (k = 0; k < s->size; k++)
+			if (p.old[k] != p.new[k])
+				poke_store(s, alias, lo, k, p.new, 1);
+		return 1;
+	}
+}
 
 /*
- * Change every site of ``p`` from its old bytes to its new ones, and its state, by the protocol.
- * The caller holds the runtime's lock and has checked each site's old bytes.
+ * One phase over the marked sites of [from, to): the kernel's writable alias opened over the sites of one
+ * text range at a time, from the first marked site to the end of the last (the range of every site is
+ * sdt_text_range's; with no text ranges given, all of them, which sdt_init verified). Whether it stored.
  */
-SDT_CODE void sdt_poke_batch(struct sdt_poke *p, unsigned n)
+static SDT_CODE int poke_phase(struct sdt_site *from, struct sdt_site *to, int ph)
 {
-	sdt_word lo = ~(sdt_word)0, hi = 0;
-	sdt_u8 *alias;
-	unsigned i;
+	struct sdt_site *s = from, *t, *last;
+	int stored = 0;
 
-	if (!n)
-		return;
-	for (i = 0; i < n; i++) {
-		lo = p[i].addr < lo ? p[i].addr : lo;
-		hi = p[i].addr + p[i].size > hi ? p[i].addr + p[i].size : hi;
+	while (s < to) {
+		sdt_word lo, hi;
+		sdt_u8 *alias;
+		int r;
+
+		if (!s->next) {
+			s++;
+			continue;
+		}
+		r = sdt_text_range(sdt_site_address(s), s->size);
+		for (last = s, t = s + 1; t < to; t++)
+			if (t->next) {
+				if (sdt_text_range(sdt_site_address(t), t->size) != r)
+					break;
+				last = t;
+			}
+		lo = sdt_site_address(s);
+		hi = sdt_site_address(last) + last->size;
+		alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
+		for (; s <= last; s++)
+			if (s->next)
+				stored |= poke_site(s, ph, alias, lo);
+		if (sdt_hooks.text_close)
+			sdt_hooks.text_close(alias, hi - lo);
+		s = t;
 	}
-	for (i = 1; i < n; i++) {	/* in address order: sdt_poke_find bisects the batch */
-		struct sdt_poke t;
-		unsigned k;
-		sdt_copy(&t, &p[i], sizeof(t));
-		for (k = i; k > 0 && p[k - 1].addr > t.addr; k--)
-			sdt_copy(&p[k], &p[k - 1], sizeof(t));
-		sdt_copy(&p[k], &t, sizeof(t));
-	}
-	/* Published for the whole change: a CPU that traps on a breakpoint being written, or on one a single
-	 * store just armed, is resolved as the site's new state. */
-	ninflight = n;
-	__atomic_store_n(&refs, 1, __ATOMIC_RELEASE);
-	sdt_store_release(&inflight, p);
-	alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
-	poke_protocol(p, n, alias, lo);
-	for (i = 0; i < n; i++)
-		sdt_store_release(&p[i].site->state, p[i].state);
-	/* unpublish, then wait for the trap handlers still looking at it */
-	sdt_store_release(&inflight, (struct sdt_poke *)0);
-	__atomic_sub_fetch(&refs, 1, __ATOMIC_ACQ_REL);
-	while (__atomic_load_n(&refs, __ATOMIC_ACQUIRE))
-		;
-	if (sdt_hooks.text_close)
-		sdt_hooks.text_close(alias, hi - lo);
+	return stored;
 }
 
-/* The published change of the site at ``addr``, if one is in flight; sdt_poke_put() when done with it. */
-SDT_CODE const struct sdt_poke *sdt_poke_find(sdt_word addr)
+/* Every marked site takes its new state (and keeps its old one in next, for the stores still to make). */
+static SDT_CODE void poke_commit(struct sdt_site *from, struct sdt_site *to, int enabled)
 {
-	int r = __atomic_load_n(&refs, __ATOMIC_ACQUIRE);
-	const struct sdt_poke *p;
-	unsigned lo = 0, hi;
+	struct sdt_site *s;
 
-	do {
-		if (!r)
-			return 0;
-	} while (!__atomic_compare_exchange_n(&refs, &r, r + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	p = sdt_load_acquire(&inflight);
-	hi = p ? ninflight : 0;
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (p[mid].addr == addr)
-			return &p[mid];
-		if (p[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	sdt_poke_put();
-	return 0;
+	for (s = from; s < to; s++)
+		if (s->next) {
+			sdt_u8 old = s->state;
+			sdt_store_release(&s->state, s->next);
+			s->next = old;
+		}
+	committed = 1;
+	sdt_probes_enabled = enabled != 0;
 }
 
-SDT_CODE void sdt_poke_put(void)
+/*
+ * Change every marked site of [from, to) (next != 0: the state it goes to) by the protocol, and unmark it.
+ * The caller holds the runtime's lock and has checked that each site's bytes are its state's.
+ * ``enabled``: whether any site is armed once the change is made (SDT_PROBES_ENABLED(), from the commit).
+ */
+SDT_CODE void sdt_poke_run(struct sdt_site *from, struct sdt_site *to, int enabled)
 {
-	__atomic_sub_fetch(&refs, 1, __ATOMIC_ACQ_REL);
+	struct sdt_site *s;
+
+	committed = 0;
+#ifdef SDT_NAIVE_PROTOCOL
+	poke_commit(from, to, enabled);
+	poke_phase(from, to, PH_NAIVE);
+#else
+	{
+		struct sdt_poke p;
+		int slow = 0;
+
+		for (s = from; s < to && !slow; s++)
+			slow = s->next && poke_plan(s, &p) && p.slow;
+		if (slow) {
+			if (poke_phase(from, to, PH_BREAKPOINT))
+				poke_sync();
+			if (poke_phase(from, to, PH_TAIL))
+				poke_sync();
+		}
+	}
+	poke_commit(from, to, enabled);
+	poke_phase(from, to, PH_FINAL);
+#endif
+	poke_sync();
+	for (s = from; s < to; s++)
+		s->next = 0;
+	committed = 0;
 }

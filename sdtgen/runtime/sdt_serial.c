@@ -45,6 +45,8 @@ SDT_CODE sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len)
 {
 	const sdt_u8 *p = (const sdt_u8 *)data;
 
+	if (!p)
+		return crc;
 	crc = ~crc;
 	while (len--) {
 		crc ^= *p++;
@@ -85,13 +87,17 @@ static SDT_CODE void trailer(sdt_serial_put put, sdt_u32 crc)
 	put(t, sizeof(t));
 }
 
-SDT_CODE void sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len)
+SDT_CODE int sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len)
 {
-	sdt_u32 crc = header(put, type, (sdt_u32)len);
+	sdt_u32 crc;
 
+	if (!put || type > 0xff || (len && !data) || len != (sdt_u32)len)
+		return SDT_ERR_ARG;
+	crc = header(put, type, (sdt_u32)len);
 	if (len)
 		put(data, len);
 	trailer(put, sdt_crc32(crc, data, len));
+	return 0;
 }
 
 /* One packet of the ring as it stands, copied CHUNK bytes at a time (the CRC covers what was sent). */
@@ -117,6 +123,8 @@ SDT_CODE int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put)
 	sdt_u64 seq;
 	int kept = 0;
 
+	if (!c || !put)
+		return SDT_ERR_ARG;
 	while ((pk = sdt_consume(c, &seq))) {
 		sdt_u64 content = ((const volatile struct sdt_packet *)pk)->content_size / 8;
 		sdt_u8 v[16];
@@ -125,7 +133,7 @@ SDT_CODE int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put)
 		if (content < sizeof(*pk) || content > c->packet_size)	/* being rewritten: its verdict drops it */
 			content = c->packet_size;
 		send_packet(put, pk, (sdt_u32)content);
-		intact = sdt_consume_done(c, seq);
+		intact = sdt_consume_done(c, seq) == 1;
 		le32(v, (sdt_u32)(seq + 1));	/* packet_seq_num: the header's numbering, from 1 */
 		le32(v + 4, (sdt_u32)((seq + 1) >> 32));
 		le32(v + 8, (sdt_u32)c->cpu);
@@ -136,13 +144,15 @@ SDT_CODE int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put)
 	return kept;
 }
 
-SDT_CODE void sdt_serial_info(sdt_serial_put put)
+SDT_CODE int sdt_serial_info(sdt_serial_put put)
 {
 	sdt_u8 v[16];
 
+	if (!put)
+		return SDT_ERR_ARG;
 	le32(v, (sdt_u32)sdt_hooks.clock_hz);
 	le32(v + 4, (sdt_u32)(sdt_hooks.clock_hz >> 32));
 	le32(v + 8, (sdt_u32)sizeof(sdt_word) * 8);
 	le32(v + 12, 0);
-	sdt_serial_frame(put, SDT_FRAME_INFO, v, sizeof(v));
+	return sdt_serial_frame(put, SDT_FRAME_INFO, v, sizeof(v));
 }

@@ -94,14 +94,16 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 {
 	struct sdt_event *e;
 
+	if (!c)
+		return 0;
 	if (c->nesting) {
 		c->discarded++;
 		return 0;
 	}
 	c->nesting = 1;
 	__asm__ __volatile__("" ::: "memory");
-	if (size > c->packet_size - sizeof(struct sdt_packet))
-		goto discard;
+	if (size < sizeof(struct sdt_event) || size > 0xffff || size > c->packet_size - sizeof(struct sdt_packet))
+		goto discard;	/* its header would not fit it, its size field cannot say it, or no packet holds it */
 	if (c->current && ((c->offset + 7) & ~7ull) + size > c->packet_size)
 		close_packet(c);
 	if (!c->current && !open_packet(c))
@@ -124,21 +126,29 @@ discard:
 
 SDT_CODE void sdt_flush(void)
 {
-	struct sdt_cpu *c = sdt_hooks.cpu_area ? sdt_hooks.cpu_area() : 0;
+	struct sdt_cpu *c;
 
-	if (!c || c->nesting)
+	if (!sdt_hooks.cpu_area)	/* before sdt_init */
 		return;
-	c->nesting = 1;
-	if (c->current && c->events)
-		close_packet(c);
-	__asm__ __volatile__("" ::: "memory");
-	c->nesting = 0;
+	c = sdt_hooks.cpu_area();	/* this CPU's until sdt_cpu_put: closing its packet is one event's work */
+	if (c && !c->nesting) {
+		c->nesting = 1;
+		if (c->current && c->events)
+			close_packet(c);
+		__asm__ __volatile__("" ::: "memory");
+		c->nesting = 0;
+	}
+	sdt_cpu_put(c);
 }
 
 SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
 {
-	sdt_word commit = sdt_seq_load(&c->commit_seq), r = sdt_seq_load(&c->read_seq);
+	sdt_word commit, r;
 
+	if (!c || !seq)
+		return 0;
+	commit = sdt_seq_load(&c->commit_seq);
+	r = sdt_seq_load(&c->read_seq);
 	if (r >= commit)
 		return 0;
 	*seq = r;
@@ -147,6 +157,8 @@ SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)
 
 SDT_CODE int sdt_consume_done(struct sdt_cpu *c, sdt_u64 seq)
 {
+	if (!c || (sdt_word)seq >= sdt_seq_load(&c->commit_seq))	/* not a packet the writer closed */
+		return SDT_ERR_ARG;
 	/* the writer claimed it first when it overwrote it (and counted its events): the copy is not whole */
 	return sdt_seq_claim(&c->read_seq, (sdt_word)seq);
 }
@@ -179,7 +191,7 @@ SDT_CODE sdt_u32 sdt_event_string(struct sdt_event *e, char *to, unsigned k, con
 	sdt_u32 room = s ? sdt_readable((sdt_word)s) : 0, i = 0;
 
 	if (!room) {
-		e->unreadable |= (sdt_u16)(1u << k);
+		e->unreadable |= (sdt_u16)(k < 16 ? 1u << k : 0);
 		s = unreadable;
 		room = sizeof(unreadable);
 	}

@@ -18,7 +18,7 @@ import time
 from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import ERROR_VALUES, VALUES, WORD
+from sdtgen.layout import ERRORS, VALUES, WORD
 from sdtgen.qemu.frames import TEXT, Console, FrameReader
 from sdtgen.qemu.packets import PacketSink
 from sdtgen.targets.base import (
@@ -36,9 +36,6 @@ from sdtgen.trace.model import Lost
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
-ERROR_TEXT = {-1: "the probe spec is not provider:module:function:name", -2: "the runtime is not initialized",
-              -3: "not an arming mode", -4: "an argument the runtime cannot use",
-              **{v: name for name, v in ERROR_VALUES.items()}}
 
 
 class ChannelClosed(Exception):
@@ -145,8 +142,8 @@ class ControlTarget:
                     try:
                         number = int(code)
                     except ValueError:
-                        number = ERROR_VALUES["SDT_ERR_USAGE"]
-                    raise Refused(number, why or ERROR_TEXT.get(number, f"error {code}"))
+                        number = VALUES["SDT_ERR_USAGE"]
+                    raise Refused(number, why or ERRORS.get(number, f"error {code}"))
         except ChannelClosed as e:
             self.halted = True
             raise Halted(str(e)) from None
@@ -236,7 +233,7 @@ class ControlTarget:
         try:
             self.command(f"{WORD['ring']} {buffer_size:x} {packet_size:x} {policy} {memory:x}", "ring")
         except Refused as e:
-            if e.code in (ERROR_VALUES["SDT_ERR_UNSUPPORTED"], ERROR_VALUES["SDT_ERR_STATE"]):
+            if e.code in (VALUES["SDT_ERR_UNSUPPORTED"], VALUES["SDT_ERR_STATE"]):
                 return False
             raise SdtError(self.session.image.path, f"the kernel cannot attach the rings: {printable(e.text)}",
                            "give a smaller --buffer-size, or the machine more memory") from None

@@ -9,7 +9,8 @@ any order, since no multi-byte instruction write is atomic for fetch; AArch64 an
 store of up to four bytes whole or not at all), an observer CPU is started at every instruction
 boundary of the site's old and new code, in memory as it is then, and runs one instruction. It must
 be the old instruction, the new one, or the protocol's breakpoint, which sdt_trap (the runtime's
-own, with the batch in flight) must resolve, as the new instruction; and it must not leave the CPU
+own, with the change in flight) must resolve (as the site's state: the old one until the change
+commits); and it must not leave the CPU
 inside the site at a byte where no instruction of either starts. Every store must lie inside a site,
 and once the change is made every site must hold its new instruction whole.
 """

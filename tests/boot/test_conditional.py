@@ -15,6 +15,7 @@ SOURCE = """#include <sdt.h>
 SDT_PROBE_DEFINE1(hk, cc, check, big, "unsigned long");
 void check_big(unsigned long x) { if (x > 3) SDT_PROBE1(hk, cc, check, big, x); }
 unsigned long kmain(unsigned long x) { check_big(x); check_big(x * 2); return x + 1; }
+unsigned long echo(unsigned long x) { return 10 * x + 1; }
 """
 
 
@@ -100,6 +101,18 @@ def test_disarmed_it_returns_and_armed_it_fires_only_when_taken(image, arm):
         assert [e for e in events(buf) if e["event"] == "fire"] == []
     finally:
         s.close()
+
+
+def test_an_action_on_a_conditional_tail_site_gets_its_arguments(image):
+    """The host reads a conditional tail site's arguments as at a function's entry (i386: on the stack above the
+    return address the jump leaves there, as for a tail jump), and calls the action with them."""
+    proc = sdtgen("boot", image[1], "--json", "--enable", "hk:cc:check:big", "--action", "hk:cc:check:big=echo",
+                  "--run", "check_big:void", "--arg", "9", "--run", "check_big:void", "--arg", "2")
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    # check_big's own site, its jcc (kmain's inlined copies are not run here)
+    assert [e["args"] for e in events if e["event"] == "fire"] == [[9]]  # taken once: 2 falls through
+    assert [e["value"] for e in events if e["event"] == "action"] == [91]
 
 
 def test_branch_arming_sends_the_jcc_to_the_recorder_and_disarming_puts_it_back(image):

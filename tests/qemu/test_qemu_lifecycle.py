@@ -89,6 +89,8 @@ def test_qemu_dies_with_sdtgen_even_by_sigkill(image):
     (["--enable", "nosuch:::probe"], "matches no probe of the image"),
     (["--run", "no_such_function"], "no function 'no_such_function' in the image"),
     (["--enable", "hk:vfs::", "--run", "kmain:float"], "unknown return type 'float'"),
+    (["--enable", ""], "an empty probe spec names no probe"),
+    (["--disable", ""], "an empty probe spec names no probe"),
 ])
 def test_every_action_is_checked_before_qemu_starts(image, argv, what):
     """One line, exit 2, and nothing booted: no `patched` line, no QEMU started."""

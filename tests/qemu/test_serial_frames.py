@@ -5,7 +5,9 @@ CRCs are checked against zlib's, packet bytes against the layout the C header as
 from __future__ import annotations
 
 import random
+import resource
 import subprocess
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -35,8 +37,18 @@ def encode(kind: int, payload: bytes) -> bytes:
     return head + payload + TRAILER.pack(zlib.crc32(head[4:] + payload))
 
 
+def limit_files() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 20, 64 << 20))
+
+
 def stream(harness: Path, *args: str, data: bytes = b"") -> bytes:
-    return subprocess.run([str(harness), *args], input=data, capture_output=True, check=True).stdout
+    """What the harness wrote. A drain that never ends (a consumer that never releases a packet) fails: its output
+    goes to a file capped far past any run's (SIGXFSZ), and the run has a timeout."""
+    with tempfile.TemporaryFile() as out:
+        subprocess.run([str(harness), *args], input=data, stdout=out, stderr=subprocess.PIPE, check=True,
+                       timeout=300, preexec_fn=limit_files)
+        out.seek(0)
+        return out.read()
 
 
 def read_all(data: bytes, pieces: int = 1, seed: int = 0) -> tuple[list[Frame | Console], FrameReader]:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURE, ROOT, SDTGEN, need_tool, run, unavailable
+from helpers import FIXTURE, ROOT, SDTGEN, need_tool, readelf_symbols, run, unavailable
 from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
 from probe_source import called_probes
 
@@ -32,7 +32,7 @@ CALLS = [
     Call("kmain", (3,)),
 ]
 # extra.c: a conditional tail site, a string rewritten after each firing, a NULL string, an is-enabled check,
-# 100 sites (more than one batch of the patch protocol)
+# 100 sites (more than the 64 the patch protocol once wrote per run)
 EXTRA_CALLS = [Call("px_check_big", (2,)), Call("px_check_big", (9,)), Call("px_generations", (4,)),
                Call("px_null", (5,)), Call("px_guarded", (-7,)), Call("px_many", (1000,))]
 POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the object it points at
@@ -119,6 +119,18 @@ def decoder() -> Decoder:
     return Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in source_probes()], 64)
 
 
+# A run that never ends (a consumer that never releases a packet drains it forever) fails instead: a timeout far
+# past any run's, and a cap on the files it writes (the same packet written again and again would fill the disk).
+RUN_TIMEOUT = 900
+FILE_LIMIT = 256 << 20
+
+
+def limit_files() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+
 class Run:
     """One kernel-proc run: its JSON lines, and the packets and events of every CPU's stream."""
 
@@ -126,7 +138,8 @@ class Run:
         out = tmp / "trace"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        proc = run([str(exe), *(["--trace", str(out)] if trace else []), *argv])
+        proc = run([str(exe), *(["--trace", str(out)] if trace else []), *argv], timeout=RUN_TIMEOUT,
+                   preexec_fn=limit_files)
         self.lines = [json.loads(x) for x in proc.stdout.splitlines()]
         self.exe, self.dir = exe, out
         dec = decoder()
@@ -251,6 +264,33 @@ def test_a_site_that_does_not_verify_is_reported_and_never_written(process, nati
     assert lines[2]["value"] == 7 * 1000 + 8 * 100 + 3 * 10 + 1 + 5000 + 64
     r = Run(exe, tmp_path, "enable", ":::", "branch", "run", "sched_switch,7,8,3,1,5000,64")
     assert [p for p, _ in r.firings()] == ["hk:lib:ref:acquire"]  # the other site in sched_switch
+
+
+def test_a_table_entry_pointing_into_data_is_refused_and_no_text_span_reaches_it(tmp_path):
+    """gen's table with one more entry, whose site is the runtime's own sdt_probes_enabled (in .bss, past all
+    text): sdt_init refuses it, and the writable span it opens (mprotect read-write-execute, then back to
+    read-execute) covers the verified sites only. A span from the lowest to the highest entry would end with the
+    data pages read-only, and the process dies at its next store to them."""
+    out = tmp_path / "build"
+    table = out / "sdt_table.S"
+    run(["make", "-C", str(PROCESS), f"O={out}", f"SDTGEN={SDTGEN}", str(table)])
+    text = table.read_text()
+    head = '\t.section set_sdt_sites_set,"aw"\n\t.balign 4\n'
+    assert text.count(head) == 1
+    table.write_text(text.replace(head, head + "\t/* an entry pointing into data */\n"
+                                  "\t.4byte sdt_probes_enabled - .\n\t.4byte .Lsdt_probe0 - .\n"
+                                  "\t.byte 1, 5, 0, 0, 0, 0, 0, 0\n"))
+    exe = build_process(out)
+    proc = run([str(exe), "enable", ":::", "trap", "run", "kmain,1", "disable", ":::", "run", "kmain,1"], check=False,
+               timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert lines[0]["patched"] == len(called_sites(exe))
+    (data,) = [int(v, 16) for v in re.findall(r"sdt: \S+ site at 0x([0-9a-f]+) is not the expected call or jump to "
+                                               r"its stub \(found(?: [0-9a-f]{2})+\)", proc.stderr)]
+    symbols = {name: value for value, _, _, _, _, name in readelf_symbols(exe)}
+    assert data - lines[0]["load_bias"] == symbols["sdt_probes_enabled"]
+    assert [x["value"] for x in lines if x["event"] == "return"] == [lines[2]["value"]] * 2 and lines[2]["value"]
 
 
 def called_sites(exe: Path) -> list[str]:
