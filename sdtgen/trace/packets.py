@@ -21,6 +21,7 @@ from sdtgen.recorder import event_layout
 from sdtgen.trace.argtypes import ArgType, arg_type
 
 MAGIC = VALUES["SDT_PACKET_MAGIC"]
+MIN_PACKET = VALUES["SDT_MIN_PACKET"]
 
 
 class PacketError(ValueError):
@@ -100,45 +101,63 @@ class Decoder:
         self.little = little
         self.header = PACKET.struct(bits, little)
         self.event = EVENT.struct(bits, little)
-        self.unknown = 0  # events of keys no format names (skipped by their size)
         self._runs: dict[int, tuple[struct.Struct, struct.Struct]] = {}
 
     def packet(self, data: bytes | memoryview, where: str = "") -> Packet:
-        """The header of the packet ``data`` starts with; PacketError when it is not a packet."""
+        """The header of the packet ``data`` starts with (``data`` holds at least its content); PacketError when it
+        is not one a trace reader can read: its magic, stream, sizes or times out of place."""
         if len(data) < self.header.size:
             raise PacketError(f"{where}a packet of {len(data)} bytes is shorter than its header")
-        magic, _stream, begin, end, content, size, seq, discarded, cpu, events = self.header.unpack_from(data)
-        content //= 8
-        size //= 8
+        magic, stream, begin, end, content_bits, size_bits, seq, discarded, cpu, events = self.header.unpack_from(data)
+        content, size = content_bits // 8, size_bits // 8
         if magic != MAGIC:
             raise PacketError(f"{where}packet magic {magic:#x} is not {MAGIC:#x}")
-        if not self.header.size <= content <= size <= len(data):
-            raise PacketError(f"{where}packet sizes (content {content}, packet {size} bytes) do not fit its "
-                              f"{len(data)} bytes")
+        if stream != 0:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: stream id {stream}, not 0")
+        if content_bits % 8 or size_bits % 64 or not self.header.size <= content <= size:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: its sizes (content {content_bits} bits, packet "
+                              f"{size_bits} bits) are not a packet's")
+        if content > len(data):
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: its content ({content} bytes) runs past the "
+                              f"{len(data)} bytes it came in")
+        if end < begin:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu} ends ({end}) before it begins ({begin})")
         return Packet(cpu, seq, begin, end, content, size, discarded, events)
 
     def events(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, list[Event]]:
-        """A packet's header and its events, in the order they were written."""
+        """A packet's header and its events, in the order they were written; PacketError for a packet a trace
+        reader would refuse (an event of no probe's id, of another size than its fields, a string without its
+        end, times out of order, or bytes after the last event)."""
         p = self.packet(data, where)
-        return p, self._run(data, p) or self._each(data, p, where)
+        one = self._one_probe(data, p, where)
+        events = self._each(data, p, where) if one is None else self._run(p, *one)
+        if len(events) != p.events:
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} holds {len(events)} events, not the "
+                              f"{p.events} its header says")
+        return p, events
 
     def counts(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, dict[str, int], str | None]:
         """A packet's header, how many events of each probe it holds and the last one's probe: what a consumer
-        that shows no event needs (a packet of one probe's events is counted without reading them)."""
+        that shows no event needs (a packet of one probe's events is counted without reading them), checked
+        as ``events`` checks it."""
         p = self.packet(data, where)
-        one = self._one_probe(data, p)
+        one = self._one_probe(data, p, where)
         if one is not None:
+            if one[1] != p.events:
+                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} holds {one[1]} events, not the "
+                                  f"{p.events} its header says")
             return p, {one[0].spec: one[1]}, one[0].spec
-        events = self._each(data, p, where)
+        _, events = self.events(data, where)
         counts: dict[str, int] = {}
         for e in events:
             counts[e.probe] = counts.get(e.probe, 0) + 1
         return p, counts, events[-1].probe if events else None
 
-    def _one_probe(self, data: bytes | memoryview, p: Packet) -> tuple[EventFormat, int, memoryview] | None:
-        """(the probe, how many events, their bytes) for a packet that holds one probe's events only, all without
-        strings (a probe firing in a loop); None for any other packet (and for anything amiss: the event by
-        event read says what)."""
+    def _one_probe(self, data: bytes | memoryview, p: Packet,
+                   where: str) -> tuple[EventFormat, int, memoryview, list[int]] | None:
+        """(the probe, how many events, their bytes, their times) for a packet that holds one probe's events only,
+        all without strings (a probe firing in a loop), their times in order; None for any other packet (and for
+        anything amiss but the times: the event by event read says what)."""
         at, end, head = self.header.size, p.content, self.event.size
         if end - at < head:
             return None
@@ -154,24 +173,41 @@ class Decoder:
         # Every event's id, size and unreadable bits (the header's second word) the same as the first's.
         if bytes(body.cast("Q")[1::stride // 8]) != bytes(body[8:head]) * n:
             return None
-        return f, n, body
+        stamps = self._runs_of(f)[0]
+        times = list(map(_first, stamps.iter_unpack(body)))
+        if times[0] < p.begin or times[-1] > p.end or times != sorted(times):
+            self._times(times, p, where)
+        return f, n, body, times
 
-    def _run(self, data: bytes | memoryview, p: Packet) -> list[Event] | None:
-        """The events of a packet of one probe's events, read at once (None for another packet)."""
-        one = self._one_probe(data, p)
-        if one is None:
-            return None
-        f, _, body = one
+    def _runs_of(self, f: EventFormat) -> tuple[struct.Struct, struct.Struct]:
         runs = self._runs.get(f.key)
         if runs is None:
             runs = self._runs[f.key] = f.run(self.event.size)
-        stamps, args = runs
-        return list(map(_new, repeat(Event), zip(map(_first, stamps.iter_unpack(body)), repeat(p.cpu),
-                                                  repeat(f.spec), args.iter_unpack(body))))
+        return runs
+
+    def _run(self, p: Packet, f: EventFormat, n: int, body: memoryview, times: list[int]) -> list[Event]:
+        """The events of a packet of one probe's events, read at once."""
+        args = self._runs_of(f)[1]
+        return list(map(_new, repeat(Event), zip(times, repeat(p.cpu), repeat(f.spec), args.iter_unpack(body))))
+
+    @staticmethod
+    def _times(times: list[int], p: Packet, where: str) -> None:
+        """PacketError for the first time out of order: each event's no earlier than the one before it (or the
+        packet's beginning), the last no later than the packet's end: a trace reader takes them only so."""
+        last = p.begin
+        for k, ts in enumerate(times):
+            if ts < last:
+                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event {k}'s time {ts} is before "
+                                  f"{'the packet begins' if k == 0 else 'the one before it'} ({last})")
+            last = ts
+        if last > p.end:
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: its last event's time {last} is after the "
+                              f"packet ends ({p.end})")
 
     def _each(self, data: bytes | memoryview, p: Packet, where: str) -> list[Event]:
         out: list[Event] = []
         at, end = self.header.size, p.content
+        stop = at  # where the last event ends: the content must end there, or a reader reads on
         head = self.event.size
         unpack = self.event.unpack_from
         formats = self.formats
@@ -179,29 +215,42 @@ class Decoder:
             if at + head > end:
                 raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: an event at byte {at} runs past its content")
             ts, key, size, unreadable = unpack(data, at)
-            if size < head or at + size > end:
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has size {size}")
             f = formats.get(key)
             if f is None:
-                self.unknown += 1
-            elif not f.strings:
+                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has id {key:#x}, which "
+                                  "is no probe's of the image")
+            if size < f.size or at + size > end or (size != f.size and not f.strings):
+                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has size {size}")
+            if not f.strings:
                 out.append(_new(Event, (ts, p.cpu, f.spec, f.words.unpack_from(data, at + head))))
             else:
-                out.append(_new(Event, (ts, p.cpu, f.spec, self._args(f, data, at + head, at + size, unreadable))))
-            at = (at + size + 7) & ~7  # events start 8-aligned
+                args = self._args(f, data, at + head, at + size, unreadable, f"{where}packet {p.seq} of CPU {p.cpu}: ")
+                out.append(_new(Event, (ts, p.cpu, f.spec, args)))
+            stop = at + size
+            at = (stop + 7) & ~7  # events start 8-aligned
+        if stop != end:
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: its content runs {end - stop} bytes past its "
+                              "last event")
+        times = [e.ts for e in out]
+        if times and (times[0] < p.begin or times[-1] > p.end or times != sorted(times)):
+            self._times(times, p, where)
         return out
 
-    def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int) -> tuple:
+    def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple:
         args: list = [None] * len(f.types)
         for k, value in zip(f.ints, f.words.unpack_from(data, at), strict=True):
             args[k] = value
         at += f.words.size
+        chars = bytes(data[at:end])
+        at = 0
         for k in f.strings:
-            stop = bytes(data[at:end]).find(b"\0")
+            stop = chars.find(b"\0", at)
             if stop < 0:
-                raise PacketError(f"string argument {k} of {f.spec} has no end")
-            args[k] = None if unreadable >> k & 1 else bytes(data[at:at + stop]).decode("utf-8", "replace")
-            at += stop + 1
+                raise PacketError(f"{where}string argument {k} of {f.spec} has no end")
+            args[k] = None if unreadable >> k & 1 else chars[at:stop].decode("utf-8", "replace")
+            at = stop + 1
+        if at != len(chars):
+            raise PacketError(f"{where}{f.spec}'s event runs {len(chars) - at} bytes past its last string")
         return tuple(args)
 
 
