@@ -292,7 +292,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
             session.stats()
     finally:
         session.close()
-    return EXIT_FAIL if session.faults else EXIT_OK
+    return EXIT_FAIL if session.faults or session.streams.damaged else EXIT_OK
 
 
 def _precheck(session, actions: list) -> None:
