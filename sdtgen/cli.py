@@ -404,7 +404,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
             return EXIT_FAIL
         finally:
             session.close()
-    return EXIT_FAIL if session.faults else EXIT_OK
+    return EXIT_FAIL if session.faults or session.damaged else EXIT_OK
 
 
 def cmd_record(args: argparse.Namespace) -> int:
