@@ -356,8 +356,9 @@ def cmd_torture(args: argparse.Namespace) -> int:
     _check_timeout(args.timeout)
     if not 1 <= args.cpus < MAX_CPUS:
         raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
-    if args.toggles < 0:
-        raise SdtError("", f"--toggles {args.toggles} is negative")
+    if args.toggles < 1:
+        raise SdtError("", f"--toggles {args.toggles} is not a number of toggles: the test arms and disarms at least "
+                       "once", "give 1 or more (the default is 100)")
     summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
                       toggles=args.toggles, seed=args.seed, timeout=args.timeout, exhaustive=args.exhaustive)
     if args.json:

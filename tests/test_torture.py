@@ -125,6 +125,15 @@ def test_a_function_that_faults_by_itself_is_one_line(kernel):
     assert len(r.stderr.splitlines()) == 1 and "faults on one CPU with nothing armed" in r.stderr
 
 
+@pytest.mark.parametrize("toggles", ["0", "-3"])
+def test_fewer_than_one_toggle_is_a_usage_error(kernel, toggles):
+    """Refused before anything boots, as the arguments' fault (not a torture that fails for lack of firings)."""
+    r = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--toggles", toggles)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"sdtgen: error: --toggles {toggles} is not a number of toggles"), line
+
+
 GOT_LOOP = r"""
 #include <sdt.h>
 SDT_PROVIDER_DEFINE(gt);
