@@ -31,6 +31,7 @@ from sdtgen.trace.model import Lost, TraceMeta
 from sdtgen.trace.packets import Event, Packet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTENT = PACKET.offset("content_size", 64)  # the same on every architecture: the header's fields are fixed-width
 
 
 def is_ctf_trace(directory: Path) -> bool:
@@ -155,10 +156,18 @@ class CtfSink:
         self.max_open = self.MAX_OPEN
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
+        """The packet as it stands, up to where its last event's fields end: a content that ran on into that
+        event's padding (i386's recorders reserve a multiple of 8 bytes) would have a reader look for another
+        event there, so the header then says where they end."""
         try:
             f = self._stream(cpu, packet)
-            f.write(memoryview(data)[:packet.content])
-            pad = packet.size - packet.content
+            content = memoryview(data)[:packet.used]
+            if packet.used != packet.content:
+                f.write(content[:_CONTENT])
+                f.write((packet.used * 8).to_bytes(8, "little" if self.little else "big"))
+                content = content[_CONTENT + 8:]
+            f.write(content)
+            pad = packet.size - packet.used
             if len(self._zeros) < pad:
                 self._zeros = bytes(pad)
             f.write(memoryview(self._zeros)[:pad])

@@ -10,8 +10,9 @@ shares.
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
@@ -47,6 +48,7 @@ class Packet:
     size: int  # bytes of the packet
     discarded: int  # the CPU's running count of discarded events when it closed
     events: int
+    used: int = 0  # where the last event's fields end: the content a reader reads (content until events are read)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Decoder:
         self.bits = bits
         self.little = little
         self.header = PACKET.struct(bits, little)
+        self.native = little == (sys.byteorder == "little")  # the packets' words read as this machine's
         self.event = EVENT.struct(bits, little)
         self._runs: dict[int, tuple[struct.Struct, struct.Struct]] = {}
 
@@ -122,62 +125,74 @@ class Decoder:
                               f"{len(data)} bytes it came in")
         if end < begin:
             raise PacketError(f"{where}packet {seq} of CPU {cpu} ends ({end}) before it begins ({begin})")
-        return Packet(cpu, seq, begin, end, content, size, discarded, events)
+        return Packet(cpu, seq, begin, end, content, size, discarded, events, content)
 
     def events(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, list[Event]]:
-        """A packet's header and its events, in the order they were written; PacketError for a packet a trace
-        reader would refuse (an event of no probe's id, of another size than its fields, a string without its
-        end, times out of order, or bytes after the last event)."""
+        """A packet's header (``used`` filled in) and its events, in the order they were written; PacketError for
+        a packet a trace reader would refuse: an event of no probe's id, or longer than its fields (past their
+        8-byte alignment), a string without its end, times out of order, content past the last event's padding."""
         p = self.packet(data, where)
         one = self._one_probe(data, p, where)
-        events = self._each(data, p, where) if one is None else self._run(p, *one)
-        if len(events) != p.events:
-            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} holds {len(events)} events, not the "
-                              f"{p.events} its header says")
-        return p, events
+        if one is None:
+            events, used = self._each(data, p, where)
+        else:
+            f, _, body, times, used = one
+            events = self._run(p, f, body, times)
+        return self._counted(p, len(events), used, where), events
 
     def counts(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, dict[str, int], str | None]:
-        """A packet's header, how many events of each probe it holds and the last one's probe: what a consumer
-        that shows no event needs (a packet of one probe's events is counted without reading them), checked
-        as ``events`` checks it."""
+        """A packet's header (``used`` filled in), how many events of each probe it holds and the last one's probe:
+        what a consumer that shows no event needs (a packet of one probe's events is counted without reading
+        them), checked as ``events`` checks it."""
         p = self.packet(data, where)
         one = self._one_probe(data, p, where)
         if one is not None:
-            if one[1] != p.events:
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} holds {one[1]} events, not the "
-                                  f"{p.events} its header says")
-            return p, {one[0].spec: one[1]}, one[0].spec
-        _, events = self.events(data, where)
+            f, n, _, _, used = one
+            return self._counted(p, n, used, where), {f.spec: n}, f.spec
+        p, events = self.events(data, where)
         counts: dict[str, int] = {}
         for e in events:
             counts[e.probe] = counts.get(e.probe, 0) + 1
         return p, counts, events[-1].probe if events else None
 
+    @staticmethod
+    def _counted(p: Packet, n: int, used: int, where: str) -> Packet:
+        if n != p.events:
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} holds {n} events, not the {p.events} its header "
+                              "says")
+        return p if used == p.used else replace(p, used=used)
+
     def _one_probe(self, data: bytes | memoryview, p: Packet,
-                   where: str) -> tuple[EventFormat, int, memoryview, list[int]] | None:
-        """(the probe, how many events, their bytes, their times) for a packet that holds one probe's events only,
-        all without strings (a probe firing in a loop), their times in order; None for any other packet (and for
-        anything amiss but the times: the event by event read says what)."""
+                   where: str) -> tuple[EventFormat, int, memoryview, list[int], int] | None:
+        """(the probe, how many events, their bytes, their times, where the last one's fields end) for a packet that
+        holds one probe's events only, all without strings (a probe firing in a loop), their times in order; None
+        for any other packet (and for anything amiss but the times: the event by event read says what)."""
         at, end, head = self.header.size, p.content, self.event.size
         if end - at < head:
             return None
         _, key, size, unreadable = self.event.unpack_from(data, at)
         f = self.formats.get(key)
-        if f is None or f.strings or size != f.size or unreadable:
+        if f is None or f.strings or unreadable:
             return None
-        stride = (size + 7) & ~7
-        n = (end - at - size) // stride + 1
-        if n < 1 or at + (n - 1) * stride + size != end or at + n * stride > len(data):
+        stride = (f.size + 7) & ~7
+        n = (end - at - f.size) // stride + 1
+        last = at + (n - 1) * stride
+        if not f.size <= size <= stride or n < 1 or not last + f.size <= end <= last + size:
             return None
-        body = memoryview(data)[at:at + n * stride]
+        if at + n * stride <= len(data):
+            body = memoryview(data)[at:at + n * stride]
+        else:  # the content only, which may end before the last event's padding
+            body = memoryview(bytes(data[at:end]).ljust(n * stride, b"\0"))
         # Every event's id, size and unreadable bits (the header's second word) the same as the first's.
         if bytes(body.cast("Q")[1::stride // 8]) != bytes(body[8:head]) * n:
             return None
-        stamps = self._runs_of(f)[0]
-        times = list(map(_first, stamps.iter_unpack(body)))
+        if self.native:  # every event's first word, read at once
+            times = body.cast("Q")[::stride // 8].tolist()
+        else:
+            times = list(map(_first, self._runs_of(f)[0].iter_unpack(body)))
         if times[0] < p.begin or times[-1] > p.end or times != sorted(times):
             self._times(times, p, where)
-        return f, n, body, times
+        return f, n, body, times, last + f.size
 
     def _runs_of(self, f: EventFormat) -> tuple[struct.Struct, struct.Struct]:
         runs = self._runs.get(f.key)
@@ -185,7 +200,7 @@ class Decoder:
             runs = self._runs[f.key] = f.run(self.event.size)
         return runs
 
-    def _run(self, p: Packet, f: EventFormat, n: int, body: memoryview, times: list[int]) -> list[Event]:
+    def _run(self, p: Packet, f: EventFormat, body: memoryview, times: list[int]) -> list[Event]:
         """The events of a packet of one probe's events, read at once."""
         args = self._runs_of(f)[1]
         return list(map(_new, repeat(Event), zip(times, repeat(p.cpu), repeat(f.spec), args.iter_unpack(body))))
@@ -204,54 +219,55 @@ class Decoder:
             raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: its last event's time {last} is after the "
                               f"packet ends ({p.end})")
 
-    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> list[Event]:
+    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> tuple[list[Event], int]:
+        """The events one by one, and where the last one's fields end. A reader finds each event by its fields
+        (the next at the next multiple of 8) and stops where the content ends: so an event's size may be its
+        fields' and their padding to 8 bytes, no more, and the content must end in the last event's padding."""
         out: list[Event] = []
         at, end = self.header.size, p.content
-        stop = at  # where the last event ends: the content must end there, or a reader reads on
+        used = at
         head = self.event.size
         unpack = self.event.unpack_from
         formats = self.formats
         while at < end:
+            here = f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at}"
             if at + head > end:
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: an event at byte {at} runs past its content")
+                raise PacketError(f"{here} runs past its content")
             ts, key, size, unreadable = unpack(data, at)
             f = formats.get(key)
             if f is None:
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has id {key:#x}, which "
-                                  "is no probe's of the image")
-            if size < f.size or at + size > end or (size != f.size and not f.strings):
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has size {size}")
+                raise PacketError(f"{here} has id {key:#x}, which is no probe's of the image")
             if not f.strings:
-                out.append(_new(Event, (ts, p.cpu, f.spec, f.words.unpack_from(data, at + head))))
+                fields = f.size
+                args = f.words.unpack_from(data, at + head) if at + fields <= end else None
             else:
-                args = self._args(f, data, at + head, at + size, unreadable, f"{where}packet {p.seq} of CPU {p.cpu}: ")
-                out.append(_new(Event, (ts, p.cpu, f.spec, args)))
-            stop = at + size
-            at = (stop + 7) & ~7  # events start 8-aligned
-        if stop != end:
-            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: its content runs {end - stop} bytes past its "
-                              "last event")
+                args, fields = self._args(f, data, at + head, min(at + size, end), unreadable, f"{here}: ")
+            if at + fields > end or not fields <= size <= (fields + 7) & ~7:
+                raise PacketError(f"{here} has size {size}")
+            out.append(_new(Event, (ts, p.cpu, f.spec, args)))
+            used = at + fields
+            at = (at + size + 7) & ~7  # events start 8-aligned
         times = [e.ts for e in out]
         if times and (times[0] < p.begin or times[-1] > p.end or times != sorted(times)):
             self._times(times, p, where)
-        return out
+        return out, used
 
-    def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple:
+    def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple[tuple, int]:
+        """The arguments of an event with strings (its words at ``at``, its strings up to ``end`` at most), and
+        the size of its fields: the header, the words and each string with its NUL."""
         args: list = [None] * len(f.types)
         for k, value in zip(f.ints, f.words.unpack_from(data, at), strict=True):
             args[k] = value
         at += f.words.size
         chars = bytes(data[at:end])
-        at = 0
+        pos = 0
         for k in f.strings:
-            stop = chars.find(b"\0", at)
+            stop = chars.find(b"\0", pos)
             if stop < 0:
                 raise PacketError(f"{where}string argument {k} of {f.spec} has no end")
-            args[k] = None if unreadable >> k & 1 else chars[at:stop].decode("utf-8", "replace")
-            at = stop + 1
-        if at != len(chars):
-            raise PacketError(f"{where}{f.spec}'s event runs {len(chars) - at} bytes past its last string")
-        return tuple(args)
+            args[k] = None if unreadable >> k & 1 else chars[pos:stop].decode("utf-8", "replace")
+            pos = stop + 1
+        return tuple(args), f.size + pos
 
 
 _new = tuple.__new__  # an Event from its fields' tuple, without a Python-level __new__ per event

@@ -85,13 +85,13 @@ class Streams:
         when the ring says so; its events decoded, or only counted (``events`` False). None when it is damaged:
         it is left out and counted."""
         try:
-            p = self._header(cpu, data, seq)
+            self._header(cpu, data, seq)
             if events:
-                _, evs = self.decoder.events(data)
+                p, evs = self.decoder.events(data)
                 counts, last = Counter(e.probe for e in evs), evs[-1].probe if evs else None
             else:
                 evs = None
-                _, counts, last = self.decoder.counts(data)
+                p, counts, last = self.decoder.counts(data)
         except PacketError as e:
             self.damage(cpu, f"a damaged packet left out: {e}")
             return None

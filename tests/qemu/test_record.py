@@ -67,7 +67,7 @@ def expected(packets: list[Packet]) -> list[tuple]:
     for pk in packets:
         for e in pk.events:
             ts = int.from_bytes(e[:8], "little")
-            arg = e[16:-1].decode() if len(e) != 24 else int.from_bytes(e[16:24], "little")
+            arg = e[16:].split(b"\0")[0].decode() if len(e) != 24 else int.from_bytes(e[16:24], "little")
             out.append((pk.cpu, NAME if arg.__class__ is str else TICK, ts, arg))
     return sorted(out)
 
@@ -176,7 +176,16 @@ def a_string_without_its_end(k, good):
 
 def content_past_its_last_event(k, good):
     bad = k.packet(0, 1, name=b"ab")
-    bad.events[-1] += b"\0\0"  # inside the last event's alignment: no room for another, yet a reader looks
+    bad.events[-1] += bytes(13)  # past the last event's padding: room for part of another
+    return good, [*good, bad]
+
+
+def an_event_longer_than_its_fields(k, good):
+    bad = k.packet(0, 2)
+    tick, ts = bad.events[1], int.from_bytes(bad.events[0][:8], "little") + 1
+    name = bytearray(event(ts, k.keys[NAME], strings=(b"ab",)) + bytes(21))
+    name[12:14] = len(name).to_bytes(2, "little")  # 40 bytes, where its fields take 19: a reader goes on at 24
+    bad.events[1:] = [bytes(name), tick]
     return good, [*good, bad]
 
 
@@ -231,7 +240,8 @@ def another_packet_size(k, good):
 
 
 CASES = [duplicated, reordered, numbered_backwards, ends_before_it_begins, begins_before_the_last_ended,
-         an_event_of_no_probe, a_string_without_its_end, content_past_its_last_event, times_backwards_inside,
+         an_event_of_no_probe, a_string_without_its_end, content_past_its_last_event, an_event_longer_than_its_fields,
+         times_backwards_inside,
          times_backwards_among_probes,
          an_event_before_its_packet, discarded_count_falls, discarded_count_of_2_64_minus_1, a_time_no_reader_holds,
          another_stream_id, a_cpu_past_the_last, a_packet_of_128_mib, another_packet_size]
@@ -249,6 +259,18 @@ def test_a_damaged_packet_is_left_out_and_the_trace_opens(image, keys, tmp_path,
     (warning,) = [e["text"] for e in events if e["event"] == "warning"]
     assert warning.startswith("a damaged packet left out: "), warning
     assert sum(f.stat().st_size for f in trace.iterdir()) < 64 << 10  # no packet padded out to what it claimed
+
+
+def test_content_that_runs_into_the_last_events_padding_is_traced_to_its_fields(image, keys, tmp_path):
+    """i386's recorders reserve an event a multiple of 8 bytes, so a packet's content can end in the last event's
+    padding; babeltrace2 would look for another event there, so the trace's header says where its fields end."""
+    k = Kernel(keys)
+    packets = [k.packet(0, 1, name=b"ab"), k.packet(0, 2, name=b"abcd")]
+    for pk in packets:
+        pk.events[-1] += b"\0\0"  # 19 and 21 bytes of fields: 2 bytes of padding each, inside the content
+    proc, events, trace = record(tmp_path, image, info(HZ) + b"".join(pk.sent() for pk in packets))
+    assert proc.returncode == 0 and summary(events)["damaged"] == 0, proc.stderr
+    assert babeltrace2(trace) == expected(packets)
 
 
 def test_a_packet_whose_header_and_events_disagree_is_left_out(image, keys, tmp_path):
