@@ -378,9 +378,9 @@ class QemuSession:
         self.image.close()
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def _hex(word: str) -> int | None:
-    """A number the kernel sent in hexadecimal, or None when the word is not one."""
-    try:
-        return int(word, 16) if word.isascii() else None
-    except ValueError:
-        return None
+    """A number the kernel sent in hexadecimal digits (no sign, no underscores), or None when the word is not one."""
+    return int(word, 16) if word and _HEX.issuperset(word) else None
