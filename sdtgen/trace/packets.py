@@ -279,5 +279,7 @@ def split(stream: bytes, decoder: Decoder, where: str = "") -> Iterator[bytes]:
     at = 0
     while at < len(stream):
         p = decoder.packet(memoryview(stream)[at:], where)
+        if at + p.size > len(stream):
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} ({p.size} bytes) runs past the stream's end")
         yield stream[at:at + p.size]
         at += p.size

@@ -5,14 +5,19 @@ and no trace at all; never a traceback, a temporary directory left behind, or me
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import random
 import resource
 import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import ROOT, SDTGEN, build_c_kernel, run, unavailable
-from serial_line import I, P, Packet, V, encode, event, info, text, verdict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from serial_line import I, P, Packet, T, V, encode, event, info, text, verdict
 
 from sdtgen.image import Image
 
@@ -359,3 +364,58 @@ def test_a_connection_reset_ends_the_recording_with_what_came(image, keys, tmp_p
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert [e["text"] for e in events if e["event"] == "warning"] == ["the line ended: Connection reset by peer"]
     assert summary(events)["packets"] == 1 and babeltrace2(tmp_path / "trace") == expected([pk])
+
+
+FUZZ_EXAMPLES = int(os.environ.get("SDTGEN_FUZZ_EXAMPLES", "20"))
+
+
+def hostile_line(rng: random.Random, k: Kernel) -> bytes:
+    """A line of everything a kernel or a line can send: packets (some with bytes changed), verdicts for them or
+    others, info frames of good and bad clocks and word sizes, frames of every type with random payloads, false
+    syncs, noise and text."""
+    parts = []
+    for _ in range(rng.randrange(1, 30)):
+        r = rng.random()
+        if r < 0.35:
+            pk = k.packet(rng.randrange(4), rng.randrange(6), name=rng.choice([None, b"", b"abc"]))
+            c = bytearray(pk.content())
+            for _ in range(rng.choice([0, 0, 1, 3])):
+                c[rng.randrange(len(c))] = rng.randrange(256)
+            parts.append(encode(P, bytes(c)) + verdict(pk.seq if rng.random() < .9 else rng.randrange(9),
+                                                       pk.cpu if rng.random() < .9 else rng.randrange(5000),
+                                                       rng.random() < .9))
+        elif r < 0.38:
+            parts.append(info(rng.choice([HZ, HZ, 0, 2**63, 2**64 - 1]), rng.choice([64, 64, 32])))
+        elif r < 0.6:
+            parts.append(encode(rng.choice([P, V, I, T, 0, 255]), rng.randbytes(rng.randrange(0, 200))))
+        elif r < 0.7:
+            parts.append(rng.randbytes(rng.randrange(1, 100)))
+        elif r < 0.8:
+            parts.append(b"\xa5\x5aSD" + rng.randbytes(rng.randrange(0, 20)))
+        else:
+            parts.append(text(f"line {rng.randrange(100)}"))
+    return b"".join(parts)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 1 << 32))
+def test_whatever_the_line_carries_the_trace_opens_or_nothing_is_left(image, keys, tmp_path_factory, seed):
+    from sdtgen.errors import SdtError
+    from sdtgen.qemu.record import Recording
+    from sdtgen.qemu.report import QemuReport, Reporter
+
+    rng = random.Random(seed)
+    data = hostile_line(rng, Kernel(keys))
+    where = tmp_path_factory.mktemp("fuzz")
+    trace = where / "trace"
+    report = QemuReport(Reporter(as_json=True, out=io.StringIO(), err=io.StringIO(), quiet=rng.random() < .3),
+                        str(image))
+    step = rng.randrange(1, 200)
+    try:
+        Recording(str(trace), str(image), report, report.reporter.quiet).run(
+            iter([data[i:i + step] for i in range(0, len(data), step)]))
+    except SdtError:
+        assert list(where.iterdir()) == []  # no trace, no temporary directory
+        return
+    babeltrace2(trace)  # it opens
