@@ -116,6 +116,7 @@ class Recording:
                                 for p in self.probes], self.arch.bits, self.arch.little)
         self.trace = trace
         self.report = report
+        report.reporter.per_cpu = True  # the line does not say how many CPUs the kernel has: each event says its
         self.quiet = quiet
         self.stream: Info | None = None  # the kernel's info frame, once it came
         self.ctf = None  # the CTF sink, opened with the first packet (the info frame comes before it)
@@ -200,7 +201,6 @@ class Recording:
         self.events += sum(read.counts.values())
         self.cpus.add(cpu)
         if not self.quiet:
-            self.report.cpus(len(self.cpus))  # from the second CPU on, a line says its CPU
             self._show(self.order.add(cpu, read.events, read.packet.end))
 
     def _show(self, events: list[Event]) -> None:
