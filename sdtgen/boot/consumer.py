@@ -43,6 +43,7 @@ class Consumer:
         self.order = "little" if arch.little else "big"
         self.off = CPU.offsets(arch.bits)
         self.counts = [Lost() for _ in rings]
+        self._bad: set[int] = set()  # CPUs whose ring's counters were wrong when last read
 
     def _u64(self, area: int, field: str) -> int:
         return int.from_bytes(self.machine.read(area + self.off[field], 8), self.order)
@@ -52,19 +53,27 @@ class Consumer:
         r, read = self.rings[cpu], self._u64
         commit, start, written = read(r.area, "commit_seq"), read(r.area, "read_seq"), read(r.area, "write_seq")
         if start > commit or commit > written:
-            self.streams.damage(cpu, f"the ring of CPU {cpu} is damaged: {written} packets opened, {commit} closed, "
-                                f"{start} read; nothing more is read from it until they agree")
+            self._damaged(cpu, f"{written} packets opened, {commit} closed, {start} read; nothing more is read from "
+                          "it until they agree")
             start = commit
         elif commit - start > r.packets:
-            self.streams.damage(cpu, f"the ring of CPU {cpu} is damaged: {commit - start} packets closed and unread, "
-                                f"more than its {r.packets}; only the last {r.packets} are read")
+            self._damaged(cpu, f"{commit - start} packets closed and unread, more than its {r.packets}; only the last "
+                          f"{r.packets} are read")
             start = commit - r.packets
+        else:
+            self._bad.discard(cpu)
         for seq in range(start, commit):
             self.on_packet(cpu, self.machine.read(r.ring + (seq % r.packets) * r.packet_size, r.packet_size), seq + 1)
         if commit > start:
             self.machine.write(r.area + self.off["read_seq"], commit.to_bytes(8, self.order))
         self.counts[cpu] = self.streams.lost(cpu, read(r.area, "discarded"), read(r.area, "overwritten"))
         return commit - start
+
+    def _damaged(self, cpu: int, what: str) -> None:
+        """Counted once each time the ring's counters go wrong, however often they are read so."""
+        if cpu not in self._bad:
+            self._bad.add(cpu)
+            self.streams.damage(cpu, f"the ring of CPU {cpu} is damaged: {what}")
 
     def lost(self) -> dict[int, Lost]:
         """Each CPU's losses (every CPU, nothing lost included)."""

@@ -59,6 +59,12 @@ long overclaim(long n)	/* n more packets closed than were: a consumer would read
 	c->commit_seq += n;
 	return 0;
 }
+long readahead(long n)	/* the consumer's own field, past what was closed */
+{
+	struct sdt_cpu *c = sdt_hooks.cpu_area();
+	c->read_seq = c->commit_seq + n;
+	return 0;
+}
 static sdt_u64 now = 1000000000;
 static sdt_u64 backwards(void) { return now -= 1000; }
 long clock_back(long x) { sdt_hooks.clock = backwards; return x; }
@@ -102,6 +108,18 @@ def test_ring_counters_that_claim_more_than_the_ring_holds_are_read_no_further(h
     (warning,) = [e["text"] for e in events if e["event"] == "warning"]
     assert warning.startswith("the ring of CPU 0 is damaged: 1000000 packets closed and unread, more than its 2")
     assert events[-1]["hits"] == {"hg:::tick": 103} and events[-1]["damaged"] >= 1
+
+
+def test_ring_counters_that_cannot_be_are_read_no_further(hostile):
+    """read_seq past commit_seq: nothing is read until they agree, said once; what fired is the 10 read before
+    and the 5 the runtime itself then counts lost (its ring looks full to it)."""
+    proc = boot(hostile, *RING, "-q", "--json", "--run", "kmain", "--arg", 10, "--run", "readahead", "--arg", 5,
+                "--run", "kmain", "--arg", 5)
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    warnings = [e["text"] for e in events if e["event"] == "warning"]
+    assert warnings[0].startswith("the ring of CPU 0 is damaged: 1 packets opened, 1 closed, 6 read; nothing more")
+    assert len([w for w in warnings if "damaged" in w]) == 1
+    assert (events[-1]["hits"], events[-1]["lost"], events[-1]["damaged"]) == ({"hg:::tick": 10}, 5, 1)
 
 
 @pytest.mark.parametrize("fmt", ["ctf", "perfetto"])
