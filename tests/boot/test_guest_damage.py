@@ -59,6 +59,11 @@ long overclaim(long n)	/* n more packets closed than were: a consumer would read
 	c->commit_seq += n;
 	return 0;
 }
+long overclose(long n)	/* n more packets closed than were ever opened */
+{
+	sdt_hooks.cpu_area()->commit_seq += n;
+	return 0;
+}
 long readahead(long n)	/* the consumer's own field, past what was closed */
 {
 	struct sdt_cpu *c = sdt_hooks.cpu_area();
@@ -110,16 +115,21 @@ def test_ring_counters_that_claim_more_than_the_ring_holds_are_read_no_further(h
     assert events[-1]["hits"] == {"hg:::tick": 103} and events[-1]["damaged"] >= 1
 
 
-def test_ring_counters_that_cannot_be_are_read_no_further(hostile):
-    """read_seq past commit_seq: nothing is read until they agree, said once; what fired is the 10 read before
-    and the 5 the runtime itself then counts lost (its ring looks full to it)."""
-    proc = boot(hostile, *RING, "-q", "--json", "--run", "kmain", "--arg", 10, "--run", "readahead", "--arg", 5,
-                "--run", "kmain", "--arg", 5)
+@pytest.mark.parametrize(("damage", "said", "hits", "lost"), [
+    ("readahead", "1 packets opened, 1 closed, 6 read", 10, 5),  # the runtime's ring looks full to it: 5 lost
+    ("overclose", "1 packets opened, 1000001 closed, 1 read", 15, 0),  # its next close puts commit_seq right
+])
+def test_ring_counters_that_cannot_be_are_read_no_further(hostile, damage, said, hits, lost):
+    """read_seq past commit_seq, or commit_seq past write_seq: nothing is read until they agree, said once; what
+    fired is what was read before, and after, or what the runtime itself counts lost."""
+    proc = boot(hostile, *RING, "-q", "--json", "--run", "kmain", "--arg", 10, "--run", damage, "--arg",
+                5 if damage == "readahead" else 1_000_000, "--run", "kmain", "--arg", 5)
     events = [json.loads(x) for x in proc.stdout.splitlines()]
     warnings = [e["text"] for e in events if e["event"] == "warning"]
-    assert warnings[0].startswith("the ring of CPU 0 is damaged: 1 packets opened, 1 closed, 6 read; nothing more")
-    assert len([w for w in warnings if "damaged" in w]) == 1
-    assert (events[-1]["hits"], events[-1]["lost"], events[-1]["damaged"]) == ({"hg:::tick": 10}, 5, 1)
+    assert [w for w in warnings if "damaged" in w] == [f"the ring of CPU 0 is damaged: {said}; nothing more is read "
+                                                       "from it until they agree (further damage to CPU 0's packets "
+                                                       "is only counted)"]
+    assert (events[-1]["hits"], events[-1]["lost"], events[-1]["damaged"]) == ({"hg:::tick": hits}, lost, 1)
 
 
 @pytest.mark.parametrize("fmt", ["ctf", "perfetto"])
