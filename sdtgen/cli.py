@@ -300,7 +300,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
             session.stats()
     finally:
         session.close()
-    return EXIT_FAIL if session.faults else EXIT_OK
+    return EXIT_FAIL if session.faults or session.streams.damaged else EXIT_OK
 
 
 def _precheck(session, actions: list) -> None:
@@ -364,8 +364,9 @@ def cmd_torture(args: argparse.Namespace) -> int:
     _check_timeout(args.timeout)
     if not 1 <= args.cpus < MAX_CPUS:
         raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
-    if args.toggles < 0:
-        raise SdtError("", f"--toggles {args.toggles} is negative")
+    if args.toggles < 1:
+        raise SdtError("", f"--toggles {args.toggles} is not a number of toggles: the test arms and disarms at least "
+                       "once", "give 1 or more (the default is 100)")
     summary = torture(args.image, args.run, [parse_int(a) for a in args.arg or []], cpus=args.cpus,
                       toggles=args.toggles, seed=args.seed, timeout=args.timeout, exhaustive=args.exhaustive)
     if args.json:
@@ -412,7 +413,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
             return EXIT_FAIL
         finally:
             session.close()
-    return EXIT_FAIL if session.faults else EXIT_OK
+    return EXIT_FAIL if session.faults or session.damaged else EXIT_OK
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -420,23 +421,19 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from sdtgen.qemu.machine import termination_as_interrupt
     from sdtgen.qemu.record import Recording, open_serial
+    from sdtgen.qemu.report import QemuReport, Reporter
 
-    def show(kind: str, text: str, human: str) -> None:
-        print(json.dumps({"event": kind, "text": text}) if args.json else human, flush=True)
-
-    rec = Recording(args.trace, args.image, lambda line: show("text", line, printable(line)))
-    source = open_serial(args.serial)
+    report = QemuReport(Reporter(as_json=args.json, quiet=args.quiet), args.image)
+    rec = Recording(args.trace, args.image, report, args.quiet)
+    source = open_serial(args.serial, report.warning)
     with termination_as_interrupt():
-        try:
-            rec.run(source)
-        except KeyboardInterrupt:  # the usual way to end a recording: what came so far is kept
-            rec.finish()
-    summary = {"event": "recorded", "trace": args.trace, "packets": rec.sink.kept, "events": rec.events,
+        rec.run(source)  # Ctrl-C, SIGTERM or SIGHUP end it as the line's end does: what came is kept
+    summary = {"event": "recorded", "trace": args.trace, "packets": rec.packets, "events": rec.events,
                "cpus": len(rec.cpus), "dropped": rec.sink.dropped, "damaged": rec.damaged}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"recorded {rec.sink.kept} packets ({rec.events} events) of {len(rec.cpus)} CPUs into "
+        print(f"recorded {rec.packets} packets ({rec.events} events) of {len(rec.cpus)} CPUs into "
               f"{printable(args.trace)}; {rec.sink.dropped} dropped (overwritten while sent), {rec.damaged} damaged")
     return EXIT_OK
 
@@ -634,14 +631,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_qemu, actions=None)
 
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
-                        "into a CTF trace")
+                        "into a CTF trace, showing their events as they come")
     rc.add_argument("--serial", required=True, metavar="LINE",
                     help="tcp:HOST:PORT (where QEMU's serial port listens), or the path of a pty, a tty device, "
                          "a FIFO or a capture file")
     rc.add_argument("--image", required=True, metavar="IMAGE",
                     help="the kernel image: its probe descriptors describe the events (the trace's metadata)")
     rc.add_argument("--trace", required=True, metavar="DIR", help="the CTF trace directory: one stream a CPU")
-    rc.add_argument("--json", action="store_true", help="the kernel's lines and the summary as JSON lines")
+    rc.add_argument("-q", "--quiet", action="store_true", help="do not show each event (they are counted and traced)")
+    rc.add_argument("--json", action="store_true",
+                    help="the kernel's lines, the events and the summary as JSON lines (as `boot --json` prints them)")
     rc.set_defaults(func=cmd_record)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)

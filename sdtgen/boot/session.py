@@ -15,12 +15,11 @@ import heapq
 import json
 import sys
 import threading
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
-from sdtgen.boot.consumer import Consumer
+from sdtgen.boot.consumer import Consumer, Ring
 from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_RINGS, MIN_BUFFER
 from sdtgen.boot.machine import GuestFault, Interrupted, Machine
 from sdtgen.boot.platform import Platform, runtime_entries
@@ -35,11 +34,12 @@ from sdtgen.calls import (
     read_string,
 )
 from sdtgen.elf.reader import STT_FUNC
-from sdtgen.errors import WARNING, Diagnostic, SdtError, printable
+from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import SITE_SIZE, TableSite
-from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
+from sdtgen.trace.packets import Decoder, Event, event_format
+from sdtgen.trace.streams import Streams
 
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
 REFUSED_LINES = 20  # refused-site lines shown in all
@@ -162,14 +162,22 @@ class Reporter:
         self._diagnose(event, "error", f"{_on_cpu(cpu)}{kind} in {printable(symbol)}: {fault.what} "
                        f"(last probe fired: {printable(last or 'none')})", "", printable(where))
 
-    def stats(self, hits: dict[str, int], lost: int = 0) -> None:
+    def stats(self, hits: dict[str, int], lost: int = 0, damaged: int = 0) -> None:
         lines = "\n".join(f"{n:8d}  {printable(p)}" for p, n in sorted(hits.items())) or "no probe fired"
         if lost:
             lines += f"\n{lost:8d}  lost (the trace buffer was full: see --buffer-size, --overflow)"
-        self._emit({"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}, lines)
+        event = {"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}
+        if damaged:
+            lines += f"\n{damaged:8d}  damaged (packets or counters the guest wrote over, left out)"
+            event["damaged"] = damaged
+        self._emit(event, lines)
 
     def warning(self, text: str) -> None:
         self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
+
+    def error(self, text: str, fix: str = "") -> None:
+        """What ended the session, and what to do."""
+        self._diagnose({"event": "error", "text": text, "fix": fix}, ERROR, printable(text), printable(fix))
 
     def action(self, symbol: str, value: int, cpu: int | None = None) -> None:
         event = {"event": "action", "symbol": symbol, "value": value}
@@ -316,7 +324,12 @@ class BootSession:
         self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.probes],
                                arch.bits, arch.little)
         self.types = {p.spec: p.args for p in self.probes}
-        self.consumer = Consumer(self.machine, [self.platform.area(k) for k in range(self.cpus)], self._packet)
+        self.streams = Streams(self.decoder, self.clock_hz, self.cpus, self.platform.packet_size,
+                               self.reporter.warning)
+        size = self.platform.packet_size
+        rings = [Ring(self.platform.area(k), self.platform.ring(k), self.buffer_size // size, size)
+                 for k in range(self.cpus)]
+        self.consumer = Consumer(self.machine, rings, self._packet, self.streams)
         policy = 1 if self.overflow == "overwrite" else 0
         try:
             for k in range(self.cpus):
@@ -379,24 +392,18 @@ class BootSession:
             self._clock = guest_clock(self.image.arch)
         return self._clock
 
-    def _packet(self, cpu: int, data: bytes) -> None:
-        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time). Under -q,
-        with no trace that takes events, its events are only counted by probe (a packet of one probe's events
-        without reading them)."""
+    def _packet(self, cpu: int, data: bytes, seq: int) -> None:
+        """One closed packet of ``cpu`` (its ring's slot for packet ``seq``): to the trace as it stands, its events
+        shown (merged by time). Under -q, with no trace that takes events, its events are only counted by probe
+        (a packet of one probe's events without reading them). A damaged packet is left out (Streams)."""
         counting = self.reporter.quiet and (self.sink is None or not self.sink.needs_events)
-        try:
-            if counting:
-                packet, counts, last = self.decoder.counts(data, f"CPU {cpu}: ")
-            else:
-                packet, events = self.decoder.events(data, f"CPU {cpu}: ")
-                counts, last = Counter(e.probe for e in events), events[-1].probe if events else None
-        except PacketError as e:
-            raise SdtError(self.image.path, f"the runtime wrote a packet sdtgen cannot read: {e}",
-                           "the guest wrote over its ring") from None
+        read = self.streams.read(cpu, data, not counting, seq)
+        if read is None:
+            return
+        packet, events, counts, last = read
         with self._lock:
             if self.sink is not None:
-                self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet,
-                                 None if counting or not self.sink.needs_events else events)
+                self.sink.packet(cpu, data, packet, events if self.sink.needs_events else None)
             for probe, n in counts.items():
                 self.hits[probe] = self.hits.get(probe, 0) + n
             if last is not None:
@@ -670,7 +677,7 @@ class BootSession:
 
     def stats(self) -> None:
         self._drain_or_stop()
-        self.reporter.stats(dict(self.hits), self.consumer.total_lost)
+        self.reporter.stats(dict(self.hits), self.consumer.total_lost, self.streams.damaged)
 
 
 def site_report(line: str) -> tuple[str, str, str]:

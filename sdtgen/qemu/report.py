@@ -34,11 +34,18 @@ class QemuReport:
               interrupted: bool = False) -> None:
         self.reporter.fault(symbol, (Interrupted if interrupted else GuestFault)(what, pc), where, last, cpu=cpu)
 
-    def stats(self, hits: dict[str, int], lost: int) -> None:
-        self.reporter.stats(hits, lost)
+    def stats(self, hits: dict[str, int], lost: int, damaged: int = 0) -> None:
+        self.reporter.stats(hits, lost, damaged)
 
     def warning(self, text: str) -> None:
         self.reporter.warning(text)
+
+    def error(self, text: str, fix: str) -> None:
+        self.reporter.error(text, fix)
+
+    def line(self, text: str) -> None:
+        """A line of the kernel's text, as `record` shows them (a text frame, or console output)."""
+        self.reporter.text("text", printable(text, 2000))
 
     def console(self, text: str) -> None:
         """What the kernel printed outside frames (its own log, a panic before the line was up)."""

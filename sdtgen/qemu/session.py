@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sdtgen.calls import check_call, decode_return, matching_spec, read_string
+from sdtgen.calls import check_call, decode_return, matching_spec, read_string, single_sites
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
@@ -21,11 +21,13 @@ from sdtgen.qemu.link import Link, Panic, Timeout
 from sdtgen.qemu.machine import Qemu, QemuExited, find_qemu, memory_for, qemu_argv
 from sdtgen.qemu.packets import PacketSink
 from sdtgen.qemu.report import QemuReport, Stopped, check_buffer_size, packet_size_for
-from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
+from sdtgen.trace.packets import Decoder, Event, event_format
+from sdtgen.trace.streams import Streams, clock_problem
 
 PLATFORM_SYMBOL = "platform_main"  # what says the image has the fixture's QEMU platform
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 READ_CHUNK = 128  # bytes one `read` command asks for (the kernel answers up to 200)
+LINKED = "check that the image is linked with fixtures/qemu's platform for its architecture and boots in QEMU"
 
 
 class Halted(Exception):
@@ -102,13 +104,12 @@ class QemuSession:
         self.types = {p.spec: p.args for p in self.probes}
         self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.probes],
                                arch.bits, arch.little)
-        sites = Counter(s.probe.spec for s in self.image.sites())
-        # A record does not say which site fired: a probe with one site names it.
-        self.single_site = {s.probe.spec: s.addr for s in self.image.sites() if sites[s.probe.spec] == 1}
+        self.single_site = single_sites(self.image)
         self.hits: Counter[str] = Counter()
         self.sink = None  # the trace: a sdtgen.trace.sink.TraceSink, open from the hello on
         self._new: dict[int, list[Event]] = {}  # this command's events, per CPU
         self.packets = PacketSink([self._packet])
+        self.streams: Streams | None = None  # the packets' checks, once the hello gave the clock
         self.refused = 0
         self.last_fired: str | None = None
 
@@ -118,12 +119,18 @@ class QemuSession:
         self.qemu = Qemu(qemu_argv(self.binary, arch, path, self.cpus, memory))
         self.link = Link(self.qemu, self.packets.frame, self._log, self._console)
         words = self._guard(lambda: self.link.line(self.timeout), "boot").split()
-        if len(words) != 6 or words[0] != "hello":
-            self._halt(f"the kernel's first line is not its hello: {printable(' '.join(words))!r}")
-        self.hello = Hello(words[1], int(words[2], 16), words[3], int(words[4], 16), int(words[5], 16))
+        numbers = [_hex(w) for w in words[2:3] + words[4:6]]
+        if len(words) != 6 or words[0] != "hello" or None in numbers:
+            self._halt(f"the kernel's first line is not its hello: {printable(' '.join(words))!r}", LINKED)
+        self.hello = Hello(words[1], numbers[0], words[3], numbers[1], numbers[2])
         if self.hello.arch != arch.name or self.hello.cpus != self.cpus:
             self._halt(f"the kernel says it is {printable(self.hello.arch)} on {self.hello.cpus} CPUs, "
-                       f"not {arch.name} on {self.cpus}")
+                       f"not {arch.name} on {self.cpus}", LINKED)
+        if clock_problem(self.hello.clock_hz):
+            self._halt(f"the kernel says its clock counts {self.hello.clock_hz} ticks a second",
+                       "its platform must give sdt_hooks.clock_hz the clock's rate")
+        self.streams = Streams(self.decoder, self.hello.clock_hz, self.cpus, packet_size_for(buffer_size),
+                               self.report.warning)
         self.report.cpus(self.cpus)
         self.report.patched(self.hello.patched, self.refused)
         policy = 1 if overflow == "overwrite" else 0
@@ -141,11 +148,13 @@ class QemuSession:
         self.report.console(data.decode("utf-8", "replace"))
 
     def _packet(self, cpu: int, data: bytes) -> None:
-        try:
-            packet, events = self.decoder.events(data, f"CPU {cpu}: ")
-        except PacketError as e:
-            self.report.warning(f"a packet from the kernel is damaged: {e}")
+        if self.streams is None:  # before the hello: no packet can be checked, nor should any come
+            self.packets.damaged += 1
             return
+        read = self.streams.read(cpu, data)
+        if read is None:
+            return
+        packet, events = read.packet, read.events
         if self.sink is not None:
             self.sink.packet(cpu, data, packet, events if self.sink.needs_events else None)
         self._new.setdefault(cpu, []).extend(events)
@@ -164,11 +173,10 @@ class QemuSession:
         what it recorded so far)."""
         if self.sink is None:
             return
-        from sdtgen.trace.model import Lost
-
-        lost = self.lost() if not self.halted else {}
+        if not self.halted:
+            self.lost()  # the kernel's last counts, as far as they can be believed
         sink, self.sink = self.sink, None
-        sink.finish({cpu: Lost(d, o) for cpu, (d, o) in lost.items()})
+        sink.finish(self.streams.last_lost())
 
     def _flush_events(self) -> dict[int, str]:
         """Report the events that came since the last command, merged in timestamp order; each CPU's last probe."""
@@ -185,12 +193,12 @@ class QemuSession:
         return last
 
     # -- talking to the kernel -------------------------------------------------------------------
-    def _halt(self, message: str | None) -> None:
-        """The kernel cannot go on: say why (unless said), and end the session."""
+    def _halt(self, message: str | None, fix: str = "") -> None:
+        """The kernel cannot go on: say why (unless said) and what to do, and end the session."""
         self.faults += 1
         self.halted = True
         if message is not None:
-            self.report.warning(message)
+            self.report.error(message, fix)
         raise Halted(message)
 
     def _guard(self, action, what: str, running: str | None = None):
@@ -200,18 +208,22 @@ class QemuSession:
             return action()
         except Timeout:
             if running is None:
-                self._halt(f"{what}: the kernel did not answer in time")
+                self._halt(f"{what}: the kernel did not answer within {self.timeout:g} s",
+                           LINKED + ", or give a longer --timeout" if what == "boot" else "give a longer --timeout")
             self._flush_events()
             self.report.fault(running, f"did not return within {self.timeout:g} s", 0, "", self.last_fired, None)
             self._halt(None)
         except Panic as e:
             words = str(e).split()
             detail = f"exception {words[2]} at {words[3]}" if len(words) >= 4 else str(e)
+            pc = _hex(words[3]) if len(words) >= 4 else None
             self._halt(f"{what}: CPU {words[1] if len(words) > 1 else '?'} stopped on an {detail} outside any "
-                       f"call ({self.image.symbolize(int(words[3], 16)) if len(words) >= 4 else '?'})")
+                       f"call ({'?' if pc is None else self.image.symbolize(pc)})",
+                       "a bug in the kernel, where the place says")
         except QemuExited as e:
             tail = e.stderr.strip().splitlines()[-1:] or ["nothing on stderr"]
-            self._halt(f"{what}: QEMU exited with status {e.status} ({printable(tail[0])})")
+            self._halt(f"{what}: QEMU exited with status {e.status} ({printable(tail[0])})",
+                       LINKED + " (QEMU's message says why)" if what == "boot" else "QEMU's message says why")
 
     def _command(self, text: str, what: str, timeout: float | None = None, running: str | None = None) -> list[str]:
         lines = self._guard(lambda: self.link.command(text, self.timeout if timeout is None else timeout), what,
@@ -320,9 +332,20 @@ class QemuSession:
         return read_string(self.read, addr, READ_CHUNK)
 
     def lost(self) -> dict[int, tuple[int, int]]:
-        """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread)."""
-        lines = self._command("stats", "stats")
-        return {int(w[1], 16): (int(w[2], 16), int(w[3], 16)) for w in (line.split() for line in lines[:-1])}
+        """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread), as far as the
+        counts the kernel sends can be believed (sdtgen.trace.streams)."""
+        out = {}
+        for line in self._command("stats", "stats")[:-1]:
+            w = line.split()
+            numbers = [_hex(x) for x in w[1:]]
+            if len(w) != 4 or w[0] != "cpu" or None in numbers or numbers[0] >= self.cpus:
+                self.report.warning(f"the kernel's stats line {printable(line)!r} is not `cpu K DISCARDED "
+                                    "OVERWRITTEN` of one of its CPUs: left out")
+                continue
+            cpu, discarded, overwritten = numbers
+            lost = self.streams.lost(cpu, discarded, overwritten)
+            out[cpu] = (lost.discarded, lost.overwritten)
+        return out
 
     def stats(self) -> None:
         lost = self.lost()
@@ -331,7 +354,12 @@ class QemuSession:
         if damaged:
             self.report.warning(f"{damaged} frame(s) from the kernel were damaged on the serial line: "
                                 "their records are missing")
-        self.report.stats(dict(self.hits), sum(d + o for d, o in lost.values()))
+        self.report.stats(dict(self.hits), sum(d + o for d, o in lost.values()), self.damaged)
+
+    @property
+    def damaged(self) -> int:
+        """Packets and counts the kernel sent that could not be believed (left out)."""
+        return self.packets.damaged + (self.streams.damaged if self.streams is not None else 0)
 
     def close(self) -> None:
         """Power the machine off (or stop QEMU if it does not answer); nothing is left running. A trace not
@@ -353,3 +381,11 @@ class QemuSession:
                 self.report.warning(f"QEMU exited with status {status} after `exit 0`, not "
                                     f"{self.image.arch.qemu_exit_ok}: the platform did not power off")
         self.image.close()
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _hex(word: str) -> int | None:
+    """A number the kernel sent in hexadecimal digits (no sign, no underscores), or None when the word is not one."""
+    return int(word, 16) if word and _HEX.issuperset(word) else None
