@@ -60,6 +60,7 @@ bench: $(STAMP)
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)
 	SDTGEN_FUZZ_EXAMPLES=5000 $(BIN)/pytest -q tests/test_fuzz.py tests/tables/test_fuzz_tables.py
+	SDTGEN_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q tests/qemu/test_record.py -k whatever_the_line_carries
 
 # The fixture kernel on QEMU on all four architectures, with the torture test at 10,000 toggles each
 # (make test boots RISC-V and x86-64 with 100). Tens of minutes on two cores.

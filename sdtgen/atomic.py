@@ -334,17 +334,27 @@ class Staged:
         else:
             st = _destination(self.target, role)
             self.mode = st.st_mode & 0o777 if st is not None and stat.S_ISREG(st.st_mode) else _default_mode()
-        with _held():
-            try:
-                if directory:
-                    self.tmp = tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent)
-                else:
-                    fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp",
+        self.done = True  # nothing to discard until the temporary file exists
+        try:
+            with _held():
+                try:
+                    if directory:
+                        self.tmp = tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".tmp",
                                                     dir=self.target.parent)
-                    os.close(fd)
-            except OSError as e:
-                raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
-        self.done = False
+                    else:
+                        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp",
+                                                        dir=self.target.parent)
+                        os.close(fd)
+                except OSError as e:
+                    raise SdtError(shown, f"cannot write: {e.strerror}",
+                                   "check the directory's permissions") from None
+                self.done = False
+        except BaseException:
+            # A signal held while the file was made is raised as the block ends, out of this constructor: no
+            # caller holds this object to discard it, so it is discarded here (another signal waits for that).
+            with _held():
+                self.discard()
+            raise
 
     def path(self, name: str = "") -> str:
         """Where to write: the temporary file, or a file ``name`` in the temporary directory."""

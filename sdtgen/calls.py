@@ -4,6 +4,7 @@ probe spec (`--enable`, `--disable`, the console's)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from sdtgen.boot.limits import MAX_SPEC
@@ -133,3 +134,10 @@ def describe(pattern: ProbeSpec) -> str:
     named = [f"{field} {printable(value)!r}" for field, value in
              zip(("provider", "module", "function", "name"), pattern.fields, strict=True) if value]
     return ", ".join(named) if named else "every probe"
+
+
+def single_sites(image: Image) -> dict[str, int]:
+    """Each probe of one site, and that site: a record does not say which site fired, so only these name it."""
+    sites = image.sites()
+    count = Counter(s.probe.spec for s in sites)
+    return {s.probe.spec: s.addr for s in sites if count[s.probe.spec] == 1}

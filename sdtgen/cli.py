@@ -290,7 +290,7 @@ def _session_command(args: argparse.Namespace, start) -> int:
         return EXIT_FAIL
     finally:
         session.close()
-    return EXIT_FAIL if session.faults else EXIT_OK
+    return EXIT_FAIL if session.faults or session.streams.damaged else EXIT_OK
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
@@ -363,8 +363,9 @@ def cmd_torture(args: argparse.Namespace) -> int:
     _check_timeout(args.timeout)
     if not 1 <= args.cpus < MAX_CPUS:
         raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
-    if args.toggles < 0:
-        raise SdtError("", f"--toggles {args.toggles} is negative")
+    if args.toggles < 1 and not args.exhaustive:
+        raise SdtError("", f"--toggles {args.toggles} is not a number of toggles: the test arms and disarms at least "
+                       "once", "give 1 or more (the default is 100)")
     values = [parse_int(a) for a in args.arg or []]
     target = "attach" if args.serial else args.target
     if args.exhaustive and target != "emulator":
@@ -415,20 +416,17 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
         def start(s):
             return AttachTarget(s, line, buffer_size=1 << 20, overflow="drop", timeout=args.timeout)
 
-    reporter = Reporter(as_json=True, out=io.StringIO(), quiet=True)
-    reporter.err = sys.stderr
+    reporter = Reporter(out=io.StringIO(), quiet=True)  # the summary is all it prints; problems go to stderr
     try:
         with termination_as_interrupt():
             try:
                 session = Session(args.image, reporter, start, arm=args.arm, timeout=args.timeout)
-            except Halted as h:
-                print(Diagnostic(args.image, ERROR, sentence(str(h))), file=sys.stderr)
+            except Halted:  # the session said why
                 return None
             try:
                 spec = args.spec or session.spec_of(args.run.partition(":")[0])
                 return session.torture(args.run, values, spec, args.toggles)
-            except Halted as h:
-                print(Diagnostic(args.image, ERROR, sentence(str(h))), file=sys.stderr)
+            except Halted:
                 return None
             finally:
                 session.close()
@@ -438,28 +436,44 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import json
+    """A session over a kernel that streams by itself: its events shown as they come, its packets traced."""
+    import contextlib
 
-    from sdtgen.qemu.record import Recording, open_serial
+    from sdtgen.atomic import check_distinct
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.session.session import Session
+    from sdtgen.targets.base import Halted
     from sdtgen.targets.child import termination_as_interrupt
+    from sdtgen.targets.listen import ListenTarget
+    from sdtgen.targets.serial import open_line
 
-    def show(kind: str, text: str, human: str) -> None:
-        print(json.dumps({"event": kind, "text": text}) if args.json else human, flush=True)
-
-    rec = Recording(args.trace, args.image, lambda line: show("text", line, printable(line)))
-    source = open_serial(args.serial)
-    with termination_as_interrupt():
-        try:
-            rec.run(source)
-        except KeyboardInterrupt:  # the usual way to end a recording: what came so far is kept
-            rec.finish()
-    summary = {"event": "recorded", "trace": args.trace, "packets": rec.sink.kept, "events": rec.events,
-               "cpus": len(rec.cpus), "dropped": rec.sink.dropped, "damaged": rec.damaged}
+    check_distinct([("image", args.image), ("trace", args.trace)])
+    reporter = Reporter(as_json=args.json, quiet=args.quiet)
+    line = open_line(args.serial, duplex=False)  # a line that cannot be one is one line, before anything is read
+    try:
+        with termination_as_interrupt():
+            try:
+                session = Session(args.image, reporter, lambda s: ListenTarget(s, line.chunks(reporter.warning)),
+                                  trace=(args.trace, "ctf"))
+            except Halted:  # the session said why
+                return EXIT_FAIL
+            try:
+                with contextlib.suppress(KeyboardInterrupt):  # the usual way to end a recording: what came is kept
+                    session.listen()
+                session.finish_trace(interrupted=True)
+            finally:
+                session.close()
+    finally:
+        line.close()
+    t = session.last_target
+    summary = {"event": "recorded", "trace": args.trace, "packets": t.taken, "events": sum(session.hits.values()),
+               "cpus": len(t.cpus), "dropped": t.packets.dropped, "damaged": session.damaged}
     if args.json:
-        print(json.dumps(summary))
+        _emit_json(summary)
     else:
-        print(f"recorded {rec.sink.kept} packets ({rec.events} events) of {len(rec.cpus)} CPUs into "
-              f"{printable(args.trace)}; {rec.sink.dropped} dropped (overwritten while sent), {rec.damaged} damaged")
+        print(f"recorded {summary['packets']} packets ({summary['events']} events) of {summary['cpus']} CPUs into "
+              f"{printable(args.trace)}; {summary['dropped']} dropped (overwritten while sent), "
+              f"{summary['damaged']} damaged")
     return EXIT_OK
 
 
@@ -680,14 +694,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     at.set_defaults(func=cmd_attach, actions=None)
 
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
-                        "into a CTF trace")
+                        "into a CTF trace, showing their events as they come")
     rc.add_argument("--serial", required=True, metavar="LINE",
                     help="tcp:HOST:PORT (where QEMU's serial port listens), or the path of a pty, a tty device, "
                          "a FIFO or a capture file")
     rc.add_argument("--image", required=True, metavar="IMAGE",
                     help="the kernel image: its probe descriptors describe the events (the trace's metadata)")
     rc.add_argument("--trace", required=True, metavar="DIR", help="the CTF trace directory: one stream a CPU")
-    rc.add_argument("--json", action="store_true", help="the kernel's lines and the summary as JSON lines")
+    rc.add_argument("-q", "--quiet", action="store_true", help="do not show each event (they are counted and traced)")
+    rc.add_argument("--json", action="store_true",
+                    help="the kernel's lines, the events and the summary as JSON lines (as `boot --json` prints them)")
     rc.set_defaults(func=cmd_record)
 
     sub.add_parser("include-dir", help="print the directory holding sdt.h").set_defaults(func=cmd_include_dir)

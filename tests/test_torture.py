@@ -8,7 +8,7 @@ import io
 import json
 
 import pytest
-from helpers import ARCHES, OTHER_ARCHES, sdtgen
+from helpers import ARCHES, OTHER_ARCHES, build_c_kernel, sdtgen
 from native_oracle import Call
 
 from sdtgen.layout import VALUES
@@ -112,10 +112,23 @@ def test_a_return_type_is_read_as_given(kernel):
     assert code == 0 and summary["faults"] == 0 and summary["firings"] > 0
 
 
-def test_a_run_whose_sites_never_fire_is_not_a_pass(kernel):
-    """sched_run(0) takes the loop zero times: its tick site never runs, and the idle site is not a firing
-    function of an armed branch... so with no firing the run is FAILED and says why."""
-    r = sdtgen("torture", str(kernel.image), "--run", "proc_exit:void", "--arg", "1", "--toggles", "0")
+NEVER = r"""
+#include <sdt.h>
+SDT_PROBE_DEFINE1(nv, , , never, "long");
+long never(long x)
+{
+	if (x == 12345)
+		SDT_PROBE1(nv, , , never, x);
+	return x;
+}
+"""
+
+
+def test_a_run_whose_sites_never_fire_is_not_a_pass(tmp_path):
+    """never(1) does not reach its site however often it is armed: with no firing the run is FAILED and says
+    why."""
+    image = build_c_kernel(tmp_path, "x86_64", NEVER, "nv")
+    r = sdtgen("torture", str(image), "--run", "never", "--arg", "1", "--toggles", "20")
     assert r.returncode == 1
     assert "no site fired" in r.stdout
 
@@ -142,6 +155,15 @@ def test_a_function_that_faults_by_itself_is_one_line(kernel):
     r = sdtgen("torture", str(kernel.image), "--run", "vfs_lookup", "--arg", "0")
     assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1 and "faults on one CPU with nothing armed" in r.stderr
+
+
+@pytest.mark.parametrize("toggles", ["0", "-3"])
+def test_fewer_than_one_toggle_is_a_usage_error(kernel, toggles):
+    """Refused before anything boots, as the arguments' fault (not a torture that fails for lack of firings)."""
+    r = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--toggles", toggles)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"sdtgen: error: --toggles {toggles} is not a number of toggles"), line
 
 
 GOT_LOOP = r"""

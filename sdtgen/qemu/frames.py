@@ -3,8 +3,8 @@
 A frame is ``sync | type | 0 | check | length | payload | crc`` (docs/runtime.md, "The serial
 transport"). The reader takes bytes as they arrive, in pieces of any size, and gives back frames and
 the console bytes between them. After garbage it finds its place again: it looks for the sync and
-believes a header only when its 16-bit check holds; a frame whose CRC fails is skipped whole and
-counted.
+believes a header only when its 16-bit check holds and its length is no more than a packet's; a frame
+whose CRC fails is skipped whole and counted. Its buffer holds at most one frame, of bytes that came.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ HEADER = struct.Struct("<4sBBHI")  # sync, type, zero, check, length
 TRAILER = struct.Struct("<I")
 VERDICT_BODY = struct.Struct("<QII")  # packet_seq_num, cpu, keep
 INFO_BODY = struct.Struct("<QII")  # clock_hz, bits of a word, 0
-MAX_PAYLOAD = 1 << 27  # a packet is at most a ring (64 MiB): a longer length is not a header
+# The largest packet the transport carries (a ring's packets are powers of two from 1 KiB; sdtgen's platforms
+# use at most 64 KiB): a packet frame of a larger packet is damage, not one to pad out.
+MAX_PACKET = 1 << 20
+MAX_PAYLOAD = MAX_PACKET  # the longest frame is a packet: a longer length is not a header, and swallows nothing
+
+
+class FrameError(ValueError):
+    """A frame whose CRC held but whose payload is not what its type carries (the kernel sent it so)."""
 
 
 @dataclass(frozen=True)
@@ -54,14 +61,14 @@ def header_check(kind: int, length: int) -> int:
 
 def verdict(frame: Frame) -> Verdict:
     if len(frame.payload) != VERDICT_BODY.size:
-        raise ValueError(f"a verdict frame of {len(frame.payload)} bytes, not {VERDICT_BODY.size}")
+        raise FrameError(f"a verdict frame of {len(frame.payload)} bytes, not {VERDICT_BODY.size}")
     seq, cpu, keep = VERDICT_BODY.unpack(frame.payload)
     return Verdict(seq, cpu, keep != 0)
 
 
 def info(frame: Frame) -> Info:
     if len(frame.payload) != INFO_BODY.size:
-        raise ValueError(f"an info frame of {len(frame.payload)} bytes, not {INFO_BODY.size}")
+        raise FrameError(f"an info frame of {len(frame.payload)} bytes, not {INFO_BODY.size}")
     hz, bits, _ = INFO_BODY.unpack(frame.payload)
     return Info(hz, bits)
 

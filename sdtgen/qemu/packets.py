@@ -1,8 +1,11 @@
 """Packets off the serial line: each held until its verdict, then handed on whole (or dropped).
 
-The kernel sends a packet as it stands in its ring, then a verdict: keep it, or drop it because the
-CPU's writer reused its slot while it was on the line (sdt_serial.c). Only kept packets reach the
-consumers: the event decoder of `sdtgen qemu`, the stream files of `sdtgen record`.
+The kernel sends a packet as it stands in its ring, then its verdict, both under the line's lock: keep it,
+or drop it because the CPU's writer reused its slot while it was on the line (sdt_serial.c). So one packet
+at most waits for its verdict: memory holds one frame's payload, bytes that came, whatever CPU numbers and
+sizes the line claims. Only kept packets reach the consumers (the event decoder of
+`sdtgen qemu`, the recording of `sdtgen record`), as their content came: a consumer checks the rest,
+their CPU numbers included (sdtgen.trace.streams).
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sdtgen.layout import PACKET
-from sdtgen.qemu.frames import MAX_PAYLOAD, VERDICT, Frame, verdict
 from sdtgen.qemu.frames import PACKET as PACKET_FRAME
+from sdtgen.qemu.frames import VERDICT, Frame, FrameError, verdict
 
-Consumer = Callable[[int, bytes], None]  # (cpu, the packet: its content, zeros to its packet_size)
+Consumer = Callable[[int, bytes], None]  # (cpu, the packet's content as it came)
+
+_HEAD = PACKET.struct(64)  # the fields read here are fixed-width: the same on every architecture
+_CPU, _SEQ = PACKET.names().index("cpu_id"), PACKET.names().index("packet_seq_num")
 
 
 @dataclass
@@ -23,37 +29,49 @@ class PacketSink:
     kept: int = 0
     dropped: int = 0  # packets the writer overwrote while they were sent
     stray: int = 0  # packets without their verdict (or verdicts without their packet): the line lost a frame
-    _pending: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # cpu -> (seq, packet)
+    damaged: int = 0  # packet or verdict frames too short for what they are (the CRC held: the kernel sent them)
+    _pending: tuple[int, int, bytes] | None = field(default=None)  # (cpu, packet_seq_num, the packet)
+    _refused: bool = False  # the last packet frame was damaged: the verdict that follows is its own
 
     def frame(self, f: Frame) -> bool:
         """Take a packet or verdict frame; False for any other frame."""
         if f.type == PACKET_FRAME:
-            cpu, seq, size = self._header(f.payload)
-            if cpu in self._pending:
-                self.stray += 1
-            # The line carries the content; the packet as it stands in the ring (and in a CTF stream) has its size.
-            self._pending[cpu] = (seq, f.payload + bytes(max(0, size - len(f.payload))))
+            if self._pending is not None:
+                self.stray += 1  # its verdict never came
+            self._pending, self._refused = None, False
+            if len(f.payload) < _HEAD.size:
+                self.damaged += 1
+                self._refused = True
+                return True
+            head = _HEAD.unpack_from(f.payload)
+            self._pending = (head[_CPU], head[_SEQ], f.payload)
             return True
         if f.type != VERDICT:
             return False
-        v = verdict(f)
-        seq, packet = self._pending.pop(v.cpu, (None, b""))
-        if seq != v.seq:  # torn while sent (its header changed), or the packet frame was lost
-            self.stray += seq is None
-            self.dropped += seq is not None
+        try:
+            v = verdict(f)
+        except FrameError:
+            self.damaged += 1  # the pending packet waits on: its own verdict may come yet
             return True
-        if not v.keep:
+        if self._pending is None:
+            self.stray += not self._refused  # a damaged packet's verdict was counted with it
+            self._refused = False
+            return True
+        cpu, seq, packet = self._pending
+        if v.cpu != cpu:  # another CPU's verdict: the line lost this packet's and the other's packet
+            self.stray += 1
+            return True
+        self._pending = None
+        if v.seq != seq or not v.keep:  # torn while sent (its header changed), or overwritten meanwhile
             self.dropped += 1
             return True
         self.kept += 1
         for consume in self.consumers:
-            consume(v.cpu, packet)
+            consume(cpu, packet)
         return True
 
-    def _header(self, data: bytes) -> tuple[int, int, int]:
-        """The packet's CPU, number and size in bytes (no more than a frame can carry)."""
-        head = PACKET.struct(64)  # the same on every architecture: fixed-width fields
-        if len(data) < head.size:
-            return -1, -1, 0
-        fields = dict(zip(PACKET.names(), head.unpack_from(data), strict=True))
-        return fields["cpu_id"], fields["packet_seq_num"], min(fields["packet_size"] // 8, MAX_PAYLOAD)
+    def close(self) -> None:
+        """The line ended: a packet still waiting for its verdict is stray."""
+        if self._pending is not None:
+            self.stray += 1
+            self._pending = None

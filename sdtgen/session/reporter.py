@@ -129,15 +129,19 @@ class Reporter:
         self._diagnose(event, "error", f"{_on_cpu(cpu)}{kind} in {printable(symbol)}: {fault.what} "
                        f"(last probe fired: {printable(last or 'none')})", "", printable(where))
 
-    def stats(self, hits: dict[str, int], lost: int = 0) -> None:
+    def stats(self, hits: dict[str, int], lost: int = 0, damaged: int = 0) -> None:
         lines = "\n".join(f"{n:8d}  {printable(p)}" for p, n in sorted(hits.items())) or "no probe fired"
         if lost:
             lines += f"\n{lost:8d}  lost (the trace buffer was full: see --buffer-size, --overflow)"
-        self._emit({"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}, lines)
+        event = {"event": "stats", "hits": dict(sorted(hits.items())), "lost": lost}
+        if damaged:
+            lines += f"\n{damaged:8d}  damaged (packets, frames or counters the guest or the line spoiled, left out)"
+            event["damaged"] = damaged
+        self._emit(event, lines)
 
     def error(self, text: str, fix: str = "") -> None:
-        """A problem that ends the session (the kernel stopped answering, its machine ended)."""
-        self._diagnose({"event": "error", "text": text}, ERROR, printable(text), printable(fix))
+        """What ended the session (the kernel stopped answering, its machine ended), and what to do."""
+        self._diagnose({"event": "error", "text": text, "fix": fix}, ERROR, printable(text), printable(fix))
 
     def warning(self, text: str) -> None:
         self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
@@ -157,6 +161,10 @@ class Reporter:
 
     def text(self, kind: str, text: str) -> None:
         self._emit({"event": kind, "text": text}, text)
+
+    def line(self, text: str) -> None:
+        """A line of the kernel's text that is no reply, as `record` shows them (a text frame, console output)."""
+        self.text("text", printable(text, 2000))
 
     def console(self, text: str) -> None:
         """What the kernel printed outside frames (its own log, a panic before the line was up)."""

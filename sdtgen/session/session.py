@@ -9,26 +9,33 @@ commands and bytes reach the kernel (sdtgen/targets/base.py).
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import threading
-from collections import Counter
 from collections.abc import Callable
 
 from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
-from sdtgen.calls import check_call, decode_return, describe, function_address, matching_spec, parse_spec, read_string
+from sdtgen.calls import (
+    check_call,
+    decode_return,
+    describe,
+    function_address,
+    matching_spec,
+    parse_spec,
+    read_string,
+    single_sites,
+)
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.probes import ProbeSpec
 from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
 from sdtgen.targets.base import ARM_MODES, CallFault, Halted, Interrupted, Refused, Returned, Summary, Target
-from sdtgen.trace.packets import Decoder, Event, PacketError, event_format
+from sdtgen.trace.model import Lost
+from sdtgen.trace.order import TimeOrder
+from sdtgen.trace.packets import Decoder, event_format
+from sdtgen.trace.streams import Streams
 
-# Several CPUs: firings wait to be put in time order until every CPU has been read past them. They are
-# shown in batches of SHOW_BATCH, and at most MAX_PENDING wait (about 200 MB); past that a run's firings
-# are counted and traced but not shown (a CPU that records nothing holds the others back).
-SHOW_BATCH = 4096
+# Several CPUs: firings wait to be put in time order until every CPU has been read past them, at most
+# MAX_PENDING of them (about 200 MB): past that, a CPU that records nothing holds the others back no more.
 MAX_PENDING = 1_000_000
 POLICIES = ("drop", "overwrite")
 FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
@@ -70,21 +77,21 @@ class Session:
         self.timeout = timeout
         self.image = Image(path)
         self.target: Target | None = None
+        self.last_target: Target | None = None  # the target once the session is closed: what it counted
         self.sink = None
         self.faults = 0
         self.halted = False
         self.hits: dict[str, int] = {}
         self.last_fired: str | None = None
         self.booting = True
+        self.streams: Streams | None = None  # every packet's checks, once the target knows its clock
         self._boot_log: list[tuple[int, str]] = []
         self._said: set[str] = set()
         self._changed: set[str] = set()  # probes with a site someone else rewrote (the runtime left it)
-        # What each CPU recorded and has not been shown (its events, and --action results after the firing
-        # they followed), merged by time as far as every CPU has been read, and when a command ends.
-        self._pending: dict[int, list[Event | ActionResult]] = {}
-        self._read_to: dict[int, int] = {}  # CPU -> the time up to which its packets have been read
-        self._held = 0  # items in _pending
-        self._unshown = 0  # firings past MAX_PENDING in one run: counted and traced, not shown
+        # What each CPU recorded and has not been shown (its events, and --action results after the firing they
+        # followed), given out in (time, CPU) order as far as every CPU has been read, and when a command ends.
+        self._order = TimeOrder(MAX_PENDING)
+        self._last_ts: dict[int, int] = {}  # CPU -> the time of the last event it recorded
         self._lock = threading.RLock()  # an emulated CPU's thread may hand over packets from its notify hook
         try:
             arch = self.image.arch
@@ -100,7 +107,7 @@ class Session:
             try:
                 self.target = start(self)
             except Halted as h:  # the kernel never came up: said once, here
-                self.reporter.error(str(h))
+                self.reporter.error(str(h), h.fix)
                 raise
             self.booting = False
             booted = self.target.booted
@@ -131,42 +138,39 @@ class Session:
             self._said.add(line)
             self.reporter.warning(line.removeprefix("sdt: "))
 
-    def on_packet(self, cpu: int, data: bytes) -> None:
-        """One closed packet of ``cpu``: to the trace as it stands, its events shown (merged by time). Under -q,
-        with no trace that takes events, its events are only counted by probe (a packet of one probe's events
-        without reading them)."""
+    def open_streams(self, clock_hz: int, cpus: int, packet_size: int | None, max_packet: int | None = None) -> Streams:
+        """The packets' checks (sdtgen/trace/streams.py), made by the target once it knows the kernel's clock, CPUs
+        and packet size (None: each CPU's first packet says it)."""
+        self.streams = Streams(self.decoder, clock_hz, cpus, packet_size, self.reporter.warning, max_packet)
+        return self.streams
+
+    def on_packet(self, cpu: int, data: bytes, seq: int | None = None) -> bool:
+        """One closed packet of ``cpu`` (``seq``: the number its ring's slot holds, when the target read it from the
+        ring): checked (a damaged one is left out and counted), to the trace as it stands, its events shown in time
+        order. Under -q, with no trace that takes events, its events are only counted by probe. Whether it was
+        taken."""
         counting = self.reporter.quiet and (self.sink is None or not self.sink.needs_events)
-        try:
-            if counting:
-                packet, counts, last = self.decoder.counts(data, f"CPU {cpu}: ")
-                events: list[Event] = []
-            else:
-                packet, events = self.decoder.events(data, f"CPU {cpu}: ")
-                counts, last = Counter(e.probe for e in events), events[-1].probe if events else None
-        except PacketError as e:
-            self.reporter.warning(f"a packet from the kernel is damaged and left out: {e}")
-            return
+        read = self.streams.read(cpu, data, not counting, seq) if self.streams is not None else None
+        if read is None:
+            if self.streams is None:
+                self.reporter.warning(f"a packet of CPU {cpu} came before the kernel said its clock: left out")
+            return False
         with self._lock:
             if self.sink is not None:
-                self.sink.packet(cpu, data[:packet.content] + bytes(packet.size - packet.content), packet,
-                                 None if counting or not self.sink.needs_events else events)
-            for probe, n in counts.items():
+                self.sink.packet(cpu, data, read.packet, read.events if self.sink.needs_events else None)
+            for probe, n in read.counts.items():
                 self.hits[probe] = self.hits.get(probe, 0) + n
-            if last is not None:
-                self.last_fired = last
+            if read.last is not None:
+                self.last_fired = read.last
             if self.reporter.quiet:
-                return
+                return True
+            if read.events:
+                self._last_ts[cpu] = read.events[-1].ts
             if self.cpus == 1:  # one CPU's events come in their order: shown as they come
-                self._show(events)
-                return
-            self._read_to[cpu] = max(self._read_to.get(cpu, 0), packet.end)
-            if self._held + len(events) > MAX_PENDING:
-                self._unshown += len(events)
-                return
-            self._pending.setdefault(cpu, []).extend(events)
-            self._held += len(events)
-            if self._held >= SHOW_BATCH and len(self._read_to) == self.cpus:
-                self._emit_pending(min(self._read_to.values()))
+                self._show(read.events)
+            else:
+                self._show(self._order.add(cpu, read.events, read.packet.end))
+        return True
 
     def on_action(self, cpu: int, symbol: str, value: int) -> None:
         """An --action returned on ``cpu``: shown after everything that CPU recorded before it."""
@@ -174,10 +178,8 @@ class Session:
             if self.cpus == 1 or self.reporter.quiet:
                 self.reporter.action(symbol, value, cpu if self.cpus > 1 else None)
                 return
-            mine = self._pending.setdefault(cpu, [])
-            ts = next((x.ts for x in reversed(mine)), self._read_to.get(cpu, 0))
-            mine.append(ActionResult(ts, cpu, symbol, value))
-            self._held += 1
+            ts = self._last_ts.get(cpu, 0)
+            self._show(self._order.add(cpu, [ActionResult(ts, cpu, symbol, value)], ts))
 
     # -- boot -----------------------------------------------------------------------------------
     def _report_boot(self, booted) -> None:
@@ -191,16 +193,14 @@ class Session:
             else:
                 others.append(line)
         self.refused_sites = {addr for _, addr, _, _ in refused}
-        self.reporter.patched(booted.patched, booted.refused, booted.folded)
+        if booted.patched is not None:  # a kernel that only streams says nothing of its sites
+            self.reporter.patched(booted.patched, booted.refused, booted.folded)
         self.reporter.refused(refused, self.image.where)
         for line in others:
             self.reporter.warning(line.removeprefix("sdt: "))
         # A record does not say which site fired: a probe with one site names it, others give None.
-        per_probe: dict[str, list[int]] = {}
-        for s in self.image.sites():
-            if s.form in FIRING and s.addr not in self.refused_sites:
-                per_probe.setdefault(s.probe.spec, []).append(s.addr)
-        self.single_site = {spec: addrs[0] for spec, addrs in per_probe.items() if len(set(addrs)) == 1}
+        self.single_site = {spec: addr for spec, addr in single_sites(self.image).items()
+                            if addr not in self.refused_sites}
 
     def _check_trace(self, path: str, fmt: str) -> None:
         """The trace's destination, checked before the kernel starts (and left as it was)."""
@@ -326,6 +326,8 @@ class Session:
             raise SdtError("", f"--cpu {cpu} is not one of the kernel's {self.cpus} CPUs (0 to {self.cpus - 1})")
         symbol = target.partition(":")[0]
         self.last_fired = None
+        with self._lock:
+            self._order.expect(range(self.cpus) if cpu is None else [cpu])
         results = self._guard(lambda: self.target.run(func, args, cpu, self.timeout), printable(symbol), symbol)
         self._emit_pending()
         first, wanted = None, 0 if cpu is None else cpu
@@ -358,6 +360,11 @@ class Session:
         summary.firings = summary.firings or sum(self.hits.values())
         return summary
 
+    def listen(self) -> None:
+        """A kernel that streams by itself: what it sends, read until its line ends (`sdtgen record`)."""
+        self.target.listen()
+        self._emit_pending()
+
     # -- the end of a command, of a session ----------------------------------------------------------
     def _guard(self, action, what: str, running: str | None = None):
         """A target action; a kernel that cannot go on ends the session (said once), Ctrl-C stops it.
@@ -375,35 +382,20 @@ class Session:
             if h.fault is not None and running is not None:
                 self.reporter.fault(running, h.fault, self._place(h.fault), self.last_fired)
             elif h.fault is not None:
-                self.reporter.error(f"{what}: {h.fault.what}")
+                self.reporter.error(f"{what}: {h.fault.what}", h.fix)
             else:
-                self.reporter.error(f"{what}: {h}")
+                self.reporter.error(f"{what}: {h}", h.fix)
             raise
 
     def drain(self) -> None:
-        """Every CPU's open packet closed and every closed packet read, shown in time order; what was lost
-        said."""
+        """Every CPU's open packet closed and every closed packet read, shown in time order."""
         self._guard(self.target.drain, "drain")
-        with self._lock:
-            self._emit_pending()
-            if self._unshown:
-                self.reporter.warning(f"{self._unshown} firing(s) not shown: more than {MAX_PENDING:,} in one run "
-                                      "on several CPUs waited to be put in time order; they are counted and "
-                                      "traced (-q with --trace for runs this long)")
-                self._unshown = 0
+        self._emit_pending()
 
-    def _emit_pending(self, upto: int | None = None) -> None:
-        """What the CPUs recorded, in (time, CPU) order: all of it, or what is no later than ``upto`` (a
-        time every CPU's packets have been read to, so nothing earlier can still come)."""
+    def _emit_pending(self) -> None:
+        """Every event still waiting to be put in time order, shown (a command ended: nothing earlier can come)."""
         with self._lock:
-            ready = []
-            for items in self._pending.values():
-                n = len(items) if upto is None else bisect.bisect_right(items, upto, key=lambda x: x.ts)
-                if n:
-                    ready.append(items[:n])
-                    del items[:n]
-            self._held -= sum(map(len, ready))
-            self._show(list(heapq.merge(*ready, key=lambda x: (x.ts, x.cpu))))
+            self._show(self._order.rest())
 
     def _show(self, items: list) -> None:
         for e in items:
@@ -413,13 +405,21 @@ class Session:
                 self.reporter.fire(Firing(e.probe, self.single_site.get(e.probe), e.args, self.types[e.probe],
                                           e.cpu, e.ts))
 
-    def lost(self):
-        return self._guard(self.target.lost, "stats")
+    def lost(self) -> dict[int, Lost]:
+        """Each CPU's lost events as the kernel counts them, as far as the counts can be believed."""
+        said = self._guard(self.target.lost, "stats")
+        return {cpu: self.streams.lost(cpu, x.discarded, x.overwritten) for cpu, x in said.items()}
+
+    @property
+    def damaged(self) -> int:
+        """Packets, frames and counters the guest or the line spoiled: left out, and counted."""
+        target = self.target or self.last_target
+        return (self.streams.damaged if self.streams is not None else 0) + getattr(target, "damaged", 0)
 
     def stats(self) -> None:
         self.drain()
         lost = self.lost()
-        self.reporter.stats(dict(self.hits), sum(x.total for x in lost.values()))
+        self.reporter.stats(dict(self.hits), sum(x.total for x in lost.values()), self.damaged)
 
     def finish_trace(self, interrupted: bool = False) -> None:
         """Every recorded event is in the trace: put it in place (after Ctrl-C or a kernel that stopped, what
@@ -431,16 +431,15 @@ class Session:
         deaf = interrupted and threading.current_thread() is threading.main_thread()
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if deaf else None
         try:
-            lost = {}
             if not self.halted:
                 try:
                     self.target.drain()
-                    lost = self.target.lost()
+                    self.lost()  # the kernel's last counts, as far as they can be believed
                 except (Halted, Interrupted):
                     pass
             self._emit_pending()
             sink, self.sink = self.sink, None
-            sink.finish(lost)
+            sink.finish(self.streams.last_lost() if self.streams is not None else {})
         finally:
             if deaf:
                 signal.signal(signal.SIGINT, old)
@@ -452,8 +451,8 @@ class Session:
             self.sink.abort()
             self.sink = None
         if self.target is not None:
-            target, self.target = self.target, None
-            target.close()
+            self.last_target, self.target = self.target, None
+            self.last_target.close()
         self.image.close()
 
 

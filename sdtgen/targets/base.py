@@ -36,12 +36,13 @@ class CallFault:
 
 
 class Halted(Exception):
-    """The kernel cannot go on (it hung, panicked, or its machine ended); the message says what happened, and
-    ``fault`` how the call that was running ended, when one was."""
+    """The kernel cannot go on (it hung, panicked, or its machine ended); the message says what happened, ``fix``
+    what to do, and ``fault`` how the call that was running ended, when one was."""
 
-    def __init__(self, message: str, fault: CallFault | None = None) -> None:
+    def __init__(self, message: str, fault: CallFault | None = None, fix: str = "") -> None:
         super().__init__(message)
         self.fault = fault
+        self.fix = fix
 
 
 class Interrupted(KeyboardInterrupt):
@@ -69,9 +70,9 @@ class Booted:
     cpus: int
     clock: str  # what its clock reads, an identifier (the trace's clock name)
     clock_hz: int
-    patched: int  # sites sdt_init wrote
-    refused: int  # sites it refused
-    folded: int  # entries naming another entry's instruction
+    patched: int | None  # sites sdt_init wrote (None: the kernel does not say, as a stream that is only recorded)
+    refused: int | None  # sites it refused
+    folded: int | None  # entries naming another entry's instruction
     protocol: str  # "safe", or "naive" in a runtime built with -DSDT_NAIVE_PROTOCOL
 
 

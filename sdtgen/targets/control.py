@@ -19,7 +19,7 @@ from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import ERRORS, VALUES, WORD
-from sdtgen.qemu.frames import TEXT, Console, FrameReader
+from sdtgen.qemu.frames import INFO, TEXT, Console, FrameReader
 from sdtgen.qemu.packets import PacketSink
 from sdtgen.targets.base import (
     ARM_MODES,
@@ -33,6 +33,7 @@ from sdtgen.targets.base import (
     Summary,
 )
 from sdtgen.trace.model import Lost
+from sdtgen.trace.streams import clock_problem
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
@@ -71,12 +72,14 @@ class ControlTarget:
         self.timeout = timeout
         self.reader = FrameReader()
         self.packets = PacketSink([session.on_packet])
+        self.bad_frames = 0  # frames of no type the host knows, and info frames of a wrong size
         self._lines: list[str] = []
         self._console = b""
         self.halted = False
         self.bias = 0
         self.hello_words = self._hello(announced)
         self.booted = self._booted(self.hello_words)
+        session.open_streams(self.booted.clock_hz, self.booted.cpus, None)
 
     # -- the line ---------------------------------------------------------------------------------
     def _pump(self, deadline: float) -> None:
@@ -101,8 +104,8 @@ class ControlTarget:
                     raise Panic(line)
                 else:
                     self._lines.append(line)
-            else:
-                self.packets.frame(item)
+            elif not self.packets.frame(item) and item.type != INFO:
+                self.bad_frames += 1
 
     def _console_bytes(self, data: bytes) -> None:
         """What the kernel printed outside frames (its own boot log, a firmware's banner): shown a line at a time,
@@ -153,6 +156,7 @@ class ControlTarget:
                 raise Halted(f"{what}: did not return", CallFault(
                     f"did not return within {self.timeout if timeout is None else timeout:g} s", 0)) from None
             raise Halted(f"the kernel did not answer `{printable(text.split(' ', 1)[0])}` in time",
+                         fix="give it longer with --timeout, or see the kernel's console for where it stopped"
                          ) from None
         except Panic as e:
             words = str(e).split()
@@ -182,14 +186,15 @@ class ControlTarget:
                 if words and words[0] == WORD["hello"]:
                     break
                 if announced:  # anything else first is not a kernel with sdtgen's control core
-                    raise Halted(f"the kernel's first line is not the control core's hello: {printable(line)!r}; "
-                                 "link sdt_control.c and call sdt_control_announce once its line is up")
+                    raise Halted(f"the kernel's first line is not the control core's hello: {printable(line)!r}",
+                                 fix="link sdt_control.c and call sdt_control_announce once its line is up")
             while self._line(deadline).split(" ", 1)[0] != WORD["ok"]:
                 pass
             return words
         except Timeout:
-            raise Halted("the kernel said no hello in time: is the control core linked and started "
-                         "(sdt_control_init, sdt_control_announce), on the serial port sdtgen reads?") from None
+            raise Halted("the kernel said no hello in time",
+                         fix="link sdt_control.c, call sdt_control_init and sdt_control_announce, on the serial "
+                         "port sdtgen reads (SDT_CONTROL_SERIAL), or give it longer with --timeout") from None
         except ChannelClosed as e:
             raise Halted(str(e)) from None
         except Panic as e:
@@ -203,11 +208,14 @@ class ControlTarget:
         booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
         self.bias = self._bias(values[7])
         if booted.arch != arch.name:
-            raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}: give the "
-                         "image of the kernel that runs")
-        if not 0 < booted.clock_hz < 1 << 64 or not booted.clock.isidentifier():
-            raise Halted(f"the kernel's clock ({printable(booted.clock)}, {booted.clock_hz} Hz) is no clock a "
-                         "trace can describe")
+            raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}",
+                         fix="give the image of the kernel that runs")
+        problem = clock_problem(booted.clock_hz)
+        if problem is not None or not booted.clock.isidentifier():
+            why = problem or "a name no trace can give"
+            raise Halted(f"the kernel says its clock is {printable(booted.clock)}, {why}",
+                         fix="its platform must give sdt_hooks.clock_hz the clock's rate, and the control core an "
+                         "identifier for its name")
         return booted
 
     def _bias(self, entries: int) -> int:
@@ -225,6 +233,11 @@ class ControlTarget:
 
     def _linked(self, addr: int) -> int:
         return (addr - self.bias) & ((1 << self.session.image.arch.bits) - 1)
+
+    @property
+    def damaged(self) -> int:
+        """Frames the line spoiled or the kernel sent wrong, and packets whose verdict never came."""
+        return self.reader.corrupt + self.packets.stray + self.packets.damaged + self.bad_frames
 
     # -- commands ---------------------------------------------------------------------------------
     def attach_rings(self, buffer_size: int, packet_size: int, overflow: str, memory: int) -> bool:
@@ -303,8 +316,11 @@ class ControlTarget:
         for line in lines[:-1]:
             w = line.split()
             numbers = [_hex(x) for x in w[1:]]
-            if w[0] == WORD["cpu"] and len(w) == 4 and None not in numbers:
-                out[numbers[0]] = Lost(numbers[1], numbers[2])
+            if w[0] != WORD["cpu"] or len(w) != 4 or None in numbers or numbers[0] >= self.booted.cpus:
+                self.session.reporter.warning(f"the kernel's stats line {printable(line)!r} is not `cpu K DISCARDED "
+                                              "OVERWRITTEN` of one of its CPUs: left out")
+                continue
+            out[numbers[0]] = Lost(numbers[1], numbers[2])
         return out
 
     def probes(self, spec: str = "") -> list[ProbeState]:

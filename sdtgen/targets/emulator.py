@@ -51,7 +51,7 @@ class EmulatorTarget:
         self.machine: Machine | None = None
         self.smp = None
         self._broken: set[int] = set()  # CPUs whose sdt_flush faulted: neither flushed nor read again
-        self.flush_faults: list[tuple[int, CallFault]] = []
+        self._lost_shown = 0  # records lost to full rings, said so far
         self.entries = runtime_entries(self.image)
         try:
             self._boot()
@@ -74,7 +74,7 @@ class EmulatorTarget:
 
     def _boot(self) -> None:
         from sdtgen.boot.clock import guest_clock
-        from sdtgen.boot.consumer import Consumer
+        from sdtgen.boot.consumer import Consumer, Ring
         from sdtgen.boot.smp import Smp
 
         arch = self.image.arch
@@ -93,8 +93,11 @@ class EmulatorTarget:
         self.runtime.on_packets = self._consume_now
         self.runtime.on_fired = self._flush_cpu
         self.runtime.on_report = self.session.on_log
-        self.consumer = Consumer(self.machine, [self.platform.area(k) for k in range(self.cpus)],
-                                 self.session.on_packet)
+        size = self.platform.packet_size  # the rings are the host's: where they are and their sizes are believed
+        rings = [Ring(self.platform.area(k), self.platform.ring(k), self.buffer_size // size, size)
+                 for k in range(self.cpus)]
+        self.consumer = Consumer(self.machine, rings, self.session.on_packet,
+                                 self.session.open_streams(self.clock_hz, self.cpus, size))
         policy = 1 if self.overflow == "overwrite" else 0
         try:
             for k in range(self.cpus):
@@ -146,8 +149,8 @@ class EmulatorTarget:
             if cpu not in self._broken:
                 self.consumer.consume(cpu)
         lost = self.consumer.total_lost
-        if lost > getattr(self, "_lost_shown", 0):
-            self.session.reporter.warning(f"{lost - getattr(self, '_lost_shown', 0)} record(s) lost: the trace "
+        if lost > self._lost_shown:
+            self.session.reporter.warning(f"{lost - self._lost_shown} record(s) lost: the trace "
                                           f"buffer was full (--buffer-size {self.buffer_size}, --overflow "
                                           f"{self.overflow})")
             self._lost_shown = lost

@@ -121,7 +121,7 @@ class QemuTarget(ControlTarget):
         except Halted as h:
             self._show_console()
             self.close()
-            raise Halted(f"{h}; {self._what_to_do(user)}") from None
+            raise Halted(str(h), fix=h.fix or self._what_to_do(user)) from None
         except BaseException:
             self.close()
             raise

@@ -1,9 +1,10 @@
-"""A serial line to a kernel that is already running, and the target that drives it (`sdtgen attach`).
+"""A serial line to a kernel: the one way `attach` and `record` open what --serial names.
 
 The line is a TCP connection (QEMU's ``-serial tcp:HOST:PORT,server=on``, a board's serial server), a
-pty or tty device (a board's UART; its speed set with stty beforehand), or, for `attach`, the base path
-of a FIFO pair ``BASE.in``/``BASE.out`` (QEMU's ``-serial pipe:BASE``: QEMU reads BASE.in and writes
-BASE.out). `record`, which only listens, also takes a single FIFO or a capture file.
+pty or tty device (a board's UART; its speed set with stty beforehand), or a path: for `attach`, which
+sends commands, the base path of a FIFO pair ``BASE.in``/``BASE.out`` (QEMU's ``-serial pipe:BASE``: QEMU
+reads BASE.in and writes BASE.out); for `record`, which only listens, a FIFO or a capture file too.
+Whatever the value, a line that cannot be one is one error line before anything is read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import select
 import socket
 import stat
 import time
+from collections.abc import Callable, Iterator
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.targets.control import ChannelClosed, ControlTarget
@@ -25,11 +27,11 @@ READ_SIZE = 1 << 16
 def parse_tcp(spec: str) -> tuple[str, int]:
     """(host, port) of ``tcp:HOST:PORT``, or the one line saying why not."""
     host, _, port = spec[4:].rpartition(":")
-    host = host.strip("[]")
-    if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SdtError("", f"--serial {printable(spec)!r} is not tcp:HOST:PORT (a port from 1 to 65535)")
-    if not host.isascii() or not host.isprintable() or " " in host:
-        raise SdtError("", f"--serial {printable(spec)!r}: {printable(host)!r} is not a host name or address")
+    host = host.removeprefix("[").removesuffix("]")  # tcp:[::1]:PORT
+    if not host or not host.isprintable() or any(c.isspace() for c in host) or not (
+            port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise SdtError("", f"--serial {printable(spec)!r} is not tcp:HOST:PORT",
+                       "give a host name or address and a port from 1 to 65535, e.g. tcp:127.0.0.1:4444")
     return host, int(port)
 
 
@@ -56,63 +58,82 @@ class Line:
         try:
             data = os.read(self.rfd, READ_SIZE)
         except OSError as e:
-            raise ChannelClosed(f"{self.name}: {e.strerror}") from None
+            raise ChannelClosed(f"the line ended: {e.strerror or e}") from None
         if not data:
             raise ChannelClosed(f"{self.name} closed")
         return data
+
+    def chunks(self, on_end: Callable[[str], None]) -> Iterator[bytes]:
+        """What arrives until the line's end, as it comes; a line that fails while it is read (a pty hung up, a
+        connection reset) ends there, and ``on_end`` is told why."""
+        while True:
+            try:
+                data = os.read(self.rfd, READ_SIZE)
+            except OSError as e:
+                on_end(f"the line ended: {e.strerror or e}")
+                return
+            if not data:
+                return
+            yield data
 
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
         else:
-            for fd in {self.rfd, self.wfd} - {None}:
+            for fd in {self.rfd, self.wfd} - {None, -1}:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.rfd = self.wfd = -1
 
 
 def open_line(spec: str, duplex: bool) -> Line:
-    """The line ``spec`` names, open (``duplex``: one that takes commands too); one line saying why not."""
+    """The line ``spec`` names, open (``duplex``: one that carries commands too); one line saying why not."""
     if spec.startswith("tcp:"):
-        host, port = parse_tcp(spec)
-        deadline = time.monotonic() + CONNECT_WAIT
-        while True:
-            try:
-                sock = socket.create_connection((host, port), timeout=CONNECT_WAIT)
-                break
-            except (OSError, UnicodeError) as e:
-                if time.monotonic() >= deadline:
-                    raise SdtError("", f"cannot connect to {printable(host)}:{port}: "
-                                   f"{getattr(e, 'strerror', None) or e}",
-                                   "start QEMU with -serial tcp:HOST:PORT,server=on first") from None
-                time.sleep(0.1)
-        sock.settimeout(None)
-        return Line(spec, sock.fileno(), sock.fileno(), sock)
-    if not spec.strip():
-        raise SdtError("", "--serial needs a line", "give tcp:HOST:PORT, a tty, or a FIFO pair's base path")
+        return _tcp(spec, *parse_tcp(spec))
+    if not spec.strip() or "\0" in spec:
+        raise SdtError("", f"--serial {printable(spec)!r} is not a line",
+                       "give tcp:HOST:PORT, a tty, a FIFO pair's base path or a file")
     if duplex and not os.path.exists(spec) and os.path.exists(spec + ".in") and os.path.exists(spec + ".out"):
         return _fifo_pair(spec)
     try:
-        fd = os.open(spec, (os.O_RDWR if duplex else os.O_RDONLY) | os.O_NOCTTY | os.O_NONBLOCK)
+        fd = os.open(spec, (os.O_RDWR if duplex else os.O_RDONLY) | os.O_NOCTTY)
     except OSError as e:
-        raise SdtError(spec, f"cannot open the serial line: {e.strerror}",
-                       "give tcp:HOST:PORT, a tty, or the base path of a FIFO pair BASE.in/BASE.out") from None
+        raise SdtError(printable(spec), f"cannot open the serial line: {e.strerror}",
+                       "give tcp:HOST:PORT, a tty, or the base path of a FIFO pair BASE.in/BASE.out" if duplex
+                       else "") from None
     mode = os.fstat(fd).st_mode
     if stat.S_ISDIR(mode):
         os.close(fd)
-        raise SdtError(spec, "is a directory, not a serial line")
+        raise SdtError(printable(spec), "is a directory, not a serial line")
     if duplex and not (os.isatty(fd) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
         os.close(fd)
-        raise SdtError(spec, "is not a line that carries commands both ways",
+        raise SdtError(printable(spec), "is not a line that carries commands both ways",
                        "give a tty or pty, tcp:HOST:PORT, or the base path of a FIFO pair BASE.in/BASE.out")
-    os.set_blocking(fd, True)
     if os.isatty(fd):
         import termios
         import tty
 
         tty.setraw(fd, termios.TCSANOW)  # bytes as they are: no echo, no line editing, no CR/LF mapping
     return Line(spec, fd, fd if duplex else None)
+
+
+def _tcp(spec: str, host: str, port: int) -> Line:
+    deadline = time.monotonic() + CONNECT_WAIT
+    while True:
+        try:
+            sock = socket.create_connection((host, port), timeout=CONNECT_WAIT)
+            break
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise SdtError("", f"cannot connect to {printable(host)}:{port}: {e.strerror or e}",
+                               "start QEMU with -serial tcp:HOST:PORT,server=on first") from None
+            time.sleep(0.1)
+        except (UnicodeError, ValueError) as e:  # a name the resolver cannot even look up
+            raise SdtError("", f"cannot connect to {printable(host)}:{port}: {printable(str(e))}",
+                           "give a host name or address") from None
+    sock.settimeout(None)
+    return Line(spec, sock.fileno(), sock.fileno(), sock)
 
 
 def _fifo_pair(base: str) -> Line:
@@ -123,7 +144,7 @@ def _fifo_pair(base: str) -> Line:
         wfd = os.open(base + ".in", os.O_WRONLY | os.O_NONBLOCK)
         os.set_blocking(wfd, True)
     except OSError as e:
-        raise SdtError(base, f"cannot open the FIFO pair {printable(base)}.in/.out: {e.strerror}",
+        raise SdtError(printable(base), f"cannot open the FIFO pair {printable(base)}.in/.out: {e.strerror}",
                        "start QEMU with -serial pipe:BASE first (it holds the FIFOs open)") from None
     return Line(base, rfd, wfd)
 

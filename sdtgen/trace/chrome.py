@@ -35,7 +35,15 @@ class ChromeSink:
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta, bits: int) -> None:
         self.meta = meta
         self.out = Staged(path, "Chrome trace")
-        self.f = open(self.out.path(), "w", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in finish)
+        try:
+            self.f = open(self.out.path(), "w", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in finish)
+            self._begin(meta, bits)
+        except BaseException:  # an interrupt here, too, leaves no temporary file
+            self.abort()
+            raise
+
+    def _begin(self, meta: TraceMeta, bits: int) -> None:
+        """The metadata events, and each probe's template."""
         head: list[dict] = [{"ph": "M", "name": "process_name", "pid": PID,
                              "args": {"name": f"sdtgen kernel ({meta.arch})"}}]
         for cpu in range(meta.cpus):
@@ -58,6 +66,14 @@ class ChromeSink:
         self.f.write("".join(out))
 
     def finish(self, lost: dict[int, Lost]) -> None:
+        """The trace closed and put in place, or (on any failure) nothing."""
+        try:
+            self._end(lost)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _end(self, lost: dict[int, Lost]) -> None:
         other = {"tracer": "sdtgen", "arch": self.meta.arch, "clock": self.meta.clock_name,
                  "clock_hz": self.meta.clock_hz,
                  "lost": {str(cpu): lost[cpu].total if cpu in lost else 0 for cpu in range(self.meta.cpus)}}
@@ -66,5 +82,6 @@ class ChromeSink:
         self.out.commit()
 
     def abort(self) -> None:
-        self.f.close()
+        if hasattr(self, "f"):
+            self.f.close()
         self.out.discard()

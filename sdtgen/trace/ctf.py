@@ -14,19 +14,24 @@ An event: the header (timestamp, id = the probe's key) and context (size, the un
 
 from __future__ import annotations
 
+import errno
 import os
 import platform
 import re
+from collections import OrderedDict
 from pathlib import Path
+from typing import BinaryIO
 
 from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.atomic import Staged
+from sdtgen.errors import SdtError, printable
 from sdtgen.layout import PACKET, VALUES
 from sdtgen.recorder import event_layout
 from sdtgen.trace.model import Lost, TraceMeta
 from sdtgen.trace.packets import Event, Packet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTENT = PACKET.offset("content_size", 64)  # the same on every architecture: the header's fields are fixed-width
 
 
 def is_ctf_trace(directory: Path) -> bool:
@@ -136,33 +141,95 @@ def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little:
 
 
 class CtfSink:
-    """A CTF trace directory, each packet appended to its CPU's stream as it comes."""
+    """A CTF trace directory, each packet appended to its CPU's stream as it comes: its content, then zeros to
+    its packet size (what lay past the content in the ring is not the trace's). At most MAX_OPEN stream files
+    are open at once, however many CPUs there are."""
+
+    MAX_OPEN = 64
 
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta, bits: int, little: bool) -> None:
         self.meta, self.bits, self.little = meta, bits, little
         self.out = Staged(path, "CTF trace", directory=True, replaceable=is_ctf_trace, kind="CTF trace")
-        self.files: dict[int, object] = {}
-        self.last: dict[int, tuple[int, int]] = {}  # CPU -> (sequence number, end) of its last packet
+        self.files: OrderedDict[int, BinaryIO] = OrderedDict()  # the open stream files, least recently used first
+        self.last: dict[int, tuple[int, int, int]] = {}  # CPU -> (sequence number, end, discarded) of its last packet
+        self._zeros = b""
+        self.max_open = self.MAX_OPEN
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
+        """The packet as it stands, up to where its last event's fields end: a content that ran on into that
+        event's padding (i386's recorders reserve a multiple of 8 bytes) would have a reader look for another
+        event there, so the header then says where they end."""
+        try:
+            f = self._stream(cpu, packet)
+            content = memoryview(data)[:packet.used]
+            if packet.used != packet.content:
+                f.write(content[:_CONTENT])
+                f.write((packet.used * 8).to_bytes(8, "little" if self.little else "big"))
+                content = content[_CONTENT + 8:]
+            f.write(content)
+            pad = packet.size - packet.used
+            if len(self._zeros) < pad:
+                self._zeros = bytes(pad)
+            f.write(memoryview(self._zeros)[:pad])
+        except OSError as e:
+            raise self._failed(e) from None
+        self.last[cpu] = (packet.seq, packet.end, packet.discarded)
+
+    def _stream(self, cpu: int, packet: Packet) -> BinaryIO:
+        """``cpu``'s stream file, open for appending (begun with the empty opening packet the first time)."""
         f = self.files.get(cpu)
-        if f is None:
-            f = self.files[cpu] = open(self.out.path(f"stream_{cpu}"), "wb")  # noqa: SIM115 (closed in finish)
+        if f is not None:
+            self.files.move_to_end(cpu)
+            return f
+        if len(self.files) >= self.max_open:
+            self.files.popitem(last=False)[1].close()
+        first = cpu not in self.last
+        path, mode = self.out.path(f"stream_{cpu}"), "wb" if first else "ab"
+        try:
+            f = open(path, mode)  # noqa: SIM115 (closed when it is the least used, in finish or abort)
+        except OSError as e:
+            if e.errno != errno.EMFILE or not self.files:
+                raise
+            self.max_open = max(1, len(self.files) // 2)  # the process has fewer descriptors: keep half as many
+            while len(self.files) >= self.max_open:
+                self.files.popitem(last=False)[1].close()
+            f = open(path, mode)  # noqa: SIM115
+        self.files[cpu] = f
+        if first:
             f.write(empty_packet(cpu, packet.begin, 0, 0, self.bits, self.little))
-        f.write(data)
-        self.last[cpu] = (packet.seq, packet.end)
+        return f
 
     def finish(self, lost: dict[int, Lost]) -> None:
-        for cpu, f in self.files.items():
-            seq, end = self.last[cpu]
-            discarded = lost[cpu].discarded if cpu in lost else 0
-            f.write(empty_packet(cpu, end, seq + 1, discarded, self.bits, self.little))
-            f.close()
-        with open(self.out.path("metadata"), "w", encoding="utf-8") as f:
-            f.write(metadata(self.meta, self.bits))
-        self.out.commit()
+        """Each stream closed with an empty packet carrying its CPU's final discarded count (never fewer than its
+        last packet said: a reader takes a count that falls as 2^64 - n lost), then the metadata; the trace put
+        in place, or (on any failure) nothing."""
+        try:
+            for cpu, (seq, end, discarded) in self.last.items():
+                final = max(discarded, lost[cpu].discarded if cpu in lost else 0)
+                closing = empty_packet(cpu, end, seq + 1, final, self.bits, self.little)
+                f = self.files.pop(cpu, None)
+                if f is None:
+                    with open(self.out.path(f"stream_{cpu}"), "ab") as f:
+                        f.write(closing)
+                else:
+                    with f:
+                        f.write(closing)
+            with open(self.out.path("metadata"), "w", encoding="utf-8") as f:
+                f.write(metadata(self.meta, self.bits))
+            self.out.commit()
+        except OSError as e:
+            self.abort()
+            raise self._failed(e) from None
+        except BaseException:
+            self.abort()
+            raise
+
+    def _failed(self, e: OSError) -> SdtError:
+        return SdtError(printable(str(self.out.target)), f"cannot write the CTF trace: {e.strerror}",
+                        "check the free space and permissions")
 
     def abort(self) -> None:
         for f in self.files.values():
             f.close()
+        self.files.clear()
         self.out.discard()

@@ -10,8 +10,9 @@ shares.
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
@@ -21,6 +22,7 @@ from sdtgen.layout import EVENT, PACKET, VALUES
 from sdtgen.recorder import event_layout
 
 MAGIC = VALUES["SDT_PACKET_MAGIC"]
+MIN_PACKET = VALUES["SDT_MIN_PACKET"]
 
 
 class PacketError(ValueError):
@@ -46,6 +48,7 @@ class Packet:
     size: int  # bytes of the packet
     discarded: int  # the CPU's running count of discarded events when it closed
     events: int
+    used: int = 0  # where the last event's fields end: the content a reader reads (content until events are read)
 
 
 @dataclass(frozen=True)
@@ -99,110 +102,172 @@ class Decoder:
         self.bits = bits
         self.little = little
         self.header = PACKET.struct(bits, little)
+        self.native = little == (sys.byteorder == "little")  # the packets' words read as this machine's
         self.event = EVENT.struct(bits, little)
-        self.unknown = 0  # events of keys no format names (skipped by their size)
         self._runs: dict[int, tuple[struct.Struct, struct.Struct]] = {}
 
     def packet(self, data: bytes | memoryview, where: str = "") -> Packet:
-        """The header of the packet ``data`` starts with; PacketError when it is not a packet."""
+        """The header of the packet ``data`` starts with (``data`` holds at least its content); PacketError when it
+        is not one a trace reader can read: its magic, stream, sizes or times out of place."""
         if len(data) < self.header.size:
             raise PacketError(f"{where}a packet of {len(data)} bytes is shorter than its header")
-        magic, _stream, begin, end, content, size, seq, discarded, cpu, events = self.header.unpack_from(data)
-        content //= 8
-        size //= 8
+        magic, stream, begin, end, content_bits, size_bits, seq, discarded, cpu, events = self.header.unpack_from(data)
+        content, size = content_bits // 8, size_bits // 8
         if magic != MAGIC:
             raise PacketError(f"{where}packet magic {magic:#x} is not {MAGIC:#x}")
-        if not self.header.size <= content <= size <= len(data):
-            raise PacketError(f"{where}packet sizes (content {content}, packet {size} bytes) do not fit its "
-                              f"{len(data)} bytes")
-        return Packet(cpu, seq, begin, end, content, size, discarded, events)
+        if stream != 0:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: stream id {stream}, not 0")
+        if content_bits % 8 or size_bits % 64 or not self.header.size <= content <= size:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: its sizes (content {content_bits} bits, packet "
+                              f"{size_bits} bits) are not a packet's")
+        if content > len(data):
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: its content ({content} bytes) runs past the "
+                              f"{len(data)} bytes it came in")
+        if end < begin:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu} ends ({end}) before it begins ({begin})")
+        return Packet(cpu, seq, begin, end, content, size, discarded, events, content)
 
     def events(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, list[Event]]:
-        """A packet's header and its events, in the order they were written."""
+        """A packet's header (``used`` filled in) and its events, in the order they were written; PacketError for
+        a packet a trace reader would refuse: an event of no probe's id, or longer than its fields (past their
+        8-byte alignment), a string without its end, times out of order, content past the last event's padding."""
         p = self.packet(data, where)
-        return p, self._run(data, p) or self._each(data, p, where)
+        one = self._one_probe(data, p, where)
+        if one is None:
+            events, used = self._each(data, p, where)
+        else:
+            f, _, body, times, used = one
+            events = self._run(p, f, body, times)
+        return self._counted(p, len(events), used, where), events
 
     def counts(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, dict[str, int], str | None]:
-        """A packet's header, how many events of each probe it holds and the last one's probe: what a consumer
-        that shows no event needs (a packet of one probe's events is counted without reading them)."""
+        """A packet's header (``used`` filled in), how many events of each probe it holds and the last one's probe:
+        what a consumer that shows no event needs (a packet of one probe's events is counted without reading
+        them), checked as ``events`` checks it."""
         p = self.packet(data, where)
-        one = self._one_probe(data, p)
+        one = self._one_probe(data, p, where)
         if one is not None:
-            return p, {one[0].spec: one[1]}, one[0].spec
-        events = self._each(data, p, where)
+            f, n, _, _, used = one
+            return self._counted(p, n, used, where), {f.spec: n}, f.spec
+        p, events = self.events(data, where)
         counts: dict[str, int] = {}
         for e in events:
             counts[e.probe] = counts.get(e.probe, 0) + 1
         return p, counts, events[-1].probe if events else None
 
-    def _one_probe(self, data: bytes | memoryview, p: Packet) -> tuple[EventFormat, int, memoryview] | None:
-        """(the probe, how many events, their bytes) for a packet that holds one probe's events only, all without
-        strings (a probe firing in a loop); None for any other packet (and for anything amiss: the event by
-        event read says what)."""
+    @staticmethod
+    def _counted(p: Packet, n: int, used: int, where: str) -> Packet:
+        if n != p.events:
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} holds {n} events, not the {p.events} its header "
+                              "says")
+        return p if used == p.used else replace(p, used=used)
+
+    def _one_probe(self, data: bytes | memoryview, p: Packet,
+                   where: str) -> tuple[EventFormat, int, memoryview, list[int], int] | None:
+        """(the probe, how many events, their bytes, their times, where the last one's fields end) for a packet that
+        holds one probe's events only, all without strings (a probe firing in a loop), their times in order; None
+        for any other packet (and for anything amiss but the times: the event by event read says what)."""
         at, end, head = self.header.size, p.content, self.event.size
         if end - at < head:
             return None
         _, key, size, unreadable = self.event.unpack_from(data, at)
         f = self.formats.get(key)
-        if f is None or f.strings or size != f.size or unreadable:
+        if f is None or f.strings or unreadable:
             return None
-        stride = (size + 7) & ~7
-        n = (end - at - size) // stride + 1
-        if n < 1 or at + (n - 1) * stride + size != end or at + n * stride > len(data):
+        stride = (f.size + 7) & ~7
+        n = (end - at - f.size) // stride + 1
+        last = at + (n - 1) * stride
+        if not f.size <= size <= stride or n < 1 or not last + f.size <= end <= last + size:
             return None
-        body = memoryview(data)[at:at + n * stride]
+        if at + n * stride <= len(data):
+            body = memoryview(data)[at:at + n * stride]
+        else:  # the content only, which may end before the last event's padding
+            body = memoryview(bytes(data[at:end]).ljust(n * stride, b"\0"))
         # Every event's id, size and unreadable bits (the header's second word) the same as the first's.
         if bytes(body.cast("Q")[1::stride // 8]) != bytes(body[8:head]) * n:
             return None
-        return f, n, body
+        if self.native:  # every event's first word, read at once
+            times = body.cast("Q")[::stride // 8].tolist()
+        else:
+            times = list(map(_first, self._runs_of(f)[0].iter_unpack(body)))
+        if times[0] < p.begin or times[-1] > p.end or times != sorted(times):
+            self._times(times, p, where)
+        return f, n, body, times, last + f.size
 
-    def _run(self, data: bytes | memoryview, p: Packet) -> list[Event] | None:
-        """The events of a packet of one probe's events, read at once (None for another packet)."""
-        one = self._one_probe(data, p)
-        if one is None:
-            return None
-        f, _, body = one
+    def _runs_of(self, f: EventFormat) -> tuple[struct.Struct, struct.Struct]:
         runs = self._runs.get(f.key)
         if runs is None:
             runs = self._runs[f.key] = f.run(self.event.size)
-        stamps, args = runs
-        return list(map(_new, repeat(Event), zip(map(_first, stamps.iter_unpack(body)), repeat(p.cpu),
-                                                  repeat(f.spec), args.iter_unpack(body))))
+        return runs
 
-    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> list[Event]:
+    def _run(self, p: Packet, f: EventFormat, body: memoryview, times: list[int]) -> list[Event]:
+        """The events of a packet of one probe's events, read at once."""
+        args = self._runs_of(f)[1]
+        return list(map(_new, repeat(Event), zip(times, repeat(p.cpu), repeat(f.spec), args.iter_unpack(body))))
+
+    @staticmethod
+    def _times(times: list[int], p: Packet, where: str) -> None:
+        """PacketError for the first time out of order: each event's no earlier than the one before it (or the
+        packet's beginning), the last no later than the packet's end: a trace reader takes them only so."""
+        last = p.begin
+        for k, ts in enumerate(times):
+            if ts < last:
+                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event {k}'s time {ts} is before "
+                                  f"{'the packet begins' if k == 0 else 'the one before it'} ({last})")
+            last = ts
+        if last > p.end:
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: its last event's time {last} is after the "
+                              f"packet ends ({p.end})")
+
+    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> tuple[list[Event], int]:
+        """The events one by one, and where the last one's fields end. A reader finds each event by its fields
+        (the next at the next multiple of 8) and stops where the content ends: so an event's size may be its
+        fields' and their padding to 8 bytes, no more, and the content must end in the last event's padding."""
         out: list[Event] = []
         at, end = self.header.size, p.content
+        used = at
         head = self.event.size
         unpack = self.event.unpack_from
         formats = self.formats
         while at < end:
+            here = f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at}"
             if at + head > end:
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: an event at byte {at} runs past its content")
+                raise PacketError(f"{here} runs past its content")
             ts, key, size, unreadable = unpack(data, at)
-            if size < head or at + size > end:
-                raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: event at byte {at} has size {size}")
             f = formats.get(key)
             if f is None:
-                self.unknown += 1
-            elif not f.strings:
-                out.append(_new(Event, (ts, p.cpu, f.spec, f.words.unpack_from(data, at + head))))
+                raise PacketError(f"{here} has id {key:#x}, which is no probe's of the image")
+            if not f.strings:
+                fields = f.size
+                args = f.words.unpack_from(data, at + head) if at + fields <= end else None
             else:
-                out.append(_new(Event, (ts, p.cpu, f.spec, self._args(f, data, at + head, at + size, unreadable))))
+                args, fields = self._args(f, data, at + head, min(at + size, end), unreadable, f"{here}: ")
+            if at + fields > end or not fields <= size <= (fields + 7) & ~7:
+                raise PacketError(f"{here} has size {size}")
+            out.append(_new(Event, (ts, p.cpu, f.spec, args)))
+            used = at + fields
             at = (at + size + 7) & ~7  # events start 8-aligned
-        return out
+        times = [e.ts for e in out]
+        if times and (times[0] < p.begin or times[-1] > p.end or times != sorted(times)):
+            self._times(times, p, where)
+        return out, used
 
-    def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int) -> tuple:
+    def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple[tuple, int]:
+        """The arguments of an event with strings (its words at ``at``, its strings up to ``end`` at most), and
+        the size of its fields: the header, the words and each string with its NUL."""
         args: list = [None] * len(f.types)
         for k, value in zip(f.ints, f.words.unpack_from(data, at), strict=True):
             args[k] = value
         at += f.words.size
+        chars = bytes(data[at:end])
+        pos = 0
         for k in f.strings:
-            stop = bytes(data[at:end]).find(b"\0")
+            stop = chars.find(b"\0", pos)
             if stop < 0:
-                raise PacketError(f"string argument {k} of {f.spec} has no end")
-            args[k] = None if unreadable >> k & 1 else bytes(data[at:at + stop]).decode("utf-8", "replace")
-            at += stop + 1
-        return tuple(args)
+                raise PacketError(f"{where}string argument {k} of {f.spec} has no end")
+            args[k] = None if unreadable >> k & 1 else chars[pos:stop].decode("utf-8", "replace")
+            pos = stop + 1
+        return tuple(args), f.size + pos
 
 
 _new = tuple.__new__  # an Event from its fields' tuple, without a Python-level __new__ per event
@@ -214,5 +279,7 @@ def split(stream: bytes, decoder: Decoder, where: str = "") -> Iterator[bytes]:
     at = 0
     while at < len(stream):
         p = decoder.packet(memoryview(stream)[at:], where)
+        if at + p.size > len(stream):
+            raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu} ({p.size} bytes) runs past the stream's end")
         yield stream[at:at + p.size]
         at += p.size

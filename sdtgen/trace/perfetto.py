@@ -52,7 +52,15 @@ class PerfettoSink:
         self.pb = _protos()
         self.meta = meta
         self.out = Staged(path, "Perfetto trace")
-        self.f = open(self.out.path(), "wb")  # noqa: SIM115 (closed in finish or abort)
+        try:
+            self.f = open(self.out.path(), "wb")  # noqa: SIM115 (closed in finish or abort)
+            self._begin(meta, bits)
+        except BaseException:  # an interrupt here, too, leaves no temporary file
+            self.abort()
+            raise
+
+    def _begin(self, meta: TraceMeta, bits: int) -> None:
+        """The first packet: every probe's name, category and argument names, interned."""
         self.first: dict[int, int] = {}
         self.tracks: set[int] = set()
         names = sorted({f"arg{i}" for p in meta.probes for i in range(len(p.arg_types))})
@@ -112,6 +120,14 @@ class PerfettoSink:
         self.f.write(trace.SerializeToString())
 
     def finish(self, lost: dict[int, Lost]) -> None:
+        """The trace closed and put in place, or (on any failure) nothing."""
+        try:
+            self._end(lost)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _end(self, lost: dict[int, Lost]) -> None:
         """A counter track under each CPU that lost events, holding the count from its first event's time."""
         trace = self.pb.Trace()
         for cpu, counts in sorted(lost.items()):
@@ -133,7 +149,8 @@ class PerfettoSink:
         self.out.commit()
 
     def abort(self) -> None:
-        self.f.close()
+        if hasattr(self, "f"):
+            self.f.close()
         self.out.discard()
 
 

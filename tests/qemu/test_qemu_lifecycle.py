@@ -98,3 +98,43 @@ def test_every_action_is_checked_before_qemu_starts(image, argv, what):
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     (line,) = proc.stderr.splitlines()
     assert what in line
+
+
+def at_physical(image, out, phys: int, data: bytes):
+    """A copy of ``image`` with ``data`` at physical address ``phys``, placed by readelf's program headers."""
+    for line in run(["readelf", "-lW", str(image)]).stdout.splitlines():
+        w = line.split()
+        if w[:1] == ["LOAD"] and int(w[3], 16) <= phys < int(w[3], 16) + int(w[4], 16):
+            raw = bytearray(image.read_bytes())
+            at = int(w[1], 16) + phys - int(w[3], 16)
+            raw[at:at + len(data)] = data
+            out.write_bytes(raw)
+            return out
+    raise AssertionError(f"no segment holds {phys:#x}")
+
+
+def pvh_entry(image) -> int:
+    """The PVH entry point QEMU starts an x86-64 image at: readelf's Xen note, type 0x12 (PHYS32_ENTRY)."""
+    out = run(["readelf", "-nW", str(image)]).stdout
+    (line,) = [x for x in out.splitlines() if "(0x00000012)" in x]
+    return int.from_bytes(bytes.fromhex("".join(line.split("description data:")[1].split())), "little")
+
+
+@pytest.mark.parametrize("broken", ["exits at once", "never answers"])
+def test_a_kernel_qemu_cannot_boot_is_one_error_line_saying_what_to_do(qemu_kernel, tmp_path, broken):
+    image = qemu_kernel("x86_64")
+    if broken == "exits at once":  # the entry note's type changed: QEMU finds no PVH entry and refuses the image
+        raw = bytearray(image.read_bytes())
+        at = raw.index((4).to_bytes(4, "little") * 2 + (0x12).to_bytes(4, "little") + b"Xen\0")
+        raw[at + 8:at + 12] = (0x7FFF).to_bytes(4, "little")
+        (bad := tmp_path / "k.elf").write_bytes(raw)
+        said = "QEMU exited with status 1 (qemu-system-x86_64: "
+        fix = "; give QEMU what the kernel needs with --qemu-arg"
+    else:  # its first instruction a jump to itself: QEMU runs, the kernel never says hello
+        bad = at_physical(image, tmp_path / "k.elf", pvh_entry(image), b"\xeb\xfe")
+        said, fix = "the kernel said no hello in time", "; link sdt_control.c, call sdt_control_init"
+    proc = run([SDTGEN, "qemu", str(bad), "--timeout", "3", "--run", "kmain", "--arg", "1"], check=False)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"{bad}: error: {said}"), line
+    assert fix in line, line

@@ -1,6 +1,7 @@
 """Traces that crossed the serial line: `sdtgen qemu --trace` opens in babeltrace2 with every event it
 printed, and `sdtgen record` collects the packets a kernel streams by itself (its boot commands from
-QEMU's -fw_cfg) over TCP or a FIFO, each CPU's events those of the native run."""
+QEMU's -fw_cfg) over TCP or a FIFO, each CPU's events those of the native run, in the trace and as it
+shows them."""
 
 from __future__ import annotations
 
@@ -106,6 +107,8 @@ def test_record_collects_every_packet_a_kernel_streams_by_itself(qemu_kernel, tm
     ours = data_symbolizer(image)
     for cpu, events in recorded_events(image, trace).items():
         assert symbolized(events, ours) == symbolized(expected, theirs), f"CPU {cpu}"
+        shown = [line.split()[1] for line in out if line.startswith(f"cpu{cpu} ")]  # each event as it came
+        assert shown == [p for p, _ in expected], f"CPU {cpu}"
 
 
 def test_a_recorded_trace_opens_in_babeltrace2(qemu_kernel, tmp_path):

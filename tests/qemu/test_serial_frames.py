@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, run
+from serial_line import encode
 
 from sdtgen.layout import EVENT, PACKET, VALUES
-from sdtgen.qemu.frames import HEADER, SYNC, TEXT, TRAILER, VERDICT, Console, Frame, FrameReader, Info, info, verdict
 from sdtgen.qemu.frames import PACKET as P
+from sdtgen.qemu.frames import SYNC, TEXT, VERDICT, Console, Frame, FrameReader, Info, info, verdict
 
 RUNTIME = ROOT / "sdtgen" / "runtime"
 
@@ -28,13 +29,6 @@ def harness(tmp_path_factory) -> Path:
          "-o", str(exe), str(Path(__file__).with_name("serial_harness.c")), str(RUNTIME / "sdt_serial.c"),
          str(RUNTIME / "sdt_transport.c")])
     return exe
-
-
-def encode(kind: int, payload: bytes) -> bytes:
-    """A frame as docs/runtime.md describes it, written here from that description (CRCs from zlib)."""
-    check = zlib.crc32(bytes((kind, 0)) + len(payload).to_bytes(4, "little")) & 0xFFFF
-    head = HEADER.pack(SYNC, kind, 0, check, len(payload))
-    return head + payload + TRAILER.pack(zlib.crc32(head[4:] + payload))
 
 
 def limit_files() -> None:
@@ -139,3 +133,24 @@ def test_a_frame_cut_short_at_the_end_is_console_not_a_frame(harness):
     data = stream(harness, "text")[:50]
     items, _ = read_all(data)
     assert items[-1] == Console(data[-(len(data) - sum(len(f.payload) + 16 for f in frames(items))):])
+
+
+def test_a_header_whose_check_fails_is_console_not_a_frame():
+    """A false sync followed by a header of a wrong check (its CRC right, over those very bytes) is not believed."""
+    good = encode(TEXT, b"after")
+    false = encode(TEXT, b"x" * 40, check=0x1234)
+    items, reader = read_all(false + good)
+    assert frames(items) == [Frame(TEXT, b"after")] and reader.corrupt == 0
+    assert b"".join(i.data for i in items if isinstance(i, Console)) == false
+
+
+def test_a_header_longer_than_any_packet_swallows_nothing():
+    """A header whose check holds but whose length is more than a frame carries is not one: the frames after it
+    are read at once, not taken as its payload."""
+    from sdtgen.qemu.frames import MAX_PAYLOAD
+
+    huge = encode(TEXT, b"", length=MAX_PAYLOAD + 1)[:12]  # its header only: what follows would be its payload
+    good = [encode(TEXT, f"line {n}".encode()) for n in range(3)]
+    reader = FrameReader()
+    got = reader.feed(huge + b"".join(good))  # no close: nothing may wait for bytes that will not come
+    assert frames(got) == [Frame(TEXT, f"line {n}".encode()) for n in range(3)]

@@ -147,12 +147,11 @@ class Run:
         for path in sorted(out.glob("stream_*"), key=lambda p: int(p.name.split("_")[1])):
             for data in split(path.read_bytes(), dec, f"{path}: "):  # every packet's header checked
                 if events:
-                    packet, found = dec.events(data)
+                    packet, found = dec.events(data)  # an event of an id no probe has is refused
                     self.events += found
                 else:
                     packet = dec.packet(data)
                 self.packets.append(packet)
-        assert dec.unknown == 0
 
     def babeltrace2(self) -> list[dict]:
         """The trace as babeltrace2 reads it, with the CTF metadata `gen --ctf-metadata` wrote at build time

@@ -8,7 +8,6 @@ from helpers import CROSS, ROOT, SDTGEN, need_tool, run
 from sdtgen import arch as arches
 
 TINYK = ROOT / "examples" / "tinyk"
-OPENSBI = ("-bios", "default")  # tinyk runs in S-mode under OpenSBI: the QEMU argument sdtgen's default lacks
 
 
 @pytest.fixture(scope="session")

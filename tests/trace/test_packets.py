@@ -57,7 +57,8 @@ def packet(events: list[tuple[int, int, int]], cpu: int = 3, seq: int = 7) -> by
     body = b"".join(event.pack(ts, key, event.size + 8, 0) + word.to_bytes(8, "little") for ts, key, word in events)
     head = PACKET.struct(64, True)
     size = head.size + len(body) + 64  # room left after the content, as in a packet not yet full
-    return head.pack(VALUES["SDT_PACKET_MAGIC"], 0, 100, 200, (head.size + len(body)) * 8, size * 8, seq, 0, cpu,
+    begin, end = min((ts for ts, _, _ in events), default=100), max((ts for ts, _, _ in events), default=200)
+    return head.pack(VALUES["SDT_PACKET_MAGIC"], 0, begin, end, (head.size + len(body)) * 8, size * 8, seq, 0, cpu,
                      len(events)) + body + bytes(64)
 
 
@@ -71,7 +72,7 @@ def test_a_packet_of_one_probe_reads_as_c_converts_each_word(native):
 
 
 def test_a_packet_of_several_probes_reads_the_same(native):
-    mixed = [(10 * i + key, key, w) for i, w in enumerate(WORDS) for key in range(len(TYPES))]
+    mixed = [(len(TYPES) * i + key, key, w) for i, w in enumerate(WORDS) for key in range(len(TYPES))]
     _, events = decoder().events(packet(mixed))
     assert [e.args[0] for e in events] == [native[TYPES[key]][i] for i in range(len(WORDS))
                                            for key in range(len(TYPES))]
@@ -95,3 +96,14 @@ def test_counts_say_how_many_events_of_each_probe_a_packet_holds_and_the_last():
     p, counts, last = d.counts(packet(mixed))
     assert (p.events, counts, last) == (19, {"t:t:t:1": 6, "t:t:t:2": 12, "t:t:t:7": 1}, "t:t:t:7")
     assert d.counts(packet([]))[1:] == ({}, None)
+
+
+def test_a_packet_whose_content_exceeds_its_packet_size_is_refused():
+    data = bytearray(packet([(1, 0, 5)]))
+    head = PACKET.struct(64, True)
+    size_at = PACKET.offset("packet_size", 64)
+    content = head.unpack_from(data)[PACKET.names().index("content_size")]
+    for size in (content - 64, 0):  # a packet a word short of its content, and one of no size at all
+        data[size_at:size_at + 8] = size.to_bytes(8, "little")
+        with pytest.raises(PacketError, match="its sizes"):
+            decoder().events(bytes(data))
