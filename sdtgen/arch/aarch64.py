@@ -65,6 +65,7 @@ class AArch64(Arch):
     relative_reloc = 1027  # R_AARCH64_RELATIVE
     kernel_base = 0xFFFF800008000000
     trap_interrupts = frozenset({7})  # EXCP_BKPT: brk, with the PC on the brk
+    goto_nop = struct.pack("<I", NOP)
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
         if rtype not in self.understood:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
 ISEN = "isen"  # an is-enabled check: a plain call to the probe's __dtrace_isenabled_ stub
+GOTO = "goto"  # the NOP of an asm goto (sdt.h's SDT_ASM_GOTO): armed by a jump to its out-of-line target
 RETURNS = (TAIL, COND)  # forms after which the function returns: args as at a function entry
 
 
@@ -86,6 +87,14 @@ class Arch:
 
     def reloc_name(self, rtype: int) -> str:
         return self.reloc_names.get(rtype, f"relocation type {rtype}")
+
+    # The one NOP sdt.h's asm goto form puts at a site, which arming overwrites with a jump.
+    goto_nop: bytes = b""
+
+    @property
+    def abs_word(self) -> int:
+        """The relocation of an absolute pointer-sized word: what an asm goto record's words carry."""
+        return next(t for t, (size, pcrel) in self.data_relocs.items() if size == self.bits // 8 and not pcrel)
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
         """Decide the instruction form of a relocation at ``field`` in ``code``.

@@ -100,6 +100,7 @@ class RiscV64(Arch):
     relative_reloc = 3  # R_RISCV_RELATIVE
     kernel_base = 0xFFFFFFFF80000000
     relaxes = True
+    goto_nop = struct.pack("<I", NOP)  # never c.nop: the site must hold a jal
     trap_on_invalid = True  # Unicorn 2.1.4 reports ebreak through the invalid-instruction hook
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:

@@ -163,6 +163,7 @@ class X86_64(Arch):
         return (1 << self.bits) - 1
 
     # -- emulated boot -----------------------------------------------------------
+    goto_nop = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): one NOP, the length of a jmp rel32
     trap_interrupts = frozenset({3})  # int3
     relative_reloc = 8  # R_X86_64_RELATIVE
     kernel_base = 0xFFFFFFFF80000000

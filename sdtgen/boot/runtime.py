@@ -28,7 +28,7 @@ MODES = {TRAP: VALUES["SDT_TRAP"], BRANCH: VALUES["SDT_BRANCH"]}
 NOT_OURS, FIRED = VALUES["SDT_TRAP_NOT_OURS"], VALUES["SDT_TRAP_FIRED"]
 ERRORS = {-1: "the probe spec is not provider:module:function:name", -2: "the runtime is not initialized",
           -3: "not an arming mode the runtime knows", -4: "an argument the runtime refused"}
-FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
+FIRING = ("call", "tail", "cond", "goto")  # site forms that fire (an is-enabled check reads 0 or 1)
 
 
 @dataclass

@@ -60,6 +60,8 @@ static SDT_CODE void move(struct sdt_site *to, const struct sdt_site *from)
 	to->size = from->size;
 	to->pad[0] = from->pad[0];
 	to->pad[1] = from->pad[1];
+	/* an asm goto's target, rebased like the site (0 for every other form) */
+	to->target = from->form == SDT_FORM_GOTO ? (sdt_s32)(sdt_rel(&from->target) - (sdt_word)&to->target) : 0;
 }
 
 /* Entry ``e`` (whose address is ``key``) into the heap s[root..n) whose root's place is free: the larger child
@@ -186,7 +188,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 
 		s->state = SDT_SITE_REFUSED;
 		s->size = 0;
-		if (!probe_valid(p) || s->form < SDT_FORM_CALL || s->form > SDT_FORM_ISEN || !s->length ||
+		if (!probe_valid(p) || s->form < SDT_FORM_CALL || s->form > SDT_FORM_GOTO || !s->length ||
 		    s->length > SDT_SITE_MAX || (s->form == SDT_FORM_ISEN && !p->isenabled)) {
 			sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
 			continue;
@@ -200,13 +202,15 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 			sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
 			continue;
 		}
-		if (!in_text(a, s->length)) {
+		if (!in_text(a, s->length) || (s->form == SDT_FORM_GOTO && !in_text(sdt_site_stub(s), 1))) {
 			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
 			continue;
 		}
 		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
 		if (!size) {
-			sdt_report_site(s, "is not the expected call or jump to its stub", code, s->length, 0);
+			sdt_report_site(s, s->form == SDT_FORM_GOTO ? "is not the NOP of an asm goto"
+								     : "is not the expected call or jump to its stub",
+					code, s->length, 0);
 			continue;
 		}
 		s->size = (sdt_u8)size;
@@ -377,8 +381,8 @@ static SDT_CODE int queue(struct sdt_site *s, unsigned state, unsigned *far)
 	unsigned cur = s->state, i;
 	sdt_word a = sdt_site_address(s);
 
-	if (s->form == SDT_FORM_ISEN && state == SDT_SITE_TRAP)
-		state = SDT_SITE_BRANCH;	/* an is-enabled check armed is "result = 1" in either mode */
+	if ((s->form == SDT_FORM_ISEN || s->form == SDT_FORM_GOTO) && state == SDT_SITE_TRAP)
+		state = SDT_SITE_BRANCH;	/* "result = 1", or the asm goto's jump, in either mode */
 	if (state == SDT_SITE_BRANCH && !sdt_site_bytes(s, SDT_SITE_BRANCH, now)) {
 		state = SDT_SITE_TRAP;	/* the recorder is out of this site's branch range */
 		(*far)++;
@@ -438,7 +442,7 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 	flush_batch();
 	give();
 	if (far)
-		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
+		sdt_report("sites out of branch range of their recorder (or asm goto target) were armed with the breakpoint");
 	return count;
 }
 
@@ -464,7 +468,7 @@ SDT_CODE int sdt_set_mode(int mode)
 		return SDT_ERR_MODE;
 	take();
 	for (s = sites; s < sites_end; s++)
-		if (is_armed(s->state) && s->form != SDT_FORM_ISEN)
+		if (is_armed(s->state) && s->form != SDT_FORM_ISEN && s->form != SDT_FORM_GOTO)
 			count += queue(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
 	flush_batch();
 	give();
@@ -518,6 +522,9 @@ static SDT_CODE int emulate(struct sdt_frame *f, const struct sdt_site *s, unsig
 		if (state == SDT_SITE_TRAP)
 			fire(f, s), fired = 1;
 		sdt_arch_emulate_return(f);
+		break;
+	case SDT_FORM_GOTO:	/* armed, the jump to the target (whose code fires); disabled, the NOP */
+		f->pc = state == SDT_SITE_OFF ? next : sdt_site_stub(s);
 		break;
 	case SDT_FORM_COND:
 		if (!sdt_arch_cond_taken(f, s->keep)) {
