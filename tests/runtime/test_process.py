@@ -20,6 +20,7 @@ from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolize
 from probe_source import called_probes
 
 from sdtgen.probes import probe_key
+from sdtgen.table import SITE_SIZE
 from sdtgen.trace.packets import Decoder, event_format, split
 
 PROCESS = ROOT / "fixtures" / "process"
@@ -48,6 +49,18 @@ def build_process(out: Path, **make_vars: str) -> Path:
 def process(tmp_path_factory):
     """kernel-proc built as fixtures/process/Makefile builds it (gcc -O2)."""
     return build_process(tmp_path_factory.mktemp("process"))
+
+
+@pytest.fixture(scope="module")
+def process_goto(tmp_path_factory):
+    """kernel-proc with its probes in FreeBSD 15's asm goto form (FORM=goto: sdt.h's SDT_ASM_GOTO)."""
+    return build_process(tmp_path_factory.mktemp("process-goto"), FORM="goto")
+
+
+@pytest.fixture(params=["call", "goto"])
+def formed(request, process, process_goto):
+    """kernel-proc in each probe form."""
+    return process if request.param == "call" else process_goto
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +212,8 @@ def commands(calls: list[Call]) -> list[str]:
 
 # -- firings equal the native truth ------------------------------------------------------------------
 @pytest.mark.parametrize("mode", ["trap", "branch"])
-def test_every_armed_probe_fires_as_the_native_run_calls_it(process, native_all, tmp_path, mode):
+def test_every_armed_probe_fires_as_the_native_run_calls_it(formed, native_all, tmp_path, mode):
+    process = formed
     calls = CALLS + EXTRA_CALLS
     r = Run(process, tmp_path, "enable", ":::", mode, *commands(calls))
     expected = native_events(native_all, calls)
@@ -236,7 +250,7 @@ def test_a_site_that_does_not_verify_is_reported_and_never_written(process, nati
     with open(process, "rb") as f:
         sec = ELFFile(f).get_section_by_name("set_sdt_sites_set")
         base, offset, size = sec["sh_addr"], sec["sh_offset"], sec["sh_size"]
-    entries = [i for i in range(0, size, 16)
+    entries = [i for i in range(0, size, SITE_SIZE)
                if base + i + int.from_bytes(data[offset + i:offset + i + 4], "little", signed=True) == int(call[1], 16)]
     assert len(entries) == 1
     at = offset + entries[0]
@@ -260,8 +274,8 @@ def called_sites(exe: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["trap", "branch"])
-def test_a_spec_arms_exactly_its_probes(process, native_all, tmp_path, mode):
-    r = Run(process, tmp_path, "enable", "hk:vfs::", mode, "enable", "*:*:*:done", mode, *commands(CALLS))
+def test_a_spec_arms_exactly_its_probes(formed, native_all, tmp_path, mode):
+    r = Run(formed, tmp_path, "enable", "hk:vfs::", mode, "enable", "*:*:*:done", mode, *commands(CALLS))
     want = [(p, a) for p, a in native_firings(native_events(native_all, CALLS))
             if p.startswith("hk:vfs:") or p.endswith(":done")]
     assert r.firings() == want and want
@@ -321,8 +335,8 @@ def test_each_cpu_records_into_its_own_stream(process, native_all, tmp_path):
     assert {p.cpu for p in r.packets} == {0, 1, 2}
 
 
-def test_disarmed_nothing_fires_and_results_are_the_native_ones(process, native_all, tmp_path):
-    r = Run(process, tmp_path, "enable", ":::", "trap", "disable", ":::", *commands(CALLS),
+def test_disarmed_nothing_fires_and_results_are_the_native_ones(formed, native_all, tmp_path):
+    r = Run(formed, tmp_path, "enable", ":::", "trap", "disable", ":::", *commands(CALLS),
             "run", "px_guarded,3", "enable", "px:guard::", "trap", "run", "px_guarded,3")
     assert r.firings() == [("px:guard:costly:value", [9])]  # only once armed: is-enabled said no before
     assert r.returns()[len(CALLS):] == [0, 1]  # SDT_PROBES_ENABLED(): nothing armed, then one probe
@@ -398,10 +412,15 @@ def test_overwrite_with_a_consumer_reading_meanwhile_counts_each_lost_event_once
 
 
 # -- torture: the patch protocol under real threads on real cores ---------------------------------------
-@pytest.mark.parametrize(("arm", "call", "spec"), [("branch", "kmain,1", ":::"), ("cycle", "kmain,1", ":::"),
-                                                   ("cycle", "px_many,0", "px:many::")])
-def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, tmp_path, arm, call, spec):
-    r = Run(process, tmp_path, "--cpus", "2", "--arm", arm, "torture", call, spec, "10000", events=False)
+@pytest.mark.parametrize(("arm", "call", "spec", "form"), [("branch", "kmain,1", ":::", "call"),
+                                                           ("cycle", "kmain,1", ":::", "call"),
+                                                           ("cycle", "px_many,0", "px:many::", "call"),
+                                                           ("cycle", "kmain,1", ":::", "goto")])
+def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, process_goto, tmp_path, arm, call, spec,
+                                                                form):
+    """Asm goto sites too: their NOP and the jmp that replaces it differ in all five bytes, so every toggle goes
+    through the breakpoint protocol."""
+    r = Run(process if form == "call" else process_goto, tmp_path, "--cpus", "2", "--arm", arm, "torture", call, spec, "10000", events=False)
     t = r.line("torture")
     assert (t["protocol"], t["toggles"]) == ("safe", 10000)
     assert (t["faults"], t["torn"]) == (0, 0)
