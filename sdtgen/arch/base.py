@@ -135,6 +135,21 @@ class Arch:
                     found.append(insn.address)
         return found
 
+    # -- the disabled-probe cost report (sdtgen/cost.py) ---------------------------------------
+    NEXT, CALLS, RETURNS, JUMPS, BRANCHES, STOPS = "next", "call", "ret", "jump", "cond", "stop"
+
+    def flow(self, insn) -> tuple[str, int | None]:
+        """What a Capstone instruction (decoded with detail) does to the path through a function: NEXT (on to
+        the following one), CALLS (a call, which returns), RETURNS, JUMPS (to the target; None: indirect),
+        BRANCHES (conditional, to the target) or STOPS (a trap or a halt)."""
+        raise NotImplementedError
+
+    stack_registers: frozenset[str] = frozenset()  # the stack and frame pointers, as Capstone names them
+
+    def spills(self, insn) -> int:
+        """How many registers ``insn`` stores to the stack (a push, a store through the stack or frame pointer)."""
+        raise NotImplementedError
+
     # -- emulated boot -----------------------------------------------------------
     trap_interrupts: frozenset[int] = frozenset()  # Unicorn interrupt numbers a breakpoint raises
     trap_on_invalid: bool = False  # the breakpoint surfaces as an invalid instruction (RISC-V)
