@@ -61,17 +61,25 @@ def formed(request, kernel, arch_kernel):
     b.session.close()
 
 
-@pytest.fixture
-def same(native_exe):
-    """Compare emulated and native firings with pointers resolved to the object they point at."""
-    theirs = data_symbolizer(native_exe)
+class Same:
+    """Compare emulated and native firings with pointers resolved to the object they point at: in the fixture
+    kernel's image, or (``of``) another build's."""
 
-    def check(booted, emulated: list[dict], native_events: list[dict], *specs: str) -> None:
-        expected = [(p, _symbolized(p, a, theirs)) for p, a in native_firings(native_events, *specs)]
-        assert firings(emulated, data_symbolizer(booted.session.image.path)) == expected
+    def __init__(self, image, theirs) -> None:
+        self.image, self.theirs = image, theirs
+
+    def of(self, image) -> Same:
+        return Same(image, self.theirs)
+
+    def __call__(self, emulated: list[dict], native_events: list[dict], *specs: str) -> None:
+        expected = [(p, _symbolized(p, a, self.theirs)) for p, a in native_firings(native_events, *specs)]
+        assert firings(emulated, data_symbolizer(self.image)) == expected
         assert len(expected) > 0
 
-    return check
+
+@pytest.fixture
+def same(kernel, native_exe):
+    return Same(kernel.image, data_symbolizer(native_exe))
 
 
 def returns(events: list[dict]) -> list[int | None]:
@@ -92,7 +100,7 @@ def test_all_armed_firings_equal_the_native_run(formed, native, same):
     booted.session.enable(":::")
     emulated = booted.run(CALLS)
     expected = native(CALLS)
-    same(booted, emulated, expected, ":::")
+    same.of(booted.session.image.path)(emulated, expected, ":::")
     assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
     fired = {p for p, _ in firings(emulated)}
     assert {"hk:sched:switch:six", "hk:vfs:lookup:entry", "hk:proc:exit:done", "hk:mem:alloc:fail"} <= fired
@@ -127,7 +135,7 @@ def test_enable_sets_give_exactly_their_firings(formed, native, same, specs):
         booted.session.enable(spec)
     emulated = booted.run(CALLS)
     expected = native(CALLS)
-    same(booted, emulated, expected, *specs)
+    same.of(booted.session.image.path)(emulated, expected, *specs)
     assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
 
 
