@@ -77,6 +77,8 @@ class FunctionCost:
     def to_json(self) -> dict:
         return {"function": self.function, "path": len(self.probed),
                 "baseline_path": None if self.baseline is None else len(self.baseline),
+                "addresses": [s.addr for s in self.probed],
+                "baseline_addresses": None if self.baseline is None else [s.addr for s in self.baseline],
                 **{k: self.delta(k) for k in ("instructions", "nops", "calls", "spills")},
                 "sites": [s.to_json() for s in self.sites]}
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 
 import pytest
 from helpers import (
@@ -98,7 +97,7 @@ def readelf_records(obj, arch: str) -> list[tuple[str, tuple[str, int], tuple[st
         assert tname == a.reloc_name(a.abs_word), tname  # FreeBSD's asm: absolute words only
         if addend is None:  # REL: the addend is the word itself
             addend = int.from_bytes(data[base + offset:base + offset + word], "little", signed=True)
-        value, _, stype, _, ndx, name = symbols[sym]
+        value, _, _, _, ndx, name = symbols[sym]
         fields[offset] = (name, 0) if ndx == "UND" else (sections[int(ndx)][0], value + addend)
     size = sections[index][3]
     assert size % (4 * word) == 0
@@ -204,7 +203,8 @@ def test_a_target_in_text_unlikely_is_read_and_anchored_there(tmp_path):
         (".text", 0, ".text.unlikely", 0) and site["form"] == "goto"
     stubs, table = tmp_path / "s.c", tmp_path / "t.S"
     sdtgen("gen", obj, "--stubs", stubs, "--table", table, check=True)
-    anchors = {name: (ndx, value) for value, _, _, _, ndx, name in readelf_symbols(obj) if name.startswith("__sdt_site_")}
+    anchors = {name: (ndx, value) for value, _, _, _, ndx, name in readelf_symbols(obj)
+               if name.startswith("__sdt_site_")}
     sections = [name for name, *_ in readelf_sections(obj)]
     assert sorted((sections[int(ndx)], value) for ndx, value in anchors.values()) == [(".text", 0),
                                                                                      (".text.unlikely", 0)]

@@ -12,7 +12,8 @@ import itertools
 
 import pytest
 
-from sdtgen.layout import FORMS, VALUES
+from sdtgen.layout import FORMS, SITE, VALUES
+from sdtgen.table import SITE_SIZE
 
 OFF, TRAP, BRANCH = VALUES["SDT_SITE_OFF"], VALUES["SDT_SITE_TRAP"], VALUES["SDT_SITE_BRANCH"]
 STATES = (OFF, TRAP, BRANCH)
@@ -131,8 +132,9 @@ def test_the_protocol_store_by_store(protocol):
             assert now in (old, new) or now.startswith(bp), (arch, hex(site), old.hex(), new.hex(), now.hex())
             history[site].append((k, "new" if now == new else "old" if now == old else "bp"))
         assert bytes(mem) == text.raw  # every write went through a store the hooks saw
-        states = (ctypes.c_uint8 * (16 * len(batch))).in_dll(lib, "host_sites")
-        assert [states[16 * i + 12] for i in range(len(batch))] == [state for _, state, _, _ in batch]
+        states = (ctypes.c_uint8 * (SITE_SIZE * len(batch))).in_dll(lib, "host_sites")
+        at = SITE.offset("state", 64)
+        assert [states[SITE_SIZE * i + at] for i in range(len(batch))] == [state for _, state, _, _ in batch]
         for site, (_, old, new) in sites.items():
             assert bytes(mem[site - origin:site - origin + len(old)]) == new
             steps = [what for _, what in history[site]]

@@ -420,7 +420,8 @@ def test_the_safe_protocol_never_tears_nor_faults_on_real_cores(process, process
                                                                 form):
     """Asm goto sites too: their NOP and the jmp that replaces it differ in all five bytes, so every toggle goes
     through the breakpoint protocol."""
-    r = Run(process if form == "call" else process_goto, tmp_path, "--cpus", "2", "--arm", arm, "torture", call, spec, "10000", events=False)
+    exe = process if form == "call" else process_goto
+    r = Run(exe, tmp_path, "--cpus", "2", "--arm", arm, "torture", call, spec, "10000", events=False)
     t = r.line("torture")
     assert (t["protocol"], t["toggles"]) == ("safe", 10000)
     assert (t["faults"], t["torn"]) == (0, 0)
