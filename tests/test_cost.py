@@ -203,7 +203,7 @@ def executed(image, arch: str, booted: bool) -> dict[str, list[tuple[int, str, s
                         return
                     pcs.append(a)
 
-            h = m.uc.hook_add(UC_HOOK_CODE, hook)
+            h = m.uc.hook_add(UC_HOOK_CODE, hook, begin=f.value, end=f.value + f.size - 1)
             m.uc.ctl_flush_tb()
             try:
                 m.call(f.value, args(values))
