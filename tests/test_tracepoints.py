@@ -267,3 +267,27 @@ def test_patch_points_and_targets_are_relocated_as_each_architecture_does_it(tmp
     if arch == "riscv64":
         assert all(c[5].startswith(".L") for c in code)
     assert all(r[5] is None for r in rows) == (arch == "i386")  # only i386's relocations are REL
+
+
+def test_probes_lists_an_object_whose_only_probes_are_asm_goto_records(tmp_path):
+    """No descriptor and no call: the records alone make the object one with probes, named from their word."""
+    obj = assemble(tmp_path, "bare", X86_RECORD.format(last=0))
+    (probe,) = json.loads(sdtgen("probes", "--json", obj, check=True).stdout)["probes"]
+    assert (probe["provider"], probe["name"], probe["sites"]) == ("t", "x_y_z", 1)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_linked_set_is_aligned_whatever_ends_before_it(arch_kernel, arch):
+    """The asm aligns nothing (its section's alignment is 1) and the site table before it ends on a 4-byte
+    boundary (20-byte entries): sdt_data.ld aligns the set to 8, and its records read whole from there."""
+    k = arch_kernel(arch, FORM="goto")
+    sections = {s[0]: s for s in readelf_sections(k.image)}
+    lines = run(["readelf", "-SW", str(k.image)]).stdout
+    addr = int(re.search(rf"{SET}\s+PROGBITS\s+([0-9a-f]+)", lines)[1], 16)
+    sites = re.search(r"set_sdt_sites_set\s+PROGBITS\s+([0-9a-f]+)\s+\S+\s+([0-9a-f]+)", lines)
+    assert addr % 8 == 0 and SET in sections
+    assert (int(sites[1], 16) + int(sites[2], 16)) % 8 == 4  # the site table did end off the boundary
+    word = arches.by_name(arch).bits // 8
+    assert sections[SET][3] == 20 * 4 * word  # twenty records, none padded
+    (line,) = [ln for ln in run(["readelf", "-SW", str(k.dir / "vfs.o")]).stdout.splitlines() if f" {SET} " in ln]
+    assert line.split()[-1] == "1"  # Al: the compiler's records ask for no alignment
