@@ -442,7 +442,7 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 	flush_batch();
 	give();
 	if (far)
-		sdt_report("sites out of branch range of their recorder (or asm goto target) were armed with the breakpoint");
+		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
 	return count;
 }
 
