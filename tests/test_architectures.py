@@ -256,3 +256,47 @@ def test_overflow_is_exact_on_other_architectures(arch_kernel, native_exe, arch,
     (stats,) = [e for e in events if e["event"] == "stats"]
     assert 0 < len(shown) < len(expected) and len(shown) + stats["lost"] == len(expected)
     assert shown == (expected[:len(shown)] if policy == "drop" else expected[len(expected) - len(shown):])
+
+
+# An asm goto site whose out-of-line code lies two megabytes away, past filler(): out of a RISC-V jal's
+# reach. No compiler puts it there (gcc keeps RISC-V's out-of-line code in its function), so it is assembled:
+# the NOP and FreeBSD's record as sdt.h's asm writes them, the target code as gcc's would be, in a section
+# of its own after the filler, returning with a register jump (a j would not reach back either).
+FAR_GOTO_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(fr);
+SDT_PROBE_DEFINE1(fr, far, away, hit, "long");
+__asm__(".text\n.globl kmain\n.type kmain, @function\n.balign 4\nkmain:\n"
+        "\taddi sp, sp, -16\n\tsd ra, 8(sp)\n\tsd a0, 0(sp)\n"
+        "990:\n.option push\n.option norvc\n\tnop\n.option pop\n"
+        "991:\n\tld a0, 0(sp)\n\taddi a0, a0, 1\n\tld ra, 8(sp)\n\taddi sp, sp, 16\n\tret\n.size kmain, .-kmain\n"
+        ".pushsection .text.zfar, \"ax\"\nfar_target:\n\tld a0, 0(sp)\n"
+        "\tcall __sdt_rec___dtrace_sdt_fr_far_away_hit\n\tlla t0, 991b\n\tjr t0\n.popsection\n"
+        ".pushsection set_sdt_tracepoint_set, \"aw\"\n\t.quad sdt_fr_far_away_hit, 990b, far_target, 0\n"
+        ".popsection\n");
+__attribute__((used)) void filler(void) { __asm__ volatile(".space 0x200000"); }
+"""
+
+
+def test_an_asm_goto_target_out_of_jump_range_is_reached_through_the_breakpoint(tmp_path):
+    """RISC-V's j reaches +-1 MiB: the site is armed with ebreak in either mode, and sdt_trap resumes the CPU at
+    the target, whose code fires the probe; disarmed, the NOP again."""
+    image = build_c_kernel(tmp_path, "riscv64", FAR_GOTO_SOURCE)
+    for arm in ("branch", "trap"):
+        buf = io.StringIO()
+        s = BootSession(str(image), Reporter(as_json=True, out=buf), arm=arm)
+        try:
+            (site,) = s.runtime.sites
+            assert site.form == "goto" and abs(site.target - site.addr) > 1 << 20
+            s.enable(":::")
+            assert s.runtime.sites[0].state == "trap"
+            assert s.machine.read(site.addr, 4) == struct.pack("<I", 0x00100073)  # ebreak
+            assert s.run("kmain:long", [4]) == 5
+            s.disable(":::")
+            assert s.machine.read(site.addr, 4) == struct.pack("<I", 0x13) and s.run("kmain:long", [6]) == 7
+            events = [json.loads(x) for x in buf.getvalue().splitlines()]
+            assert [e["args"] for e in events if e["event"] == "fire"] == [[4]]
+            assert [e["text"] for e in events if e["event"] == "warning"] == \
+                ["sites out of branch range of their recorder were armed with the breakpoint"]
+        finally:
+            s.close()

@@ -178,6 +178,31 @@ def test_a_partial_link_of_several_objects_keeps_every_record_and_scan_reads_the
 
 
 # -- targets in another section, and records that are not the form ---------------------------------------
+COLD_ARGUMENT = r"""
+#include <sdt.h>
+SDT_PROBE_DEFINE1(t, cold, arg, hit, "long");
+__attribute__((cold, noinline)) long cold_arg(long x) { return x * 7; }
+long hot(long x) { SDT_PROBE1(t, cold, arg, hit, cold_arg(x)); return x + 1; }
+"""
+
+
+def test_gcc_puts_the_out_of_line_code_of_a_cold_argument_in_text_unlikely(tmp_path):
+    """An argument that calls a cold function: gcc moves the path behind the label to hot.cold in
+    .text.unlikely, so the record's target is another section's than its NOP, and the fixture's partial
+    script keeps them apart no more (one .text) while plain ld -r does."""
+    obj = compile_goto(tmp_path, "x86_64", COLD_ARGUMENT, "cold")
+    ((probe, patch, target),) = readelf_records(obj, "x86_64")
+    assert patch[0] == ".text" and target[0] == ".text.unlikely"
+    code = objdump_lines(obj, "x86_64")
+    assert "__sdt_rec___dtrace_sdt_t_cold_arg_hit" in " ".join(
+        t for (sec, o), t in code.items() if sec == ".text.unlikely" and o >= target[1])
+    (site,) = scanned(obj)
+    assert (site["section"], site["offset"], site["target_section"], site["target"]) == (*patch, *target)
+    merged = tmp_path / "merged.o"
+    run(["ld", "-r", "-T", sdtgen("linker-script", "partial", "--path", check=True).stdout.strip(), "-o",
+         str(merged), str(obj)])
+    (site,) = scanned(merged)
+    assert site["section"] == site["target_section"] == ".text" and site["target"] > site["offset"]
 X86_RECORD = """
     .text
     .globl hot
