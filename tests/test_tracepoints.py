@@ -192,6 +192,7 @@ def test_gcc_puts_the_out_of_line_code_of_a_cold_argument_in_text_unlikely(tmp_p
     script keeps them apart no more (one .text) while plain ld -r does."""
     obj = compile_goto(tmp_path, "x86_64", COLD_ARGUMENT, "cold")
     ((probe, patch, target),) = readelf_records(obj, "x86_64")
+    assert probe == "sdt_t_cold_arg_hit"
     assert patch[0] == ".text" and target[0] == ".text.unlikely"
     code = objdump_lines(obj, "x86_64")
     assert "__sdt_rec___dtrace_sdt_t_cold_arg_hit" in " ".join(
