@@ -270,8 +270,9 @@ def render(report: CostReport, verbose: bool = False) -> str:
         lines.append(f"{printable(f.function)[:28]:<28} {len(f.sites):>5} {f.delta('instructions'):>+6} "
                      f"{f.delta('nops'):>+5} {f.delta('calls'):>+6} {f.delta('spills'):>+6}  {path}")
         for s in f.sites:
-            what = (f"{s.instructions:+d} insns, {s.nops:+d} NOPs, {s.calls:+d} calls, {s.spills:+d} spills"
-                    if s.on_path else "off the fall-through path")
+            what = f"{s.instructions:+d} insns, {s.nops:+d} NOPs, {s.calls:+d} calls, {s.spills:+d} spills"
+            if not s.on_path:  # charged only what the path differs by when no site of the function is on it
+                what = "off the fall-through path" + (f" ({what})" if s.added or s.removed else "")
             lines.append(f"  {printable(s.probe)} ({s.form} at {printable(s.where)}): {what}")
             if verbose:
                 lines += [f"      + {t}" for t in s.added] + [f"      - {t}" for t in s.removed]
