@@ -113,12 +113,14 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
             "the table was generated from another object; rerun `sdtgen gen` and relink")
     first_at: dict[int, Verdict] = {}
     stubs = _stubs(image)
-    records = _records(image) if any(s.form == GOTO for s in sites) else {}
+    gotos = any(s.form == GOTO for s in sites)
+    records = _records(image) if gotos else {}
+    descriptors = {p.addr: p for p in image.probes()} if gotos else {}
     for i, site in enumerate(sites):
         entry = entries[i] if i < len(entries) else None
         verdict = _judge(site, entry, image, stubs)
         if verdict.status == STABLE and site.form == GOTO:
-            verdict = _judge_goto(verdict, entry, image, records)
+            verdict = _judge_goto(verdict, entry, image, records, descriptors)
         earlier = first_at.get(verdict.actual) if verdict.actual is not None else None
         if verdict.status == STABLE and earlier is not None:
             # Two sites, one address: identical code folding kept one copy of both functions.
@@ -234,7 +236,8 @@ def _records(image: Image) -> dict[int, object]:
     return {r.patch: r for r in image_records(image.elf, image.read, image.arch.bits)}
 
 
-def _judge_goto(verdict: Verdict, entry: TableSite, image: Image, records: dict[int, object]) -> Verdict:
+def _judge_goto(verdict: Verdict, entry: TableSite, image: Image, records: dict[int, object],
+                descriptors: dict[int, object]) -> Verdict:
     """An asm goto's NOP is where the table says: its record (FreeBSD's table, which the compiler wrote)
     must have that patch point, name the site's probe, and have the target the table's entry jumps to."""
     site = verdict.site
@@ -243,7 +246,7 @@ def _judge_goto(verdict: Verdict, entry: TableSite, image: Image, records: dict[
         return Verdict(site, MISSING, entry.addr, cause=(
             f"no asm goto record in set_sdt_tracepoint_set has the patch point {entry.addr:#x}: the image's "
             "records were not linked"), fix="link with sdtgen's final script, or INCLUDE sdt_data.ld in yours")
-    probe = next((p for p in image.probes() if p.addr == record.probe), None)
+    probe = descriptors.get(record.probe)
     if probe is None or probe.spec != site.probe:
         named = printable(probe.spec) if probe else f"{record.probe:#x}, no probe descriptor"
         return Verdict(site, MISSING, entry.addr, cause=f"its asm goto record names probe {named}, not "
