@@ -300,3 +300,13 @@ def test_an_asm_goto_target_out_of_jump_range_is_reached_through_the_breakpoint(
                 ["sites out of branch range of their recorder were armed with the breakpoint"]
         finally:
             s.close()
+
+
+def test_offset_mode_tables_place_asm_goto_sites_and_targets_from_btext(arch_kernel, native_calls):
+    """The 2015 design's table for the asm goto form: the NOP and the target both btext + their offsets, which
+    hold while the final link keeps .text in one piece; the firings are the native run's."""
+    k = arch_kernel("x86_64", FORM="goto", SDT_MODE="offset")
+    proc = sdtgen("check", k.partial, k.image)
+    assert proc.returncode == 0 and "(table mode offset): 21 stable" in proc.stdout, proc.stdout + proc.stderr
+    assert "btext + 0x" in (k.dir / "kernel_sdt_table.S").read_text()
+    assert trace(k.image, "x86_64", "branch") == native_calls
