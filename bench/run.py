@@ -419,6 +419,82 @@ def probe_cost_rows(work: Path, small: bool) -> list[Row]:
     ]
 
 
+GOTO_FORMS = {"out": ("-DSDT_COMPILED_OUT",), "call": (), "goto": ("-DSDT_ASM_GOTO",)}
+
+
+@functools.cache
+def goto_build(work: Path, arch: str, form: str) -> Path:
+    """bench/goto_cost.c for ``arch``, its probes compiled out, as calls or as asm gotos (FreeBSD 15's form)."""
+    b = toolchain.Build(arch=arch, cflags=(*toolchain.kernel_cflags(arch), *GOTO_FORMS[form]), entry="bench_loop")
+    d = work / f"goto-{arch}-{form}"
+    d.mkdir(parents=True, exist_ok=True)
+    objs = toolchain.compile_sources(b, [ROOT / "bench" / "goto_cost.c"], d)
+    return link_image(toolchain.partial_link(b, objs, d / "kernel.o"), d, b)
+
+
+def stepped(m: Machine, func: int, size: int, args: list[int]) -> tuple[int, int]:
+    """(guest instructions, of which outside the function: its callees') of one call, each instruction seen by a
+    code hook, as single-stepping sees it."""
+    from unicorn import UC_HOOK_CODE
+
+    seen = [0, 0]
+
+    def hook(uc, a, n, u) -> None:
+        seen[0] += 1
+        seen[1] += not func <= a < func + size
+
+    h = m.uc.hook_add(UC_HOOK_CODE, hook)
+    try:
+        m.uc.ctl_flush_tb()
+        m.call(func, args)
+    finally:
+        m.uc.hook_del(h)
+    return seen[0], seen[1]
+
+
+def goto_counts(image: Path, booted: bool, n: int) -> dict[str, tuple[float, float]]:
+    """Per iteration of bench_loop (the count of 2n iterations less n's), and per call of bench_handle: (guest
+    instructions, callee instructions), the probes disabled (booted: sdt_init wrote every site; or compiled out)."""
+    if booted:
+        s = BootSession(str(image), quiet())
+        m, symbols, close = s.machine, s.image.symbols, s.close
+    else:
+        img = Image(str(image))
+        m, symbols = Machine(img.elf, img.arch), img.symbols
+
+        def close() -> None:
+            m.close()
+            img.close()
+    try:
+        loop, handle = symbols["bench_loop"], symbols["bench_handle"]
+        data, req = symbols["bench_data"].value, symbols["bench_req"].value
+        (a, ac), (b, bc) = (stepped(m, loop.value, loop.size, [data, k]) for k in (2 * n, n))
+        return {"loop": ((a - b) / n, (ac - bc) / n), "handle": stepped(m, handle.value, handle.size, [req])}
+    finally:
+        close()
+
+
+def asm_goto_rows(work: Path) -> list[Row]:
+    """FreeBSD 15's asm goto form against the same function compiled out, on every architecture: a disabled probe
+    whose argument is a call (bench/goto_cost.c), guest instructions counted instruction by instruction in
+    Unicorn; the call form beside it. `sdtgen cost` says where the difference goes (docs/cli.md)."""
+    n, rows = 64, []
+    for arch in toolchain.arch_names():
+        out = goto_counts(goto_build(work, arch, "out"), False, n)
+        goto = goto_counts(goto_build(work, arch, "goto"), True, n)
+        call = goto_counts(goto_build(work, arch, "call"), True, n)
+        for what, unit in (("loop", "insns/iteration"), ("handle", "insns/call")):
+            (g, gc), (o, oc), (c, cc) = goto[what], out[what], call[what]
+            place = "in a hot loop" if what == "loop" else "in a function that calls another"
+            # no calls: no more instructions in callees than the function without the probe runs
+            rows.append(Row(f"asm goto probe, expensive argument, disabled, {place} ({arch})",
+                            f"{g:g} {unit}, {gc:g} in callees", f"compiled out: {o:g}, {oc:g} in callees", g / o,
+                            "<= 2 more, no calls", g - o <= 2 and gc == oc))
+            rows.append(Row(f"  the call form, disabled, same function ({arch})", f"{c:g} {unit}, {cc:g} in callees",
+                            f"compiled out: {o:g}, {oc:g} in callees", c / o, "", None))
+    return rows
+
+
 DATAPATH_BUFFER = 16 << 20  # per CPU: the in-process loops below never fill a ring
 
 
@@ -733,7 +809,7 @@ def main() -> int:
     rows.append(noop_make_row(work))
     rows += tables_rows(work)
     rows += patch_rows(link_many(work, "many-merged", merged), link_many(work, "many", many))
-    rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work)
+    rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work) + asm_goto_rows(work)
     rows += trace_rows(work, args.small) + datapath_rows(work, args.small) + [memory_row(work, args.small)]
     rows += smp_rows(work, args.small) + qemu_rows(work, args.small)
     header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]

@@ -107,6 +107,8 @@ SITE = Layout("sdt_site", "One probe site: an entry of the linker set set_sdt_si
     Field("next", "u8", "0 from gen; kept by the runtime while a change of the site is in flight: the state it "
           "goes to, then from the change's commit the state it left (sdt_patch.c)"),
     Field("pad", "u8", "0"),
+    Field("target", "s32", "a goto site's out-of-line target (what arming jumps to), relative to this field; 0 for "
+          "other forms"),
 ))
 
 PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probes_set (read-only).", (
@@ -234,6 +236,7 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_FORM_TAIL", 2, "a tail jump to it"),
     ("SDT_FORM_COND", 3, "a conditional tail jump to it (x86 jcc)"),
     ("SDT_FORM_ISEN", 4, "a call to its is-enabled stub (SDT_PROBE_ENABLED)"),
+    ("SDT_FORM_GOTO", 5, "the NOP of an asm goto (SDT_ASM_GOTO), armed by a jump to its out-of-line target"),
     ("SDT_TABLE_RELOC", 0, "the entry is a relocation the final link resolved"),
     ("SDT_TABLE_OFFSET", 1, "the entry is btext + an offset measured after the partial link"),
     ("SDT_SITE_UNSEEN", 0, "sdt_init has not looked at it"),
@@ -267,7 +270,7 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
 )
 VALUES = {name: value for name, value, _ in CONSTANTS}
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
-         "isen": VALUES["SDT_FORM_ISEN"]}
+         "isen": VALUES["SDT_FORM_ISEN"], "goto": VALUES["SDT_FORM_GOTO"]}
 SITE_STATES = {v: n[len("SDT_SITE_"):].lower() for n, v, _ in CONSTANTS if n.startswith("SDT_SITE_")}
 ERRORS = {v: doc for n, v, doc in CONSTANTS if n.startswith("SDT_ERR_")}  # what each negative result means
 

@@ -64,6 +64,7 @@ class TableSite:
     mode: str
     state: str = "unseen"  # the runtime's SDT_SITE_* (a table read from memory after sdt_init)
     size: int = 0  # the length the runtime verified
+    target: int = 0  # a goto site's out-of-line target (what arming jumps to); 0 for other forms
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
     mask = (1 << bits) - 1
     rows = SITE.struct(bits, little).iter_unpack(raw)
     states = SITE_STATES
-    for i, (site, probe, form, length, mode, _keep, state, size, _p0, _p1) in enumerate(rows):  # keep it flat
+    target_at = SITE.offset("target", bits)
+    for i, (site, probe, form, length, mode, _keep, state, size, _p0, _p1, target) in enumerate(rows):  # keep it flat
         base = lo + i * SITE_SIZE
         entry = probes.get((base + 4 + probe) & mask)
         if entry is None or form not in FORM_NAMES or mode not in MODE_NAMES or not 1 <= length <= 16 \
@@ -142,5 +144,5 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
             raise TableError(f"site entry {i} at {base:#x} is not a valid entry (probe {probe:+#x}, form {form}, "
                              f"length {length}, mode {mode})")
         sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode],
-                               states[state], size))
+                               states[state], size, (base + target_at + target) & mask if target else 0))
     return sites

@@ -594,6 +594,9 @@ class BootSession:
         """
         func = self.check_function(symbol)
         pattern = self.spec(spec)
+        if any(s.form == "goto" for s in self.runtime.matching(pattern)):  # their arguments exist only out of line
+            self.reporter.warning(f"--action {spec}: asm goto sites fire from their out-of-line code, where no "
+                                  "breakpoint stops them; the action follows the call sites' firings only")
         self.runtime.actions.append((pattern, func, symbol))
         try:
             self.enable(spec)

@@ -42,6 +42,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_FORM_TAIL     2	/* a tail jump to it */
 #define SDT_FORM_COND     3	/* a conditional tail jump to it (x86 jcc) */
 #define SDT_FORM_ISEN     4	/* a call to its is-enabled stub (SDT_PROBE_ENABLED) */
+#define SDT_FORM_GOTO     5	/* the NOP of an asm goto (SDT_ASM_GOTO), armed by a jump to its out-of-line target */
 #define SDT_TABLE_RELOC   0	/* the entry is a relocation the final link resolved */
 #define SDT_TABLE_OFFSET  1	/* the entry is btext + an offset measured after the partial link */
 #define SDT_SITE_UNSEEN   0	/* sdt_init has not looked at it */
@@ -81,8 +82,9 @@ struct sdt_site {
 	sdt_u8 size;	/* the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime */
 	sdt_u8 next;	/* 0 from gen; kept by the runtime while a change of the site is in flight: the state it goes to, then from the change's commit the state it left (sdt_patch.c) */
 	sdt_u8 pad;	/* 0 */
+	sdt_s32 target;	/* a goto site's out-of-line target (what arming jumps to), relative to this field; 0 for other forms */
 };
-_SDT_LAYOUT(sizeof(struct sdt_site) == 16);
+_SDT_LAYOUT(sizeof(struct sdt_site) == 20);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, site) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, probe) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, form) == 8);
@@ -93,6 +95,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, state) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, size) == 13);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, next) == 14);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 15);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, target) == 16);
 
 /* One probe: an entry of the linker set set_sdt_probes_set (read-only). */
 struct sdt_probe {
