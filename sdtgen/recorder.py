@@ -19,6 +19,7 @@ from sdtgen.probes import probe_key
 from sdtgen.trace.argtypes import arg_type
 
 RECORDER_PREFIX = "__sdt_rec_"
+PROGRAM_PREFIX = "__sdt_prog_"  # the probe's program slot (sdt_probe.program): NULL, or what sdt_enable_program set
 MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]
 
 
@@ -51,6 +52,8 @@ PREAMBLE = """
 #include <sdt_runtime.h>
 
 #define SDT_RECORD __attribute__((weak, used, noinline, no_instrument_function, section(".text.sdt_record")))
+/* A probe's program slot: weak, so two generated objects calling one probe share one. */
+#define SDT_PROGRAM_SLOT __attribute__((weak, used))
 """
 
 
@@ -60,12 +63,19 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
     for symbol, types in probes:
         lay = event_layout(types, bits)
         params = ", ".join(f"sdt_word a{k}" for k in range(len(types))) or "void"
+        slot, key = f"{PROGRAM_PREFIX}{symbol}", f"{probe_key(symbol):#x}u"
+        passed = ", ".join([f"a{k}" for k in range(len(types))] + ["0"] * (6 - len(types)))
+        out.append(f"SDT_PROGRAM_SLOT const struct sdt_program *{slot} = 0;")
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
         out.append("{")
         out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();")
-        out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {probe_key(symbol):#x}u, {lay.reserved});")
+        out.append("\tstruct sdt_event *e = 0;")
         out.append("")
+        # No program: a compare with memory and a branch more than the event alone (not volatile: x86 compares
+        # in place). sdt_program_fire reads the slot again itself, and records when it has become NULL.
+        out.append(f"\tif (__builtin_expect({slot} == 0, 1) || sdt_program_fire(c, &{slot}, {key}, {passed}))")
+        out.append(f"\t\te = sdt_event_begin(c, {key}, {lay.reserved});")
         out.append("\tif (!e)")
         out.append("\t\treturn;")
         if lay.ints:

@@ -31,7 +31,8 @@ def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch
     ld = cross_tool(arch, "ld") if arches.by_name(arch).cross_prefix else "ld"
     nm = cross_tool(arch, "nm") if arches.by_name(arch).cross_prefix else "nm"
     for name, cc in compilers(arch):
-        flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
+        flags = [*cc, opt, "-ffreestanding", "-fno-pic", "-Wall", "-Wextra", "-Werror", *PLAIN[arch],
+                 f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
         objs = []
         for src in (RUNTIME / "sdt_runtime.c", RUNTIME / "arch" / f"sdt_{arch}.c"):
             obj = tmp_path / f"{name}-{src.stem}.o"
