@@ -184,6 +184,53 @@ def divides_by_constant_zero(e, types: dict[int, str]) -> bool:
     return any(divides_by_constant_zero(c, types) for c in parts(e))
 
 
+# -- DTrace's aggregating functions, from their definitions --------------------------------------------------
+def quantize_bucket(v: int) -> int:
+    """DTrace's dtrace_aggregate_quantize, as its loop defines the bucket of a signed value."""
+    zero = 63
+
+    def bucketval(b: int) -> int:
+        return -(1 << (zero - 1 - b)) if b < zero else 0 if b == zero else 1 << (b - zero - 1)
+
+    if v < 0:
+        return next(i for i in range(zero) if v <= bucketval(i))
+    for i in range(zero + 1, 127):
+        if v < bucketval(i):
+            return i - 1
+    return 126
+
+
+def lquantize_bucket(v: int, low: int, step: int, levels: int) -> int:
+    """DTrace's dtrace_aggregate_lquantize."""
+    if v < low:
+        return 0
+    for i in range(levels):
+        if v < low + (i + 1) * step:
+            return i + 1
+    return levels + 1
+
+
+def aggregate(func: str, values: list[int], low: int = 0, step: int = 0, levels: int = 0) -> list[int]:
+    """What an aggregation of ``values`` (signed) holds, as the kernel keeps it (u64 words)."""
+    if func == "count":
+        return [len(values)]
+    if func == "sum":
+        return [sum(values) & M]
+    if func in ("min", "max"):
+        return [(min if func == "min" else max)(values) & M]
+    if func == "avg":
+        return [len(values), sum(values) & M]
+    if func == "quantize":
+        out = [0] * 127
+        for v in values:
+            out[quantize_bucket(v)] += 1
+        return out
+    out = [0] * (levels + 2)
+    for v in values:
+        out[lquantize_bucket(v, low, step, levels)] += 1
+    return out
+
+
 # -- text ---------------------------------------------------------------------------------------------
 def render(e, minimal: bool) -> str:
     """Source text of ``e``: with only the parentheses C's precedence needs, or around every operation."""

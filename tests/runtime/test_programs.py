@@ -13,6 +13,8 @@ from dscript_oracle import (
     divides_by_constant_zero,
     evaluate,
     expressions,
+    lquantize_bucket,
+    quantize_bucket,
     registers,
     render,
 )
@@ -165,31 +167,6 @@ def test_probe_names_are_resolved_on_the_host_into_sets_of_probe_keys(harness):
 
 
 # -- the aggregating functions ---------------------------------------------------------------------------------
-def quantize_bucket(v: int) -> int:
-    """DTrace's dtrace_aggregate_quantize, as its loop defines the bucket of a signed value."""
-    zero = 63
-
-    def bucketval(b: int) -> int:
-        return -(1 << (zero - 1 - b)) if b < zero else 0 if b == zero else 1 << (b - zero - 1)
-
-    if v < 0:
-        return next(i for i in range(zero) if v <= bucketval(i))
-    for i in range(zero + 1, 127):
-        if v < bucketval(i):
-            return i - 1
-    return 126
-
-
-def lquantize_bucket(v: int, low: int, step: int, levels: int) -> int:
-    """DTrace's dtrace_aggregate_lquantize."""
-    if v < low:
-        return 0
-    for i in range(levels):
-        if v < low + (i + 1) * step:
-            return i + 1
-    return levels + 1
-
-
 def signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
