@@ -22,6 +22,9 @@ CTYPES = {"int": (32, True), "unsigned int": (32, False), "long": (64, True), "u
           "short": (16, True), "unsigned short": (16, False), "char": (8, True), "unsigned char": (8, False),
           "long long": (64, True), "int64_t": (64, True), "uint32_t": (32, False), "int8_t": (8, True),
           "uint16_t": (16, False), "size_t": (64, False)}
+# The same on an ILP32 machine (i386), without the 64-bit types a 32-bit register cannot carry.
+CTYPES_ILP32 = {**{t: v for t, v in CTYPES.items() if v[0] < 64}, "long": (32, True), "unsigned long": (32, False),
+                "size_t": (32, False)}
 
 # C's binary operators, loosest first.
 LEVELS = [("||",), ("^^",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
@@ -89,42 +92,45 @@ def reduce(v: int, bits: int, signed: bool) -> int:
     return v & M
 
 
-def is_signed(e, types: dict[int, str]) -> bool:
+def is_signed(e, types: dict[int, str], table: dict = CTYPES) -> bool:
     """The static type of ``e``: C decides it without evaluating anything."""
     if isinstance(e, Lit):
         return e.suffix == "" and e.value <= (1 << 63) - 1
     if isinstance(e, Arg):
-        return CTYPES[types[e.k]][1]
+        return table[types[e.k]][1]
     if isinstance(e, Cpu):
         return True
     if isinstance(e, CastTo):
-        return CTYPES[e.ctype][1]
+        return table[e.ctype][1]
     if isinstance(e, Un):
-        return True if e.op == "!" else is_signed(e.x, types)
+        return True if e.op == "!" else is_signed(e.x, types, table)
     if isinstance(e, Cond):
-        return is_signed(e.t, types) and is_signed(e.f, types)
+        return is_signed(e.t, types, table) and is_signed(e.f, types, table)
     if e.op in ("<<", ">>"):
-        return is_signed(e.a, types)
+        return is_signed(e.a, types, table)
     if e.op in ("==", "!=", "<", "<=", ">", ">=", "&&", "||", "^^"):
         return True
-    return is_signed(e.a, types) and is_signed(e.b, types)
+    return is_signed(e.a, types, table) and is_signed(e.b, types, table)
 
 
-def evaluate(e, types: dict[int, str], args: list[int], cpu: int = 0) -> int:
-    """``e``'s value as a 64-bit pattern; Fault when it divides by zero."""
+def evaluate(e, types: dict[int, str], args: list[int], cpu: int = 0, table: dict = CTYPES) -> int:
+    """``e``'s value as a 64-bit pattern; Fault when it divides by zero. ``table``: the machine's C types."""
     def ev(x) -> int:
-        return evaluate(x, types, args, cpu)
+        return evaluate(x, types, args, cpu, table)
+
+    def signed(x) -> bool:
+        return is_signed(x, types, table)
 
     if isinstance(e, Lit):
         return e.value & M
     if isinstance(e, Arg):
-        bits, signed = CTYPES[types[e.k]]
-        return reduce(args[e.k], bits, signed)
+        bits, sign = table[types[e.k]]
+        return reduce(args[e.k], bits, sign)
     if isinstance(e, Cpu):
         return cpu
     if isinstance(e, CastTo):
-        bits, signed = CTYPES[e.ctype]
-        return reduce(ev(e.x), bits, signed)
+        bits, sign = table[e.ctype]
+        return reduce(ev(e.x), bits, sign)
     if isinstance(e, Un):
         x = ev(e.x)
         return {"-": -x, "~": ~x, "!": int(x == 0), "+": x}[e.op] & M
@@ -137,7 +143,7 @@ def evaluate(e, types: dict[int, str], args: list[int], cpu: int = 0) -> int:
     a, b = ev(e.a), ev(e.b)
     if e.op == "^^":
         return int(bool(a) != bool(b))
-    both = is_signed(e.a, types) and is_signed(e.b, types)
+    both = signed(e.a) and signed(e.b)
     x, y = (signed_of(a), signed_of(b)) if both else (a, b)
     if e.op in ("/", "%"):
         if y == 0:
@@ -150,7 +156,7 @@ def evaluate(e, types: dict[int, str], args: list[int], cpu: int = 0) -> int:
     if e.op == "<<":
         return (a << (b & 63)) & M
     if e.op == ">>":
-        return ((signed_of(a) if is_signed(e.a, types) else a) >> (b & 63)) & M
+        return ((signed_of(a) if signed(e.a) else a) >> (b & 63)) & M
     return {"+": x + y, "-": x - y, "*": x * y, "&": a & b, "|": a | b, "^": a ^ b, "==": int(x == y),
             "!=": int(x != y), "<": int(x < y), "<=": int(x <= y), ">": int(x > y), ">=": int(x >= y)}[e.op] & M
 
@@ -173,15 +179,15 @@ def parts(e) -> tuple:
     return ()
 
 
-def divides_by_constant_zero(e, types: dict[int, str]) -> bool:
+def divides_by_constant_zero(e, types: dict[int, str], table: dict = CTYPES) -> bool:
     """Whether a division's divisor has no variable and is 0 (or faults itself): the compiler refuses that."""
     if isinstance(e, Bin) and e.op in ("/", "%") and not has_variables(e.b):
         try:
-            if evaluate(e.b, types, [0] * 6) == 0:
+            if evaluate(e.b, types, [0] * 6, 0, table) == 0:
                 return True
         except Fault:
             return True
-    return any(divides_by_constant_zero(c, types) for c in parts(e))
+    return any(divides_by_constant_zero(c, types, table) for c in parts(e))
 
 
 # -- DTrace's aggregating functions, from their definitions --------------------------------------------------
@@ -274,18 +280,18 @@ def literals() -> st.SearchStrategy:
     return st.builds(Lit, value, st.sampled_from(["", "", "u"]), st.booleans())
 
 
-def expressions(nargs: int, depth: int = 5) -> st.SearchStrategy:
+def expressions(nargs: int, depth: int = 5, table: dict = CTYPES) -> st.SearchStrategy:
     leaves = st.one_of(literals(), st.builds(Arg, st.integers(0, nargs - 1)) if nargs else literals(),
                        st.just(Cpu()))
     if depth == 0:
         return leaves
-    sub = expressions(nargs, depth - 1)
+    sub = expressions(nargs, depth - 1, table)
     return st.one_of(leaves, leaves,
                      st.builds(Un, st.sampled_from(UNARY), sub),
                      st.builds(Bin, st.sampled_from(BINARY), sub, sub),
                      st.builds(Bin, st.sampled_from(BINARY), sub, sub),
                      st.builds(Cond, sub, sub, sub),
-                     st.builds(CastTo, st.sampled_from(sorted(CTYPES)), sub))
+                     st.builds(CastTo, st.sampled_from(sorted(table)), sub))
 
 
 def registers() -> st.SearchStrategy:

@@ -1,4 +1,4 @@
-"""Programs in an emulated boot: the kernel's memory for them (agg_memory.c, linked into the image), the runtime's
+"""Programs in an emulated boot: the kernel's memory for them (agg_support.c, linked into the image), the runtime's
 entry points called on CPU 0 as a kernel's thread calls them, the tables read back out of guest memory."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from sdtgen.dscript.tables import read_cpu
 from sdtgen.layout import AGG
 
 HERE = Path(__file__).resolve().parent
-SUPPORT = HERE / "agg_memory.c"
+SUPPORT = HERE / "agg_support.c"
 AGG_BYTES = 64 * 1024
 
 
 def build_image(out: Path, arch: str) -> Path:
-    """The fixture kernel with agg_memory.c, built with sdtgen's steps for ``arch``."""
+    """The fixture kernel with agg_support.c, built with sdtgen's steps for ``arch``."""
     import toolchain
     from helpers import FIXTURE
 
@@ -35,7 +35,8 @@ class GuestPrograms:
         self.s = session
         sym = session.image.symbols
         self.fn = {name: sym[name].value for name in ("sdt_agg_attach", "sdt_enable_program", "sdt_disable_program",
-                                                      "sdt_agg_switch")}
+                                                      "sdt_agg_switch", "sdt_program_verify", "agg_fire")}
+        self.args_at = sym["agg_args"].value
         self.tables_at = sym["agg_tables"].value
         self.memory_at = sym["agg_memory"].value
         self.programs_at = sym["agg_programs"].value
@@ -78,10 +79,25 @@ class GuestPrograms:
         self.s.runtime.refresh()
         return r
 
+    def fire(self, code: bytes, key: int, args: list[int]) -> int:
+        """One firing of a probe whose slot holds ``code``, on CPU 0 with fresh tables: agg_fire's answer (1:
+        record it), or the verifier's refusal (negative)."""
+        at, word = self.programs_at, self.bits // 8
+        self.s.machine.write(at, code)
+        r = self.call("sdt_program_verify", at, len(code))
+        if r:
+            return r
+        assert self.call("sdt_agg_attach", self.s.platform.area(0), self.table(0), self.memory_at, AGG_BYTES) == 0
+        self.s.machine.write(self.args_at, b"".join((a & ((1 << self.bits) - 1)).to_bytes(word, "little")
+                                                    for a in args))
+        return self.call("agg_fire", self.s.platform.area(0), at, key)
+
+    def cpu_tables(self, cpu: int = 0):
+        return read_cpu(self.s.machine.read, self.table(cpu), self.bits, self.s.image.arch.little, given=AGG_BYTES)
+
     def totals(self, compiled: Compiled) -> Totals:
         """Every CPU's tables, both halves (the CPUs are stopped), merged."""
         t = Totals(compiled.aggregations, compiled.names)
         for k in range(self.s.cpus):
-            t.add(read_cpu(self.s.machine.read, self.table(k), self.bits, self.s.image.arch.little,
-                           given=AGG_BYTES))
+            t.add(self.cpu_tables(k))
         return t

@@ -11,13 +11,26 @@ from __future__ import annotations
 import io
 
 import pytest
-from dscript_oracle import aggregate
+from dscript_oracle import (
+    CTYPES,
+    CTYPES_ILP32,
+    Fault,
+    aggregate,
+    divides_by_constant_zero,
+    evaluate,
+    expressions,
+    registers,
+    render,
+)
 from guest_programs import GuestPrograms, build_image
 from helpers import ARCHES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from native_oracle import Call, run_native
 
 from sdtgen.boot.session import BootSession, Reporter
 from sdtgen.dscript import compile_script
+from sdtgen.errors import SdtError
 
 CPUS = 2
 CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("sched_run", (40,)), Call("vfs_lookup_id", (1,)),
@@ -119,3 +132,64 @@ def test_the_cpus_tables_hold_exactly_what_the_native_firings_make(images, nativ
     finally:
         s.close()
 
+
+# -- the evaluator of each architecture's cross build, against the test's model of C ---------------------------
+@pytest.fixture(scope="module")
+def evaluators(images):
+    """arch -> a boot of the image with CPU 0's program state attached, for firings one at a time."""
+    made: dict[str, GuestPrograms] = {}
+
+    def get(arch: str) -> GuestPrograms:
+        if arch not in made:
+            made[arch] = GuestPrograms(BootSession(str(images(arch)), Reporter(as_json=True, out=io.StringIO())))
+        return made[arch]
+
+    yield get
+    for g in made.values():
+        g.s.close()
+
+
+class FiringProbe:
+    """The probe the random expressions are compiled for: its declared types are drawn per example."""
+
+    def __init__(self, types: tuple[str, ...]) -> None:
+        self.provider, self.module, self.function, self.name, self.args, self.key = "t", "m", "f", "n", types, 0x5EED
+        self.spec = "t:m:f:n"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_each_architecture_s_evaluator_computes_what_c_does(evaluators, arch):
+    g = evaluators(arch)
+    bits = g.bits
+    table = CTYPES if bits == 64 else CTYPES_ILP32
+    word = (1 << bits) - 1
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(data=st.data())
+    def check(data):
+        types = data.draw(st.lists(st.sampled_from(sorted(table)), min_size=6, max_size=6), label="types")
+        expr = data.draw(expressions(6, depth=4, table=table), label="expr")
+        predicate = data.draw(st.booleans(), label="predicate")
+        source = render(expr, data.draw(st.booleans(), label="minimal"))
+        text = f"t:m:f:n /{source}/" if predicate else f"t:m:f:n @[{source}] = count()"
+        typemap = dict(enumerate(types))
+        probe = FiringProbe(tuple(types))
+        if divides_by_constant_zero(expr, typemap, table):
+            with pytest.raises(SdtError, match="by zero"):
+                compile_script(text, [probe], bits)
+            return
+        [program] = compile_script(text, [probe], bits).programs
+        args = [a & word for a in data.draw(st.lists(registers(), min_size=6, max_size=6), label="args")]
+        recorded = g.fire(program.code, probe.key, args)
+        tables = g.cpu_tables()
+        try:
+            value = evaluate(expr, typemap, args, 0, table)
+        except Fault:
+            assert (recorded, tables.entries, tables.errors) == (0, [], 1), text
+            return
+        if predicate:
+            assert recorded == int(value != 0), text
+        else:
+            assert (recorded, [(e.keys, e.values) for e in tables.entries]) == (0, [((value,), (1,))]), text
+
+    check()
