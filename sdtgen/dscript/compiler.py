@@ -439,7 +439,10 @@ class Group:
             left, right, op = right, left, MIRROR[op]
         ints = (Const, PerProbe, Runtime)
         if isinstance(left, ints) or isinstance(right, ints):
-            raise ClauseError(f"compares a string with an integer ({op})", "compare a string with a string constant")
+            string = right if isinstance(left, ints) else left
+            what = f"arg{string.k} is a string ({string.ctype}) in {self.named_probes()}, compared" \
+                if isinstance(string, StrArg) else "compares a string"
+            raise ClauseError(f"{what} with an integer ({op})", "compare a string with a string constant")
 
         def text(v: Value, p) -> bytes:
             return v.value if isinstance(v, StrConst) else getattr(p, NAMES[v.var]).encode()

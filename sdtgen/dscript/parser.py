@@ -4,7 +4,8 @@
     probes    := provider:module:function:name ( ',' provider:module:function:name )*
     aggregation := '@' [name] [ '[' expression ( ',' expression )* ']' ] '=' function '(' [arguments] ')'
 
-Clauses are separated by ';' or a newline. Expressions are C's, with D's ``^^`` (logical exclusive or),
+Clauses are separated by ';' or a newline (a clause's predicate and actions may start lines of their own, as
+DTrace scripts lay them out). Expressions are C's, with D's ``^^`` (logical exclusive or),
 integer and string constants, casts to integer types and the variables arg0..arg5, cpu, probeprov,
 probemod, probefunc and probename. Inside a predicate a '/' at the outermost level ends it when what
 follows it is the end, a newline, ';', '{', '@' or '/' (DTrace's own lookahead); otherwise it divides.
@@ -207,6 +208,7 @@ class Parser:
             self.skip_newlines()
             self.lex.pos = self.tok.at
             specs.append(self._probe())
+        self._continue_on("/", "{", "@")
         predicate = None
         if self.is_("/"):
             self.advance()
@@ -215,6 +217,7 @@ class Parser:
             self.in_predicate = False
             self.skip_newlines()
             self.expect("/", "at the end of the predicate")
+            self._continue_on("{", "@")
         actions: list[Aggregation] = []
         if self.is_("@"):
             actions.append(self.aggregation())
@@ -232,6 +235,16 @@ class Parser:
             self.advance()
         text = " ".join(self.text[start:self.tok.at].split())
         return Clause(number, text, tuple(specs), predicate, tuple(actions), record=not actions)
+
+    def _continue_on(self, *texts: str) -> None:
+        """A clause goes on over newlines when what follows them is its next part (DTrace's layout: the predicate
+        and the actions on lines of their own); otherwise the newline ends it."""
+        if self.tok.kind != "newline":
+            return
+        saved = (self.tok, self.lex.pos)
+        self.skip_newlines()
+        if not any(self.is_(t) for t in texts):
+            self.tok, self.lex.pos = saved
 
     def _probe(self) -> str:
         tok = self.lex.probe()

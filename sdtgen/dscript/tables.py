@@ -75,9 +75,12 @@ def read_cpu(read: Reader, addr: int, bits: int, little: bool = True, halves: tu
                 raise AggTableError(f"{where}: half {h} ends inside an entry at offset {at}")
             _hash, id_, nkeys, nvals, _pad = head.unpack_from(data, at)
             size = head.size + 8 * (nkeys + nvals)
-            if nkeys > MAX_KEYS or not 1 <= nvals <= MAX_VALS or at + size > used:
+            if nkeys > MAX_KEYS or not 1 <= nvals <= MAX_VALS:
                 raise AggTableError(f"{where}: half {h}'s entry at offset {at} claims {nkeys} keys and {nvals} "
                                     "values")
+            if at + size > used:
+                raise AggTableError(f"{where}: half {h}'s entry at offset {at} ({nkeys} keys, {nvals} values) runs "
+                                    f"past the {used} bytes used")
             words = struct.unpack_from(f"{order}{nkeys + nvals}Q", data, at + head.size)
             out.entries.append(Entry(id_, words[:nkeys], words[nkeys:]))
             at += size
