@@ -120,7 +120,7 @@ PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probe
     Field("xargtype", "s32", "translated types (the _XLATE forms); 0 where there is none", count=6),
     Field("recorder", "s32", "the recorder gen wrote for the probe (what branch arming calls)"),
     Field("key", "u32", "the event id of its records: FNV-1a of the stub's symbol, never 0"),
-    Field("program", "s32", "the probe's program slot, a writable pointer gen defines beside its recorder (NULL: "
+    Field("program", "s32", "the probe's struct sdt_slot, which gen defines beside its recorder (its program NULL: "
           "every firing is recorded; sdt_enable_program sets it), relative to this field"),
 ))
 
@@ -245,6 +245,27 @@ PROGRAM = Layout("sdt_program", "A program's header: what sdt_enable_program ver
     Field("strings", "u32", "bytes of the string table (NUL-terminated constants STRCMP compares with)"),
     Field("nprobes", "u16", "the probes (by key) it attaches to among those a spec matches; 0: all of them"),
     Field("flags", "u16", "0"),
+    Field("guard_arg", "u8", "the guard: a firing whose argument guard_arg fails it does nothing here, so the "
+          "recorder turns it away before anything else (the first test of the predicate, which the program makes "
+          "too). The test: y = (argument << guard_shift) ^ (guard_flip << 63); (y - guard_lo) <= guard_span, "
+          "unsigned; a span of ~0 passes every firing"),
+    Field("guard_shift", "u8", "64 - the bits the argument is compared in"),
+    Field("guard_flip", "u8", "1: a signed comparison (bit 63 flipped)"),
+    Field("guard_pad", "u8", "0", count=5),
+    Field("guard_lo", "u64", ""),
+    Field("guard_span", "u64", ""),
+))
+
+SLOT = Layout("sdt_slot", "A probe's program slot (writable; gen defines one beside each recorder): the program "
+              "its firings run, and the program's guard, copied here so the recorder tests it without reading the "
+              "program's memory.", (
+    Field("program", "ptr", "NULL: every firing is recorded", c="const struct sdt_program *%s"),
+    Field("guard_lo", "u64", "sdt_program.guard_lo"),
+    Field("guard_span", "u64", "sdt_program.guard_span"),
+    Field("guard_arg", "u8", "sdt_program.guard_arg"),
+    Field("guard_shift", "u8", "sdt_program.guard_shift"),
+    Field("guard_flip", "u8", "sdt_program.guard_flip"),
+    Field("pad", "u8", "0", count=5),
 ))
 
 INSN = Layout("sdt_insn", "One instruction: dst = a OP b (b: a register, or imm with SDT_OP_IMM). Jumps go "
@@ -296,7 +317,8 @@ AGG_ENTRY = Layout("sdt_agg_entry", "An entry in an arena, 8-byte aligned; nkeys
     Field("pad", "u32", "0"),
 ))
 
-LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, PROGRAM, INSN, AGG_DESC, AGG, AGG_ENTRY, ENTRIES)
+LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, PROGRAM, SLOT, INSN, AGG_DESC, AGG, AGG_ENTRY,
+           ENTRIES)
 
 # -- constants ---------------------------------------------------------------------------------
 CONSTANTS: tuple[tuple[str, int, str], ...] = (

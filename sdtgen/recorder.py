@@ -54,28 +54,34 @@ PREAMBLE = """
 #define SDT_RECORD __attribute__((weak, used, noinline, no_instrument_function, section(".text.sdt_record")))
 /* A probe's program slot: weak, so two generated objects calling one probe share one. */
 #define SDT_PROGRAM_SLOT __attribute__((weak, used))
+/* The recorder's two paths, each a function of its own, so the recorder saves nothing before it branches. */
+#define SDT_RECORD_PART __attribute__((noinline, no_instrument_function, section(".text.sdt_record")))
 """
 
 
 def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> str:
-    """One recorder per (stub symbol, argument types)."""
+    """One recorder per (stub symbol, argument types).
+
+    The recorder itself only looks at the probe's slot: with no program it jumps to the part that writes the
+    event (a compare and a branch more than the event alone); with one, it makes the program's guard and
+    returns when the firing fails it, with nothing saved or called (its two paths are tail calls), else jumps
+    to the part that runs the program and writes the event if the program says so.
+    """
     out = [PREAMBLE]
     for symbol, types in probes:
         lay = event_layout(types, bits)
-        params = ", ".join(f"sdt_word a{k}" for k in range(len(types))) or "void"
+        n = len(types)
+        params = ", ".join(f"sdt_word a{k}" for k in range(n)) or "void"
+        args = ", ".join(f"a{k}" for k in range(n))
         slot, key = f"{PROGRAM_PREFIX}{symbol}", f"{probe_key(symbol):#x}u"
-        passed = ", ".join([f"a{k}" for k in range(len(types))] + ["0"] * (6 - len(types)))
-        out.append(f"SDT_PROGRAM_SLOT const struct sdt_program *{slot} = 0;")
-        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
-        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
+        passed = ", ".join([f"a{k}" for k in range(n)] + ["0"] * (6 - n))
+        event, plain, run = (f"{RECORDER_PREFIX}{part}_{symbol}" for part in ("event", "plain", "program"))
+        out.append(f"SDT_PROGRAM_SLOT struct sdt_slot {slot} = {{0}};")
+        out.append(f"static inline __attribute__((always_inline)) void {event}(struct sdt_cpu *c"
+                   + "".join(f", sdt_word a{k}" for k in range(n)) + ")")
         out.append("{")
-        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();")
-        out.append("\tstruct sdt_event *e = 0;")
+        out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {key}, {lay.reserved});")
         out.append("")
-        # No program: a compare with memory and a branch more than the event alone (not volatile: x86 compares
-        # in place). sdt_program_fire reads the slot again itself, and records when it has become NULL.
-        out.append(f"\tif (__builtin_expect({slot} == 0, 1) || sdt_program_fire(c, &{slot}, {key}, {passed}))")
-        out.append(f"\t\te = sdt_event_begin(c, {key}, {lay.reserved});")
         out.append("\tif (!e)")
         out.append("\t\treturn;")
         if lay.ints:
@@ -90,6 +96,27 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
             out.append("\t\tsdt_event_trim(c, e, to);")
             out.append("\t}")
         out.append("\tsdt_event_end(c);")
+        out.append("}")
+        out.append(f"static SDT_RECORD_PART void {plain}({params})")
+        out.append("{")
+        out.append(f"\t{event}(sdt_hooks.cpu_area(){''.join(f', a{k}' for k in range(n))});")
+        out.append("}")
+        out.append(f"static SDT_RECORD_PART void {run}({params})")
+        out.append("{")
+        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();")
+        out.append("")
+        out.append(f"\tif (sdt_program_fire(c, &{slot}, {key}, {passed}))")
+        out.append(f"\t\t{event}(c{''.join(f', a{k}' for k in range(n))});")
+        out.append("}")
+        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
+        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
+        out.append("{")
+        out.append(f"\tif (__builtin_expect({slot}.program != 0, 0)) {{")
+        out.append(f"\t\tif (sdt_guard(&{slot}, {passed}))")
+        out.append(f"\t\t\t{run}({args});")
+        out.append("\t\treturn;")
+        out.append("\t}")
+        out.append(f"\t{plain}({args});")
         out.append("}")
         out.append("")
     return "\n".join(out)

@@ -105,6 +105,8 @@ class Runtime:
     signed: bool
     boolean: bool = False  # 0 or 1 only
     fallible: bool = False  # may stop the clause (a division, a string read)
+    load: tuple[int, int] | None = None  # a plain argument: (its number, SDT_EXT_*)
+    guard: tuple[int, int, int, int] | None = None  # a test that must hold for the value not to be 0 (a header's)
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,7 @@ class Group:
         def emit(r: int) -> None:
             self.e.nargs = max(self.e.nargs, k + 1)
             self.e.op("LDARG", r, k, pf.EXT[ext])
-        return Runtime(emit, 1, signed)
+        return Runtime(emit, 1, signed, load=(k, pf.EXT[ext]))
 
     def integer(self, v: Value, node: Node) -> Const | PerProbe | Runtime:
         """``v`` where an integer is needed; a string is refused, saying what it is."""
@@ -398,6 +400,9 @@ class Group:
             raise ClauseError("divides by zero" if node.op == "/" else "takes a remainder of a division by zero",
                               "divide by something else")
         known = (Const, PerProbe)
+        op = node.op
+        if isinstance(left, Const) and not isinstance(right, known) and (op in COMMUTES or op in COMPARE):
+            left, right, op = right, left, MIRROR.get(op, op)  # the constant as the immediate (it has no effect)
         if isinstance(left, known) and isinstance(right, known):
             if isinstance(left, Const) and isinstance(right, Const):
                 return Const(fold(node.op, left.value, right.value, operate_signed), signed)
@@ -405,8 +410,8 @@ class Group:
                 raise ClauseError("divides by zero for some of its probes", "divide by something else")
             return self.per_probe(lambda p: fold(node.op, self.known(left, p), self.known(right, p), operate_signed),
                                   signed)
-        return self.operate(node.op, self.runtime(left), self.runtime(right), right, operate_signed, signed,
-                            node.op in COMPARE)
+        return self.operate(op, self.runtime(left), self.runtime(right), right, operate_signed, signed,
+                            op in COMPARE)
 
     def operate(self, op: str, left: Runtime, right: Runtime, right_value: Value, operate_signed: bool,
                 signed: bool, boolean: bool) -> Runtime:
@@ -419,7 +424,8 @@ class Group:
             def emit_imm(r: int) -> None:
                 left.emit(r)
                 self.e.op(name, r, r, imm=imm, with_imm=True)
-            return Runtime(emit_imm, left.need, signed, boolean, fallible)
+            guard = (pf.OPS[name], *left.load, imm) if boolean and left.load else None
+            return Runtime(emit_imm, left.need, signed, boolean, fallible, guard=guard)
 
         def emit(r: int) -> None:
             left.emit(r)
@@ -500,7 +506,9 @@ class Group:
             self.e.place(done)
             if not exact:
                 self.e.op("NE", r, r, imm=0, with_imm=True)
-        return Runtime(emit, max(a.need, b.need), True, True, fallible)
+        # a && b is 0 unless a holds, and unless b holds when a cannot stop the clause first
+        guard = (a.guard or (None if a.fallible else b.guard)) if node.op == "&&" else None
+        return Runtime(emit, max(a.need, b.need), True, True, fallible, guard=guard)
 
     def boolean(self, v: Runtime) -> Runtime:
         if v.boolean:
@@ -509,7 +517,7 @@ class Group:
         def emit(r: int) -> None:
             v.emit(r)
             self.e.op("NE", r, r, imm=0, with_imm=True)
-        return Runtime(emit, v.need, True, True, v.fallible)
+        return Runtime(emit, v.need, True, True, v.fallible, guard=v.guard)
 
     def ternary(self, node: Ternary) -> Value:
         cond = self.integer(self.value(node.cond), node.cond)
@@ -603,6 +611,7 @@ class Group:
         e = self.e
         end = Label()
         single = len(self.clauses) == 1 and self.clauses[0].record
+        guard = pf.NO_GUARD
         for clause in self.clauses:
             with error_context(clause, text_of):
                 pred = self.integer(self.value(clause.predicate), clause.predicate) if clause.predicate else Const(1)
@@ -610,6 +619,8 @@ class Group:
             if isinstance(pred, Const) and not pred.value:
                 continue  # never true: nothing to run (checked all the same)
             pred_rt = None if isinstance(pred, Const) else self.runtime(pred)
+            if len(self.clauses) == 1 and pred_rt is not None and pred_rt.guard:
+                guard = guard_test(*pred_rt.guard, self.bits) or pf.NO_GUARD  # the recorder tests it first
             fallible = (pred_rt is not None and pred_rt.fallible) or any(
                 k.fallible for _, keys, _ in actions for k in keys) or any(v and v.fallible for _, _, v in actions)
             skip = Label()
@@ -644,7 +655,7 @@ class Group:
                               f"instructions for {self.named_probes()}, more than the {MAX_INSNS} of a program",
                               "simplify the predicate or the keys")
         code = pf.encode(pf.ProgramForm(tuple(insns), tuple(e.aggs), tuple(e.consts), self.keys, bytes(e.strings),
-                                        e.nargs))
+                                        e.nargs, guard=guard))
         if len(code) > MAX_BYTES:
             raise ClauseError(f"clauses {where} compile to {len(code)} bytes, more than the {MAX_BYTES} of a program",
                               "match fewer probes with probe names")
@@ -666,6 +677,53 @@ class error_context:
             placed.placed = True
             raise placed from None
         return False
+
+
+def guard_test(op: int, arg: int, ext: int, imm: int, word_bits: int) -> tuple[int, int, int, int, int] | None:
+    """The guard a recorder tests for ``extend(argument, ext) OP imm`` (sdtgen/layout.py, PROGRAM): (argument, shift,
+    flip, lo, span), or None when the test is always or never true (no interval says it; the program decides).
+
+    The argument's low ``width`` bits, shifted to the top of a word, with bit 63 flipped when the order is the
+    signed one, order the patterns as the comparison orders their extended values; the patterns that pass are
+    then one interval of them (a point's complement for NE), which (y - lo) <= span tests."""
+    name = pf.OP_NAMES[op]
+    exts = {v: k for k, v in pf.EXT.items()}
+    kind = exts[ext]
+    width = word_bits if kind == "WORD" else int(kind[1:])
+    sign_extends = kind.startswith("S")
+    signed_compare = name in ("SLT", "SLE", "SGT", "SGE")
+    flip = int(signed_compare and (sign_extends or width == 64))
+    shift, n = 64 - width, 1 << width
+
+    def value(t: int) -> int:
+        """The t-th pattern, in the comparison's order, as the comparison sees it."""
+        pattern = t ^ (1 << (width - 1)) if flip else t
+        v = pattern - n if sign_extends and pattern >> (width - 1) else pattern
+        return to_signed(v & MASK) if signed_compare else v & MASK
+
+    c = to_signed(imm & MASK) if signed_compare else imm & MASK
+
+    def first(holds: Callable[[int], bool]) -> int:
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if holds(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    below, upto = first(lambda t: value(t) >= c), first(lambda t: value(t) > c)
+    if name == "NE":
+        if below == upto:
+            return None
+        return arg, shift, flip, ((below + 1) << shift) & MASK, (n - 2) << shift
+    t0, t1 = {"EQ": (below, upto - 1), "SLT": (0, below - 1), "ULT": (0, below - 1), "SLE": (0, upto - 1),
+              "ULE": (0, upto - 1), "SGT": (upto, n - 1), "UGT": (upto, n - 1), "SGE": (below, n - 1),
+              "UGE": (below, n - 1)}[name]
+    if t0 > t1 or (t0, t1) == (0, n - 1):
+        return None
+    return arg, shift, flip, t0 << shift, (t1 - t0) << shift
 
 
 def display(name: str) -> str:

@@ -22,6 +22,7 @@ FUNC_NAMES = {v: k for k, v in FUNCS.items()}
 BINARY_FIRST = OPS["ADD"]
 
 _HEADER = PROGRAM.struct(64)
+NO_GUARD = (0, 0, 0, 0, (1 << 64) - 1)  # a span of every value: every firing passes
 _INSN = INSN.struct(64)
 _DESC = AGG_DESC.struct(64)
 
@@ -74,6 +75,7 @@ class ProgramForm:
     version: int = VALUES["SDT_PROGRAM_VERSION"]
     magic: int = VALUES["SDT_PROGRAM_MAGIC"]
     flags: int = 0
+    guard: tuple[int, int, int, int, int] = NO_GUARD  # argument, shift, flip, lo, span: the predicate's first test
 
 
 def encode(p: ProgramForm) -> bytes:
@@ -85,13 +87,15 @@ def encode(p: ProgramForm) -> bytes:
     body += b"".join(struct.pack("<I", k) for k in p.probes)
     body += p.strings
     size = _HEADER.size + len(body)
+    arg, shift, flip, lo, span = p.guard
     return _HEADER.pack(p.magic, p.version, len(p.insns), size, len(p.consts), len(p.aggs), p.nargs,
-                        len(p.strings), len(p.probes), p.flags) + body
+                        len(p.strings), len(p.probes), p.flags, arg, shift, flip, 0, 0, 0, 0, 0, lo, span) + body
 
 
 def decode(data: bytes) -> ProgramForm:
     """The parts of a program's bytes, trusting its counts (for tests and listings; the runtime verifies)."""
-    (magic, version, ninsns, _size, nconsts, naggs, nargs, nstrings, nprobes, flags) = _HEADER.unpack_from(data)
+    (magic, version, ninsns, _size, nconsts, naggs, nargs, nstrings, nprobes, flags, garg, gshift, gflip, *_pad,
+     glo, gspan) = _HEADER.unpack_from(data)
     at = _HEADER.size
     insns = tuple(Insn(*_INSN.unpack_from(data, at + k * _INSN.size)) for k in range(ninsns))
     at += ninsns * _INSN.size
@@ -104,9 +108,13 @@ def decode(data: bytes) -> ProgramForm:
     at += 8 * nconsts
     probes = struct.unpack_from(f"<{nprobes}I", data, at)
     at += 4 * nprobes
-    return ProgramForm(insns, tuple(aggs), consts, probes, data[at:at + nstrings], nargs, version, magic, flags)
+    return ProgramForm(insns, tuple(aggs), consts, probes, data[at:at + nstrings], nargs, version, magic, flags,
+                       (garg, gshift, gflip, glo, gspan))
 
 
 def listing(data: bytes) -> list[str]:
-    """One line per instruction: what the program does, for a reader."""
-    return [f"{k:3}: {insn}" for k, insn in enumerate(decode(data).insns)]
+    """One line per instruction (and the guard first, when it has one): what the program does, for a reader."""
+    form = decode(data)
+    arg, shift, flip, lo, span = form.guard
+    head = [] if form.guard == NO_GUARD else [f"guard: arg{arg} << {shift} ^ {flip} << 63, {lo:#x} + {span:#x}"]
+    return head + [f"{k:3}: {insn}" for k, insn in enumerate(form.insns)]

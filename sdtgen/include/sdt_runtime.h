@@ -177,7 +177,7 @@ struct sdt_probe {
 	sdt_s32 xargtype[6];	/* translated types (the _XLATE forms); 0 where there is none */
 	sdt_s32 recorder;	/* the recorder gen wrote for the probe (what branch arming calls) */
 	sdt_u32 key;	/* the event id of its records: FNV-1a of the stub's symbol, never 0 */
-	sdt_s32 program;	/* the probe's program slot, a writable pointer gen defines beside its recorder (NULL: every firing is recorded; sdt_enable_program sets it), relative to this field */
+	sdt_s32 program;	/* the probe's struct sdt_slot, which gen defines beside its recorder (its program NULL: every firing is recorded; sdt_enable_program sets it), relative to this field */
 };
 _SDT_LAYOUT(sizeof(struct sdt_probe) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, stub) == 0);
@@ -357,8 +357,14 @@ struct sdt_program {
 	sdt_u32 strings;	/* bytes of the string table (NUL-terminated constants STRCMP compares with) */
 	sdt_u16 nprobes;	/* the probes (by key) it attaches to among those a spec matches; 0: all of them */
 	sdt_u16 flags;	/* 0 */
+	sdt_u8 guard_arg;	/* the guard: a firing whose argument guard_arg fails it does nothing here, so the recorder turns it away before anything else (the first test of the predicate, which the program makes too). The test: y = (argument << guard_shift) ^ (guard_flip << 63); (y - guard_lo) <= guard_span, unsigned; a span of ~0 passes every firing */
+	sdt_u8 guard_shift;	/* 64 - the bits the argument is compared in */
+	sdt_u8 guard_flip;	/* 1: a signed comparison (bit 63 flipped) */
+	sdt_u8 guard_pad[5];	/* 0 */
+	sdt_u64 guard_lo;
+	sdt_u64 guard_span;
 };
-_SDT_LAYOUT(sizeof(struct sdt_program) == 24);
+_SDT_LAYOUT(sizeof(struct sdt_program) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, version) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, ninsns) == 6);
@@ -369,6 +375,31 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, nargs) == 15);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, strings) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, nprobes) == 20);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, flags) == 22);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_arg) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_shift) == 25);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_flip) == 26);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_pad) == 27);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_lo) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_span) == 40);
+
+/* A probe's program slot (writable; gen defines one beside each recorder): the program its firings run, and the program's guard, copied here so the recorder tests it without reading the program's memory. */
+struct sdt_slot {
+	const struct sdt_program *program;	/* NULL: every firing is recorded */
+	sdt_u64 guard_lo;	/* sdt_program.guard_lo */
+	sdt_u64 guard_span;	/* sdt_program.guard_span */
+	sdt_u8 guard_arg;	/* sdt_program.guard_arg */
+	sdt_u8 guard_shift;	/* sdt_program.guard_shift */
+	sdt_u8 guard_flip;	/* sdt_program.guard_flip */
+	sdt_u8 pad[5];	/* 0 */
+};
+_SDT_LAYOUT(sizeof(struct sdt_slot) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, program) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_lo) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_span) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_arg) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_shift) == 25);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_flip) == 26);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, pad) == 27);
 
 /* One instruction: dst = a OP b (b: a register, or imm with SDT_OP_IMM). Jumps go forward only, so a program runs at most ninsns steps. */
 struct sdt_insn {
@@ -606,9 +637,10 @@ int sdt_program_verify(const void *program, unsigned long bytes);
  * Thread context only (it calls sync_cores and waits for CPUs inside a program to leave it).
  */
 int sdt_agg_switch(void);
-/* The recorders call it for a probe whose slot holds a program: 1 when the firing is to be recorded. */
-int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *const volatile *slot, sdt_u32 key, sdt_word a0,
-		     sdt_word a1, sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5);
+/* The recorders call it for a probe whose slot holds a program (and whose guard passed): 1 when the firing is to
+ * be recorded. */
+int sdt_program_fire(struct sdt_cpu *c, const struct sdt_slot *slot, sdt_u32 key, sdt_word a0, sdt_word a1,
+		     sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5);
 
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
 #ifdef __cplusplus
@@ -665,6 +697,42 @@ static inline __attribute__((always_inline)) void sdt_event_trim(struct sdt_cpu 
 
 	c->offset -= e->size - used;
 	e->size = (sdt_u16)used;
+}
+
+/*
+ * A slot's guard, which the recorders make before anything else when the slot holds a program: 0 when the
+ * firing fails the first test of the program's predicate (it does nothing then). The program is read with
+ * acquire, so the guard the enabling wrote before it is the one tested.
+ */
+static inline __attribute__((always_inline)) int sdt_guard(const struct sdt_slot *s, sdt_word a0, sdt_word a1,
+							    sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
+{
+	sdt_u64 y;
+
+	if (!__atomic_load_n(&s->program, __ATOMIC_ACQUIRE) || s->guard_span == ~(sdt_u64)0)
+		return 1;	/* no program (detached meanwhile), or one without a guard */
+	switch (s->guard_arg) {
+	case 0:
+		y = a0;
+		break;
+	case 1:
+		y = a1;
+		break;
+	case 2:
+		y = a2;
+		break;
+	case 3:
+		y = a3;
+		break;
+	case 4:
+		y = a4;
+		break;
+	default:
+		y = a5;
+		break;
+	}
+	y = (y << (s->guard_shift & 63)) ^ ((sdt_u64)s->guard_flip << 63);
+	return y - s->guard_lo <= s->guard_span;
 }
 
 static inline __attribute__((always_inline)) void sdt_event_end(struct sdt_cpu *c)

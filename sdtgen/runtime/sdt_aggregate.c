@@ -186,8 +186,8 @@ static SDT_CODE unsigned lquantize_bucket(const struct sdt_agg_desc *d, sdt_u64 
 }
 
 /* Add x to the entry of keys ``key`` of aggregation ``d`` in half ``h`` of ``g`` (its CPU's own table). */
-static SDT_CODE void agg_update(struct sdt_agg *g, unsigned h, const struct sdt_agg_desc *d, const sdt_u64 *key,
-				sdt_u64 x)
+static inline __attribute__((always_inline)) void agg_update(struct sdt_agg *g, unsigned h,
+							      const struct sdt_agg_desc *d, const sdt_u64 *key, sdt_u64 x)
 {
 	sdt_u32 *index = (sdt_u32 *)(sdt_word)g->index[h];
 	sdt_u8 *arena = (sdt_u8 *)(sdt_word)g->arena[h];

@@ -11,8 +11,10 @@
  * through the kernel's readable ranges (the recorders' own rule); a division by zero or a string it cannot
  * read stops the clause (CATCH) and is counted in the CPU's ``errors``, never a fault.
  *
- * A probe's program is found through its slot, a writable pointer gen defines beside its recorder: NULL (no
- * program) costs the recorder one load and a branch. The recorder calls sdt_program_fire with this CPU's area;
+ * A probe's program is found through its slot (struct sdt_slot), which gen defines beside its recorder: NULL (no
+ * program) costs the recorder a compare and a branch. A program's guard, its predicate's first test, is copied
+ * into the slot: the recorder makes it (sdt_guard, inline) before anything else, so a firing it turns away
+ * costs no call. The recorder calls sdt_program_fire with this CPU's area;
  * the CPU's seq is odd while it runs a program, which is how sdt_disable_program knows when no CPU can still
  * be reading one it detached (and the consumer, when a half it switched away from is complete).
  */
@@ -202,6 +204,12 @@ SDT_CODE int sdt_program_verify(const void *program, unsigned long bytes)
 	       sizeof(struct sdt_agg_desc) * (unsigned long)p->naggs + 8ul * p->nconsts + 4ul * p->nprobes;
 	if (size > bytes || bytes - size != p->strings)
 		return SDT_ERR_PROG_FORM;
+	if (p->guard_arg >= SDT_MAX_ARGS || (p->guard_span != ~(sdt_u64)0 && p->guard_arg >= p->nargs) ||
+	    p->guard_shift > 63 || p->guard_flip > 1)
+		return SDT_ERR_PROG_FORM;
+	for (k = 0; k < sizeof(p->guard_pad); k++)
+		if (p->guard_pad[k])
+			return SDT_ERR_PROG_FORM;
 	for (k = 1; k < p->nprobes; k++)
 		if (PROG_PROBES(p)[k - 1] >= PROG_PROBES(p)[k])
 			return SDT_ERR_PROG_FORM;
@@ -294,208 +302,222 @@ static SDT_CODE sdt_u64 signed_div(sdt_u64 x, sdt_u64 y, int mod)
 	return xneg != yneg ? 0 - q : q;	/* toward zero; INT64_MIN / -1 wraps to INT64_MIN */
 }
 
+/* An argument's register as LDARG reads it: extended as ``ext`` (SDT_EXT_*) says. */
+static inline sdt_u64 extend(sdt_u64 q, unsigned ext)
+{
+	switch (ext) {
+	case SDT_EXT_S8:
+		return (sdt_u64)(long long)(signed char)q;
+	case SDT_EXT_S16:
+		return (sdt_u64)(long long)(short)q;
+	case SDT_EXT_S32:
+		return (sdt_u64)(long long)(int)q;
+	case SDT_EXT_U8:
+		return q & 0xff;
+	case SDT_EXT_U16:
+		return q & 0xffff;
+	case SDT_EXT_U32:
+		return q & 0xffffffffu;
+	}
+	return q;
+}
+
 /*
  * Run program ``p`` for a firing of probe ``key`` with arguments ``arg`` on the CPU of ``g`` (its half ``h``
- * takes the aggregations): 1 when the firing is to be recorded. A verified program's jumps go forward, so the
- * loop ends within ninsns steps; the checks on pc keep it so for any bytes.
+ * takes the aggregations): 1 when the firing is to be recorded. Threaded: each operation's code goes straight
+ * to the next one's (GNU C's labels as values, as Linux's BPF interpreter). A verified program's jumps go
+ * forward and its last instruction is EXIT; the checks on pc keep every run within ninsns steps for any bytes.
  */
-static SDT_CODE int program_run(const struct sdt_program *p, struct sdt_agg *g, unsigned h, sdt_u32 key,
-				const sdt_u64 *arg)
+static SDT_CODE __attribute__((noinline)) int program_run(const struct sdt_program *p, struct sdt_agg *g, unsigned h,
+							  sdt_u32 key, const sdt_u64 *arg)
 {
-	const struct sdt_insn *ins = PROG_INSNS(p);
-	sdt_u64 r[SDT_PROG_REGS];
+#define OP(name) [SDT_OP_##name] = &&op_##name
+#define BIN(name) [SDT_OP_##name] = &&op_##name, [SDT_OP_##name | SDT_OP_IMM] = &&op_##name
+	static const void *const ops[256] = {
+		OP(EXIT), OP(REC), OP(RECNZ), OP(CATCH), OP(JA), OP(JZ), OP(JNZ), OP(LDI), OP(LDC), OP(LDARG), OP(LDCPU),
+		OP(LDPROBE), OP(MOV), OP(NEG), OP(NOT), OP(LNOT), OP(STRCMP), OP(PIN), OP(AGG), BIN(ADD), BIN(SUB),
+		BIN(MUL), BIN(SDIV), BIN(UDIV), BIN(SMOD), BIN(UMOD), BIN(AND), BIN(OR), BIN(XOR), BIN(SHL), BIN(SHR),
+		BIN(SAR), BIN(EQ), BIN(NE), BIN(SLT), BIN(SLE), BIN(SGT), BIN(SGE), BIN(ULT), BIN(ULE), BIN(UGT),
+		BIN(UGE),
+	};
+#undef OP
+#undef BIN
+	const struct sdt_insn *ins = PROG_INSNS(p), *in;
+	sdt_u64 r[SDT_PROG_REGS], y, q;
 	unsigned n = p->ninsns, pc = 0, resume = 0;
 	int rec = 0;
 
-	while (pc < n) {
-		const struct sdt_insn *in = &ins[pc];
-		unsigned op = in->op, d = REG(in->dst);
-		sdt_u64 x = 0, y = 0, q;
-		sdt_u32 imm = (sdt_u32)in->imm;
-
-		if (op >= SDT_OP_ADD) {	/* a binary operation (the last ones) */
-			x = r[REG(in->a)];
-			y = op & SDT_OP_IMM ? (sdt_u64)(long long)in->imm : r[REG(in->b)];
-			op &= ~SDT_OP_IMM;
-		}
-		switch (op) {
-		case SDT_OP_EXIT:
-			return rec;
-		case SDT_OP_REC:
-			rec = 1;
-			break;
-		case SDT_OP_RECNZ:
-			rec |= r[REG(in->a)] != 0;
-			break;
-		case SDT_OP_CATCH:
-			resume = imm;
-			break;
-		case SDT_OP_JZ:
-		case SDT_OP_JNZ:
-			if ((r[REG(in->a)] == 0) != (op == SDT_OP_JZ))
-				break;
-			/* fall through */
-		case SDT_OP_JA:
-			if (imm <= pc)
-				return rec;	/* never backwards (the verifier refused it) */
-			pc = imm;
-			continue;
-		case SDT_OP_LDI:
-			r[d] = (sdt_u64)(long long)in->imm;
-			break;
-		case SDT_OP_LDC:
-			r[d] = PROG_CONSTS(p)[imm];
-			break;
-		case SDT_OP_LDARG:
-			q = arg[in->a & 7];
-			switch (in->b) {
-			case SDT_EXT_S8:
-				q = (sdt_u64)(long long)(signed char)q;
-				break;
-			case SDT_EXT_S16:
-				q = (sdt_u64)(long long)(short)q;
-				break;
-			case SDT_EXT_S32:
-				q = (sdt_u64)(long long)(int)q;
-				break;
-			case SDT_EXT_U8:
-				q &= 0xff;
-				break;
-			case SDT_EXT_U16:
-				q &= 0xffff;
-				break;
-			case SDT_EXT_U32:
-				q &= 0xffffffffu;
-				break;
-			}
-			r[d] = q;
-			break;
-		case SDT_OP_LDCPU:
-			r[d] = g->cpu;
-			break;
-		case SDT_OP_LDPROBE:
-			r[d] = key;
-			break;
-		case SDT_OP_MOV:
-			r[d] = r[REG(in->a)];
-			break;
-		case SDT_OP_NEG:
-			r[d] = 0 - r[REG(in->a)];
-			break;
-		case SDT_OP_NOT:
-			r[d] = ~r[REG(in->a)];
-			break;
-		case SDT_OP_LNOT:
-			r[d] = r[REG(in->a)] == 0;
-			break;
-		case SDT_OP_ADD:
-			r[d] = x + y;
-			break;
-		case SDT_OP_SUB:
-			r[d] = x - y;
-			break;
-		case SDT_OP_MUL:
-			r[d] = x * y;
-			break;
-		case SDT_OP_SDIV:
-		case SDT_OP_SMOD:
-			if (!y)
-				goto error;
-			r[d] = signed_div(x, y, op == SDT_OP_SMOD);
-			break;
-		case SDT_OP_UDIV:
-		case SDT_OP_UMOD:
-			if (!y)
-				goto error;
-			q = udiv64(x, y, &y);
-			r[d] = op == SDT_OP_UDIV ? q : y;
-			break;
-		case SDT_OP_AND:
-			r[d] = x & y;
-			break;
-		case SDT_OP_OR:
-			r[d] = x | y;
-			break;
-		case SDT_OP_XOR:
-			r[d] = x ^ y;
-			break;
-		case SDT_OP_SHL:
-			r[d] = x << (y & 63);
-			break;
-		case SDT_OP_SHR:
-			r[d] = x >> (y & 63);
-			break;
-		case SDT_OP_SAR:
-			r[d] = (sdt_u64)((long long)x >> (y & 63));
-			break;
-		case SDT_OP_EQ:
-			r[d] = x == y;
-			break;
-		case SDT_OP_NE:
-			r[d] = x != y;
-			break;
-		case SDT_OP_SLT:
-			r[d] = (long long)x < (long long)y;
-			break;
-		case SDT_OP_SLE:
-			r[d] = (long long)x <= (long long)y;
-			break;
-		case SDT_OP_SGT:
-			r[d] = (long long)x > (long long)y;
-			break;
-		case SDT_OP_SGE:
-			r[d] = (long long)x >= (long long)y;
-			break;
-		case SDT_OP_ULT:
-			r[d] = x < y;
-			break;
-		case SDT_OP_ULE:
-			r[d] = x <= y;
-			break;
-		case SDT_OP_UGT:
-			r[d] = x > y;
-			break;
-		case SDT_OP_UGE:
-			r[d] = x >= y;
-			break;
-		case SDT_OP_STRCMP: {
-			int c = compare_string((const char *)(sdt_word)arg[in->a & 7], PROG_STRINGS(p) + imm);
-			if (c == 2)
-				goto error;
-			r[d] = (sdt_u64)(long long)c;
-			break;
-		}
-		case SDT_OP_PIN:
-			r[d] = in_set(PROG_CONSTS(p) + (imm & 0xffff), imm >> 16, key);
-			break;
-		case SDT_OP_AGG: {
-			const struct sdt_agg_desc *desc = &PROG_AGGS(p)[in->b];
-			sdt_u64 keys[SDT_AGG_MAX_KEYS];
-			unsigned k;
-			for (k = 0; k < desc->nkeys && k < SDT_AGG_MAX_KEYS; k++)
-				keys[k] = r[REG(d + k)];
-			agg_update(g, h, desc, keys, desc->func == SDT_AGG_COUNT ? 0 : r[REG(in->a)]);
-			break;
-		}
-		default:
-			return rec;
-		}
-		pc++;
-		continue;
-error:
-		g->errors++;
-		if (resume <= pc)
-			return rec;
-		pc = resume;
-		resume = 0;
-	}
+#define NEXT() do { if (++pc >= n) return rec; in = &ins[pc]; goto *(ops[in->op] ? ops[in->op] : &&bad); } while (0)
+#define D r[REG(in->dst)]
+#define A r[REG(in->a)]
+#define B (in->op & SDT_OP_IMM ? (sdt_u64)(long long)in->imm : r[REG(in->b)])
+#define IMM ((sdt_u32)in->imm)
+#define JUMP() do { if (IMM <= pc || IMM >= n) return rec; pc = IMM; in = &ins[pc]; \
+		    goto *(ops[in->op] ? ops[in->op] : &&bad); } while (0)
+	if (!n)
+		return 0;
+	in = &ins[0];
+	goto *(ops[in->op] ? ops[in->op] : &&bad);
+op_EXIT:
+bad:
 	return rec;
+op_REC:
+	rec = 1;
+	NEXT();
+op_RECNZ:
+	rec |= A != 0;
+	NEXT();
+op_CATCH:
+	resume = IMM;
+	NEXT();
+op_JZ:
+	if (!A)
+		JUMP();
+	NEXT();
+op_JNZ:
+	if (A)
+		JUMP();
+	NEXT();
+op_JA:
+	JUMP();
+op_LDI:
+	D = (sdt_u64)(long long)in->imm;
+	NEXT();
+op_LDC:
+	D = PROG_CONSTS(p)[IMM];
+	NEXT();
+op_LDARG:
+	D = extend(arg[in->a & 7], in->b);
+	NEXT();
+op_LDCPU:
+	D = g->cpu;
+	NEXT();
+op_LDPROBE:
+	D = key;
+	NEXT();
+op_MOV:
+	D = A;
+	NEXT();
+op_NEG:
+	D = 0 - A;
+	NEXT();
+op_NOT:
+	D = ~A;
+	NEXT();
+op_LNOT:
+	D = A == 0;
+	NEXT();
+op_STRCMP: {
+	int c = compare_string((const char *)(sdt_word)arg[in->a & 7], PROG_STRINGS(p) + IMM);
+	if (c == 2)
+		goto error;
+	D = (sdt_u64)(long long)c;
+	NEXT();
+}
+op_PIN:
+	D = in_set(PROG_CONSTS(p) + (IMM & 0xffff), IMM >> 16, key);
+	NEXT();
+op_AGG: {
+	const struct sdt_agg_desc *desc = &PROG_AGGS(p)[in->b];
+	sdt_u64 keys[SDT_AGG_MAX_KEYS];
+	unsigned k, first = in->dst;
+	for (k = 0; k < desc->nkeys && k < SDT_AGG_MAX_KEYS; k++)
+		keys[k] = r[REG(first + k)];
+	agg_update(g, h, desc, keys, desc->func == SDT_AGG_COUNT ? 0 : A);
+	NEXT();
+}
+op_ADD:
+	D = A + B;
+	NEXT();
+op_SUB:
+	D = A - B;
+	NEXT();
+op_MUL:
+	D = A * B;
+	NEXT();
+op_SDIV:
+op_SMOD:
+	y = B;
+	if (!y)
+		goto error;
+	D = signed_div(A, y, (in->op & ~SDT_OP_IMM) == SDT_OP_SMOD);
+	NEXT();
+op_UDIV:
+op_UMOD:
+	y = B;
+	if (!y)
+		goto error;
+	q = udiv64(A, y, &y);
+	D = (in->op & ~SDT_OP_IMM) == SDT_OP_UDIV ? q : y;
+	NEXT();
+op_AND:
+	D = A & B;
+	NEXT();
+op_OR:
+	D = A | B;
+	NEXT();
+op_XOR:
+	D = A ^ B;
+	NEXT();
+op_SHL:
+	D = A << (B & 63);
+	NEXT();
+op_SHR:
+	D = A >> (B & 63);
+	NEXT();
+op_SAR:
+	D = (sdt_u64)((long long)A >> (B & 63));
+	NEXT();
+op_EQ:
+	D = A == B;
+	NEXT();
+op_NE:
+	D = A != B;
+	NEXT();
+op_SLT:
+	D = (long long)A < (long long)B;
+	NEXT();
+op_SLE:
+	D = (long long)A <= (long long)B;
+	NEXT();
+op_SGT:
+	D = (long long)A > (long long)B;
+	NEXT();
+op_SGE:
+	D = (long long)A >= (long long)B;
+	NEXT();
+op_ULT:
+	D = A < B;
+	NEXT();
+op_ULE:
+	D = A <= B;
+	NEXT();
+op_UGT:
+	D = A > B;
+	NEXT();
+op_UGE:
+	D = A >= B;
+	NEXT();
+error:
+	g->errors++;
+	if (resume <= pc)
+		return rec;
+	pc = resume;
+	resume = 0;
+	in = &ins[pc];
+	goto *(ops[in->op] ? ops[in->op] : &&bad);
+#undef NEXT
+#undef D
+#undef A
+#undef B
+#undef IMM
+#undef JUMP
 }
 
 /* -- the firing path ------------------------------------------------------------------------------------------ */
 
-SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *const volatile *slot, sdt_u32 key,
-			      sdt_word a0, sdt_word a1, sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
+SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_slot *slot, sdt_u32 key, sdt_word a0, sdt_word a1,
+			      sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
 {
 	struct sdt_agg *g;
 	const struct sdt_program *p;
@@ -503,22 +525,22 @@ SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *const
 	sdt_word s;
 	int rec = 1;
 
-	if (!c)
+	if (__builtin_expect(!c, 0))
 		return 0;
 	g = (struct sdt_agg *)(sdt_word)c->agg;
-	if (!g) {	/* this CPU was given no program state: the firing cannot be judged */
+	if (__builtin_expect(!g, 0)) {	/* this CPU was given no program state: the firing cannot be judged */
 		if (!c->nesting)
 			c->discarded++;
 		return 0;
 	}
 	s = (sdt_word)g->seq;
-	if (s & 1) {	/* a firing inside this CPU's own program (an interrupt): counted, never run */
+	if (__builtin_expect(s & 1, 0)) {	/* a firing inside this CPU's own program (an interrupt): counted */
 		g->nested++;
 		return 0;
 	}
 	__atomic_store_n((sdt_word *)&g->seq, s + 1, __ATOMIC_RELAXED);	/* before the slot is read: see quiesce() */
 	__asm__ __volatile__("" ::: "memory");
-	p = *slot;
+	p = __atomic_load_n(&slot->program, __ATOMIC_ACQUIRE);
 	if (p) {
 		arg[0] = a0, arg[1] = a1, arg[2] = a2, arg[3] = a3, arg[4] = a4, arg[5] = a5, arg[6] = arg[7] = 0;
 		rec = program_run(p, g, (unsigned)(sdt_seq_load(&g->want) & 1), key, arg);
@@ -529,9 +551,21 @@ SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *const
 
 /* -- attaching programs to probes ------------------------------------------------------------------------------ */
 
-static SDT_CODE const struct sdt_program *volatile *probe_slot(const struct sdt_probe *p)
+static SDT_CODE struct sdt_slot *probe_slot(const struct sdt_probe *p)
 {
-	return p->program ? (const struct sdt_program *volatile *)sdt_rel(&p->program) : 0;
+	return p->program ? (struct sdt_slot *)sdt_rel(&p->program) : 0;
+}
+
+/* Attach verified program ``prog`` to a slot that holds none: its guard first, so a recorder that sees the program
+ * (it loads it with acquire) sees its guard. */
+static SDT_CODE void slot_attach(struct sdt_slot *slot, const struct sdt_program *prog)
+{
+	slot->guard_lo = prog->guard_lo;
+	slot->guard_span = prog->guard_span;
+	slot->guard_arg = prog->guard_arg;
+	slot->guard_shift = prog->guard_shift;
+	slot->guard_flip = prog->guard_flip;
+	__atomic_store_n(&slot->program, prog, __ATOMIC_RELEASE);
 }
 
 /* Whether program ``prog`` is for probe ``p`` (among the probes a spec matched): its list, or all when empty. */
@@ -579,7 +613,7 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 		last = 0;
 		for (s = sites; s < sites_end; s++) {
 			const struct sdt_probe *p = sdt_site_probe(s);
-			const struct sdt_program *volatile *slot;
+			struct sdt_slot *slot;
 			if (s->state != SDT_SITE_OFF && !is_armed(s->state))
 				continue;
 			if (p != last) {
@@ -591,15 +625,15 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 			slot = probe_slot(p);
 			if (pass == 0) {
 				r = !slot ? SDT_ERR_PROG_SLOT : p->nargs < prog->nargs ? SDT_ERR_PROG_ARGS :
-				    *slot && *slot != prog ? SDT_ERR_PROG_BUSY : 0;
+				    slot->program && slot->program != prog ? SDT_ERR_PROG_BUSY : 0;
 				if (r) {
 					give();
 					return r;
 				}
 				continue;
 			}
-			if (*slot != prog)
-				__atomic_store_n(slot, prog, __ATOMIC_RELEASE);	/* the program is complete first */
+			if (slot->program != prog)
+				slot_attach(slot, prog);
 			count += queue(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
 		}
 	}
@@ -638,9 +672,9 @@ SDT_CODE int sdt_disable_program(const char *text)
 	last = 0;
 	for (s = sites; s < sites_end; s++) {
 		const struct sdt_probe *p = sdt_site_probe(s);
-		const struct sdt_program *volatile *slot = probe_slot(p);
-		if (p != last && slot && *slot && matches(&sp, p))
-			__atomic_store_n(slot, (const struct sdt_program *)0, __ATOMIC_RELEASE);
+		struct sdt_slot *slot = probe_slot(p);
+		if (p != last && slot && slot->program && matches(&sp, p))
+			__atomic_store_n(&slot->program, (const struct sdt_program *)0, __ATOMIC_RELEASE);
 		last = p;
 	}
 	quiesce();	/* no CPU still runs a program it read from a slot cleared above */

@@ -15,6 +15,7 @@ from sdtgen.layout import AGG
 HERE = Path(__file__).resolve().parent
 SUPPORT = HERE / "agg_support.c"
 AGG_BYTES = 64 * 1024
+FIRE = "agg:test:fire:six"  # agg_support.c's probe
 
 
 def build_image(out: Path, arch: str) -> Path:
@@ -35,8 +36,7 @@ class GuestPrograms:
         self.s = session
         sym = session.image.symbols
         self.fn = {name: sym[name].value for name in ("sdt_agg_attach", "sdt_enable_program", "sdt_disable_program",
-                                                      "sdt_agg_switch", "sdt_program_verify", "agg_fire")}
-        self.args_at = sym["agg_args"].value
+                                                      "sdt_agg_switch", "agg_fire")}
         self.tables_at = sym["agg_tables"].value
         self.memory_at = sym["agg_memory"].value
         self.programs_at = sym["agg_programs"].value
@@ -79,18 +79,20 @@ class GuestPrograms:
         self.s.runtime.refresh()
         return r
 
-    def fire(self, code: bytes, key: int, args: list[int]) -> int:
-        """One firing of a probe whose slot holds ``code``, on CPU 0 with fresh tables: agg_fire's answer (1:
-        record it), or the verifier's refusal (negative)."""
-        at, word = self.programs_at, self.bits // 8
-        self.s.machine.write(at, code)
-        r = self.call("sdt_program_verify", at, len(code))
-        if r:
-            return r
+    def fire(self, compiled: Compiled, mode: str, args: list[int]) -> int:
+        """agg_fire(args) on CPU 0 with fresh tables, its probe (agg:test:fire:six) running ``compiled``'s one
+        program armed with ``mode``: the events recorded. The program is detached and disarmed after."""
+        [program] = compiled.programs
         assert self.call("sdt_agg_attach", self.s.platform.area(0), self.table(0), self.memory_at, AGG_BYTES) == 0
-        self.s.machine.write(self.args_at, b"".join((a & ((1 << self.bits) - 1)).to_bytes(word, "little")
-                                                    for a in args))
-        return self.call("agg_fire", self.s.platform.area(0), at, key)
+        self.next_program = self.programs_at
+        self.enable(compiled, mode)
+        before = self.s.hits.get(FIRE, 0)
+        self.s.machine.call(self.fn["agg_fire"], [a & ((1 << self.bits) - 1) for a in args])
+        self.s.drain()
+        recorded = self.s.hits.get(FIRE, 0) - before
+        for spec in program.specs:
+            assert self.disable(spec) == 1
+        return recorded
 
     def cpu_tables(self, cpu: int = 0):
         return read_cpu(self.s.machine.read, self.table(cpu), self.bits, self.s.image.arch.little, given=AGG_BYTES)

@@ -12,7 +12,7 @@ static const struct sdt_probe harness_probe __attribute__((used, section("set_sd
 static struct sdt_cpu area;
 static struct sdt_agg agg;
 static unsigned char memory[1 << 21] __attribute__((aligned(64)));
-static const struct sdt_program *harness_slot;
+static struct sdt_slot harness_slot;
 
 /* This process's CPU 0: an area and ``bytes`` of aggregation memory (0: none attached). */
 int h_attach(unsigned long bytes, unsigned cpu)
@@ -44,18 +44,25 @@ int h_verify(const void *program, unsigned long bytes)
 	return sdt_program_verify(program, bytes);
 }
 
-/* A firing of probe ``key`` with ``args`` whose slot holds ``program``: the verifier's refusal (negative), or
- * what sdt_program_fire says (1: record it). ``unchecked``: run it without verifying (the corruption tests
- * run only what the verifier accepted; this is for a program changed after it was attached). */
+/* A firing of probe ``key`` with ``args`` whose slot holds ``program``, as a recorder makes it (the slot's guard,
+ * then sdt_program_fire): the verifier's refusal (negative), 2 when the guard turned it away, or what
+ * sdt_program_fire says (1: record it). ``unchecked``: run it without verifying (for a program changed after it
+ * was attached). */
 int h_fire(const void *program, unsigned long bytes, unsigned key, const sdt_u64 *args, int unchecked)
 {
 	int r = unchecked ? 0 : sdt_program_verify(program, bytes);
+	sdt_word a[6];
+	unsigned k;
 
 	if (r)
 		return r;
-	harness_slot = (const struct sdt_program *)program;
-	return sdt_program_fire(&area, &harness_slot, key, (sdt_word)args[0], (sdt_word)args[1], (sdt_word)args[2],
-				(sdt_word)args[3], (sdt_word)args[4], (sdt_word)args[5]);
+	for (k = 0; k < 6; k++)
+		a[k] = (sdt_word)args[k];
+	harness_slot.program = 0;
+	slot_attach(&harness_slot, (const struct sdt_program *)program);
+	if (!sdt_guard(&harness_slot, a[0], a[1], a[2], a[3], a[4], a[5]))
+		return 2;
+	return sdt_program_fire(&area, &harness_slot, key, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 /* Strings are read only inside these ranges (n 0: anywhere), as a kernel's readable hook says. */

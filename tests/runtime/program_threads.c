@@ -46,7 +46,7 @@ static unsigned ncpus;
 static unsigned long firings;
 static unsigned key;
 static __thread struct cpu *self;
-static const struct sdt_program *probe_slot;
+static struct sdt_slot probe_slot;	/* its program has no predicate: no guard (a span of every value) */
 static volatile int workers_done, consumer_stop;
 static unsigned char *out;
 static size_t out_len, out_cap;
@@ -168,7 +168,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "refused: %d\n", r);
 		return 4;
 	}
-	probe_slot = (const struct sdt_program *)program;
+	probe_slot.guard_span = ~(sdt_u64)0;
+	probe_slot.program = (const struct sdt_program *)program;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGUSR1, &sa, 0);

@@ -60,8 +60,12 @@ class Harness:
         return ctypes.cast(buf, ctypes.c_char_p)
 
     def fire(self, code: bytes, key: int, args: list[int], unchecked: bool = False) -> int:
+        """A firing as a recorder makes it: 1 when it is to be recorded, 0 when not (``guarded``: the slot's guard
+        turned it away before the program ran), or the verifier's refusal."""
         words = (ctypes.c_uint64 * 6)(*(list(args) + [0] * (6 - len(args))))
-        return self.lib.h_fire(self.aligned(code), len(code), key, words, int(unchecked))
+        r = self.lib.h_fire(self.aligned(code), len(code), key, words, int(unchecked))
+        self.guarded = r == 2
+        return 0 if r == 2 else r
 
     def string(self, data: bytes) -> int:
         """The address of a NUL-terminated copy of ``data`` this process keeps."""

@@ -72,6 +72,10 @@ HOSTILE = {
     "more than 16 aggregations": (prog(EXIT, aggs=tuple(AggDesc(k, COUNT, 0, 1) for k in range(17))), FORM),
     "seven arguments": (prog(EXIT, nargs=7), FORM),
     "probe keys out of order": (prog(EXIT, probes=(5, 3)), FORM),
+    "a guard on an argument it does not read": (prog(EXIT, nargs=1, guard=(1, 0, 0, 0, 5)), FORM),
+    "a guard on a seventh argument": (prog(EXIT, guard=(6, 0, 0, 0, (1 << 64) - 1)), FORM),
+    "a guard shift of 64": (prog(EXIT, nargs=1, guard=(0, 64, 0, 0, 5)), FORM),
+    "a guard flip of 2": (prog(EXIT, nargs=1, guard=(0, 0, 2, 0, 5)), FORM),
 }
 
 

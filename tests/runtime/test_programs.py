@@ -83,15 +83,44 @@ def test_a_predicate_records_a_firing_when_it_is_not_zero(harness, data):
     try:
         expected = int(evaluate(expr, typemap, args) != 0)
     except Fault:
-        assert (recorded, harness.tables().errors) == (0, 1), text
+        assert (recorded, harness.tables().errors, harness.guarded) == (0, 1, False), text
         return
     assert recorded == expected, text
+    assert not (harness.guarded and harness.tables().errors), "a firing the guard turns away runs nothing"
 
 
 def test_dtraces_slash_divides_inside_a_predicate_and_closes_it_at_its_end(harness):
     probe = probe_with(["int", "int"])
     program = one_program(compile_for("t:m:f:n /arg0 / 2 > arg1 / 3/\n", [probe]))
     assert [harness.fire(program.code, probe.key, [a, b]) for a, b in ((10, 12), (10, 15), (10, 11))] == [1, 0, 1]
+
+
+EDGES = [0, 127, 128, 255, 256, -129, 2**31 - 1, -2**31, 2**31, 2**32 - 1, -1, 2**63 - 1]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(ctype=st.sampled_from(TYPES), op=st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
+       constant=st.one_of(st.integers(-300, 300), st.sampled_from(EDGES)), unsigned=st.booleans(),
+       registers=st.lists(registers(), min_size=8, max_size=8))
+def test_the_recorders_guard_passes_exactly_the_firings_whose_first_test_holds(ctype, op, constant, unsigned,
+                                                                              registers):
+    """sdtgen.dscript's guard (the first test of a predicate, made in the recorder as one subtraction and one
+    comparison) against the test itself evaluated as C does, for every argument type and comparison."""
+    from dscript_oracle import Arg, Bin, Lit, Un
+
+    from sdtgen.dscript.program import NO_GUARD, decode
+
+    suffix = "u" if unsigned and constant >= 0 else ""
+    probe = probe_with([ctype])
+    program = one_program(compile_for(f"t:m:f:n /arg0 {op} {constant}{suffix}/", [probe]))
+    arg, shift, flip, lo, span = decode(program.code).guard
+    expr = Bin(op, Arg(0), Un("-", Lit(-constant)) if constant < 0 else Lit(constant, suffix))
+    for reg in registers:
+        holds = evaluate(expr, {0: ctype}, [reg]) != 0
+        if (arg, shift, flip, lo, span) == NO_GUARD:
+            continue  # always or never true: the program decides
+        y = ((reg << shift) & M) ^ (flip << 63)
+        assert (((y - lo) & M) <= span) == holds, (ctype, op, constant, reg)
 
 
 # -- strings ---------------------------------------------------------------------------------------------------
