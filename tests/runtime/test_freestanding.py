@@ -1,5 +1,6 @@
 """The runtime is freestanding: built with a kernel's plain flags by gcc or clang, for every architecture and
-optimisation level, it and its port together call nothing outside themselves. nm lists what is undefined:
+optimisation level, it compiles without a warning (-Wall -Wextra -Werror), and it and its port together call
+nothing outside themselves. nm lists what is undefined:
 only the linker sets' bounds, which the kernel's link defines. (AArch64 compilers outline atomics into
 libgcc's __aarch64_* helpers unless told not to; a kernel has no libgcc.)"""
 
