@@ -98,14 +98,16 @@ def test_dtraces_slash_divides_inside_a_predicate_and_closes_it_at_its_end(harne
 EDGES = [0, 127, 128, 255, 256, -129, 2**31 - 1, -2**31, 2**31, 2**32 - 1, -1, 2**63 - 1]
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ctype=st.sampled_from(TYPES), op=st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
        constant=st.one_of(st.integers(-300, 300), st.sampled_from(EDGES)), unsigned=st.booleans(),
        registers=st.lists(registers(), min_size=8, max_size=8))
-def test_the_recorders_guard_passes_exactly_the_firings_whose_first_test_holds(ctype, op, constant, unsigned,
-                                                                              registers):
-    """sdtgen.dscript's guard (the first test of a predicate, made in the recorder as one subtraction and one
-    comparison) against the test itself evaluated as C does, for every argument type and comparison."""
+def test_the_recorders_guard_passes_exactly_the_firings_whose_first_test_holds(harness, ctype, op, constant,
+                                                                              unsigned, registers):
+    """A predicate that is one test of an argument against a constant becomes the program's guard: the recorder
+    makes it as one subtraction and one comparison (sdt_guard). The guard sdtgen.dscript computes, and the
+    firing through the C guard and the program, against the test itself evaluated as C does, for every
+    argument type and comparison."""
     from dscript_oracle import Arg, Bin, Lit, Un
 
     from sdtgen.dscript.program import NO_GUARD, decode
@@ -117,10 +119,10 @@ def test_the_recorders_guard_passes_exactly_the_firings_whose_first_test_holds(c
     expr = Bin(op, Arg(0), Un("-", Lit(-constant)) if constant < 0 else Lit(constant, suffix))
     for reg in registers:
         holds = evaluate(expr, {0: ctype}, [reg]) != 0
-        if (arg, shift, flip, lo, span) == NO_GUARD:
-            continue  # always or never true: the program decides
-        y = ((reg << shift) & M) ^ (flip << 63)
-        assert (((y - lo) & M) <= span) == holds, (ctype, op, constant, reg)
+        assert harness.fire(program.code, probe.key, [reg]) == int(holds), (ctype, op, constant, reg)
+        if (arg, shift, flip, lo, span) != NO_GUARD:  # always or never true: the program decides alone
+            y = ((reg << shift) & M) ^ (flip << 63)
+            assert (((y - lo) & M) <= span) == holds == (not harness.guarded), (ctype, op, constant, reg)
 
 
 # -- strings ---------------------------------------------------------------------------------------------------
@@ -150,6 +152,14 @@ def test_a_string_argument_compares_with_a_constant_as_strcmp_orders_them(harnes
     copied = arg[:MAX_STRING]  # what the recorder would copy of it: the kernel compares that
     expected = strcmp_holds(op, constant, copied) if flipped else strcmp_holds(op, copied, constant)
     assert harness.fire(program.code, probe.key, [harness.string(arg), 0]) == int(expected), cond
+
+
+def test_a_string_argument_is_compared_as_far_as_a_recorder_copies_it(harness):
+    """The first SDT_MAX_STRING (127) bytes: a longer string equals its first 127 bytes, as its event would."""
+    probe = probe_with(["const char *"])
+    program = one_program(compile_for(f't:m:f:n /arg0 == "{"x" * MAX_STRING}"/', [probe]))
+    assert harness.fire(program.code, probe.key, [harness.string(b"x" * 200)]) == 1
+    assert harness.fire(program.code, probe.key, [harness.string(b"x" * (MAX_STRING - 1))]) == 0
 
 
 def test_a_string_is_read_only_inside_readable_memory(harness):
