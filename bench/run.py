@@ -473,7 +473,7 @@ def memory_row(work: Path, small: bool) -> Row:
     process is what the boot forks from: Linux carries a parent's peak RSS across fork and exec)."""
     image = fixture_build(work, "calls")
     trace = work / "memory-trace"
-    n = 1_000_000 if small else 10_000_000
+    n = 300_000 if small else 3_000_000
 
     def peak(n: int) -> int:
         proc = subprocess.run(["/usr/bin/time", "-f", "%M", *boot_command(image, "branch", n, trace)],
@@ -657,8 +657,9 @@ AGG_PROGRAMS = {"count()": "bench:agg:loop:fire @ = count()",
 
 def aggregation_rows(work: Path, small: bool) -> list[Row]:
     """Nanoseconds per firing on this machine's CPU (bench/aggregate.c, built with gen's recorder and the
-    runtime as a process builds them): count(), quantize(arg0) and a false predicate in the probe's slot, beside
-    the same firing recorded into a ring, in one run of one process."""
+    runtime as a process builds them, its site armed with a branch): count(), quantize(arg0) and a false
+    predicate attached to the probe, beside the same firing recorded into a ring, in one run of one process (the
+    best of rounds that measure each in turn)."""
     from sdtgen.dscript import compile_script
 
     d = work / "aggregate"
@@ -686,7 +687,7 @@ def aggregation_rows(work: Path, small: bool) -> list[Row]:
         path = d / what.replace(" ", "-").replace("(", "_").replace(")", "")
         path.write_bytes(program.code)
         files.append((what, path))
-    n = 1_000_000 if small else 10_000_000
+    n = 300_000 if small else 3_000_000
     out = json.loads(subprocess.run([str(exe), str(n), *(str(p) for _, p in files)], capture_output=True, text=True,
                                     check=True).stdout)
     record = out["record"]
