@@ -13,7 +13,7 @@ from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_key, probe_symbol
 from sdtgen.record import record
-from sdtgen.recorder import RECORDER_PREFIX, render_recorders
+from sdtgen.recorder import PROGRAM_PREFIX, RECORDER_PREFIX, render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
 from sdtgen.tracepoints import probe_word_symbol
@@ -270,6 +270,7 @@ def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str
             out.append(f"\t.4byte {label(xtype)} - ." if xtype else "\t.4byte 0")
         out.append(f"\t.4byte {RECORDER_PREFIX}{p.symbol} - .")
         out.append(f"\t.4byte {probe_key(p.symbol):#x}")
+        out.append(f"\t.4byte {PROGRAM_PREFIX}{p.symbol} - .")
     # Writable: the runtime keeps each site's state in its entry (sdtgen/layout.py, SITE).
     out += ["", f'\t.section {SITES_SET},"aw"', "\t.balign 4"]
     for i, s in enumerate(result.sites):

@@ -48,6 +48,7 @@ class TableProbe:
     xargs: tuple[str | None, ...] = ()  # translated types, None where there is none
     recorder: int = 0  # the recorder gen wrote for it
     key: int = 0  # the event id of its records
+    program: int = 0  # its program slot's address (sdt_enable_program writes it); 0 when it has none
 
     @property
     def spec(self) -> str:
@@ -121,7 +122,9 @@ def read_probes(read: Reader, span: tuple[int, int], bits: int, little: bool = T
                       else None for k in range(nargs))
         recorder = _rel(row[20], base + off["recorder"], bits) if row[20] else 0
         prov, mod, func, name = (read_string(read, a) for a in names)
-        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs, recorder, row[21])
+        program = _rel(row[22], base + off["program"], bits) if row[22] else 0
+        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs, recorder, row[21],
+                                  program)
     return probes
 
 

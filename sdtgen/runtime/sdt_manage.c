@@ -665,5 +665,5 @@ extern const char sdt_protocol[];
 /* The entry points in a section of their own, which strip keeps: `sdtgen boot` calls them by it. */
 __attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runtime_entries = {
 	SDT_ENTRIES_MAGIC, sdt_init, sdt_cpu_attach, sdt_enable, sdt_disable, sdt_set_mode, sdt_trap, sdt_flush,
-	sdt_protocol,
+	sdt_protocol, sdt_enable_program, sdt_disable_program, sdt_agg_attach, sdt_agg_switch,
 };

@@ -22,6 +22,8 @@
 #include "sdt_patch.c"	/* management: the patch protocol */
 #include "sdt_transport.c"	/* transport: per-CPU packet rings and their consumers */
 #include "sdt_report.c"	/* lines for the kernel's log */
+#include "sdt_aggregate.c"	/* per-CPU aggregation tables */
+#include "sdt_program.c"	/* predicates and aggregations: verifier, evaluator, programs attached to probes */
 
 #if defined(__aarch64__) && defined(__clang__)
 #pragma clang attribute pop

@@ -134,8 +134,10 @@ def decoder() -> Decoder:
 
 # A run that never ends (a consumer that never releases a packet drains it forever) fails instead: a timeout far
 # past any run's, and a cap on the files it writes (the same packet written again and again would fill the disk).
+# A torture's trace grows with how long its toggles take and how fast the consumer writes (a CPU whose ring is
+# full drops): about 180 MB a CPU on an idle machine, more on a loaded one.
 RUN_TIMEOUT = 900
-FILE_LIMIT = 256 << 20
+FILE_LIMIT = 1 << 30
 
 
 def limit_files() -> None:
