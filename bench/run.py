@@ -420,6 +420,82 @@ def probe_cost_rows(work: Path, small: bool) -> list[Row]:
     ]
 
 
+GOTO_FORMS = {"out": ("-DSDT_COMPILED_OUT",), "call": (), "goto": ("-DSDT_ASM_GOTO",)}
+
+
+@functools.cache
+def goto_build(work: Path, arch: str, form: str) -> Path:
+    """bench/goto_cost.c for ``arch``, its probes compiled out, as calls or as asm gotos (FreeBSD 15's form)."""
+    b = toolchain.Build(arch=arch, cflags=(*toolchain.kernel_cflags(arch), *GOTO_FORMS[form]), entry="bench_loop")
+    d = work / f"goto-{arch}-{form}"
+    d.mkdir(parents=True, exist_ok=True)
+    objs = toolchain.compile_sources(b, [ROOT / "bench" / "goto_cost.c"], d)
+    return link_image(toolchain.partial_link(b, objs, d / "kernel.o"), d, b)
+
+
+def stepped(m: Machine, func: int, size: int, args: list[int]) -> tuple[int, int]:
+    """(guest instructions, of which outside the function: its callees') of one call, each instruction seen by a
+    code hook, as single-stepping sees it."""
+    from unicorn import UC_HOOK_CODE
+
+    seen = [0, 0]
+
+    def hook(uc, a, n, u) -> None:
+        seen[0] += 1
+        seen[1] += not func <= a < func + size
+
+    h = m.uc.hook_add(UC_HOOK_CODE, hook)
+    try:
+        m.uc.ctl_flush_tb()
+        m.call(func, args)
+    finally:
+        m.uc.hook_del(h)
+    return seen[0], seen[1]
+
+
+def goto_counts(image: Path, booted: bool, n: int) -> dict[str, tuple[float, float]]:
+    """Per iteration of bench_loop (the count of 2n iterations less n's), and per call of bench_handle: (guest
+    instructions, callee instructions), the probes disabled (booted: sdt_init wrote every site; or compiled out)."""
+    if booted:
+        s = boot_session(str(image), quiet())
+        m, symbols, close = s.target.machine, s.image.symbols, s.close
+    else:
+        img = Image(str(image))
+        m, symbols = Machine(img.elf, img.arch), img.symbols
+
+        def close() -> None:
+            m.close()
+            img.close()
+    try:
+        loop, handle = symbols["bench_loop"], symbols["bench_handle"]
+        data, req = symbols["bench_data"].value, symbols["bench_req"].value
+        (a, ac), (b, bc) = (stepped(m, loop.value, loop.size, [data, k]) for k in (2 * n, n))
+        return {"loop": ((a - b) / n, (ac - bc) / n), "handle": stepped(m, handle.value, handle.size, [req])}
+    finally:
+        close()
+
+
+def asm_goto_rows(work: Path) -> list[Row]:
+    """FreeBSD 15's asm goto form against the same function compiled out, on every architecture: a disabled probe
+    whose argument is a call (bench/goto_cost.c), guest instructions counted instruction by instruction in
+    Unicorn; the call form beside it. `sdtgen cost` says where the difference goes (docs/cli.md)."""
+    n, rows = 64, []
+    for arch in toolchain.arch_names():
+        out = goto_counts(goto_build(work, arch, "out"), False, n)
+        goto = goto_counts(goto_build(work, arch, "goto"), True, n)
+        call = goto_counts(goto_build(work, arch, "call"), True, n)
+        for what, unit in (("loop", "insns/iteration"), ("handle", "insns/call")):
+            (g, gc), (o, oc), (c, cc) = goto[what], out[what], call[what]
+            place = "in a hot loop" if what == "loop" else "in a function that calls another"
+            # no calls: no more instructions in callees than the function without the probe runs
+            rows.append(Row(f"asm goto probe, expensive argument, disabled, {place} ({arch})",
+                            f"{g:g} {unit}, {gc:g} in callees", f"compiled out: {o:g}, {oc:g} in callees", g / o,
+                            "<= 2 more, no calls", g - o <= 2 and gc == oc))
+            rows.append(Row(f"  the call form, disabled, same function ({arch})", f"{c:g} {unit}, {cc:g} in callees",
+                            f"compiled out: {o:g}, {oc:g} in callees", c / o, "", None))
+    return rows
+
+
 DATAPATH_BUFFER = 16 << 20  # per CPU: the in-process loops below never fill a ring
 
 
@@ -474,7 +550,7 @@ def memory_row(work: Path, small: bool) -> Row:
     process is what the boot forks from: Linux carries a parent's peak RSS across fork and exec)."""
     image = fixture_build(work, "calls")
     trace = work / "memory-trace"
-    n = 1_000_000 if small else 10_000_000
+    n = 300_000 if small else 3_000_000
 
     def peak(n: int) -> int:
         proc = subprocess.run(["/usr/bin/time", "-f", "%M", *boot_command(image, "branch", n, trace)],
@@ -661,6 +737,59 @@ def qemu_rows(work: Path, small: bool) -> list[Row]:
     return rows
 
 
+# -- predicates and aggregations on the real CPU ---------------------------------------------------------------
+AGG_PROGRAMS = {"count()": "bench:agg:loop:fire @ = count()",
+                "quantize(arg0)": "bench:agg:loop:fire @ = quantize(arg0)",
+                "a false predicate": "bench:agg:loop:fire /arg0 < 0/"}
+
+
+def aggregation_rows(work: Path, small: bool) -> list[Row]:
+    """Nanoseconds per firing on this machine's CPU (bench/aggregate.c, built with gen's recorder and the
+    runtime as a process builds them, its site armed with a branch): count(), quantize(arg0) and a false
+    predicate attached to the probe, beside the same firing recorded into a ring, in one run of one process (the
+    best of rounds that measure each in turn)."""
+    from sdtgen.dscript import compile_script
+
+    d = work / "aggregate"
+    d.mkdir(parents=True, exist_ok=True)
+    include, rt = toolchain.include_dir(), toolchain.runtime_dir()
+    cflags = ["-O2", "-fPIE", "-fno-asynchronous-unwind-tables", "-fno-stack-protector", f"-I{include}"]
+    toolchain.run_tool("compile", ["gcc", *cflags, "-c", "-o", str(d / "aggregate.o"), str(ROOT / "bench" /
+                                                                                             "aggregate.c")])
+    script = str(toolchain.script_path("x86_64", "partial", d))
+    toolchain.run_tool("partial link", ["ld", "-r", "-T", script, "-o", str(d / "kernel.o"), str(d / "aggregate.o")])
+    toolchain.gen(d / "kernel.o", d / "stubs.c", d / "table.S")
+    objs = [d / "kernel.o"]
+    for name, src in (("stubs", d / "stubs.c"), ("table", d / "table.S"), ("runtime", rt / "sdt_runtime.c"),
+                      ("arch", rt / "arch" / "sdt_x86_64.c")):
+        objs.append(d / f"{name}.o")
+        toolchain.run_tool("compile", ["gcc", *cflags, "-ffreestanding", "-fno-lto", "-c", "-o", str(objs[-1]),
+                                       str(src)])
+    exe = d / "aggregate"
+    toolchain.run_tool("link", ["gcc", "-pie", "-o", str(exe), *map(str, objs)])
+    with Image(str(exe)) as img:
+        probes = img.probes()
+    files = []
+    for what, text in AGG_PROGRAMS.items():
+        [program] = compile_script(text, probes, 64).programs
+        path = d / what.replace(" ", "-").replace("(", "_").replace(")", "")
+        path.write_bytes(program.code)
+        files.append((what, path))
+    n = 300_000 if small else 3_000_000
+    out = json.loads(subprocess.run([str(exe), str(n), *(str(p) for _, p in files)], capture_output=True, text=True,
+                                    check=True).stdout)
+    record = out["record"]
+    targets = {"count()": 1.0, "a false predicate": 0.25}
+    rows = []
+    for what, path in files:
+        ns = out[str(path)]
+        target = targets.get(what)
+        rows.append(Row(f"firing on this CPU (x86-64 process, gen's recorder): {what}", f"{ns:.2f} ns",
+                        f"the event recorded: {record:.2f} ns", ns / record,
+                        f"<= {target:g}x" if target else "", ns / record <= target if target else None))
+    return rows
+
+
 # -- trace writers -----------------------------------------------------------------------
 def trace_rows(work: Path, small: bool) -> list[Row]:
     """Events a second each trace sink takes, fed the packets a real boot recorded (bench/mix.c: over half the
@@ -715,14 +844,28 @@ def trace_rows(work: Path, small: bool) -> list[Row]:
     return rows
 
 
+def print_rows(rows: list[Row]) -> list[str]:
+    """The rows as a table on stdout; its header."""
+    header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
+    table = [header, *(r.cells() for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    print("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table))
+    return header
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--work", default=str(ROOT / "build" / "bench"))
     ap.add_argument("--small", action="store_true", help="a small large object, to try the harness quickly")
+    ap.add_argument("--only", choices=["aggregation"], help="measure one group of rows and print them (no "
+                    "BENCHMARKS.md)")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.only == "aggregation":
+        print_rows(aggregation_rows(work, args.small))
+        return 0
     include = str(ROOT / "sdtgen" / "include")
     t0 = time.perf_counter()
     # Every run of sdtgen measured reads compiled modules, as an installed sdtgen does, also where
@@ -745,13 +888,11 @@ def main() -> int:
     rows.append(noop_make_row(work))
     rows += tables_rows(work)
     rows += patch_rows(link_many(work, "many-merged", merged), link_many(work, "many", many))
-    rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work)
+    rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work) + asm_goto_rows(work)
     rows += trace_rows(work, args.small) + datapath_rows(work, args.small) + [memory_row(work, args.small)]
+    rows += aggregation_rows(work, args.small)
     rows += smp_rows(work, args.small) + qemu_rows(work, args.small)
-    header = ["measure", "sdtgen", "baseline (same run)", "ratio", "target", "met"]
-    table = [header, *(r.cells() for r in rows)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    print("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table))
+    header = print_rows(rows)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, " \
               f"{platform.platform()}"
     loads = f"{load:.1f} when it started measuring, {os.getloadavg()[0]:.1f} when it ended"

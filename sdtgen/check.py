@@ -10,7 +10,7 @@ cause that can be seen.
 
 from __future__ import annotations
 
-from sdtgen.arch.base import ISEN, REF, Decoded, branch_form
+from sdtgen.arch.base import GOTO, ISEN, REF, Decoded, branch_form
 from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.elf.reader import STB_LOCAL
 from sdtgen.errors import SdtError, printable
@@ -113,9 +113,14 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
             "the table was generated from another object; rerun `sdtgen gen` and relink")
     first_at: dict[int, Verdict] = {}
     stubs = _stubs(image)
+    gotos = any(s.form == GOTO for s in sites)
+    records = _records(image) if gotos else {}
+    descriptors = {p.addr: p for p in image.probes()} if gotos else {}
     for i, site in enumerate(sites):
         entry = entries[i] if i < len(entries) else None
         verdict = _judge(site, entry, image, stubs)
+        if verdict.status == STABLE and site.form == GOTO:
+            verdict = _judge_goto(verdict, entry, image, records, descriptors)
         earlier = first_at.get(verdict.actual) if verdict.actual is not None else None
         if verdict.status == STABLE and earlier is not None:
             # Two sites, one address: identical code folding kept one copy of both functions.
@@ -158,13 +163,15 @@ def _decode(image: Image, addr: int, length: int) -> Decoded | None:
 
 
 def _branches_to(image: Image, addr: int, site: Site, stub: int) -> bool:
-    """The bytes at ``addr`` are a branch of the site's form to the stub that the runtime accepts: the
-    same rule, so check passes exactly the sites the boot will patch. (Capstone decodes a site only
-    to say what is there instead; tests hold both against objdump.)"""
+    """The bytes at ``addr`` are a branch of the site's form to the stub that the runtime accepts (for an
+    asm goto, the NOP it verifies): the same rule, so check passes exactly the sites the boot will patch.
+    (Capstone decodes a site only to say what is there instead; tests hold both against objdump.)"""
     try:
         code = image.read(addr, site.length)
     except SdtError:
         return False
+    if site.form == GOTO:
+        return code == image.arch.goto_nop
     form = branch_form(site.form)  # an is-enabled check is a plain call to its own stub
     return image.arch.match_site(code, addr, form, site.length, stub, image.read_pointer) is not None
 
@@ -220,6 +227,35 @@ def _judge(site: Site, entry: TableSite | None, image: Image, stubs: dict[str, i
                    cause=f"the entry points at {printable(image.symbolize(entry.addr))} holding {seen}, and no "
                          f"{site.form} to {printable(site.symbol)} is left in {printable(func) or 'its function'}",
                    fix="rebuild; if it persists, report the link mode (see README, 'Diagnostics')")
+
+
+def _records(image: Image) -> dict[int, object]:
+    """The image's asm goto records (set_sdt_tracepoint_set) by patch point."""
+    from sdtgen.tracepoints import image_records
+
+    return {r.patch: r for r in image_records(image.elf, image.read, image.arch.bits)}
+
+
+def _judge_goto(verdict: Verdict, entry: TableSite, image: Image, records: dict[int, object],
+                descriptors: dict[int, object]) -> Verdict:
+    """An asm goto's NOP is where the table says: its record (FreeBSD's table, which the compiler wrote)
+    must have that patch point, name the site's probe, and have the target the table's entry jumps to."""
+    site = verdict.site
+    record = records.get(entry.addr)
+    if record is None:
+        return Verdict(site, MISSING, entry.addr, cause=(
+            f"no asm goto record in set_sdt_tracepoint_set has the patch point {entry.addr:#x}: the image's "
+            "records were not linked"), fix="link with sdtgen's final script, or INCLUDE sdt_data.ld in yours")
+    probe = descriptors.get(record.probe)
+    if probe is None or probe.spec != site.probe:
+        named = printable(probe.spec) if probe else f"{record.probe:#x}, no probe descriptor"
+        return Verdict(site, MISSING, entry.addr, cause=f"its asm goto record names probe {named}, not "
+                       f"{printable(site.probe)}", fix="rerun `sdtgen gen` and relink")
+    if record.target != entry.target:
+        return Verdict(site, MISSING, entry.addr, cause=(
+            f"the table's entry jumps to {image.symbolize(entry.target)}, but the asm goto's record says its "
+            f"target is {image.symbolize(record.target)}"), fix="the table is corrupt: rerun `sdtgen gen` and relink")
+    return verdict
 
 
 def _locate(site: Site, image: Image, stub: int) -> int | None:

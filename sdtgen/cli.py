@@ -143,6 +143,17 @@ def cmd_probes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    from sdtgen.cost import cost, render
+
+    report = cost(args.probed, args.baseline)
+    if args.json:
+        _emit_json(report.to_json())
+    else:
+        print(render(report, args.verbose))
+    return EXIT_OK
+
+
 def cmd_linker_script(args: argparse.Namespace) -> int:
     from sdtgen.arch.base import linker_script, partial_script
 
@@ -538,8 +549,8 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
 
 
-COMMANDS = ("scan", "gen", "check", "probes", "linker-script", "arch", "boot", "torture", "qemu", "attach", "record",
-            "include-dir", "runtime-dir", "makefile")
+COMMANDS = ("scan", "gen", "check", "probes", "cost", "linker-script", "arch", "boot", "torture", "qemu", "attach",
+            "record", "include-dir", "runtime-dir", "makefile")
 
 
 class _Only:
@@ -609,6 +620,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pr.add_argument("-v", "--verbose", action="store_true",
                     help="like dtrace's verbose listing: each probe's argument types, the translated beside the native")
     pr.set_defaults(func=cmd_probes)
+
+    co = sub.add_parser("cost", help="what each disabled probe adds to its function's fall-through path, against a "
+                        "build without probes")
+    co.add_argument("probed", help="the image built with probes")
+    co.add_argument("baseline", help="the same kernel built without them (-DSDT_COMPILED_OUT), or in another form")
+    co.add_argument("--json", action="store_true", help="one JSON document: every function, every site, the totals")
+    co.add_argument("-v", "--verbose", action="store_true",
+                    help="under each site, the instructions its path adds (+) and lacks (-)")
+    co.set_defaults(func=cmd_cost)
 
     ls = sub.add_parser("linker-script", help="print sdtgen's final or partial linker script, or a snippet for yours")
     ls.add_argument("kind", choices=("final", "partial", "sdt_text", "sdt_data"),

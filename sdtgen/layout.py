@@ -107,6 +107,8 @@ SITE = Layout("sdt_site", "One probe site: an entry of the linker set set_sdt_si
     Field("next", "u8", "0 from gen; kept by the runtime while a change of the site is in flight: the state it "
           "goes to, then from the change's commit the state it left (sdt_patch.c)"),
     Field("pad", "u8", "0"),
+    Field("target", "s32", "a goto site's out-of-line target (what arming jumps to), relative to this field; 0 for "
+          "other forms"),
 ))
 
 PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probes_set (read-only).", (
@@ -122,6 +124,8 @@ PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probe
     Field("xargtype", "s32", "translated types (the _XLATE forms); 0 where there is none", count=6),
     Field("recorder", "s32", "the recorder gen wrote for the probe (what branch arming calls)"),
     Field("key", "u32", "the event id of its records: FNV-1a of the stub's symbol, never 0"),
+    Field("program", "s32", "the probe's struct sdt_slot, which gen defines beside its recorder (its program NULL: "
+          "every firing is recorded; sdt_enable_program sets it), relative to this field"),
 ))
 
 # -- the runtime's transport ------------------------------------------------------------------
@@ -145,6 +149,8 @@ CPU = Layout("sdt_cpu", "One CPU's recording state and ring of packets (sdt_cpu_
     Field("overwritten", "u64", "events lost with packets the writer overwrote unread (overwrite)"),
     Field("nesting", "u64", "1 while a recorder runs on this CPU: a firing inside it is discarded"),
     Field("clock_last", "u64", "the clock at the last event"),
+    Field("agg", "u64", "address of this CPU's struct sdt_agg (sdt_agg_attach, after sdt_cpu_attach); 0: probes "
+          "with a program are not recorded here"),
 ))
 
 PACKET = Layout("sdt_packet", "The header of every packet: CTF 1.8's packet header and context, as they stand.", (
@@ -224,6 +230,12 @@ ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_
     Field("trap", "fn", "sdt_trap", c="int (*%s)(struct sdt_frame *frame)"),
     Field("flush", "fn", "sdt_flush", c="void (*%s)(void)"),
     Field("protocol", "ptr", "the patch protocol it was built with: \"safe\" or \"naive\"", c="const char *%s"),
+    Field("enable_program", "fn", "sdt_enable_program", c="int (*%s)(const char *spec, int mode, const void *program, "
+          "unsigned long bytes)"),
+    Field("disable_program", "fn", "sdt_disable_program", c="int (*%s)(const char *spec)"),
+    Field("agg_attach", "fn", "sdt_agg_attach", c="int (*%s)(struct sdt_cpu *c, struct sdt_agg *g, void *mem, "
+          "unsigned long bytes)"),
+    Field("agg_switch", "fn", "sdt_agg_switch", c="int (*%s)(void)"),
 ))
 
 # -- the serial transport's frames (sdt_serial.c writes them, sdtgen's frame reader reads them) -------------
@@ -257,7 +269,95 @@ CONTROL_INFO = Layout("sdt_control_info", "What an image says of its control cor
     Field("zero", "u64", "0"),
 ))
 
-LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, ENTRIES, FRAME_HEADER, VERDICT, INFO, CONTROL_INFO)
+# -- programs: predicates and aggregations (sdt_program.c, sdt_aggregate.c; docs/aggregations.md) ----------
+PROGRAM = Layout("sdt_program", "A program's header: what sdt_enable_program verifies and attaches to probes. After "
+                 "it: ninsns instructions, naggs aggregation descriptors, nconsts 64-bit constants, nprobes probe "
+                 "keys (u32, ascending), then the string table.", (
+    Field("magic", "u32", "SDT_PROGRAM_MAGIC"),
+    Field("version", "u16", "SDT_PROGRAM_VERSION"),
+    Field("ninsns", "u16", "instructions (struct sdt_insn), at most SDT_PROG_MAX_INSNS"),
+    Field("size", "u32", "bytes of the whole program, header included: exactly what is given"),
+    Field("nconsts", "u16", "64-bit constants (LDC, PIN sets)"),
+    Field("naggs", "u8", "aggregation descriptors (struct sdt_agg_desc), at most SDT_PROG_MAX_AGGS"),
+    Field("nargs", "u8", "arguments the program reads: 1 + the highest LDARG/STRCMP index (a probe with fewer "
+          "is refused)"),
+    Field("strings", "u32", "bytes of the string table (NUL-terminated constants STRCMP compares with)"),
+    Field("nprobes", "u16", "the probes (by key) it attaches to among those a spec matches; 0: all of them"),
+    Field("flags", "u16", "0"),
+    Field("guard_arg", "u8", "the guard: a firing whose argument guard_arg fails it does nothing here, so the "
+          "recorder turns it away before anything else (the first test of the predicate, which the program makes "
+          "too). The test: y = (argument << guard_shift) ^ (guard_flip << 63); (y - guard_lo) <= guard_span, "
+          "unsigned; a span of ~0 passes every firing"),
+    Field("guard_shift", "u8", "64 - the bits the argument is compared in"),
+    Field("guard_flip", "u8", "1: a signed comparison (bit 63 flipped)"),
+    Field("guard_pad", "u8", "0", count=5),
+    Field("guard_lo", "u64", ""),
+    Field("guard_span", "u64", ""),
+))
+
+SLOT = Layout("sdt_slot", "A probe's program slot (writable; gen defines one beside each recorder): the program "
+              "its firings run, and the program's guard, copied here so the recorder tests it without reading the "
+              "program's memory.", (
+    Field("program", "ptr", "NULL: every firing is recorded", c="const struct sdt_program *%s"),
+    Field("guard_lo", "u64", "sdt_program.guard_lo"),
+    Field("guard_span", "u64", "sdt_program.guard_span"),
+    Field("guard_arg", "u8", "sdt_program.guard_arg"),
+    Field("guard_shift", "u8", "sdt_program.guard_shift"),
+    Field("guard_flip", "u8", "sdt_program.guard_flip"),
+    Field("pad", "u8", "0", count=5),
+))
+
+INSN = Layout("sdt_insn", "One instruction: dst = a OP b (b: a register, or imm with SDT_OP_IMM). Jumps go "
+              "forward only, so a program runs at most ninsns steps.", (
+    Field("op", "u8", "SDT_OP_*, with SDT_OP_IMM for a binary operation whose right operand is imm"),
+    Field("dst", "u8", "the register written (AGG: the first key register)"),
+    Field("a", "u8", "the left operand's register (LDARG: the argument; STRCMP: the string argument)"),
+    Field("b", "u8", "the right operand's register (LDARG: SDT_EXT_*; AGG: the aggregation)"),
+    Field("imm", "s32", "an immediate: a constant, a jump target, an offset into the constants or strings"),
+))
+
+AGG_DESC = Layout("sdt_agg_desc", "One aggregation a program's AGG instructions update.", (
+    Field("id", "u32", "the consumer's aggregation id: entries of one id across programs have one shape"),
+    Field("func", "u8", "SDT_AGG_*"),
+    Field("nkeys", "u8", "64-bit keys of an entry, at most SDT_AGG_MAX_KEYS"),
+    Field("nvals", "u16", "64-bit values of an entry: what func takes (quantize SDT_AGG_QUANTIZE_BUCKETS, "
+          "lquantize levels + 2)"),
+    Field("low", "u64", "lquantize: the lower bound (signed); 0 otherwise"),
+    Field("step", "u64", "lquantize: the width of a bucket; 0 otherwise"),
+    Field("levels", "u32", "lquantize: buckets between the bounds; 0 otherwise"),
+    Field("pad", "u32", "0"),
+))
+
+AGG = Layout("sdt_agg", "One CPU's aggregation tables and program state (sdt_agg_attach). Two halves, each an "
+             "open-addressing index of u32 (an entry's offset in the arena + 1; 0: empty) and an arena of entries; "
+             "the writer (its CPU) adds to half want, the consumer reads the other (sdt_agg_switch).", (
+    Field("self", "u64", "this structure's address"),
+    Field("cpu", "u64", "the CPU's number"),
+    Field("next", "u64", "the next attached CPU's struct sdt_agg (the runtime's list); 0 at the end"),
+    Field("seq", "u64", "odd while the CPU runs a program; the consumer and sdt_disable_program wait for it to move"),
+    Field("want", "u64", "the half the writer adds to (0 or 1); only sdt_agg_switch changes it"),
+    Field("nindex", "u64", "slots of each half's index, a power of two"),
+    Field("arena_size", "u64", "bytes of each half's arena"),
+    Field("index", "u64", "address of each half's index", count=2),
+    Field("arena", "u64", "address of each half's arena", count=2),
+    Field("used", "u64", "bytes of each half's arena holding entries (they lie one after the other)", count=2),
+    Field("entries", "u64", "entries in each half", count=2),
+    Field("dropped", "u64", "updates each half could not take: its index or arena full", count=2),
+    Field("errors", "u64", "firings a program stopped: a division by zero, a string it could not read"),
+    Field("nested", "u64", "firings on this CPU while it ran a program: not evaluated, not recorded"),
+))
+
+AGG_ENTRY = Layout("sdt_agg_entry", "An entry in an arena, 8-byte aligned; nkeys keys, then nvals values, follow "
+                   "(u64 each).", (
+    Field("hash", "u32", "of id and keys"),
+    Field("id", "u32", "the aggregation (sdt_agg_desc.id)"),
+    Field("nkeys", "u16", ""),
+    Field("nvals", "u16", ""),
+    Field("pad", "u32", "0"),
+))
+
+LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, PROGRAM, SLOT, INSN, AGG_DESC, AGG, AGG_ENTRY,
+           ENTRIES, FRAME_HEADER, VERDICT, INFO, CONTROL_INFO)
 
 # -- constants ---------------------------------------------------------------------------------
 CONSTANTS: tuple[tuple[str, int, str], ...] = (
@@ -265,6 +365,7 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_FORM_TAIL", 2, "a tail jump to it"),
     ("SDT_FORM_COND", 3, "a conditional tail jump to it (x86 jcc)"),
     ("SDT_FORM_ISEN", 4, "a call to its is-enabled stub (SDT_PROBE_ENABLED)"),
+    ("SDT_FORM_GOTO", 5, "the NOP of an asm goto (SDT_ASM_GOTO), armed by a jump to its out-of-line target"),
     ("SDT_TABLE_RELOC", 0, "the entry is a relocation the final link resolved"),
     ("SDT_TABLE_OFFSET", 1, "the entry is btext + an offset measured after the partial link"),
     ("SDT_SITE_UNSEEN", 0, "sdt_init has not looked at it"),
@@ -295,6 +396,83 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_ERR_MODE", -3, "not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH)"),
     ("SDT_ERR_ARG", -4, "an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number "
      "out of range"),
+    # programs (docs/aggregations.md)
+    ("SDT_PROGRAM_MAGIC", 0x50544453, "\"SDTP\" in a little-endian word"),
+    ("SDT_PROGRAM_VERSION", 1, "the program form this runtime runs"),
+    ("SDT_PROG_MAX_BYTES", 65536, "bytes of a program at most"),
+    ("SDT_PROG_MAX_INSNS", 256, "instructions of a program at most (so steps of one run)"),
+    ("SDT_PROG_MAX_AGGS", 16, "aggregation descriptors of a program at most"),
+    ("SDT_PROG_REGS", 8, "registers of the evaluator: the bound of an expression's depth"),
+    ("SDT_OP_EXIT", 0, "stop: the firing is recorded when REC ran"),
+    ("SDT_OP_REC", 1, "record the firing (when the program exits)"),
+    ("SDT_OP_RECNZ", 2, "record the firing when a is not 0"),
+    ("SDT_OP_CATCH", 3, "an error from here on goes on at imm (a later instruction) instead of stopping"),
+    ("SDT_OP_JA", 4, "go to imm (a later instruction)"),
+    ("SDT_OP_JZ", 5, "go to imm when a is 0"),
+    ("SDT_OP_JNZ", 6, "go to imm when a is not 0"),
+    ("SDT_OP_LDI", 7, "dst = imm, sign-extended"),
+    ("SDT_OP_LDC", 8, "dst = constant imm"),
+    ("SDT_OP_LDARG", 9, "dst = argument a, extended as b says (SDT_EXT_*)"),
+    ("SDT_OP_LDCPU", 10, "dst = the CPU's number"),
+    ("SDT_OP_LDPROBE", 11, "dst = the firing probe's key"),
+    ("SDT_OP_MOV", 12, "dst = a"),
+    ("SDT_OP_NEG", 13, "dst = -a"),
+    ("SDT_OP_NOT", 14, "dst = ~a"),
+    ("SDT_OP_LNOT", 15, "dst = !a"),
+    ("SDT_OP_STRCMP", 16, "dst = -1, 0 or 1: string argument a against the string at imm (unreadable: an error)"),
+    ("SDT_OP_PIN", 17, "dst = the probe's key is among constants imm & 0xffff, count imm >> 16 (ascending)"),
+    ("SDT_OP_AGG", 18, "update aggregation b: keys in dst.., the value in a"),
+    ("SDT_OP_ADD", 19, "dst = a + b (mod 2^64, as every operation)"),
+    ("SDT_OP_SUB", 20, "dst = a - b"),
+    ("SDT_OP_MUL", 21, "dst = a * b"),
+    ("SDT_OP_SDIV", 22, "dst = a / b, signed, toward zero (b 0: an error)"),
+    ("SDT_OP_UDIV", 23, "dst = a / b, unsigned (b 0: an error)"),
+    ("SDT_OP_SMOD", 24, "dst = a % b, signed (b 0: an error)"),
+    ("SDT_OP_UMOD", 25, "dst = a % b, unsigned (b 0: an error)"),
+    ("SDT_OP_AND", 26, "dst = a & b"),
+    ("SDT_OP_OR", 27, "dst = a | b"),
+    ("SDT_OP_XOR", 28, "dst = a ^ b"),
+    ("SDT_OP_SHL", 29, "dst = a << (b & 63)"),
+    ("SDT_OP_SHR", 30, "dst = a >> (b & 63), unsigned"),
+    ("SDT_OP_SAR", 31, "dst = a >> (b & 63), signed"),
+    ("SDT_OP_EQ", 32, "dst = a == b"),
+    ("SDT_OP_NE", 33, "dst = a != b"),
+    ("SDT_OP_SLT", 34, "dst = a < b, signed"),
+    ("SDT_OP_SLE", 35, "dst = a <= b, signed"),
+    ("SDT_OP_SGT", 36, "dst = a > b, signed"),
+    ("SDT_OP_SGE", 37, "dst = a >= b, signed"),
+    ("SDT_OP_ULT", 38, "dst = a < b, unsigned"),
+    ("SDT_OP_ULE", 39, "dst = a <= b, unsigned"),
+    ("SDT_OP_UGT", 40, "dst = a > b, unsigned"),
+    ("SDT_OP_UGE", 41, "dst = a >= b, unsigned"),
+    ("SDT_OP_IMM", 0x80, "with a binary operation (SDT_OP_ADD and after): its right operand is imm, not register b"),
+    ("SDT_EXT_WORD", 0, "LDARG: the register as it is (zero-extended to 64 bits)"),
+    ("SDT_EXT_S8", 1, "LDARG: the low 8 bits, sign-extended"),
+    ("SDT_EXT_S16", 2, "LDARG: the low 16 bits, sign-extended"),
+    ("SDT_EXT_S32", 3, "LDARG: the low 32 bits, sign-extended"),
+    ("SDT_EXT_U8", 4, "LDARG: the low 8 bits"),
+    ("SDT_EXT_U16", 5, "LDARG: the low 16 bits"),
+    ("SDT_EXT_U32", 6, "LDARG: the low 32 bits"),
+    ("SDT_AGG_COUNT", 1, "count(): one value, the firings"),
+    ("SDT_AGG_SUM", 2, "sum(x): one value"),
+    ("SDT_AGG_MIN", 3, "min(x): one value, signed, from INT64_MAX"),
+    ("SDT_AGG_MAX", 4, "max(x): one value, signed, from INT64_MIN"),
+    ("SDT_AGG_AVG", 5, "avg(x): the count, then the sum"),
+    ("SDT_AGG_QUANTIZE", 6, "quantize(x): DTrace's power-of-two buckets"),
+    ("SDT_AGG_LQUANTIZE", 7, "lquantize(x, low, high, step): below low, levels steps, at or above the top"),
+    ("SDT_AGG_MAX_KEYS", 4, "keys of an aggregation at most"),
+    ("SDT_AGG_MAX_VALS", 1024, "values of an entry at most"),
+    ("SDT_AGG_QUANTIZE_BUCKETS", 127, "quantize's buckets: -2^62 .. -1, 0, 1 .. 2^62"),
+    ("SDT_AGG_ZERO_BUCKET", 63, "quantize's bucket of 0"),
+    ("SDT_AGG_MIN_BYTES", 1024, "bytes of a CPU's aggregation memory at least"),
+    ("SDT_ERR_PROG_FORM", -16, "the program's header, size or tables are not a program's"),
+    ("SDT_ERR_PROG_INSN", -17, "an instruction the verifier refuses (operation, register, operand, a register "
+     "read before any path wrote it)"),
+    ("SDT_ERR_PROG_FLOW", -18, "a jump that is not forward within the program, or a path that does not end in EXIT"),
+    ("SDT_ERR_PROG_AGG", -19, "an aggregation descriptor the verifier refuses"),
+    ("SDT_ERR_PROG_ARGS", -20, "a matched probe has fewer arguments than the program reads"),
+    ("SDT_ERR_PROG_BUSY", -21, "a matched probe runs another program: disable it first"),
+    ("SDT_ERR_PROG_SLOT", -22, "a matched probe has no program slot (tables from an older gen)"),
 )
 CONSTANTS += (
     ("SDT_FRAME_SYNC", 0x44535AA5, "a frame's first four bytes, A5 5A 53 44, as a little-endian word"),
@@ -344,7 +522,7 @@ WORDS: tuple[tuple[str, str, str], ...] = (
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
-         "isen": VALUES["SDT_FORM_ISEN"]}
+         "isen": VALUES["SDT_FORM_ISEN"], "goto": VALUES["SDT_FORM_GOTO"]}
 SITE_STATES = {v: n[len("SDT_SITE_"):].lower() for n, v, _ in CONSTANTS if n.startswith("SDT_SITE_")}
 ERRORS = {v: doc for n, v, doc in CONSTANTS if n.startswith("SDT_ERR_")}  # what each negative result means
 

@@ -95,7 +95,10 @@ def _has_sdt(elf: ElfFile) -> bool:
     from sdtgen.probes import DEFAULT_PREFIX, DESC_SECTION
 
     if elf.type == ET_REL:
-        return elf.section(DESC_SECTION) is not None or bool(elf.symbol_indices_with_prefix(DEFAULT_PREFIX))
+        from sdtgen.tracepoints import SET
+
+        return (elf.section(DESC_SECTION) is not None or elf.section(SET) is not None
+                or bool(elf.symbol_indices_with_prefix(DEFAULT_PREFIX)))
     from sdtgen.elf.linkerset import linker_set
     from sdtgen.table import PROBES_SET
 

@@ -67,10 +67,14 @@ class Site:
     offset: int  # of the instruction in its section
     text_offset: int | None  # from the start of .text (btext after the partial link)
     reloc: str
-    form: str  # call, tail, cond, isen (an is-enabled check's call) or ref
+    form: str  # call, tail, cond, isen (an is-enabled check's call), goto (an asm goto's NOP) or ref
     length: int
     detail: str = ""
     function: str = ""  # enclosing function and offset: "vfs_lookup+0x1c"
+    # A goto site's out-of-line target (where arming jumps): its section, offset and offset from .text's start.
+    target_section: str = ""
+    target: int | None = None
+    target_text_offset: int | None = None
 
     @property
     def where(self) -> str:

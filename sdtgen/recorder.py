@@ -19,6 +19,7 @@ from sdtgen.layout import EVENT, VALUES
 from sdtgen.probes import probe_key
 
 RECORDER_PREFIX = "__sdt_rec_"
+PROGRAM_PREFIX = "__sdt_prog_"  # the probe's program slot (sdt_probe.program): NULL, or what sdt_enable_program set
 MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]
 
 
@@ -53,20 +54,35 @@ PREAMBLE = """
 #include <sdt_runtime.h>
 
 #define SDT_RECORD __attribute__((weak, used, noinline, no_instrument_function, section(".text.sdt_record")))
+/* A probe's program slot: weak, so two generated objects calling one probe share one. */
+#define SDT_PROGRAM_SLOT __attribute__((weak, used))
+/* The recorder's two paths, each a function of its own, so the recorder saves nothing before it branches. */
+#define SDT_RECORD_PART __attribute__((noinline, no_instrument_function, section(".text.sdt_record")))
 """
 
 
 def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> str:
-    """One recorder per (stub symbol, argument types)."""
+    """One recorder per (stub symbol, argument types).
+
+    The recorder itself only looks at the probe's slot: with no program it jumps to the part that writes the
+    event (a compare and a branch more than the event alone); with one, it makes the program's guard and
+    returns when the firing fails it, with nothing saved or called (its two paths are tail calls), else jumps
+    to the part that runs the program and writes the event if the program says so.
+    """
     out = [PREAMBLE]
     for symbol, types in probes:
         lay = event_layout(types, bits)
-        params = ", ".join(f"sdt_word a{k}" for k in range(len(types))) or "void"
-        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
-        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
+        n = len(types)
+        params = ", ".join(f"sdt_word a{k}" for k in range(n)) or "void"
+        args = ", ".join(f"a{k}" for k in range(n))
+        slot, key = f"{PROGRAM_PREFIX}{symbol}", f"{probe_key(symbol):#x}u"
+        passed = ", ".join([f"a{k}" for k in range(n)] + ["0"] * (6 - n))
+        event, plain, run = (f"{RECORDER_PREFIX}{part}_{symbol}" for part in ("event", "plain", "program"))
+        out.append(f"SDT_PROGRAM_SLOT struct sdt_slot {slot} = {{0}};")
+        out.append(f"static inline __attribute__((always_inline)) void {event}(struct sdt_cpu *c"
+                   + "".join(f", sdt_word a{k}" for k in range(n)) + ")")
         out.append("{")
-        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();\t/* this CPU's, until sdt_cpu_put */")
-        out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {probe_key(symbol):#x}u, {lay.reserved});")
+        out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {key}, {lay.reserved});")
         out.append("")
         out.append("\tif (e) {")
         if lay.ints:  # each in a block of its own: a kernel may forbid declarations after statements
@@ -82,7 +98,31 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
             out.append("\t\t}")
         out.append("\t\tsdt_event_end(c);")
         out.append("\t}")
+        out.append("}")
+        out.append(f"static SDT_RECORD_PART void {plain}({params})")
+        out.append("{")
+        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();\t/* this CPU's, until sdt_cpu_put */")
+        out.append("")
+        out.append(f"\t{event}(c{''.join(f', a{k}' for k in range(n))});")
         out.append("\tsdt_cpu_put(c);")
+        out.append("}")
+        out.append(f"static SDT_RECORD_PART void {run}({params})")
+        out.append("{")
+        out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();\t/* this CPU's, until sdt_cpu_put */")
+        out.append("")
+        out.append(f"\tif (sdt_program_fire(c, &{slot}, {key}, {passed}))")
+        out.append(f"\t\t{event}(c{''.join(f', a{k}' for k in range(n))});")
+        out.append("\tsdt_cpu_put(c);")
+        out.append("}")
+        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
+        out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
+        out.append("{")
+        out.append(f"\tif (__builtin_expect({slot}.program != 0, 0)) {{")
+        out.append(f"\t\tif (sdt_guard(&{slot}, {passed}))")
+        out.append(f"\t\t\t{run}({args});")
+        out.append("\t\treturn;")
+        out.append("\t}")
+        out.append(f"\t{plain}({args});")
         out.append("}")
         out.append("")
     return "\n".join(out)

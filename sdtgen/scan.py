@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sdtgen import arch as arches
-from sdtgen.arch.base import CALL, ISEN, REF, Arch, UnsupportedReloc
+from sdtgen.arch.base import CALL, GOTO, ISEN, REF, Arch, UnsupportedReloc
 from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Section
 from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.errors import SdtError, place, printable
@@ -21,6 +21,7 @@ from sdtgen.probes import (
     probe_symbol,
 )
 from sdtgen.record import factory, record
+from sdtgen.tracepoints import SET as TRACEPOINT_SET
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "
              "`ld.lld -r` for clang -flto")
@@ -36,7 +37,7 @@ class ScanResult:
     section_index: dict[str, int] = factory(dict)  # name -> index of the sections with sites
 
     JSON_KEYS = ("probe", "symbol", "section", "offset", "text_offset", "reloc", "form", "length", "function",
-                 "detail")
+                 "detail", "target_section", "target")
 
     def write_json(self, out) -> None:
         """{"object", "arch", "sites": [...]}, one site at a time: no 20,000 dicts held at once."""
@@ -144,7 +145,9 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
                 raise elf.fail(f"a relocation against {printable(wanted[r.sym])} lies outside its section",
                                "the object is damaged; rebuild it", where=place(target.name, None, r.offset))
             found.append((target, r, wanted[r.sym]))
-    funcs = SymbolIndex(elf, CODE, {target.index for target, _, _ in found})
+    records = _tracepoints(elf, arch) if prefix == DEFAULT_PREFIX else []
+    code_sections = {target.index for target, _, _ in found} | {i for tp in records for i, _ in (tp.patch, tp.target)}
+    funcs = SymbolIndex(elf, CODE, code_sections)
     sites: list[Site] = []
     owners: dict[str, tuple[str, str]] = {}  # symbol -> (its probe's symbol, the probe's spec), once each
     codes: dict[int, memoryview] = {}
@@ -173,10 +176,51 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
         start = shape.start
         sites.append(Site(known[1], sym, target.name, start, start if target.name == ".text" else None, rname,
                           form, shape.length, detail, funcs.name(start, shndx)))
+    sites += _goto_sites(elf, arch, records, funcs, probes, prefix)
     sites.sort(key=lambda s: (s.section != ".text", s.section, s.offset))
     _check_one_name_each(elf, probes, sites, defined_at)
     by_name = {target.name: target.index for target, _, _ in found}
+    by_name.update((elf.section_at(i).name, i) for i in code_sections)
     return ScanResult(elf.path, arch, sites, probes, defined, by_name)
+
+
+def _tracepoints(elf: ElfFile, arch: Arch) -> list:
+    if elf.section(TRACEPOINT_SET) is None:
+        return []
+    from sdtgen.tracepoints import object_records
+
+    return object_records(elf, arch.abs_word)
+
+
+def _goto_sites(elf: ElfFile, arch: Arch, records: list, funcs: SymbolIndex, probes: dict[str, Probe],
+                prefix: str) -> list[Site]:
+    """A site of form goto for each asm goto record whose patch point holds the NOP sdt.h's asm puts there;
+    a REF site (which gen refuses, saying why) for any other."""
+    from sdtgen.tracepoints import stub_symbol
+
+    out = []
+    codes: dict[int, memoryview] = {}
+    for tp in records:
+        (shndx, offset), (tshndx, toffset) = tp.patch, tp.target
+        sec, tsec = elf.section_at(shndx), elf.section_at(tshndx)
+        code = codes.get(shndx)
+        if code is None:
+            code = codes[shndx] = elf.contents(sec)
+        stub = stub_symbol(tp.probe)
+        probe = probes.get(stub) or probes.setdefault(stub, probe_from_symbol(stub, prefix))
+        nop = arch.goto_nop
+        here = bytes(code[offset:offset + len(nop)])
+        form, detail = GOTO, "asm goto NOP"
+        if tp.probe_defined:
+            form, detail = REF, (f"asm goto whose probe {printable(tp.probe)} the object defines itself (FreeBSD's "
+                                 "own sys/sdt.h, whose out-of-line code calls its sdt_probe)")
+        elif here != nop:
+            form, detail = REF, (f"asm goto patch point holding {here.hex(' ') or 'nothing'}, not the one "
+                                 f"{len(nop)}-byte NOP ({nop.hex(' ')}) a jump can replace whole")
+        out.append(Site(probe.spec, stub, sec.name, offset, offset if sec.name == ".text" else None,
+                        arch.reloc_name(tp.reloc), form, len(nop), detail, funcs.name(offset, shndx), tsec.name,
+                        toffset, toffset if tsec.name == ".text" else None))
+    return out
 
 
 NAME_FIX = ("fire a defined probe only through sdt.h's SDT_PROBE macros, or rename one of the two: a stub "

@@ -48,6 +48,7 @@ class TableProbe:
     xargs: tuple[str | None, ...] = ()  # translated types, None where there is none
     recorder: int = 0  # the recorder gen wrote for it
     key: int = 0  # the event id of its records
+    program: int = 0  # its program slot's address (sdt_enable_program writes it); 0 when it has none
 
     @property
     def spec(self) -> str:
@@ -64,6 +65,7 @@ class TableSite:
     mode: str
     state: str = "unseen"  # the runtime's SDT_SITE_* (a table read from memory after sdt_init)
     size: int = 0  # the length the runtime verified
+    target: int = 0  # a goto site's out-of-line target (what arming jumps to); 0 for other forms
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,9 @@ def read_probes(read: Reader, span: tuple[int, int], bits: int, little: bool = T
                       else None for k in range(nargs))
         recorder = _rel(row[20], base + off["recorder"], bits) if row[20] else 0
         prov, mod, func, name = (read_string(read, a) for a in names)
-        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs, recorder, row[21])
+        program = _rel(row[22], base + off["program"], bits) if row[22] else 0
+        probes[base] = TableProbe(base, pid, stub, prov, mod, func, name, args, isenabled, xargs, recorder, row[21],
+                                  program)
     return probes
 
 
@@ -134,7 +138,8 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
     mask = (1 << bits) - 1
     rows = SITE.struct(bits, little).iter_unpack(raw)
     states = SITE_STATES
-    for i, (site, probe, form, length, mode, _keep, state, size, _p0, _p1) in enumerate(rows):  # keep it flat
+    target_at = SITE.offset("target", bits)
+    for i, (site, probe, form, length, mode, _keep, state, size, _p0, _p1, target) in enumerate(rows):  # keep it flat
         base = lo + i * SITE_SIZE
         entry = probes.get((base + 4 + probe) & mask)
         if entry is None or form not in FORM_NAMES or mode not in MODE_NAMES or not 1 <= length <= 16 \
@@ -142,5 +147,5 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
             raise TableError(f"site entry {i} at {base:#x} is not a valid entry (probe {probe:+#x}, form {form}, "
                              f"length {length}, mode {mode})")
         sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode],
-                               states[state], size))
+                               states[state], size, (base + target_at + target) & mask if target else 0))
     return sites

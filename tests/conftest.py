@@ -61,14 +61,16 @@ def native(native_exe):
 
 @pytest.fixture(scope="session")
 def freebsd_kernel(tmp_path_factory):
-    """fixtures/freebsd (the rest of FreeBSD's macros, is-enabled checks) built for an architecture, once."""
-    built: dict[str, Build] = {}
+    """fixtures/freebsd (the rest of FreeBSD's macros, is-enabled checks) built for an architecture (and make
+    variables: FORM=goto), once."""
+    built: dict[tuple, Build] = {}
 
-    def build(arch: str) -> Build:
-        if arch not in built:
+    def build(arch: str, **make_vars: str) -> Build:
+        key = (arch, *sorted(make_vars.items()))
+        if key not in built:
             if arch in CROSS:
                 need_tool(*CROSS[arch])
-            built[arch] = build_fixture(tmp_path_factory.mktemp(f"freebsd-{arch}"), FREEBSD, ARCH=arch)
-        return built[arch]
+            built[key] = build_fixture(tmp_path_factory.mktemp(f"freebsd-{arch}"), FREEBSD, ARCH=arch, **make_vars)
+        return built[key]
 
     return build

@@ -36,18 +36,32 @@ def native_calls(native_exe):
     return native_trace(native_exe)
 
 
-@pytest.mark.parametrize("arch", OTHER_ARCHES)
-def test_fixture_builds_and_checks(arch_kernel, arch):
-    k = arch_kernel(arch)
+FORMS = ("call", "goto")  # sdt.h's probe forms: calls NOP'd at boot, and FreeBSD 15's asm goto (SDT_ASM_GOTO)
+
+
+def fixture_kernel(arch_kernel, kernel, arch: str, form: str):
+    if (arch, form) == ("x86_64", "call"):
+        return kernel
+    return arch_kernel(arch, **({"FORM": "goto"} if form == "goto" else {}))
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("arch", ARCHES)
+def test_fixture_builds_and_checks(arch_kernel, kernel, arch, form):
+    k = fixture_kernel(arch_kernel, kernel, arch, form)
     proc = sdtgen("check", k.partial, k.image)
     assert proc.returncode == 0, proc.stderr
     assert "21 sites" in proc.stdout and "21 stable" in proc.stdout
-    assert json.loads(sdtgen("scan", k.partial, "--json").stdout)["arch"] == arch
+    scanned = json.loads(sdtgen("scan", k.partial, "--json").stdout)
+    assert scanned["arch"] == arch
+    # the goto build keeps one call: lib.c's direct call to __dtrace_sdt_raw_checksum, without the macros
+    assert sum(s["form"] == "goto" for s in scanned["sites"]) == (20 if form == "goto" else 0)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ARCHES)
-def test_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, native_calls):
-    fired = trace(kernel.image if arch == "x86_64" else arch_kernel(arch).image, arch)
+def test_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, form, native_calls):
+    fired = trace(fixture_kernel(arch_kernel, kernel, arch, form).image, arch)
     assert fired == native_calls
     names = {e[1] for e in fired if e[0] == "fire"}
     assert {"hk:sched:switch:six", "hk:vfs:lookup:entry", "hk:proc:exit:done"} <= names  # six args, strings, tail
@@ -56,11 +70,11 @@ def test_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, nat
     assert ("return", -2) in fired
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ARCHES)
-def test_branch_mode_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, native_calls):
+def test_branch_mode_firings_and_results_equal_the_native_run(arch_kernel, kernel, arch, form, native_calls):
     """Recorded in the guest by branches, the firings are what the C source does natively."""
-    image = kernel.image if arch == "x86_64" else arch_kernel(arch).image
-    assert trace(image, arch, "branch") == native_calls
+    assert trace(fixture_kernel(arch_kernel, kernel, arch, form).image, arch, "branch") == native_calls
 
 
 def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_word(arch_kernel, native_calls):
@@ -244,3 +258,57 @@ def test_overflow_is_exact_on_other_architectures(arch_kernel, native_exe, arch,
     (stats,) = [e for e in events if e["event"] == "stats"]
     assert 0 < len(shown) < len(expected) and len(shown) + stats["lost"] == len(expected)
     assert shown == (expected[:len(shown)] if policy == "drop" else expected[len(expected) - len(shown):])
+
+
+# An asm goto site whose out-of-line code lies two megabytes away, past filler(): out of a RISC-V jal's
+# reach. No compiler puts it there (gcc keeps RISC-V's out-of-line code in its function), so it is assembled:
+# the NOP and FreeBSD's record as sdt.h's asm writes them, the target code as gcc's would be, in a section
+# of its own after the filler, returning with a register jump (a j would not reach back either).
+FAR_GOTO_SOURCE = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(fr);
+SDT_PROBE_DEFINE1(fr, far, away, hit, "long");
+__asm__(".text\n.globl kmain\n.type kmain, @function\n.balign 4\nkmain:\n"
+        "\taddi sp, sp, -16\n\tsd ra, 8(sp)\n\tsd a0, 0(sp)\n"
+        "990:\n.option push\n.option norvc\n\tnop\n.option pop\n"
+        "991:\n\tld a0, 0(sp)\n\taddi a0, a0, 1\n\tld ra, 8(sp)\n\taddi sp, sp, 16\n\tret\n.size kmain, .-kmain\n"
+        ".pushsection .text.zfar, \"ax\"\nfar_target:\n\tld a0, 0(sp)\n"
+        "\tcall __sdt_rec___dtrace_sdt_fr_far_away_hit\n\tlla t0, 991b\n\tjr t0\n.popsection\n"
+        ".pushsection set_sdt_tracepoint_set, \"aw\"\n\t.quad sdt_fr_far_away_hit, 990b, far_target, 0\n"
+        ".popsection\n");
+__attribute__((used)) void filler(void) { __asm__ volatile(".space 0x200000"); }
+"""
+
+
+def test_an_asm_goto_target_out_of_jump_range_is_reached_through_the_breakpoint(tmp_path):
+    """RISC-V's j reaches +-1 MiB: the site is armed with ebreak in either mode, and sdt_trap resumes the CPU at
+    the target, whose code fires the probe; disarmed, the NOP again."""
+    image = build_c_kernel(tmp_path, "riscv64", FAR_GOTO_SOURCE)
+    for arm in ("branch", "trap"):
+        buf = io.StringIO()
+        s = boot_session(str(image), Reporter(as_json=True, out=buf), arm=arm)
+        try:
+            (site,) = s.target.runtime.sites
+            assert site.form == "goto" and abs(site.target - site.addr) > 1 << 20
+            s.enable(":::")
+            assert s.target.runtime.sites[0].state == "trap"
+            assert s.target.machine.read(site.addr, 4) == struct.pack("<I", 0x00100073)  # ebreak
+            assert s.run("kmain:long", [4]) == 5
+            s.disable(":::")
+            assert s.target.machine.read(site.addr, 4) == struct.pack("<I", 0x13) and s.run("kmain:long", [6]) == 7
+            events = [json.loads(x) for x in buf.getvalue().splitlines()]
+            assert [e["args"] for e in events if e["event"] == "fire"] == [[4]]
+            assert [e["text"] for e in events if e["event"] == "warning"] == \
+                ["sites out of branch range of their recorder were armed with the breakpoint"]
+        finally:
+            s.close()
+
+
+def test_offset_mode_tables_place_asm_goto_sites_and_targets_from_btext(arch_kernel, native_calls):
+    """The 2015 design's table for the asm goto form: the NOP and the target both btext + their offsets, which
+    hold while the final link keeps .text in one piece; the firings are the native run's."""
+    k = arch_kernel("x86_64", FORM="goto", SDT_MODE="offset")
+    proc = sdtgen("check", k.partial, k.image)
+    assert proc.returncode == 0 and "(table mode offset): 21 stable" in proc.stdout, proc.stdout + proc.stderr
+    assert "btext + 0x" in (k.dir / "kernel_sdt_table.S").read_text()
+    assert trace(k.image, "x86_64", "branch") == native_calls

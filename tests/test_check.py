@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import struct
 from collections import Counter
 
 import pytest
 from helpers import corrupt_site_entry, final_link, final_script, readelf_probe_relocs, run, sdtgen
 from tables import readelf
 
+from sdtgen.layout import SITE
 from sdtgen.table import SITE_SIZE
 
 
@@ -192,3 +194,91 @@ int f(int x) {{ SDT_PROBE1({provider}, {module}, f, n, x); return x + 1; }}
     spec = f"{provider}:{module}:f:n"
     assert f": {spec[:200]}...({len(spec) - 200} more characters) moved by -0x3: the table entry points at `" in line
     assert line.endswith("; the table is corrupt: rerun `sdtgen gen` and relink")
+
+
+# -- the asm goto form: the table against the image's own records ----------------------------------------
+def goto_table(image) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+    """From the bytes objdump dumps: each site entry's (site, target) (s32 fields relative to themselves,
+    target at SITE's offset), and each asm goto record's patch point -> target (FreeBSD's absolute words)."""
+    ((start, data),) = readelf.contents(image, "set_sdt_sites_set")
+    at = SITE.offset("target", 64)
+    entries = {}
+    for off in range(0, len(data), SITE_SIZE):
+        site = start + off + readelf.words(data[off:off + 4], 4, signed=True)[0]
+        rel = readelf.words(data[off + at:off + at + 4], 4, signed=True)[0]
+        entries[off // SITE_SIZE] = (site, start + off + at + rel if rel else 0)
+    ((_, raw),) = readelf.contents(image, "set_sdt_tracepoint_set")
+    records = {patch: target for _, patch, target, _ in zip(*[iter(readelf.words(raw, 8))] * 4, strict=True)}
+    return entries, records
+
+
+def corrupt_target(image, out, index: int, delta: int):
+    from sdtgen.elf.reader import ElfFile
+
+    with ElfFile(image) as elf:
+        offset = elf.section("set_sdt_sites_set").offset + SITE_SIZE * index + SITE.offset("target", 64)
+    data = bytearray(image.read_bytes())
+    struct.pack_into("<i", data, offset, struct.unpack_from("<i", data, offset)[0] + delta)
+    out.write_bytes(data)
+    return out
+
+
+def five_nops_at(image, out, index: int):
+    """A copy of ``image`` whose site ``index`` holds FreeBSD's five 1-byte NOPs instead of sdt.h's one."""
+    from sdtgen.image import Image
+
+    with Image(str(image)) as img:
+        entry = img.sites()[index].addr
+        sec = img.section_at(entry)
+        offset = sec.offset + entry - sec.addr
+    data = bytearray(image.read_bytes())
+    data[offset:offset + 5] = b"\x90" * 5
+    out.write_bytes(data)
+    return out
+
+
+@pytest.mark.parametrize("sites, targets, nops", [((), (), ()), ((2, 11), (), ()), ((), (4, 15), ()),
+                                                  ((), (), (7,))],
+                         ids=["as-built", "two-sites-off", "two-targets-off", "five-nops"])
+def test_a_goto_site_is_stable_exactly_when_objdump_shows_its_nop_and_its_record_has_the_tables_target(
+        arch_kernel, tmp_path, sites, targets, nops):
+    """Independent truth: objdump's disassembly at each entry's address (the asm goto's one 5-byte NOP), and
+    the image's set_sdt_tracepoint_set as objdump dumps it (FreeBSD's {probe, patch point, target, 0}): an
+    entry moved off its NOP, one whose target is not its record's, or a NOP that is not the one, fails; only
+    those."""
+    k = arch_kernel("x86_64", FORM="goto")
+    image = k.image
+    for index in sites:
+        image = corrupt_site_entry(image, tmp_path / f"site{index}.elf", index, 2)
+    for index in targets:
+        image = corrupt_target(image, tmp_path / f"target{index}.elf", index, 1)
+    for index in nops:
+        image = five_nops_at(image, tmp_path / f"nops{index}.elf", index)
+    report = json.loads(sdtgen("check", k.partial, image, "--json").stdout)
+    scanned = json.loads(sdtgen("scan", k.partial, "--json").stdout)["sites"]
+    entries, records = goto_table(image)
+    assert sum(s["form"] == "goto" for s in scanned) == len(records) == 20  # and the direct call of lib.c
+    truth = []
+    for i, site in enumerate(scanned):
+        addr, target = entries[i]
+        dump = run(["objdump", "-d", f"--start-address={addr:#x}", f"--stop-address={addr + site['length']:#x}",
+                    str(image)]).stdout
+        insn = [ln for ln in dump.splitlines() if re.match(rf"\s*{addr:x}:", ln)]
+        if site["form"] == "goto":
+            truth.append(bool(insn) and re.search(r":\s+0f 1f 44 00 00\s+nopl\s+0x0\(%rax,%rax,1\)$", insn[0])
+                         is not None and records.get(addr) == target)
+        else:
+            truth.append(bool(insn) and f"<{site['symbol']}>" in insn[0])
+    assert [v["status"] == "stable" for v in report["sites"]] == truth
+    assert [i for i, ok in enumerate(truth) if not ok] == sorted((*sites, *targets, *nops))
+    assert report["ok"] == (not sites and not targets and not nops)
+
+
+def test_a_goto_image_whose_records_were_dropped_fails_check_naming_them(arch_kernel, tmp_path):
+    k = arch_kernel("x86_64", FORM="goto")
+    image = tmp_path / "norecords.elf"
+    run(["objcopy", "--remove-section", "set_sdt_tracepoint_set", str(k.image), str(image)])
+    proc = sdtgen("check", k.partial, image)
+    assert proc.returncode == 1
+    assert "no asm goto record in set_sdt_tracepoint_set has the patch point" in proc.stderr
+    assert "INCLUDE sdt_data.ld" in proc.stderr

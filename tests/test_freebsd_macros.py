@@ -44,14 +44,20 @@ def test_a_seventh_argument_is_a_compile_error_saying_six(form, tmp_path):
     assert "supports" in proc.stderr and ("six" in proc.stderr or "five" in proc.stderr), proc.stderr
 
 
+@pytest.mark.parametrize("form", ["call", "goto"])
 @pytest.mark.parametrize("arch", ARCHES)
-def test_freebsd_style_definitions_list_with_both_type_sets(arch, freebsd_kernel):
-    build = freebsd_kernel(arch)
+def test_freebsd_style_definitions_list_with_both_type_sets(arch, form, freebsd_kernel):
+    build = freebsd_kernel(arch, **({"FORM": "goto"} if form == "goto" else {}))
     want = source_probes()
     for path in (build.partial, build.image):
         listed = json.loads(sdtgen("probes", "--json", path, check=True).stdout)["probes"]
         got = {f"{p['provider']}:{p['module']}:{p['function']}:{p['name']}": (p["args"], p["xargs"]) for p in listed}
         assert got == want, path
+    sites = json.loads(sdtgen("scan", "--json", build.partial, check=True).stdout)["sites"]
+    # the goto build: every SDT_PROBEn and DTRACE_PROBEn an asm goto, the is-enabled checks still calls
+    assert {s["form"] for s in sites} == ({"goto", "isen"} if form == "goto" else {"call", "isen"})
+    report = json.loads(sdtgen("check", "--json", build.partial, build.image, check=True).stdout)
+    assert report["ok"] and report["stable"] == len(sites)
 
 
 def test_dtrace_probes_are_provider_sdt_without_module_or_function(freebsd_kernel):

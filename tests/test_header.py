@@ -133,3 +133,31 @@ def test_a_real_kernel_source_compiles_as_cpp(tmp_path, freebsd_kernel):
         run(["g++", *DIALECTS["c++11"], *STRICT, include_flag(), f"-I{FREEBSD}", "-O2", "-c", "-o", str(obj),
              str(src)])
         assert probe_symbols(obj) == probe_symbols(build.dir / f"{src.stem}.o") != set()
+
+
+@pytest.mark.parametrize("compiler", ["gcc", "clang"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_asm_goto_form_compiles_as_cpp_and_pedantic_c99_to_the_same_probes(tmp_path, compiler, dialect):
+    """-DSDT_ASM_GOTO, as strictly: the same descriptors, and every SDT_PROBEn and DTRACE_PROBEn an asm goto
+    record (scan) whose out-of-line code calls the probe's recorder by its C name (nm); C++ built by clang
+    keeps the call form (clang++ 14 refuses asm goto labels in other scopes), still the same probes."""
+    need_tool(compiler, compiler)
+    reference = compile_c(tmp_path, "c", EVERY_FORM)
+    (tmp_path / "every.c").write_text(EVERY_FORM)
+    obj = tmp_path / "every-goto.o"
+    run([compiler, *DIALECTS[dialect], *STRICT, "-DSDT_ASM_GOTO", include_flag(), "-O2", "-c", "-o", str(obj),
+         str(tmp_path / "every.c")])
+    keys = ("provider", "module", "function", "name", "args", "xargs")
+    listed = [[tuple(str(p[k]) for k in keys) for p in json.loads(sdtgen("probes", "--json", o, check=True).stdout)
+               ["probes"]] for o in (obj, reference)]
+    assert listed[0] == listed[1] and len(listed[0]) == 17
+    forms = {s["form"] for s in json.loads(sdtgen("scan", "--json", obj, check=True).stdout)["sites"]}
+    undefined = {ln.split()[-1] for ln in run(["nm", "-u", str(obj)]).stdout.splitlines()}
+    if compiler == "clang" and dialect == "c++11":
+        assert forms <= {"call", "tail", "isen"} and probe_symbols(obj) == probe_symbols(reference)
+        return
+    assert forms == {"goto", "isen"}  # SDT_PROBE_ENABLED() stays a call in either form
+    recorders = {"__sdt_rec_" + s for s in probe_symbols(reference) if s.startswith("__dtrace_sdt_")}
+    assert recorders <= undefined and len(recorders) == 16
+    words = {s[len("__sdt_rec___dtrace_"):] for s in recorders}  # what each record's probe word names
+    assert {s for s in undefined if s.startswith("sdt_")} - {"sdt_probes_enabled"} == words

@@ -298,6 +298,28 @@ def test_exhaustive_conditional_tail_sites(tmp_path, arch):
     assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0) and s.transient > 0
 
 
+@pytest.mark.parametrize("arch", ARCHES)
+def test_exhaustive_asm_goto_sites(arch_kernel, arch):
+    """The NOP and the jump to its out-of-line target (x86: all five bytes change, so the breakpoint protocol;
+    RISC-V: one word, or halfwords when the NOP sits 2 mod 4): every landing of every store; the naive
+    protocol's bytes in place tear the same sites."""
+    image = str(arch_kernel(arch, FORM="goto").image)
+    assert {f for f, _ in forms(image, "sched_run")} == {"goto"}
+    if arch == "riscv64":  # a NOP at 2 mod 4 (its jal then straddles two words) and one at 0 mod 4
+        session = boot_session(image, Reporter(out=io.StringIO()))
+        try:
+            sym = session.image.symbols["sched_run"]
+            sites = session.target.sites()
+            assert {s.addr % 4 for s in sites if sym.value <= s.addr < sym.value + sym.size} == {0, 2}
+        finally:
+            session.close()
+    s = torture(image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0)
+    naive = torture(str(arch_kernel(arch, FORM="goto", **NAIVE).image), "sched_run", [2], cpus=1, toggles=0,
+                    seed=0, timeout=300, exhaustive=True)
+    assert naive.torn > 0 and not naive.passed
+
+
 # -- the exhaustive checker's own checks: each one alone fails the execution it is there for ------------------
 def checker(image: str, symbol: str = "sched_run"):
     """A booted session as `torture --exhaustive` makes one, its checker over ``symbol``, and the first site of it

@@ -9,6 +9,8 @@ from booted import Booted
 from helpers import compile_runtime, final_script, need_tool, readelf_probe_relocs, run, sdtgen
 from native_oracle import PROTOTYPES, Call, data_symbolizer
 
+from sdtgen.table import SITE_SIZE
+
 # Each half carries the descriptors of the probes it calls: lib.c defines the probe kern.h's
 # inline functions fire all over the subsystems, so it goes with them.
 HALVES = {"core": ["main.o"], "subsystems": ["vfs.o", "sched.o", "mem.o", "proc.o", "lib.o"]}
@@ -50,10 +52,10 @@ def test_two_generated_objects_link_and_every_site_checks_stable(halves, linker)
     assert proc.returncode == 0, proc.stderr
     sites = sum(len(readelf_probe_relocs(o)) for o in objects)
     assert f"{sites} sites" in proc.stdout and f"{sites} stable" in proc.stdout and sites == 21
-    # The image's one site table covers both halves: 16 bytes an entry, per readelf.
+    # The image's one site table covers both halves: one entry a site, per readelf.
     sections = run(["readelf", "-SW", str(image)]).stdout
     size = re.search(r"set_sdt_sites_set\s+PROGBITS\s+\S+\s+\S+\s+(\S+)", sections).group(1)
-    assert int(size, 16) == 16 * sites
+    assert int(size, 16) == SITE_SIZE * sites
 
 
 @pytest.mark.parametrize("linker", list(LINKERS))

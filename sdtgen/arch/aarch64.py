@@ -20,6 +20,7 @@ R_AARCH64_ADR_GOT_PAGE, R_AARCH64_LD64_GOT_LO12_NC = 311, 312
 NOP = 0xD503201F
 RET = 0xD65F03C0
 BRK = 0xD4200000 | (0x5D7 << 5)  # brk #0x5d7, an immediate of sdtgen's own
+ARM64_OP_IMM = 2  # capstone.arm64.ARM64_OP_IMM, without importing Capstone at start-up
 
 
 def _insn(word: int) -> bytes:
@@ -64,6 +65,7 @@ class AArch64(Arch):
     relative_reloc = 1027  # R_AARCH64_RELATIVE
     kernel_base = 0xFFFF800008000000
     trap_interrupts = frozenset({7})  # EXCP_BKPT: brk, with the PC on the brk
+    goto_nop = struct.pack("<I", NOP)
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
         if rtype not in self.understood:
@@ -104,6 +106,34 @@ class AArch64(Arch):
                 out.append(addr + i)
         return out
 
+
+    stack_registers = frozenset({"sp", "x29"})
+    _conditional = ("cbz", "cbnz", "tbz", "tbnz")
+
+    def flow(self, insn) -> tuple[str, int | None]:
+        m = insn.mnemonic
+        last = insn.operands[-1] if insn.operands else None
+        target = last.imm & (1 << 64) - 1 if last is not None and last.type == ARM64_OP_IMM else None
+        if m in ("ret", "eret", "retaa", "retab"):
+            return self.RETURNS, None
+        if m in ("bl", "blr"):
+            return self.CALLS, target if m == "bl" else None
+        if m in ("b", "br"):
+            return self.JUMPS, target if m == "b" else None
+        if m.startswith("b.") or m in self._conditional:
+            return self.BRANCHES, target
+        if m in ("brk", "udf", "hlt"):
+            return self.STOPS, None
+        return self.NEXT, None
+
+    def spills(self, insn) -> int:
+        """A store (str, stp, stur...) through sp or x29: one for each register it stores."""
+        if not insn.mnemonic.startswith("st") or "[" not in insn.op_str:
+            return 0
+        regs, _, address = insn.op_str.partition("[")
+        if address.split(",")[0].split("]")[0].strip() not in self.stack_registers:
+            return 0
+        return sum(1 for r in regs.split(",") if r.strip() and r.strip() not in ("xzr", "wzr"))
 
     def breakpoint(self, length: int) -> bytes:
         return _insn(BRK)

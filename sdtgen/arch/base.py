@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
 ISEN = "isen"  # an is-enabled check: a plain call to the probe's __dtrace_isenabled_ stub
+GOTO = "goto"  # the NOP of an asm goto (sdt.h's SDT_ASM_GOTO): armed by a jump to its out-of-line target
 RETURNS = (TAIL, COND)  # forms after which the function returns: args as at a function entry
 
 
@@ -87,6 +88,14 @@ class Arch:
     def reloc_name(self, rtype: int) -> str:
         return self.reloc_names.get(rtype, f"relocation type {rtype}")
 
+    # The one NOP sdt.h's asm goto form puts at a site, which arming overwrites with a jump.
+    goto_nop: bytes = b""
+
+    @property
+    def abs_word(self) -> int:
+        """The relocation of an absolute pointer-sized word: what an asm goto record's words carry."""
+        return next(t for t, (size, pcrel) in self.data_relocs.items() if size == self.bits // 8 and not pcrel)
+
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
         """Decide the instruction form of a relocation at ``field`` in ``code``.
 
@@ -125,6 +134,21 @@ class Arch:
                 if target in targets:
                     found.append(insn.address)
         return found
+
+    # -- the disabled-probe cost report (sdtgen/cost.py) ---------------------------------------
+    NEXT, CALLS, RETURNS, JUMPS, BRANCHES, STOPS = "next", "call", "ret", "jump", "cond", "stop"
+
+    def flow(self, insn) -> tuple[str, int | None]:
+        """What a Capstone instruction (decoded with detail) does to the path through a function: NEXT (on to
+        the following one), CALLS (a call, which returns), RETURNS, JUMPS (to the target; None: indirect),
+        BRANCHES (conditional, to the target) or STOPS (a trap or a halt)."""
+        raise NotImplementedError
+
+    stack_registers: frozenset[str] = frozenset()  # the stack and frame pointers, as Capstone names them
+
+    def spills(self, insn) -> int:
+        """How many registers ``insn`` stores to the stack (a push, a store through the stack or frame pointer)."""
+        raise NotImplementedError
 
     # -- emulated boot -----------------------------------------------------------
     trap_interrupts: frozenset[int] = frozenset()  # Unicorn interrupt numbers a breakpoint raises

@@ -22,9 +22,11 @@ R_RISCV_32, R_RISCV_64, R_RISCV_BRANCH, R_RISCV_JAL, R_RISCV_CALL, R_RISCV_CALL_
 R_RISCV_GOT_HI20, R_RISCV_PCREL_HI20, R_RISCV_HI20, R_RISCV_LO12_I, R_RISCV_LO12_S = 20, 23, 26, 27, 28
 R_RISCV_RVC_BRANCH, R_RISCV_RVC_JUMP, R_RISCV_32_PCREL = 44, 45, 57
 
+NOP = 0x00000013  # addi zero, zero, 0
 RET, C_RET = 0x00008067, 0x8082  # jalr zero, 0(ra); c.jr ra
 EBREAK, C_EBREAK = 0x00100073, 0x9002
 RA, ZERO, T1 = 1, 0, 6
+RISCV_OP_IMM = 2  # capstone.riscv.RISCV_OP_IMM, without importing Capstone at start-up
 
 
 def _sext(value: int, bits: int) -> int:
@@ -98,6 +100,7 @@ class RiscV64(Arch):
     relative_reloc = 3  # R_RISCV_RELATIVE
     kernel_base = 0xFFFFFFFF80000000
     relaxes = True
+    goto_nop = struct.pack("<I", NOP)  # never c.nop: the site must hold a jal
     trap_on_invalid = True  # Unicorn 2.1.4 reports ebreak through the invalid-instruction hook
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
@@ -140,6 +143,51 @@ class RiscV64(Arch):
                 out.append(addr + i)
         return out
 
+
+    stack_registers = frozenset({"sp", "s0", "fp"})
+
+    def flow(self, insn) -> tuple[str, int | None]:
+        """From the encoding: Capstone 5 gives RISC-V's jumps no consistent groups, and prints jalr's rs1, not
+        its rd."""
+        code = bytes(insn.bytes)
+        last = insn.operands[-1] if insn.operands else None
+        target = (insn.address + last.imm) & (1 << 64) - 1 if last is not None and last.type == RISCV_OP_IMM else None
+        if len(code) == 2:
+            h = struct.unpack("<H", code)[0]
+            rs1 = h >> 7 & 0x1F
+            if h == C_EBREAK:
+                return self.STOPS, None
+            if h & 0xE003 == 0xA001:  # c.j (c.jal is RV32's: on RV64 that encoding is c.addiw)
+                return self.JUMPS, target
+            if h & 0xF07F == 0x8002 and rs1:  # c.jr
+                return (self.RETURNS, None) if rs1 == RA else (self.JUMPS, None)
+            if h & 0xF07F == 0x9002 and rs1:  # c.jalr
+                return self.CALLS, None
+            if h & 0xC003 == 0xC001:  # c.beqz, c.bnez
+                return self.BRANCHES, target
+            return self.NEXT, None
+        w = struct.unpack("<I", code[:4])[0]
+        op, rd, rs1 = w & 0x7F, w >> 7 & 0x1F, w >> 15 & 0x1F
+        if w == EBREAK or w == 0xC0001073:  # ebreak, unimp
+            return self.STOPS, None
+        if op == 0x6F:  # jal
+            return (self.JUMPS if rd == ZERO else self.CALLS), target
+        if op == 0x67:  # jalr
+            if rd != ZERO:
+                return self.CALLS, None
+            return (self.RETURNS, None) if rs1 == RA and w >> 20 == 0 else (self.JUMPS, None)
+        if op == 0x63:  # beq, bne, blt, bge, bltu, bgeu
+            return self.BRANCHES, target
+        return self.NEXT, None
+
+    def spills(self, insn) -> int:
+        """A store (sd, sw, c.sdsp...) through sp or s0."""
+        m = insn.mnemonic
+        if m.startswith("c."):
+            m = m[2:]
+        if m not in ("sd", "sw", "sh", "sb", "sdsp", "swsp") or "(" not in insn.op_str:
+            return 0
+        return 1 if insn.op_str.rsplit("(", 1)[1].rstrip(")") in self.stack_registers else 0
 
     def breakpoint(self, length: int) -> bytes:
         return struct.pack("<H", C_EBREAK) if length == 2 else struct.pack("<I", EBREAK)

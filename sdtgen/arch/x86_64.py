@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
 R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 9, 10, 11
 R_X86_64_PC64, R_X86_64_GOTPCRELX, R_X86_64_REX_GOTPCRELX = 24, 41, 42
+X86_OP_IMM = 2  # capstone.x86.X86_OP_IMM, without importing Capstone at start-up
 
 
 @record(frozen=True)
@@ -162,7 +163,35 @@ class X86_64(Arch):
     def mask(self) -> int:
         return (1 << self.bits) - 1
 
+    stack_registers = frozenset({"rsp", "rbp", "esp", "ebp"})
+
+    def flow(self, insn) -> tuple[str, int | None]:
+        m = insn.mnemonic
+        target = insn.operands[0].imm & self.mask if insn.operands and insn.operands[0].type == X86_OP_IMM else None
+        if m.startswith("ret"):
+            return self.RETURNS, None
+        if m == "call":
+            return self.CALLS, target
+        if m == "jmp":
+            return self.JUMPS, target
+        if m.startswith("j") or m.startswith("loop"):
+            return self.BRANCHES, target
+        if m in ("int3", "int", "into", "ud0", "ud1", "ud2", "hlt"):
+            return self.STOPS, None
+        return self.NEXT, None
+
+    def spills(self, insn) -> int:
+        """A push, or a mov of a register into [rsp/rbp + ...] (gcc saves with push, spills with mov)."""
+        if insn.mnemonic == "push":
+            return 1
+        if insn.mnemonic.startswith("mov") and "ptr [" in insn.op_str:
+            dest, _, src = insn.op_str.partition("], ")
+            base = dest.split("[", 1)[1].split()[0]
+            return 1 if base in self.stack_registers and src and not src[0].isdigit() else 0
+        return 0
+
     # -- emulated boot -----------------------------------------------------------
+    goto_nop = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): one NOP, the length of a jmp rel32
     trap_interrupts = frozenset({3})  # int3
     relative_reloc = 8  # R_X86_64_RELATIVE
     kernel_base = 0xFFFFFFFF80000000

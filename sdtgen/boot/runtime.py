@@ -26,7 +26,7 @@ TRAP, BRANCH = "trap", "branch"
 ARM_MODES = (TRAP, BRANCH)
 MODES = {TRAP: VALUES["SDT_TRAP"], BRANCH: VALUES["SDT_BRANCH"]}
 NOT_OURS, FIRED = VALUES["SDT_TRAP_NOT_OURS"], VALUES["SDT_TRAP_FIRED"]
-FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
+FIRING = ("call", "tail", "cond", "goto")  # site forms that fire (an is-enabled check reads 0 or 1)
 
 
 @dataclass

@@ -22,7 +22,9 @@
  * "result = 0", and arming into "result = 1".
  *
  * Define SDT_COMPILED_OUT to compile every probe out, or SDT_CLASSIC for the
- * older `if (probe enabled) call` form; both exist for comparison.
+ * older `if (probe enabled) call` form; both exist for comparison. Define
+ * SDT_ASM_GOTO for FreeBSD 15's form: a NOP in an asm goto whose arguments are
+ * evaluated only out of line (docs/table.md); both forms link into one image.
  *
  * C99 and later (also under -pedantic) and C++11 and later: in C++ the probe
  * functions keep their C names (an asm label on each block-scope declaration,
@@ -166,6 +168,49 @@ extern volatile sdt_probe_func_t sdt_probe_func;
 		if (__builtin_expect(sdt_probe_func != 0, 0))              \
 			sdt_probe_func(_SDT_PAD##n(__VA_ARGS__));           \
 	} while (0)
+#elif defined(SDT_ASM_GOTO) && !(defined(__cplusplus) && defined(__clang__))
+/*
+ * FreeBSD 15's form: the site is one NOP inside an asm goto, and the arguments are evaluated only on
+ * the path behind its label, out of line, which calls the probe's recorder (gen writes it). The asm
+ * leaves FreeBSD's record {probe, patch point, target, 0} in set_sdt_tracepoint_set (no alignment,
+ * as FreeBSD's asm has none: the linker scripts align the set); the probe word names
+ * sdt_<prov>_<mod>_<func>_<name>, which gen defines at the probe's descriptor. Arming writes a jump
+ * to the target over the NOP. One NOP of the architecture's best encoding, never several: a CPU
+ * between two of them when the jump lands would run the middle of it. (clang++ 14 takes every
+ * asm goto's label for a target of every asm goto of the function, and refuses a jump into a
+ * scope: C++ built by clang keeps the call form.)
+ */
+#if defined(__x86_64__) || defined(__i386__)
+#define _SDT_GOTO_NOP ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00" /* nopl 0x0(%eax,%eax,1): one 5-byte NOP */
+#elif defined(__aarch64__)
+#define _SDT_GOTO_NOP "nop"
+#elif defined(__riscv)
+#define _SDT_GOTO_NOP ".option push\n.option norvc\nnop\n.option pop" /* 4 bytes: room for a jal */
+#else
+#error "sdt.h: SDT_ASM_GOTO knows x86-64, i386, AArch64 and RISC-V"
+#endif
+#if __SIZEOF_POINTER__ == 8
+#define _SDT_GOTO_WORD ".quad "
+#else
+#define _SDT_GOTO_WORD ".long "
+#endif
+#define _SDT_REC(prov, mod, func, name) __sdt_rec___dtrace_sdt_##prov##_##mod##_##func##_##name
+#define _SDT_CALL(prov, mod, func, name, n, ...)                                              \
+	__extension__({ /* a statement expression: __label__ without -pedantic's complaint */ \
+		__label__ _sdt_fire;                                                          \
+		extern void _SDT_REC(prov, mod, func, name)(_SDT_P##n)                        \
+			_SDT_LINKNAME(_SDT_REC(prov, mod, func, name));                       \
+		__asm__ goto("990:\n\t" _SDT_GOTO_NOP "\n"                                     \
+			     ".pushsection set_sdt_tracepoint_set, \"aw\"\n\t"                    \
+			     _SDT_GOTO_WORD _SDT_XSTR(sdt_##prov##_##mod##_##func##_##name) "\n\t" \
+			     _SDT_GOTO_WORD "990b\n\t" _SDT_GOTO_WORD "%l0\n\t" _SDT_GOTO_WORD "0\n" \
+			     ".popsection" : : : : _sdt_fire);                                \
+		if (0) {                                                                      \
+		_sdt_fire:                                                                    \
+			_SDT_REC(prov, mod, func, name)(__VA_ARGS__);                          \
+		}                                                                             \
+		(void)0;                                                                      \
+	})
 #else
 #define _SDT_CALL(prov, mod, func, name, n, ...)                              \
 	do {                                                                  \

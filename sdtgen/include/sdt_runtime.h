@@ -38,72 +38,148 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #endif
 
 /* BEGIN LAYOUTS: rendered from sdtgen/layout.py by `python -m sdtgen.layout --write`; do not edit */
-#define SDT_FORM_CALL       1	/* a call to the probe's stub */
-#define SDT_FORM_TAIL       2	/* a tail jump to it */
-#define SDT_FORM_COND       3	/* a conditional tail jump to it (x86 jcc) */
-#define SDT_FORM_ISEN       4	/* a call to its is-enabled stub (SDT_PROBE_ENABLED) */
-#define SDT_TABLE_RELOC     0	/* the entry is a relocation the final link resolved */
-#define SDT_TABLE_OFFSET    1	/* the entry is btext + an offset measured after the partial link */
-#define SDT_SITE_UNSEEN     0	/* sdt_init has not looked at it */
-#define SDT_SITE_REFUSED    1	/* not the expected instruction: never written */
-#define SDT_SITE_OFF        2	/* disabled: a NOP, a return, result 0, or (cond) the jump as it was */
-#define SDT_SITE_TRAP       3	/* armed with the breakpoint */
-#define SDT_SITE_BRANCH     4	/* armed with a branch to the probe's recorder (an is-enabled check: result 1) */
-#define SDT_SITE_CHANGED    5	/* its bytes were not what the runtime last wrote: left alone for good */
-#define SDT_SITE_FOLDED     6	/* another entry names the same instruction (identical code folding) */
-#define SDT_TRAP            1	/* arming mode: a breakpoint, resolved by sdt_trap */
-#define SDT_BRANCH          2	/* arming mode: a branch to the recorder, falling back to the breakpoint out of range */
-#define SDT_DISCARD         0	/* ring policy: a full ring discards new events (counted) */
-#define SDT_OVERWRITE       1	/* ring policy: a full ring overwrites its oldest packet (flight recorder) */
-#define SDT_TRAP_NOT_OURS   0	/* sdt_trap: not a breakpoint of the runtime's */
-#define SDT_TRAP_FIRED      1	/* a probe fired; resume at frame->pc */
-#define SDT_TRAP_EMULATED   2	/* a change was in flight: the site's state (the old one until the change commits) was emulated; resume at frame->pc */
-#define SDT_TRAP_RETRY      3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
-#define SDT_PACKET_MAGIC    0xc1fc1fc1u	/* CTF 1.8's packet magic */
-#define SDT_MAX_ARGS        6	/* arguments a probe has at most */
-#define SDT_ENTRIES_MAGIC   0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
-#define SDT_MAX_STRING      127	/* bytes of a string argument a recorder copies (then a NUL) */
-#define SDT_MIN_PACKET      0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
-#define SDT_ERR_SPEC        (-1)	/* the probe spec is empty, or not provider:module:function:name (at most four fields and 1024 bytes) */
-#define SDT_ERR_INIT        (-2)	/* the runtime is not initialized (sdt_init has not run, or found the tables corrupt) */
-#define SDT_ERR_MODE        (-3)	/* not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH) */
-#define SDT_ERR_ARG         (-4)	/* an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number out of range */
-#define SDT_FRAME_SYNC      0x44535aa5	/* a frame's first four bytes, A5 5A 53 44, as a little-endian word */
-#define SDT_FRAME_PACKET    80	/* a frame carrying a packet as it stands in its ring (content_size bytes) */
-#define SDT_FRAME_VERDICT   86	/* a frame after each packet: struct sdt_frame_verdict */
-#define SDT_FRAME_TEXT      84	/* a frame carrying one line of the kernel's text: a reply, a log line */
-#define SDT_FRAME_INFO      73	/* the frame a reader needs first: struct sdt_frame_info */
-#define SDT_CONTROL_MAGIC   0x4c544353	/* "SCTL" in a little-endian word */
-#define SDT_CONTROL_LINE    0x400	/* bytes of the longest command line the control core takes */
-#define SDT_ERR_USAGE       (-5)	/* the command's words are not what it takes */
-#define SDT_ERR_UNKNOWN     (-6)	/* not a command the control core knows */
-#define SDT_ERR_UNSUPPORTED (-7)	/* the kernel gave the control core no means for it */
-#define SDT_ERR_CPU         (-8)	/* no such CPU, or a command that needs more CPUs than there are */
-#define SDT_ERR_LONG        (-9)	/* a command line longer than SDT_CONTROL_LINE */
-#define SDT_ERR_STATE       (-10)	/* not in this state (the rings are attached already, none are) */
-#define SDT_CTL_HELLO       "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
-#define SDT_CTL_RING        "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
-#define SDT_CTL_ENABLE      "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
-#define SDT_CTL_DISABLE     "disable"	/* disable SPEC: `ok disable N` */
-#define SDT_CTL_MODE        "mode"	/* mode trap|branch: rearm what is armed, `ok mode N` */
-#define SDT_CTL_RUN         "run"	/* run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N` */
-#define SDT_CTL_READ        "read"	/* read ADDR LEN: `bytes HEX` or `fault` */
-#define SDT_CTL_DRAIN       "drain"	/* drain: every CPU's closed packets sent now */
-#define SDT_CTL_STATS       "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
-#define SDT_CTL_LIST        "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
-#define SDT_CTL_TORTURE     "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
-#define SDT_CTL_EXIT        "exit"	/* exit CODE: power off */
-#define SDT_CTL_OK          "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
-#define SDT_CTL_ERROR       "error"	/* the last line of a reply that did not: `error CODE TEXT` */
-#define SDT_CTL_RETURN      "return"	/* a call returned: `return CPU VALUE` */
-#define SDT_CTL_FAULT       "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
-#define SDT_CTL_BYTES       "bytes"	/* memory read: `bytes HEX` */
-#define SDT_CTL_CPU         "cpu"	/* a CPU's counts: `cpu K DISCARDED OVERWRITTEN` */
-#define SDT_CTL_PROBE       "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
-#define SDT_CTL_TRAP        "trap"	/* arming mode: the breakpoint */
-#define SDT_CTL_BRANCH      "branch"	/* arming mode: a branch to the recorder */
-#define SDT_CTL_CYCLE       "cycle"	/* torture: off, branch, trap, off... in turn */
-#define SDT_CTL_ALL         "all"	/* every CPU (run) */
+#define SDT_FORM_CALL            1	/* a call to the probe's stub */
+#define SDT_FORM_TAIL            2	/* a tail jump to it */
+#define SDT_FORM_COND            3	/* a conditional tail jump to it (x86 jcc) */
+#define SDT_FORM_ISEN            4	/* a call to its is-enabled stub (SDT_PROBE_ENABLED) */
+#define SDT_FORM_GOTO            5	/* the NOP of an asm goto (SDT_ASM_GOTO), armed by a jump to its out-of-line target */
+#define SDT_TABLE_RELOC          0	/* the entry is a relocation the final link resolved */
+#define SDT_TABLE_OFFSET         1	/* the entry is btext + an offset measured after the partial link */
+#define SDT_SITE_UNSEEN          0	/* sdt_init has not looked at it */
+#define SDT_SITE_REFUSED         1	/* not the expected instruction: never written */
+#define SDT_SITE_OFF             2	/* disabled: a NOP, a return, result 0, or (cond) the jump as it was */
+#define SDT_SITE_TRAP            3	/* armed with the breakpoint */
+#define SDT_SITE_BRANCH          4	/* armed with a branch to the probe's recorder (an is-enabled check: result 1) */
+#define SDT_SITE_CHANGED         5	/* its bytes were not what the runtime last wrote: left alone for good */
+#define SDT_SITE_FOLDED          6	/* another entry names the same instruction (identical code folding) */
+#define SDT_TRAP                 1	/* arming mode: a breakpoint, resolved by sdt_trap */
+#define SDT_BRANCH               2	/* arming mode: a branch to the recorder, falling back to the breakpoint out of range */
+#define SDT_DISCARD              0	/* ring policy: a full ring discards new events (counted) */
+#define SDT_OVERWRITE            1	/* ring policy: a full ring overwrites its oldest packet (flight recorder) */
+#define SDT_TRAP_NOT_OURS        0	/* sdt_trap: not a breakpoint of the runtime's */
+#define SDT_TRAP_FIRED           1	/* a probe fired; resume at frame->pc */
+#define SDT_TRAP_EMULATED        2	/* a change was in flight: the site's state (the old one until the change commits) was emulated; resume at frame->pc */
+#define SDT_TRAP_RETRY           3	/* the breakpoint is gone (disarmed meanwhile): resume at frame->pc to run what is there */
+#define SDT_PACKET_MAGIC         0xc1fc1fc1u	/* CTF 1.8's packet magic */
+#define SDT_MAX_ARGS             6	/* arguments a probe has at most */
+#define SDT_ENTRIES_MAGIC        0x5952544e45544453u	/* "SDTENTRY" in a little-endian word */
+#define SDT_MAX_STRING           127	/* bytes of a string argument a recorder copies (then a NUL) */
+#define SDT_MIN_PACKET           0x400	/* bytes of the smallest packet: a 6-argument event with six full strings fits */
+#define SDT_ERR_SPEC             (-1)	/* the probe spec is empty, or not provider:module:function:name (at most four fields and 1024 bytes) */
+#define SDT_ERR_INIT             (-2)	/* the runtime is not initialized (sdt_init has not run, or found the tables corrupt) */
+#define SDT_ERR_MODE             (-3)	/* not an arming mode the runtime knows (SDT_TRAP or SDT_BRANCH) */
+#define SDT_ERR_ARG              (-4)	/* an argument the runtime cannot use: a NULL pointer, or a size, count or sequence number out of range */
+#define SDT_PROGRAM_MAGIC        0x50544453	/* "SDTP" in a little-endian word */
+#define SDT_PROGRAM_VERSION      1	/* the program form this runtime runs */
+#define SDT_PROG_MAX_BYTES       0x10000	/* bytes of a program at most */
+#define SDT_PROG_MAX_INSNS       0x100	/* instructions of a program at most (so steps of one run) */
+#define SDT_PROG_MAX_AGGS        16	/* aggregation descriptors of a program at most */
+#define SDT_PROG_REGS            8	/* registers of the evaluator: the bound of an expression's depth */
+#define SDT_OP_EXIT              0	/* stop: the firing is recorded when REC ran */
+#define SDT_OP_REC               1	/* record the firing (when the program exits) */
+#define SDT_OP_RECNZ             2	/* record the firing when a is not 0 */
+#define SDT_OP_CATCH             3	/* an error from here on goes on at imm (a later instruction) instead of stopping */
+#define SDT_OP_JA                4	/* go to imm (a later instruction) */
+#define SDT_OP_JZ                5	/* go to imm when a is 0 */
+#define SDT_OP_JNZ               6	/* go to imm when a is not 0 */
+#define SDT_OP_LDI               7	/* dst = imm, sign-extended */
+#define SDT_OP_LDC               8	/* dst = constant imm */
+#define SDT_OP_LDARG             9	/* dst = argument a, extended as b says (SDT_EXT_*) */
+#define SDT_OP_LDCPU             10	/* dst = the CPU's number */
+#define SDT_OP_LDPROBE           11	/* dst = the firing probe's key */
+#define SDT_OP_MOV               12	/* dst = a */
+#define SDT_OP_NEG               13	/* dst = -a */
+#define SDT_OP_NOT               14	/* dst = ~a */
+#define SDT_OP_LNOT              15	/* dst = !a */
+#define SDT_OP_STRCMP            16	/* dst = -1, 0 or 1: string argument a against the string at imm (unreadable: an error) */
+#define SDT_OP_PIN               17	/* dst = the probe's key is among constants imm & 0xffff, count imm >> 16 (ascending) */
+#define SDT_OP_AGG               18	/* update aggregation b: keys in dst.., the value in a */
+#define SDT_OP_ADD               19	/* dst = a + b (mod 2^64, as every operation) */
+#define SDT_OP_SUB               20	/* dst = a - b */
+#define SDT_OP_MUL               21	/* dst = a * b */
+#define SDT_OP_SDIV              22	/* dst = a / b, signed, toward zero (b 0: an error) */
+#define SDT_OP_UDIV              23	/* dst = a / b, unsigned (b 0: an error) */
+#define SDT_OP_SMOD              24	/* dst = a % b, signed (b 0: an error) */
+#define SDT_OP_UMOD              25	/* dst = a % b, unsigned (b 0: an error) */
+#define SDT_OP_AND               26	/* dst = a & b */
+#define SDT_OP_OR                27	/* dst = a | b */
+#define SDT_OP_XOR               28	/* dst = a ^ b */
+#define SDT_OP_SHL               29	/* dst = a << (b & 63) */
+#define SDT_OP_SHR               30	/* dst = a >> (b & 63), unsigned */
+#define SDT_OP_SAR               31	/* dst = a >> (b & 63), signed */
+#define SDT_OP_EQ                32	/* dst = a == b */
+#define SDT_OP_NE                33	/* dst = a != b */
+#define SDT_OP_SLT               34	/* dst = a < b, signed */
+#define SDT_OP_SLE               35	/* dst = a <= b, signed */
+#define SDT_OP_SGT               36	/* dst = a > b, signed */
+#define SDT_OP_SGE               37	/* dst = a >= b, signed */
+#define SDT_OP_ULT               38	/* dst = a < b, unsigned */
+#define SDT_OP_ULE               39	/* dst = a <= b, unsigned */
+#define SDT_OP_UGT               40	/* dst = a > b, unsigned */
+#define SDT_OP_UGE               41	/* dst = a >= b, unsigned */
+#define SDT_OP_IMM               128	/* with a binary operation (SDT_OP_ADD and after): its right operand is imm, not register b */
+#define SDT_EXT_WORD             0	/* LDARG: the register as it is (zero-extended to 64 bits) */
+#define SDT_EXT_S8               1	/* LDARG: the low 8 bits, sign-extended */
+#define SDT_EXT_S16              2	/* LDARG: the low 16 bits, sign-extended */
+#define SDT_EXT_S32              3	/* LDARG: the low 32 bits, sign-extended */
+#define SDT_EXT_U8               4	/* LDARG: the low 8 bits */
+#define SDT_EXT_U16              5	/* LDARG: the low 16 bits */
+#define SDT_EXT_U32              6	/* LDARG: the low 32 bits */
+#define SDT_AGG_COUNT            1	/* count(): one value, the firings */
+#define SDT_AGG_SUM              2	/* sum(x): one value */
+#define SDT_AGG_MIN              3	/* min(x): one value, signed, from INT64_MAX */
+#define SDT_AGG_MAX              4	/* max(x): one value, signed, from INT64_MIN */
+#define SDT_AGG_AVG              5	/* avg(x): the count, then the sum */
+#define SDT_AGG_QUANTIZE         6	/* quantize(x): DTrace's power-of-two buckets */
+#define SDT_AGG_LQUANTIZE        7	/* lquantize(x, low, high, step): below low, levels steps, at or above the top */
+#define SDT_AGG_MAX_KEYS         4	/* keys of an aggregation at most */
+#define SDT_AGG_MAX_VALS         0x400	/* values of an entry at most */
+#define SDT_AGG_QUANTIZE_BUCKETS 127	/* quantize's buckets: -2^62 .. -1, 0, 1 .. 2^62 */
+#define SDT_AGG_ZERO_BUCKET      63	/* quantize's bucket of 0 */
+#define SDT_AGG_MIN_BYTES        0x400	/* bytes of a CPU's aggregation memory at least */
+#define SDT_ERR_PROG_FORM        (-16)	/* the program's header, size or tables are not a program's */
+#define SDT_ERR_PROG_INSN        (-17)	/* an instruction the verifier refuses (operation, register, operand, a register read before any path wrote it) */
+#define SDT_ERR_PROG_FLOW        (-18)	/* a jump that is not forward within the program, or a path that does not end in EXIT */
+#define SDT_ERR_PROG_AGG         (-19)	/* an aggregation descriptor the verifier refuses */
+#define SDT_ERR_PROG_ARGS        (-20)	/* a matched probe has fewer arguments than the program reads */
+#define SDT_ERR_PROG_BUSY        (-21)	/* a matched probe runs another program: disable it first */
+#define SDT_ERR_PROG_SLOT        (-22)	/* a matched probe has no program slot (tables from an older gen) */
+#define SDT_FRAME_SYNC           0x44535aa5	/* a frame's first four bytes, A5 5A 53 44, as a little-endian word */
+#define SDT_FRAME_PACKET         80	/* a frame carrying a packet as it stands in its ring (content_size bytes) */
+#define SDT_FRAME_VERDICT        86	/* a frame after each packet: struct sdt_frame_verdict */
+#define SDT_FRAME_TEXT           84	/* a frame carrying one line of the kernel's text: a reply, a log line */
+#define SDT_FRAME_INFO           73	/* the frame a reader needs first: struct sdt_frame_info */
+#define SDT_CONTROL_MAGIC        0x4c544353	/* "SCTL" in a little-endian word */
+#define SDT_CONTROL_LINE         0x400	/* bytes of the longest command line the control core takes */
+#define SDT_ERR_USAGE            (-5)	/* the command's words are not what it takes */
+#define SDT_ERR_UNKNOWN          (-6)	/* not a command the control core knows */
+#define SDT_ERR_UNSUPPORTED      (-7)	/* the kernel gave the control core no means for it */
+#define SDT_ERR_CPU              (-8)	/* no such CPU, or a command that needs more CPUs than there are */
+#define SDT_ERR_LONG             (-9)	/* a command line longer than SDT_CONTROL_LINE */
+#define SDT_ERR_STATE            (-10)	/* not in this state (the rings are attached already, none are) */
+#define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
+#define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
+#define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
+#define SDT_CTL_DISABLE          "disable"	/* disable SPEC: `ok disable N` */
+#define SDT_CTL_MODE             "mode"	/* mode trap|branch: rearm what is armed, `ok mode N` */
+#define SDT_CTL_RUN              "run"	/* run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N` */
+#define SDT_CTL_READ             "read"	/* read ADDR LEN: `bytes HEX` or `fault` */
+#define SDT_CTL_DRAIN            "drain"	/* drain: every CPU's closed packets sent now */
+#define SDT_CTL_STATS            "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
+#define SDT_CTL_LIST             "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
+#define SDT_CTL_TORTURE          "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
+#define SDT_CTL_EXIT             "exit"	/* exit CODE: power off */
+#define SDT_CTL_OK               "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
+#define SDT_CTL_ERROR            "error"	/* the last line of a reply that did not: `error CODE TEXT` */
+#define SDT_CTL_RETURN           "return"	/* a call returned: `return CPU VALUE` */
+#define SDT_CTL_FAULT            "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
+#define SDT_CTL_BYTES            "bytes"	/* memory read: `bytes HEX` */
+#define SDT_CTL_CPU              "cpu"	/* a CPU's counts: `cpu K DISCARDED OVERWRITTEN` */
+#define SDT_CTL_PROBE            "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
+#define SDT_CTL_TRAP             "trap"	/* arming mode: the breakpoint */
+#define SDT_CTL_BRANCH           "branch"	/* arming mode: a branch to the recorder */
+#define SDT_CTL_CYCLE            "cycle"	/* torture: off, branch, trap, off... in turn */
+#define SDT_CTL_ALL              "all"	/* every CPU (run) */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -117,8 +193,9 @@ struct sdt_site {
 	sdt_u8 size;	/* the length sdt_init verified (a relaxed RISC-V call is shorter), kept by the runtime */
 	sdt_u8 next;	/* 0 from gen; kept by the runtime while a change of the site is in flight: the state it goes to, then from the change's commit the state it left (sdt_patch.c) */
 	sdt_u8 pad;	/* 0 */
+	sdt_s32 target;	/* a goto site's out-of-line target (what arming jumps to), relative to this field; 0 for other forms */
 };
-_SDT_LAYOUT(sizeof(struct sdt_site) == 16);
+_SDT_LAYOUT(sizeof(struct sdt_site) == 20);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, site) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, probe) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, form) == 8);
@@ -129,6 +206,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, state) == 12);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, size) == 13);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, next) == 14);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_site, pad) == 15);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_site, target) == 16);
 
 /* One probe: an entry of the linker set set_sdt_probes_set (read-only). */
 struct sdt_probe {
@@ -144,8 +222,9 @@ struct sdt_probe {
 	sdt_s32 xargtype[6];	/* translated types (the _XLATE forms); 0 where there is none */
 	sdt_s32 recorder;	/* the recorder gen wrote for the probe (what branch arming calls) */
 	sdt_u32 key;	/* the event id of its records: FNV-1a of the stub's symbol, never 0 */
+	sdt_s32 program;	/* the probe's struct sdt_slot, which gen defines beside its recorder (its program NULL: every firing is recorded; sdt_enable_program sets it), relative to this field */
 };
-_SDT_LAYOUT(sizeof(struct sdt_probe) == 84);
+_SDT_LAYOUT(sizeof(struct sdt_probe) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, stub) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, provider) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, module) == 8);
@@ -158,6 +237,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, isenabled) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, xargtype) == 52);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, recorder) == 76);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, key) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, program) == 84);
 
 /* One CPU's recording state and ring of packets (sdt_cpu_attach fills it; one writer: its CPU; the consumer writes only read_seq). */
 struct sdt_cpu {
@@ -177,8 +257,9 @@ struct sdt_cpu {
 	sdt_u64 overwritten;	/* events lost with packets the writer overwrote unread (overwrite) */
 	sdt_u64 nesting;	/* 1 while a recorder runs on this CPU: a firing inside it is discarded */
 	sdt_u64 clock_last;	/* the clock at the last event */
+	sdt_u64 agg;	/* address of this CPU's struct sdt_agg (sdt_agg_attach, after sdt_cpu_attach); 0: probes with a program are not recorded here */
 };
-_SDT_LAYOUT(sizeof(struct sdt_cpu) == 128);
+_SDT_LAYOUT(sizeof(struct sdt_cpu) == 136);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, self) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, cpu) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, ring) == 16);
@@ -195,6 +276,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, discarded) == 96);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, overwritten) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, nesting) == 112);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, clock_last) == 120);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, agg) == 128);
 
 /* The header of every packet: CTF 1.8's packet header and context, as they stand. */
 struct sdt_packet {
@@ -311,6 +393,146 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 56);
 #endif
 
+/* A program's header: what sdt_enable_program verifies and attaches to probes. After it: ninsns instructions, naggs aggregation descriptors, nconsts 64-bit constants, nprobes probe keys (u32, ascending), then the string table. */
+struct sdt_program {
+	sdt_u32 magic;	/* SDT_PROGRAM_MAGIC */
+	sdt_u16 version;	/* SDT_PROGRAM_VERSION */
+	sdt_u16 ninsns;	/* instructions (struct sdt_insn), at most SDT_PROG_MAX_INSNS */
+	sdt_u32 size;	/* bytes of the whole program, header included: exactly what is given */
+	sdt_u16 nconsts;	/* 64-bit constants (LDC, PIN sets) */
+	sdt_u8 naggs;	/* aggregation descriptors (struct sdt_agg_desc), at most SDT_PROG_MAX_AGGS */
+	sdt_u8 nargs;	/* arguments the program reads: 1 + the highest LDARG/STRCMP index (a probe with fewer is refused) */
+	sdt_u32 strings;	/* bytes of the string table (NUL-terminated constants STRCMP compares with) */
+	sdt_u16 nprobes;	/* the probes (by key) it attaches to among those a spec matches; 0: all of them */
+	sdt_u16 flags;	/* 0 */
+	sdt_u8 guard_arg;	/* the guard: a firing whose argument guard_arg fails it does nothing here, so the recorder turns it away before anything else (the first test of the predicate, which the program makes too). The test: y = (argument << guard_shift) ^ (guard_flip << 63); (y - guard_lo) <= guard_span, unsigned; a span of ~0 passes every firing */
+	sdt_u8 guard_shift;	/* 64 - the bits the argument is compared in */
+	sdt_u8 guard_flip;	/* 1: a signed comparison (bit 63 flipped) */
+	sdt_u8 guard_pad[5];	/* 0 */
+	sdt_u64 guard_lo;
+	sdt_u64 guard_span;
+};
+_SDT_LAYOUT(sizeof(struct sdt_program) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, version) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, ninsns) == 6);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, size) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, nconsts) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, naggs) == 14);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, nargs) == 15);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, strings) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, nprobes) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, flags) == 22);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_arg) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_shift) == 25);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_flip) == 26);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_pad) == 27);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_lo) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_span) == 40);
+
+/* A probe's program slot (writable; gen defines one beside each recorder): the program its firings run, and the program's guard, copied here so the recorder tests it without reading the program's memory. */
+struct sdt_slot {
+	const struct sdt_program *program;	/* NULL: every firing is recorded */
+	sdt_u64 guard_lo;	/* sdt_program.guard_lo */
+	sdt_u64 guard_span;	/* sdt_program.guard_span */
+	sdt_u8 guard_arg;	/* sdt_program.guard_arg */
+	sdt_u8 guard_shift;	/* sdt_program.guard_shift */
+	sdt_u8 guard_flip;	/* sdt_program.guard_flip */
+	sdt_u8 pad[5];	/* 0 */
+};
+_SDT_LAYOUT(sizeof(struct sdt_slot) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, program) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_lo) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_span) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_arg) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_shift) == 25);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_flip) == 26);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, pad) == 27);
+
+/* One instruction: dst = a OP b (b: a register, or imm with SDT_OP_IMM). Jumps go forward only, so a program runs at most ninsns steps. */
+struct sdt_insn {
+	sdt_u8 op;	/* SDT_OP_*, with SDT_OP_IMM for a binary operation whose right operand is imm */
+	sdt_u8 dst;	/* the register written (AGG: the first key register) */
+	sdt_u8 a;	/* the left operand's register (LDARG: the argument; STRCMP: the string argument) */
+	sdt_u8 b;	/* the right operand's register (LDARG: SDT_EXT_*; AGG: the aggregation) */
+	sdt_s32 imm;	/* an immediate: a constant, a jump target, an offset into the constants or strings */
+};
+_SDT_LAYOUT(sizeof(struct sdt_insn) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_insn, op) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_insn, dst) == 1);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_insn, a) == 2);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_insn, b) == 3);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_insn, imm) == 4);
+
+/* One aggregation a program's AGG instructions update. */
+struct sdt_agg_desc {
+	sdt_u32 id;	/* the consumer's aggregation id: entries of one id across programs have one shape */
+	sdt_u8 func;	/* SDT_AGG_* */
+	sdt_u8 nkeys;	/* 64-bit keys of an entry, at most SDT_AGG_MAX_KEYS */
+	sdt_u16 nvals;	/* 64-bit values of an entry: what func takes (quantize SDT_AGG_QUANTIZE_BUCKETS, lquantize levels + 2) */
+	sdt_u64 low;	/* lquantize: the lower bound (signed); 0 otherwise */
+	sdt_u64 step;	/* lquantize: the width of a bucket; 0 otherwise */
+	sdt_u32 levels;	/* lquantize: buckets between the bounds; 0 otherwise */
+	sdt_u32 pad;	/* 0 */
+};
+_SDT_LAYOUT(sizeof(struct sdt_agg_desc) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, id) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, func) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, nkeys) == 5);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, nvals) == 6);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, low) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, step) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, levels) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_desc, pad) == 28);
+
+/* One CPU's aggregation tables and program state (sdt_agg_attach). Two halves, each an open-addressing index of u32 (an entry's offset in the arena + 1; 0: empty) and an arena of entries; the writer (its CPU) adds to half want, the consumer reads the other (sdt_agg_switch). */
+struct sdt_agg {
+	sdt_u64 self;	/* this structure's address */
+	sdt_u64 cpu;	/* the CPU's number */
+	sdt_u64 next;	/* the next attached CPU's struct sdt_agg (the runtime's list); 0 at the end */
+	sdt_u64 seq;	/* odd while the CPU runs a program; the consumer and sdt_disable_program wait for it to move */
+	sdt_u64 want;	/* the half the writer adds to (0 or 1); only sdt_agg_switch changes it */
+	sdt_u64 nindex;	/* slots of each half's index, a power of two */
+	sdt_u64 arena_size;	/* bytes of each half's arena */
+	sdt_u64 index[2];	/* address of each half's index */
+	sdt_u64 arena[2];	/* address of each half's arena */
+	sdt_u64 used[2];	/* bytes of each half's arena holding entries (they lie one after the other) */
+	sdt_u64 entries[2];	/* entries in each half */
+	sdt_u64 dropped[2];	/* updates each half could not take: its index or arena full */
+	sdt_u64 errors;	/* firings a program stopped: a division by zero, a string it could not read */
+	sdt_u64 nested;	/* firings on this CPU while it ran a program: not evaluated, not recorded */
+};
+_SDT_LAYOUT(sizeof(struct sdt_agg) == 152);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, self) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, cpu) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, next) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, seq) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, want) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, nindex) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, arena_size) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, index) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, arena) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, used) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, entries) == 104);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, dropped) == 120);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, errors) == 136);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg, nested) == 144);
+
+/* An entry in an arena, 8-byte aligned; nkeys keys, then nvals values, follow (u64 each). */
+struct sdt_agg_entry {
+	sdt_u32 hash;	/* of id and keys */
+	sdt_u32 id;	/* the aggregation (sdt_agg_desc.id) */
+	sdt_u16 nkeys;
+	sdt_u16 nvals;
+	sdt_u32 pad;	/* 0 */
+};
+_SDT_LAYOUT(sizeof(struct sdt_agg_entry) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, hash) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, id) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, nkeys) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, nvals) == 10);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, pad) == 12);
+
 /* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
 struct sdt_entries {
 	sdt_u64 magic;	/* SDT_ENTRIES_MAGIC */
@@ -322,9 +544,13 @@ struct sdt_entries {
 	int (*trap)(struct sdt_frame *frame);	/* sdt_trap */
 	void (*flush)(void);	/* sdt_flush */
 	const char *protocol;	/* the patch protocol it was built with: "safe" or "naive" */
+	int (*enable_program)(const char *spec, int mode, const void *program, unsigned long bytes);	/* sdt_enable_program */
+	int (*disable_program)(const char *spec);	/* sdt_disable_program */
+	int (*agg_attach)(struct sdt_cpu *c, struct sdt_agg *g, void *mem, unsigned long bytes);	/* sdt_agg_attach */
+	int (*agg_switch)(void);	/* sdt_agg_switch */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 72);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 16);
@@ -334,8 +560,12 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, set_mode) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, trap) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable_program) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable_program) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_attach) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_switch) == 96);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 40);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 12);
@@ -345,6 +575,10 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, set_mode) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, trap) == 28);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, flush) == 32);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, protocol) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable_program) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable_program) == 44);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_attach) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_switch) == 52);
 #endif
 
 /* The header of every frame on a serial line; the payload and a CRC-32 (zlib's, of bytes 4..11 and the payload) follow. */
@@ -547,6 +781,41 @@ int sdt_site_contains(sdt_word pc);
 	__attribute__((used, section("sdt_control"))) const struct sdt_control_info sdt_control_info = { \
 		SDT_CONTROL_MAGIC, (port), 0}
 
+/*
+ * Programs: predicates and aggregations evaluated where the probe fires (docs/aggregations.md).
+ *
+ * Give every CPU its program state and aggregation memory once, after sdt_cpu_attach: ``bytes`` (at least
+ * SDT_AGG_MIN_BYTES, 8-byte aligned) are cut into two halves of tables. A CPU without one records nothing of
+ * a probe that has a program (counted in its discarded).
+ */
+int sdt_agg_attach(struct sdt_cpu *c, struct sdt_agg *g, void *mem, unsigned long bytes);
+/*
+ * Verify ``program`` (``bytes`` long: the whole of it) and attach it to every probe ``spec`` matches (those
+ * among its probe keys, when it lists some), then arm their sites with ``mode``: their firings run it, and
+ * are recorded only when it says so. Returns the sites armed, or a negative SDT_ERR_* (SDT_ERR_PROG_*: the
+ * program, or a matched probe, refused; nothing changed). The kernel's memory ``program`` must stay as it is
+ * until every probe it is attached to had sdt_disable_program.
+ */
+int sdt_enable_program(const char *spec, int mode, const void *program, unsigned long bytes);
+/*
+ * Disarm every site of every probe ``spec`` matches and detach their programs. When it returns, no CPU is
+ * still reading a program it detached: its memory is the kernel's again (if no other probe keeps it).
+ */
+int sdt_disable_program(const char *spec);
+/* 0, or the SDT_ERR_PROG_* the verifier refuses ``program`` with (sdt_enable_program runs it first). */
+int sdt_program_verify(const void *program, unsigned long bytes);
+/*
+ * The consumer: switch every CPU to its other half of tables. Until the next switch the half each CPU
+ * added to so far is frozen (struct sdt_agg's index, arena, used, entries and dropped of half 1 - want):
+ * read it, then switch again (the half a CPU switches to is cleared first). Returns the CPUs switched.
+ * Thread context only (it calls sync_cores and waits for CPUs inside a program to leave it).
+ */
+int sdt_agg_switch(void);
+/* The recorders call it for a probe whose slot holds a program (and whose guard passed): 1 when the firing is to
+ * be recorded. */
+int sdt_program_fire(struct sdt_cpu *c, const struct sdt_slot *slot, sdt_u32 key, sdt_word a0, sdt_word a1,
+		     sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5);
+
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
 #ifdef __cplusplus
 extern volatile bool sdt_probes_enabled;
@@ -615,6 +884,42 @@ static inline __attribute__((always_inline)) void sdt_event_trim(struct sdt_cpu 
 
 	c->offset -= e->size - used;
 	e->size = (sdt_u16)used;
+}
+
+/*
+ * A slot's guard, which the recorders make before anything else when the slot holds a program: 0 when the
+ * firing fails the first test of the program's predicate (it does nothing then). The program is read with
+ * acquire, so the guard the enabling wrote before it is the one tested.
+ */
+static inline __attribute__((always_inline)) int sdt_guard(const struct sdt_slot *s, sdt_word a0, sdt_word a1,
+							    sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
+{
+	sdt_u64 y;
+
+	if (!__atomic_load_n(&s->program, __ATOMIC_ACQUIRE) || s->guard_span == ~(sdt_u64)0)
+		return 1;	/* no program (detached meanwhile), or one without a guard */
+	switch (s->guard_arg) {
+	case 0:
+		y = a0;
+		break;
+	case 1:
+		y = a1;
+		break;
+	case 2:
+		y = a2;
+		break;
+	case 3:
+		y = a3;
+		break;
+	case 4:
+		y = a4;
+		break;
+	default:
+		y = a5;
+		break;
+	}
+	y = (y << (s->guard_shift & 63)) ^ ((sdt_u64)s->guard_flip << 63);
+	return y - s->guard_lo <= s->guard_span;
 }
 
 static inline __attribute__((always_inline)) void sdt_event_end(struct sdt_cpu *c)

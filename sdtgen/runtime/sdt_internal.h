@@ -71,11 +71,14 @@ static inline const struct sdt_probe *sdt_site_probe(const struct sdt_site *s)
 	return (const struct sdt_probe *)sdt_rel(&s->probe);
 }
 
-/* The function a site must go to: its probe's stub, or for an is-enabled check the is-enabled stub. */
+/* Where a site must go: its probe's stub, for an is-enabled check the is-enabled stub, and for an asm goto's
+ * NOP its out-of-line target (what arming jumps to). */
 static inline sdt_word sdt_site_stub(const struct sdt_site *s)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 
+	if (s->form == SDT_FORM_GOTO)
+		return sdt_rel(&s->target);
 	return s->form == SDT_FORM_ISEN ? sdt_rel(&p->isenabled) : sdt_rel(&p->stub);
 }
 

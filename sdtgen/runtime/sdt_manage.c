@@ -58,6 +58,8 @@ static SDT_CODE void move(struct sdt_site *to, const struct sdt_site *from)
 	to->size = from->size;
 	to->next = from->next;
 	to->pad = from->pad;
+	/* an asm goto's target, rebased like the site (0 for every other form) */
+	to->target = from->form == SDT_FORM_GOTO ? (sdt_s32)(sdt_rel(&from->target) - (sdt_word)&to->target) : 0;
 }
 
 /* Entry ``e`` (whose address is ``key``) into the heap s[root..n) whose root's place is free: the larger child
@@ -178,7 +180,7 @@ static inline __attribute__((always_inline)) int entry_valid(const struct sdt_si
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 
-	return probe_valid(p) && s->form >= SDT_FORM_CALL && s->form <= SDT_FORM_ISEN && s->length &&
+	return probe_valid(p) && s->form >= SDT_FORM_CALL && s->form <= SDT_FORM_GOTO && s->length &&
 	       s->length <= SDT_SITE_MAX && (s->form != SDT_FORM_ISEN || p->isenabled);
 }
 
@@ -190,14 +192,17 @@ static inline __attribute__((always_inline)) unsigned verify_site(struct sdt_sit
 	sdt_word a = sdt_site_address(s);
 	unsigned size;
 
-	if (a + s->length > limit || a + s->length < a) {
+	if (a + s->length > limit || a + s->length < a ||
+	    (s->form == SDT_FORM_GOTO && sdt_hooks.ntext && sdt_text_range(sdt_site_stub(s), 1) < 0)) {
 		if (report)
 			sdt_report_site(s, "is not in the kernel's text (or runs past its end)", 0, 0, 0);
 		return 0;
 	}
 	size = sdt_arch_verify((const sdt_u8 *)a, a, s->form, s->length, sdt_site_stub(s), &s->keep);
 	if (!size && report)
-		sdt_report_site(s, "is not the expected call or jump to its stub", (const sdt_u8 *)a, s->length, 0);
+		sdt_report_site(s, s->form == SDT_FORM_GOTO ? "is not the NOP of an asm goto"
+							     : "is not the expected call or jump to its stub",
+				(const sdt_u8 *)a, s->length, 0);
 	return size;
 }
 
@@ -490,8 +495,8 @@ static SDT_CODE int mark(struct sdt_site *s, unsigned state, unsigned *far)
 	sdt_u8 now[SDT_SITE_MAX], old[SDT_SITE_MAX];
 	unsigned cur = s->state, i;
 
-	if (s->form == SDT_FORM_ISEN && state == SDT_SITE_TRAP)
-		state = SDT_SITE_BRANCH;	/* an is-enabled check armed is "result = 1" in either mode */
+	if ((s->form == SDT_FORM_ISEN || s->form == SDT_FORM_GOTO) && state == SDT_SITE_TRAP)
+		state = SDT_SITE_BRANCH;	/* "result = 1", or the asm goto's jump, in either mode */
 	if (state == SDT_SITE_BRANCH && !sdt_site_bytes(s, SDT_SITE_BRANCH, now)) {
 		state = SDT_SITE_TRAP;	/* the recorder is out of this site's branch range */
 		(*far)++;
@@ -585,7 +590,7 @@ SDT_CODE int sdt_set_mode(int mode)
 		return SDT_ERR_MODE;
 	take();
 	for (s = sites; s < sites_end; s++)
-		if (is_armed(s->state) && s->form != SDT_FORM_ISEN)
+		if (is_armed(s->state) && s->form != SDT_FORM_ISEN && s->form != SDT_FORM_GOTO)
 			count += mark(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
 	run_marked();
 	give();
@@ -642,6 +647,9 @@ static SDT_CODE int emulate(struct sdt_frame *f, const struct sdt_site *s, unsig
 			fire(f, s), fired = 1;
 		sdt_arch_emulate_return(f);
 		break;
+	case SDT_FORM_GOTO:	/* armed, the jump to the target (whose code fires); disabled, the NOP */
+		f->pc = state == SDT_SITE_OFF ? next : sdt_site_stub(s);
+		break;
 	case SDT_FORM_COND:
 		if (!sdt_arch_cond_taken(f, s->keep)) {
 			f->pc = next;
@@ -690,5 +698,5 @@ extern const char sdt_protocol[];
 /* The entry points in a section of their own, which strip keeps: `sdtgen boot` calls them by it. */
 __attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runtime_entries = {
 	SDT_ENTRIES_MAGIC, sdt_init, sdt_cpu_attach, sdt_enable, sdt_disable, sdt_set_mode, sdt_trap, sdt_flush,
-	sdt_protocol,
+	sdt_protocol, sdt_enable_program, sdt_disable_program, sdt_agg_attach, sdt_agg_switch,
 };

@@ -14,5 +14,7 @@ SDT_INLINE_ATOMICS_BEGIN	/* a kernel links no libgcc (sdt_internal.h) */
 #include "sdt_patch.c"	/* management: the patch protocol */
 #include "sdt_transport.c"	/* transport: per-CPU packet rings and their consumers */
 #include "sdt_report.c"	/* lines for the kernel's log */
+#include "sdt_aggregate.c"	/* per-CPU aggregation tables */
+#include "sdt_program.c"	/* predicates and aggregations: verifier, evaluator, programs attached to probes */
 
 SDT_INLINE_ATOMICS_END

@@ -39,6 +39,7 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 	c->current = 0;	/* none open: the first event opens the first packet */
 	c->offset = SDT_CLOSED(c);
 	c->events = c->discarded = c->overwritten = c->nesting = c->clock_last = 0;
+	c->agg = 0;	/* sdt_agg_attach, after this, gives it its program state */
 	return 0;
 }
 

@@ -198,6 +198,9 @@ class EmulatorTarget:
         """Call ``func`` in the guest, with the probe's arguments, whenever a probe matching ``spec`` fires. The
         probes matching it are enabled too (with the breakpoint: the host must see them fire)."""
         pattern = ProbeSpec.parse(spec)
+        if any(s.form == "goto" for s in self.runtime.matching(pattern)):  # their arguments exist only out of line
+            self.session.reporter.warning(f"--action {spec}: asm goto sites fire from their out-of-line code, where "
+                                          "no breakpoint stops them; the action follows the call sites' firings only")
         self.runtime.actions.append((pattern, func, symbol))
         try:
             self.session.enable(spec)
@@ -205,6 +208,10 @@ class EmulatorTarget:
         except BaseException:
             self.runtime.actions.pop()
             raise
+
+    def sites(self) -> list:
+        """Every entry of the table as sdt_init left it in memory (TableSite: its state and verified size)."""
+        return list(self.runtime.sites)
 
     def probes(self, spec: str = "") -> list[ProbeState]:
         pattern = ProbeSpec.parse(spec) if spec else None

@@ -339,7 +339,7 @@ def test_an_image_without_the_runtime_or_the_table_is_one_line(tmp_path):
     partial = partial_link(tmp_path, "kernel", compile_c(tmp_path, "got", GOT_SOURCE))
     stubs, table = tmp_path / "stubs.c", tmp_path / "table.S"
     sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
-    stubs_o, table_o, runtime_o, arch_o = compile_runtime(tmp_path, "k", stubs, table)
+    stubs_o, table_o, *runtime_os = compile_runtime(tmp_path, "k", stubs, table)  # the runtime's sources, its port
     script = str(final_script(tmp_path / "final.ld"))
     without_runtime = tmp_path / "noruntime.elf"
     # The recorders call into the runtime: left undefined (a kernel could link them weakly), the image links.
@@ -350,7 +350,7 @@ def test_an_image_without_the_runtime_or_the_table_is_one_line(tmp_path):
     assert "does not link the sdtgen runtime" in proc.stderr and "runtime-dir" in proc.stderr
     without_table = tmp_path / "notable.elf"
     run(["ld", "-T", script, "--unresolved-symbols=ignore-all", "-o", str(without_table), str(partial),
-         str(stubs_o), str(runtime_o), str(arch_o)])
+         str(stubs_o), *map(str, runtime_os)])
     proc = sdtgen("boot", without_table)
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
     assert "set_sdt_sites_set" in proc.stderr
@@ -364,10 +364,10 @@ def test_an_image_linked_without_the_stubs_object_is_one_line_before_anything_ru
     partial = partial_link(tmp_path, "kernel", compile_c(tmp_path, "got", GOT_SOURCE))
     stubs, table = tmp_path / "stubs.c", tmp_path / "table.S"
     sdtgen("gen", partial, "--stubs", stubs, "--table", table, check=True)
-    _, table_o, runtime_o, arch_o = compile_runtime(tmp_path, "k", stubs, table)
+    _, table_o, *runtime_os = compile_runtime(tmp_path, "k", stubs, table)
     image = tmp_path / "nostubs.elf"
     run(["ld", "-T", str(final_script(tmp_path / "final.ld")), "--unresolved-symbols=ignore-all", "-o", str(image),
-         str(partial), str(table_o), str(runtime_o), str(arch_o)])
+         str(partial), str(table_o), *map(str, runtime_os)])
     assert not [row for row in readelf_symbols(image) if row[5].startswith("__dtrace_sdt_")]
     to_zero = re.findall(r"\t(call|jmp)\s+0 <", run(["objdump", "-d", str(image)]).stdout)
     assert sorted(to_zero) == ["call", "jmp"]  # the two probe sites, a call and a tail jump, go to address 0

@@ -160,10 +160,12 @@ def normalized(events: list[dict], symbolize) -> list:
     return out
 
 
+@pytest.mark.parametrize("form", ["call", "goto"])
 @pytest.mark.parametrize("arch", ARCHES)
-def test_firings_equal_the_c_sources_strings_included(arch, freebsd_kernel, native_run):
+def test_firings_equal_the_c_sources_strings_included(arch, form, freebsd_kernel, native_run):
+    """In both probe forms: FreeBSD-style sources build unchanged with FreeBSD 15's asm goto form too."""
     exe, native = native_run
-    build = freebsd_kernel(arch)
+    build = freebsd_kernel(arch, **({"FORM": "goto"} if form == "goto" else {}))
     b = Booted(build.image)
     try:
         b.events()

@@ -46,17 +46,40 @@ def native_firings(events: list[dict], *specs: str) -> list[tuple[str, list]]:
     return [(e["probe"], e["args"]) for e in events if "probe" in e and wanted(e["probe"])]
 
 
-@pytest.fixture
-def same(kernel, native_exe):
-    """Compare emulated and native firings with pointers resolved to the object they point at."""
-    ours, theirs = data_symbolizer(kernel.image), data_symbolizer(native_exe)
+FORMS = ("call", "goto")  # sdt.h's probe forms: calls NOP'd at boot, and FreeBSD 15's asm goto (SDT_ASM_GOTO)
 
-    def check(emulated: list[dict], native_events: list[dict], *specs: str) -> None:
-        expected = [(p, _symbolized(p, a, theirs)) for p, a in native_firings(native_events, *specs)]
-        assert firings(emulated, ours) == expected
+
+@pytest.fixture(params=FORMS)
+def formed(request, kernel, arch_kernel):
+    """A boot of the fixture kernel built with each probe form (the goto build's only direct call is lib.c's)."""
+    from booted import Booted
+
+    image = kernel.image if request.param == "call" else arch_kernel("x86_64", FORM="goto").image
+    b = Booted(image)
+    b.events()  # drop the boot's own events
+    yield b
+    b.session.close()
+
+
+class Same:
+    """Compare emulated and native firings with pointers resolved to the object they point at: in the fixture
+    kernel's image, or (``of``) another build's."""
+
+    def __init__(self, image, theirs) -> None:
+        self.image, self.theirs = image, theirs
+
+    def of(self, image) -> Same:
+        return Same(image, self.theirs)
+
+    def __call__(self, emulated: list[dict], native_events: list[dict], *specs: str) -> None:
+        expected = [(p, _symbolized(p, a, self.theirs)) for p, a in native_firings(native_events, *specs)]
+        assert firings(emulated, data_symbolizer(self.image)) == expected
         assert len(expected) > 0
 
-    return check
+
+@pytest.fixture
+def same(kernel, native_exe):
+    return Same(kernel.image, data_symbolizer(native_exe))
 
 
 def returns(events: list[dict]) -> list[int | None]:
@@ -72,17 +95,19 @@ def comparable(values: list, calls: list[Call]) -> list:
     return [v for v, c in zip(values, calls, strict=True) if PROTOTYPES[c.function][0] != "void"]
 
 
-def test_all_armed_firings_equal_the_native_run(booted, native, same):
+def test_all_armed_firings_equal_the_native_run(formed, native, same):
+    booted = formed
     booted.session.enable(":::")
     emulated = booted.run(CALLS)
     expected = native(CALLS)
-    same(emulated, expected, ":::")
+    same.of(booted.session.image.path)(emulated, expected, ":::")
     assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
     fired = {p for p, _ in firings(emulated)}
     assert {"hk:sched:switch:six", "hk:vfs:lookup:entry", "hk:proc:exit:done", "hk:mem:alloc:fail"} <= fired
 
 
-def test_six_argument_and_string_probes_carry_the_c_values(booted):
+def test_six_argument_and_string_probes_carry_the_c_values(formed):
+    booted = formed
     booted.session.enable("hk:sched:switch:six")
     booted.session.enable("hk:vfs:lookup:entry")
     booted.session.enable("exec-success")
@@ -96,30 +121,33 @@ def test_six_argument_and_string_probes_carry_the_c_values(booted):
     assert returns(events) == [7 * 1000 + 8 * 100 + 3 * 10 + 1 + 5000 + 0x40, 1, 100]
 
 
-def test_negative_int_arguments_are_signed(booted):
+def test_negative_int_arguments_are_signed(formed):
+    booted = formed
     booted.session.enable("hk:proc:exec:exec-failure")
     assert firings(booted.run([Call("proc_exec", (9,))])) == [("hk:proc:exec:exec-failure", [9, -2])]
 
 
 @pytest.mark.parametrize("specs", [["hk:vfs::"], ["hk:lib:ref:acquire"], ["hk:mem:alloc:*", "hk:::boot"],
                                    ["*:*:*:*"], ["raw:::"], ["hk:sched:run:tick"]])
-def test_enable_sets_give_exactly_their_firings(booted, native, same, specs):
+def test_enable_sets_give_exactly_their_firings(formed, native, same, specs):
+    booted = formed
     for spec in specs:
         booted.session.enable(spec)
     emulated = booted.run(CALLS)
     expected = native(CALLS)
-    same(emulated, expected, *specs)
+    same.of(booted.session.image.path)(emulated, expected, *specs)
     assert comparable(returns(emulated), CALLS) == comparable(returns(expected), CALLS)
 
 
-def test_results_are_the_same_unpatched_disarmed_and_armed(booted, kernel, native):
+def test_results_are_the_same_unpatched_disarmed_and_armed(formed, native):
     from booted import Booted
 
+    booted = formed
     disarmed = booted.run(CALLS)
     assert firings(disarmed) == []
     booted.session.enable(":::")
     armed = booted.run(CALLS)
-    unpatched = Booted(kernel.image, patch=False)
+    unpatched = Booted(booted.session.image.path, patch=False)
     try:
         assert unpatched.events() == [{"event": "patched", "sites": 0, "refused": 0, "folded": 0}]
         plain = unpatched.run(CALLS)
@@ -132,7 +160,8 @@ def test_results_are_the_same_unpatched_disarmed_and_armed(booted, kernel, nativ
     assert comparable(returns(armed), CALLS)[1:] != [] and firings(armed)
 
 
-def test_enable_disable_enable_between_runs(booted, native):
+def test_enable_disable_enable_between_runs(formed, native):
+    booted = formed
     calls = [Call("sched_run", (3,))]
     expected = native_firings(native(calls), "hk:sched:run:tick")
     assert len(expected) == 3

@@ -12,9 +12,13 @@ from native_oracle import Call
 SCHED = Call("sched_run", (6,))
 
 
-@pytest.fixture(params=["trap", "branch"])
-def four(kernel, request):
-    b = Booted(kernel.image, cpus=4, seed=3, arm=request.param)
+@pytest.fixture(params=[("trap", "call"), ("branch", "call"), ("trap", "goto"), ("branch", "goto")],
+                ids=lambda p: "-".join(p))
+def four(kernel, arch_kernel, request):
+    """Four CPUs, each arming mode, each probe form (asm gotos fire from their out-of-line code on every CPU)."""
+    arm, form = request.param
+    image = kernel.image if form == "call" else arch_kernel("x86_64", FORM="goto").image
+    b = Booted(image, cpus=4, seed=3, arm=arm)
     b.events()
     yield b
     b.session.close()

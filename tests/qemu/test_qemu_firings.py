@@ -71,10 +71,18 @@ def ours(image, events: list[dict], cpu: int | None = None) -> tuple[list[tuple[
     return symbolized(fired, data_symbolizer(image)), returns
 
 
+FORMS = ("call", "goto")  # sdt.h's probe forms: calls NOP'd at boot, and FreeBSD 15's asm goto (SDT_ASM_GOTO)
+
+
+def built(qemu_kernel, arch: str, form: str):
+    return qemu_kernel(arch, **({"FORM": "goto"} if form == "goto" else {}))
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("mode", ["trap", "branch"])
-def test_every_probe_armed_fires_as_the_native_run_on_one_vcpu(qemu_kernel, native_exe, arch, mode):
-    image = qemu_kernel(arch)
+def test_every_probe_armed_fires_as_the_native_run_on_one_vcpu(qemu_kernel, native_exe, arch, mode, form):
+    image = built(qemu_kernel, arch, form)
     events = qemu_json(image, "--arm", mode, "--enable", ":::", *run_args(CALLS))
     expected = native(native_exe, CALLS)
     assert ours(image, events) == expected
@@ -83,10 +91,11 @@ def test_every_probe_armed_fires_as_the_native_run_on_one_vcpu(qemu_kernel, nati
                           "lost": 0}
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("mode", ["trap", "branch"])
-def test_on_four_vcpus_each_fires_the_calls_it_ran(qemu_kernel, native_exe, arch, mode):
-    image = qemu_kernel(arch)
+def test_on_four_vcpus_each_fires_the_calls_it_ran(qemu_kernel, native_exe, arch, mode, form):
+    image = built(qemu_kernel, arch, form)
     q = Qemu(image, cpus=4, arm=mode)
     try:
         q.session.enable(":::")
@@ -102,10 +111,11 @@ def test_on_four_vcpus_each_fires_the_calls_it_ran(qemu_kernel, native_exe, arch
         assert ours(image, events, cpu)[0] == [f for i, c in enumerate(chunks) if i % 4 == cpu for f in c]
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("mode", ["trap", "branch"])
-def test_four_vcpus_running_at_once_each_fire_the_native_run(qemu_kernel, native_exe, arch, mode):
-    image = qemu_kernel(arch)
+def test_four_vcpus_running_at_once_each_fire_the_native_run(qemu_kernel, native_exe, arch, mode, form):
+    image = built(qemu_kernel, arch, form)
     events = qemu_json(image, "--cpus", "4", "--arm", mode, "--enable", ":::", *run_args(PURE))
     expected = native(native_exe, PURE)
     for cpu in range(4):

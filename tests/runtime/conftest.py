@@ -125,3 +125,21 @@ def host_runtime(tmp_path_factory):
         return built[arch_name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def harness_lib(tmp_path_factory):
+    """The runtime built for this machine with program_harness.c (programs fired through sdt_program_fire)."""
+    from programs import build_harness
+
+    return build_harness(tmp_path_factory.mktemp("program-harness")).lib
+
+
+@pytest.fixture
+def harness(harness_lib):
+    """A fresh CPU area and aggregation memory on the harness (tests/runtime/programs.py)."""
+    from programs import Harness
+
+    h = Harness(harness_lib)
+    h.attach()
+    return h

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Site:
     name: str  # the label is v_<name>
-    form: str  # call, tail, cond, isen
+    form: str  # call, tail, cond, isen, goto
     length: int  # what the table says
     stub: str  # the symbol it must go to
     size: int  # what verify must return (0: refuse)
@@ -42,6 +42,13 @@ def x86(bits: int) -> tuple[list[tuple[str, str, list[str]]], list[str], list[Si
     # what GNU ld makes of calls and jumps through the GOT when it can resolve them (relaxation)
     got = "vstub@GOTPCREL(%rip)" if bits == 64 else "vstub@GOT(%ebx)"
     plain += [("gotcall_relaxed", f"call *{got}"), ("gotjmp_relaxed", f"jmp *{got}")]
+    # an asm goto's one 5-byte NOP (sdt.h's bytes); near misses: FreeBSD's five 1-byte NOPs (a jump over them
+    # would land while a CPU is between two), a 6-byte NOP, the NOP told as 4 or 6 bytes, a call as a goto
+    plain += [("goto5", ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00"), ("nop1x5", "nop\nnop\nnop\nnop\nnop"),
+              ("nop6", ".byte 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00")]
+    sites += [Site("goto5", "goto", 5, "vstub", 5), Site("nop1x5", "goto", 5, "vstub", 0),
+              Site("nop6", "goto", 6, "vstub", 0), Site("goto5", "goto", 4, "vstub", 0),
+              Site("goto5", "goto", 6, "vstub", 0), Site("call5", "goto", 5, "vstub", 0)]
     sites += [Site("gotcall_relaxed", "call", 6, "vstub", 6), Site("gotjmp_relaxed", "tail", 6, "vstub", 5)]
     # near misses: the wrong opcode for the form, other prefixes, the wrong byte after a relaxed jmp, and a
     # call and a NOP (ld -z call-nop=suffix-nop): never written as one 6-byte instruction (the NOP may be a
@@ -77,12 +84,15 @@ def x86(bits: int) -> tuple[list[tuple[str, str, list[str]]], list[str], list[Si
 
 def aarch64() -> tuple[list[tuple[str, str, list[str]]], list[str], list[Site]]:
     pairs = [("bl", "bl vstub"), ("b", "b vstub"), ("blisen", "bl visen"), ("blfar", "bl vfar"), ("bfar", "b vfar"),
-             ("blr", "blr x1"), ("br", "br x16")]
+             ("blr", "blr x1"), ("br", "br x16"), ("nop", "nop"), ("yield", "yield")]
     sites = [Site("bl", "call", 4, "vstub", 4), Site("b", "tail", 4, "vstub", 4), Site("blisen", "isen", 4, "visen", 4),
              Site("blfar", "call", 4, "vfar", 4), Site("bfar", "tail", 4, "vfar", 4),
              Site("bl", "tail", 4, "vstub", 0), Site("b", "call", 4, "vstub", 0), Site("bl", "cond", 4, "vstub", 0),
              Site("bl", "call", 8, "vstub", 0), Site("bl", "call", 2, "vstub", 0), Site("blr", "call", 4, "vstub", 0),
-             Site("br", "tail", 4, "vstub", 0)]
+             Site("br", "tail", 4, "vstub", 0),
+             # an asm goto's nop; near misses: another hint (yield), a branch, the nop told as 8 bytes
+             Site("nop", "goto", 4, "vstub", 4), Site("yield", "goto", 4, "vstub", 0), Site("b", "goto", 4, "vstub", 0),
+             Site("nop", "goto", 8, "vstub", 0)]
     text = ".text\n.globl vstub, visen\n" + _labels(pairs) + "vstub: ret\nvisen: ret\n"
     return [("sites", text, [])], [f"--defsym=vfar=0x{0xFFFF800008000000 + FAR:x}"], sites
 
@@ -96,7 +106,9 @@ def riscv64() -> tuple[list[tuple[str, str, list[str]]], list[str], list[Site]]:
              ("jal_t0", "jal t0, vstub"),
              ("call_t0", "1: auipc ra, %pcrel_hi(vstub)\njalr t0, %pcrel_lo(1b)(ra)"),
              ("call_split", "1: auipc t1, %pcrel_hi(vstub)\njalr ra, %pcrel_lo(1b)(t2)"),
-             ("jr", "jr t1\nnop")]
+             ("jr", "jr t1\nnop"),
+             # an asm goto's 4-byte nop; near misses: two c.nop, the nop told as 2 or 8 bytes, a jal as a goto
+             ("nop4", ".option push\n.option norvc\nnop\n.option pop"), ("cnop2", "c.nop\nc.nop")]
     sites = [Site("call_relaxed", "call", 8, "vstub", 4), Site("tail_relaxed", "tail", 8, "vstub", 2),
              Site("isen_relaxed", "isen", 8, "visen", 4), Site("call_far", "call", 8, "vfar", 8),
              Site("tail_far", "tail", 8, "vfar", 8), Site("call8", "call", 8, "vstub", 8),
@@ -107,7 +119,9 @@ def riscv64() -> tuple[list[tuple[str, str, list[str]]], list[str], list[Site]]:
              Site("call8", "call", 4, "vstub", 0), Site("jal", "call", 2, "vstub", 0),
              Site("call8", "cond", 8, "vstub", 0), Site("jal_t0", "call", 4, "vstub", 0),
              Site("call_t0", "call", 8, "vstub", 0), Site("call_split", "call", 8, "vstub", 0),
-             Site("jr", "tail", 8, "vstub", 0), Site("call8", "call", 9, "vstub", 0)]
+             Site("jr", "tail", 8, "vstub", 0), Site("call8", "call", 9, "vstub", 0),
+             Site("nop4", "goto", 4, "vstub", 4), Site("cnop2", "goto", 4, "vstub", 0),
+             Site("nop4", "goto", 2, "vstub", 0), Site("nop4", "goto", 8, "vstub", 0), Site("j", "goto", 4, "vstub", 0)]
     text = (".text\n.globl vstub, visen\n.option rvc\n" + _labels(relaxed) + ".option norelax\n" + _labels(exact)
             + ".option relax\nvstub: ret\nvisen: ret\n")
     far = f"--defsym=vfar=0x{0xFFFFFFFF80000000 + FAR:x}"

@@ -67,6 +67,9 @@ def x86_cases(bits: int) -> list[Case]:
         for rel in rels:
             out += [Case("call", size, "branch", f"{pre}\ncall T", size + rel),
                     Case("tail", size, "branch", f"{pre}\njmp T", size + rel)]
+            if size == 5:  # an asm goto's one 5-byte NOP becomes a jmp rel32 to its target
+                out.append(Case("goto", 5, "branch", "jmp T", 5 + rel))
+    out += [Case("goto", 5, "off", nop[5]), Case("goto", 5, "trap", nop[5], overlay=True)]
     for cc, name in enumerate(X86_CC):
         jcc = f"{{disp32}} j{name} U"
         out += [Case("cond", 6, "off", jcc, cc=cc), Case("cond", 6, "trap", jcc, cc=cc, overlay=True),
@@ -79,11 +82,13 @@ def x86_cases(bits: int) -> list[Case]:
 def aarch64_cases() -> list[Case]:
     out = [Case("call", 4, "off", "nop"), Case("call", 4, "trap", "brk #0x5d7"), Case("tail", 4, "off", "ret"),
            Case("tail", 4, "trap", "brk #0x5d7"), Case("isen", 4, "off", "movz w0, #0"),
-           Case("isen", 4, "trap", "movz w0, #1"), Case("isen", 4, "branch", "movz w0, #1")]
+           Case("isen", 4, "trap", "movz w0, #1"), Case("isen", 4, "branch", "movz w0, #1"),
+           Case("goto", 4, "off", "nop"), Case("goto", 4, "trap", "brk #0x5d7")]
     # +-128 MiB in words; unaligned targets no b/bl reaches
     for d in (0, 4, -4, 8, 0x12344, -0x7654320, (1 << 27) - 4, -(1 << 27), 1 << 27, -(1 << 27) - 4, 2, -2, 1, 3,
               *bit_by_bit(2, 26)):
-        out += [Case("call", 4, "branch", "bl T", d), Case("tail", 4, "branch", "b T", d)]
+        out += [Case("call", 4, "branch", "bl T", d), Case("tail", 4, "branch", "b T", d),
+                Case("goto", 4, "branch", "b T", d)]
     return out
 
 
@@ -100,6 +105,9 @@ def riscv64_cases() -> list[Case]:
                   *bit_by_bit(1, 19)):
             out += [Case("call", size, "branch", f"jal ra, T{nop}", d),
                     Case("tail", size, "branch", f"jal zero, T{nop}", d)]
+            if size == 4:  # an asm goto's 4-byte nop becomes j (jal zero) to its target
+                out.append(Case("goto", 4, "branch", "jal zero, T", d))
+    out += [Case("goto", 4, "off", "nop"), Case("goto", 4, "trap", "ebreak")]
     out += [Case("tail", 2, "off", "c.jr ra"), Case("tail", 2, "trap", "c.ebreak")]
     # c.j: +-2 KiB in halfwords; GNU as makes a farther c.j a 4-byte jal, an odd one is an error
     for d in (0, 2, -2, 0x7E, -0x100, 2046, -2048, 2048, -2050, -1, 2045, -2047, *bit_by_bit(2, 10)):
@@ -197,8 +205,11 @@ def gnu_reaches(arch: str, p: Placed) -> bool:
 
 def encode(img: ArchImage, placed: list[Placed]) -> list[bytes | None]:
     keep = {"cond": lambda c: 0x80 | c.cc}
-    rows = [(p.site, p.stub, p.target, FORMS[p.case.form], p.case.size, STATES[p.case.state],
-             keep.get(p.case.form, lambda c: 0)(p.case), 0xEEEE, 0, b"\xee" * 16) for p in placed]
+    # An asm goto's jump goes to its own target, which the runtime passes where the stub goes (the recorder,
+    # given as the case's stub here, must play no part in it).
+    rows = [(p.site, p.target if p.case.form == "goto" else p.stub, p.stub if p.case.form == "goto" else p.target,
+             FORMS[p.case.form], p.case.size, STATES[p.case.state], keep.get(p.case.form, lambda c: 0)(p.case),
+             0xEEEE, 0, b"\xee" * 16) for p in placed]
     out = []
     for p, r in zip(placed, img.cases("sdt_test_encode", ENCODE, rows), strict=True):
         ret, data = r[7], r[9]
@@ -221,14 +232,17 @@ def capstone_for(arch: str):
 
 MNEMONICS = {
     "x86": {("call", "off"): {"nop"}, ("tail", "off"): {"ret"}, ("isen", "off"): {"xor"}, ("isen", "trap"): {"mov"},
-            ("isen", "branch"): {"mov"}, ("call", "branch"): {"call"}, ("tail", "branch"): {"jmp"}},
+            ("isen", "branch"): {"mov"}, ("call", "branch"): {"call"}, ("tail", "branch"): {"jmp"},
+            ("goto", "off"): {"nop"}, ("goto", "branch"): {"jmp"}},
     "aarch64": {("call", "off"): {"nop"}, ("tail", "off"): {"ret"}, ("isen", "off"): {"mov"},
                 ("isen", "trap"): {"mov"}, ("isen", "branch"): {"mov"}, ("call", "branch"): {"bl"},
-                ("tail", "branch"): {"b"}, ("call", "trap"): {"brk"}, ("tail", "trap"): {"brk"}},
+                ("tail", "branch"): {"b"}, ("call", "trap"): {"brk"}, ("tail", "trap"): {"brk"},
+                ("goto", "off"): {"nop"}, ("goto", "branch"): {"b"}, ("goto", "trap"): {"brk"}},
     "riscv64": {("call", "off"): {"nop"}, ("tail", "off"): {"ret", "c.jr"}, ("isen", "off"): {"addi", "li", "mv"},
                 ("isen", "trap"): {"addi", "li"}, ("isen", "branch"): {"addi", "li"}, ("call", "branch"): {"jal"},
                 ("tail", "branch"): {"j", "c.j"}, ("call", "trap"): {"ebreak"},
-                ("tail", "trap"): {"ebreak", "c.ebreak"}},
+                ("tail", "trap"): {"ebreak", "c.ebreak"}, ("goto", "off"): {"nop"}, ("goto", "branch"): {"j"},
+                ("goto", "trap"): {"ebreak"}},
 }
 
 
@@ -353,6 +367,11 @@ def check_execution(arch: str, p: Placed, code: bytes) -> None:
         assert (r["ret"], r["pc"]) == (0 if c.state == "off" else 1, end), (c, r)
     elif c.form == "call" and c.state == "off":
         assert r["pc"] == end
+    elif c.form == "goto":  # the NOP falls through; armed, a plain jump: no stack, link or result touched
+        assert r["pc"] == (end if c.state == "off" else p.target), (c, r)
+        assert r["sp"] == (STACK - (4 if arch == "i386" else 8) if x86 else STACK), (c, r)
+        assert r["ret"] == (1 << (32 if arch == "i386" else 64)) - 1, (c, r)
+        assert x86 or r["link"] == RETURN_TO, (c, r)
     elif c.form == "tail" and c.state == "off":
         assert r["pc"] == RETURN_TO
     elif c.form == "call":
@@ -427,9 +446,10 @@ def test_branch_distances_reach_each_limit_and_not_past_it(encoded, arch):
               "riscv64": [(s, (1 << 20) - 2, True) for s in (4, 8)] + [(s, -(1 << 20), True) for s in (4, 8)]
               + [(s, 1 << 20, False) for s in (4, 8)] + [(s, 1, False) for s in (4, 8)]
               + [(2, 2046, True), (2, -2048, True), (2, 2048, False), (2, -2050, False), (2, -1, False)]}[arch]
+    goto_size = {"x86_64": 5, "i386": 5, "aarch64": 4, "riscv64": 4}[arch]  # an asm goto's one NOP
     for size, d, reachable in limits:
-        for form in ("call", "tail"):
-            if form == "call" and size == 2:
+        for form in ("call", "tail", "goto"):
+            if (form == "call" and size == 2) or (form == "goto" and size != goto_size):
                 continue
             assert got[(form, size, d & MASK[arch])] == reachable, (form, size, d)
 

@@ -1,6 +1,6 @@
 """The runtime is freestanding: built with a kernel's plain flags by gcc or clang, for every architecture and
-optimisation level, its sources (every one the Makefile fragment builds) and its port together call nothing
-outside themselves. nm lists what is undefined:
+optimisation level, its sources (every one the Makefile fragment builds) compile without a warning (-Wall
+-Wextra -Werror), and they and their port together call nothing outside themselves. nm lists what is undefined:
 only the linker sets' bounds, which the kernel's link defines. (AArch64 compilers outline atomics into
 libgcc's __aarch64_* helpers unless told not to; a kernel has no libgcc.)"""
 
@@ -38,7 +38,7 @@ def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch
     ld = cross_tool(arch, "ld") if arches.by_name(arch).cross_prefix else "ld"
     nm = cross_tool(arch, "nm") if arches.by_name(arch).cross_prefix else "nm"
     for name, cc in compilers(arch):
-        flags = [*cc, opt, "-ffreestanding", "-fno-pic", *PLAIN[arch], "-Wall", "-Wextra", "-Werror",
+        flags = [*cc, opt, "-ffreestanding", "-fno-pic", "-Wall", "-Wextra", "-Werror", *PLAIN[arch],
                  f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]
         objs = []
         for src in (*runtime_sources(), RUNTIME / "arch" / f"sdt_{arch}.c"):

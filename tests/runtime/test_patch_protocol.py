@@ -21,7 +21,8 @@ import pytest
 from helpers import cross_tool, readelf_symbols, run
 from site_forms import X86_CC
 
-from sdtgen.layout import FORMS, VALUES
+from sdtgen.layout import FORMS, SITE, VALUES
+from sdtgen.table import SITE_SIZE
 
 OFF, TRAP, BRANCH = VALUES["SDT_SITE_OFF"], VALUES["SDT_SITE_TRAP"], VALUES["SDT_SITE_BRANCH"]
 REFUSED = VALUES["SDT_SITE_REFUSED"]
@@ -129,9 +130,10 @@ class Replay:
         self.check_spans(self.log()[0], [i for i in range(NSITES) if i not in self.outside], booting=True)
         self.stubs = {s.offset: symbols[f"{'e' if s.form == 'isen' else 's'}{s.probe}"] for s in self.sites}
         table = ctypes.addressof(ctypes.c_uint8.in_dll(lib, "host_table"))
-        entries = [(table + 16 * k, ctypes.string_at(table + 16 * k, 16)) for k in range(256)]  # sorted now
+        entries = [(table + SITE_SIZE * k, ctypes.string_at(table + SITE_SIZE * k, SITE_SIZE)) for k in range(256)]
         # what sdt_init kept of each site (a jcc's condition), by the site's offset in the text
-        self.keep = {at + int.from_bytes(e[:4], "little", signed=True) - self.text: e[11] for at, e in entries}
+        self.keep = {at + int.from_bytes(e[:4], "little", signed=True) - self.text: e[SITE.offset("keep", 64)]
+                     for at, e in entries}
         for i, site in enumerate(self.sites):  # booted: each site its disabled form, for its own form and length
             if i not in self.outside:  # (sdt_init encodes it once for a run of sites of one form and length)
                 assert ctypes.string_at(self.text + site.offset, site.length) == self.encode(site, OFF), site

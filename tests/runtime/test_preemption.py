@@ -57,7 +57,6 @@ def fired(exe: Path, mode: str, tmp: Path) -> tuple[dict, list]:
     dec = Decoder([event_format(probe_key(sym), spec, types, 64) for sym, (spec, types) in PROBES.items()], 64)
     events = [e for cpu in (0, 1) for data in split((tmp / f"stream_{cpu}").read_bytes(), dec)
               for e in dec.events(data)[1]]
-    assert dec.unknown == 0
     return stats, sorted(events, key=lambda e: e.ts)
 
 

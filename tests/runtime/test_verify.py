@@ -38,7 +38,7 @@ def test_verify_accepts_what_gnu_makes_and_refuses_near_misses(arch_image, arch)
 def test_a_site_whose_target_is_off_by_one_or_one_instruction_is_refused(arch_image, arch):
     img = arch_image(arch)
     _, _, sites = site_forms(arch)
-    good = [s for s in sites if s.size]
+    good = [s for s in sites if s.size and s.form != "goto"]  # a goto is its NOP: the target is the table's
     rows = [(img.symbols[f"v_{s.name}"], img.symbols[f"v_{s.name}"], img.symbols[s.stub] + d, s.form, s.length)
             for s in good for d in (1, -1, UNIT[arch], -UNIT[arch])]
     assert all(size == 0 for size, _ in verify(img, rows))

@@ -5,8 +5,9 @@
  * fetch old or new while it happens (B, BL, NOP and BRK are among the
  * instructions the ARM ARM allows concurrent modification between; MOVZ
  * is what an is-enabled check becomes, and only ever replaces MOVZ or BL).
- *   disabled call nop; tail ret; is-enabled movz w0, #0 (armed #1)
- *   armed         brk #0x5d7 (sdtgen's immediate), or bl/b to the recorder (+-128 MiB)
+ *   disabled call nop; tail ret; is-enabled movz w0, #0 (armed #1); asm goto nop
+ *   armed         brk #0x5d7 (sdtgen's immediate), or bl/b to the recorder (+-128 MiB); an asm
+ *                 goto's nop becomes b to its out-of-line target
  */
 #include "../sdt_arch.h"
 
@@ -54,6 +55,8 @@ unsigned sdt_arch_verify(const sdt_u8 *code, sdt_word site, unsigned form, unsig
 	*keep = 0;
 	if (length != 4 || (site & 3) || form == SDT_FORM_COND)
 		return 0;
+	if (form == SDT_FORM_GOTO)	/* the asm goto's nop */
+		return rd(code) == NOP ? 4 : 0;
 	want = branch(form == SDT_FORM_TAIL ? B : BL, site, stub);
 	return want && rd(code) == want ? 4 : 0;
 }
@@ -63,7 +66,6 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 {
 	sdt_u32 w;
 
-	(void)stub;
 	(void)keep;
 	if (size != 4)
 		return 0;
@@ -71,6 +73,8 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 		w = MOVZ_W0 | (state == SDT_SITE_OFF ? 0 : 1u << 5);
 	else if (state == SDT_SITE_TRAP)
 		w = BRK;
+	else if (state == SDT_SITE_BRANCH && form == SDT_FORM_GOTO)
+		w = branch(B, site, stub);	/* b to the asm goto's out-of-line target */
 	else if (state == SDT_SITE_BRANCH)
 		w = branch(form == SDT_FORM_TAIL ? B : BL, site, recorder);
 	else

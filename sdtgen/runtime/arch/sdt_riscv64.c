@@ -5,6 +5,7 @@
  *   is-enabled    li a0, 0 (armed 1) (+ nop)
  *   armed         ebreak (c.ebreak for a 2-byte site), or jal ra/zero to the recorder (+-1 MiB;
  *                 c.j +-2 KiB), always in the first word: an 8-byte site keeps its NOP
+ *   asm goto      its 4-byte nop; armed, j (jal zero) to its out-of-line target (+-1 MiB)
  * A change inside one aligned halfword or word of the site is one store; a
  * 4-byte site at an address 2 mod 4 straddles two words and goes through
  * the breakpoint protocol with halfword stores (c.ebreak first), so no
@@ -126,6 +127,8 @@ unsigned sdt_arch_verify(const sdt_u8 *code, sdt_word site, unsigned form, unsig
 	*keep = 0;
 	if (form == SDT_FORM_COND || (site & 1) || length > 8)
 		return 0;
+	if (form == SDT_FORM_GOTO)	/* the asm goto's 4-byte nop (never c.nop: a jal must fit) */
+		return length == 4 && rd32(code) == NOP ? 4 : 0;
 	n = decode(code, length, site, &link, &to);
 	if (!n || n > length || to != stub || link != (form == SDT_FORM_TAIL ? ZERO : RA))
 		return 0;
@@ -137,7 +140,6 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 {
 	sdt_u32 w;
 
-	(void)stub;
 	(void)keep;
 	if (size == 2) {	/* c.j, a tail site */
 		if (form != SDT_FORM_TAIL)
@@ -154,6 +156,8 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 		w = LI_A0 | (state == SDT_SITE_OFF ? 0 : 1u << 20);
 	else if (state == SDT_SITE_TRAP)
 		w = EBREAK;
+	else if (state == SDT_SITE_BRANCH && form == SDT_FORM_GOTO)
+		w = jal(ZERO, (long)(stub - site));	/* j to the asm goto's out-of-line target */
 	else if (state == SDT_SITE_BRANCH)
 		w = jal(form == SDT_FORM_TAIL ? ZERO : RA, (long)(recorder - site));
 	else

@@ -11,6 +11,8 @@
  *   armed (branch)  call/jmp rel32 to the recorder, CS prefixes filling a 6-byte site
  *   conditional     the jcc as it was (taken, it reaches the empty stub); armed: int3 over
  *                   its first byte, or the jcc retargeted to the recorder
+ *   asm goto        the 5-byte NOP (0f 1f 44 00 00); armed: jmp rel32 to its out-of-line target
+ *                   (int3 over the NOP where that is out of reach)
  * Only the first byte of a site is ever changed by one store; anything more
  * goes through the breakpoint protocol (Intel's rule for cross-modifying code,
  * which Linux's text_poke_bp follows).
@@ -68,6 +70,15 @@ unsigned sdt_arch_verify(const sdt_u8 *code, sdt_word site, unsigned form, unsig
 	unsigned want = form == SDT_FORM_TAIL ? 0xe9 : 0xe8;
 
 	*keep = 0;
+	if (form == SDT_FORM_GOTO) {	/* the one 5-byte NOP, which a jmp rel32 replaces whole */
+		unsigned i;
+		if (length != 5)
+			return 0;
+		for (i = 0; i < 5; i++)
+			if (code[i] != nops[5][i])
+				return 0;
+		return 5;
+	}
 	if (form == SDT_FORM_COND)
 		return length == 6 && code[0] == 0x0f && (code[1] & 0xf0) == 0x80 && target(site + 6, code + 2) == stub
 			       ? (*keep = code[1], 6)
@@ -109,6 +120,21 @@ unsigned sdt_arch_encode(sdt_u8 *out, unsigned form, unsigned size, unsigned sta
 
 	if (size < 5 || size > 6)
 		return 0;
+	if (form == SDT_FORM_GOTO) {	/* the NOP; armed, jmp rel32 to the target (``stub``), or int3 over the NOP */
+		if (size != 5)
+			return 0;
+		if (state == SDT_SITE_BRANCH) {
+			if (!rel32(site + 5, stub, &rel))
+				return 0;
+			out[0] = 0xe9;
+			wr32(out + 1, rel);
+			return 5;
+		}
+		fill_nop(out, 5);
+		if (state == SDT_SITE_TRAP)
+			out[0] = 0xcc;
+		return 5;
+	}
 	if (form == SDT_FORM_ISEN) {	/* result 0 (off) or 1 (armed), one instruction padded with cs */
 		unsigned body = state == SDT_SITE_OFF ? 2 : 5;
 		for (i = 0; i < size - body; i++)

@@ -1,0 +1,396 @@
+"""DTrace's clause syntax, the subset the kernel's programs run: text -> clauses (sdtgen/dscript/tree.py).
+
+    clause    := probes [ '/' expression '/' ] [ aggregation | '{' aggregation ( ';' aggregation )* [';'] '}' ]
+    probes    := provider:module:function:name ( ',' provider:module:function:name )*
+    aggregation := '@' [name] [ '[' expression ( ',' expression )* ']' ] '=' function '(' [arguments] ')'
+
+Clauses are separated by ';' or a newline (a clause's predicate and actions may start lines of their own, as
+DTrace scripts lay them out). Expressions are C's, with D's ``^^`` (logical exclusive or),
+integer and string constants, casts to integer types and the variables arg0..arg5, cpu, probeprov,
+probemod, probefunc and probename. Inside a predicate a '/' at the outermost level ends it when what
+follows it is the end, a newline, ';', '{', '@' or '/' (DTrace's own lookahead); otherwise it divides.
+Comments are /* ... */. Every error is a ParseError at an offset of the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, Str, Ternary, Unary, Var
+
+MAX_TEXT = 1 << 16  # characters of a script
+MAX_DEPTH = 32  # nesting of parentheses and unary operators (what the parser recurses through)
+MAX_TREE = 100  # depth of an expression's tree (what the compiler recurses through)
+
+
+class ParseError(ValueError):
+    def __init__(self, message: str, at: int) -> None:
+        super().__init__(message)
+        self.at = at
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # int str ident punct probe newline end
+    text: str
+    at: int
+    value: object = None
+
+
+_PUNCT = sorted(["@", "[", "]", "(", ")", "{", "}", ",", ";", "/", "*", "%", "+", "-", "!", "~", "<", ">", "<=",
+                 ">=", "==", "!=", "&&", "||", "^^", "&", "|", "^", "<<", ">>", "?", ":", "="], key=len, reverse=True)
+_PROBE = re.compile(r"[A-Za-z0-9_\-:*?\[\]!.$]+")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"(0[xX][0-9A-Fa-f]+|0[0-7]*|[1-9][0-9]*)([uUlL]*)")
+_ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "\\": 92, '"': 34, "'": 39, "a": 7, "b": 8, "f": 12, "v": 11}
+TYPE_WORDS = {"char", "short", "int", "long", "signed", "unsigned", "const", "volatile", "int8_t", "int16_t",
+              "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "intptr_t", "uintptr_t",
+              "size_t", "ssize_t", "_Bool", "bool"}
+AGG_FUNCTIONS = ("count", "sum", "min", "max", "avg", "quantize", "lquantize")
+PRECEDENCE = [("||",), ("^^",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"),
+              ("+", "-"), ("*", "/", "%")]
+
+
+class Lexer:
+    """Tokens on demand: a probe description where a clause starts, C tokens elsewhere."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def _skip(self) -> None:
+        t = self.text
+        while self.pos < len(t):
+            c = t[self.pos]
+            if c in " \t\r\f\v":
+                self.pos += 1
+            elif t.startswith("/*", self.pos):
+                end = t.find("*/", self.pos + 2)
+                if end < 0:
+                    raise ParseError("a comment is not closed (*/)", self.pos)
+                self.pos = end + 2
+            else:
+                return
+
+    def probe(self) -> Token:
+        self._skip()
+        m = _PROBE.match(self.text, self.pos)
+        if not m:
+            return self.next()
+        self.pos = m.end()
+        return Token("probe", m.group(), m.start())
+
+    def next(self) -> Token:
+        self._skip()
+        t, at = self.text, self.pos
+        if at >= len(t):
+            return Token("end", "", at)
+        c = t[at]
+        if c == "\n":
+            self.pos += 1
+            return Token("newline", "\n", at)
+        if c.isdigit():
+            m = _NUMBER.match(t, at)
+            end = m.end() if m else at
+            if m is None or (end < len(t) and (t[end].isalnum() or t[end] == "_")):
+                bad = re.match(r"[0-9A-Za-z_]+", t[at:]).group()
+                raise ParseError(f"{bad!r} is not an integer constant", at)
+            digits, suffix = m.groups()
+            value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits.startswith("0") \
+                else int(digits)
+            if suffix.lower() not in ("", "u", "l", "ul", "lu", "ll", "ull", "llu"):
+                raise ParseError(f"{m.group()!r} has an integer suffix C does not know", at)
+            if value >= 1 << 64:
+                raise ParseError(f"{m.group()!r} does not fit in 64 bits", at)
+            self.pos = end
+            return Token("int", m.group(), at, (value, "u" in suffix.lower()))
+        if c == '"':
+            return self._string(at)
+        m = _IDENT.match(t, at)
+        if m:
+            self.pos = m.end()
+            return Token("ident", m.group(), at)
+        for p in _PUNCT:
+            if t.startswith(p, at):
+                self.pos = at + len(p)
+                return Token("punct", p, at)
+        raise ParseError(f"unexpected character {c!r}", at)
+
+    def _string(self, at: int) -> Token:
+        t, i, out = self.text, at + 1, bytearray()
+        while True:
+            if i >= len(t) or t[i] == "\n":
+                raise ParseError("a string constant is not closed (\")", at)
+            c = t[i]
+            if c == '"':
+                break
+            if c == "\\":
+                e = t[i + 1:i + 2]
+                if e in _ESCAPES:
+                    out.append(_ESCAPES[e])
+                    i += 2
+                    continue
+                m = re.match(r"x([0-9A-Fa-f]{1,2})", t[i + 1:])
+                if not m:
+                    raise ParseError(f"unknown escape \\{e} in a string constant", i)
+                out.append(int(m.group(1), 16))
+                i += 1 + m.end()
+                continue
+            out += c.encode()
+            i += 1
+        self.pos = i + 1
+        return Token("str", t[at:i + 1], at, bytes(out))
+
+    def slash_ends_predicate(self, slash: Token) -> bool:
+        """DTrace's lookahead: this '/' closes the predicate when what follows it is an end of a clause or an
+        action (the end, a newline, ';', '{', '@', '/'); otherwise it divides."""
+        rest = self.text[slash.at + 1:].lstrip(" \t\r\f\v")
+        return not rest or rest[0] in "\n;{@/"
+
+
+class Parser:
+    def __init__(self, text: str) -> None:
+        if len(text) > MAX_TEXT:
+            raise ParseError(f"the script is {len(text)} characters long, more than {MAX_TEXT}", 0)
+        self.lex = Lexer(text)
+        self.text = text
+        self.tok = self.lex.next()
+        self.depth = 0
+        self.in_predicate = False
+
+    # -- tokens --------------------------------------------------------------------------------------
+    def advance(self) -> Token:
+        tok = self.tok
+        self.tok = self.lex.next()
+        return tok
+
+    def is_(self, text: str) -> bool:
+        return self.tok.kind == "punct" and self.tok.text == text
+
+    def expect(self, text: str, what: str) -> Token:
+        if not self.is_(text):
+            raise ParseError(f"expected {text!r} {what}, found {self.describe(self.tok)}", self.tok.at)
+        return self.advance()
+
+    def skip_newlines(self) -> None:
+        while self.tok.kind == "newline":
+            self.advance()
+
+    @staticmethod
+    def describe(tok: Token) -> str:
+        return {"end": "the end of the script", "newline": "the end of the line"}.get(tok.kind, repr(tok.text))
+
+    # -- clauses ------------------------------------------------------------------------------------------
+    def script(self) -> list[Clause]:
+        clauses: list[Clause] = []
+        self._separators()
+        while self.tok.kind != "end":
+            clauses.append(self.clause(len(clauses) + 1))
+            if self.tok.kind not in ("end", "newline") and not self.is_(";"):
+                raise ParseError(f"expected the end of the clause (a newline or ';'), found "
+                                 f"{self.describe(self.tok)}", self.tok.at)
+            self._separators()
+        if not clauses:
+            raise ParseError("the script has no clause (provider:module:function:name ...)", 0)
+        return clauses
+
+    def _separators(self) -> None:
+        while self.tok.kind == "newline" or self.is_(";"):
+            self.advance()
+
+    def clause(self, number: int) -> Clause:
+        start = self.tok.at
+        self.lex.pos = start  # a clause starts with a probe description: lex it as one
+        specs = [self._probe()]
+        while self.is_(","):
+            self.advance()
+            self.skip_newlines()
+            self.lex.pos = self.tok.at
+            specs.append(self._probe())
+        self._continue_on("/", "{", "@")
+        predicate = None
+        if self.is_("/"):
+            self.advance()
+            self.in_predicate = True
+            predicate = self.expression()
+            self.in_predicate = False
+            self.skip_newlines()
+            self.expect("/", "at the end of the predicate")
+            self._continue_on("{", "@")
+        actions: list[Aggregation] = []
+        if self.is_("@"):
+            actions.append(self.aggregation())
+        elif self.is_("{"):
+            self.advance()
+            self._separators()
+            while not self.is_("}"):
+                if self.tok.kind == "end":
+                    raise ParseError("a clause's '{' is not closed ('}')", start)
+                actions.append(self.aggregation())
+                if not self.is_("}") and not self.is_(";") and self.tok.kind != "newline":
+                    raise ParseError(f"expected ';' or '}}' after an aggregation, found {self.describe(self.tok)}",
+                                     self.tok.at)
+                self._separators()
+            self.advance()
+        text = " ".join(self.text[start:self.tok.at].split())
+        return Clause(number, text, tuple(specs), predicate, tuple(actions), record=not actions)
+
+    def _continue_on(self, *texts: str) -> None:
+        """A clause goes on over newlines when what follows them is its next part (DTrace's layout: the predicate
+        and the actions on lines of their own); otherwise the newline ends it."""
+        if self.tok.kind != "newline":
+            return
+        saved = (self.tok, self.lex.pos)
+        self.skip_newlines()
+        if not any(self.is_(t) for t in texts):
+            self.tok, self.lex.pos = saved
+
+    def _probe(self) -> str:
+        tok = self.lex.probe()
+        if tok.kind != "probe":
+            raise ParseError(f"expected a probe description (provider:module:function:name), found "
+                             f"{self.describe(tok)}", tok.at)
+        self.tok = self.lex.next()
+        return tok.text
+
+    def aggregation(self) -> Aggregation:
+        at = self.expect("@", "to start an aggregation").at
+        name = ""
+        if self.tok.kind == "ident" and self.tok.at == at + 1:
+            name = self.advance().text
+        keys: list[Node] = []
+        if self.is_("["):
+            self.advance()
+            keys.append(self.expression())
+            while self.is_(","):
+                self.advance()
+                keys.append(self.expression())
+            self.skip_newlines()
+            self.expect("]", "after the aggregation's keys")
+        self.expect("=", "after the aggregation" + (f" @{name}" if name else ""))
+        if self.tok.kind != "ident":
+            raise ParseError(f"expected an aggregating function ({', '.join(AGG_FUNCTIONS)}), found "
+                             f"{self.describe(self.tok)}", self.tok.at)
+        func = self.advance()
+        if func.text not in AGG_FUNCTIONS:
+            raise ParseError(f"{func.text}() is not an aggregating function: use one of {', '.join(AGG_FUNCTIONS)}",
+                             func.at)
+        self.expect("(", f"after {func.text}")
+        args: list[Node] = []
+        self.skip_newlines()
+        if not self.is_(")"):
+            args.append(self.expression())
+            while self.is_(","):
+                self.advance()
+                args.append(self.expression())
+        self.skip_newlines()
+        self.expect(")", f"after the arguments of {func.text}()")
+        return Aggregation(at, name, tuple(keys), func.text, tuple(args))
+
+    # -- expressions ----------------------------------------------------------------------------------------
+    def expression(self) -> Node:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ParseError(f"the expression nests deeper than {MAX_DEPTH} levels", self.tok.at)
+        try:
+            self.skip_newlines()
+            cond = self._binary(0)
+            self.skip_newlines()
+            if not self.is_("?"):
+                return cond
+            self.advance()
+            then = self.expression()
+            self.skip_newlines()
+            self.expect(":", "in a conditional expression (a ? b : c)")
+            return Ternary(cond.at, cond, then, self.expression())
+        finally:
+            self.depth -= 1
+
+    def _binary(self, level: int) -> Node:
+        if level == len(PRECEDENCE):
+            return self._unary()
+        left = self._binary(level + 1)
+        while True:
+            self.skip_newlines()
+            if self.tok.kind != "punct" or self.tok.text not in PRECEDENCE[level]:
+                return left
+            if self.tok.text == "/" and self.in_predicate and self.lex.slash_ends_predicate(self.tok):
+                return left
+            op = self.advance()
+            left = Binary(left.at, op.text, left, self._binary(level + 1))
+            if tree_depth(left) > MAX_TREE:
+                raise ParseError(f"the expression is more than {MAX_TREE} operations deep", op.at)
+
+    def _unary(self) -> Node:
+        self.skip_newlines()
+        if self.tok.kind == "punct" and self.tok.text in ("-", "+", "!", "~"):
+            op = self.advance()
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise ParseError(f"the expression nests deeper than {MAX_DEPTH} levels", op.at)
+            try:
+                return Unary(op.at, op.text, self._unary())
+            finally:
+                self.depth -= 1
+        return self._primary()
+
+    def _primary(self) -> Node:
+        tok = self.tok
+        if tok.kind == "int":
+            self.advance()
+            value, unsigned = tok.value
+            return Int(tok.at, value, unsigned or value > (1 << 63) - 1)
+        if tok.kind == "str":
+            self.advance()
+            return Str(tok.at, tok.value)
+        if tok.kind == "ident":
+            self.advance()
+            return Var(tok.at, tok.text)
+        if self.is_("("):
+            self.advance()
+            self.skip_newlines()
+            if self.tok.kind == "ident" and self.tok.text in TYPE_WORDS:
+                words = []
+                while (self.tok.kind == "ident" and self.tok.text in TYPE_WORDS) or self.is_("*"):
+                    words.append(self.advance().text)
+                self.expect(")", "after the type of a cast")
+                outer, self.depth = self.depth, self.depth + 1
+                try:
+                    return Cast(tok.at, " ".join(words), self._unary())
+                finally:
+                    self.depth = outer
+            saved, self.in_predicate = self.in_predicate, False  # a '/' inside parentheses divides
+            inner = self.expression()
+            self.in_predicate = saved
+            self.skip_newlines()
+            self.expect(")", "to close '('")
+            return inner
+        raise ParseError(f"expected an expression, found {self.describe(tok)}", tok.at)
+
+
+def tree_depth(node: Node) -> int:
+    """Levels of ``node``'s tree, counted without recursing (a chain of a + b + c ... is deep)."""
+    deepest, todo = 0, [(node, 1)]
+    while todo:
+        n, d = todo.pop()
+        deepest = max(deepest, d)
+        if d > MAX_TREE:
+            break
+        todo += [(c, d + 1) for c in children(n)]
+    return deepest
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Unary | Cast):
+        return (node.operand,)
+    if isinstance(node, Binary):
+        return (node.left, node.right)
+    if isinstance(node, Ternary):
+        return (node.cond, node.then, node.other)
+    return ()
+
+
+def parse(text: str) -> list[Clause]:
+    """The clauses of ``text``; ParseError at the first thing that is not the language."""
+    return Parser(text).script()
