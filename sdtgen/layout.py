@@ -64,6 +64,33 @@ class Layout:
         return out
 
 
+ASM_DIRECTIVES = {1: ".byte", 2: ".2byte", 4: ".4byte", 8: ".8byte"}
+
+
+def render_asm(layout: Layout, bits: int, values: dict[str, str | list[str]]) -> list[str]:
+    """One entry of ``layout`` as GNU as directives, a field (an element) a line, in the layout's order and with
+    its padding: ``values`` gives an expression for each field it names (a list for an array; an expression
+    may use ``.``, the field's own address), every other field is 0. What gen writes into its tables comes
+    from here, so a field added to the layout is in the table too."""
+    unknown = set(values) - {f.name for f in layout.fields}
+    if unknown:
+        raise ValueError(f"{layout.name} has no field {', '.join(sorted(unknown))}")
+    out, at = [], 0
+    for f in layout.fields:
+        start = layout.offset(f.name, bits)
+        if start > at:
+            out.append(f"\t.zero {start - at}")
+        given = values.get(f.name, "0")
+        items = [given] * f.count if isinstance(given, str) else list(given)
+        if len(items) != f.count:
+            raise ValueError(f"{layout.name}.{f.name} has {f.count} elements, not {len(items)}")
+        out += [f"\t{ASM_DIRECTIVES[f.size(bits)]} {x}" for x in items]
+        at = start + f.size(bits) * f.count
+    if layout.size(bits) > at:
+        out.append(f"\t.zero {layout.size(bits) - at}")
+    return out
+
+
 @cache
 def _offsets(layout: Layout, bits: int) -> tuple[dict[str, int], int]:
     at, out, align = 0, {}, 1

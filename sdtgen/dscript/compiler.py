@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.dscript import program as pf
 from sdtgen.dscript.parser import children
 from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, Str, Ternary, Unary, Var
 from sdtgen.layout import VALUES
 from sdtgen.probes import ProbeSpec
-from sdtgen.argtypes import ArgType, arg_type
 
 MASK = (1 << 64) - 1
 REGS = VALUES["SDT_PROG_REGS"]

@@ -115,3 +115,37 @@ def test_every_constant_error_code_and_protocol_word_the_header_defines_is_pytho
     want = {n: str(v) for n, v, _ in layout.CONSTANTS}
     want.update({n: text for n, text, _ in layout.WORDS})
     assert printed == want
+
+
+@pytest.mark.parametrize("lay", [layout.SITE, layout.PROBE], ids=lambda lay: lay.name)
+@pytest.mark.parametrize("arch", ["x86_64", "i386", "aarch64", "riscv64"])
+def test_the_table_entries_gen_assembles_are_the_structs_the_compiler_lays_out(tmp_path, lay, arch):
+    """render_asm (what gen's .S table is written with) against the compiler: an entry with a distinct value in
+    every field (each array element), assembled by GNU as, is byte for byte the struct gcc initializes with the
+    same values through the installed header."""
+    bits = 32 if arch == "i386" else 64
+    values, c_fields, n = {}, [], 1
+    for f in lay.fields:
+        top = (1 << (8 * min(f.size(bits), 4) - 1)) - 1  # fits every field kind, signed ones included
+        items = [(n + k) % top + 1 for k in range(f.count)]
+        n += f.count
+        values[f.name] = [str(v) for v in items] if f.count > 1 else str(items[0])
+        c_fields.append(f".{f.name} = {{{', '.join(map(str, items))}}}" if f.count > 1 else f".{f.name} = {items[0]}")
+    asm, c = tmp_path / "entry.S", tmp_path / "entry.c"
+    asm.write_text("\t.data\n\t.globl entry\nentry:\n" + "\n".join(layout.render_asm(lay, bits, values)) + "\n")
+    c.write_text(f"#include <sdt_runtime.h>\nstruct {lay.name} entry = {{ {', '.join(c_fields)} }};\n")
+    data = {}
+    for src in (asm, c):
+        obj = tmp_path / f"{src.suffix[1:]}.o"
+        run([cross_tool(arch, "gcc"), "-c", f"-I{INCLUDE}", "-o", str(obj), str(src)])
+        raw = tmp_path / f"{src.suffix[1:]}.bin"
+        run([cross_tool(arch, "objcopy"), "-O", "binary", "-j", ".data", str(obj), str(raw)])
+        data[src.suffix] = raw.read_bytes()
+    assert len(data[".S"]) == lay.size(bits) and data[".S"] == data[".c"]
+
+
+def test_render_asm_refuses_a_field_the_layout_does_not_have_or_an_array_of_the_wrong_length():
+    with pytest.raises(ValueError, match="no field"):
+        layout.render_asm(layout.SITE, 64, {"nosuch": "1"})
+    with pytest.raises(ValueError, match="6 elements"):
+        layout.render_asm(layout.PROBE, 64, {"argtype": ["0"] * 5})
