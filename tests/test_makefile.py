@@ -155,13 +155,16 @@ def test_a_kernel_that_calls_the_serial_transport_links_with_the_fragments_defau
 
 
 def test_a_runtime_part_the_image_never_calls_costs_it_nothing(tmp_path):
-    """The fixture calls no sdt_serial_*: its image is byte for byte the one built without sdt_serial.c (the
-    final link takes from the runtime's archive only what the image uses), and nm finds none of it."""
+    """The fixture calls neither sdt_serial_* nor the control core: its image is byte for byte the one built
+    with sdt_runtime.c alone (the final link takes from the runtime's archive only what the image uses), and
+    nm finds none of them."""
     make(tmp_path / "default")
     core = run([SDTGEN, "runtime-dir"]).stdout.strip() + "/sdt_runtime.c"
     make(tmp_path / "core", f"SDT_RUNTIME_SRCS={core}")
     assert (tmp_path / "default" / "kernel_sdt_rt_sdt_serial.o").exists()
+    assert (tmp_path / "default" / "kernel_sdt_rt_sdt_control.o").exists()
     default = (tmp_path / "default" / "kernel.elf").read_bytes()
     assert default == (tmp_path / "core" / "kernel.elf").read_bytes()
-    assert "sdt_serial" not in run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout
+    symbols = run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout
+    assert "sdt_serial" not in symbols and "sdt_control" not in symbols
     assert " sdt_init" in run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout

@@ -13,12 +13,18 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-SYNC = b"\xa5\x5aSD"
-PACKET, VERDICT, TEXT, INFO = ord("P"), ord("V"), ord("T"), ord("I")
-HEADER = struct.Struct("<4sBBHI")  # sync, type, zero, check, length
-TRAILER = struct.Struct("<I")
-VERDICT_BODY = struct.Struct("<QII")  # packet_seq_num, cpu, keep
-INFO_BODY = struct.Struct("<QII")  # clock_hz, bits of a word, 0
+from sdtgen.layout import FRAME_HEADER, VALUES
+from sdtgen.layout import INFO as INFO_LAYOUT
+from sdtgen.layout import VERDICT as VERDICT_LAYOUT
+
+# Every frame's fields are little-endian, whatever the kernel's architecture (sdt_serial.c writes them so).
+SYNC = VALUES["SDT_FRAME_SYNC"].to_bytes(4, "little")
+PACKET, VERDICT, TEXT, INFO = (VALUES[f"SDT_FRAME_{t}"] for t in ("PACKET", "VERDICT", "TEXT", "INFO"))
+HEADER = FRAME_HEADER.struct(64)  # sync, type, zero, check, length
+TRAILER = struct.Struct("<I")  # the CRC-32
+_CHECKED = FRAME_HEADER.offset("type", 64)  # the CRC covers the header from its type on, then the payload
+VERDICT_BODY = VERDICT_LAYOUT.struct(64)  # packet_seq_num, cpu, keep
+INFO_BODY = INFO_LAYOUT.struct(64)  # clock_hz, bits of a word, 0
 # The largest packet the transport carries (a ring's packets are powers of two from 1 KiB; sdtgen's platforms
 # use at most 64 KiB): a packet frame of a larger packet is damage, not one to pad out.
 MAX_PACKET = 1 << 20
@@ -108,7 +114,7 @@ class FrameReader:
             body = bytes(buf[start + HEADER.size:end - TRAILER.size])
             (crc,) = TRAILER.unpack_from(buf, end - TRAILER.size)
             at = end
-            if crc != zlib.crc32(body, zlib.crc32(buf[start + 4:start + HEADER.size])):
+            if crc != zlib.crc32(body, zlib.crc32(buf[start + _CHECKED:start + HEADER.size])):
                 self.corrupt += 1
                 continue
             self.frames += 1

@@ -67,7 +67,8 @@ static SDT_CODE void le32(sdt_u8 *p, sdt_u32 v)
 /* The header of a frame of ``type`` with ``len`` bytes of payload; returns the CRC so far. */
 static SDT_CODE sdt_u32 header(sdt_serial_put put, unsigned type, sdt_u32 len)
 {
-	sdt_u8 h[sizeof(struct sdt_frame_header)] = {0xa5, 0x5a, 0x53, 0x44, (sdt_u8)type, 0, 0, 0};
+	sdt_u8 h[sizeof(struct sdt_frame_header)] = {(sdt_u8)SDT_FRAME_SYNC, (sdt_u8)(SDT_FRAME_SYNC >> 8),
+		(sdt_u8)(SDT_FRAME_SYNC >> 16), (sdt_u8)(SDT_FRAME_SYNC >> 24), (sdt_u8)type, 0, 0, 0};
 	sdt_u32 check;
 
 	le32(h + 8, len);
