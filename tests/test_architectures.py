@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 import subprocess
 
@@ -148,16 +149,33 @@ def test_riscv_relaxation_shrinks_sites_and_reloc_mode_follows(arch_kernel):
     scanned = json.loads(sdtgen("scan", k.partial, "--json").stdout)["sites"]
     assert {(s["form"], s["length"], s["reloc"]) for s in scanned} == {("call", 8, "R_RISCV_CALL_PLT"),
                                                                        ("tail", 8, "R_RISCV_CALL_PLT")}
+    # The final link's truth, from objdump: what relaxation left at each site (jal, or j / c.j by distance).
+    linked = objdump_insns(cross_tool("riscv64", "objdump"), k.image)
     s = boot_session(str(k.image), Reporter(out=io.StringIO()))
     try:
-        lengths = sorted({(x.form, x.length, x.size) for x in s.target.runtime.sites})
-        assert lengths == [("call", 8, 4), ("tail", 8, 2)]  # jal, and c.j: relaxed by the final link
+        sites = s.target.runtime.sites
+        assert {x.form for x in sites} == {"call", "tail"}
+        for x in sites:
+            mnemonic, size = linked[x.addr]
+            assert x.length == 8 and x.size == size < 8  # the table's length, the relaxed instruction's size
+            assert mnemonic == ("jal" if x.form == "call" else "j")
         cs = s.image.arch.disassembler()
-        for x in s.target.runtime.sites:
+        for x in sites:  # disarmed: a call site is a NOP, a tail site returns, each in the relaxed size
             insns = list(cs.disasm(s.target.machine.read(x.addr, x.size), x.addr))
-            assert [i.mnemonic for i in insns] == (["nop"] if x.form == "call" else ["c.jr"])
+            assert [i.mnemonic for i in insns] == (["nop"] if x.form == "call" else
+                                                   ["c.jr"] if x.size == 2 else ["ret"])
     finally:
         s.close()
+
+
+def objdump_insns(objdump: str, image) -> dict[int, tuple[str, int]]:
+    """Every instruction objdump decodes in an image's text: address -> (mnemonic, size in bytes)."""
+    out = run([objdump, "-d", "--no-show-raw-insn", str(image)]).stdout
+    found = {}
+    for m in re.finditer(r"^\s*([0-9a-f]+):\s+(\S+)", out, re.M):
+        found[int(m.group(1), 16)] = m.group(2)
+    addrs = sorted(found)
+    return {a: (found[a], b - a) for a, b in zip(addrs, addrs[1:])}
 
 
 def test_riscv_offset_mode_breaks_with_relaxation_and_holds_without(arch_kernel, tmp_path):
