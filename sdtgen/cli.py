@@ -320,7 +320,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
 
     def start(s):
         return QemuTarget(s, cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,
-                          qemu_args=args.qemu_arg or [], timeout=args.timeout)
+                          qemu_args=args.qemu_arg or [], timeout=args.timeout, transport=args.transport)
 
     with termination_as_interrupt():
         return _session_command(args, start)
@@ -703,6 +703,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     q.add_argument("--qemu-arg", action="append", metavar="ARG",
                    help="an argument for QEMU (repeat for each; or give them all after --): memory (-m), -bios, "
                         "disks; the user's replace sdtgen's own")
+    q.add_argument("--transport", choices=("shared", "serial"), default="shared",
+                   help="how packets reach the host: read in the machine's RAM, which QEMU shares with sdtgen "
+                        "(the default, where the kernel says where its rings are), or sent on the serial line")
     q.set_defaults(func=cmd_qemu, actions=None)
 
     at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "

@@ -534,6 +534,9 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL "
      "CPUS TOGGLES CALLS FAULTS TORN WRONG`"),
     ("SDT_CTL_EXIT", "exit", "exit CODE: power off"),
+    ("SDT_CTL_SHARED", "shared", "shared on|off: on, the host reads the rings in the machine's memory (packets stay "
+     "off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring"),
+    ("SDT_CTL_AREA", "area", "a CPU's ring in memory: `area K AREA RING`"),
     ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND [-]N`"),
     ("SDT_CTL_ERROR", "error", "the last line of a reply that did not: `error CODE TEXT`"),
     ("SDT_CTL_RETURN", "return", "a call returned: `return CPU VALUE`"),
@@ -545,6 +548,8 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_BRANCH", "branch", "arming mode: a branch to the recorder"),
     ("SDT_CTL_CYCLE", "cycle", "torture: off, branch, trap, off... in turn"),
     ("SDT_CTL_ALL", "all", "every CPU (run)"),
+    ("SDT_CTL_ON", "on", "shared: the host reads the rings"),
+    ("SDT_CTL_OFF", "off", "shared: packets go on the line again"),
 )
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 

@@ -48,6 +48,7 @@ class AArch64(Arch):
     # virt: the ELF loaded at its link address, entered at EL1; PSCI over HVC, GICv2, PL011.
     qemu_binary, qemu_package, qemu_machine = "qemu-system-aarch64", "qemu-system-arm", "virt"
     qemu_args = ("-cpu", "cortex-a57")
+    qemu_ram_base = 0x40000000
     reloc_names: ClassVar[dict[int, str]] = {
         R_AARCH64_ABS64: "R_AARCH64_ABS64", R_AARCH64_ABS32: "R_AARCH64_ABS32",
         R_AARCH64_PREL64: "R_AARCH64_PREL64", R_AARCH64_PREL32: "R_AARCH64_PREL32",

@@ -165,6 +165,7 @@ class Arch:
     qemu_args: tuple[str, ...] = ()  # what else the platform needs: CPU model, firmware, devices
     qemu_accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
     qemu_exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
+    qemu_ram_base: int = 0  # where the machine's RAM starts: the memory backend's first byte (shared rings)
 
     # The clock events are stamped with (the platform's clock hook, and sdtgen/boot/clock.py for its
     # frequency): its name, the instructions reading it into the return register(s) (and its frequency,

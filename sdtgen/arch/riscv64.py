@@ -84,6 +84,7 @@ class RiscV64(Arch):
     # virt with -bios none: every hart starts in M-mode at 0x80000000; the SiFive test device powers off.
     qemu_binary, qemu_package, qemu_machine = "qemu-system-riscv64", "qemu-system-misc", "virt"
     qemu_args = ("-bios", "none")
+    qemu_ram_base = 0x80000000
     reloc_names: ClassVar[dict[int, str]] = {
         R_RISCV_32: "R_RISCV_32", R_RISCV_64: "R_RISCV_64", R_RISCV_BRANCH: "R_RISCV_BRANCH",
         R_RISCV_JAL: "R_RISCV_JAL", R_RISCV_CALL: "R_RISCV_CALL", R_RISCV_CALL_PLT: "R_RISCV_CALL_PLT",

@@ -1,28 +1,68 @@
-"""The host as the runtime's consumer: closed packets read out of each CPU's ring in guest memory.
+"""The host as the runtime's consumer: closed packets read out of each CPU's ring in the machine's memory.
 
-What sdt_consume/sdt_consume_done do in C, done by the host on the guest's memory, and only for a CPU
-that is stopped (the one trapping to its notify hook, or every CPU once a run ended), so its writer
-cannot race the read: packets from read_seq (which an overwriting writer advances itself past what it
-overwrote) up to commit_seq, then read_seq moved past them. Field offsets come from sdtgen/layout.py.
+What sdt_consume/sdt_consume_done do in C, done by the host on the guest's memory: packets from read_seq
+up to commit_seq, each copied and then claimed (read_seq moved from its number to the next, unless the
+writer moved it first: an overwriting writer claims the oldest unread packet itself before it reuses the
+slot, and counts it). A claim that fails drops the copy, which the writer may have been rewriting. So one
+piece of code serves a stopped machine (the emulated boot: a CPU trapping to its notify hook, or every
+CPU once a run ended) and a running one (QEMU's RAM mapped shared, sdtgen/targets/shared_ram.py). Field
+offsets come from sdtgen/layout.py.
 
-The host set each ring up (sdt_cpu_attach with the platform's addresses and sizes), so where a ring is
-and how many packets of what size it holds are the host's, not what the guest's struct sdt_cpu says now;
-its counters are the guest's, and believed only as far as the ring can hold: at most one ring's worth of
-packets is read at a time, each checked against the packet number its slot should hold
-(sdtgen.trace.streams), and counters that cannot be are said once and read no further.
+Where a ring is and how many packets of what size it holds are the host's (it set the ring up, or the
+kernel said so once), not what the guest's struct sdt_cpu says now; its counters are the guest's, and
+believed only as far as the ring can hold: at most one ring's worth of packets is read at a time, each
+checked against the packet number its slot should hold (sdtgen.trace.streams), and counters that cannot
+be are said once and read no further.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from sdtgen.boot.machine import Machine
 from sdtgen.layout import CPU
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import Streams
 
 PacketFn = Callable[[int, bytes, int], None]  # (cpu, the packet, the number its slot holds)
+
+
+class Memory(Protocol):
+    """The machine's memory as the consumer needs it."""
+
+    stopped: bool  # no CPU writes it while the consumer reads (a claim cannot fail but on damage)
+    order: str  # "little" or "big": the machine's byte order
+
+    def read(self, addr: int, size: int) -> bytes: ...
+
+    def write(self, addr: int, data: bytes) -> None: ...
+
+    def load(self, addr: int, width: int) -> int: ...
+
+    def claim(self, addr: int, expect: int, width: int) -> bool:
+        """Move the word at ``addr`` from ``expect`` to ``expect + 1``, unless it is no longer ``expect``."""
+        ...
+
+
+class StoppedMemory:
+    """A machine whose CPUs are stopped while the host reads (the emulator's Machine)."""
+
+    stopped = True
+
+    def __init__(self, machine, little: bool) -> None:
+        self.machine = machine
+        self.order = "little" if little else "big"
+        self.read, self.write = machine.read, machine.write
+
+    def load(self, addr: int, width: int) -> int:
+        return int.from_bytes(self.machine.read(addr, width), self.order)
+
+    def claim(self, addr: int, expect: int, width: int) -> bool:
+        if self.load(addr, width) != expect:
+            return False
+        self.machine.write(addr, ((expect + 1) & ((1 << (8 * width)) - 1)).to_bytes(width, self.order))
+        return True
 
 
 @dataclass(frozen=True)
@@ -34,40 +74,53 @@ class Ring:
 
 
 class Consumer:
-    def __init__(self, machine: Machine, rings: list[Ring], on_packet: PacketFn, streams: Streams) -> None:
-        self.machine = machine
+    def __init__(self, memory: Memory, bits: int, rings: list[Ring], on_packet: PacketFn, streams: Streams) -> None:
+        self.memory = memory
         self.rings = rings
         self.on_packet = on_packet
         self.streams = streams
-        arch = machine.arch
-        self.order = "little" if arch.little else "big"
-        self.off = CPU.offsets(arch.bits)
+        self.width = bits // 8  # a sequence number is a word: claimed at its width, read as its u64 field
+        self.off = CPU.offsets(bits)
         self.counts = [Lost() for _ in rings]
+        self.dropped = 0  # copies whose claim failed: the writer overwrote them meanwhile (and counted them)
         self._bad: set[int] = set()  # CPUs whose ring's counters were wrong when last read
 
     def _u64(self, area: int, field: str) -> int:
-        return int.from_bytes(self.machine.read(area + self.off[field], 8), self.order)
+        return self.memory.load(area + self.off[field], 8)
 
     def consume(self, cpu: int) -> int:
-        """Hand every closed, unread packet of ``cpu`` to ``on_packet`` (a ring's worth at most); how many."""
-        r, read = self.rings[cpu], self._u64
-        commit, start, written = read(r.area, "commit_seq"), read(r.area, "read_seq"), read(r.area, "write_seq")
+        """Hand every closed, unread packet of ``cpu`` to ``on_packet`` (a ring's worth at most); how many.
+        Read in the order the writer moves them (read_seq <= commit_seq <= write_seq at every instant)."""
+        r, read, mem = self.rings[cpu], self._u64, self.memory
+        start = read(r.area, "read_seq")
+        commit = read(r.area, "commit_seq")
+        written = read(r.area, "write_seq")
         if start > commit or commit > written:
             self._damaged(cpu, f"{written} packets opened, {commit} closed, {start} read; nothing more is read from "
                           "it until they agree")
             start = commit
         elif commit - start > r.packets:
-            self._damaged(cpu, f"{commit - start} packets closed and unread, more than its {r.packets}; only the last "
-                          f"{r.packets} are read")
-            start = commit - r.packets
+            if not mem.stopped:  # a running writer overwrote the oldest meanwhile: their claims fail
+                start = commit - r.packets
+            else:
+                self._damaged(cpu, f"{commit - start} packets closed and unread, more than its {r.packets}; only the "
+                              f"last {r.packets} are read")
+                start = commit - r.packets
+                mem.write(r.area + self.off["read_seq"], start.to_bytes(8, mem.order))
         else:
             self._bad.discard(cpu)
-        for seq in range(start, commit):
-            self.on_packet(cpu, self.machine.read(r.ring + (seq % r.packets) * r.packet_size, r.packet_size), seq + 1)
-        if commit > start:
-            self.machine.write(r.area + self.off["read_seq"], commit.to_bytes(8, self.order))
+        handed, seq, where = 0, start, r.area + self.off["read_seq"]
+        while seq < commit:
+            data = mem.read(r.ring + (seq % r.packets) * r.packet_size, r.packet_size)
+            if mem.claim(where, seq, self.width):
+                self.on_packet(cpu, data, seq + 1)
+                handed += 1
+                seq += 1
+            else:
+                self.dropped += 1
+                seq = max(seq + 1, read(r.area, "read_seq"))
         self.counts[cpu] = self.streams.lost(cpu, read(r.area, "discarded"), read(r.area, "overwritten"))
-        return commit - start
+        return handed
 
     def _damaged(self, cpu: int, what: str) -> None:
         """Counted once each time the ring's counters go wrong, however often they are read so."""

@@ -169,6 +169,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_LIST             "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
 #define SDT_CTL_TORTURE          "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
 #define SDT_CTL_EXIT             "exit"	/* exit CODE: power off */
+#define SDT_CTL_SHARED           "shared"	/* shared on|off: on, the host reads the rings in the machine's memory (packets stay off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring */
+#define SDT_CTL_AREA             "area"	/* a CPU's ring in memory: `area K AREA RING` */
 #define SDT_CTL_OK               "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
 #define SDT_CTL_ERROR            "error"	/* the last line of a reply that did not: `error CODE TEXT` */
 #define SDT_CTL_RETURN           "return"	/* a call returned: `return CPU VALUE` */
@@ -180,6 +182,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_BRANCH           "branch"	/* arming mode: a branch to the recorder */
 #define SDT_CTL_CYCLE            "cycle"	/* torture: off, branch, trap, off... in turn */
 #define SDT_CTL_ALL              "all"	/* every CPU (run) */
+#define SDT_CTL_ON               "on"	/* shared: the host reads the rings */
+#define SDT_CTL_OFF              "off"	/* shared: packets go on the line again */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -748,6 +752,9 @@ struct sdt_control_ops {
 	int (*rings)(unsigned long bytes, unsigned long packet, int policy, sdt_u64 memory);
 	/* Power the machine off with ``code`` (`exit`). */
 	void (*power_off)(int code);
+	/* The physical address of kernel memory ``p`` (`shared`: a host that maps the machine's RAM reads the rings
+	 * there). NULL: `shared` refused, packets go on the line. */
+	sdt_u64 (*phys)(const void *p);
 };
 
 /* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */

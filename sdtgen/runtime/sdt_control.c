@@ -50,6 +50,7 @@ static int ready;
 static int lock;
 static int stop;	/* torture: the workers stop calling */
 static volatile int quiet;	/* torture runs: the line stays free (sdt_control_quiet) */
+static volatile int shared;	/* the host reads the rings in memory: packets stay off the line */
 static char input[SDT_CONTROL_LINE + 1];	/* sdt_control_input's line so far */
 static unsigned long inlen;
 static int overlong;
@@ -348,8 +349,39 @@ static SDT_CODE unsigned this_cpu(void)
 
 static SDT_CODE void drain(void)
 {
-	if (ops.drain)
+	if (ops.drain && !shared)
 		ops.drain();
+}
+
+/* `shared`: where each CPU's area and ring are in the machine's memory; from now on the host reads them there
+ * (as sdt_consume does, claiming each packet after its copy) and nothing sends packets on the line. */
+static SDT_CODE int cmd_shared(struct out *o, struct words *w)
+{
+	unsigned long len;
+	const char *s = word(w, &len);
+	unsigned k, n = 0;
+
+	if (is(s, len, SDT_CTL_OFF)) {
+		shared = 0;
+		return ok(o, SDT_CTL_SHARED, 0);
+	}
+	if (!is(s, len, SDT_CTL_ON) || *rest(w))
+		return error(o, SDT_ERR_USAGE, "usage: shared on|off");
+	if (!ops.phys || !ops.area)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not say where its rings are in memory");
+	for (k = 0; k < ops.ncpus; k++)
+		if (!ops.area(k))
+			return error(o, SDT_ERR_STATE, "a CPU has no ring yet");
+	shared = 1;
+	for (k = 0; k < ops.ncpus; k++, n++) {
+		struct sdt_cpu *c = ops.area(k);
+		put(o, SDT_CTL_AREA);
+		put_hex(o, k);
+		put_hex(o, ops.phys(c));
+		put_hex(o, ops.phys((const void *)(sdt_word)c->ring));
+		send(o);
+	}
+	return ok(o, SDT_CTL_SHARED, n);
 }
 
 static SDT_CODE int cmd_hello(struct out *o)
@@ -681,6 +713,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 		drain();
 		return ok(o, SDT_CTL_DRAIN, 0);
 	}
+	if (is(c, len, SDT_CTL_SHARED))
+		return cmd_shared(o, &w);
 	if (is(c, len, SDT_CTL_STATS))
 		return cmd_stats(o);
 	if (is(c, len, SDT_CTL_LIST))
@@ -696,7 +730,7 @@ static SDT_CODE int command(struct out *o, const char *line)
 		return ok(o, SDT_CTL_EXIT, 0);
 	}
 	return error(o, SDT_ERR_UNKNOWN, "unknown command (hello ring enable disable mode run read drain stats list "
-		     "torture exit)");
+		     "torture exit shared)");
 }
 
 /* -- the entry points --------------------------------------------------------------------------- */
@@ -773,7 +807,7 @@ SDT_CODE void sdt_control_announce(sdt_control_reply reply)
 
 SDT_CODE int sdt_control_quiet(void)
 {
-	return quiet;
+	return quiet || shared;
 }
 
 SDT_INLINE_ATOMICS_END

@@ -27,13 +27,13 @@ def boot_session(path: str, reporter, *, patch: bool = True, arm: str = "trap", 
 
 def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffer_size: int = 1 << 20,
                  overflow: str = "drop", timeout: float = 20.0, trace: tuple[str, str] | None = None,
-                 qemu_args: list[str] | tuple[str, ...] = (), precheck=None):
+                 qemu_args: list[str] | tuple[str, ...] = (), precheck=None, transport: str = "shared"):
     """A session on ``path`` booted on QEMU (what `sdtgen qemu` starts)."""
     from sdtgen.targets.qemu import QemuTarget
 
     def start(s: Session) -> QemuTarget:
         return QemuTarget(s, cpus=cpus, buffer_size=buffer_size, overflow=overflow, qemu_args=list(qemu_args),
-                          timeout=timeout)
+                          timeout=timeout, transport=transport)
 
     return Session(path, reporter, start, arm=arm, timeout=timeout, trace=trace, buffer_size=buffer_size,
                    overflow=overflow, precheck=precheck)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
@@ -36,6 +37,7 @@ from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
+POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
 
 
@@ -77,14 +79,21 @@ class ControlTarget:
         self._console = b""
         self.halted = False
         self.bias = 0
+        # Reads the rings where the kernel writes them (a target that maps the machine's memory), between
+        # reads of the line and once a reply is whole; None: packets come on the line.
+        self.poll: Callable[[], None] | None = None
         self.hello_words = self._hello(announced)
         self.booted = self._booted(self.hello_words)
         session.open_streams(self.booted.clock_hz, self.booted.cpus, None)
 
     # -- the line ---------------------------------------------------------------------------------
     def _pump(self, deadline: float) -> None:
+        wait = deadline - time.monotonic()
+        if self.poll is not None:
+            self.poll()
+            wait = min(wait, POLL_EVERY)
         try:
-            data = self.channel.read(deadline - time.monotonic())
+            data = self.channel.read(wait)
         except ChannelClosed as e:
             self.halted = True
             raise Halted(str(e)) from None
@@ -139,6 +148,8 @@ class ControlTarget:
                 out.append(self._line(deadline))
                 word = out[-1].split(" ", 1)[0]
                 if word == WORD["ok"]:
+                    if self.poll is not None:  # what the kernel closed before it answered (a run's packets)
+                        self.poll()
                     return out
                 if word == WORD["error"]:
                     code, _, why = out[-1][len(WORD["error"]) + 1:].partition(" ")

@@ -74,7 +74,7 @@ class EmulatorTarget:
 
     def _boot(self) -> None:
         from sdtgen.boot.clock import guest_clock
-        from sdtgen.boot.consumer import Consumer, Ring
+        from sdtgen.boot.consumer import Consumer, Ring, StoppedMemory
         from sdtgen.boot.smp import Smp
 
         arch = self.image.arch
@@ -96,7 +96,7 @@ class EmulatorTarget:
         size = self.platform.packet_size  # the rings are the host's: where they are and their sizes are believed
         rings = [Ring(self.platform.area(k), self.platform.ring(k), self.buffer_size // size, size)
                  for k in range(self.cpus)]
-        self.consumer = Consumer(self.machine, rings, self.session.on_packet,
+        self.consumer = Consumer(StoppedMemory(self.machine, arch.little), arch.bits, rings, self.session.on_packet,
                                  self.session.open_streams(self.clock_hz, self.cpus, size))
         policy = 1 if self.overflow == "overwrite" else 0
         try:

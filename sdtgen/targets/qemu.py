@@ -2,6 +2,12 @@
 host thread each), the user's own QEMU arguments where the kernel needs them, and the control channel
 on the serial port the image names (SDT_CONTROL_SERIAL, section sdt_control; the first by default),
 wired to a pipe of sdtgen's. The serial ports before it write to files, shown when the kernel stops.
+
+The packets take the shared transport by default: the machine's RAM is a file QEMU and the host both map
+(-object memory-backend-file,share=on), the kernel says where each CPU's ring is (`shared on`, its
+sdt_control_ops.phys), and the host reads closed packets there while the kernel runs, claiming each as
+sdt_consume_done does. The line then carries commands and replies only. A kernel that cannot say where
+its rings are, or a machine whose RAM sdtgen cannot name (a -m it cannot read), keeps the serial transport.
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ import re
 import shutil
 import tempfile
 
+from sdtgen.boot.consumer import Consumer, Ring
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import CONTROL_INFO, VALUES
+from sdtgen.layout import CONTROL_INFO, CPU, VALUES, WORD
 from sdtgen.targets.base import Halted, Refused
 from sdtgen.targets.child import Child, ChildChannel
-from sdtgen.targets.control import ControlTarget
+from sdtgen.targets.control import ControlTarget, _hex
+from sdtgen.targets.shared_ram import SharedRam
+from sdtgen.trace.streams import MIN_PACKET
 
 MAX_CPUS = 8  # the fixture's QEMU platform's, and a sane default ceiling for TCG
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
@@ -26,6 +35,8 @@ REPLACEABLE = {"-machine": "-machine", "-M": "-machine", "-cpu": "-cpu", "-bios"
 MEMORY_BASE = 128 << 20  # bytes of guest RAM besides the rings: the image, stacks, QEMU's firmware tables
 OURS = ("-serial", "-kernel", "-nographic", "-monitor", "-display", "-chardev", "-daemonize")  # sdtgen wires these
 MAX_SERIAL = 4
+RAM_ID = "sdtgen-ram"  # the memory backend's id
+TRANSPORTS = ("shared", "serial")
 
 
 def memory_for(cpus: int, ring_bytes: int) -> int:
@@ -59,6 +70,13 @@ def control_serial(image) -> int:
     return serial
 
 
+def _ram_path(logs: str) -> str:
+    """Where the machine's RAM file goes: memory (/dev/shm) when the host has it, else beside the logs."""
+    shm = "/dev/shm"
+    where = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else logs
+    return os.path.join(where, f"sdtgen-ram-{os.getpid()}-{os.path.basename(logs)}")
+
+
 def check_qemu_args(args: list[str]) -> list[str]:
     """The user's own QEMU arguments, refused where they would take the serial ports sdtgen wires."""
     for a in args:
@@ -81,9 +99,10 @@ def user_memory(args: list[str]) -> int | None:
 
 
 def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: int, logs: str,
-                 user: list[str]) -> list[str]:
+                 user: list[str], ram_file: str | None = None) -> list[str]:
     """QEMU's command line: sdtgen's defaults for the architecture, less what the user's own replace, then the
-    user's; serial port ``serial`` on standard input and output, the ones before it in files under ``logs``."""
+    user's; serial port ``serial`` on standard input and output, the ones before it in files under ``logs``;
+    the RAM in ``ram_file``, shared with the host (QEMU merges a second -machine into the first)."""
     given = {REPLACEABLE[a] for a in user if a in REPLACEABLE}
     ours = [("-machine", arch.qemu_machine), ("-smp", str(cpus)), ("-m", f"{memory >> 20}M")]
     ours += list(zip(arch.qemu_accel[::2], arch.qemu_accel[1::2], strict=True))
@@ -93,6 +112,9 @@ def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: 
         if flag not in given:
             argv += [flag, value]
     argv += ["-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none"]
+    if ram_file is not None:
+        argv += ["-object", f"memory-backend-file,id={RAM_ID},size={memory},mem-path={ram_file},share=on",
+                 "-machine", f"memory-backend={RAM_ID}"]
     for k in range(serial):
         argv += ["-serial", f"file:{os.path.join(logs, f'serial{k}.log')}"]
     return [*argv, "-serial", "stdio", "-kernel", image, *user]
@@ -102,7 +124,7 @@ class QemuTarget(ControlTarget):
     """``session``'s image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
 
     def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
-                 timeout: float) -> None:
+                 timeout: float, transport: str = "shared") -> None:
         from sdtgen.boot.platform import packet_size_for
 
         image = session.image
@@ -113,10 +135,20 @@ class QemuTarget(ControlTarget):
         user = check_qemu_args(list(qemu_args))
         serial = control_serial(image)
         memory = user_memory(user) or memory_for(cpus, buffer_size)
+        if transport not in TRANSPORTS:
+            raise ValueError(transport)
+        if transport == "shared" and "-m" in user and user_memory(user) is None:
+            session.reporter.warning("sdtgen cannot read the -m given, so it cannot share the machine's RAM: "
+                                     "packets go on the serial line")
+            transport = "serial"
         self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
         self.serial = serial
+        self.ram: SharedRam | None = None
         try:
-            self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user))
+            if transport == "shared":
+                self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu_ram_base)
+            self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user,
+                                           self.ram.path if self.ram else None))
             super().__init__(session, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
         except Halted as h:
             self._show_console()
@@ -128,10 +160,65 @@ class QemuTarget(ControlTarget):
         if self.booted.cpus != cpus and "-smp" not in user:
             session.reporter.warning(f"the kernel says it has {self.booted.cpus} CPUs, QEMU was given {cpus}")
         try:
-            self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, memory)
+            ours = self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, memory)
+            if self.ram is not None:
+                self.ram.unlink()  # QEMU has it open by now
+                self._share_rings(buffer_size, packet_size_for(buffer_size) if ours else None)
         except BaseException:
             self.close()
             raise
+
+    def _share_rings(self, buffer_size: int, packet_size: int | None) -> None:
+        """`shared on`: the host reads each CPU's ring in the shared RAM from now on. A kernel that cannot say
+        where they are keeps sending packets on the line; rings outside the RAM the host mapped are refused."""
+        try:
+            lines = self.command(f"{WORD['shared']} {WORD['on']}", "shared")
+        except Refused as e:
+            if e.code != VALUES["SDT_ERR_UNSUPPORTED"]:
+                raise
+            self.ram.close()
+            self.ram = None
+            return
+        try:
+            rings = [self._ring(line, k, buffer_size, packet_size) for k, line in enumerate(lines[:-1])]
+            if len(rings) != self.booted.cpus:
+                raise ValueError(f"{len(rings)} rings for {self.booted.cpus} CPUs")
+        except ValueError as e:
+            self.command(f"{WORD['shared']} {WORD['off']}", "shared")
+            self.session.reporter.warning(f"the kernel's rings cannot be read in the machine's memory ({e}): packets "
+                                          "go on the serial line")
+            self.ram.close()
+            self.ram = None
+            return
+        arch = self.session.image.arch
+        self.consumer = Consumer(self.ram, arch.bits, rings, self.session.on_packet, self.session.streams)
+        self.poll = self.consume_shared
+
+    def _ring(self, line: str, k: int, buffer_size: int, packet_size: int | None) -> Ring:
+        """One `area K AREA RING` line: CPU k's area and ring, both inside the shared RAM. Their sizes are the
+        host's when it attached the rings, else the area's (a power of two, the whole ring inside the RAM)."""
+        w = line.split()
+        numbers = [_hex(x) for x in w[1:]]
+        if w[:1] != [WORD["area"]] or len(w) != 4 or None in numbers or numbers[0] != k:
+            raise ValueError(f"{printable(line)!r} is not `area {k:x} AREA RING`")
+        _, area, ring = numbers
+        offsets = CPU.offsets(self.session.image.arch.bits)
+        if not self.ram.contains(area, CPU.size(self.session.image.arch.bits)):
+            raise ValueError(f"CPU {k}'s area {area:#x} is outside it")
+        if packet_size is None:
+            packet_size = self.ram.load(area + offsets["packet_size"], 8)
+            packets = self.ram.load(area + offsets["packets"], 8)
+            buffer_size = packets * packet_size
+            if packet_size < MIN_PACKET or packet_size & (packet_size - 1) or packets < 2 or packets & (packets - 1):
+                raise ValueError(f"CPU {k}'s ring says {packets} packets of {packet_size} bytes")
+        if not self.ram.contains(ring, buffer_size) or ring & 7:
+            raise ValueError(f"CPU {k}'s ring {ring:#x} (+{buffer_size:#x}) is outside it")
+        return Ring(area, ring, buffer_size // packet_size, packet_size)
+
+    def consume_shared(self) -> None:
+        """Every CPU's closed packets, read where the kernel wrote them."""
+        for cpu in range(len(self.consumer.rings)):
+            self.consumer.consume(cpu)
 
     def _what_to_do(self, user: list[str]) -> str:
         if user:
@@ -167,6 +254,9 @@ class QemuTarget(ControlTarget):
                                               f"{arch.qemu_exit_ok}: the kernel did not power off cleanly")
         if halted:
             self._show_console()
+        if getattr(self, "ram", None) is not None:
+            self.ram.close()
+            self.ram = None
         shutil.rmtree(getattr(self, "logs", ""), ignore_errors=True)
 
     def _power_off(self, qemu: Child) -> int | None:
