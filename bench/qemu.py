@@ -22,18 +22,18 @@ def build(work: Path, arch: str, naive: bool = False) -> Path:
     return out / "kernel.elf"
 
 
-def session(image: Path, **options):
+def session(image: Path, quiet: bool = False, **options):
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.starts import qemu_session
 
-    return qemu_session(str(image), Reporter(out=io.StringIO(), err=io.StringIO()), **options)
+    return qemu_session(str(image), Reporter(out=io.StringIO(), err=io.StringIO(), quiet=quiet), **options)
 
 
 def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float, float]:
     """sched_run(n) on every vCPU at once with its tick probe armed, best of 3: firings a second in the
     guest (its records' timestamps, first to last, by its clock) and end to end (from the command sent to
     every record decoded on the host)."""
-    s = session(image, cpus=cpus, arm=arm, timeout=600, buffer_size=RING)
+    s = session(image, cpus=cpus, arm=arm, timeout=600, buffer_size=RING, transport="serial")
     stamps: list[int] = []
     s.target.packets.consumers.append(lambda cpu, data: stamps.extend(e.ts for e in s.decoder.events(data)[1]))
     guest, host = 0.0, float("inf")
@@ -63,7 +63,7 @@ def first_firing(image: Path, probe: str = "hk:::boot", call: tuple[str, list[in
                  qemu_args: tuple[str, ...] = ()) -> tuple[float, float]:
     """Seconds from starting QEMU to the kernel's hello, and to the first firing's packet on the host."""
     t0 = time.perf_counter()
-    s = session(image, qemu_args=qemu_args)
+    s = session(image, qemu_args=qemu_args, transport="serial")  # the packet's frame is seen as it arrives
     hello = time.perf_counter() - t0
     first: list[float] = []
     s.target.packets.consumers.append(lambda cpu, packet: first.append(time.perf_counter() - t0))
@@ -98,3 +98,42 @@ def _timed(fn) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+# Counts a CTF trace's events and their first and last times with babeltrace2's own Python bindings (Debian's
+# python3-bt2, for the system's python3): the reader's word on what reached the trace, not sdtgen's.
+BT2_COUNT = """
+import bt2, sys
+n, first, last = 0, None, None
+for m in bt2.TraceCollectionMessageIterator(sys.argv[1]):
+    if type(m) is bt2._EventMessageConst:
+        t = m.default_clock_snapshot.ns_from_origin
+        n += 1
+        first = t if first is None or t < first else first
+        last = t if last is None or t > last else last
+print(n, first, last)
+"""
+
+
+def shared_stream(image: Path, trace: Path, cpus: int, n: int, qemu_args: tuple[str, ...] = ()) -> dict:
+    """sched_run(n) on every vCPU at once, its tick probe branch-armed, the packets read in the machine's shared
+    RAM into a CTF trace: events a second end to end (command sent to the last packet in the trace), and the
+    guest's own firing rate (the trace's first to last event, as babeltrace2 reads them), the events babeltrace2
+    counts and the lost ones the kernel counts."""
+    s = session(image, quiet=True, cpus=cpus, arm="branch", timeout=600, buffer_size=RING * 8,
+                trace=(str(trace), "ctf"), qemu_args=qemu_args)  # as `sdtgen qemu -q --trace DIR`
+    try:
+        assert s.target.ram is not None, "the shared transport was not taken"
+        s.enable("hk:sched:run:tick")
+        t0 = time.perf_counter()
+        s.run("sched_run", [n])
+        s.finish_trace()
+        took = time.perf_counter() - t0
+        lost = sum(x.total for x in s.streams.last_lost().values())
+    finally:
+        s.close()
+    out = subprocess.run(["/usr/bin/python3", "-c", BT2_COUNT, str(trace)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    events, first, last = int(out[0]), int(out[1]), int(out[2])
+    return {"events": events, "expected": cpus * n, "lost": lost, "host": cpus * n / took,
+            "guest": (events - 1) / ((last - first) / 1e9)}
