@@ -217,9 +217,10 @@ ARCH_FIELDS = ("name", "machine", "bits", "triple", "cross-prefix", "cflags", "p
 
 def _arch_record(arch) -> dict:
     """What the registry says of one architecture, as `sdtgen arch --json` gives it."""
-    return {"name": arch.name, "machine": arch.machine, "bits": arch.bits, "triple": arch.triple,
-            "cross-prefix": arch.cross_prefix, "cflags": list(arch.cflags),
-            "packages": [arch.gcc_package, arch.binutils_package], "kernel-base": f"{arch.kernel_base:#x}"}
+    t = arch.toolchain
+    return {"name": arch.name, "machine": arch.machine, "bits": arch.bits, "triple": t.triple,
+            "cross-prefix": t.cross_prefix, "cflags": list(t.cflags), "packages": [t.gcc_package, t.binutils_package],
+            "kernel-base": f"{arch.kernel_base:#x}"}
 
 
 def _text(value) -> str:

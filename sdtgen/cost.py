@@ -21,6 +21,7 @@ site when none follows; a site off the path (in a cold branch) costs the path no
 
 from __future__ import annotations
 
+from sdtgen.arch.base import Flow
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
 from sdtgen.record import factory, record
@@ -235,7 +236,7 @@ def fall_through(code: BootedCode, start: int, end: int) -> list[Step]:
         seen.add(pc)
         kind, target = arch.flow(insn)
         nop = insn.mnemonic in ("nop", "c.nop")
-        call = kind == arch.CALLS
+        call = kind == Flow.CALLS
         words = f"{insn.mnemonic} {insn.op_str}".strip()
         if call and target is not None:
             callee = code.image.symbolize(target).removesuffix("+0x0")
@@ -244,9 +245,9 @@ def fall_through(code: BootedCode, start: int, end: int) -> list[Step]:
             key = insn.mnemonic
         out.append(Step(pc, words, key, nop, call, arch.spills(insn), sites.get(pc)))
         pc += insn.size
-        if kind in (arch.RETURNS, arch.STOPS):
+        if kind in (Flow.RETURNS, Flow.STOPS):
             break
-        if kind == arch.JUMPS:
+        if kind == Flow.JUMPS:
             if target is None or not start <= target < end:
                 break  # an indirect jump, or a tail call out of the function
             pc = target

@@ -26,14 +26,15 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # Every architecture from sdtgen's registry, and for each one built with cross tools, (its gcc, the package).
 ARCHES = arches.names()
-CROSS = {a.name: (f"{a.cross_prefix}gcc", a.gcc_package) for a in arches.all_arches() if a.cross_prefix}
+CROSS = {a.name: (f"{a.toolchain.cross_prefix}gcc", a.toolchain.gcc_package) for a in arches.all_arches()
+         if a.toolchain.cross_prefix}
 OTHER_ARCHES = tuple(CROSS)  # the architectures compared with x86-64
 
 
 def cross_tool(arch: str, tool: str) -> str:
     """A GNU tool for ``arch`` (as, objdump, ld...): its path, or a skip (a failure under CI) naming the package."""
-    a = arches.by_name(arch)
-    return need_tool(f"{a.cross_prefix}{tool}", a.gcc_package if tool == "gcc" else a.binutils_package)
+    t = arches.by_name(arch).toolchain
+    return need_tool(f"{t.cross_prefix}{tool}", t.gcc_package if tool == "gcc" else t.binutils_package)
 
 
 def unavailable(message: str) -> NoReturn:

@@ -232,11 +232,11 @@ def test_the_fragment_takes_the_architecture_from_the_compiler(tmp_path, arch):
     """No SDT_ARCH: `$(CC) -dumpmachine` names it, and the image is linked for that machine."""
     a = arches.by_name(arch)
     cc, ld = cross_tool(arch, "gcc"), cross_tool(arch, "ld")
-    proc = user_build(tmp_path, cc, ld, " ".join(a.cflags))
+    proc = user_build(tmp_path, cc, ld, " ".join(a.toolchain.cflags))
     assert proc.returncode == 0, proc.stderr
     header = (tmp_path / "kernel.elf").read_bytes()[:20]
     assert struct.unpack_from("<H", header, 18)[0] == a.machine  # e_machine, from the ELF header itself
-    assert f"OUTPUT_FORMAT(\"{a.ld_format}\")" in (tmp_path / "kernel_sdt_final.ld").read_text()
+    assert f"OUTPUT_FORMAT(\"{a.toolchain.ld_format}\")" in (tmp_path / "kernel_sdt_final.ld").read_text()
 
 
 def test_a_compiler_for_no_known_architecture_stops_make_naming_sdt_arch(tmp_path):

@@ -14,6 +14,7 @@ import pytest
 from helpers import ARCHES, ROOT, SDTGEN, cross_tool, run, sdtgen
 
 from sdtgen import arch as arches
+from sdtgen.arch.base import Flow
 
 PROBED = r"""
 #include <sdt.h>
@@ -345,4 +346,4 @@ def test_the_riscv_decoder_does_not_take_c_addiw_for_a_call(tmp_path):
     cs = a.capstone()
     cs.detail = True
     kinds = [a.flow(i)[0] for i in cs.disasm(code, a.kernel_base)]
-    assert kinds == [a.NEXT, a.JUMPS, a.RETURNS]
+    assert kinds == [Flow.NEXT, Flow.JUMPS, Flow.RETURNS]

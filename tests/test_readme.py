@@ -210,9 +210,10 @@ def test_each_readme_cross_build_builds_checks_and_boots_as_shown(command, tmp_p
     soft-float kernel links, clang's --target in CFLAGS reaches the stubs)."""
     words = make_vars(command)
     for tool in (words["CC"], words["LD"]):
-        prefixed = [a for a in arches.all_arches() if a.cross_prefix and tool.startswith(a.cross_prefix)]
+        prefixed = [a for a in arches.all_arches()
+                    if a.toolchain.cross_prefix and tool.startswith(a.toolchain.cross_prefix)]
         if prefixed:
-            cross_tool(prefixed[0].name, tool[len(prefixed[0].cross_prefix):])
+            cross_tool(prefixed[0].name, tool[len(prefixed[0].toolchain.cross_prefix):])
         else:
             need_tool(tool, {"clang": "clang", "ld.lld": "lld"}[tool])
     tree = write_user_tree(tmp_path)

@@ -54,7 +54,7 @@ def for_triple(triple: str) -> Arch:
     """The architecture of a GNU triple, as `$(CC) -dumpmachine` prints it (x86_64-pc-linux-gnu, i686-linux-gnu)."""
     cpu = triple.strip().split("-", 1)[0]
     for arch in _registry().values():
-        if cpu in arch.triple_cpus:
+        if cpu in arch.toolchain.triple_cpus:
             return arch
     raise SdtError("", f"target {triple.strip() or '(empty)'!r} is none of sdtgen's architectures",
                    f"set SDT_ARCH to one of {', '.join(names())}, or use a compiler for one of them")
@@ -65,7 +65,8 @@ def packages() -> list[str]:
     QEMU that runs its platform (fixtures/qemu), each once."""
     out: list[str] = []
     for arch in _registry().values():
-        out.extend(p for p in (arch.gcc_package, arch.binutils_package, arch.qemu_package) if p and p not in out)
+        out.extend(p for p in (arch.toolchain.gcc_package, arch.toolchain.binutils_package,
+                               arch.qemu.package if arch.qemu else "") if p and p not in out)
     return out
 
 

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import struct
 
-from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.arch.base import (
+    CALL,
+    REF,
+    TAIL,
+    Arch,
+    Decoded,
+    Flow,
+    QemuMachine,
+    Regs,
+    SiteShape,
+    Toolchain,
+    UnsupportedReloc,
+)
 from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -38,17 +50,13 @@ class AArch64(Arch):
     order = 2
     machine = 183
     bits = 64
-    triple = "aarch64-linux-gnu"
-    triple_cpus = ("aarch64",)
-    cross_prefix = "aarch64-linux-gnu-"
-    gcc_package, binutils_package = "gcc-aarch64-linux-gnu", "binutils-aarch64-linux-gnu"
-    cflags = ("-mgeneral-regs-only", "-mno-outline-atomics")  # no libgcc atomics helpers, as Linux builds
-    ld_format, ld_arch = "elf64-littleaarch64", "aarch64"
-    layout = "the upper half"
-    # virt: the ELF loaded at its link address, entered at EL1; PSCI over HVC, GICv2, PL011.
-    qemu_binary, qemu_package, qemu_machine = "qemu-system-aarch64", "qemu-system-arm", "virt"
-    qemu_args = ("-cpu", "cortex-a57")
-    qemu_ram_base = 0x40000000
+    # -mno-outline-atomics: no libgcc atomics helpers, as Linux builds.
+    toolchain = Toolchain("aarch64-linux-gnu", ("aarch64",), "aarch64-linux-gnu-", "gcc-aarch64-linux-gnu",
+                          "binutils-aarch64-linux-gnu", ("-mgeneral-regs-only", "-mno-outline-atomics"),
+                          "elf64-littleaarch64", "aarch64", "the upper half")
+    # virt: the ELF loaded at its link address, entered at EL1; PSCI over HVC, GICv2, PL011; RAM at 1 GiB.
+    qemu = QemuMachine("qemu-system-aarch64", "qemu-system-arm", "virt", ("-cpu", "cortex-a57"),
+                       ram_base=0x40000000)
     reloc_names: ClassVar[dict[int, str]] = {
         R_AARCH64_ABS64: "R_AARCH64_ABS64", R_AARCH64_ABS32: "R_AARCH64_ABS32",
         R_AARCH64_PREL64: "R_AARCH64_PREL64", R_AARCH64_PREL32: "R_AARCH64_PREL32",
@@ -116,16 +124,16 @@ class AArch64(Arch):
         last = insn.operands[-1] if insn.operands else None
         target = last.imm & (1 << 64) - 1 if last is not None and last.type == ARM64_OP_IMM else None
         if m in ("ret", "eret", "retaa", "retab"):
-            return self.RETURNS, None
+            return Flow.RETURNS, None
         if m in ("bl", "blr"):
-            return self.CALLS, target if m == "bl" else None
+            return Flow.CALLS, target if m == "bl" else None
         if m in ("b", "br"):
-            return self.JUMPS, target if m == "b" else None
+            return Flow.JUMPS, target if m == "b" else None
         if m.startswith("b.") or m in self._conditional:
-            return self.BRANCHES, target
+            return Flow.BRANCHES, target
         if m in ("brk", "udf", "hlt"):
-            return self.STOPS, None
-        return self.NEXT, None
+            return Flow.STOPS, None
+        return Flow.NEXT, None
 
     def spills(self, insn) -> int:
         """A store (str, stp, stur...) through sp or x29: one for each register it stores."""

@@ -53,6 +53,40 @@ class Regs:
     flags: int | None = None  # the condition flags (x86 EFLAGS: a conditional tail site tests them)
 
 
+class Flow:
+    """What an instruction does to the path through a function (Arch.flow)."""
+
+    NEXT, CALLS, RETURNS, JUMPS, BRANCHES, STOPS = "next", "call", "ret", "jump", "cond", "stop"
+
+
+@record(frozen=True)
+class Toolchain:
+    """How kernels are built for an architecture: Debian's cross tools, the kernel flags, the final link."""
+
+    triple: str  # GNU triple: clang --target, Debian's cross tools
+    triple_cpus: tuple[str, ...]  # first fields of `$(CC) -dumpmachine` triples that mean this architecture
+    cross_prefix: str  # of the GNU tools that build for it ("" where the host's own serve)
+    gcc_package: str  # the Debian packages of that gcc and its binutils
+    binutils_package: str
+    cflags: tuple[str, ...]  # the kernel flags it adds to the common ones (tools/kernel_flags.mk for sdtgen's kernels)
+    ld_format: str  # OUTPUT_FORMAT and OUTPUT_ARCH of the final linker script
+    ld_arch: str
+    layout: str  # where the final script puts the kernel, in words, for the script's header
+
+
+@record(frozen=True)
+class QemuMachine:
+    """The machine `sdtgen qemu` boots an architecture's kernels on (the fixture's platform in fixtures/qemu)."""
+
+    binary: str  # the qemu-system-* that emulates it
+    package: str  # the Debian package that has it
+    machine: str  # -machine
+    args: tuple[str, ...] = ()  # what else the platform needs: CPU model, firmware, devices
+    accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
+    exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
+    ram_base: int = 0  # where the machine's RAM starts: the memory backend's first byte (shared rings)
+
+
 class UnsupportedReloc(Exception):
     """A relocation type this architecture does not understand (the caller names the site)."""
 
@@ -73,17 +107,8 @@ class Arch:
     data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {}
     data_pairs: ClassVar[dict[int, tuple[str, int]]] = {}
 
-    # -- building for it -----------------------------------------------------------
-    triple: str  # GNU triple: clang --target, Debian's cross tools
-    triple_cpus: tuple[str, ...]  # first fields of `$(CC) -dumpmachine` triples that mean this architecture
-    cross_prefix: str  # of the GNU tools that build for it ("" where the host's own serve)
-    gcc_package: str  # the Debian packages of that gcc and its binutils
-    binutils_package: str
-    cflags: tuple[str, ...]  # the kernel flags it adds to the common ones (tools/kernel_flags.mk for sdtgen's kernels)
-    gold: bool = True  # Debian ships gold for it
-    ld_format: str  # OUTPUT_FORMAT and OUTPUT_ARCH of the final linker script
-    ld_arch: str
-    layout: str  # where the final script puts the kernel, in words, for the script's header
+    toolchain: Toolchain  # how kernels are built for it
+    qemu: QemuMachine | None = None  # the machine `sdtgen qemu` boots it on (None: it boots on none)
 
     def reloc_name(self, rtype: int) -> str:
         return self.reloc_names.get(rtype, f"relocation type {rtype}")
@@ -136,11 +161,10 @@ class Arch:
         return found
 
     # -- the disabled-probe cost report (sdtgen/cost.py) ---------------------------------------
-    NEXT, CALLS, RETURNS, JUMPS, BRANCHES, STOPS = "next", "call", "ret", "jump", "cond", "stop"
 
     def flow(self, insn) -> tuple[str, int | None]:
-        """What a Capstone instruction (decoded with detail) does to the path through a function: NEXT (on to
-        the following one), CALLS (a call, which returns), RETURNS, JUMPS (to the target; None: indirect),
+        """What a Capstone instruction (decoded with detail) does to the path through a function: Flow.NEXT (on
+        to the following one), CALLS (a call, which returns), RETURNS, JUMPS (to the target; None: indirect),
         BRANCHES (conditional, to the target) or STOPS (a trap or a halt)."""
         raise NotImplementedError
 
@@ -157,15 +181,6 @@ class Arch:
     kernel_base: int = 0  # where sdtgen's final script links the kernel
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
-
-    # -- QEMU (`sdtgen qemu`: the fixture's platform in fixtures/qemu boots on these) ---------------
-    qemu_binary: str = ""  # the qemu-system-* that emulates it ("": sdtgen qemu does not boot it)
-    qemu_package: str = ""  # the Debian package that has it
-    qemu_machine: str = ""  # -machine
-    qemu_args: tuple[str, ...] = ()  # what else the platform needs: CPU model, firmware, devices
-    qemu_accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
-    qemu_exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
-    qemu_ram_base: int = 0  # where the machine's RAM starts: the memory backend's first byte (shared rings)
 
     # The clock events are stamped with (the platform's clock hook, and sdtgen/boot/clock.py for its
     # frequency): its name, the instructions reading it into the return register(s) (and its frequency,
@@ -246,8 +261,9 @@ class Arch:
 
         with open(os.path.join(SCRIPTS, "final.ld.in")) as f:
             text = f.read()
-        return Template(text).substitute(name=self.title, layout=self.layout, format=self.ld_format,
-                                         ld_arch=self.ld_arch, kernbase=f"{self.kernel_base:#x}",
+        t = self.toolchain
+        return Template(text).substitute(name=self.title, layout=t.layout, format=t.ld_format,
+                                         ld_arch=t.ld_arch, kernbase=f"{self.kernel_base:#x}",
                                          sdt_text=_snippet_body("sdt_text"), sdt_data=_snippet_body("sdt_data"))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from sdtgen.arch.base import RETURNS, Regs
+from sdtgen.arch.base import RETURNS, QemuMachine, Regs, Toolchain
 from sdtgen.arch.x86_64 import X86_64
 from sdtgen.record import cached
 
@@ -27,15 +27,12 @@ class I386(X86_64):
     order = 1
     machine = 3
     bits = 32
-    triple = "i686-linux-gnu"
-    triple_cpus = ("i386", "i486", "i586", "i686")
-    cross_prefix = "i686-linux-gnu-"
-    gcc_package, binutils_package = "gcc-i686-linux-gnu", "binutils-i686-linux-gnu"
-    cflags = ("-mno-sse", "-mno-mmx")
-    ld_format, ld_arch = "elf32-i386", "i386"
-    layout = "where 32-bit kernels sit"
+    toolchain = Toolchain("i686-linux-gnu", ("i386", "i486", "i586", "i686"), "i686-linux-gnu-",
+                          "gcc-i686-linux-gnu", "binutils-i686-linux-gnu", ("-mno-sse", "-mno-mmx"), "elf32-i386",
+                          "i386", "where 32-bit kernels sit")
     # pc, booted as Multiboot v1 (which takes only 32-bit ELF); paging stays off.
-    qemu_binary = "qemu-system-i386"
+    qemu = QemuMachine("qemu-system-i386", "qemu-system-x86", "pc",
+                       ("-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"), exit_ok=1)
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_386_{n}" for n in _RELOC_NAMES.split()))
     data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (4, False), 2: (4, True)}  # R_386_32, PC32

@@ -11,7 +11,19 @@ from __future__ import annotations
 
 import struct
 
-from sdtgen.arch.base import CALL, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.arch.base import (
+    CALL,
+    REF,
+    TAIL,
+    Arch,
+    Decoded,
+    Flow,
+    QemuMachine,
+    Regs,
+    SiteShape,
+    Toolchain,
+    UnsupportedReloc,
+)
 from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -73,18 +85,12 @@ class RiscV64(Arch):
     order = 3
     machine = 243
     bits = 64
-    triple = "riscv64-linux-gnu"
-    triple_cpus = ("riscv64",)
-    cross_prefix = "riscv64-linux-gnu-"
-    gcc_package, binutils_package = "gcc-riscv64-linux-gnu", "binutils-riscv64-linux-gnu"
-    cflags = ("-march=rv64imac", "-mabi=lp64", "-mcmodel=medany")
-    gold = False
-    ld_format, ld_arch = "elf64-littleriscv", "riscv"
-    layout = "reachable with -mcmodel=medany"
-    # virt with -bios none: every hart starts in M-mode at 0x80000000; the SiFive test device powers off.
-    qemu_binary, qemu_package, qemu_machine = "qemu-system-riscv64", "qemu-system-misc", "virt"
-    qemu_args = ("-bios", "none")
-    qemu_ram_base = 0x80000000
+    toolchain = Toolchain("riscv64-linux-gnu", ("riscv64",), "riscv64-linux-gnu-", "gcc-riscv64-linux-gnu",
+                          "binutils-riscv64-linux-gnu", ("-march=rv64imac", "-mabi=lp64", "-mcmodel=medany"),
+                          "elf64-littleriscv", "riscv", "reachable with -mcmodel=medany")
+    # virt with -bios none: every hart starts in M-mode at 0x80000000 (where RAM starts); the SiFive test
+    # device powers off.
+    qemu = QemuMachine("qemu-system-riscv64", "qemu-system-misc", "virt", ("-bios", "none"), ram_base=0x80000000)
     reloc_names: ClassVar[dict[int, str]] = {
         R_RISCV_32: "R_RISCV_32", R_RISCV_64: "R_RISCV_64", R_RISCV_BRANCH: "R_RISCV_BRANCH",
         R_RISCV_JAL: "R_RISCV_JAL", R_RISCV_CALL: "R_RISCV_CALL", R_RISCV_CALL_PLT: "R_RISCV_CALL_PLT",
@@ -157,29 +163,29 @@ class RiscV64(Arch):
             h = struct.unpack("<H", code)[0]
             rs1 = h >> 7 & 0x1F
             if h == C_EBREAK:
-                return self.STOPS, None
+                return Flow.STOPS, None
             if h & 0xE003 == 0xA001:  # c.j (c.jal is RV32's: on RV64 that encoding is c.addiw)
-                return self.JUMPS, target
+                return Flow.JUMPS, target
             if h & 0xF07F == 0x8002 and rs1:  # c.jr
-                return (self.RETURNS, None) if rs1 == RA else (self.JUMPS, None)
+                return (Flow.RETURNS, None) if rs1 == RA else (Flow.JUMPS, None)
             if h & 0xF07F == 0x9002 and rs1:  # c.jalr
-                return self.CALLS, None
+                return Flow.CALLS, None
             if h & 0xC003 == 0xC001:  # c.beqz, c.bnez
-                return self.BRANCHES, target
-            return self.NEXT, None
+                return Flow.BRANCHES, target
+            return Flow.NEXT, None
         w = struct.unpack("<I", code[:4])[0]
         op, rd, rs1 = w & 0x7F, w >> 7 & 0x1F, w >> 15 & 0x1F
         if w == EBREAK or w == 0xC0001073:  # ebreak, unimp
-            return self.STOPS, None
+            return Flow.STOPS, None
         if op == 0x6F:  # jal
-            return (self.JUMPS if rd == ZERO else self.CALLS), target
+            return (Flow.JUMPS if rd == ZERO else Flow.CALLS), target
         if op == 0x67:  # jalr
             if rd != ZERO:
-                return self.CALLS, None
-            return (self.RETURNS, None) if rs1 == RA and w >> 20 == 0 else (self.JUMPS, None)
+                return Flow.CALLS, None
+            return (Flow.RETURNS, None) if rs1 == RA and w >> 20 == 0 else (Flow.JUMPS, None)
         if op == 0x63:  # beq, bne, blt, bge, bltu, bgeu
-            return self.BRANCHES, target
-        return self.NEXT, None
+            return Flow.BRANCHES, target
+        return Flow.NEXT, None
 
     def spills(self, insn) -> int:
         """A store (sd, sw, c.sdsp...) through sp or s0."""

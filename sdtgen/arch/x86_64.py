@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import struct
 
-from sdtgen.arch.base import CALL, COND, REF, TAIL, Arch, Decoded, Regs, SiteShape, UnsupportedReloc
+from sdtgen.arch.base import (
+    CALL,
+    COND,
+    REF,
+    TAIL,
+    Arch,
+    Decoded,
+    Flow,
+    QemuMachine,
+    Regs,
+    SiteShape,
+    Toolchain,
+    UnsupportedReloc,
+)
 from sdtgen.record import cached, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
@@ -79,18 +92,14 @@ class X86_64(Arch):
     order = 0
     machine = 62
     bits = 64
-    triple = "x86_64-linux-gnu"
-    triple_cpus = ("x86_64", "amd64")
-    cross_prefix = ""  # Debian's own gcc and binutils (the host sdtgen is developed on)
-    gcc_package, binutils_package = "gcc", "binutils"
-    cflags = ("-mcmodel=kernel", "-mno-red-zone")
-    ld_format, ld_arch = "elf64-x86-64", "i386:x86-64"
-    layout = "the top 2 GiB, what -mcmodel=kernel expects"
+    # Debian's own gcc and binutils (the host sdtgen is developed on): no cross prefix.
+    toolchain = Toolchain("x86_64-linux-gnu", ("x86_64", "amd64"), "", "gcc", "binutils",
+                          ("-mcmodel=kernel", "-mno-red-zone"), "elf64-x86-64", "i386:x86-64",
+                          "the top 2 GiB, what -mcmodel=kernel expects")
     # pc, booted through PVH (the image's XEN_ELFNOTE_PHYS32_ENTRY); isa-debug-exit powers off with
     # status code * 2 + 1.
-    qemu_binary, qemu_package, qemu_machine = "qemu-system-x86_64", "qemu-system-x86", "pc"
-    qemu_args = ("-device", "isa-debug-exit,iobase=0xf4,iosize=0x04")
-    qemu_exit_ok = 1
+    qemu = QemuMachine("qemu-system-x86_64", "qemu-system-x86", "pc",
+                       ("-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"), exit_ok=1)
 
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_X86_64_{n}" for n in _RELOC_NAMES.split()))
     # R_X86_64_64, PC32, 32, 32S, PC64
@@ -169,16 +178,16 @@ class X86_64(Arch):
         m = insn.mnemonic
         target = insn.operands[0].imm & self.mask if insn.operands and insn.operands[0].type == X86_OP_IMM else None
         if m.startswith("ret"):
-            return self.RETURNS, None
+            return Flow.RETURNS, None
         if m == "call":
-            return self.CALLS, target
+            return Flow.CALLS, target
         if m == "jmp":
-            return self.JUMPS, target
+            return Flow.JUMPS, target
         if m.startswith("j") or m.startswith("loop"):
-            return self.BRANCHES, target
+            return Flow.BRANCHES, target
         if m in ("int3", "int", "into", "ud0", "ud1", "ud2", "hlt"):
-            return self.STOPS, None
-        return self.NEXT, None
+            return Flow.STOPS, None
+        return Flow.NEXT, None
 
     def spills(self, insn) -> int:
         """A push, or a mov of a register into [rsp/rbp + ...] (gcc saves with push, spills with mov)."""

@@ -45,12 +45,12 @@ def memory_for(cpus: int, ring_bytes: int) -> int:
 
 
 def find_qemu(arch) -> str:
-    if not arch.qemu_binary:
+    if arch.qemu is None:
         raise SdtError("", f"sdtgen qemu does not boot {arch.name} images",
                        "architectures with a QEMU platform: see docs/qemu.md")
-    path = shutil.which(arch.qemu_binary)
+    path = shutil.which(arch.qemu.binary)
     if path is None:
-        raise SdtError("", f"{arch.qemu_binary} not found", f"install it: apt-get install {arch.qemu_package}")
+        raise SdtError("", f"{arch.qemu.binary} not found", f"install it: apt-get install {arch.qemu.package}")
     return path
 
 
@@ -104,9 +104,9 @@ def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: 
     user's; serial port ``serial`` on standard input and output, the ones before it in files under ``logs``;
     the RAM in ``ram_file``, shared with the host (QEMU merges a second -machine into the first)."""
     given = {REPLACEABLE[a] for a in user if a in REPLACEABLE}
-    ours = [("-machine", arch.qemu_machine), ("-smp", str(cpus)), ("-m", f"{memory >> 20}M")]
-    ours += list(zip(arch.qemu_accel[::2], arch.qemu_accel[1::2], strict=True))
-    ours += list(zip(arch.qemu_args[::2], arch.qemu_args[1::2], strict=True))
+    ours = [("-machine", arch.qemu.machine), ("-smp", str(cpus)), ("-m", f"{memory >> 20}M")]
+    ours += list(zip(arch.qemu.accel[::2], arch.qemu.accel[1::2], strict=True))
+    ours += list(zip(arch.qemu.args[::2], arch.qemu.args[1::2], strict=True))
     argv = [binary]
     for flag, value in ours:
         if flag not in given:
@@ -146,7 +146,7 @@ class QemuTarget(ControlTarget):
         self.ram: SharedRam | None = None
         try:
             if transport == "shared":
-                self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu_ram_base)
+                self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu.ram_base)
             self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user,
                                            self.ram.path if self.ram else None))
             super().__init__(session, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
@@ -249,9 +249,9 @@ class QemuTarget(ControlTarget):
             qemu.stop()
             self.qemu = None
             arch = self.session.image.arch
-            if status is not None and status not in (arch.qemu_exit_ok, 0):
+            if status is not None and status not in (arch.qemu.exit_ok, 0):
                 self.session.reporter.warning(f"QEMU exited with status {status} after `exit 0`, not "
-                                              f"{arch.qemu_exit_ok}: the kernel did not power off cleanly")
+                                              f"{arch.qemu.exit_ok}: the kernel did not power off cleanly")
         if halted:
             self._show_console()
         if getattr(self, "ram", None) is not None:

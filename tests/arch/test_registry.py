@@ -39,14 +39,14 @@ def test_the_compiler_names_its_own_architecture(name, tmp_path):
     header = (tmp_path / "f.o").read_bytes()[:20]
     assert header[4] == (2 if a.bits == 64 else 1) and struct.unpack_from("<H", header, 18)[0] == a.machine
     need_tool("clang", "clang")
-    assert arches.for_triple(run(["clang", f"--target={a.triple}", "-dumpmachine"]).stdout).name == name
+    assert arches.for_triple(run(["clang", f"--target={a.toolchain.triple}", "-dumpmachine"]).stdout).name == name
 
 
 @pytest.mark.parametrize("name", ARCHES)
 def test_packages_are_the_ones_debian_installs_the_tools_from(name):
-    a = arches.by_name(name)
-    for tool, package in ((f"{a.cross_prefix}gcc", a.gcc_package), (f"{a.cross_prefix}ld.bfd", a.binutils_package)):
-        path = cross_tool(name, tool[len(a.cross_prefix):])
+    t = arches.by_name(name).toolchain
+    for tool, package in ((f"{t.cross_prefix}gcc", t.gcc_package), (f"{t.cross_prefix}ld.bfd", t.binutils_package)):
+        path = cross_tool(name, tool[len(t.cross_prefix):])
         if not shutil.which("dpkg"):
             pytest.skip("no dpkg: not a Debian machine")
         owner = run(["dpkg", "-S", path]).stdout.split(":")[0]
@@ -56,19 +56,19 @@ def test_packages_are_the_ones_debian_installs_the_tools_from(name):
 @pytest.mark.parametrize("name", ARCHES)
 def test_the_qemu_package_is_the_one_debian_installs_the_emulator_from(name):
     a = arches.by_name(name)
-    path = need_tool(a.qemu_binary, a.qemu_package)
+    path = need_tool(a.qemu.binary, a.qemu.package)
     if not shutil.which("dpkg"):
         pytest.skip("no dpkg: not a Debian machine")
-    assert run(["dpkg", "-S", path]).stdout.split(":")[0] == a.qemu_package
+    assert run(["dpkg", "-S", path]).stdout.split(":")[0] == a.qemu.package
 
 
 @pytest.mark.parametrize("name", ARCHES)
 def test_final_script_names_the_format_gnu_ld_writes(name, tmp_path):
     a = arches.by_name(name)
     ld = cross_tool(name, "ld")
-    assert run([ld, "--print-output-format"]).stdout.strip() == a.ld_format
+    assert run([ld, "--print-output-format"]).stdout.strip() == a.toolchain.ld_format
     script = sdtgen("linker-script", "final", "--arch", name, check=True).stdout
-    assert f'OUTPUT_FORMAT("{a.ld_format}")' in script and f"OUTPUT_ARCH({a.ld_arch})" in script
+    assert f'OUTPUT_FORMAT("{a.toolchain.ld_format}")' in script and f"OUTPUT_ARCH({a.toolchain.ld_arch})" in script
     assert f"KERNBASE = {a.kernel_base:#x};" in script and "$" not in script  # every placeholder filled
     out = tmp_path / "final.ld"
     assert sdtgen("linker-script", "final", "--arch", name, "-o", out, check=True).stdout == ""
@@ -79,8 +79,8 @@ def test_ci_asks_for_the_packages_with_nothing_but_the_standard_library():
     """.ci/run runs `python3 -m sdtgen arch --packages` before any venv: -S keeps site-packages out."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = run([sys.executable, "-S", "-m", "sdtgen", "arch", "--packages"], env=env)
-    expected = list(dict.fromkeys(p for a in arches.all_arches() for p in (a.gcc_package, a.binutils_package,
-                                                                         a.qemu_package)))
+    expected = list(dict.fromkeys(p for a in arches.all_arches()
+                                  for p in (a.toolchain.gcc_package, a.toolchain.binutils_package, a.qemu.package)))
     assert proc.stdout.split() == expected
     assert {"qemu-system-x86", "qemu-system-arm", "qemu-system-misc"} <= set(expected)
     assert "sdtgen arch --packages" in (ROOT / ".ci" / "run").read_text()
@@ -95,7 +95,7 @@ def test_every_arch_choice_of_the_cli_is_the_registrys():
     assert [ln.split()[0] for ln in listed] == list(ARCHES)
     records = json.loads(sdtgen("arch", "--json", check=True).stdout)["arches"]
     assert [(r["name"], r["machine"], r["packages"]) for r in records] == [
-        (a.name, a.machine, [a.gcc_package, a.binutils_package]) for a in arches.all_arches()]
+        (a.name, a.machine, [a.toolchain.gcc_package, a.toolchain.binutils_package]) for a in arches.all_arches()]
 
 
 def test_an_unknown_triple_is_one_line_naming_sdt_arch():

@@ -41,8 +41,8 @@ def build(tmp, arch: str, source: str = SOURCE):
     (tmp / "cc.c").write_text(source)
     obj = tmp / "cc.o"
     flags = [f for f in kernel_cflags(arch) if not f.startswith("-O")]
-    run(["clang", f"--target={arches.by_name(arch).triple}", *flags, "-Os", f"-I{include}", "-c", "-o", str(obj),
-         str(tmp / "cc.c")])
+    run(["clang", f"--target={arches.by_name(arch).toolchain.triple}", *flags, "-Os", f"-I{include}", "-c", "-o",
+         str(obj), str(tmp / "cc.c")])
     ld = cross_tool(arch, "ld") if arch != "x86_64" else "ld"
     partial = tmp / "kernel.o"
     run([ld, "-r", "-T", sdtgen("linker-script", "partial", "--path", check=True).stdout.strip(), "-o",

@@ -24,7 +24,7 @@ TOGGLES = int(os.environ.get("SDTGEN_QEMU_TOGGLES", "100"))
 
 def need_qemu(arch: str) -> None:
     a = arches.by_name(arch)
-    need_tool(a.qemu_binary, a.qemu_package)
+    need_tool(a.qemu.binary, a.qemu.package)
     if arch in CROSS:
         need_tool(*CROSS[arch])
 

@@ -19,7 +19,7 @@ BREAKPOINT = {"riscv64": {"ebreak", "c.ebreak"}, "aarch64": {"brk"}, "x86_64": {
 
 def objdump_at(image, arch: str, addr: int, length: int) -> str:
     """objdump's disassembly of the instruction at ``addr`` in the image file."""
-    objdump = cross_tool(arch, "objdump") if arches.by_name(arch).cross_prefix else "objdump"
+    objdump = cross_tool(arch, "objdump") if arches.by_name(arch).toolchain.cross_prefix else "objdump"
     out = run([objdump, "-d", "--no-show-raw-insn", f"--start-address={addr:#x}", f"--stop-address={addr + length:#x}",
                str(image)]).stdout
     lines = [ln for ln in out.splitlines() if re.match(rf"\s*{addr:x}:", ln)]

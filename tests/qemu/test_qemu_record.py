@@ -56,8 +56,8 @@ def boot_by_itself(image, serial: str, tmp_path) -> subprocess.Popen:
     runs = "".join(f"run {cpu} {kmain:x} 1 1\n" for cpu in range(CPUS))  # in turn: kmain's state is shared
     commands.write_text(f"ring 100000 1000 1 10000000\nenable trap :::\n{runs}exit 0\n")
     a = arches.by_name(ARCH)
-    argv = [need_tool(a.qemu_binary, a.qemu_package), "-machine", a.qemu_machine, "-smp", str(CPUS), "-m", "256M",
-            *a.qemu_args, "-nodefaults", "-display", "none", "-monitor", "none", "-serial", serial,
+    argv = [need_tool(a.qemu.binary, a.qemu.package), "-machine", a.qemu.machine, "-smp", str(CPUS), "-m", "256M",
+            *a.qemu.args, "-nodefaults", "-display", "none", "-monitor", "none", "-serial", serial,
             "-fw_cfg", f"name=opt/sdtgen/commands,file={commands}", "-kernel", str(image)]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

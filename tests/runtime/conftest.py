@@ -69,7 +69,7 @@ def build_image(out: Path, arch_name: str, sources: list[tuple[str, str, list[st
     gcc, gas, ld = (cross_tool(arch_name, t) for t in ("gcc", "as", "ld"))
     out.mkdir(parents=True, exist_ok=True)
     rt = runtime_dir()
-    flags = [*KERNEL_FLAGS, *a.cflags, f"-I{include_dir()}", f"-I{rt}"]
+    flags = [*KERNEL_FLAGS, *a.toolchain.cflags, f"-I{include_dir()}", f"-I{rt}"]
     objs = []
     for name, src in (("driver", HERE / "arch_driver.c"), ("arch", rt / "arch" / f"sdt_{arch_name}.c")):
         objs.append(out / f"{name}.o")

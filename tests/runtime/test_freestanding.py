@@ -16,7 +16,7 @@ RUNTIME = ROOT / "sdtgen" / "runtime"
 BOUNDS = {f"__{end}_set_sdt_{name}_set" for end in ("start", "stop") for name in ("sites", "probes")}
 # A kernel's flags that say nothing of atomics or libraries: what sdtgen's registry gives, less the one
 # flag a kernel may not know to give.
-PLAIN = {a.name: [f for f in a.cflags if f != "-mno-outline-atomics"] for a in arches.all_arches()}
+PLAIN = {a.name: [f for f in a.toolchain.cflags if f != "-mno-outline-atomics"] for a in arches.all_arches()}
 
 
 def test_the_fragment_builds_the_serial_transport_and_the_control_core_with_the_core():
@@ -26,17 +26,17 @@ def test_the_fragment_builds_the_serial_transport_and_the_control_core_with_the_
 
 def compilers(arch: str) -> list[tuple[str, list[str]]]:
     a = arches.by_name(arch)
-    out = [("gcc", [cross_tool(arch, "gcc")] if a.cross_prefix else ["gcc"])]
+    out = [("gcc", [cross_tool(arch, "gcc")] if a.toolchain.cross_prefix else ["gcc"])]
     if arch != "x86_64":
-        out.append(("clang", [need_tool("clang", "clang"), f"--target={a.triple}"]))
+        out.append(("clang", [need_tool("clang", "clang"), f"--target={a.toolchain.triple}"]))
     return out
 
 
 @pytest.mark.parametrize("opt", ["-O0", "-O2", "-Os"])
 @pytest.mark.parametrize("arch", ARCHES)
 def test_the_runtime_and_its_port_need_only_the_linker_set_bounds(tmp_path, arch, opt):
-    ld = cross_tool(arch, "ld") if arches.by_name(arch).cross_prefix else "ld"
-    nm = cross_tool(arch, "nm") if arches.by_name(arch).cross_prefix else "nm"
+    ld = cross_tool(arch, "ld") if arches.by_name(arch).toolchain.cross_prefix else "ld"
+    nm = cross_tool(arch, "nm") if arches.by_name(arch).toolchain.cross_prefix else "nm"
     for name, cc in compilers(arch):
         flags = [*cc, opt, "-ffreestanding", "-fno-pic", "-Wall", "-Wextra", "-Werror", *PLAIN[arch],
                  f"-I{ROOT / 'sdtgen' / 'include'}", "-c"]

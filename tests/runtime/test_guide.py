@@ -93,7 +93,7 @@ def boot_and_record(image: Path, tmp: Path) -> tuple[list[str], Path]:
 
     a = arches.by_name("riscv64")
     serial, trace = tmp / "serial", tmp / "trace"
-    run([need_tool(a.qemu_binary, a.qemu_package), "-machine", a.qemu_machine, "-smp", str(HARTS), "-m", "128M",
+    run([need_tool(a.qemu.binary, a.qemu.package), "-machine", a.qemu.machine, "-smp", str(HARTS), "-m", "128M",
          "-bios", "default", "-nodefaults", "-display", "none", "-monitor", "none", "-serial", f"file:{serial}",
          "-kernel", str(image)], timeout=300)
     rec = run([SDTGEN, "record", "--serial", str(serial), "--image", str(image), "--trace", str(trace), "--json"],

@@ -13,7 +13,7 @@ TINYK = ROOT / "examples" / "tinyk"
 @pytest.fixture(scope="session")
 def tinyk(tmp_path_factory):
     a = arches.by_name("riscv64")
-    need_tool(a.qemu_binary, a.qemu_package)
+    need_tool(a.qemu.binary, a.qemu.package)
     need_tool(*CROSS["riscv64"])
     out = tmp_path_factory.mktemp("tinyk")
     run(["make", "-C", str(TINYK), f"O={out}", f"SDTGEN={SDTGEN}"])

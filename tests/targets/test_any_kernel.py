@@ -75,7 +75,7 @@ def running_tinyk(tinyk):
     """tinyk booted by QEMU on its own, its UART a TCP server: a kernel that is already running."""
     a = arches.by_name("riscv64")
     port = free_port()
-    qemu = subprocess.Popen([need_tool(a.qemu_binary, a.qemu_package), "-machine", "virt", "-smp", "2", "-m", "128M",
+    qemu = subprocess.Popen([need_tool(a.qemu.binary, a.qemu.package), "-machine", "virt", "-smp", "2", "-m", "128M",
                              *OPENSBI, "-nodefaults", "-display", "none", "-monitor", "none",
                              "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off", "-kernel", str(tinyk)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
