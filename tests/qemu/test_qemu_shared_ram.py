@@ -6,6 +6,7 @@ fixture's C source, and against babeltrace2 reading the trace the packets went t
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 from helpers import need_tool
@@ -85,3 +86,44 @@ def test_shared_off_puts_the_packets_back_on_the_line(qemu_kernel):
         assert target.packets.kept >= 1  # they came on the line
     finally:
         q.close()
+
+
+def test_with_overwrite_each_packet_is_read_whole_or_counted_overwritten_never_both(qemu_kernel, native_exe,
+                                                                                   monkeypatch):
+    """The writer overwrites unread packets while the host reads them: what reaches the host is the native
+    run's events in order with gaps, and what did not is exactly what the kernel counts overwritten. A slow
+    host (a millisecond after each copy, before its claim) makes the writer win many of the races."""
+    from sdtgen.targets.shared_ram import SharedRam
+
+    copy = SharedRam.read
+
+    def slow_copy(self, addr, size):
+        data = copy(self, addr, size)
+        if size > 64:  # a packet, not a counter
+            time.sleep(0.001)
+        return data
+
+    monkeypatch.setattr(SharedRam, "read", slow_copy)
+    image = qemu_kernel("riscv64")
+    ticks = 100_000  # ~4 MB of events a vCPU through a 16 KiB ring, for tens of milliseconds
+    q = Qemu(image, cpus=4, arm="branch", buffer_size=BUFFER, overflow="overwrite")
+    try:
+        q.session.enable("hk:sched:run:tick")
+        q.events()
+        q.session.run("sched_run:long", [ticks])
+        q.session.drain()
+        events = q.events()
+        lost = q.session.lost()
+        damaged = q.session.damaged
+        raced = q.session.target.consumer.dropped
+    finally:
+        q.close()
+    (expected, _) = native(native_exe, [Call("sched_run", (ticks,))])
+    assert damaged == 0 and raced > 0  # copies the writer overwrote before their claim: dropped, not handed on
+    assert all(x.overwritten > 0 for x in lost.values())  # the ring went round faster than the host read it
+    for cpu in range(4):
+        got = ours(image, events, cpu)[0]
+        assert got, f"CPU {cpu}: nothing read"
+        assert len(got) + lost[cpu].overwritten == len(expected) and lost[cpu].discarded == 0, f"CPU {cpu}"
+        it = iter(expected)
+        assert all(e in it for e in got), f"CPU {cpu}: not the native run's events in order"
