@@ -72,7 +72,8 @@ def cmd_gen(args: argparse.Namespace) -> int:
                        "nothing writes it", "give --ctf-metadata FILE too")
     ctf = (MetadataRequest(args.ctf_metadata, 1_000_000_000 if args.clock_hz is None else args.clock_hz,
                            args.clock_name) if args.ctf_metadata else None)
-    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict, ctf=ctf)
+    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict, ctf=ctf,
+                       module=args.module)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
     return EXIT_OK
@@ -309,7 +310,8 @@ def cmd_boot(args: argparse.Namespace) -> int:
 
     def start(s):
         return EmulatorTarget(s, patch=not args.no_patch, buffer_size=args.buffer_size, overflow=args.overflow,
-                              cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream)
+                              cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
+                              modules=any(a[0] == "module" for a in getattr(args, "actions", None) or []))
 
     return _session_command(args, start)
 
@@ -599,6 +601,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="the metadata's clock rate: ticks a second of the kernel's sdt_hooks.clock (default 1e9)")
     g.add_argument("--clock-name", default="", metavar="NAME",
                    help="the metadata's clock name (default the architecture's counter: tsc, cntvct_el0, cycle)")
+    g.add_argument("--module", metavar="NAME",
+                   help="the object is a loadable module (or a shared object) named NAME: its table is its own "
+                   "(section sdt_module_table, what its loader gives sdt_module_load) and its symbols hidden")
     g.add_argument("-v", "--verbose", action="store_true", help="say how many sites and probes were written")
     g.set_defaults(func=cmd_gen)
 
@@ -656,6 +661,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
                    help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
                         "arguments whenever one fires")
+    b.add_argument("--module", action=_Ordered, metavar="FILE",
+                   help="load the module FILE (its ld -r output with what `sdtgen gen --module` wrote) at this point: "
+                        "relocated against the image and given to sdt_module_load; the specs enabled so far arm it")
+    b.add_argument("--unload", action=_Ordered, metavar="NAME",
+                   help="unload module NAME at this point (sdt_module_unload)")
     b.add_argument("--no-stream", action="store_true",
                    help="read the buffers only when a run ends, not as packets fill")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sdtgen.layout import FORMS, PROBE, SITE, SITE_STATES, VALUES
 
 SITES_SET = "set_sdt_sites_set"
+MODULE_TABLE_SECTION = "sdt_module_table"  # a module's struct sdt_module_table (gen --module)
 PROBES_SET = "set_sdt_probes_set"
 SITE_SIZE = SITE.size(64)
 PROBE_SIZE = PROBE.size(64)

@@ -534,21 +534,22 @@ static SDT_CODE int cmd_stats(struct out *o)
 static SDT_CODE int cmd_list(struct out *o, struct words *w)
 {
 	const char *spec = rest(w);
+	const struct sdt_module *t;
 	const struct sdt_probe *p;
 	const struct sdt_site *s;
 	unsigned long n = 0;
 	int r;
 
-	for (p = __start_set_sdt_probes_set; (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set); p++) {
-		const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
+	for (t = sdt_tables(); t; t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE))
+	for (p = t->probes; p < t->probes_end; p++) {
 		unsigned long sites = 0, armed = 0;
 		unsigned i;
-		r = sdt_probe_matches(*spec ? spec : ":::", p);
+		r = sdt_probe_matches(*spec ? spec : ":::", t, p);
 		if (r < 0)
 			return refused(o, r);
 		if (!r)
 			continue;
-		for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++)
+		for (s = t->sites; s < t->sites_end; s++)
 			if (sdt_site_probe(s) == p && s->state != SDT_SITE_FOLDED) {
 				sites++;
 				armed += s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH;
@@ -559,7 +560,7 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 		put_hex(o, armed);
 		put(o, " ");
 		for (i = 0; i < 4; i++) {
-			put(o, (const char *)sdt_rel(names[i]));
+			put(o, sdt_probe_field(t, p, i));
 			put(o, i < 3 ? ":" : "");
 		}
 		send(o);

@@ -64,7 +64,7 @@ int host_matches(const char *spec, const char *const names[4])
 		named.names[i][k] = 0;
 		*fields[i] = rel(named.names[i], fields[i]);
 	}
-	return matches(&sp, &named.probe);
+	return matches(&sp, &kernel, &named.probe);
 }
 
 /* -- a site table over host memory ------------------------------------------------------------------ */

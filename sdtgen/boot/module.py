@@ -1,0 +1,108 @@
+"""A loadable module in the emulated boot: what a kernel's loader does with one, done by the host.
+
+The module is a relocatable object (`ld -r` of its code and of what `sdtgen gen --module NAME` wrote). The
+host places it in the module area the boot mapped, relocating it there against the kernel's symbols with the
+architecture's own GNU ld (`-R kernel.elf`: the module calls the kernel's runtime and reads its hooks), copies
+its bytes in, and gives the runtime its table (the section sdt_module_table) and its code; the runtime does
+the rest (sdt_module_load), as it would for a kernel's own loader.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from sdtgen.elf.reader import PT_LOAD, SHF_EXECINSTR, ElfFile
+from sdtgen.errors import SdtError, printable
+from sdtgen.layout import MODULE_TABLE
+from sdtgen.table import MODULE_TABLE_SECTION, PROBES_SET, SITES_SET, Bounds
+
+MODULE_AREA = 4 << 20  # bytes the boot maps for modules, after the image (one module at a time)
+
+
+@dataclass(frozen=True)
+class LinkedModule:
+    """A module relocated at ``base``: its bytes, where its code and tables are, and its functions."""
+
+    path: str
+    name: str
+    base: int
+    size: int  # bytes from base, its zero-filled tail included
+    segments: tuple[tuple[int, bytes, int], ...]  # (address, file bytes, memory size)
+    text: tuple[int, int]  # (start, size) of its code: where its sites must be
+    table: int  # its struct sdt_module_table
+    bounds: Bounds
+    functions: dict[str, int]
+
+
+def module_area(image) -> int:
+    """Where the boot maps the module area: the next 2 MiB boundary past the image, 2 MiB further on (branch
+    range of every architecture's call from the module to the kernel)."""
+    top = max(s.vaddr + s.memsz for s in image.elf.segments if s.type == PT_LOAD)
+    return ((top + (2 << 20) - 1) & ~((2 << 20) - 1)) + (2 << 20)
+
+
+def link_module(image, path: str, base: int) -> LinkedModule:
+    """``path`` relocated at ``base`` against ``image``'s symbols; an SdtError saying what is wrong with it."""
+    arch = image.arch
+    if not os.path.isfile(path):
+        raise SdtError(path, "no such module file", "give the module object `sdtgen gen --module` built")
+    with ElfFile(path) as obj:
+        if obj.type != 1:  # ET_REL
+            raise obj.fail("is not a relocatable object (a module is its ld -r output)",
+                           "give the module object before any final link")
+        if obj.machine != image.elf.machine:
+            raise obj.fail(f"is not built for {arch.name}", "build the module for the kernel's architecture")
+        if obj.section(MODULE_TABLE_SECTION) is None:
+            raise obj.fail("has no module table (section sdt_module_table)",
+                           "run `sdtgen gen --module NAME` on it and link the generated table in")
+    ld = f"{arch.cross_prefix}ld"
+    with tempfile.TemporaryDirectory(prefix="sdtgen-module-") as tmp:
+        out = os.path.join(tmp, "module.elf")
+        cmd = [ld, "-N", "-e", "0", f"-Ttext={base:#x}", "--no-warn-rwx-segments", "-R", image.path, "-o", out, path]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            raise SdtError(path, f"{ld} is not installed: the emulated boot relocates a module with it",
+                           f"install {arch.binutils_package}") from None
+        if done.returncode:
+            first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
+            raise SdtError(path, f"cannot be relocated against the kernel: {printable(first)}",
+                           "build the module with the kernel's flags, calling only functions the kernel has")
+        with ElfFile(out) as elf:
+            return _placed(elf, path, base)
+
+
+def _placed(elf: ElfFile, path: str, base: int) -> LinkedModule:
+    loads = [s for s in elf.segments if s.type == PT_LOAD and s.memsz]
+    end = max(s.vaddr + s.memsz for s in loads)
+    if min(s.vaddr for s in loads) < base or end - base > MODULE_AREA - 4096:  # the struct sdt_module after it
+        raise SdtError(path, f"needs {end - base:#x} bytes at {base:#x}, more than the {MODULE_AREA >> 20} MiB "
+                       "module area", "load a smaller module")
+    code = [s for s in elf.sections if s.is_alloc and s.flags & SHF_EXECINSTR and s.size]
+    sites, probes, table = (elf.section(n) for n in (SITES_SET, PROBES_SET, MODULE_TABLE_SECTION))
+    if not code or table is None or table.size < MODULE_TABLE.size(64):
+        raise SdtError(path, "has no code or no module table once relocated", "rebuild the module")
+    lo, hi = min(s.addr for s in code), max(s.addr + s.size for s in code)
+    raw = elf.data[table.offset:table.offset + MODULE_TABLE.size(64)]
+    fields = dict(zip(MODULE_TABLE.names(), MODULE_TABLE.struct(64, elf.little).unpack(raw), strict=True))
+    name_at = table.addr + MODULE_TABLE.offset("name", 64) + fields["name"]
+    name = ""
+    for size in (65, 33, 17, 9, 5, 2):  # a name is at most 64 bytes; the section may end sooner
+        try:
+            name = elf.read_addr(name_at, size).split(b"\0")[0].decode("ascii", "replace")
+            break
+        except SdtError:
+            continue
+    functions = {s.name: s.value for s in elf.symbols if s.type == 2 and s.value and base <= s.value < end}
+    if not name.isidentifier():
+        raise SdtError(path, "its module table names no module", "rebuild it with `sdtgen gen --module NAME`")
+    return LinkedModule(path, name, base, end - base,
+                        tuple((s.vaddr, bytes(elf.data[s.offset:s.offset + s.filesz]), s.memsz) for s in loads),
+                        (lo, hi - lo), table.addr, Bounds(_span(sites), _span(probes)), functions)
+
+
+def _span(sec) -> tuple[int, int]:
+    return (sec.addr, sec.addr + sec.size) if sec is not None else (0, 0)
