@@ -1,0 +1,125 @@
+"""A loadable module in the emulated boot: fixtures/module's mod.c built as a kernel builds a module (its own
+table from `sdtgen gen --module hkm`), relocated against the fixture kernel and given to sdt_module_load while
+the kernel runs. Its firings equal the same C run natively (tools/native.py), with a spec enabled before the
+load, in both arming modes; unloading disarms it, and the runtime's error codes say what is wrong."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from helpers import ROOT, SDTGEN, need_tool, run, sdtgen
+from native import build_native, run_native
+
+from sdtgen.layout import VALUES
+from sdtgen.session.reporter import Reporter
+from sdtgen.session.session import Session
+from sdtgen.targets.emulator import EmulatorTarget
+
+MODULE = ROOT / "fixtures" / "module"
+CALLS = [3, 1, 0, 5]
+CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"), "aarch64": ("aarch64-linux-gnu-gcc",
+         "gcc-aarch64-linux-gnu"), "riscv64": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")}
+
+
+@pytest.fixture(scope="module")
+def native_module(tmp_path_factory):
+    """mod.c built for this machine, each probe a function printing its call: the firings a load must give."""
+    out = tmp_path_factory.mktemp("native-module")
+    exe = build_native(out, [MODULE / "mod.c"], {"hkm_work": ("long", ["int"])},
+                       sdtgen("include-dir", check=True).stdout.strip())
+    return run_native(exe, [_call(n) for n in CALLS])
+
+
+def _call(n: int):
+    from native import Call
+
+    return Call("hkm_work", (n,))
+
+
+def build_module(tmp_path, arch: str):
+    if arch in CROSS:
+        need_tool(*CROSS[arch])
+    run(["make", "-C", str(MODULE), f"ARCH={arch}", f"O={tmp_path / 'module'}", f"SDTGEN={SDTGEN}"])
+    return tmp_path / "module" / "hkm.ko"
+
+
+def booted(kernel_image, out: io.StringIO) -> Session:
+    return Session(str(kernel_image), Reporter(as_json=True, out=out),
+                   lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
+
+
+def firings(out: io.StringIO) -> list[dict]:
+    """The boot's firings and returns, as the native harness prints them."""
+    events = []
+    for line in out.getvalue().splitlines():
+        e = json.loads(line)
+        if e["event"] == "fire":
+            events.append({"probe": e["probe"], "args": e["args"]})
+        elif e["event"] == "return":
+            events.append({"return": e["value"]})
+    return events
+
+
+@pytest.mark.parametrize("arm", ["trap", "branch"])
+@pytest.mark.parametrize("arch", ["x86_64", "i386", "aarch64"])
+def test_a_spec_enabled_before_the_load_fires_the_modules_probes_as_the_native_run(
+        tmp_path, arch_kernel, native_module, arch, arm):
+    ko = build_module(tmp_path, arch)
+    out = io.StringIO()
+    s = booted(arch_kernel(arch).image, out)
+    try:
+        s.set_arm(arm)
+        s.enable("hkm:::")  # before the module exists: the runtime remembers it
+        s.load_module(str(ko))
+        for n in CALLS:
+            s.run("hkm_work", [n])
+    finally:
+        s.close()
+    # the native harness names the probes as their definitions do: the empty module field is the module's name
+    want = [{**e, "probe": e["probe"].replace("hkm::", "hkm:hkm:")} if "probe" in e else e for e in native_module]
+    assert firings(out) == want
+
+
+def test_unload_disarms_and_a_reload_applies_the_specs_again(tmp_path, kernel, native_module):
+    ko = build_module(tmp_path, "x86_64")
+    out = io.StringIO()
+    s = booted(kernel.image, out)
+    try:
+        s.load_module(str(ko))
+        s.enable("hkm:drv::")
+        s.unload_module("hkm")
+        assert [json.loads(x)["sites"] for x in out.getvalue().splitlines()
+                if json.loads(x)["event"] == "module unloaded"] == [2]  # the two armed sites disarmed
+        s.load_module(str(ko))
+        s.run("hkm_work", [3])
+    finally:
+        s.close()
+    fired = [e["probe"] for e in firings(out) if "probe" in e]
+    assert fired == ["hkm:drv:work:dev", "hkm:drv:work:done"]  # hkm:hkm:work:step was never enabled
+
+
+def test_loaded_twice_unloaded_twice_never_loaded_are_error_codes(tmp_path, kernel):
+    ko = build_module(tmp_path, "x86_64")
+    s = booted(kernel.image, io.StringIO())
+    try:
+        t = s.target
+        s.load_module(str(ko))
+        rt, m0 = t.runtime, t.machine
+        from sdtgen.boot.module import MODULE_AREA
+        from sdtgen.layout import MODULE as LAYOUT
+
+        struct = t._module_struct(LAYOUT, MODULE_AREA)
+        text = t.module.text
+        again = rt.call(m0, "sdt_module_load", [struct, t.module.table, *text])
+        assert again == VALUES["SDT_ERR_MODULE_LOADED"]
+        other = struct - 4096  # a fresh struct, the same table: still loaded
+        assert rt.call(m0, "sdt_module_load", [other, t.module.table, *text]) == VALUES["SDT_ERR_MODULE_LOADED"]
+        assert rt.call(m0, "sdt_module_unload", [other]) == VALUES["SDT_ERR_MODULE_UNKNOWN"]
+        assert rt.call(m0, "sdt_module_unload", [struct]) == 0
+        assert rt.call(m0, "sdt_module_unload", [struct]) == VALUES["SDT_ERR_MODULE_UNLOADED"]
+        assert rt.call(m0, "sdt_module_load", [struct, t.module.table + 4, *text]) == VALUES["SDT_ERR_MODULE_TABLE"]
+    finally:
+        s.close()
+
