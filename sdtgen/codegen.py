@@ -261,8 +261,9 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str, module: s
         "",
     ]
     if module is not None:  # the module's own stubs, recorders and slots: a shared object never exports them
-        lines += [f"/* Module {module}: its symbols are its own (hidden), whoever else defines the same. */",
-                  '#pragma GCC visibility push(hidden)', ""]
+        lines += [f"/* Module {module}: its symbols are its own (hidden), whoever else defines the same; the runtime's",
+                  " * (declared first) are the kernel's, or the program's. */",
+                  "#include <sdt_runtime.h>", '#pragma GCC visibility push(hidden)', ""]
     checked = _checked(result)
     for p in probes:
         if p.symbol in result.defined:

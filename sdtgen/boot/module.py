@@ -20,6 +20,16 @@ from sdtgen.layout import MODULE_TABLE
 from sdtgen.table import MODULE_TABLE_SECTION, PROBES_SET, SITES_SET, Bounds
 
 MODULE_AREA = 4 << 20  # bytes the boot maps for modules, after the image (one module at a time)
+# Where the module's sections go: one run from its base, code first. No __global_pointer$ (the default script's):
+# RISC-V's linker would relax the module's data accesses to gp, a register only the kernel's own start-up sets.
+LINKER_SCRIPT = """SECTIONS {{
+  . = {base:#x};
+  .text : {{ *(.text .text.*) }}
+  .rodata : {{ *(.rodata .rodata.* .srodata .srodata.*) }}
+  .data : {{ *(.data .data.* .sdata .sdata.*) }}
+  .bss : {{ *(.bss .bss.* .sbss .sbss.* COMMON) }}
+}}
+"""
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,10 @@ def link_module(image, path: str, base: int) -> LinkedModule:
                            "run `sdtgen gen --module NAME` on it and link the generated table in")
     ld = f"{arch.cross_prefix}ld"
     with tempfile.TemporaryDirectory(prefix="sdtgen-module-") as tmp:
-        out = os.path.join(tmp, "module.elf")
-        cmd = [ld, "-N", "-e", "0", f"-Ttext={base:#x}", "--no-warn-rwx-segments", "-R", image.path, "-o", out, path]
+        out, script = os.path.join(tmp, "module.elf"), os.path.join(tmp, "module.ld")
+        with open(script, "w") as f:
+            f.write(LINKER_SCRIPT.format(base=base))
+        cmd = [ld, "-N", "-e", "0", "-T", script, "--no-warn-rwx-segments", "-R", image.path, "-o", out, path]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except FileNotFoundError:

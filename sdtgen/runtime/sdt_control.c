@@ -189,15 +189,19 @@ static SDT_CODE int mode_of(struct words *w, int cycle)
 	       cycle && is(s, len, SDT_CTL_CYCLE) ? CYCLE : 0;
 }
 
-/* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges). */
+/* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges) or a loaded module's. */
 static SDT_CODE int is_text(sdt_word a)
 {
+	const struct sdt_module *t;
 	unsigned i;
 
 	if (!sdt_hooks.ntext)
 		return 1;
 	for (i = 0; i < sdt_hooks.ntext; i++)
 		if ((sdt_u64)a - sdt_hooks.text[i].start < sdt_hooks.text[i].size)
+			return 1;
+	for (t = __atomic_load_n(&sdt_tables()->next, __ATOMIC_ACQUIRE); t; t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE))
+		if ((sdt_u64)a - t->text < t->text_size)
 			return 1;
 	return 0;
 }
