@@ -592,6 +592,9 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_TRAP", "trap", "arming mode: the breakpoint"),
     ("SDT_CTL_BRANCH", "branch", "arming mode: a branch to the recorder"),
     ("SDT_CTL_CYCLE", "cycle", "torture: off, branch, trap, off... in turn"),
+    ("SDT_CTL_MODULE", "module", "module load|unload: the kernel's loader loads its module again, or unloads it "
+     "(`ok module N`: sites patched, or disarmed); torture's mode `module`: unload and load it in turn while SPEC "
+     "stays enabled"),
     ("SDT_CTL_ALL", "all", "every CPU (run)"),
 )
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}

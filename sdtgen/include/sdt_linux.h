@@ -89,6 +89,9 @@ const struct sdt_cpu *sdt_linux_cpu(unsigned cpu);
  */
 int sdt_linux_module_open(struct sdt_module *m, const struct sdt_module_table *table);
 int sdt_linux_module_close(struct sdt_module *m);
+/* The last module opened unloaded (``load`` 0) or loaded again (1) in place, its object still mapped (the control
+ * core's `module` command and module torture): the runtime's result; SDT_ERR_MODULE_UNKNOWN when none is open. */
+int sdt_linux_module_reload(int load);
 
 #ifdef __cplusplus
 }

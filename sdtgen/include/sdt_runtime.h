@@ -190,6 +190,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_TRAP             "trap"	/* arming mode: the breakpoint */
 #define SDT_CTL_BRANCH           "branch"	/* arming mode: a branch to the recorder */
 #define SDT_CTL_CYCLE            "cycle"	/* torture: off, branch, trap, off... in turn */
+#define SDT_CTL_MODULE           "module"	/* module load|unload: the kernel's loader loads its module again, or unloads it (`ok module N`: sites patched, or disarmed); torture's mode `module`: unload and load it in turn while SPEC stays enabled */
 #define SDT_CTL_ALL              "all"	/* every CPU (run) */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
@@ -853,6 +854,10 @@ struct sdt_control_ops {
 	int (*rings)(unsigned long bytes, unsigned long packet, int policy, sdt_u64 memory);
 	/* Power the machine off with ``code`` (`exit`). */
 	void (*power_off)(int code);
+	/* Unload (0) the module the kernel's loader holds, or load it again (1): what sdt_module_unload or
+	 * sdt_module_load returned (`module`, torture's mode `module`). Its code stays where it is meanwhile (other
+	 * CPUs may be running it). NULL: the kernel loads no modules. */
+	int (*module)(int load);
 };
 
 /* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */

@@ -179,6 +179,7 @@ static SDT_CODE const char *rest(struct words *w)
 }
 
 #define CYCLE (SDT_TRAP + SDT_BRANCH + 1)	/* torture: off, branch, trap, off... */
+#define MODULE_CYCLE (CYCLE + 1)	/* torture: the module unloaded and loaded again, SPEC enabled throughout */
 
 static SDT_CODE int mode_of(struct words *w, int cycle)
 {
@@ -186,7 +187,7 @@ static SDT_CODE int mode_of(struct words *w, int cycle)
 	const char *s = word(w, &len);
 
 	return is(s, len, SDT_CTL_TRAP) ? SDT_TRAP : is(s, len, SDT_CTL_BRANCH) ? SDT_BRANCH :
-	       cycle && is(s, len, SDT_CTL_CYCLE) ? CYCLE : 0;
+	       cycle && is(s, len, SDT_CTL_CYCLE) ? CYCLE : cycle && is(s, len, SDT_CTL_MODULE) ? MODULE_CYCLE : 0;
 }
 
 /* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges) or a loaded module's. */
@@ -601,7 +602,9 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	if (r)
 		return error(o, r, why);
 	if (!number(w, &toggles) || !(mode = mode_of(w, 1)) || !*(spec = rest(w)))
-		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC");
+		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch|cycle|module SPEC");
+	if (mode == MODULE_CYCLE && !ops.module)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel loads no modules");
 	if (ops.ncpus < 2)
 		return error(o, SDT_ERR_CPU, "torture needs two CPUs or more: one arms, the others call");
 	if (!ops.start)
@@ -621,14 +624,19 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	for (k = 0; k < ops.ncpus && started; k++)
 		if (k != here && post(k, here, job_torture))
 			started = 0;
-	r = 1;
+	r = mode == MODULE_CYCLE ? sdt_enable(spec, SDT_BRANCH) : 1;	/* what each load of the module arms */
 	for (i = 0; i < toggles && r > 0 && started; i++) {
 		unsigned long before = calls_made(here), spin;
 		unsigned step = mode == CYCLE ? (unsigned)(i % 3) : i % 2 ? 2 : mode == SDT_TRAP;
-		r = step == 2 ? sdt_disable(spec) : sdt_enable(spec, step == 1 ? SDT_TRAP : SDT_BRANCH);
+		if (mode == MODULE_CYCLE)	/* unloaded while its sites run and trap, loaded while the spec arms */
+			r = (r = ops.module((int)(i % 2))) >= 0 ? 1 : r;
+		else
+			r = step == 2 ? sdt_disable(spec) : sdt_enable(spec, step == 1 ? SDT_TRAP : SDT_BRANCH);
 		for (spin = 0; spin < PACE && calls_made(here) == before; spin++)
 			;	/* the callers run between two toggles, however the machine schedules its CPUs */
 	}
+	if (mode == MODULE_CYCLE && toggles % 2)
+		ops.module(1);	/* loaded, as it was */
 	if (r > 0)
 		sdt_disable(spec);	/* every site left as it was */
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
@@ -659,6 +667,21 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	return ok(o, SDT_CTL_TORTURE, 1);
 }
 
+/* load|unload: the kernel's loader loads its module again (the specs enabled arm it), or unloads it. */
+static SDT_CODE int cmd_module(struct out *o, struct words *w)
+{
+	unsigned long len;
+	const char *s = word(w, &len);
+	int load = is(s, len, "load"), r;
+
+	if (!load && !is(s, len, "unload"))
+		return error(o, SDT_ERR_USAGE, "usage: module load|unload");
+	if (!ops.module)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel loads no modules");
+	r = ops.module(load);
+	return r < 0 ? refused(o, r) : ok(o, SDT_CTL_MODULE, (sdt_word)r);
+}
+
 static SDT_CODE int command(struct out *o, const char *line)
 {
 	struct words w = {line};
@@ -678,6 +701,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 		return cmd_arm(o, &w, ARM_MODE);
 	if (is(c, len, SDT_CTL_RUN))
 		return cmd_run(o, &w);
+	if (is(c, len, SDT_CTL_MODULE))
+		return cmd_module(o, &w);
 	if (is(c, len, SDT_CTL_READ))
 		return cmd_read(o, &w);
 	if (is(c, len, SDT_CTL_DRAIN)) {

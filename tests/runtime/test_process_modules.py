@@ -75,3 +75,14 @@ def test_a_dlopened_module_fires_as_its_c_runs_natively_and_dlclose_forgets_it(t
     assert sorted((w[4], w[2], w[3]) for w in listed) == [("hkm:drv:work:dev", "1", "1"),
                                                           ("hkm:drv:work:done", "1", "1"),
                                                           ("hkm:hkm:work:step", "1", "1")]
+
+
+def test_a_thousand_unload_load_cycles_under_two_calling_cpus_tear_nothing(process, library):
+    """The control core's torture in mode `module`: CPUs 1 and 2 call the module's function without pause while
+    CPU 0 unloads the module (its sites disarmed while they run and trap) and loads it again (the spec enabled
+    throughout arms it on every load), 2,000 times: 1,000 cycles."""
+    proc = run([str(process), "--cpus", "3", "--arm", "module", "--consumer", "none", "dlopen", str(library),
+                "torture", "hkm_work,3", "hkm:::", "2000"], timeout=600)
+    (t,) = [x for x in map(json.loads, proc.stdout.splitlines()) if x["event"] == "torture"]
+    assert (t["toggles"], t["torn"], t["faults"]) == (2000, 0, 0)
+    assert t["calls"] > 2000 and t["firings"] > 0  # the callers ran, and the armed module recorded

@@ -689,6 +689,8 @@ static int writable_text(void)
  * sdt_module_load; sdt_module_unload, then the alias goes with it.
  */
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sdt_module *last_module;	/* the last one opened: what sdt_linux_module_reload works on */
+static const struct sdt_module_table *last_table;
 
 struct module_text {
 	unsigned long table, lo, size;
@@ -760,6 +762,10 @@ int sdt_linux_module_open(struct sdt_module *m, const struct sdt_module_table *t
 	if (seg == &segments[nsegments])
 		__atomic_store_n(&nsegments, nsegments + 1, __ATOMIC_RELEASE);	/* text_open finds it from now on */
 	r = sdt_module_load(m, table, (void *)mt.lo, mt.size);
+	if (r >= 0) {
+		last_module = m;
+		last_table = table;
+	}
 	if (r < 0) {
 		if (seg->fd >= 0)
 			close(seg->fd);
@@ -779,6 +785,8 @@ int sdt_linux_module_close(struct sdt_module *m)
 		return SDT_ERR_INIT;
 	pthread_mutex_lock(&module_lock);
 	r = sdt_module_unload(m);
+	if (m == last_module && r != SDT_ERR_MODULE_UNKNOWN)
+		last_module = 0;
 	for (i = program_segments; r >= 0 && i < nsegments; i++)
 		if (segments[i].lo == lo && segments[i].hi != lo) {
 			if (segments[i].fd >= 0)
@@ -786,6 +794,21 @@ int sdt_linux_module_close(struct sdt_module *m)
 			segments[i].fd = -1;
 			segments[i].lo = segments[i].hi = 0;
 		}
+	pthread_mutex_unlock(&module_lock);
+	return r;
+}
+
+/* The last module opened unloaded (0) or loaded again (1) where it is, its object staying mapped: a kernel's
+ * loader keeping a module's memory across an unload and a load (the control core's `module`, its torture). */
+int sdt_linux_module_reload(int load)
+{
+	int r;
+
+	pthread_mutex_lock(&module_lock);
+	r = !last_module ? SDT_ERR_MODULE_UNKNOWN
+	    : load ? sdt_module_load(last_module, last_table, (void *)(unsigned long)last_module->text,
+				     (unsigned long)last_module->text_size)
+		   : sdt_module_unload(last_module);
 	pthread_mutex_unlock(&module_lock);
 	return r;
 }
