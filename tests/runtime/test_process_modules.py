@@ -82,7 +82,12 @@ def test_a_thousand_unload_load_cycles_under_two_calling_cpus_tear_nothing(proce
     CPU 0 unloads the module (its sites disarmed while they run and trap) and loads it again (the spec enabled
     throughout arms it on every load), 2,000 times: 1,000 cycles."""
     proc = run([str(process), "--cpus", "3", "--arm", "module", "--consumer", "none", "dlopen", str(library),
-                "torture", "hkm_work,3", "hkm:::", "2000"], timeout=600)
-    (t,) = [x for x in map(json.loads, proc.stdout.splitlines()) if x["event"] == "torture"]
+                "torture", "hkm_work,3", "hkm:::", "2000", "enable", "hkm:::", "branch", "list"], timeout=600)
+    out = [json.loads(x) for x in proc.stdout.splitlines()]
+    (t,) = [x for x in out if x["event"] == "torture"]
     assert (t["toggles"], t["torn"], t["faults"]) == (2000, 0, 0)
     assert t["calls"] > 2000 and t["firings"] > 0  # the callers ran, and the armed module recorded
+    # loaded at the end, every site verified again on each load and armed by the spec: none refused or left
+    listed = sorted(x["line"].split()[2:] for x in out if x["event"] == "probe" and "hkm:" in x["line"])
+    assert listed == [["1", "1", "hkm:drv:work:dev"], ["1", "1", "hkm:drv:work:done"], ["1", "1", "hkm:hkm:work:step"]]
+    assert "sdt:" not in proc.stderr  # the runtime reported nothing (a refused site, a changed one)
