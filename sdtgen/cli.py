@@ -384,11 +384,15 @@ def cmd_torture(args: argparse.Namespace) -> int:
     if args.exhaustive and target != "emulator":
         raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
                        "leave out --target and --serial")
+    if (args.arm == "module") != bool(args.module) or (args.module and target != "emulator"):
+        raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator",
+                       "give both --module FILE and --arm module, without --target")
     if target == "emulator":
         from sdtgen.session.starts import emulator_torture as torture
 
         summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
-                          timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm)
+                          timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm,
+                          module=args.module)
     else:
         summary = _torture_on(args, target, values)
         if summary is None:
@@ -689,7 +693,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
     t.add_argument("--spec", default="", metavar="SPEC",
                    help="the probes to arm and disarm (default: those with sites in SYMBOL)")
-    t.add_argument("--arm", choices=("trap", "branch"), default="branch", help="how they are armed (default branch)")
+    t.add_argument("--arm", choices=("trap", "branch", "module"), default="branch",
+                   help="how they are armed (default branch); module: with --module, the spec stays enabled and the "
+                        "control CPU unloads and loads the module in turn, --toggles times")
+    t.add_argument("--module", metavar="FILE", help="in the emulator: load the module FILE first (as `boot --module`); "
+                   "--run may name its functions")
     t.add_argument("--target", choices=("emulator", "qemu", "process"), default="emulator",
                    help="where: the emulator (the default: it checks every instruction a CPU fetches in a site), "
                         "QEMU with --cpus + 1 vCPUs, or the image as a Linux process with --cpus + 1 threads")

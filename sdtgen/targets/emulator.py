@@ -220,8 +220,7 @@ class EmulatorTarget:
     # -- modules ------------------------------------------------------------------------------------
     def load_module(self, path: str):
         """The host as the kernel's loader: the module relocated into the module area, then sdt_module_load."""
-        from sdtgen.boot.module import MODULE_AREA, link_module
-        from sdtgen.layout import MODULE
+        from sdtgen.boot.module import link_module
         from sdtgen.targets.base import LoadedModule
 
         if not self.module_base:
@@ -235,25 +234,24 @@ class EmulatorTarget:
         for addr, data, _ in linked.segments:
             self.machine.write(addr, data)
         self.runtime.flush_all(self.machine)  # the module's code fetched anew
-        n = self.runtime.load_module(linked.name, linked.bounds, [self._module_struct(MODULE, MODULE_AREA),
-                                                                  linked.table, *linked.text])
+        n = self.runtime.load_module(linked.name, linked.bounds, [self.module_struct(), linked.table, *linked.text])
         self.module = linked
         probes = {s.probe.addr: s.probe for s in self.runtime.sites if s.addr - linked.base < linked.size}
         return LoadedModule(linked.name, n, dict(linked.functions), tuple(probes.values()))
 
     def unload_module(self, name: str) -> int:
-        from sdtgen.boot.module import MODULE_AREA
-        from sdtgen.layout import MODULE
-
         if self.module is None or self.module.name != name:
             raise SdtError("", f"no module {printable(name)!r} is loaded", "load it with --module FILE")
-        n = self.runtime.unload_module(name, self._module_struct(MODULE, MODULE_AREA))
+        n = self.runtime.unload_module(name, self.module_struct())
         self.module = None
         return n
 
-    def _module_struct(self, layout, area: int) -> int:
+    def module_struct(self) -> int:
         """The kernel's memory for the runtime's struct sdt_module: the module area's last bytes."""
-        return (self.module_base + area - layout.size(self.image.arch.bits)) & ~63
+        from sdtgen.boot.module import MODULE_AREA
+        from sdtgen.layout import MODULE
+
+        return (self.module_base + MODULE_AREA - MODULE.size(self.image.arch.bits)) & ~63
 
     def sites(self) -> list:
         """Every entry of the table as sdt_init left it in memory (TableSite: its state and verified size)."""
