@@ -693,10 +693,11 @@ MODULE_FIXTURE = ROOT / "fixtures" / "module"
 
 
 def module_source(path: Path, sites: int, per_function: int = 10, probes: int = 100) -> Path:
-    """A module of ``sites`` probe sites: functions of ``per_function`` sites each over ``probes`` probes."""
+    """A module of ``sites`` probe sites: functions of ``per_function`` sites each over ``probes`` probes (each
+    function its own arguments: gcc would fold identical ones into one)."""
     lines = ["#include <sdt.h>"] + [f'SDT_PROBE_DEFINE1(bmod, , f, hit{k}, "int");' for k in range(probes)]
     for f in range(sites // per_function):
-        body = " ".join(f"SDT_PROBE1(bmod, , f, hit{(f * per_function + k) % probes}, x + {k});"
+        body = " ".join(f"SDT_PROBE1(bmod, , f, hit{(f * per_function + k) % probes}, x + {f * per_function + k});"
                         for k in range(per_function))
         lines.append(f"int bm_f{f}(int x) {{ {body} return x; }}")
     path.write_text("\n".join(lines) + "\n")

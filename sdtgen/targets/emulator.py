@@ -236,7 +236,7 @@ class EmulatorTarget:
         self.runtime.flush_all(self.machine)  # the module's code fetched anew
         n = self.runtime.load_module(linked.name, linked.bounds, [self.module_struct(), linked.table, *linked.text])
         self.module = linked
-        probes = {s.probe.addr: s.probe for s in self.runtime.sites if s.addr - linked.base < linked.size}
+        probes = {s.probe.addr: s.probe for s in self.runtime.sites if 0 <= s.addr - linked.base < linked.size}
         return LoadedModule(linked.name, n, dict(linked.functions), tuple(probes.values()))
 
     def unload_module(self, name: str) -> int:

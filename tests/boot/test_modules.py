@@ -141,3 +141,33 @@ def test_unload_and_load_under_calling_cpus_tear_nothing_in_the_emulator(tmp_pat
     assert (summary["asked"], summary["toggles"], summary["torn"], summary["faults"], summary["wrong"]) == \
         (toggles, toggles, 0, 0, 0)
     assert summary["firings"] > 0
+
+
+def test_a_site_that_is_not_the_expected_call_is_refused_alone_and_reported(tmp_path, kernel):
+    """The loader placed the module, then something rewrote one site's call: sdt_module_load refuses that site,
+    reporting the bytes it found, and patches the others; the refused one is never written."""
+    from sdtgen.boot.module import link_module
+
+    ko = build_module(tmp_path, "x86_64")
+    out = io.StringIO()
+    s = booted(kernel.image, out)
+    try:
+        t = s.target
+        linked = link_module(t.image, str(ko), t.module_base)
+        for addr, data, _ in linked.segments:
+            t.machine.write(addr, data)
+        # where gcc put the step probe's call: objdump's relocation against its stub, one byte into the call
+        listing = run(["objdump", "-dr", "-j", ".text", str(ko)]).stdout
+        offset = next(int(ln.split(":")[0], 16) - 1 for ln in listing.splitlines()
+                      if "R_X86_64_PLT32" in ln and "__dtrace_sdt_hkm__work_step" in ln)
+        text = linked.text[0]
+        t.machine.write(text + offset, b"\x0f\x0b\x90\x90\x90")  # ud2 and NOPs: not the call
+        patched = t.runtime.load_module(linked.name, linked.bounds, [t.module_struct(), linked.table, *linked.text])
+        states = {x.probe.name: x.state for x in t.runtime.sites if 0 <= x.addr - linked.base < linked.size}
+        untouched = t.machine.read(text + offset, 5)
+    finally:
+        s.close()
+    assert patched == 2 and states == {"step": "refused", "dev": "off", "done": "off"}
+    assert untouched == b"\x0f\x0b\x90\x90\x90"
+    warnings = [json.loads(x)["text"] for x in out.getvalue().splitlines() if json.loads(x)["event"] == "warning"]
+    assert any("hkm:hkm:work:step" in w and "not the expected call" in w and "0f 0b 90 90 90" in w for w in warnings)
