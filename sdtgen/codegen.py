@@ -16,7 +16,7 @@ from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, is_
 from sdtgen.record import record
 from sdtgen.recorder import PROGRAM_PREFIX, RECORDER_PREFIX, render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
-from sdtgen.table import FORMS, MODES, MODULE_TABLE_SECTION, PROBES_SET, SITES_SET
+from sdtgen.table import FORMS, MODES, MODULE_NAME_SECTION, MODULE_TABLE_SECTION, PROBES_SET, SITES_SET
 from sdtgen.tracepoints import probe_word_symbol
 
 ANCHOR_PREFIX = "__sdt_site_"
@@ -332,6 +332,8 @@ def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str
             "sites_end": ".Lsdt_sites_end - .", "probes": ".Lsdt_probes_start - .",
             "probes_end": ".Lsdt_probes_end - .", "name": ref(module)})
         out.append(f"\t.size {MODULE_TABLE_SYMBOL}, . - {MODULE_TABLE_SYMBOL}")
+        # the name again where a tool reads it without relocating anything (`sdtgen probes` of the module)
+        out += ["", f'\t.section {MODULE_NAME_SECTION},"",%progbits', f'\t.asciz "{module}"']
     out += ["", '\t.section .rodata.sdt_strings,"a"']
     for text, lab in strings.items():  # every name and type validated (probes.py) before it gets here
         out.append(f'{lab}:\t.asciz "{text}"')

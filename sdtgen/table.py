@@ -19,6 +19,7 @@ from sdtgen.layout import FORMS, PROBE, SITE, SITE_STATES, VALUES
 
 SITES_SET = "set_sdt_sites_set"
 MODULE_TABLE_SECTION = "sdt_module_table"  # a module's struct sdt_module_table (gen --module)
+MODULE_NAME_SECTION = ".sdt_module_name"  # its name, NUL-terminated, in a section nothing loads
 PROBES_SET = "set_sdt_probes_set"
 SITE_SIZE = SITE.size(64)
 PROBE_SIZE = PROBE.size(64)
@@ -150,3 +151,12 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
         sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode],
                                states[state], size, (base + target_at + target) & mask if target else 0))
     return sites
+
+
+def module_name(elf) -> str:
+    """The module name `gen --module` gave a module's object (or a shared object built from it); "" if none."""
+    sec = elf.section(MODULE_NAME_SECTION)
+    if sec is None or sec.type == 8:  # NOBITS
+        return ""
+    name = bytes(elf.contents(sec)).split(b"\0")[0].decode("ascii", "replace")
+    return name if name.isidentifier() else ""

@@ -1,35 +1,23 @@
 """A loadable module in the emulated boot: what a kernel's loader does with one, done by the host.
 
-The module is a relocatable object (`ld -r` of its code and of what `sdtgen gen --module NAME` wrote). The
-host places it in the module area the boot mapped, relocating it there against the kernel's symbols with the
-architecture's own GNU ld (`-R kernel.elf`: the module calls the kernel's runtime and reads its hooks), copies
-its bytes in, and gives the runtime its table (the section sdt_module_table) and its code; the runtime does
-the rest (sdt_module_load), as it would for a kernel's own loader.
+The host places the module object in the module area the boot mapped (sdtgen/modlink.py: relocated there
+against the kernel's symbols by the architecture's GNU ld), copies its bytes in, and gives the runtime its
+table (the section sdt_module_table) and its code; the runtime does the rest (sdt_module_load), as it would
+for a kernel's own loader.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 
 from sdtgen.elf.reader import PT_LOAD, SHF_EXECINSTR, ElfFile
-from sdtgen.errors import SdtError, printable
+from sdtgen.errors import SdtError
 from sdtgen.layout import MODULE_TABLE
+from sdtgen.modlink import check_module_object, placed
 from sdtgen.table import MODULE_TABLE_SECTION, PROBES_SET, SITES_SET, Bounds
 
 MODULE_AREA = 4 << 20  # bytes the boot maps for modules, after the image (one module at a time)
-# Where the module's sections go: one run from its base, code first. No __global_pointer$ (the default script's):
-# RISC-V's linker would relax the module's data accesses to gp, a register only the kernel's own start-up sets.
-LINKER_SCRIPT = """SECTIONS {{
-  . = {base:#x};
-  .text : {{ *(.text .text.*) }}
-  .rodata : {{ *(.rodata .rodata.* .srodata .srodata.*) }}
-  .data : {{ *(.data .data.* .sdata .sdata.*) }}
-  .bss : {{ *(.bss .bss.* .sbss .sbss.* COMMON) }}
-}}
-"""
 
 
 @dataclass(frozen=True)
@@ -57,34 +45,10 @@ def module_area(image) -> int:
 def link_module(image, path: str, base: int) -> LinkedModule:
     """``path`` relocated at ``base`` against ``image``'s symbols; an SdtError saying what is wrong with it."""
     arch = image.arch
-    if not os.path.isfile(path):
-        raise SdtError(path, "no such module file", "give the module object `sdtgen gen --module` built")
-    with ElfFile(path) as obj:
-        if obj.type != 1:  # ET_REL
-            raise obj.fail("is not a relocatable object (a module is its ld -r output)",
-                           "give the module object before any final link")
-        if obj.machine != image.elf.machine:
-            raise obj.fail(f"is not built for {arch.name}", "build the module for the kernel's architecture")
-        if obj.section(MODULE_TABLE_SECTION) is None:
-            raise obj.fail("has no module table (section sdt_module_table)",
-                           "run `sdtgen gen --module NAME` on it and link the generated table in")
-    ld = f"{arch.cross_prefix}ld"
-    with tempfile.TemporaryDirectory(prefix="sdtgen-module-") as tmp:
-        out, script = os.path.join(tmp, "module.elf"), os.path.join(tmp, "module.ld")
-        with open(script, "w") as f:
-            f.write(LINKER_SCRIPT.format(base=base))
-        cmd = [ld, "-N", "-e", "0", "-T", script, "--no-warn-rwx-segments", "-R", image.path, "-o", out, path]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        except FileNotFoundError:
-            raise SdtError(path, f"{ld} is not installed: the emulated boot relocates a module with it",
-                           f"install {arch.binutils_package}") from None
-        if done.returncode:
-            first = (done.stderr.strip().splitlines() or ["(no message)"])[0]
-            raise SdtError(path, f"cannot be relocated against the kernel: {printable(first)}",
-                           "build the module with the kernel's flags, calling only functions the kernel has")
-        with ElfFile(out) as elf:
-            return _placed(elf, path, base)
+    check_module_object(path, image.elf.machine, arch.name)
+    with tempfile.TemporaryDirectory(prefix="sdtgen-module-") as tmp, \
+            placed(path, arch, base, tmp, kernel=image.path) as out, ElfFile(out) as elf:
+        return _placed(elf, path, base)
 
 
 def _placed(elf: ElfFile, path: str, base: int) -> LinkedModule:
