@@ -58,8 +58,8 @@ def check_module_object(path: str, machine: int | None = None, arch_name: str = 
 @contextmanager
 def placed(path: str, arch, base: int, tmp: str, kernel: str | None = None, relax: bool = True):
     """The path of ``path`` linked at ``base`` in directory ``tmp``: against ``kernel``'s symbols, or alone with
-    the sets' bounds and what it uses of the kernel at address 0 (``relax`` False: as a kernel's loader, which never relaxes,
-    leaves every instruction)."""
+    the sets' bounds and what it uses of the kernel at address 0 (``relax`` False: as a kernel's loader, which
+    never relaxes, leaves every instruction)."""
     out, script = os.path.join(tmp, "module.elf"), os.path.join(tmp, "module.ld")
     with open(script, "w") as f:
         f.write(SCRIPT.format(base=base, sets="" if kernel else SETS))
