@@ -56,10 +56,11 @@ def check_module_object(path: str, machine: int | None = None, arch_name: str = 
 
 
 @contextmanager
-def placed(path: str, arch, base: int, tmp: str, kernel: str | None = None, relax: bool = True):
+def placed(path: str, arch, base: int, tmp: str, kernel: str | None = None, relax: bool = True,
+           define: dict[str, int] | None = None):
     """The path of ``path`` linked at ``base`` in directory ``tmp``: against ``kernel``'s symbols, or alone with
     the sets' bounds and what it uses of the kernel at address 0 (``relax`` False: as a kernel's loader, which
-    never relaxes, leaves every instruction)."""
+    never relaxes, leaves every instruction); ``define``: symbols given values, as a loader resolves them."""
     out, script = os.path.join(tmp, "module.elf"), os.path.join(tmp, "module.ld")
     with open(script, "w") as f:
         f.write(SCRIPT.format(base=base, sets="" if kernel else SETS))
@@ -67,6 +68,7 @@ def placed(path: str, arch, base: int, tmp: str, kernel: str | None = None, rela
     cmd = [ld, "-N", "-e", "0", "-T", script, "--no-warn-rwx-segments", "-o", out, path]
     cmd += ["-R", kernel] if kernel else [f"--defsym={name}=0" for name in _undefined(path)]
     cmd += [] if relax or arch.name != "riscv64" else ["--no-relax"]
+    cmd += [f"--defsym={name}={value:#x}" for name, value in (define or {}).items()]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except FileNotFoundError:

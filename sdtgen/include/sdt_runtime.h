@@ -773,6 +773,18 @@ int sdt_module_load(struct sdt_module *m, const struct sdt_module_table *table, 
 		    unsigned long text_size);
 int sdt_module_unload(struct sdt_module *m);
 
+/*
+ * The relocation-time alternative, for a kernel whose own loader relocates modules built without `gen --module`
+ * (FreeBSD's 2015 relocator, illumos's krtld): for each call or jump relocation against a probe stub symbol
+ * (__dtrace_sdt_*, or __dtrace_isenabled_* with ``isenabled``), once applied and before the module runs, the
+ * loader passes where the instruction starts (x86: the relocation's offset less 1, the call's opcode byte;
+ * AArch64: the offset; RISC-V: the offset of R_RISCV_CALL's auipc), its ``length`` (x86 5, AArch64 4, RISC-V
+ * 8) and the address it resolved the stub to. The instruction is verified and disabled: the probe costs nothing,
+ * but no table names it, so it cannot be armed. Returns the bytes written over; SDT_ERR_ARG when it is not the
+ * expected call or jump (left alone, reported); SDT_ERR_INIT before sdt_init.
+ */
+int sdt_reloc_nop(void *site, unsigned length, sdt_word stub, int isenabled);
+
 /* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*); SDT_ERR_ARG for NULL. */
 int sdt_trap(struct sdt_frame *frame);
 

@@ -342,3 +342,47 @@ SDT_CODE int sdt_module_unload(struct sdt_module *m)
 	give();
 	return count;
 }
+
+/* -- the relocation-time hook: a loader that knows no module tables ---------------------------------------- */
+
+/*
+ * A kernel's own loader, relocating a module built without `gen --module`, calls this for each call or jump
+ * relocation against a probe stub (a symbol starting __dtrace_sdt_, or __dtrace_isenabled_ for ``isenabled``)
+ * once the relocation is applied and before the module runs, as FreeBSD's 2015 relocator and illumos's krtld
+ * do: ``site`` is where the instruction starts, ``length`` its length as the compiler emitted it, ``stub``
+ * the address the loader resolved the symbol to. The instruction is verified (the expected call or jump to
+ * ``stub``) and written its disabled form (an is-enabled check: result 0). The site is not in any table: it
+ * costs nothing and cannot be armed (build the module with `gen --module` for that). Returns the bytes
+ * written over; SDT_ERR_ARG when it is not the expected instruction (left as it is, reported).
+ */
+SDT_CODE int sdt_reloc_nop(void *site, unsigned length, sdt_word stub, int isenabled)
+{
+	static const unsigned forms[2] = {SDT_FORM_CALL, SDT_FORM_TAIL};
+	sdt_word a = (sdt_word)site;
+	sdt_u8 off[SDT_SITE_MAX], keep = 0, *alias;
+	unsigned size = 0, form = SDT_FORM_ISEN, k, i;
+
+	if (!site || !length || length > SDT_SITE_MAX || a + length < a)
+		return SDT_ERR_ARG;
+	if (!ready)
+		return SDT_ERR_INIT;
+	for (k = 0; k < 2 && !size; k++) {
+		form = isenabled ? SDT_FORM_ISEN : forms[k];
+		size = sdt_arch_verify((const sdt_u8 *)a, a, form, length, stub, &keep);
+	}
+	if (!size || sdt_arch_encode(off, form, size, SDT_SITE_OFF, a, stub, 0, keep) != size) {
+		if (sdt_hooks.report)
+			sdt_report("a probe stub's relocation is not at the expected call or jump: left as it is");
+		return SDT_ERR_ARG;
+	}
+	take();	/* the alias hooks are the kernel's: one user at a time */
+	alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open(site, size) : (sdt_u8 *)site;
+	for (i = 0; i < size; i++)	/* the module does not run yet: plain stores */
+		alias[i] = off[i];
+	if (sdt_hooks.text_close)
+		sdt_hooks.text_close(alias, size);
+	if (sdt_hooks.icache_flush)
+		sdt_hooks.icache_flush(site, size);
+	give();
+	return (int)size;
+}

@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from helpers import ROOT, SDTGEN, need_tool, run, sdtgen
+from helpers import ROOT, SDTGEN, cross_tool, need_tool, run, sdtgen
 from native import build_native, run_native
 
 from sdtgen.layout import VALUES
@@ -171,3 +171,60 @@ def test_a_site_that_is_not_the_expected_call_is_refused_alone_and_reported(tmp_
     assert untouched == b"\x0f\x0b\x90\x90\x90"
     warnings = [json.loads(x)["text"] for x in out.getvalue().splitlines() if json.loads(x)["event"] == "warning"]
     assert any("hkm:hkm:work:step" in w and "not the expected call" in w and "0f 0b 90 90 90" in w for w in warnings)
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "riscv64"])
+def test_the_relocation_time_hook_disables_the_calls_of_a_module_built_without_its_table(tmp_path, arch_kernel,
+                                                                                           arch):
+    """A kernel's own loader places mod.c's object (no `gen --module`), resolves its probe stubs to an empty
+    function of the kernel's, and calls sdt_reloc_nop at each relocation readelf lists against them: each call
+    becomes the disabled form (Capstone reads a NOP, or RISC-V's nop), the module returns what its C does, and an
+    address that is not such a call is refused and left alone."""
+    import tempfile
+
+    import capstone
+
+    from sdtgen.modlink import placed
+
+    build_module(tmp_path, arch)
+    obj = tmp_path / "module" / "src" / "mod.o"  # mod.c compiled, before any sdtgen step
+    image = arch_kernel(arch).image
+    relocs = [ln.split() for ln in run([cross_tool(arch, "readelf"), "-rW", str(obj)]).stdout.splitlines()]
+    stubs = sorted({r[4] for r in relocs if len(r) > 4 and r[4].startswith("__dtrace_sdt_")})
+    offsets = [int(r[0], 16) for r in relocs if len(r) > 4 and r[4].startswith("__dtrace_sdt_")
+               and r[2] in ("R_X86_64_PLT32", "R_X86_64_PC32", "R_RISCV_CALL_PLT", "R_RISCV_CALL")]
+    assert len(offsets) == 3
+    s = booted(image, io.StringIO())
+    try:
+        t = s.target
+        empty = s.image.symbols["__dtrace_sdt_hk___boot"].value  # a stub of the kernel's: an empty function
+        with tempfile.TemporaryDirectory() as tmp, placed(str(obj), t.image.arch, t.module_base, tmp,
+                                                          kernel=str(image), relax=False,
+                                                          define=dict.fromkeys(stubs, empty)) as out:
+            from sdtgen.elf.reader import ElfFile
+
+            with ElfFile(out) as elf:
+                text = elf.section(".text")
+                for seg in elf.segments:
+                    if seg.type == 1 and seg.filesz:
+                        t.machine.write(seg.vaddr, bytes(elf.data[seg.offset:seg.offset + seg.filesz]))
+                work = elf.symbol_map()["hkm_work"].value
+        hook = s.image.symbols["sdt_reloc_nop"].value
+        x86 = arch == "x86_64"
+        sites = [text.addr + off - (1 if x86 else 0) for off in offsets]
+        results = [t.machine.call(hook, [a, 5 if x86 else 8, empty, 0]) for a in sites]
+        written = [t.machine.read(a, 5 if x86 else 4) for a in sites]
+        before = t.machine.read(work, 4)
+        refused = t.machine.call(hook, [work, 5 if x86 else 8, empty, 0])
+        after = t.machine.read(work, 4)
+        value = t.machine.call(work, [3])
+    finally:
+        s.close()
+    assert [r & 0xFFFFFFFF for r in results] == ([5] * 3 if x86 else [8] * 3)
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64) if x86 else \
+        capstone.Cs(capstone.CS_ARCH_RISCV, capstone.CS_MODE_RISCV64 | capstone.CS_MODE_RISCVC)
+    for code, a in zip(written, sites, strict=True):
+        (insn,) = list(md.disasm(code, a))[:1]
+        assert insn.mnemonic == "nop", (hex(a), code.hex(), insn.mnemonic)
+    assert (refused & 0xFFFFFFFF) - (1 << 32) == VALUES["SDT_ERR_ARG"] and before == after
+    assert value == 12  # hkm_work(3) as the C computes it: 1 + 4 + 7
