@@ -409,9 +409,9 @@ def cmd_torture(args: argparse.Namespace) -> int:
     if args.exhaustive and target != "emulator":
         raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
                        "leave out --target and --serial")
-    if (args.arm == "module") != bool(args.module) or (args.module and target != "emulator"):
+    if (args.arm == "module") != bool(args.module and not args.exhaustive) or (args.module and target != "emulator"):
         raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator",
-                       "give both --module FILE and --arm module, without --target")
+                       "give both --module FILE and --arm module (or --exhaustive with --module), without --target")
     if target == "emulator":
         from sdtgen.session.starts import emulator_torture as torture
 

@@ -228,3 +228,22 @@ def test_the_relocation_time_hook_disables_the_calls_of_a_module_built_without_i
         assert insn.mnemonic == "nop", (hex(a), code.hex(), insn.mnemonic)
     assert (refused & 0xFFFFFFFF) - (1 << 32) == VALUES["SDT_ERR_ARG"] and before == after
     assert value == 12  # hkm_work(3) as the C computes it: 1 + 4 + 7
+
+
+def test_the_exhaustive_check_covers_load_while_arming_and_unload_while_trapping(tmp_path, kernel, arch_kernel):
+    """`torture --exhaustive --module`: at every store sdt_module_unload makes to a site armed with the breakpoint
+    or the branch, and every store sdt_module_load makes arming it again as the enabled spec says, another CPU
+    started at every instruction boundary of the site (every landing of the store's bytes) runs the old
+    instruction, the new one, or a breakpoint sdt_trap resolves. The naive protocol's runtime fails it."""
+    ko = build_module(tmp_path, "x86_64")
+
+    def check(image) -> dict:
+        r = sdtgen("torture", str(image), "--module", str(ko), "--exhaustive", "--run", "hkm_work", "--arg", "3",
+                   "--cpus", "1", "--json")
+        return json.loads(r.stdout)
+
+    safe = check(kernel.image)
+    assert safe["passed"] and safe["checked"] > 0 and (safe["torn"], safe["faults"]) == (0, 0)
+    assert safe["toggles"] == 4  # unload and load, with the spec armed by the breakpoint, then by branches
+    naive = check(arch_kernel("x86_64", SDT_RUNTIME_CFLAGS="-DSDT_NAIVE_PROTOCOL").image)
+    assert not naive["passed"] and naive["torn"] > 0
