@@ -346,8 +346,11 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     from sdtgen.targets.qemu import QemuTarget
 
     def start(s):
+        modules = [v for k, v, _ in getattr(args, "actions", None) or [] if k == "module"]
+        if len(set(modules)) > 1:
+            raise SdtError("", "QEMU boots with one module (its loader's fw_cfg file)", "give one --module FILE")
         return QemuTarget(s, cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,
-                          qemu_args=args.qemu_arg or [], timeout=args.timeout)
+                          qemu_args=args.qemu_arg or [], timeout=args.timeout, module=modules[0] if modules else None)
 
     with termination_as_interrupt():
         return _session_command(args, start)
@@ -409,9 +412,10 @@ def cmd_torture(args: argparse.Namespace) -> int:
     if args.exhaustive and target != "emulator":
         raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
                        "leave out --target and --serial")
-    if (args.arm == "module") != bool(args.module and not args.exhaustive) or (args.module and target != "emulator"):
-        raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator",
-                       "give both --module FILE and --arm module (or --exhaustive with --module), without --target")
+    if (args.arm == "module") != bool(args.module and not args.exhaustive) or \
+            (args.module and target not in ("emulator", "qemu")):
+        raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator or on QEMU",
+                       "give both --module FILE and --arm module (or --exhaustive with --module)")
     if target == "emulator":
         from sdtgen.session.starts import emulator_torture as torture
 
@@ -444,7 +448,7 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
 
         def start(s):
             return QemuTarget(s, cpus=args.cpus + 1, buffer_size=1 << 20, overflow="drop",
-                              qemu_args=args.qemu_arg or [], timeout=args.timeout)
+                              qemu_args=args.qemu_arg or [], timeout=args.timeout, module=args.module)
     elif target == "process":
         from sdtgen.targets.process import ProcessTarget
 
@@ -462,12 +466,16 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
     try:
         with termination_as_interrupt():
             try:
-                session = Session(args.image, reporter, start, arm=args.arm, timeout=args.timeout)
+                session = Session(args.image, reporter, start, arm="branch" if args.module else args.arm,
+                                  timeout=args.timeout)
             except Halted:  # the session said why
                 return None
             try:
-                spec = args.spec or session.spec_of(args.run.partition(":")[0])
-                return session.torture(args.run, values, spec, args.toggles)
+                if args.module:
+                    session.load_module(args.module)
+                spec = args.spec or (session.module_spec() if args.module else
+                                     session.spec_of(args.run.partition(":")[0]))
+                return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
             except Halted:
                 return None
             finally:
@@ -746,6 +754,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     q.add_argument("--qemu-arg", action="append", metavar="ARG",
                    help="an argument for QEMU (repeat for each; or give them all after --): memory (-m), -bios, "
                         "disks; the user's replace sdtgen's own")
+    q.add_argument("--module", action=_Ordered, metavar="FILE",
+                   help="give the kernel's loader the module FILE (relocated into its sdt_module_area, as a fw_cfg "
+                        "file) and load it at this point (`module load`); the specs enabled so far arm it")
+    q.add_argument("--unload", action=_Ordered, metavar="NAME", help="unload module NAME at this point (`module "
+                   "unload`: the loader keeps its memory, a later --module of the same FILE loads it again)")
     q.set_defaults(func=cmd_qemu, actions=None)
 
     at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "

@@ -160,3 +160,16 @@ def module_name(elf) -> str:
         return ""
     name = bytes(elf.contents(sec)).split(b"\0")[0].decode("ascii", "replace")
     return name if name.isidentifier() else ""
+
+
+def module_sites(read: Reader, bounds: Bounds, name: str, bits: int, little: bool = True) -> list[TableSite]:
+    """A module's table (read from memory, or from the module as placed); a probe whose module field is empty
+    takes the module's name, as the runtime's specs and lists give it."""
+    from dataclasses import replace
+
+    sites = read_tables(read, bounds, bits, little)
+    named: dict[int, TableProbe] = {}
+    for s in sites:
+        if not s.probe.module:
+            s.probe = named.setdefault(s.probe.addr, replace(s.probe, module=name))
+    return sites

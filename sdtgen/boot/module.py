@@ -42,21 +42,22 @@ def module_area(image) -> int:
     return ((top + (2 << 20) - 1) & ~((2 << 20) - 1)) + (2 << 20)
 
 
-def link_module(image, path: str, base: int) -> LinkedModule:
-    """``path`` relocated at ``base`` against ``image``'s symbols; an SdtError saying what is wrong with it."""
+def link_module(image, path: str, base: int, area: int = MODULE_AREA) -> LinkedModule:
+    """``path`` relocated at ``base`` against ``image``'s symbols, to fit ``area`` bytes with the struct
+    sdt_module after it; an SdtError saying what is wrong with it."""
     arch = image.arch
     check_module_object(path, image.elf.machine, arch.name)
     with tempfile.TemporaryDirectory(prefix="sdtgen-module-") as tmp, \
             placed(path, arch, base, tmp, kernel=image.path) as out, ElfFile(out) as elf:
-        return _placed(elf, path, base)
+        return _placed(elf, path, base, area)
 
 
-def _placed(elf: ElfFile, path: str, base: int) -> LinkedModule:
+def _placed(elf: ElfFile, path: str, base: int, area: int) -> LinkedModule:
     loads = [s for s in elf.segments if s.type == PT_LOAD and s.memsz]
     end = max(s.vaddr + s.memsz for s in loads)
-    if min(s.vaddr for s in loads) < base or end - base > MODULE_AREA - 4096:  # the struct sdt_module after it
-        raise SdtError(path, f"needs {end - base:#x} bytes at {base:#x}, more than the {MODULE_AREA >> 20} MiB "
-                       "module area", "load a smaller module")
+    if min(s.vaddr for s in loads) < base or end - base > area - 4096:  # the struct sdt_module after it
+        raise SdtError(path, f"needs {end - base:#x} bytes at {base:#x}, more than the {area >> 10} KiB module "
+                       "area", "load a smaller module")
     code = [s for s in elf.sections if s.is_alloc and s.flags & SHF_EXECINSTR and s.size]
     sites, probes, table = (elf.section(n) for n in (SITES_SET, PROBES_SET, MODULE_TABLE_SECTION))
     if not code or table is None or table.size < MODULE_TABLE.size(64):
@@ -82,3 +83,26 @@ def _placed(elf: ElfFile, path: str, base: int) -> LinkedModule:
 
 def _span(sec) -> tuple[int, int]:
     return (sec.addr, sec.addr + sec.size) if sec is not None else (0, 0)
+
+
+def flat(linked: LinkedModule) -> bytes:
+    """The module's bytes from its base as a loader copies them (its zero-filled tail included)."""
+    out = bytearray(linked.size)
+    for addr, data, _ in linked.segments:
+        out[addr - linked.base:addr - linked.base + len(data)] = data
+    return bytes(out)
+
+
+def module_probes(linked: LinkedModule, bits: int, little: bool) -> tuple:
+    """The module's probes as placed (TableProbe, its name where a definition leaves the module empty)."""
+    from sdtgen.table import module_sites
+
+    image = flat(linked)
+
+    def read(addr: int, size: int) -> bytes:
+        if not 0 <= addr - linked.base <= len(image) - size:
+            raise SdtError(linked.path, f"its table reads {addr:#x}, outside the module")
+        return image[addr - linked.base:addr - linked.base + size]
+
+    sites = module_sites(read, linked.bounds, linked.name, bits, little)
+    return tuple({s.probe.addr: s.probe for s in sites}.values())

@@ -20,7 +20,7 @@ from sdtgen.boot.platform import MAX_SPEC_BYTES, Entries, Platform
 from sdtgen.errors import SdtError
 from sdtgen.layout import ERRORS, VALUES
 from sdtgen.probes import ProbeSpec
-from sdtgen.table import Bounds, TableError, TableProbe, TableSite, read_tables
+from sdtgen.table import Bounds, TableError, TableProbe, TableSite, module_sites, read_tables
 
 TRAP, BRANCH = "trap", "branch"
 ARM_MODES = (TRAP, BRANCH)
@@ -258,15 +258,3 @@ class ProbeRuntime:
             finally:
                 self.active.discard((m.cpu, spec))
 
-
-def module_sites(read, bounds: Bounds, name: str, bits: int, little: bool) -> list[TableSite]:
-    """A module's table read from memory; a probe whose module field is empty takes the module's name, as the
-    runtime's specs and lists give it."""
-    from dataclasses import replace
-
-    sites = read_tables(read, bounds, bits, little)
-    named: dict[int, TableProbe] = {}
-    for s in sites:
-        if not s.probe.module:
-            s.probe = named.setdefault(s.probe.addr, replace(s.probe, module=name))
-    return sites

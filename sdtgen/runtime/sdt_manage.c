@@ -301,6 +301,72 @@ static SDT_CODE sdt_u64 no_clock(void)
 	return 0;
 }
 
+/* The disabled form of the last site whose form sdt_arch_off_is_fixed: encoded once for a run of such sites. */
+struct fixed_off {
+	sdt_u8 bytes[SDT_SITE_MAX];
+	unsigned form, size;
+};
+
+/*
+ * What sdt_init and sdt_module_load check of entry ``s`` of table ``t`` before its bytes, after ``prev`` (the
+ * last entry written, or NULL) ending at ``end``: 0 to go on with it; else it is settled (refused and
+ * reported, or folded into ``prev``: identical code folding, one instruction, two entries).
+ */
+static SDT_CODE int settle_entry(const struct sdt_module *t, struct sdt_site *s, const struct sdt_site *prev,
+				 sdt_word end)
+{
+	sdt_word a = sdt_site_address(s);
+
+	s->state = SDT_SITE_REFUSED;
+	s->size = 0;
+	s->next = 0;
+	if (!entry_valid(t, s)) {
+		sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
+		return 1;
+	}
+	if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) && prev->form == s->form) {
+		s->state = SDT_SITE_FOLDED;
+		s->size = prev->size;
+		return 1;
+	}
+	if (a < end) {
+		sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
+		return 1;
+	}
+	return 0;
+}
+
+/* Write verified site ``s`` (``size`` bytes) its disabled form through ``alias`` (the span from ``lo``), no CPU
+ * running it: plain stores of the bytes that differ. 1 when it is disabled, 0 when it has no disabled form. */
+static SDT_CODE int write_off(struct sdt_site *s, unsigned size, sdt_u8 *alias, sdt_word lo, struct fixed_off *fx)
+{
+	sdt_word a = sdt_site_address(s);
+	const sdt_u8 *code = (const sdt_u8 *)a;
+	sdt_u8 off[SDT_SITE_MAX];
+	const sdt_u8 *want = fx->bytes;	/* the site's disabled form: fx's when it is the same as the last */
+	unsigned i;
+
+	s->size = (sdt_u8)size;
+	if (s->form != fx->form || size != fx->size) {
+		if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
+			sdt_report_site(s, "has no disabled form", code, size, 0);
+			return 0;
+		}
+		want = off;
+		if (sdt_arch_off_is_fixed(s->form)) {
+			for (i = 0; i < size; i++)
+				fx->bytes[i] = off[i];
+			fx->form = s->form;
+			fx->size = size;
+		}
+	}
+	for (i = 0; i < size; i++)
+		if (code[i] != want[i])
+			alias[a - lo + i] = want[i];
+	s->state = SDT_SITE_OFF;
+	return 1;
+}
+
 SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 {
 	struct sdt_site *s, *prev = 0, *stop;
@@ -308,8 +374,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	sdt_word s0 = sdt_bound(__start_set_sdt_sites_set), s1 = sdt_bound(__stop_set_sdt_sites_set);
 	sdt_word p0 = sdt_bound(__start_set_sdt_probes_set), p1 = sdt_bound(__stop_set_sdt_probes_set);
 	unsigned long n = (unsigned long)((s1 - s0) / sizeof(struct sdt_site));
-	sdt_u8 fixed[SDT_SITE_MAX];	/* the disabled form of the last site whose form sdt_arch_off_is_fixed */
-	unsigned fixed_form = 0, fixed_size = 0;
+	struct fixed_off fixed;	/* its bytes are read only once form and size say they were written */
 	int patched = 0;
 
 	if (!hooks || (hooks->ntext && !hooks->text) || (hooks->nreadable && !hooks->readable) ||
@@ -317,6 +382,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 		return SDT_ERR_ARG;
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
 		return SDT_ERR_INIT;
+	fixed.form = fixed.size = 0;	/* no aggregate initializer: a compiler may make it a call to memset */
 	sdt_copy(&sdt_hooks, hooks, sizeof(sdt_hooks));
 	if (!sdt_hooks.cpu_area)	/* the recorders call both without a test */
 		sdt_hooks.cpu_area = no_area;
@@ -337,54 +403,16 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 
 		init_span(s, &stop, &lo, &hi, &limit);
 		alias = lo == hi ? 0 : sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
-		for (; s < stop; s++) {
-			sdt_word a = sdt_site_address(s);
-			const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
-			sdt_u8 off[SDT_SITE_MAX];
-			const sdt_u8 *want;	/* the site's disabled form: off, or fixed when it is the same as the last */
-			unsigned size, i;
+		for (; s < stop; s++) {	/* one CPU runs: the text is read where it is, plain stores, one sync */
+			unsigned size;
 
-			s->state = SDT_SITE_REFUSED;
-			s->size = 0;
-			s->next = 0;
-			if (!entry_valid(&kernel, s)) {
-				sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
+			if (settle_entry(&kernel, s, prev, end))
 				continue;
-			}
-			if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) &&
-			    prev->form == s->form) {
-				s->state = SDT_SITE_FOLDED;	/* identical code folding: one instruction, two entries */
-				s->size = prev->size;
-				continue;
-			}
-			if (a < end) {
-				sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
-				continue;
-			}
 			size = verify_site(s, limit, 1);
-			if (!size)
+			if (!size || !write_off(s, size, alias, lo, &fixed))
 				continue;
-			s->size = (sdt_u8)size;
-			want = fixed;
-			if (s->form != fixed_form || size != fixed_size) {
-				if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-					sdt_report_site(s, "has no disabled form", code, size, 0);
-					continue;
-				}
-				want = off;
-				if (sdt_arch_off_is_fixed(s->form)) {
-					for (i = 0; i < size; i++)
-						fixed[i] = off[i];
-					fixed_form = s->form;
-					fixed_size = size;
-				}
-			}
-			for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
-				if (code[i] != want[i])
-					alias[a - lo + i] = want[i];
-			s->state = SDT_SITE_OFF;
 			prev = s;
-			end = a + size;
+			end = sdt_site_address(s) + size;
 			patched++;
 		}
 		if (alias && sdt_hooks.text_close)

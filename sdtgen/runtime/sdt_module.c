@@ -164,31 +164,19 @@ static SDT_CODE int patch_module(struct sdt_module *m)
 	sdt_word lo = (sdt_word)m->text, top = lo + (sdt_word)m->text_size, end = 0;
 	sdt_u8 *alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, m->text_size) : (sdt_u8 *)lo;
 	struct sdt_site *s, *prev = 0;
+	struct fixed_off fixed;	/* its bytes are read only once form and size say they were written */
 	int patched = 0, refused = 0;
 
+	fixed.form = fixed.size = 0;
 	for (s = m->sites; s < m->sites_end; s++) {
 		sdt_word a = sdt_site_address(s);
 		const sdt_u8 *code = (const sdt_u8 *)a;
 		sdt_u8 off[SDT_SITE_MAX], keep = s->keep;
 		unsigned size, was = s->size, i;
 
-		s->state = SDT_SITE_REFUSED;
-		s->size = 0;
-		s->next = 0;
 		refused++;
-		if (!entry_valid(m, s)) {
-			sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
-			continue;
-		}
-		if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) &&
-		    prev->form == s->form) {
-			s->state = SDT_SITE_FOLDED;
-			s->size = prev->size;
-			refused--;
-			continue;
-		}
-		if (a < end) {
-			sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
+		if (settle_entry(m, s, prev, end)) {
+			refused -= s->state == SDT_SITE_FOLDED;
 			continue;
 		}
 		if (a < lo || a + s->length > top || a + s->length < a ||
@@ -205,23 +193,16 @@ static SDT_CODE int patch_module(struct sdt_module *m)
 					;
 				size = i == was ? was : 0;
 			}
+			s->size = 0;
 		}
 		if (!size) {
-			s->size = 0;
 			sdt_report_site(s, s->form == SDT_FORM_GOTO ? "is not the NOP of an asm goto"
 								     : "is not the expected call or jump to its stub",
 					code, s->length, 0);
 			continue;
 		}
-		s->size = (sdt_u8)size;
-		if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-			sdt_report_site(s, "has no disabled form", code, size, 0);
+		if (!write_off(s, size, alias, lo, &fixed))
 			continue;
-		}
-		for (i = 0; i < size; i++)
-			if (code[i] != off[i])
-				alias[a - lo + i] = off[i];
-		s->state = SDT_SITE_OFF;
 		prev = s;
 		end = a + size;
 		patched++;

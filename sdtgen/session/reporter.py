@@ -72,7 +72,7 @@ class Reporter:
 
     def module(self, name: str, sites: int, what: str) -> None:
         """A module loaded (the sites the runtime patched) or unloaded (the sites it disarmed)."""
-        self._emit({"event": f"module {what}", "module": name, "sites": sites},
+        self._emit({"event": "module", "module": name, "did": what, "sites": sites},
                    f"module {name} {what}: {sites} sites {'patched' if what == 'loaded' else 'disarmed'}")
 
     def refused(self, refusals: list[tuple[str, int, str, str]], where) -> None:

@@ -339,6 +339,11 @@ class Session:
         self.probes = [p for p in self.probes if p not in self.modules[loaded.name]] + self.modules[loaded.name]
         self.reporter.module(loaded.name, loaded.patched, "loaded")
 
+    def module_spec(self) -> str:
+        """One spec for the loaded module's probes: the fields they share, the others empty."""
+        fields = {(p.provider, p.module, p.function, p.name) for probes in self.modules.values() for p in probes}
+        return ":".join(c[0] if len(set(c)) == 1 else "" for c in zip(*fields, strict=True))
+
     def unload_module(self, name: str) -> None:
         unload = getattr(self.target, "unload_module", None)
         if unload is None or name not in self.modules:
@@ -382,12 +387,14 @@ class Session:
     def read(self, addr: int, size: int) -> bytes | None:
         return self._guard(lambda: self.target.read(addr, size), "read")
 
-    def torture(self, target: str, args: list[int], spec: str, toggles: int) -> Summary:
+    def torture(self, target: str, args: list[int], spec: str, toggles: int, module: bool = False) -> Summary:
         """Every CPU but one calls ``target`` over and over while that one arms (in this session's mode) and
-        disarms ``spec`` ``toggles`` times; the rings' records are read at the end."""
+        disarms ``spec`` ``toggles`` times (``module``: unloads and loads the module loaded, ``spec`` enabled
+        throughout); the rings' records are read at the end."""
         func, _ = self.check_run(target, args)
         self.check_spec(spec)
-        summary = self._guard(lambda: self.target.torture(func, args, spec, toggles, self.mode, self.timeout),
+        mode = "module" if module else self.mode
+        summary = self._guard(lambda: self.target.torture(func, args, spec, toggles, mode, self.timeout),
                               "torture")
         self._emit_pending()
         summary.firings = summary.firings or sum(self.hits.values())

@@ -65,9 +65,8 @@ def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles
             from sdtgen.targets.emulator_exhaustive import exhaustive as run_exhaustive
 
             return run_exhaustive(session.target, symbol, module=module is not None)
-        if mode == "module" and not spec:  # the fields every probe of the module shares, the others empty
-            fields = {(p.provider, p.module, p.function, p.name) for p in session.modules[session.target.module.name]}
-            spec = ":".join(c[0] if len(set(c)) == 1 else "" for c in zip(*fields, strict=True))
+        if mode == "module" and not spec:
+            spec = session.module_spec()
         t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
         t.prepare(symbol)
         return t.run()

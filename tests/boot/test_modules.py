@@ -98,7 +98,7 @@ def test_unload_disarms_and_a_reload_applies_the_specs_again(tmp_path, kernel, n
         s.enable("hkm:drv::")
         s.unload_module("hkm")
         assert [json.loads(x)["sites"] for x in out.getvalue().splitlines()
-                if json.loads(x)["event"] == "module unloaded"] == [2]  # the two armed sites disarmed
+                if json.loads(x)["event"] == "module" and json.loads(x)["did"] == "unloaded"] == [2]  # two armed
         s.load_module(str(ko))
         s.run("hkm_work", [3])
     finally:
