@@ -23,8 +23,8 @@ def build(out, arch: str = "x86_64", **make_vars: str):
     return out
 
 
-def test_the_module_object_carries_its_own_table_under_a_hidden_symbol(tmp_path):
-    out = build(tmp_path / "m")
+def test_the_module_object_carries_its_own_table_under_a_hidden_symbol(built):
+    out = built
     sections = run(["readelf", "-SW", str(out / "hkm.ko")]).stdout
     assert " sdt_module_table " in sections and " set_sdt_sites_set " in sections
     symbols = [ln.split() for ln in run(["readelf", "-sW", str(out / "hkm.ko")]).stdout.splitlines()]
@@ -61,16 +61,21 @@ def test_check_refuses_a_module_whose_table_was_written_for_other_code(tmp_path)
     assert r.returncode != 0
 
 
-def test_probes_of_a_module_name_it_where_the_definition_leaves_the_module_empty(tmp_path):
-    out = build(tmp_path / "m")
+def test_probes_of_a_module_name_it_where_the_definition_leaves_the_module_empty(built):
+    out = built
     listing = sdtgen("probes", str(out / "hkm.ko"), "--json", check=True).stdout
     specs = sorted(f"{p['provider']}:{p['module']}:{p['function']}:{p['name']}" for p in json.loads(listing)["probes"])
     assert specs == ["hkm:drv:work:dev", "hkm:drv:work:done", "hkm:hkm:work:step"]
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("module"))
+
+
 @pytest.mark.parametrize("name", ["", "1abc", "a-b", "x" * 65, "int"])
-def test_gen_refuses_a_module_name_that_is_not_an_identifier(tmp_path, name):
-    obj = build(tmp_path / "m") / "mod.o"
+def test_gen_refuses_a_module_name_that_is_not_an_identifier(tmp_path, built, name):
+    obj = built / "mod.o"
     copy = tmp_path / "copy.o"
     shutil.copy(obj, copy)
     r = sdtgen("gen", str(copy), "--module", name, "--stubs", str(tmp_path / "s.c"), "--table", str(tmp_path / "t.S"))
