@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO := build/demo
 PROCESS := build/process
 
-.PHONY: all venv demo process test lint matrix fuzz bench realworld qemu clean
+.PHONY: all venv demo process test lint matrix fuzz bench realworld qemu modules clean
 
 all: test
 
@@ -66,6 +66,13 @@ fuzz: $(STAMP)
 # (make test boots RISC-V and x86-64 with 100). Tens of minutes on two cores.
 qemu: $(STAMP)
 	SDTGEN_QEMU_ALL=1 SDTGEN_QEMU_TOGGLES=10000 $(BIN)/pytest -q tests/qemu
+
+# Loadable modules at length: the module's firings against the native run on every architecture in both arming
+# modes, and 1,000 unload/load cycles (2,000 toggles) under calling CPUs in the emulator and on QEMU (make test
+# runs one case each and a dozen toggles). Minutes on two cores.
+modules: $(STAMP)
+	SDTGEN_MODULE_MATRIX=1 SDTGEN_MODULE_TORTURE=1 $(BIN)/pytest -q tests/boot/test_modules.py \
+		tests/runtime/test_process_modules.py tests/qemu/test_qemu_modules.py
 
 # A real Linux kernel (Debian's linux-source-6.1: tinyconfig + ftrace + jump labels) in build/realworld;
 # its probe tables and __fentry__ sites checked against readelf and objdump. Minutes; not part of test.

@@ -689,6 +689,98 @@ def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
 QEMU_TOGGLES = 1_000
 
 
+MODULE_FIXTURE = ROOT / "fixtures" / "module"
+
+
+def module_source(path: Path, sites: int, per_function: int = 10, probes: int = 100) -> Path:
+    """A module of ``sites`` probe sites: functions of ``per_function`` sites each over ``probes`` probes (each
+    function its own arguments: gcc would fold identical ones into one)."""
+    lines = ["#include <sdt.h>"] + [f'SDT_PROBE_DEFINE1(bmod, , f, hit{k}, "int");' for k in range(probes)]
+    for f in range(sites // per_function):
+        body = " ".join(f"SDT_PROBE1(bmod, , f, hit{(f * per_function + k) % probes}, x + {f * per_function + k});"
+                        for k in range(per_function))
+        lines.append(f"int bm_f{f}(int x) {{ {body} return x; }}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def module_build(work: Path, src: Path | None, name: str) -> Path:
+    """fixtures/module's Makefile on ``src`` (None: its own mod.c) as module ``name``, for x86-64."""
+    out = work / f"module-{name}"
+    extra = [f"SRCS={src}", f"MODULE={name}"] if src else []
+    subprocess.run(["make", "-s", "-C", str(MODULE_FIXTURE), f"O={out}", f"SDTGEN={SDTGEN}", *extra], check=True)
+    return out / f"{name}.ko"
+
+
+def module_rows(work: Path, small: bool) -> list[Row]:
+    """sdt_module_load over a module of 10,000 sites (verify, write the NOP, sync: a fresh copy each time), beside
+    sdt_init over the same sites linked into the kernel; then unload and load round trips of the fixture's module
+    with a spec armed (each load verifies its sites and arms them again)."""
+    from sdtgen.boot.module import link_module
+    from sdtgen.session.session import Session
+    from sdtgen.targets.emulator import EmulatorTarget
+
+    n = 1000 if small else 10_000
+    src = module_source(work / f"bm{n}.c", n)
+    big = module_build(work, src, f"bm{n}")
+    # the same sites in the kernel: the fixture kernel with the module's C among its sources
+    b = toolchain.Build(cflags=toolchain.kernel_cflags("x86_64"), extra_sources=(src,))
+    d = work / f"fixture-with-bm{n}"
+    d.mkdir(parents=True, exist_ok=True)
+    objs = toolchain.compile_sources(b, sorted((ROOT / "fixtures" / "kernel").glob("*.c")), d)
+    inside = link_image(toolchain.partial_link(b, objs, d / "kernel.o"), d, b)
+    init_guest, _, init_sites, _ = sdt_init_time(inside)
+    kernel = fixture_build(work, "calls")
+
+    def session() -> Session:
+        return Session(str(kernel), quiet(), lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop",
+                                                                       modules=True))
+
+    s = session()
+    try:
+        t = s.target
+        linked = link_module(t.image, str(big), t.module_base)
+        where = t.module_struct()
+        times, patched = [], 0
+        for _ in range(3):
+            t.machine.write(t.module_base, bytes(linked.size))
+            for addr, data, _size in linked.segments:
+                t.machine.write(addr, data)
+            t.runtime.flush_all(t.machine)
+            took, patched = timed(lambda: t.runtime.call(t.machine, "sdt_module_load",
+                                                         [where, linked.table, *linked.text]))
+            times.append(took)
+            t.runtime.call(t.machine, "sdt_module_unload", [where])
+    finally:
+        s.close()
+    load_rate, init_rate = patched / min(times), init_sites / init_guest
+    cycles = 50 if small else 500
+    s = session()
+    try:
+        s.set_arm("branch")
+        s.enable("hkm:::")
+        s.load_module(str(module_build(work, None, "hkm")))
+        t = s.target
+        where = t.module_struct()
+        args = [where, t.module.table, *t.module.text]
+
+        def trips() -> None:
+            for _ in range(cycles):
+                t.runtime.call(t.machine, "sdt_module_unload", [where])
+                t.runtime.call(t.machine, "sdt_module_load", args)
+
+        trip = min(timed(trips)[0] for _ in range(3)) / cycles
+        t.runtime.refresh()
+        armed = len(t.runtime.armed())
+    finally:
+        s.close()
+    return [Row(f"modules: sdt_module_load registers a module of {patched:,} sites (x86-64, emulated)",
+                f"{load_rate:,.0f} sites/s", f"sdt_init, the same sites in the kernel: {init_rate:,.0f} sites/s",
+                load_rate / init_rate, "", None),
+            Row(f"  unload and load round trips, {armed} sites of a spec armed on each load (the fixture's module)",
+                f"{1 / trip:,.0f} round trips/s", f"one round trip: {trip * 1e6:,.0f} us", 1.0, "", None)]
+
+
 def qemu_rows(work: Path, small: bool) -> list[Row]:
     """The fixture kernel on QEMU (multi-threaded TCG, x86-64): firings a second on 1, 2 and 4 vCPUs in both modes
     beside the emulated boot's figure for as many CPUs, the time from QEMU's start to the first firing, and the
@@ -867,13 +959,16 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--work", default=str(ROOT / "build" / "bench"))
     ap.add_argument("--small", action="store_true", help="a small large object, to try the harness quickly")
-    ap.add_argument("--only", choices=["aggregation"], help="measure one group of rows and print them (no "
-                    "BENCHMARKS.md)")
+    ap.add_argument("--only", choices=["aggregation", "modules"], help="measure one group of rows and print them "
+                    "(no BENCHMARKS.md)")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     if args.only == "aggregation":
         print_rows(aggregation_rows(work, args.small))
+        return 0
+    if args.only == "modules":
+        print_rows(module_rows(work, args.small))
         return 0
     include = str(ROOT / "sdtgen" / "include")
     t0 = time.perf_counter()
@@ -899,7 +994,7 @@ def main() -> int:
     rows += patch_rows(link_many(work, "many-merged", merged), link_many(work, "many", many))
     rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work) + asm_goto_rows(work)
     rows += trace_rows(work, args.small) + datapath_rows(work, args.small) + [memory_row(work, args.small)]
-    rows += aggregation_rows(work, args.small)
+    rows += aggregation_rows(work, args.small) + module_rows(work, args.small)
     rows += smp_rows(work, args.small) + qemu_rows(work, args.small)
     header = print_rows(rows)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, " \

@@ -46,7 +46,8 @@ def function_address(image: Image, symbol: str) -> int:
     return sym.value
 
 
-def check_call(image: Image, target: str, args: list[int | str]) -> tuple[str, int, str]:
+def check_call(image: Image, target: str, args: list[int | str],
+               more: dict[str, int] | None = None) -> tuple[str, int, str]:
     """(symbol, address, return type) of ``SYMBOL[:TYPE]`` called with ``args``, or the one line saying why
     not: an unknown type, no such function, too many arguments, one that fits no register."""
     symbol, _, rtype = target.partition(":")
@@ -54,7 +55,7 @@ def check_call(image: Image, target: str, args: list[int | str]) -> tuple[str, i
     if rtype not in RETURN_TYPES:
         raise SdtError("", f"unknown return type {printable(rtype)!r} in {printable(target)!r}",
                        f"use one of {', '.join(RETURN_TYPES)}")
-    func = function_address(image, symbol)
+    func = more[symbol] if more and symbol in more else function_address(image, symbol)  # more: a loaded module's
     arch = image.arch
     if len(args) > arch.max_args:
         raise SdtError("", f"{printable(symbol)}: at most {arch.max_args} arguments can be passed")

@@ -72,7 +72,8 @@ def cmd_gen(args: argparse.Namespace) -> int:
                        "nothing writes it", "give --ctf-metadata FILE too")
     ctf = (MetadataRequest(args.ctf_metadata, 1_000_000_000 if args.clock_hz is None else args.clock_hz,
                            args.clock_name) if args.ctf_metadata else None)
-    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict, ctf=ctf)
+    result = gen_files(args.object, args.stubs, args.table, args.mode, strict=args.strict, ctf=ctf,
+                       module=args.module)
     if args.verbose:
         print(f"{args.object}: {len(result.sites)} sites, {len(result.probes)} probes, table mode {args.mode}")
     return EXIT_OK
@@ -84,8 +85,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     from sdtgen.scan import merged, scan
 
     result = merged([scan(obj) for obj in args.object])
-    with Image(args.image) as image:
-        report = check(result, image)
+    placed_at = _module_base(args.image)
+    if placed_at is not None:  # a module: its table proved against the module as a loader places it
+        import tempfile
+
+        from sdtgen.modlink import placed
+
+        with tempfile.TemporaryDirectory(prefix="sdtgen-check-") as tmp, \
+                placed(args.image, result.arch, placed_at, tmp, relax=False) as out, Image(out) as image:
+            report = check(result, image)
+        if not args.json and not args.quiet:
+            print(f"{args.image}: a module: its table checked against it placed at {placed_at:#x} by its own "
+                  "relocations, without relaxation, as a kernel's loader places it")
+    else:
+        with Image(args.image) as image:
+            report = check(result, image)
     if args.json:
         _emit_json({**report.to_json(), "summary": report.summary()})
         return EXIT_OK if report.ok else EXIT_FAIL
@@ -103,6 +117,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not report.ok and report.summary():
             print(Diagnostic(args.image, ERROR, f"in short: {sentence(report.summary())}"), file=sys.stderr)
     return EXIT_OK if report.ok else EXIT_FAIL
+
+
+MODULE_CHECK_BASE = 0x1000000  # where check places a module: every architecture's calls out reach address 0
+
+
+def _module_base(path: str) -> int | None:
+    """Where check places ``path`` when it is a module object (relocatable, with a module table); else None."""
+    from sdtgen.elf.reader import ElfFile
+    from sdtgen.table import MODULE_TABLE_SECTION
+
+    with ElfFile(path) as elf:
+        return MODULE_CHECK_BASE if elf.type == 1 and elf.section(MODULE_TABLE_SECTION) is not None else None
 
 
 def site_lines(image: str, verdicts: list) -> list[str]:
@@ -310,7 +336,8 @@ def cmd_boot(args: argparse.Namespace) -> int:
 
     def start(s):
         return EmulatorTarget(s, patch=not args.no_patch, buffer_size=args.buffer_size, overflow=args.overflow,
-                              cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream)
+                              cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
+                              modules=any(a[0] == "module" for a in getattr(args, "actions", None) or []))
 
     return _session_command(args, start)
 
@@ -320,8 +347,12 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     from sdtgen.targets.qemu import QemuTarget
 
     def start(s):
+        modules = [v for k, v, _ in getattr(args, "actions", None) or [] if k == "module"]
+        if len(set(modules)) > 1:
+            raise SdtError("", "QEMU boots with one module (its loader's fw_cfg file)", "give one --module FILE")
         return QemuTarget(s, cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,
-                          qemu_args=args.qemu_arg or [], timeout=args.timeout, transport=args.transport)
+                          qemu_args=args.qemu_arg or [], timeout=args.timeout, transport=args.transport,
+                          module=modules[0] if modules else None)
 
     with termination_as_interrupt():
         return _session_command(args, start)
@@ -383,11 +414,16 @@ def cmd_torture(args: argparse.Namespace) -> int:
     if args.exhaustive and target != "emulator":
         raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
                        "leave out --target and --serial")
+    if (args.arm == "module") != bool(args.module and not args.exhaustive) or \
+            (args.module and target not in ("emulator", "qemu")):
+        raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator or on QEMU",
+                       "give both --module FILE and --arm module (or --exhaustive with --module)")
     if target == "emulator":
         from sdtgen.session.starts import emulator_torture as torture
 
         summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
-                          timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm)
+                          timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm,
+                          module=args.module)
     else:
         summary = _torture_on(args, target, values)
         if summary is None:
@@ -414,7 +450,7 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
 
         def start(s):
             return QemuTarget(s, cpus=args.cpus + 1, buffer_size=1 << 20, overflow="drop",
-                              qemu_args=args.qemu_arg or [], timeout=args.timeout)
+                              qemu_args=args.qemu_arg or [], timeout=args.timeout, module=args.module)
     elif target == "process":
         from sdtgen.targets.process import ProcessTarget
 
@@ -432,12 +468,16 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
     try:
         with termination_as_interrupt():
             try:
-                session = Session(args.image, reporter, start, arm=args.arm, timeout=args.timeout)
+                session = Session(args.image, reporter, start, arm="branch" if args.module else args.arm,
+                                  timeout=args.timeout)
             except Halted:  # the session said why
                 return None
             try:
-                spec = args.spec or session.spec_of(args.run.partition(":")[0])
-                return session.torture(args.run, values, spec, args.toggles)
+                if args.module:
+                    session.load_module(args.module)
+                spec = args.spec or (session.module_spec() if args.module else
+                                     session.spec_of(args.run.partition(":")[0]))
+                return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
             except Halted:
                 return None
             finally:
@@ -600,6 +640,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="the metadata's clock rate: ticks a second of the kernel's sdt_hooks.clock (default 1e9)")
     g.add_argument("--clock-name", default="", metavar="NAME",
                    help="the metadata's clock name (default the architecture's counter: tsc, cntvct_el0, cycle)")
+    g.add_argument("--module", metavar="NAME",
+                   help="the object is a loadable module (or a shared object) named NAME: its table is its own "
+                   "(section sdt_module_table, what its loader gives sdt_module_load) and its symbols hidden")
     g.add_argument("-v", "--verbose", action="store_true", help="say how many sites and probes were written")
     g.set_defaults(func=cmd_gen)
 
@@ -657,6 +700,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--action", action=_Ordered, metavar="SPEC=FUNCTION",
                    help="enable the probes matching SPEC and call FUNCTION in the guest with a probe's "
                         "arguments whenever one fires")
+    b.add_argument("--module", action=_Ordered, metavar="FILE",
+                   help="load the module FILE (its ld -r output with what `sdtgen gen --module` wrote) at this point: "
+                        "relocated against the image and given to sdt_module_load; the specs enabled so far arm it")
+    b.add_argument("--unload", action=_Ordered, metavar="NAME",
+                   help="unload module NAME at this point (sdt_module_unload)")
     b.add_argument("--no-stream", action="store_true",
                    help="read the buffers only when a run ends, not as packets fill")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
@@ -680,7 +728,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
     t.add_argument("--spec", default="", metavar="SPEC",
                    help="the probes to arm and disarm (default: those with sites in SYMBOL)")
-    t.add_argument("--arm", choices=("trap", "branch"), default="branch", help="how they are armed (default branch)")
+    t.add_argument("--arm", choices=("trap", "branch", "module"), default="branch",
+                   help="how they are armed (default branch); module: with --module, the spec stays enabled and the "
+                        "control CPU unloads and loads the module in turn, --toggles times")
+    t.add_argument("--module", metavar="FILE", help="in the emulator: load the module FILE first (as `boot --module`); "
+                   "--run may name its functions")
     t.add_argument("--target", choices=("emulator", "qemu", "process"), default="emulator",
                    help="where: the emulator (the default: it checks every instruction a CPU fetches in a site), "
                         "QEMU with --cpus + 1 vCPUs, or the image as a Linux process with --cpus + 1 threads")
@@ -707,6 +759,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     q.add_argument("--transport", choices=("shared", "serial"), default="shared",
                    help="how packets reach the host: read in the machine's RAM, which QEMU shares with sdtgen "
                         "(the default, where the kernel says where its rings are), or sent on the serial line")
+    q.add_argument("--module", action=_Ordered, metavar="FILE",
+                   help="give the kernel's loader the module FILE (relocated into its sdt_module_area, as a fw_cfg "
+                        "file) and load it at this point (`module load`); the specs enabled so far arm it")
+    q.add_argument("--unload", action=_Ordered, metavar="NAME", help="unload module NAME at this point (`module "
+                   "unload`: the loader keeps its memory, a later --module of the same FILE loads it again)")
     q.set_defaults(func=cmd_qemu, actions=None)
 
     at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "

@@ -11,12 +11,12 @@ from sdtgen.elf.reader import STT_SECTION, ElfFile
 from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
-from sdtgen.layout import PROBE, SITE, render_asm
-from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, probe_key, probe_symbol
+from sdtgen.layout import MODULE_TABLE, PROBE, SITE, VALUES, render_asm
+from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, is_c_identifier, probe_key, probe_symbol
 from sdtgen.record import record
 from sdtgen.recorder import PROGRAM_PREFIX, RECORDER_PREFIX, render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
-from sdtgen.table import FORMS, MODES, PROBES_SET, SITES_SET
+from sdtgen.table import FORMS, MODES, MODULE_NAME_SECTION, MODULE_TABLE_SECTION, PROBES_SET, SITES_SET
 from sdtgen.tracepoints import probe_word_symbol
 
 ANCHOR_PREFIX = "__sdt_site_"
@@ -44,7 +44,7 @@ class MetadataRequest:
 
 
 def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str = "reloc",
-              strict: bool = False, ctf: MetadataRequest | None = None) -> ScanResult:
+              strict: bool = False, ctf: MetadataRequest | None = None, module: str | None = None) -> ScanResult:
     """`sdtgen gen`: scan, render, then write the anchored object, the stubs and the table (and the CTF
     metadata describing the packets the kernel's runtime will write: a trace is then its streams as they
     stand beside it, whatever carries them out of the kernel).
@@ -54,12 +54,14 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
     """
     if ctf is not None:
         _check_clock(ctf)
+    if module is not None:
+        check_module_name(module)
     named = [("stubs", stubs), ("table", table)] + ([("CTF metadata", ctf.path)] if ctf else [])
     check_outputs(named, inputs=[("object", obj)])
     with open_relocatable(str(obj)) as elf:
         result = scan_elf(elf)
         tag = _anchor_tag(elf, result) if mode == "reloc" else ""
-        gen = generate(result, mode, tag=tag)
+        gen = generate(result, mode, tag=tag, module=module)
         report_undefined(result, strict)
         meta = _ctf_metadata(elf, result, ctf) if ctf else None
         anchored = _anchored_object(elf, gen.anchors) if gen.anchors else None
@@ -163,7 +165,18 @@ def _anchored_object(elf: ElfFile, anchors: list[NewSymbol]) -> bytearray | None
     return add_symbols(elf, anchors)
 
 
-def generate(result: ScanResult, mode: str = "reloc", source: str = "", tag: str = "0") -> Generated:
+MODULE_TABLE_SYMBOL = "__sdt_module_table"  # hidden: every module (a shared object too) finds its own
+
+
+def check_module_name(name: str) -> None:
+    """A module's name goes into its table as a string and into specs as their module field: a C identifier."""
+    if not is_c_identifier(name) or len(name) > 64:
+        raise SdtError("", f"--module {printable(name)!r} is not a module name",
+                       "give a C identifier of at most 64 characters (it is the module field of its probes' specs)")
+
+
+def generate(result: ScanResult, mode: str = "reloc", source: str = "", tag: str = "0",
+             module: str | None = None) -> Generated:
     """Check everything is safe to write, then render both files; raises SdtError otherwise."""
     if mode not in MODES:
         raise SdtError("", f"unknown table mode {mode!r}", "use reloc or offset")
@@ -206,10 +219,32 @@ def generate(result: ScanResult, mode: str = "reloc", source: str = "", tag: str
             if site.form == GOTO:  # its out-of-line target, which arming jumps to, is located the same way
                 anchors.append(NewSymbol(target_anchor_name(tag, i), result.section_index[site.target_section],
                                          site.target, ANCHOR_TYPE))
-    return Generated(render_stubs(probes, result, source), render_table(probes, result, mode, source, tag), anchors)
+    return Generated(render_stubs(probes, result, source, module),
+                     render_table(probes, result, mode, source, tag, module), anchors)
 
 
-def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
+# A module's own registration when it is a shared object a process loads: its constructor gives its table to the
+# hosted platform (sdt_linux.h), which finds its code and calls sdt_module_load; its destructor unloads it.
+MODULE_DLOPEN = """
+#ifdef SDT_MODULE_DLOPEN
+#include <sdt_runtime.h>
+extern const struct sdt_module_table {table};
+int sdt_linux_module_open(struct sdt_module *m, const struct sdt_module_table *table);
+int sdt_linux_module_close(struct sdt_module *m);
+static struct sdt_module sdt_this_module;
+__attribute__((constructor(101))) static void sdt_module_loaded(void)
+{{
+	sdt_linux_module_open(&sdt_this_module, &{table});
+}}
+__attribute__((destructor(101))) static void sdt_module_unloading(void)
+{{
+	sdt_linux_module_close(&sdt_this_module);
+}}
+#endif
+"""
+
+
+def render_stubs(probes: list[Probe], result: ScanResult, source: str, module: str | None = None) -> str:
     lines = [
         f"/* Generated by sdtgen from {_comment(source)}: do not edit. */",
         "/*",
@@ -225,6 +260,10 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
         "#endif",
         "",
     ]
+    if module is not None:  # the module's own stubs, recorders and slots: a shared object never exports them
+        lines += [f"/* Module {module}: its symbols are its own (hidden), whoever else defines the same; the runtime's",
+                  " * (declared first) are the kernel's, or the program's. */",
+                  "#include <sdt_runtime.h>", '#pragma GCC visibility push(hidden)', ""]
     checked = _checked(result)
     for p in probes:
         if p.symbol in result.defined:
@@ -235,6 +274,8 @@ def render_stubs(probes: list[Probe], result: ScanResult, source: str) -> str:
             lines.append(f"int {p.isenabled_symbol}(void);")
             lines.append(f"SDT_STUB int {p.isenabled_symbol}(void) {{ return 0; }}")
     lines.append(render_recorders([(p.symbol, p.args) for p in probes], result.arch.bits))
+    if module is not None:
+        lines += ["#pragma GCC visibility pop", MODULE_DLOPEN.format(table=MODULE_TABLE_SYMBOL)]
     return "\n".join(lines) + "\n"
 
 
@@ -243,7 +284,8 @@ def _checked(result: ScanResult) -> set[str]:
     return {probe_symbol(s.symbol) for s in result.sites if s.form == ISEN}
 
 
-def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str, tag: str = "0") -> str:
+def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str, tag: str = "0",
+                 module: str | None = None) -> str:
     strings: dict[str, str] = {}
 
     def ref(text: str) -> str:
@@ -255,7 +297,7 @@ def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str
     checked = _checked(result)
     gotos = {probe_symbol(s.symbol) for s in result.sites if s.form == GOTO}
     out = [f"/* Generated by sdtgen from {_comment(source)} (table mode {mode}): do not edit. */", ""]
-    out += [f'\t.section {PROBES_SET},"a"', "\t.balign 4"]
+    out += [f'\t.section {PROBES_SET},"a"', "\t.balign 4", ".Lsdt_probes_start:"]
     for i, p in enumerate(probes):
         if p.symbol in gotos:  # what the asm goto records' probe word names (weak: two objects may call it)
             word = probe_word_symbol(p.symbol)
@@ -270,7 +312,7 @@ def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str
             "recorder": f"{RECORDER_PREFIX}{p.symbol} - .", "key": f"{probe_key(p.symbol):#x}",
             "program": f"{PROGRAM_PREFIX}{p.symbol} - ."})
     # Writable: the runtime keeps each site's state in its entry (sdtgen/layout.py, SITE).
-    out += ["", f'\t.section {SITES_SET},"aw"', "\t.balign 4"]
+    out += [".Lsdt_probes_end:", "", f'\t.section {SITES_SET},"aw"', "\t.balign 4", ".Lsdt_sites_start:"]
     for i, s in enumerate(result.sites):
         where = anchor_name(tag, i) if mode == "reloc" else f"btext + {s.text_offset:#x}"
         values = {"site": f"{where} - .", "probe": f".Lsdt_probe{index[probe_symbol(s.symbol)]} - .",
@@ -280,6 +322,18 @@ def render_table(probes: list[Probe], result: ScanResult, mode: str, source: str
             values["target"] = f"{target} - ."
         out.append(f"\t/* {s.probe} at {_comment(s.where)} */")
         out += render_asm(SITE, bits, values)
+    out.append(".Lsdt_sites_end:")
+    if module is not None:  # what the module's loader finds its tables by (docs/runtime.md, "Modules")
+        out += ["", f'\t.section {MODULE_TABLE_SECTION},"a"', "\t.balign 4", f"\t.globl {MODULE_TABLE_SYMBOL}",
+                f"\t.hidden {MODULE_TABLE_SYMBOL}", f"\t.type {MODULE_TABLE_SYMBOL}, %object",
+                f"{MODULE_TABLE_SYMBOL}:"]
+        out += render_asm(MODULE_TABLE, bits, {
+            "magic": f"{VALUES['SDT_MODULE_TABLE_MAGIC']:#x}", "sites": ".Lsdt_sites_start - .",
+            "sites_end": ".Lsdt_sites_end - .", "probes": ".Lsdt_probes_start - .",
+            "probes_end": ".Lsdt_probes_end - .", "name": ref(module)})
+        out.append(f"\t.size {MODULE_TABLE_SYMBOL}, . - {MODULE_TABLE_SYMBOL}")
+        # the name again where a tool reads it without relocating anything (`sdtgen probes` of the module)
+        out += ["", f'\t.section {MODULE_NAME_SECTION},"",%progbits', f'\t.asciz "{module}"']
     out += ["", '\t.section .rodata.sdt_strings,"a"']
     for text, lab in strings.items():  # every name and type validated (probes.py) before it gets here
         out.append(f'{lab}:\t.asciz "{text}"')

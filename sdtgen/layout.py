@@ -245,6 +245,36 @@ HOOKS = Layout("sdt_hooks", "What the kernel supplies, once, to sdt_init (copied
     Field("clock_hz", "u64", "ticks a second of clock (for trace metadata)"),
 ))
 
+# -- loadable modules (docs/runtime.md, "Modules") ---------------------------------------------
+MODULE_TABLE = Layout("sdt_module_table", "A module's tables, as `sdtgen gen --module NAME` writes them into the "
+                      "section sdt_module_table of the module: what its loader gives sdt_module_load.", (
+    Field("magic", "u32", "SDT_MODULE_TABLE_MAGIC"),
+    Field("sites", "s32", "the module's first site entry, relative to this field"),
+    Field("sites_end", "s32", "one past its last site entry, relative to this field"),
+    Field("probes", "s32", "its first probe descriptor, relative to this field"),
+    Field("probes_end", "s32", "one past its last probe descriptor, relative to this field"),
+    Field("name", "s32", "the module's name (NUL-terminated; a probe with an empty module field takes it), "
+          "relative to this field"),
+))
+
+MODULE = Layout("sdt_module", "What the runtime keeps for one loaded module, in memory the kernel gives: "
+                "sdt_module_load fills it, and the kernel leaves it alone until sdt_module_unload returned.", (
+    Field("magic", "u32", "SDT_MODULE_MAGIC once sdt_module_load took it"),
+    Field("state", "u32", "SDT_MODULE_LOADED or SDT_MODULE_UNLOADED"),
+    Field("sites", "ptr", "the module's site entries (sorted by sdt_module_load)", c="struct sdt_site *%s"),
+    Field("sites_end", "ptr", "", c="struct sdt_site *%s"),
+    Field("probes", "ptr", "its probe descriptors", c="const struct sdt_probe *%s"),
+    Field("probes_end", "ptr", "", c="const struct sdt_probe *%s"),
+    Field("name", "ptr", "its name, from its table", c="const char *%s"),
+    Field("next", "ptr", "the next loaded module (the runtime's list)", c="struct sdt_module *%s"),
+    Field("mark_lo", "ptr", "the first of its sites marked for a run of the patch protocol", c="struct sdt_site *%s"),
+    Field("mark_hi", "ptr", "one past the last", c="struct sdt_site *%s"),
+    Field("text", "u64", "where its code is: its sites must lie in [text, text + text_size)"),
+    Field("text_size", "u64", ""),
+    Field("patched", "u32", "its sites sdt_module_load verified and disabled"),
+    Field("refused", "u32", "its sites it refused (reported one by one)"),
+))
+
 ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_entries: what a host booting the "
                  "image finds them by when its symbols are gone (strip keeps allocated sections).", (
     Field("magic", "u64", "SDT_ENTRIES_MAGIC"),
@@ -263,6 +293,9 @@ ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_
     Field("agg_attach", "fn", "sdt_agg_attach", c="int (*%s)(struct sdt_cpu *c, struct sdt_agg *g, void *mem, "
           "unsigned long bytes)"),
     Field("agg_switch", "fn", "sdt_agg_switch", c="int (*%s)(void)"),
+    Field("module_load", "fn", "sdt_module_load", c="int (*%s)(struct sdt_module *m, const struct sdt_module_table "
+          "*table, const void *text, unsigned long text_size)"),
+    Field("module_unload", "fn", "sdt_module_unload", c="int (*%s)(struct sdt_module *m)"),
 ))
 
 # -- the serial transport's frames (sdt_serial.c writes them, sdtgen's frame reader reads them) -------------
@@ -384,7 +417,7 @@ AGG_ENTRY = Layout("sdt_agg_entry", "An entry in an arena, 8-byte aligned; nkeys
 ))
 
 LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, PROGRAM, SLOT, INSN, AGG_DESC, AGG, AGG_ENTRY,
-           ENTRIES, FRAME_HEADER, VERDICT, INFO, CONTROL_INFO)
+           MODULE_TABLE, MODULE, ENTRIES, FRAME_HEADER, VERDICT, INFO, CONTROL_INFO)
 
 # -- constants ---------------------------------------------------------------------------------
 CONSTANTS: tuple[tuple[str, int, str], ...] = (
@@ -517,6 +550,21 @@ CONSTANTS += (
     ("SDT_ERR_LONG", -9, "a command line longer than SDT_CONTROL_LINE"),
     ("SDT_ERR_STATE", -10, "not in this state (the rings are attached already, none are)"),
 )
+CONSTANTS += (  # loadable modules (docs/runtime.md, "Modules")
+    ("SDT_MODULE_TABLE_MAGIC", 0x4D544453, "\"SDTM\" in a little-endian word: a module's struct sdt_module_table"),
+    ("SDT_MODULE_MAGIC", 0x444F4D53, "\"SMOD\" in a little-endian word: a struct sdt_module the runtime took"),
+    ("SDT_MODULE_LOADED", 1, "the module's sites are the runtime's (sdt_module_load)"),
+    ("SDT_MODULE_UNLOADED", 2, "sdt_module_unload returned: the runtime no longer knows the module"),
+    ("SDT_MODULE_SPECS", 16, "enabled specs the runtime remembers for modules loaded later"),
+    ("SDT_MODULE_SPEC_BYTES", 256, "bytes of a remembered spec at most (its NUL included)"),
+    ("SDT_MODULE_GONE", 8, "text ranges of unloaded modules kept, so a breakpoint taken there before the unload "
+     "is resumed, not called foreign"),
+    ("SDT_ERR_MODULE_LOADED", -23, "the module is loaded already (its struct sdt_module, or its table, is in use)"),
+    ("SDT_ERR_MODULE_UNLOADED", -24, "the module was unloaded already"),
+    ("SDT_ERR_MODULE_UNKNOWN", -25, "not a module sdt_module_load took (never loaded)"),
+    ("SDT_ERR_MODULE_TABLE", -26, "the module's table is not one gen wrote (magic, bounds, entries outside the "
+     "module's text)"),
+)
 VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
@@ -547,6 +595,9 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_TRAP", "trap", "arming mode: the breakpoint"),
     ("SDT_CTL_BRANCH", "branch", "arming mode: a branch to the recorder"),
     ("SDT_CTL_CYCLE", "cycle", "torture: off, branch, trap, off... in turn"),
+    ("SDT_CTL_MODULE", "module", "module load|unload: the kernel's loader loads its module again, or unloads it "
+     "(`ok module N`: sites patched, or disarmed); torture's mode `module`: unload and load it in turn while SPEC "
+     "stays enabled"),
     ("SDT_CTL_ALL", "all", "every CPU (run)"),
     ("SDT_CTL_ON", "on", "shared: the host reads the rings"),
     ("SDT_CTL_OFF", "off", "shared: packets go on the line again"),

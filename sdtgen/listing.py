@@ -115,8 +115,11 @@ def _from_object(path: str) -> list[ListedProbe]:
     from sdtgen.arch.base import ISEN, REF
     from sdtgen.probes import probe_symbol
     from sdtgen.scan import scan
+    from sdtgen.table import module_name
 
     result = scan(path)
+    with ElfFile(path) as elf:
+        module = module_name(elf)  # a module's: its probes with no module field are in it
     counts = Counter(s.symbol for s in result.sites if s.form not in (REF, ISEN))
     checks = Counter(probe_symbol(s.symbol) for s in result.sites if s.form == ISEN)
     where: dict[str, list[str]] = {}
@@ -125,7 +128,7 @@ def _from_object(path: str) -> list[ListedProbe]:
             where.setdefault(s.symbol, []).append(f"{s.section}+{s.offset:#x}")
     # Same order, so the same IDs, as the table `sdtgen gen` writes.
     probes = sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol))
-    return [ListedProbe(i + 1, p.provider, p.module, p.function, p.name, p.args, counts[p.symbol],
+    return [ListedProbe(i + 1, p.provider, p.module or module, p.function, p.name, p.args, counts[p.symbol],
                         addresses=tuple(where.get(p.symbol, ())), xargs=p.xargs, checks=checks[p.symbol])
             for i, p in enumerate(probes)]
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from sdtgen.layout import FORMS, PROBE, SITE, SITE_STATES, VALUES
 
 SITES_SET = "set_sdt_sites_set"
+MODULE_TABLE_SECTION = "sdt_module_table"  # a module's struct sdt_module_table (gen --module)
+MODULE_NAME_SECTION = ".sdt_module_name"  # its name, NUL-terminated, in a section nothing loads
 PROBES_SET = "set_sdt_probes_set"
 SITE_SIZE = SITE.size(64)
 PROBE_SIZE = PROBE.size(64)
@@ -148,4 +150,26 @@ def read_tables(read: Reader, bounds: Bounds, bits: int, little: bool = True) ->
                              f"length {length}, mode {mode})")
         sites.append(TableSite(i, (base + site) & mask, entry, FORM_NAMES[form], length, MODE_NAMES[mode],
                                states[state], size, (base + target_at + target) & mask if target else 0))
+    return sites
+
+
+def module_name(elf) -> str:
+    """The module name `gen --module` gave a module's object (or a shared object built from it); "" if none."""
+    sec = elf.section(MODULE_NAME_SECTION)
+    if sec is None or sec.type == 8:  # NOBITS
+        return ""
+    name = bytes(elf.contents(sec)).split(b"\0")[0].decode("ascii", "replace")
+    return name if name.isidentifier() else ""
+
+
+def module_sites(read: Reader, bounds: Bounds, name: str, bits: int, little: bool = True) -> list[TableSite]:
+    """A module's table (read from memory, or from the module as placed); a probe whose module field is empty
+    takes the module's name, as the runtime's specs and lists give it."""
+    from dataclasses import replace
+
+    sites = read_tables(read, bounds, bits, little)
+    named: dict[int, TableProbe] = {}
+    for s in sites:
+        if not s.probe.module:
+            s.probe = named.setdefault(s.probe.addr, replace(s.probe, module=name))
     return sites

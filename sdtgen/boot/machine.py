@@ -471,21 +471,23 @@ class Machine:
         self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
         return False
 
-    def watch_code_stores(self, callback: Callable[[int, bytes], None]) -> None:
-        """``callback(address, bytes)`` before every store this CPU makes to an executable segment lands.
+    def watch_code_stores(self, callback: Callable[[int, bytes], None],
+                          more: tuple[tuple[int, int], ...] = ()) -> None:
+        """``callback(address, bytes)`` before every store this CPU makes to an executable segment lands (or to
+        ``more``: (start, end) of code mapped since, a module's).
 
         In virtual-TLB mode Unicorn hands memory hooks physical addresses: they are mapped back."""
         from unicorn import UC_HOOK_MEM_WRITE
 
         order = "little" if self.arch.little else "big"
-        for span in self.code:
-            r = self.region_at(span.start)
+        for start, end in [(span.start, span.end) for span in self.code] + list(more):
+            r = self.region_at(start)
             base = r.paddr - r.vaddr
 
             def stored(uc, access, paddr: int, size: int, value: int, user, base=base) -> None:
                 callback(paddr - base, (value & ((1 << (8 * size)) - 1)).to_bytes(size, order))
 
-            self.uc.hook_add(UC_HOOK_MEM_WRITE, stored, None, span.start + base, span.end + base - 1)
+            self.uc.hook_add(UC_HOOK_MEM_WRITE, stored, None, start + base, end + base - 1)
 
     def step_one(self, pc: int) -> int | None:
         """Run the one instruction at ``pc`` (a breakpoint resolved as any other); where the CPU is after it,

@@ -46,7 +46,8 @@ class Entries:
 
 
 FIELDS = {"init": "sdt_init", "cpu_attach": "sdt_cpu_attach", "enable": "sdt_enable", "disable": "sdt_disable",
-          "set_mode": "sdt_set_mode", "trap": "sdt_trap", "flush": "sdt_flush"}
+          "set_mode": "sdt_set_mode", "trap": "sdt_trap", "flush": "sdt_flush", "module_load": "sdt_module_load",
+          "module_unload": "sdt_module_unload"}
 
 
 def runtime_entries(image) -> Entries:

@@ -20,7 +20,7 @@ from sdtgen.boot.platform import MAX_SPEC_BYTES, Entries, Platform
 from sdtgen.errors import SdtError
 from sdtgen.layout import ERRORS, VALUES
 from sdtgen.probes import ProbeSpec
-from sdtgen.table import Bounds, TableError, TableProbe, TableSite, read_tables
+from sdtgen.table import Bounds, TableError, TableProbe, TableSite, module_sites, read_tables
 
 TRAP, BRANCH = "trap", "branch"
 ARM_MODES = (TRAP, BRANCH)
@@ -59,6 +59,7 @@ class ProbeRuntime:
         self.reports: list[Report] = []
         self.sites: list[TableSite] = []
         self.by_addr: dict[int, TableSite] = {}
+        self.modules: dict[str, Bounds] = {}  # the loaded modules' tables, by module name
         self.mode = TRAP
         # Guest functions called when a probe fires (--action), and the probes whose action is running on
         # each CPU: another CPU firing the probe meanwhile is a firing, not the action reaching it again.
@@ -118,11 +119,28 @@ class ProbeRuntime:
         """The site table as the runtime keeps it in guest memory (sorted, with states and lengths)."""
         try:
             self.sites = read_tables(self.machines[0].read, self.bounds, self.arch.bits, self.arch.little)
+            for name, bounds in self.modules.items():
+                self.sites += module_sites(self.machines[0].read, bounds, name, self.arch.bits, self.arch.little)
         except (TableError, GuestFault) as e:
             raise SdtError("", f"the probe table in memory is corrupt: {e}", "the guest wrote over it") from None
         self.by_addr = {}
         for s in self.sites:
             self.by_addr.setdefault(s.addr, s)
+
+    def load_module(self, name: str, bounds: Bounds, args: list[int]) -> int:
+        """sdt_module_load on CPU 0 (``args``: the struct sdt_module, the table, the text and its size); the sites
+        it patched. Its table is read with the kernel's from then on."""
+        n = self._check(self.call(self.machines[0], "sdt_module_load", args), f"load module {name}")
+        self.modules[name] = bounds
+        self.refresh()
+        return n
+
+    def unload_module(self, name: str, module: int) -> int:
+        """sdt_module_unload on CPU 0; the sites it disarmed."""
+        n = self._check(self.call(self.machines[0], "sdt_module_unload", [module]), f"unload module {name}")
+        self.modules.pop(name, None)
+        self.refresh()
+        return n
 
     def enable(self, pattern: ProbeSpec, text: str) -> int:
         m = self.machines[0]
@@ -239,3 +257,4 @@ class ProbeRuntime:
                 self.on_action(m, name, value)
             finally:
                 self.active.discard((m.cpu, spec))
+

@@ -81,6 +81,18 @@ void sdt_linux_stats(struct sdt_linux_stats *stats);
 /* CPU ``cpu``'s area (its discarded and overwritten counts), or NULL when no thread ever had it. */
 const struct sdt_cpu *sdt_linux_cpu(unsigned cpu);
 
+/*
+ * A shared object built as a module (`sdtgen gen --module NAME`, its stubs compiled with -DSDT_MODULE_DLOPEN)
+ * calls these from its constructor and destructor: when the process dlopens it, its text is made writable the
+ * way the program's is and its sites registered (sdt_module_load: the specs enabled so far arm them); dlclose
+ * unregisters them (sdt_module_unload). The runtime's result, or SDT_ERR_INIT before sdt_linux_start.
+ */
+int sdt_linux_module_open(struct sdt_module *m, const struct sdt_module_table *table);
+int sdt_linux_module_close(struct sdt_module *m);
+/* The last module opened unloaded (``load`` 0) or loaded again (1) in place, its object still mapped (the control
+ * core's `module` command and module torture): the runtime's result; SDT_ERR_MODULE_UNKNOWN when none is open. */
+int sdt_linux_module_reload(int load);
+
 #ifdef __cplusplus
 }
 #endif

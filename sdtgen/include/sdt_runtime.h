@@ -157,6 +157,17 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ERR_CPU              (-8)	/* no such CPU, or a command that needs more CPUs than there are */
 #define SDT_ERR_LONG             (-9)	/* a command line longer than SDT_CONTROL_LINE */
 #define SDT_ERR_STATE            (-10)	/* not in this state (the rings are attached already, none are) */
+#define SDT_MODULE_TABLE_MAGIC   0x4d544453	/* "SDTM" in a little-endian word: a module's struct sdt_module_table */
+#define SDT_MODULE_MAGIC         0x444f4d53	/* "SMOD" in a little-endian word: a struct sdt_module the runtime took */
+#define SDT_MODULE_LOADED        1	/* the module's sites are the runtime's (sdt_module_load) */
+#define SDT_MODULE_UNLOADED      2	/* sdt_module_unload returned: the runtime no longer knows the module */
+#define SDT_MODULE_SPECS         16	/* enabled specs the runtime remembers for modules loaded later */
+#define SDT_MODULE_SPEC_BYTES    0x100	/* bytes of a remembered spec at most (its NUL included) */
+#define SDT_MODULE_GONE          8	/* text ranges of unloaded modules kept, so a breakpoint taken there before the unload is resumed, not called foreign */
+#define SDT_ERR_MODULE_LOADED    (-23)	/* the module is loaded already (its struct sdt_module, or its table, is in use) */
+#define SDT_ERR_MODULE_UNLOADED  (-24)	/* the module was unloaded already */
+#define SDT_ERR_MODULE_UNKNOWN   (-25)	/* not a module sdt_module_load took (never loaded) */
+#define SDT_ERR_MODULE_TABLE     (-26)	/* the module's table is not one gen wrote (magic, bounds, entries outside the module's text) */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
@@ -181,6 +192,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_TRAP             "trap"	/* arming mode: the breakpoint */
 #define SDT_CTL_BRANCH           "branch"	/* arming mode: a branch to the recorder */
 #define SDT_CTL_CYCLE            "cycle"	/* torture: off, branch, trap, off... in turn */
+#define SDT_CTL_MODULE           "module"	/* module load|unload: the kernel's loader loads its module again, or unloads it (`ok module N`: sites patched, or disarmed); torture's mode `module`: unload and load it in turn while SPEC stays enabled */
 #define SDT_CTL_ALL              "all"	/* every CPU (run) */
 #define SDT_CTL_ON               "on"	/* shared: the host reads the rings */
 #define SDT_CTL_OFF              "off"	/* shared: packets go on the line again */
@@ -537,6 +549,74 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, nkeys) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, nvals) == 10);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_agg_entry, pad) == 12);
 
+/* A module's tables, as `sdtgen gen --module NAME` writes them into the section sdt_module_table of the module: what its loader gives sdt_module_load. */
+struct sdt_module_table {
+	sdt_u32 magic;	/* SDT_MODULE_TABLE_MAGIC */
+	sdt_s32 sites;	/* the module's first site entry, relative to this field */
+	sdt_s32 sites_end;	/* one past its last site entry, relative to this field */
+	sdt_s32 probes;	/* its first probe descriptor, relative to this field */
+	sdt_s32 probes_end;	/* one past its last probe descriptor, relative to this field */
+	sdt_s32 name;	/* the module's name (NUL-terminated; a probe with an empty module field takes it), relative to this field */
+};
+_SDT_LAYOUT(sizeof(struct sdt_module_table) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_table, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_table, sites) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_table, sites_end) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_table, probes) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_table, probes_end) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_table, name) == 20);
+
+/* What the runtime keeps for one loaded module, in memory the kernel gives: sdt_module_load fills it, and the kernel leaves it alone until sdt_module_unload returned. */
+struct sdt_module {
+	sdt_u32 magic;	/* SDT_MODULE_MAGIC once sdt_module_load took it */
+	sdt_u32 state;	/* SDT_MODULE_LOADED or SDT_MODULE_UNLOADED */
+	struct sdt_site *sites;	/* the module's site entries (sorted by sdt_module_load) */
+	struct sdt_site *sites_end;
+	const struct sdt_probe *probes;	/* its probe descriptors */
+	const struct sdt_probe *probes_end;
+	const char *name;	/* its name, from its table */
+	struct sdt_module *next;	/* the next loaded module (the runtime's list) */
+	struct sdt_site *mark_lo;	/* the first of its sites marked for a run of the patch protocol */
+	struct sdt_site *mark_hi;	/* one past the last */
+	sdt_u64 text;	/* where its code is: its sites must lie in [text, text + text_size) */
+	sdt_u64 text_size;
+	sdt_u32 patched;	/* its sites sdt_module_load verified and disabled */
+	sdt_u32 refused;	/* its sites it refused (reported one by one) */
+};
+#if __SIZEOF_POINTER__ == 8
+_SDT_LAYOUT(sizeof(struct sdt_module) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, state) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, sites) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, sites_end) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, probes) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, probes_end) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, name) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, next) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, mark_lo) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, mark_hi) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, text) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, text_size) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, patched) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, refused) == 92);
+#else
+_SDT_LAYOUT(sizeof(struct sdt_module) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, state) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, sites) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, sites_end) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, probes) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, probes_end) == 20);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, name) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, next) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, mark_lo) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, mark_hi) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, text) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, text_size) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, patched) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module, refused) == 60);
+#endif
+
 /* The runtime's entry points, in the section sdt_entries: what a host booting the image finds them by when its symbols are gone (strip keeps allocated sections). */
 struct sdt_entries {
 	sdt_u64 magic;	/* SDT_ENTRIES_MAGIC */
@@ -552,9 +632,11 @@ struct sdt_entries {
 	int (*disable_program)(const char *spec);	/* sdt_disable_program */
 	int (*agg_attach)(struct sdt_cpu *c, struct sdt_agg *g, void *mem, unsigned long bytes);	/* sdt_agg_attach */
 	int (*agg_switch)(void);	/* sdt_agg_switch */
+	int (*module_load)(struct sdt_module *m, const struct sdt_module_table *table, const void *text, unsigned long text_size);	/* sdt_module_load */
+	int (*module_unload)(struct sdt_module *m);	/* sdt_module_unload */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 104);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 120);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 16);
@@ -568,8 +650,10 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable_program) == 72);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable_program) == 80);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_attach) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_switch) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_load) == 104);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_unload) == 112);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 56);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 64);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 12);
@@ -583,6 +667,8 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, enable_program) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, disable_program) == 44);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_attach) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_switch) == 52);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_load) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_unload) == 60);
 #endif
 
 /* The header of every frame on a serial line; the payload and a CRC-32 (zlib's, of bytes 4..11 and the payload) follow. */
@@ -671,6 +757,38 @@ int sdt_disable(const char *spec);
 /* Rearm every armed site with ``mode`` from now on. */
 int sdt_set_mode(int mode);
 
+/*
+ * Loadable modules (docs/runtime.md, "Modules"). ``table``: the module's struct sdt_module_table (the section
+ * sdt_module_table of a module `sdtgen gen --module NAME` built), ``text``/``text_size``: its code, where its
+ * sites must lie. Call sdt_module_load after the loader relocated the module and before any of its code runs:
+ * it verifies each site (the expected call, or the disabled form this runtime left there when the module was
+ * unloaded and kept), writes its disabled form (refused sites are reported one by one, as at boot), then arms
+ * what the specs enabled so far match. ``m`` is the runtime's until sdt_module_unload returned; it is all the
+ * runtime keeps for the module. Returns the sites patched; SDT_ERR_MODULE_LOADED (``m`` or the table in use),
+ * SDT_ERR_MODULE_TABLE, SDT_ERR_ARG, SDT_ERR_INIT (before sdt_init).
+ *
+ * sdt_module_unload disarms the module's sites (the patch protocol: other CPUs may run them meanwhile), takes
+ * its probes away from every list and spec, and returns once no CPU is inside sdt_trap for them: the kernel may
+ * then free the module (once no CPU runs its code: its sites and recorders are its code). It leaves each site in
+ * its disabled form. Returns the sites it disarmed; SDT_ERR_MODULE_UNLOADED (unloaded already),
+ * SDT_ERR_MODULE_UNKNOWN (never loaded). Neither is called from a probe's context (a recorder, sdt_trap).
+ */
+int sdt_module_load(struct sdt_module *m, const struct sdt_module_table *table, const void *text,
+		    unsigned long text_size);
+int sdt_module_unload(struct sdt_module *m);
+
+/*
+ * The relocation-time alternative, for a kernel whose own loader relocates modules built without `gen --module`
+ * (FreeBSD's 2015 relocator, illumos's krtld): for each call or jump relocation against a probe stub symbol
+ * (__dtrace_sdt_*, or __dtrace_isenabled_* with ``isenabled``), once applied and before the module runs, the
+ * loader passes where the instruction starts (x86: the relocation's offset less 1, the call's opcode byte;
+ * AArch64: the offset; RISC-V: the offset of R_RISCV_CALL's auipc), its ``length`` (x86 5, AArch64 4, RISC-V
+ * 8) and the address it resolved the stub to. The instruction is verified and disabled: the probe costs nothing,
+ * but no table names it, so it cannot be armed. Returns the bytes written over; SDT_ERR_ARG when it is not the
+ * expected call or jump (left alone, reported); SDT_ERR_INIT before sdt_init.
+ */
+int sdt_reloc_nop(void *site, unsigned length, sdt_word stub, int isenabled);
+
 /* The kernel's breakpoint handler: SDT_TRAP_NOT_OURS, or resume at frame->pc (see SDT_TRAP_*); SDT_ERR_ARG for NULL. */
 int sdt_trap(struct sdt_frame *frame);
 
@@ -755,6 +873,10 @@ struct sdt_control_ops {
 	/* The physical address of kernel memory ``p`` (`shared`: a host that maps the machine's RAM reads the rings
 	 * there). NULL: `shared` refused, packets go on the line. */
 	sdt_u64 (*phys)(const void *p);
+	/* Unload (0) the module the kernel's loader holds, or load it again (1): what sdt_module_unload or
+	 * sdt_module_load returned (`module`, torture's mode `module`). Its code stays where it is meanwhile (other
+	 * CPUs may be running it). NULL: the kernel loads no modules. */
+	int (*module)(int load);
 };
 
 /* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */

@@ -180,6 +180,7 @@ static SDT_CODE const char *rest(struct words *w)
 }
 
 #define CYCLE (SDT_TRAP + SDT_BRANCH + 1)	/* torture: off, branch, trap, off... */
+#define MODULE_CYCLE (CYCLE + 1)	/* torture: the module unloaded and loaded again, SPEC enabled throughout */
 
 static SDT_CODE int mode_of(struct words *w, int cycle)
 {
@@ -187,18 +188,22 @@ static SDT_CODE int mode_of(struct words *w, int cycle)
 	const char *s = word(w, &len);
 
 	return is(s, len, SDT_CTL_TRAP) ? SDT_TRAP : is(s, len, SDT_CTL_BRANCH) ? SDT_BRANCH :
-	       cycle && is(s, len, SDT_CTL_CYCLE) ? CYCLE : 0;
+	       cycle && is(s, len, SDT_CTL_CYCLE) ? CYCLE : cycle && is(s, len, SDT_CTL_MODULE) ? MODULE_CYCLE : 0;
 }
 
-/* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges). */
+/* Whether [a, a + 1) lies in the kernel's text (any address, when it gave no text ranges) or a loaded module's. */
 static SDT_CODE int is_text(sdt_word a)
 {
+	const struct sdt_module *t;
 	unsigned i;
 
 	if (!sdt_hooks.ntext)
 		return 1;
 	for (i = 0; i < sdt_hooks.ntext; i++)
 		if ((sdt_u64)a - sdt_hooks.text[i].start < sdt_hooks.text[i].size)
+			return 1;
+	for (t = __atomic_load_n(&sdt_tables()->next, __ATOMIC_ACQUIRE); t; t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE))
+		if ((sdt_u64)a - t->text < t->text_size)
 			return 1;
 	return 0;
 }
@@ -566,21 +571,22 @@ static SDT_CODE int cmd_stats(struct out *o)
 static SDT_CODE int cmd_list(struct out *o, struct words *w)
 {
 	const char *spec = rest(w);
+	const struct sdt_module *t;
 	const struct sdt_probe *p;
 	const struct sdt_site *s;
 	unsigned long n = 0;
 	int r;
 
-	for (p = __start_set_sdt_probes_set; (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set); p++) {
-		const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
+	for (t = sdt_tables(); t; t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE))
+	for (p = t->probes; p < t->probes_end; p++) {
 		unsigned long sites = 0, armed = 0;
 		unsigned i;
-		r = sdt_probe_matches(*spec ? spec : ":::", p);
+		r = sdt_probe_matches(*spec ? spec : ":::", t, p);
 		if (r < 0)
 			return refused(o, r);
 		if (!r)
 			continue;
-		for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++)
+		for (s = t->sites; s < t->sites_end; s++)
 			if (sdt_site_probe(s) == p && s->state != SDT_SITE_FOLDED) {
 				sites++;
 				armed += s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH;
@@ -591,7 +597,7 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 		put_hex(o, armed);
 		put(o, " ");
 		for (i = 0; i < 4; i++) {
-			put(o, (const char *)sdt_rel(names[i]));
+			put(o, sdt_probe_field(t, p, i));
 			put(o, i < 3 ? ":" : "");
 		}
 		send(o);
@@ -628,7 +634,9 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	if (r)
 		return error(o, r, why);
 	if (!number(w, &toggles) || !(mode = mode_of(w, 1)) || !*(spec = rest(w)))
-		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC");
+		return error(o, SDT_ERR_USAGE, "usage: torture ADDR NARGS ARG... TOGGLES trap|branch|cycle|module SPEC");
+	if (mode == MODULE_CYCLE && !ops.module)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel loads no modules");
 	if (ops.ncpus < 2)
 		return error(o, SDT_ERR_CPU, "torture needs two CPUs or more: one arms, the others call");
 	if (!ops.start)
@@ -648,14 +656,19 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	for (k = 0; k < ops.ncpus && started; k++)
 		if (k != here && post(k, here, job_torture))
 			started = 0;
-	r = 1;
+	r = mode == MODULE_CYCLE ? sdt_enable(spec, SDT_BRANCH) : 1;	/* what each load of the module arms */
 	for (i = 0; i < toggles && r > 0 && started; i++) {
 		unsigned long before = calls_made(here), spin;
 		unsigned step = mode == CYCLE ? (unsigned)(i % 3) : i % 2 ? 2 : mode == SDT_TRAP;
-		r = step == 2 ? sdt_disable(spec) : sdt_enable(spec, step == 1 ? SDT_TRAP : SDT_BRANCH);
+		if (mode == MODULE_CYCLE)	/* unloaded while its sites run and trap, loaded while the spec arms */
+			r = (r = ops.module((int)(i % 2))) >= 0 ? 1 : r;
+		else
+			r = step == 2 ? sdt_disable(spec) : sdt_enable(spec, step == 1 ? SDT_TRAP : SDT_BRANCH);
 		for (spin = 0; spin < PACE && calls_made(here) == before; spin++)
 			;	/* the callers run between two toggles, however the machine schedules its CPUs */
 	}
+	if (mode == MODULE_CYCLE && toggles % 2)
+		ops.module(1);	/* loaded, as it was */
 	if (r > 0)
 		sdt_disable(spec);	/* every site left as it was */
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
@@ -686,6 +699,21 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	return ok(o, SDT_CTL_TORTURE, 1);
 }
 
+/* load|unload: the kernel's loader loads its module again (the specs enabled arm it), or unloads it. */
+static SDT_CODE int cmd_module(struct out *o, struct words *w)
+{
+	unsigned long len;
+	const char *s = word(w, &len);
+	int load = is(s, len, "load"), r;
+
+	if (!load && !is(s, len, "unload"))
+		return error(o, SDT_ERR_USAGE, "usage: module load|unload");
+	if (!ops.module)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel loads no modules");
+	r = ops.module(load);
+	return r < 0 ? refused(o, r) : ok(o, SDT_CTL_MODULE, (sdt_word)r);
+}
+
 static SDT_CODE int command(struct out *o, const char *line)
 {
 	struct words w = {line};
@@ -705,6 +733,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 		return cmd_arm(o, &w, ARM_MODE);
 	if (is(c, len, SDT_CTL_RUN))
 		return cmd_run(o, &w);
+	if (is(c, len, SDT_CTL_MODULE))
+		return cmd_module(o, &w);
 	if (is(c, len, SDT_CTL_READ))
 		return cmd_read(o, &w);
 	if (is(c, len, SDT_CTL_DRAIN)) {

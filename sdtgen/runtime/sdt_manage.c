@@ -15,10 +15,19 @@
 struct sdt_hooks sdt_hooks;
 volatile _Bool sdt_probes_enabled;
 
-static struct sdt_site *sites, *sites_end;
+/* The tables the runtime knows: the kernel's own (its linker sets), then every loaded module's (sdt_module.c), a list
+ * changed under the lock and read without it (sdt_trap) with acquire loads. */
+static struct sdt_module kernel;
 static int ready;
 static int lock;
 static unsigned long armed;	/* sites armed: SDT_PROBES_ENABLED() is armed != 0 */
+
+/* sdt_module.c: the specs remembered for modules loaded later, and the CPUs inside sdt_trap */
+static void remember(const char *text, int mode);
+static void remembered_mode(int mode);
+static unsigned trap_enter(void);
+static void trap_leave(unsigned side);
+static int trap_gone(struct sdt_frame *f, sdt_word a);
 
 static SDT_CODE void take(void)
 {
@@ -34,12 +43,21 @@ static SDT_CODE void give(void)
 
 /* -- the table ----------------------------------------------------------------------------- */
 
-static SDT_CODE int probe_valid(const struct sdt_probe *p)
+static inline struct sdt_module *next_table(const struct sdt_module *t)
 {
-	sdt_word a = (sdt_word)p, lo = sdt_bound(__start_set_sdt_probes_set);
+	return __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
+}
 
-	return a >= lo && a < sdt_bound(__stop_set_sdt_probes_set) && (a - lo) % sizeof(*p) == 0 &&
-	       p->nargs <= SDT_MAX_ARGS;
+/* Every site of every table the runtime knows (under the lock, or in sdt_trap). */
+#define for_each_site(t, s) \
+	for (t = &kernel; t; t = next_table(t)) \
+		for (s = t->sites; s < t->sites_end; s++)
+
+static SDT_CODE int probe_valid(const struct sdt_module *t, const struct sdt_probe *p)
+{
+	sdt_word a = (sdt_word)p, lo = sdt_bound(t->probes);
+
+	return a >= lo && a < sdt_bound(t->probes_end) && (a - lo) % sizeof(*p) == 0 && p->nargs <= SDT_MAX_ARGS;
 }
 
 /* Put entry ``from`` at ``to``: its fields are relative to where they are, so they are rebased. Field by field:
@@ -108,9 +126,10 @@ static SDT_CODE void sort_sites(struct sdt_site *s, unsigned long n)
 	}
 }
 
-static SDT_CODE struct sdt_site *find_site(sdt_word addr)
+static SDT_CODE struct sdt_site *find_site(const struct sdt_module *t, sdt_word addr)
 {
-	unsigned long lo = 0, hi = (unsigned long)(sites_end - sites);
+	struct sdt_site *sites = t->sites;
+	unsigned long lo = 0, hi = (unsigned long)(t->sites_end - sites);
 
 	while (lo < hi) {
 		unsigned long mid = lo + (hi - lo) / 2;
@@ -128,10 +147,11 @@ static SDT_CODE struct sdt_site *find_site(sdt_word addr)
 	return 0;
 }
 
-/* Whether ``pc`` lies inside a probe site's bytes: where an instruction seen half written would fault. */
-SDT_CODE int sdt_site_contains(sdt_word pc)
+/* Whether ``pc`` lies inside a site's bytes of table ``t``. */
+static SDT_CODE int table_contains(const struct sdt_module *t, sdt_word pc)
 {
-	unsigned long lo = 0, hi = (unsigned long)(sites_end - sites);
+	const struct sdt_site *sites = t->sites;
+	unsigned long lo = 0, hi = (unsigned long)(t->sites_end - sites);
 
 	while (lo < hi) {	/* the first site past pc */
 		unsigned long mid = lo + (hi - lo) / 2;
@@ -148,6 +168,17 @@ SDT_CODE int sdt_site_contains(sdt_word pc)
 		if (pc - a >= SDT_SITE_MAX)
 			return 0;
 	}
+	return 0;
+}
+
+/* Whether ``pc`` lies inside a probe site's bytes: where an instruction seen half written would fault. */
+SDT_CODE int sdt_site_contains(sdt_word pc)
+{
+	const struct sdt_module *t;
+
+	for (t = &kernel; t; t = next_table(t))
+		if (table_contains(t, pc))
+			return 1;
 	return 0;
 }
 
@@ -176,11 +207,11 @@ static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
 		to[i] = ((const volatile sdt_u8 *)from)[i];
 }
 
-static inline __attribute__((always_inline)) int entry_valid(const struct sdt_site *s)
+static inline __attribute__((always_inline)) int entry_valid(const struct sdt_module *t, const struct sdt_site *s)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
 
-	return probe_valid(p) && s->form >= SDT_FORM_CALL && s->form <= SDT_FORM_GOTO && s->length &&
+	return probe_valid(t, p) && s->form >= SDT_FORM_CALL && s->form <= SDT_FORM_GOTO && s->length &&
 	       s->length <= SDT_SITE_MAX && (s->form != SDT_FORM_ISEN || p->isenabled);
 }
 
@@ -219,7 +250,8 @@ static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_w
 	*lo = *hi = *limit = 0;
 	if (sdt_hooks.ntext) {
 		int r = sdt_text_range(sdt_site_address(s), 1);
-		unsigned long a = (unsigned long)(s - sites) + 1, b = (unsigned long)(sites_end - sites);
+		struct sdt_site *sites = kernel.sites;
+		unsigned long a = (unsigned long)(s - sites) + 1, b = (unsigned long)(kernel.sites_end - sites);
 		sdt_word e;
 		if (r < 0) {
 			*stop = s + 1;
@@ -243,16 +275,16 @@ static SDT_CODE void init_span(struct sdt_site *s, struct sdt_site **stop, sdt_w
 		*limit = e;
 		return;
 	}
-	*stop = sites_end;
+	*stop = kernel.sites_end;
 	*limit = ~(sdt_word)0;
-	for (; s < sites_end; s++)
-		if (entry_valid(s) && verify_site(s, *limit, 0)) {
+	for (; s < kernel.sites_end; s++)
+		if (entry_valid(&kernel, s) && verify_site(s, *limit, 0)) {
 			*lo = sdt_site_address(s);
 			break;
 		}
 	/* the end of the last one, and of any before it that reaches past it (a table of overlapping entries) */
-	for (s = sites_end; s-- > sites && (!*hi || sdt_site_address(s) + SDT_SITE_MAX > *hi);)
-		if (entry_valid(s)) {
+	for (s = kernel.sites_end; s-- > kernel.sites && (!*hi || sdt_site_address(s) + SDT_SITE_MAX > *hi);)
+		if (entry_valid(&kernel, s)) {
 			sdt_word a = sdt_site_address(s), size = verify_site(s, *limit, 0);
 			*hi = size && a + size > *hi ? a + size : *hi;
 		}
@@ -269,6 +301,72 @@ static SDT_CODE sdt_u64 no_clock(void)
 	return 0;
 }
 
+/* The disabled form of the last site whose form sdt_arch_off_is_fixed: encoded once for a run of such sites. */
+struct fixed_off {
+	sdt_u8 bytes[SDT_SITE_MAX];
+	unsigned form, size;
+};
+
+/*
+ * What sdt_init and sdt_module_load check of entry ``s`` of table ``t`` before its bytes, after ``prev`` (the
+ * last entry written, or NULL) ending at ``end``: 0 to go on with it; else it is settled (refused and
+ * reported, or folded into ``prev``: identical code folding, one instruction, two entries).
+ */
+static SDT_CODE int settle_entry(const struct sdt_module *t, struct sdt_site *s, const struct sdt_site *prev,
+				 sdt_word end)
+{
+	sdt_word a = sdt_site_address(s);
+
+	s->state = SDT_SITE_REFUSED;
+	s->size = 0;
+	s->next = 0;
+	if (!entry_valid(t, s)) {
+		sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
+		return 1;
+	}
+	if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) && prev->form == s->form) {
+		s->state = SDT_SITE_FOLDED;
+		s->size = prev->size;
+		return 1;
+	}
+	if (a < end) {
+		sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
+		return 1;
+	}
+	return 0;
+}
+
+/* Write verified site ``s`` (``size`` bytes) its disabled form through ``alias`` (the span from ``lo``), no CPU
+ * running it: plain stores of the bytes that differ. 1 when it is disabled, 0 when it has no disabled form. */
+static SDT_CODE int write_off(struct sdt_site *s, unsigned size, sdt_u8 *alias, sdt_word lo, struct fixed_off *fx)
+{
+	sdt_word a = sdt_site_address(s);
+	const sdt_u8 *code = (const sdt_u8 *)a;
+	sdt_u8 off[SDT_SITE_MAX];
+	const sdt_u8 *want = fx->bytes;	/* the site's disabled form: fx's when it is the same as the last */
+	unsigned i;
+
+	s->size = (sdt_u8)size;
+	if (s->form != fx->form || size != fx->size) {
+		if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
+			sdt_report_site(s, "has no disabled form", code, size, 0);
+			return 0;
+		}
+		want = off;
+		if (sdt_arch_off_is_fixed(s->form)) {
+			for (i = 0; i < size; i++)
+				fx->bytes[i] = off[i];
+			fx->form = s->form;
+			fx->size = size;
+		}
+	}
+	for (i = 0; i < size; i++)
+		if (code[i] != want[i])
+			alias[a - lo + i] = want[i];
+	s->state = SDT_SITE_OFF;
+	return 1;
+}
+
 SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 {
 	struct sdt_site *s, *prev = 0, *stop;
@@ -276,8 +374,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	sdt_word s0 = sdt_bound(__start_set_sdt_sites_set), s1 = sdt_bound(__stop_set_sdt_sites_set);
 	sdt_word p0 = sdt_bound(__start_set_sdt_probes_set), p1 = sdt_bound(__stop_set_sdt_probes_set);
 	unsigned long n = (unsigned long)((s1 - s0) / sizeof(struct sdt_site));
-	sdt_u8 fixed[SDT_SITE_MAX];	/* the disabled form of the last site whose form sdt_arch_off_is_fixed */
-	unsigned fixed_form = 0, fixed_size = 0;
+	struct fixed_off fixed;	/* its bytes are read only once form and size say they were written */
 	int patched = 0;
 
 	if (!hooks || (hooks->ntext && !hooks->text) || (hooks->nreadable && !hooks->readable) ||
@@ -285,68 +382,37 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 		return SDT_ERR_ARG;
 	if (ready || s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe))
 		return SDT_ERR_INIT;
+	fixed.form = fixed.size = 0;	/* no aggregate initializer: a compiler may make it a call to memset */
 	sdt_copy(&sdt_hooks, hooks, sizeof(sdt_hooks));
 	if (!sdt_hooks.cpu_area)	/* the recorders call both without a test */
 		sdt_hooks.cpu_area = no_area;
 	if (!sdt_hooks.clock)
 		sdt_hooks.clock = no_clock;
-	sites = (struct sdt_site *)s0;
-	sites_end = (struct sdt_site *)s1;
-	sort_sites(sites, n);
-	for (s = sites; s < sites_end; s = stop) {
+	kernel.sites = (struct sdt_site *)s0;
+	kernel.sites_end = (struct sdt_site *)s1;
+	kernel.probes = (const struct sdt_probe *)p0;
+	kernel.probes_end = (const struct sdt_probe *)p1;
+	kernel.name = "";
+	kernel.next = 0;	/* no module is loaded before the kernel's own tables are */
+	kernel.magic = SDT_MODULE_MAGIC;
+	kernel.state = SDT_MODULE_LOADED;
+	sort_sites(kernel.sites, n);
+	for (s = kernel.sites; s < kernel.sites_end; s = stop) {
 		sdt_word lo, hi, limit;
 		sdt_u8 *alias;
 
 		init_span(s, &stop, &lo, &hi, &limit);
 		alias = lo == hi ? 0 : sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, hi - lo) : (sdt_u8 *)lo;
-		for (; s < stop; s++) {
-			sdt_word a = sdt_site_address(s);
-			const sdt_u8 *code = (const sdt_u8 *)a;	/* one CPU runs: the text is read where it is */
-			sdt_u8 off[SDT_SITE_MAX];
-			const sdt_u8 *want;	/* the site's disabled form: off, or fixed when it is the same as the last */
-			unsigned size, i;
+		for (; s < stop; s++) {	/* one CPU runs: the text is read where it is, plain stores, one sync */
+			unsigned size;
 
-			s->state = SDT_SITE_REFUSED;
-			s->size = 0;
-			s->next = 0;
-			if (!entry_valid(s)) {
-				sdt_report_site(s, "is not a valid table entry", 0, 0, 0);
+			if (settle_entry(&kernel, s, prev, end))
 				continue;
-			}
-			if (prev && a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) &&
-			    prev->form == s->form) {
-				s->state = SDT_SITE_FOLDED;	/* identical code folding: one instruction, two entries */
-				s->size = prev->size;
-				continue;
-			}
-			if (a < end) {
-				sdt_report_site(s, "overlaps the site before it", 0, 0, 0);
-				continue;
-			}
 			size = verify_site(s, limit, 1);
-			if (!size)
+			if (!size || !write_off(s, size, alias, lo, &fixed))
 				continue;
-			s->size = (sdt_u8)size;
-			want = fixed;
-			if (s->form != fixed_form || size != fixed_size) {
-				if (sdt_site_bytes(s, SDT_SITE_OFF, off) != size) {
-					sdt_report_site(s, "has no disabled form", code, size, 0);
-					continue;
-				}
-				want = off;
-				if (sdt_arch_off_is_fixed(s->form)) {
-					for (i = 0; i < size; i++)
-						fixed[i] = off[i];
-					fixed_form = s->form;
-					fixed_size = size;
-				}
-			}
-			for (i = 0; i < size; i++)	/* one CPU runs: plain stores, one sync at the end */
-				if (code[i] != want[i])
-					alias[a - lo + i] = want[i];
-			s->state = SDT_SITE_OFF;
 			prev = s;
-			end = a + size;
+			end = sdt_site_address(s) + size;
 			patched++;
 		}
 		if (alias && sdt_hooks.text_close)
@@ -356,6 +422,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	}
 	if (sdt_hooks.sync_cores)
 		sdt_hooks.sync_cores();
+	kernel.patched = (sdt_u32)patched;
 	ready = 1;
 	return patched;
 }
@@ -456,25 +523,34 @@ static SDT_CODE int parse_spec(const char *text, struct spec *sp)
 	return 0;
 }
 
-static SDT_CODE int matches(const struct spec *sp, const struct sdt_probe *p)
+/* Field ``i`` of probe ``p`` (provider, module, function, name) of table ``t``: an empty module field is the
+ * module's name, as DTrace's module is where the probe is. */
+SDT_CODE const char *sdt_probe_field(const struct sdt_module *t, const struct sdt_probe *p, unsigned i)
 {
 	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
+	const char *v = (const char *)sdt_rel(names[i & 3]);
+
+	return i == 1 && !*v && t->name ? t->name : v;
+}
+
+static SDT_CODE int matches(const struct spec *sp, const struct sdt_module *t, const struct sdt_probe *p)
+{
 	int i;
 
 	for (i = 0; i < 4; i++)
-		if (sp->field[i] != sp->end[i] && !glob(sp->field[i], sp->end[i], (const char *)sdt_rel(names[i])))
+		if (sp->field[i] != sp->end[i] && !glob(sp->field[i], sp->end[i], sdt_probe_field(t, p, (unsigned)i)))
 			return 0;
 	return 1;
 }
 
-/* Whether ``spec`` matches probe ``p`` (1 or 0), or SDT_ERR_SPEC. */
-SDT_CODE int sdt_probe_matches(const char *spec, const struct sdt_probe *p)
+/* Whether ``spec`` matches probe ``p`` of table ``t`` (1 or 0), or SDT_ERR_SPEC. */
+SDT_CODE int sdt_probe_matches(const char *spec, const struct sdt_module *t, const struct sdt_probe *p)
 {
 	struct spec sp;
 
 	if (!spec || parse_spec(spec, &sp))
 		return SDT_ERR_SPEC;
-	return matches(&sp, p);
+	return matches(&sp, t, p);
 }
 
 /* -- arming ---------------------------------------------------------------------------------- */
@@ -484,13 +560,11 @@ static SDT_CODE int is_armed(unsigned state)
 	return state == SDT_SITE_TRAP || state == SDT_SITE_BRANCH;
 }
 
-static struct sdt_site *mark_lo, *mark_hi;	/* the first and one past the last site marked for the run */
-
 /*
- * Mark site ``s`` to become ``state`` in the coming run (its entry's ``next``), after checking its bytes are what
+ * Mark site ``s`` (of table ``t``: its mark_lo and mark_hi bound the sites marked for the run) to become ``state`` in the coming run (its entry's ``next``), after checking its bytes are what
  * the runtime last wrote there. Returns 1 when the site is (or will be) in that state, 0 when it cannot be written.
  */
-static SDT_CODE int mark(struct sdt_site *s, unsigned state, unsigned *far)
+static SDT_CODE int mark(struct sdt_module *t, struct sdt_site *s, unsigned state, unsigned *far)
 {
 	sdt_u8 now[SDT_SITE_MAX], old[SDT_SITE_MAX];
 	unsigned cur = s->state, i;
@@ -518,24 +592,23 @@ static SDT_CODE int mark(struct sdt_site *s, unsigned state, unsigned *far)
 	if (is_armed(state))
 		armed++;
 	s->next = (sdt_u8)state;
-	if (!mark_lo)
-		mark_lo = s;
-	mark_hi = s + 1;
+	if (!t->mark_lo)
+		t->mark_lo = s;
+	t->mark_hi = s + 1;
 	return 1;
 }
 
-/* Make every marked change: one run of the patch protocol, whatever the number of sites. */
+/* Make every marked change, in every table: one run of the patch protocol, whatever the number of sites. */
 static SDT_CODE void run_marked(void)
 {
-	if (mark_lo)
-		sdt_poke_run(mark_lo, mark_hi, armed != 0);
-	mark_lo = mark_hi = 0;
+	sdt_poke_run(&kernel, armed != 0);
 	sdt_probes_enabled = armed != 0;
 }
 
 static SDT_CODE int change(const char *text, int arm, int mode)
 {
 	struct spec sp;
+	struct sdt_module *t;
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
 	unsigned far = 0;
@@ -550,18 +623,20 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 	if (parse_spec(text, &sp))
 		return SDT_ERR_SPEC;
 	take();
-	for (s = sites; s < sites_end; s++) {
+	for_each_site(t, s) {
 		const struct sdt_probe *p = sdt_site_probe(s);
 		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
 			continue;
 		if (p != last) {
 			last = p;
-			hit = matches(&sp, p);
+			hit = matches(&sp, t, p);
 		}
 		if (hit)
-			count += mark(s, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF, &far);
+			count += mark(t, s, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF,
+				      &far);
 	}
 	run_marked();
+	remember(text, arm ? mode : 0);
 	give();
 	if (far)
 		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
@@ -580,6 +655,7 @@ SDT_CODE int sdt_disable(const char *spec)
 
 SDT_CODE int sdt_set_mode(int mode)
 {
+	struct sdt_module *t;
 	struct sdt_site *s;
 	unsigned far = 0;
 	int count = 0;
@@ -589,10 +665,11 @@ SDT_CODE int sdt_set_mode(int mode)
 	if (mode != SDT_TRAP && mode != SDT_BRANCH)
 		return SDT_ERR_MODE;
 	take();
-	for (s = sites; s < sites_end; s++)
+	for_each_site(t, s)
 		if (is_armed(s->state) && s->form != SDT_FORM_ISEN && s->form != SDT_FORM_GOTO)
-			count += mark(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
+			count += mark(t, s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
 	run_marked();
+	remembered_mode(mode);
 	give();
 	if (far)
 		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
@@ -667,19 +744,17 @@ static SDT_CODE int emulate(struct sdt_frame *f, const struct sdt_site *s, unsig
 	return fired ? SDT_TRAP_FIRED : SDT_TRAP_EMULATED;
 }
 
-SDT_CODE int sdt_trap(struct sdt_frame *f)
+static SDT_CODE int trap_in(struct sdt_frame *f, sdt_word a)
 {
-	sdt_word a;
-	struct sdt_site *s;
+	const struct sdt_module *t;
+	struct sdt_site *s = 0;
 	sdt_u8 code[SDT_SITE_MAX];
 
-	if (!f)
-		return SDT_ERR_ARG;
-	if (!ready)
-		return SDT_TRAP_NOT_OURS;
-	a = sdt_arch_trap_address(f);
-	s = find_site(a);
-	if (!s || (s->state != SDT_SITE_OFF && !is_armed(s->state)))
+	for (t = &kernel; t && !s; t = next_table(t))
+		s = find_site(t, a);
+	if (!s)
+		return trap_gone(f, a);	/* a site of a module unloaded since the CPU took the breakpoint? */
+	if (s->state != SDT_SITE_OFF && !is_armed(s->state))
 		return SDT_TRAP_NOT_OURS;
 	read_text(code, a, s->size);
 	if (!sdt_arch_is_breakpoint(code)) {	/* gone since the CPU fetched it: run what is there now */
@@ -691,6 +766,21 @@ SDT_CODE int sdt_trap(struct sdt_frame *f)
 	return emulate(f, s, sdt_load_acquire(&s->state));
 }
 
+SDT_CODE int sdt_trap(struct sdt_frame *f)
+{
+	unsigned side;
+	int r;
+
+	if (!f)
+		return SDT_ERR_ARG;
+	if (!ready)
+		return SDT_TRAP_NOT_OURS;
+	side = trap_enter();	/* sdt_module_unload waits for this CPU to leave before it forgets a module */
+	r = trap_in(f, sdt_arch_trap_address(f));
+	trap_leave(side);
+	return r;
+}
+
 /* -- where a host finds the runtime ----------------------------------------------------------- */
 
 extern const char sdt_protocol[];
@@ -698,5 +788,6 @@ extern const char sdt_protocol[];
 /* The entry points in a section of their own, which strip keeps: `sdtgen boot` calls them by it. */
 __attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runtime_entries = {
 	SDT_ENTRIES_MAGIC, sdt_init, sdt_cpu_attach, sdt_enable, sdt_disable, sdt_set_mode, sdt_trap, sdt_flush,
-	sdt_protocol, sdt_enable_program, sdt_disable_program, sdt_agg_attach, sdt_agg_switch,
+	sdt_protocol, sdt_enable_program, sdt_disable_program, sdt_agg_attach, sdt_agg_switch, sdt_module_load,
+	sdt_module_unload,
 };

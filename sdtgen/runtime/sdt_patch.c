@@ -2,7 +2,7 @@
  * sdt_patch.c - the one way the runtime writes code other CPUs may be running (management layer).
  *
  * One call of sdt_enable, sdt_disable or sdt_set_mode is one run of the protocol, however many sites it
- * changes: the caller marks each site in the table itself (sdt_site.next: the state it goes to), so the
+ * changes, in the kernel's table and every module's: the caller marks each site in the table itself (sdt_site.next: the state it goes to), so the
  * runtime needs no room of its own for them. The sites switch together, at one commit:
  *
  *   1. the breakpoint over the first bytes of each slow site (a change that is not one store the
@@ -167,7 +167,7 @@ static SDT_CODE int poke_phase(struct sdt_site *from, struct sdt_site *to, int p
 }
 
 /* Every marked site takes its new state (and keeps its old one in next, for the stores still to make). */
-static SDT_CODE void poke_commit(struct sdt_site *from, struct sdt_site *to, int enabled)
+static SDT_CODE void poke_commit(struct sdt_site *from, struct sdt_site *to)
 {
 	struct sdt_site *s;
 
@@ -177,42 +177,62 @@ static SDT_CODE void poke_commit(struct sdt_site *from, struct sdt_site *to, int
 			sdt_store_release(&s->state, s->next);
 			s->next = old;
 		}
-	committed = 1;
-	sdt_probes_enabled = enabled != 0;
 }
 
 /*
- * Change every marked site of [from, to) (next != 0: the state it goes to) by the protocol, and unmark it.
- * The caller holds the runtime's lock and has checked that each site's bytes are its state's.
- * ``enabled``: whether any site is armed once the change is made (SDT_PROBES_ENABLED(), from the commit).
+ * Change every marked site of every table from ``tables`` on (next != 0: the state it goes to; each table's
+ * mark_lo and mark_hi bound its marked sites) by the protocol, and unmark it. The caller holds the runtime's lock
+ * and has checked that each site's bytes are its state's. ``enabled``: whether any site is armed once the change
+ * is made (SDT_PROBES_ENABLED(), from the commit).
  */
-SDT_CODE void sdt_poke_run(struct sdt_site *from, struct sdt_site *to, int enabled)
+SDT_CODE void sdt_poke_run(struct sdt_module *tables, int enabled)
 {
+	struct sdt_module *t;
 	struct sdt_site *s;
 
 	committed = 0;
 #ifdef SDT_NAIVE_PROTOCOL
-	poke_commit(from, to, enabled);
-	poke_phase(from, to, PH_NAIVE);
+	for (t = tables; t; t = t->next)
+		if (t->mark_lo)
+			poke_commit(t->mark_lo, t->mark_hi);
+	committed = 1;
+	sdt_probes_enabled = enabled != 0;
+	for (t = tables; t; t = t->next)
+		if (t->mark_lo)
+			poke_phase(t->mark_lo, t->mark_hi, PH_NAIVE);
 #else
 	{
 		struct sdt_poke p;
-		int slow = 0;
+		int slow = 0, stored;
 
-		for (s = from; s < to && !slow; s++)
-			slow = s->next && poke_plan(s, &p) && p.slow;
+		for (t = tables; t && !slow; t = t->next)
+			for (s = t->mark_lo; t->mark_lo && s < t->mark_hi && !slow; s++)
+				slow = s->next && poke_plan(s, &p) && p.slow;
 		if (slow) {
-			if (poke_phase(from, to, PH_BREAKPOINT))
+			for (t = tables, stored = 0; t; t = t->next)
+				stored |= t->mark_lo ? poke_phase(t->mark_lo, t->mark_hi, PH_BREAKPOINT) : 0;
+			if (stored)
 				poke_sync();
-			if (poke_phase(from, to, PH_TAIL))
+			for (t = tables, stored = 0; t; t = t->next)
+				stored |= t->mark_lo ? poke_phase(t->mark_lo, t->mark_hi, PH_TAIL) : 0;
+			if (stored)
 				poke_sync();
 		}
 	}
-	poke_commit(from, to, enabled);
-	poke_phase(from, to, PH_FINAL);
+	for (t = tables; t; t = t->next)	/* the commit: every table's marked sites, before any final store */
+		if (t->mark_lo)
+			poke_commit(t->mark_lo, t->mark_hi);
+	committed = 1;
+	sdt_probes_enabled = enabled != 0;
+	for (t = tables; t; t = t->next)
+		if (t->mark_lo)
+			poke_phase(t->mark_lo, t->mark_hi, PH_FINAL);
 #endif
 	poke_sync();
-	for (s = from; s < to; s++)
-		s->next = 0;
+	for (t = tables; t; t = t->next) {
+		for (s = t->mark_lo; t->mark_lo && s < t->mark_hi; s++)
+			s->next = 0;
+		t->mark_lo = t->mark_hi = 0;
+	}
 	committed = 0;
 }

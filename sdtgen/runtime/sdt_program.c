@@ -592,6 +592,7 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 {
 	const struct sdt_program *prog = (const struct sdt_program *)program;
 	struct spec sp;
+	struct sdt_module *t;
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
 	unsigned far = 0;
@@ -613,14 +614,14 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 	 * attaches it and arms their sites */
 	for (pass = 0; pass < 2; pass++) {
 		last = 0;
-		for (s = sites; s < sites_end; s++) {
+		for_each_site(t, s) {
 			const struct sdt_probe *p = sdt_site_probe(s);
 			struct sdt_slot *slot;
 			if (s->state != SDT_SITE_OFF && !is_armed(s->state))
 				continue;
 			if (p != last) {
 				last = p;
-				hit = matches(&sp, p) && program_for(prog, p);
+				hit = matches(&sp, t, p) && program_for(prog, p);
 			}
 			if (!hit)
 				continue;
@@ -636,7 +637,7 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 			}
 			if (slot->program != prog)
 				slot_attach(slot, prog);
-			count += mark(s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
+			count += mark(t, s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
 		}
 	}
 	run_marked();
@@ -649,6 +650,7 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 SDT_CODE int sdt_disable_program(const char *text)
 {
 	struct spec sp;
+	struct sdt_module *t;
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
 	unsigned far = 0;
@@ -661,23 +663,23 @@ SDT_CODE int sdt_disable_program(const char *text)
 	if (parse_spec(text, &sp))
 		return SDT_ERR_SPEC;
 	take();
-	for (s = sites; s < sites_end; s++) {
+	for_each_site(t, s) {
 		const struct sdt_probe *p = sdt_site_probe(s);
 		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
 			continue;
 		if (p != last) {
 			last = p;
-			hit = matches(&sp, p);
+			hit = matches(&sp, t, p);
 		}
 		if (hit)
-			count += mark(s, SDT_SITE_OFF, &far);
+			count += mark(t, s, SDT_SITE_OFF, &far);
 	}
 	run_marked();	/* disarmed first: no new firing reaches a slot cleared below */
 	last = 0;
-	for (s = sites; s < sites_end; s++) {
+	for_each_site(t, s) {
 		const struct sdt_probe *p = sdt_site_probe(s);
 		struct sdt_slot *slot = probe_slot(p);
-		if (p != last && slot && slot->program && matches(&sp, p))
+		if (p != last && slot && slot->program && matches(&sp, t, p))
 			__atomic_store_n(&slot->program, (const struct sdt_program *)0, __ATOMIC_RELEASE);
 		last = p;
 	}

@@ -53,7 +53,7 @@ SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const 
 			      const sdt_u8 *expected)
 {
 	const struct sdt_probe *p = sdt_site_probe(s);
-	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
+	const struct sdt_module *t = sdt_probe_table(p);
 	struct line l;
 	unsigned i;
 
@@ -61,9 +61,9 @@ SDT_CODE void sdt_report_site(const struct sdt_site *s, const char *what, const 
 	if (!sdt_hooks.report)
 		return;
 	line_put(&l, "sdt: ", 8);
-	if ((sdt_word)p >= sdt_bound(__start_set_sdt_probes_set) && (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set)) {
+	if (t) {
 		for (i = 0; i < 4; i++) {
-			line_put(&l, (const char *)sdt_rel(names[i]), 64);
+			line_put(&l, sdt_probe_field(t, p, i), 64);
 			line_put(&l, i < 3 ? ":" : "", 1);
 		}
 		line_put(&l, " ", 1);

@@ -16,5 +16,6 @@ SDT_INLINE_ATOMICS_BEGIN	/* a kernel links no libgcc (sdt_internal.h) */
 #include "sdt_report.c"	/* lines for the kernel's log */
 #include "sdt_aggregate.c"	/* per-CPU aggregation tables */
 #include "sdt_program.c"	/* predicates and aggregations: verifier, evaluator, programs attached to probes */
+#include "sdt_module.c"	/* management: loadable modules' tables added and taken away */
 
 SDT_INLINE_ATOMICS_END

@@ -34,13 +34,18 @@ def check_actions(actions: list) -> None:
 
 
 def precheck(session, actions: list) -> None:
-    """Every --run, --enable, --disable and --action checked against the image, before the kernel starts."""
+    """Every --run, --enable, --disable and --action checked against the image, before the kernel starts (those
+    after a --module, which may name the module's, when they are carried out; a spec, which may name a module's
+    probes before it is loaded, then too)."""
+    modules = any(kind == "module" for kind, _, _ in actions)
     for kind, value, extra in actions:
+        if kind == "module":
+            break
         if kind == "run":
             session.check_run(value, extra.values())
             if extra.cpu is not None and extra.cpu < 0:
                 raise SdtError("", f"--cpu {extra.cpu} is not a CPU number")
-        elif kind in ("enable", "disable"):
+        elif kind in ("enable", "disable") and not modules:
             session.check_spec(value)
         elif kind == "action":
             spec, _, symbol = value.partition("=")
@@ -59,6 +64,10 @@ def perform(session, kind: str, value: str, extra) -> None:
     elif kind == "action":
         spec, _, symbol = value.partition("=")
         session.add_action(spec, symbol)
+    elif kind == "module":
+        session.load_module(value)
+    elif kind == "unload":
+        session.unload_module(value)
     else:
         raise AssertionError(kind)
 

@@ -70,6 +70,11 @@ class Reporter:
         self._emit({"event": "patched", "sites": patched, "refused": refused, "folded": folded},
                    f"patched {patched} sites ({refused} refused{more})")
 
+    def module(self, name: str, sites: int, what: str) -> None:
+        """A module loaded (the sites the runtime patched) or unloaded (the sites it disarmed)."""
+        self._emit({"event": "module", "module": name, "did": what, "sites": sites},
+                   f"module {name} {what}: {sites} sites {'patched' if what == 'loaded' else 'disarmed'}")
+
     def refused(self, refusals: list[tuple[str, int, str, str]], where) -> None:
         """Every refusal in --json; on a terminal a few per function, then how many more.
         ``refusals``: (probe spec, site address, the runtime's reason, the bytes found there)."""

@@ -93,6 +93,8 @@ class Session:
         self._order = TimeOrder(MAX_PENDING)
         self._last_ts: dict[int, int] = {}  # CPU -> the time of the last event it recorded
         self._lock = threading.RLock()  # an emulated CPU's thread may hand over packets from its notify hook
+        self.modules: dict[str, list] = {}  # loaded modules: name -> their probes
+        self.module_functions: dict[str, int] = {}
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -237,7 +239,9 @@ class Session:
         return matching_spec(text, self.probes)
 
     def check_function(self, symbol: str) -> int:
-        """The address of the image's function ``symbol``."""
+        """The address of the image's function ``symbol`` (or of a loaded module's)."""
+        if symbol in self.module_functions:
+            return self.module_functions[symbol]
         return function_address(self.image, symbol)
 
     def spec_of(self, symbol: str) -> str:
@@ -275,7 +279,8 @@ class Session:
 
     def _arm(self, text: str, arm: bool) -> int:
         pattern = self.spec(text)
-        if not any(pattern.matches(p) for p in self.probes):
+        later = bool(getattr(self.target, "modules", False))  # the runtime applies it to modules loaded later too
+        if not any(pattern.matches(p) for p in self.probes) and not later:
             raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
                            "probe of the image", "list the probes with `sdtgen probes IMAGE`; "
                            "a spec is provider:module:function:name, filled from the right")
@@ -285,7 +290,9 @@ class Session:
         except Refused as e:
             raise SdtError(self.image.path, f"the runtime refused to {'enable' if arm else 'disable'} "
                            f"{printable(text)!r}: {printable(e.text)}") from None
-        if n == 0 and arm:
+        if n == 0 and arm and later and not any(pattern.matches(p) for p in self.probes):
+            self.reporter.warning(f"{printable(text)!r} matches no probe loaded yet: modules loaded later get it")
+        elif n == 0 and arm:
             if any(pattern.matches(p) for p in self.probes if p.spec in self._changed):
                 raise SdtError(self.image.path, f"no site of {printable(text)!r} could be armed: the guest rewrote "
                                "every one")
@@ -312,8 +319,39 @@ class Session:
     # -- calls ----------------------------------------------------------------------------------
     def check_run(self, target: str, args: list[int | str]) -> tuple[int, str]:
         """The function's address and the return type, once ``run(target, args)`` is known to be valid."""
-        _, func, rtype = check_call(self.image, target, args)
+        _, func, rtype = check_call(self.image, target, args, self.module_functions)
         return func, rtype
+
+    # -- modules --------------------------------------------------------------------------------
+    def load_module(self, path: str) -> None:
+        """Load the module ``path`` (the target relocates it and calls sdt_module_load): its probes list, arm and
+        record like the image's, and its functions run."""
+        load = getattr(self.target, "load_module", None)
+        if load is None:
+            raise SdtError("", f"cannot load {printable(path)}: this target loads no modules", "use sdtgen boot")
+        loaded = self._guard(lambda: load(path), f"load {printable(path)}")
+        arch = self.image.arch
+        self.modules[loaded.name] = [p for p in loaded.probes if p.key]
+        self.module_functions.update(loaded.functions)
+        for p in self.modules[loaded.name]:
+            self.types[p.spec] = p.args
+            self.decoder.formats[p.key] = event_format(p.key, p.spec, p.args, arch.bits, arch.little)
+        self.probes = [p for p in self.probes if p not in self.modules[loaded.name]] + self.modules[loaded.name]
+        self.reporter.module(loaded.name, loaded.patched, "loaded")
+
+    def module_spec(self) -> str:
+        """One spec for the loaded module's probes: the fields they share, the others empty."""
+        fields = {(p.provider, p.module, p.function, p.name) for probes in self.modules.values() for p in probes}
+        return ":".join(c[0] if len(set(c)) == 1 else "" for c in zip(*fields, strict=True))
+
+    def unload_module(self, name: str) -> None:
+        unload = getattr(self.target, "unload_module", None)
+        if unload is None or name not in self.modules:
+            raise SdtError("", f"no module {printable(name)!r} is loaded", "load it first (--module FILE)")
+        n = self._guard(lambda: unload(name), f"unload {printable(name)}")
+        gone = self.modules.pop(name)
+        self.probes = [p for p in self.probes if p not in gone]
+        self.reporter.module(name, n, "unloaded")
 
     def run(self, target: str, args: list[int | str], cpu: int | None = None) -> int | str | None:
         """Call ``SYMBOL[:TYPE]`` on ``cpu``, or on every CPU at once; TYPE (int, long, uint, ulong, str, void)
@@ -349,12 +387,14 @@ class Session:
     def read(self, addr: int, size: int) -> bytes | None:
         return self._guard(lambda: self.target.read(addr, size), "read")
 
-    def torture(self, target: str, args: list[int], spec: str, toggles: int) -> Summary:
+    def torture(self, target: str, args: list[int], spec: str, toggles: int, module: bool = False) -> Summary:
         """Every CPU but one calls ``target`` over and over while that one arms (in this session's mode) and
-        disarms ``spec`` ``toggles`` times; the rings' records are read at the end."""
+        disarms ``spec`` ``toggles`` times (``module``: unloads and loads the module loaded, ``spec`` enabled
+        throughout); the rings' records are read at the end."""
         func, _ = self.check_run(target, args)
         self.check_spec(spec)
-        summary = self._guard(lambda: self.target.torture(func, args, spec, toggles, self.mode, self.timeout),
+        mode = "module" if module else self.mode
+        summary = self._guard(lambda: self.target.torture(func, args, spec, toggles, mode, self.timeout),
                               "torture")
         self._emit_pending()
         summary.firings = summary.firings or sum(self.hits.values())

@@ -40,9 +40,10 @@ def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffe
 
 
 def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
-            timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch") -> Summary:
+            timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch",
+            module: str | None = None) -> Summary:
     """Boot ``path`` in the emulator on ``cpus`` CPUs and a control CPU, and run the torture test (or the exhaustive
-    check); the summary."""
+    check); the summary. ``module``: loaded first (its functions callable); mode ``module`` cycles it."""
     import io
 
     from sdtgen.targets.emulator import EmulatorTarget
@@ -50,18 +51,22 @@ def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles
 
     def start(s: Session) -> EmulatorTarget:
         return EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", cpus=cpus + 1, seed=seed,
-                              schedule="seeded")
+                              schedule="seeded", modules=module is not None)
 
     session = Session(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), start, timeout=timeout,
-                      arm=mode)
+                      arm="branch" if mode == "module" else mode)
     try:
+        if module is not None:
+            session.load_module(module)
         func, rtype = session.check_run(target, args)
         mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
         symbol = target.partition(":")[0]
         if exhaustive:
             from sdtgen.targets.emulator_exhaustive import exhaustive as run_exhaustive
 
-            return run_exhaustive(session.target, symbol)
+            return run_exhaustive(session.target, symbol, module=module is not None)
+        if mode == "module" and not spec:
+            spec = session.module_spec()
         t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
         t.prepare(symbol)
         return t.run()

@@ -172,4 +172,19 @@ class Target(Protocol):
 
     def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary: ...
 
+    # Loadable modules (a target that cannot load one has neither): the module's name, its sites patched, and its
+    # functions and probes (TableProbe) as the kernel placed them; unload returns the sites it disarmed.
+    # def load_module(self, path: str) -> LoadedModule: ...
+    # def unload_module(self, name: str) -> int: ...
+
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoadedModule:
+    """A module a target loaded: its name, the sites the runtime patched, its functions and its probes."""
+
+    name: str
+    patched: int
+    functions: dict[str, int]
+    probes: tuple

@@ -14,6 +14,7 @@ output (sdtgen/targets/process.py).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -343,6 +344,28 @@ class ControlTarget:
             if w[0] == WORD["probe"] and len(w) == 5 and None not in numbers:
                 out.append(ProbeState(numbers[0], w[4], numbers[1], numbers[2]))
         return out
+
+    # -- modules: the kernel's loader holds one (ops.module), which the host placed (self.module) -------------
+    def load_module(self, path: str):
+        """`module load`: the kernel's loader places its module and sdt_module_load takes it."""
+        from sdtgen.boot.module import module_probes
+        from sdtgen.targets.base import LoadedModule
+
+        linked = getattr(self, "module", None)
+        if linked is None or os.path.abspath(path) != os.path.abspath(linked.path):
+            raise SdtError(path, "is not the module this kernel was given at boot", "give it with --module")
+        if self.bias:
+            raise SdtError(path, "the kernel runs moved from its link address: the module was placed for it there",
+                           "boot the kernel at its link address")
+        n = _count(self.command(f"{WORD['module']} load", "module load")[-1])
+        arch = self.session.image.arch
+        return LoadedModule(linked.name, n, dict(linked.functions), module_probes(linked, arch.bits, arch.little))
+
+    def unload_module(self, name: str) -> int:
+        linked = getattr(self, "module", None)
+        if linked is None or linked.name != name:
+            raise SdtError("", f"no module {printable(name)!r} is loaded", "load it with --module FILE")
+        return _count(self.command(f"{WORD['module']} unload", "module unload")[-1])
 
     def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
         """CPUs other than the one that takes commands call ``func`` while that one arms (``mode``) and disarms

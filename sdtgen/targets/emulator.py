@@ -29,7 +29,7 @@ class EmulatorTarget:
     """The image of ``session`` booted in the emulator on ``cpus`` CPUs."""
 
     def __init__(self, session, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
-                 seed: int = 0, schedule: str = "parallel", stream: bool = True) -> None:
+                 seed: int = 0, schedule: str = "parallel", stream: bool = True, modules: bool = False) -> None:
         from sdtgen.boot.smp import MAX_CPUS, SCHEDULES
 
         if not 1 <= cpus <= MAX_CPUS:
@@ -53,6 +53,9 @@ class EmulatorTarget:
         self._broken: set[int] = set()  # CPUs whose sdt_flush faulted: neither flushed nor read again
         self._lost_shown = 0  # records lost to full rings, said so far
         self.entries = runtime_entries(self.image)
+        self.module_base = 0  # the module area's address, when the boot maps one (modules)
+        self.module = None  # the LinkedModule loaded, if any
+        self.modules = modules
         try:
             self._boot()
         except BaseException:
@@ -81,6 +84,11 @@ class EmulatorTarget:
         self._check_host()
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
         self.clock_name, self.clock_hz = guest_clock(arch)  # the rate the runtime is given (hooks.clock_hz)
+        if self.modules:  # mapped before the other CPUs' engines, which share the memory
+            from sdtgen.boot.module import MODULE_AREA, module_area
+
+            self.module_base = module_area(self.image)
+            self.machine.map_area(self.module_base, MODULE_AREA, "the module area")
         self.platform = Platform(self.machine, self.cpus, self.buffer_size, self.overflow, self.clock_hz)
         self.smp = Smp(self.machine, self.cpus, self.seed, self.schedule)
         for m in self.smp.cpus:
@@ -208,6 +216,42 @@ class EmulatorTarget:
         except BaseException:
             self.runtime.actions.pop()
             raise
+
+    # -- modules ------------------------------------------------------------------------------------
+    def load_module(self, path: str):
+        """The host as the kernel's loader: the module relocated into the module area, then sdt_module_load."""
+        from sdtgen.boot.module import link_module
+        from sdtgen.targets.base import LoadedModule
+
+        if not self.module_base:
+            raise SdtError("", "this boot has no module area", "give --module to sdtgen boot")
+        self._need_patched(path)
+        linked = link_module(self.image, path, self.module_base)
+        if self.module is not None:
+            raise SdtError(path, f"module {self.module.name} is loaded in the module area",
+                           f"unload it first (module unload {self.module.name})")
+        self.machine.write(self.module_base, bytes(linked.size))
+        for addr, data, _ in linked.segments:
+            self.machine.write(addr, data)
+        self.runtime.flush_all(self.machine)  # the module's code fetched anew
+        n = self.runtime.load_module(linked.name, linked.bounds, [self.module_struct(), linked.table, *linked.text])
+        self.module = linked
+        probes = {s.probe.addr: s.probe for s in self.runtime.sites if 0 <= s.addr - linked.base < linked.size}
+        return LoadedModule(linked.name, n, dict(linked.functions), tuple(probes.values()))
+
+    def unload_module(self, name: str) -> int:
+        if self.module is None or self.module.name != name:
+            raise SdtError("", f"no module {printable(name)!r} is loaded", "load it with --module FILE")
+        n = self.runtime.unload_module(name, self.module_struct())
+        self.module = None
+        return n
+
+    def module_struct(self) -> int:
+        """The kernel's memory for the runtime's struct sdt_module: the module area's last bytes."""
+        from sdtgen.boot.module import MODULE_AREA
+        from sdtgen.layout import MODULE
+
+        return (self.module_base + MODULE_AREA - MODULE.size(self.image.arch.bits)) & ~63
 
     def sites(self) -> list:
         """Every entry of the table as sdt_init left it in memory (TableSite: its state and verified size)."""

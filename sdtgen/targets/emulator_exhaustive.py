@@ -13,6 +13,11 @@ own, with the change in flight) must resolve (as the site's state: the old one u
 commits); and it must not leave the CPU
 inside the site at a byte where no instruction of either starts. Every store must lie inside a site,
 and once the change is made every site must hold its new instruction whole.
+
+With a module (--module): the changes are the module's own, with a spec covering it enabled in trap and then
+in branch mode: sdt_module_unload disarming its armed sites (an observer on the breakpoint must be resolved
+as the site's state, while the module is still the runtime's), and sdt_module_load arming them again as the
+spec says (a load while a spec arms it).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from sdtgen.errors import SdtError, printable
 from sdtgen.table import TableSite
 from sdtgen.targets.base import Summary
 
+MODULE_STEPS = (("trap", "sdt_module_unload"), ("trap", "sdt_module_load"), ("branch", "sdt_module_unload"),
+                ("branch", "sdt_module_load"))
 STEPS = (("sdt_enable", "branch"), ("sdt_disable", None), ("sdt_enable", "trap"), ("sdt_enable", "branch"),
          ("sdt_enable", "trap"), ("sdt_disable", None))
 SCRATCH_STACK = 0x2000  # below the observer's stack top: where its one instruction may push
@@ -34,16 +41,20 @@ SCRATCH_STACK = 0x2000  # below the observer's stack top: where its one instruct
 class Exhaustive:
     """The check on an emulated boot (sdtgen/targets/emulator.py) of two CPUs: the last makes the changes."""
 
-    def __init__(self, target, symbol: str) -> None:
+    def __init__(self, target, symbol: str, module: bool = False) -> None:
         self.target = target
         self.rt = target.runtime
         self.arch = target.image.arch
         self.control = target.smp.cpus[-1]
         self.observer = target.smp.cpus[0]
         self.summary = Summary(target.entries.protocol, 1, 0)
-        sym = target.image.symbols[symbol]
-        end = sym.value + max(sym.size, 1)
-        self.sites = [s for s in self.rt.sites if sym.value <= s.addr < end and s.state == "off"]
+        self.module = target.module if module else None
+        if self.module is not None:  # every site of the module
+            lo, end = self.module.base, self.module.base + self.module.size
+        else:
+            sym = target.image.symbols[symbol]
+            lo, end = sym.value, sym.value + max(sym.size, 1)
+        self.sites = [s for s in self.rt.sites if lo <= s.addr < end and s.state == "off"]
         if not self.sites:
             raise SdtError(target.image.path, f"{printable(symbol)} has no probe site to check",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
@@ -51,8 +62,11 @@ class Exhaustive:
         self.trapped: list[int] = []
 
     def run(self) -> Summary:
-        self.control.watch_code_stores(self._store)
+        more = ((self.module.text[0], self.module.text[0] + self.module.text[1]),) if self.module else ()
+        self.control.watch_code_stores(self._store, more)
         self.rt.on_trap_result = self.trapped.append
+        if self.module is not None:
+            return self._module_run()
         for spec in sorted({s.probe.spec for s in self.sites}):
             mine = [s for s in self.sites if s.probe.spec == spec]
             for i, (entry, mode) in enumerate(STEPS):
@@ -75,6 +89,30 @@ class Exhaustive:
             if self.control.read(s.addr, s.size) != new[s.addr]:
                 self.summary.torn += 1
         self.rt.refresh()
+
+    def _module_run(self) -> Summary:
+        """The module unloaded and loaded with a spec covering all of its probes enabled in each mode."""
+        spec = f"{self.sites[0].probe.provider}:::"
+        where, m = self.target.module_struct(), self.module
+        calls = {"sdt_module_unload": [where], "sdt_module_load": [where, m.table, *m.text]}
+        undo = {"sdt_module_unload": "sdt_module_load", "sdt_module_load": "sdt_module_unload"}
+        for mode, entry in MODULE_STEPS:
+            if entry == "sdt_module_unload":  # loaded: its sites armed as the spec says in this mode
+                self._call("sdt_enable", [self.rt._spec(self.control, spec), MODES[mode]])
+            mine = [s for s in self.sites if s.probe.provider == self.sites[0].probe.provider]
+            old = {s.addr: self.control.read(s.addr, s.size) for s in mine}
+            self._call(entry, calls[entry])  # the new bytes: the change made once, read, and undone
+            new = {s.addr: self.control.read(s.addr, s.size) for s in mine}
+            self._call(undo[entry], calls[undo[entry]])
+            self.watched = [(s, old[s.addr], new[s.addr]) for s in mine]
+            self._call(entry, calls[entry])
+            self.watched = []
+            self.summary.done += 1
+            for s in mine:
+                if self.control.read(s.addr, s.size) != new[s.addr]:
+                    self.summary.torn += 1
+        self.rt.refresh()
+        return self.summary
 
     def _call(self, entry: str, args: list[int]) -> None:
         result = self.rt.call(self.control, entry, args)
@@ -150,6 +188,6 @@ class Exhaustive:
             self.summary.torn += 1
 
 
-def exhaustive(target, symbol: str) -> Summary:
-    return Exhaustive(target, symbol).run()
+def exhaustive(target, symbol: str, module: bool = False) -> Summary:
+    return Exhaustive(target, symbol, module).run()
 

@@ -20,6 +20,11 @@ store the runtime makes, another CPU is started at every instruction boundary in
 every byte of it is tried) in the memory as it is then, with the store's bytes landed in every
 order a CPU could see them land, and must execute the old instruction, the new one, or the
 breakpoint that sdt_trap resolves as the new one.
+
+``module`` (a module loaded with --module, --arm module): the spec stays enabled (branch) and the control CPU
+unloads the module (sdt_module_unload: its sites disarmed while the CPUs run them) and loads it again in place
+(sdt_module_load: its sites verified again and armed by the spec) in turn, while every CPU calls the module's
+function; its sites are watched as any.
 """
 
 from __future__ import annotations
@@ -61,15 +66,20 @@ class Torture:
         self.summary = Summary(target.entries.protocol, len(self.workers), toggles)
         self.sites: dict[int, Watched] = {}
         self.expected = 0
+        self.module = target.module if mode == "module" else None  # the LinkedModule cycled
 
     # -- setting up ------------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
         """The sites, their two states as the runtime writes them, the reference value, the hooks."""
         image = self.target.image
-        sym = image.symbols[symbol]
-        end = sym.value + max(sym.size, 1)
         rt = self.target.runtime
-        inside = [s for s in rt.sites if sym.value <= s.addr < end and s.state == "off"]
+        if self.module is not None:  # every site of the module, armed by the spec
+            lo, end = self.module.base, self.module.base + self.module.size
+            self._toggle_now(False)
+        else:
+            sym = image.symbols[symbol]
+            lo, end = sym.value, sym.value + max(sym.size, 1)
+        inside = [s for s in rt.sites if lo <= s.addr < end and s.state == "off"]
         if not inside:
             raise SdtError(image.path, f"{printable(symbol)} has no probe site to toggle",
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
@@ -84,6 +94,8 @@ class Torture:
         self._toggle_now(False)
         for s in inside:
             self.sites[s.addr] = Watched(s, legit_instructions(self.arch, s.addr, off[s.addr], on[s.addr]))
+        if self.module is not None:
+            self._toggle_now(True)  # enabled throughout: each load arms the module again
         rt.on_trap_result = self._trap_result
         for m in self.workers:
             self._hook(m)
@@ -95,7 +107,7 @@ class Torture:
 
     def _toggle_now(self, arm: bool) -> None:
         if arm:
-            self.target.enable(self.spec, self.mode)
+            self.target.enable(self.spec, "branch" if self.mode == "module" else self.mode)
         else:
             self.target.disable(self.spec)
 
@@ -111,7 +123,8 @@ class Torture:
 
     def _watch_stores(self) -> None:
         """Every store the control CPU makes to code: every other CPU's translations dropped as it lands."""
-        self.control.watch_code_stores(self._stored)
+        text = self.module.text if self.module is not None else None
+        self.control.watch_code_stores(self._stored, ((text[0], text[0] + text[1]),) if text else ())
 
     def _stored(self, address: int, data: bytes) -> None:
         for m in self.workers:
@@ -137,16 +150,26 @@ class Torture:
             for _ in range(rng.randint(0, GAP)):
                 self._round(running, calls, rounds, again=True)
             arm = t % 2 == 0
-            name = "sdt_enable" if arm else "sdt_disable"
-            args = [rt._spec(self.control, self.spec)] + ([modes[self.mode]] if arm else [])
-            self.control.begin_call(self.target.entries[name], args)
+            if self.module is not None:  # unload, then load it again where it is
+                where = self.target.module_struct()
+                name = "module_unload" if arm else "module_load"
+                args = [where] if arm else [where, self.module.table, *self.module.text]
+            else:
+                name = "sdt_enable" if arm else "sdt_disable"
+                args = [rt._spec(self.control, self.spec)] + ([modes[self.mode]] if arm else [])
+            self.control.begin_call(self.target.entries[name if name.startswith("sdt_") else f"sdt_{name}"], args)
             while not self._control_step():
                 self._round(running, calls, rounds, again=True)
             self.summary.done += 1
             if time.monotonic() > deadline:
                 self.summary.timed_out = True
                 break
-        if self.summary.done % 2:  # leave every site disarmed
+        if self.summary.done % 2 and self.module is not None:  # leave the module loaded
+            self.control.begin_call(self.target.entries["sdt_module_load"],
+                                    [self.target.module_struct(), self.module.table, *self.module.text])
+            while not self._control_step():
+                self._round(running, calls, rounds, again=True)
+        elif self.summary.done % 2:  # leave every site disarmed
             self.control.begin_call(self.target.entries["sdt_disable"], [rt._spec(self.control, self.spec)])
             while not self._control_step():
                 self._round(running, calls, rounds, again=True)

@@ -120,11 +120,16 @@ def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: 
     return [*argv, "-serial", "stdio", "-kernel", image, *user]
 
 
+MODULE_AREA_SYMBOL = "sdt_module_area"  # where the fixture's loader copies a module (fixtures/qemu/platform.c)
+MODULE_HEADER = 4096  # the fw_cfg file's header: magic, table, text, text size, size (u64 each), then zeros
+MODULE_MAGIC = 0x4C55444F4D544453  # "SDTMODUL"
+
+
 class QemuTarget(ControlTarget):
     """``session``'s image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
 
     def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
-                 timeout: float, transport: str = "shared") -> None:
+                 timeout: float, transport: str = "shared", module: str | None = None) -> None:
         from sdtgen.boot.platform import packet_size_for
 
         image = session.image
@@ -144,10 +149,12 @@ class QemuTarget(ControlTarget):
         self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
         self.serial = serial
         self.ram: SharedRam | None = None
+        self.modules, self.module = module is not None, None
         try:
+            extra = self._module_file(image, module) if module is not None else []
             if transport == "shared":
                 self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu.ram_base)
-            self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user,
+            self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user + extra,
                                            self.ram.path if self.ram else None))
             super().__init__(session, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
         except Halted as h:
@@ -219,6 +226,26 @@ class QemuTarget(ControlTarget):
         """Every CPU's closed packets, read where the kernel wrote them."""
         for cpu in range(len(self.consumer.rings)):
             self.consumer.consume(cpu)
+    def _module_file(self, image, path: str) -> list[str]:
+        """The module relocated where the kernel's loader copies it (its sdt_module_area, after a header saying
+        where its table and code are), as a fw_cfg file: QEMU's arguments that give it."""
+        import struct
+
+        from sdtgen.boot.module import flat, link_module
+
+        area = image.symbols.get(MODULE_AREA_SYMBOL)
+        if area is None or area.size < 2 * MODULE_HEADER:
+            raise SdtError(image.path, f"has no {MODULE_AREA_SYMBOL}: its platform loads no modules",
+                           "give it a loader as fixtures/qemu/platform.c's (module, ops.module)")
+        self.module = link_module(image, path, area.value + MODULE_HEADER, area.size - MODULE_HEADER + 4096)
+        header = struct.pack("<5Q", MODULE_MAGIC, self.module.table, *self.module.text, self.module.size)
+        out = os.path.join(self.logs, "module")
+        with open(out, "wb") as f:
+            f.write(header.ljust(MODULE_HEADER, b"\0") + flat(self.module))
+        if image.arch.name == "riscv64":  # QEMU 7's virt machine makes its fw_cfg after -fw_cfg files are taken
+            end = image.symbols["_end"].value  # the platform finds it where its ring pool starts (bare: physical)
+            return ["-device", f"loader,file={out},addr={(end + 0xFFF) & ~0xFFF:#x},force-raw=on"]
+        return ["-fw_cfg", f"name=opt/sdtgen/module,file={out}"]
 
     def _what_to_do(self, user: list[str]) -> str:
         if user:

@@ -64,7 +64,7 @@ int host_matches(const char *spec, const char *const names[4])
 		named.names[i][k] = 0;
 		*fields[i] = rel(named.names[i], fields[i]);
 	}
-	return matches(&sp, &named.probe);
+	return matches(&sp, &kernel, &named.probe);
 }
 
 /* -- a site table over host memory ------------------------------------------------------------------ */
@@ -141,7 +141,7 @@ static sdt_u8 trapped_as(const struct sdt_site *s)
 static sdt_u8 behaves(unsigned i)
 {
 	sdt_word a = (sdt_word)host_text + host_in[i].offset;
-	const struct sdt_site *s = find_site(a);
+	const struct sdt_site *s = find_site(&kernel, a);
 	sdt_u8 now[SDT_SITE_MAX], want[SDT_SITE_MAX];
 	static const unsigned states[] = {SDT_SITE_OFF, SDT_SITE_BRANCH, SDT_SITE_TRAP};	/* is-enabled: 1 is BRANCH */
 	unsigned k, j;
@@ -285,7 +285,7 @@ int host_change(int what, const char *spec, int mode)
 /* The state the table keeps for the site at host_text + offset (0: no entry there). */
 int host_state(sdt_u32 offset)
 {
-	const struct sdt_site *s = find_site((sdt_word)host_text + offset);
+	const struct sdt_site *s = find_site(&kernel, (sdt_word)host_text + offset);
 
 	return s ? s->state : 0;
 }

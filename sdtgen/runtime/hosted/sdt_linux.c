@@ -47,6 +47,7 @@
 
 #define MAX_RANGES 1024	/* readable ranges; one that would be the 1025th stays unreadable */
 #define MAX_SEGMENTS 8	/* executable segments of the program */
+#define MAX_MODULE_SEGMENTS 24	/* executable segments of shared objects loaded as modules, at once */
 #define TLS __attribute__((tls_model("initial-exec")))
 
 struct slot {
@@ -74,8 +75,8 @@ static pthread_mutex_t read_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *packet_copy;
 static long page;
 static struct sdt_hooks hooks;
-static struct segment segments[MAX_SEGMENTS];
-static unsigned nsegments;
+static struct segment segments[MAX_SEGMENTS + MAX_MODULE_SEGMENTS];	/* the program's, then modules' */
+static unsigned nsegments, program_segments;	/* program_segments: the program's own, before modules' */
 static struct sdt_range text_ranges[MAX_SEGMENTS];
 static void *alias_at;	/* the writable mapping of the batch in progress (ALIAS) */
 static unsigned long alias_len;
@@ -335,7 +336,7 @@ static const struct segment *segment_of(unsigned long lo, unsigned long hi)
 {
 	unsigned i;
 
-	for (i = 0; i < nsegments; i++)
+	for (i = 0; i < __atomic_load_n(&nsegments, __ATOMIC_ACQUIRE); i++)
 		if (lo >= segments[i].lo && hi <= segments[i].hi)
 			return &segments[i];
 	return 0;
@@ -627,6 +628,8 @@ static void after_fork_child(void)
 		return;
 	for (i = 0; i < nsegments; i++) {
 		int shared = segments[i].fd;
+		if (segments[i].lo == segments[i].hi)	/* a module's, closed */
+			continue;
 		if (make_alias(&segments[i]))
 			fatal("a child's own copy of the text: ");
 		close(shared);
@@ -675,6 +678,139 @@ static int writable_text(void)
 	}
 	text_mode = SDT_LINUX_TEXT_MPROTECT;
 	return 0;
+}
+
+/* -- shared objects as modules ---------------------------------------------------------------------------------- */
+
+/*
+ * A shared object built with `sdtgen gen --module NAME` and -DSDT_MODULE_DLOPEN registers itself from its
+ * constructor (after the dynamic linker relocated it, before its code runs) and unregisters from its destructor
+ * (dlclose): its executable segment becomes text the runtime may write (aliased like the program's), then
+ * sdt_module_load; sdt_module_unload, then the alias goes with it.
+ */
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sdt_module *last_module;	/* the last one opened: what sdt_linux_module_reload works on */
+static const struct sdt_module_table *last_table;
+
+struct module_text {
+	unsigned long table, lo, size;
+};
+
+/* The executable segment of the loaded object whose segments hold the module's table. */
+static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct module_text *mt = arg;
+	int i, ours = 0;
+
+	(void)size;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		unsigned long lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && mt->table >= lo && mt->table < lo + ph->p_memsz)
+			ours = 1;
+	}
+	for (i = 0; ours && i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			mt->lo = info->dlpi_addr + ph->p_vaddr;
+			mt->size = ph->p_memsz;
+			break;
+		}
+	}
+	return ours;
+}
+
+/* A free entry of segments[] for a module's text (one a module closed, or a new one), or NULL. */
+static struct segment *module_segment(void)
+{
+	unsigned i, n = nsegments;
+
+	for (i = program_segments; i < n; i++)
+		if (segments[i].lo == segments[i].hi)
+			return &segments[i];
+	return n < MAX_SEGMENTS + MAX_MODULE_SEGMENTS ? &segments[n] : 0;
+}
+
+int sdt_linux_module_open(struct sdt_module *m, const struct sdt_module_table *table)
+{
+	struct module_text mt = {(unsigned long)table, 0, 0};
+	struct segment *seg;
+	int r;
+
+	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE)) {
+		say("sdt_linux: ", "a module was loaded before sdt_linux_start: its probes stay calls to empty stubs", "");
+		return SDT_ERR_INIT;
+	}
+	dl_iterate_phdr(find_module, &mt);
+	sdt_linux_refresh();	/* its strings are readable memory now */
+	if (!mt.size) {
+		say("sdt_linux: ", "a module's table is in no loaded object with code", "");
+		return SDT_ERR_MODULE_TABLE;
+	}
+	pthread_mutex_lock(&module_lock);
+	seg = module_segment();
+	if (!seg) {
+		pthread_mutex_unlock(&module_lock);
+		say("sdt_linux: ", "more modules loaded at once than MAX_MODULE_SEGMENTS", "");
+		return SDT_ERR_ARG;
+	}
+	seg->fd = -1;
+	seg->lo = mt.lo & ~(page - 1);
+	seg->hi = (mt.lo + mt.size + page - 1) & ~(page - 1);
+	if (text_mode == SDT_LINUX_TEXT_ALIAS && make_alias(seg))
+		fatal("a writable alias of a module's text: ");
+	if (seg == &segments[nsegments])
+		__atomic_store_n(&nsegments, nsegments + 1, __ATOMIC_RELEASE);	/* text_open finds it from now on */
+	r = sdt_module_load(m, table, (void *)mt.lo, mt.size);
+	if (r >= 0) {
+		last_module = m;
+		last_table = table;
+	}
+	if (r < 0) {
+		if (seg->fd >= 0)
+			close(seg->fd);
+		seg->lo = seg->hi = 0;
+	}
+	pthread_mutex_unlock(&module_lock);
+	return r;
+}
+
+int sdt_linux_module_close(struct sdt_module *m)
+{
+	unsigned long lo = (unsigned long)m->text & ~(page - 1);
+	unsigned i;
+	int r;
+
+	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE))
+		return SDT_ERR_INIT;
+	pthread_mutex_lock(&module_lock);
+	r = sdt_module_unload(m);
+	if (m == last_module && r != SDT_ERR_MODULE_UNKNOWN)
+		last_module = 0;
+	for (i = program_segments; r >= 0 && i < nsegments; i++)
+		if (segments[i].lo == lo && segments[i].hi != lo) {
+			if (segments[i].fd >= 0)
+				close(segments[i].fd);	/* the mapping goes with the object's own */
+			segments[i].fd = -1;
+			segments[i].lo = segments[i].hi = 0;
+		}
+	pthread_mutex_unlock(&module_lock);
+	return r;
+}
+
+/* The last module opened unloaded (0) or loaded again (1) where it is, its object staying mapped: a kernel's
+ * loader keeping a module's memory across an unload and a load (the control core's `module`, its torture). */
+int sdt_linux_module_reload(int load)
+{
+	int r;
+
+	pthread_mutex_lock(&module_lock);
+	r = !last_module ? SDT_ERR_MODULE_UNKNOWN
+	    : load ? sdt_module_load(last_module, last_table, (void *)(unsigned long)last_module->text,
+				     (unsigned long)last_module->text_size)
+		   : sdt_module_unload(last_module);
+	pthread_mutex_unlock(&module_lock);
+	return r;
 }
 
 /* -- start and stop ------------------------------------------------------------------------------------------- */
@@ -729,6 +865,7 @@ int sdt_linux_start(const struct sdt_linux_options *options)
 	hooks.readable = ranges;
 	hooks.text = text_ranges;
 	hooks.ntext = nsegments;
+	program_segments = nsegments;
 	hooks.clock_hz = 1000000000;
 	sdt_linux_refresh();
 	r = sdt_init(&hooks);

@@ -1,0 +1,369 @@
+/*
+ * sdt_module.c - loadable modules: a module's sites added to the runtime's tables while the kernel runs, and
+ * taken away again (management layer).
+ *
+ * A module's table is its own (`sdtgen gen --module NAME` on its relocatable object: struct sdt_module_table
+ * in the section sdt_module_table). The kernel's loader calls sdt_module_load once the module is relocated and
+ * before any of its code runs: each site is verified like a kernel site at boot and written its disabled form,
+ * with plain stores (no CPU runs the module yet), and then every spec enabled so far is applied to it in one
+ * run of the patch protocol, as if the module had been there when it was enabled. sdt_module_unload disarms its
+ * sites by the protocol, takes it off the list sdt_trap searches, and waits until every CPU that was inside
+ * sdt_trap has left it: from then on nothing of the runtime's reads the module's memory. All the runtime keeps
+ * for a module is the struct sdt_module the kernel gives it.
+ */
+#include "sdt_internal.h"
+
+/* -- what a module loaded later gets: the specs enabled so far, in order ----------------------------------- */
+
+struct remembered {
+	char text[SDT_MODULE_SPEC_BYTES];
+	int mode;	/* SDT_TRAP or SDT_BRANCH; 0: the spec was disabled */
+};
+
+static struct remembered specs[SDT_MODULE_SPECS];
+static unsigned nspecs;
+
+static SDT_CODE int same_text(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+
+/*
+ * After sdt_enable (``mode``) or sdt_disable (0) of ``text``, under the lock: the list a loaded module replays.
+ * An earlier entry of the same text is superseded; a disable with nothing left enabled leaves nothing to replay.
+ */
+static SDT_CODE void remember(const char *text, int mode)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < nspecs;)
+		if (same_text(specs[i].text, text)) {
+			for (n = i; n + 1 < nspecs; n++)
+				sdt_copy(&specs[n], &specs[n + 1], sizeof(specs[n]));	/* a struct copy may be a memcpy */
+			nspecs--;
+		} else {
+			i++;
+		}
+	if (!mode && !nspecs)
+		return;
+	for (n = 0; text[n] && n < SDT_MODULE_SPEC_BYTES; n++)
+		;
+	if (n >= SDT_MODULE_SPEC_BYTES || nspecs == SDT_MODULE_SPECS) {
+		sdt_report("a spec longer than SDT_MODULE_SPEC_BYTES, or past SDT_MODULE_SPECS of them, is not applied "
+			   "to modules loaded later");
+		return;
+	}
+	sdt_copy(specs[nspecs].text, text, n + 1);
+	specs[nspecs++].mode = mode;
+}
+
+/* sdt_set_mode: what is armed is armed with ``mode`` from now on, in modules loaded later too. */
+static SDT_CODE void remembered_mode(int mode)
+{
+	unsigned i;
+
+	for (i = 0; i < nspecs; i++)
+		if (specs[i].mode)
+			specs[i].mode = mode;
+}
+
+/* The state the remembered specs give site ``s`` of module ``m``: the last spec matching its probe decides. */
+static SDT_CODE unsigned replayed_state(const struct sdt_module *m, const struct sdt_site *s)
+{
+	unsigned state = SDT_SITE_OFF, i;
+	struct spec sp;
+
+	for (i = 0; i < nspecs; i++)
+		if (!parse_spec(specs[i].text, &sp) && matches(&sp, m, sdt_site_probe(s)))
+			state = specs[i].mode == SDT_BRANCH ? SDT_SITE_BRANCH : specs[i].mode ? SDT_SITE_TRAP : SDT_SITE_OFF;
+	return state;
+}
+
+/* -- who is inside sdt_trap: two counters, as sleepable RCU keeps them ------------------------------------- */
+
+static unsigned trap_side;	/* the counter a CPU entering sdt_trap counts itself in */
+static unsigned trap_inside[2];
+
+static SDT_CODE unsigned trap_enter(void)
+{
+	unsigned side = __atomic_load_n(&trap_side, __ATOMIC_SEQ_CST) & 1;
+
+	__atomic_add_fetch(&trap_inside[side], 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);	/* the tables are read after the count is seen */
+	return side;
+}
+
+static SDT_CODE void trap_leave(unsigned side)
+{
+	__atomic_sub_fetch(&trap_inside[side], 1, __ATOMIC_RELEASE);
+}
+
+/* Wait until every CPU that entered sdt_trap before the call has left it: a CPU entering later counts itself in
+ * the other counter, and finds the tables as the caller left them. */
+static SDT_CODE void trap_wait(void)
+{
+	unsigned old;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	old = __atomic_fetch_xor(&trap_side, 1, __ATOMIC_SEQ_CST) & 1;
+	while (__atomic_load_n(&trap_inside[old], __ATOMIC_ACQUIRE))
+		;
+}
+
+/* The code of the last SDT_MODULE_GONE modules unloaded: a CPU that took one of their breakpoints before the
+ * unload and reaches sdt_trap only after it resumes where it was (the site holds its disabled form now). */
+static struct {
+	sdt_word start, size;
+} gone[SDT_MODULE_GONE];
+static unsigned gone_next;
+
+static SDT_CODE int trap_gone(struct sdt_frame *f, sdt_word a)
+{
+	sdt_u8 code[SDT_SITE_MAX];
+	unsigned i;
+
+	for (i = 0; i < SDT_MODULE_GONE; i++)
+		if (a - gone[i].start < gone[i].size && gone[i].size - (a - gone[i].start) >= sdt_arch_bp_len) {
+			read_text(code, a, sdt_arch_bp_len);
+			if (sdt_arch_is_breakpoint(code))
+				return SDT_TRAP_NOT_OURS;
+			f->pc = a;
+			return SDT_TRAP_RETRY;
+		}
+	return SDT_TRAP_NOT_OURS;
+}
+
+/* -- the tables ------------------------------------------------------------------------------------------- */
+
+static struct sdt_module *loading;	/* the module sdt_module_load is verifying (its reports name its probes) */
+
+SDT_CODE const struct sdt_module *sdt_tables(void)
+{
+	return &kernel;
+}
+
+SDT_CODE const struct sdt_module *sdt_probe_table(const struct sdt_probe *p)
+{
+	const struct sdt_module *t;
+
+	if (loading && probe_valid(loading, p))
+		return loading;
+	for (t = &kernel; t; t = next_table(t))
+		if (t->probes && probe_valid(t, p))
+			return t;
+	return 0;
+}
+
+/* Verify every site of module ``m`` and write its disabled form (no CPU runs the module's code yet: plain
+ * stores, one sync at the end). A site already in the disabled form this runtime writes for it (a module kept in
+ * memory and loaded again) is taken as it is. Returns the sites patched. */
+static SDT_CODE int patch_module(struct sdt_module *m)
+{
+	sdt_word lo = (sdt_word)m->text, top = lo + (sdt_word)m->text_size, end = 0;
+	sdt_u8 *alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, m->text_size) : (sdt_u8 *)lo;
+	struct sdt_site *s, *prev = 0;
+	struct fixed_off fixed;	/* its bytes are read only once form and size say they were written */
+	int patched = 0, refused = 0;
+
+	fixed.form = fixed.size = 0;
+	for (s = m->sites; s < m->sites_end; s++) {
+		sdt_word a = sdt_site_address(s);
+		const sdt_u8 *code = (const sdt_u8 *)a;
+		sdt_u8 off[SDT_SITE_MAX], keep = s->keep;
+		unsigned size, was = s->size, i;
+
+		refused++;
+		if (settle_entry(m, s, prev, end)) {
+			refused -= s->state == SDT_SITE_FOLDED;
+			continue;
+		}
+		if (a < lo || a + s->length > top || a + s->length < a ||
+		    (s->form == SDT_FORM_GOTO && sdt_site_stub(s) - lo >= top - lo)) {
+			sdt_report_site(s, "is not in the module's text (or runs past its end)", 0, 0, 0);
+			continue;
+		}
+		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
+		if (!size && was && was <= s->length) {	/* the disabled form sdt_module_unload left? */
+			s->keep = keep;
+			s->size = (sdt_u8)was;
+			if (sdt_site_bytes(s, SDT_SITE_OFF, off) == was) {
+				for (i = 0; i < was && code[i] == off[i]; i++)
+					;
+				size = i == was ? was : 0;
+			}
+			s->size = 0;
+		}
+		if (!size) {
+			sdt_report_site(s, s->form == SDT_FORM_GOTO ? "is not the NOP of an asm goto"
+								     : "is not the expected call or jump to its stub",
+					code, s->length, 0);
+			continue;
+		}
+		if (!write_off(s, size, alias, lo, &fixed))
+			continue;
+		prev = s;
+		end = a + size;
+		patched++;
+		refused--;
+	}
+	if (sdt_hooks.text_close)
+		sdt_hooks.text_close(alias, m->text_size);
+	if (sdt_hooks.icache_flush)
+		sdt_hooks.icache_flush((void *)lo, m->text_size);
+	if (sdt_hooks.sync_cores)
+		sdt_hooks.sync_cores();
+	m->patched = (sdt_u32)patched;
+	m->refused = (sdt_u32)refused;
+	return patched;
+}
+
+SDT_CODE int sdt_module_load(struct sdt_module *m, const struct sdt_module_table *table, const void *text,
+			     unsigned long text_size)
+{
+	sdt_word s0, s1, p0, p1, lo = (sdt_word)text;
+	struct sdt_module *x;
+	struct sdt_site *s;
+	unsigned far = 0;
+	int patched;
+
+	if (!m || !table || !text || !text_size || lo + text_size < lo)
+		return SDT_ERR_ARG;
+	if (!ready)
+		return SDT_ERR_INIT;
+	if (table->magic != SDT_MODULE_TABLE_MAGIC)
+		return SDT_ERR_MODULE_TABLE;
+	s0 = sdt_rel(&table->sites), s1 = sdt_rel(&table->sites_end);
+	p0 = sdt_rel(&table->probes), p1 = sdt_rel(&table->probes_end);
+	if (s1 < s0 || (s1 - s0) % sizeof(struct sdt_site) || p1 < p0 || (p1 - p0) % sizeof(struct sdt_probe) ||
+	    (s1 > s0 && p1 == p0))
+		return SDT_ERR_MODULE_TABLE;
+	take();
+	for (x = &kernel; x; x = x->next)
+		if (x == m || (sdt_word)x->sites == s0) {	/* its memory is the runtime's: left as it is */
+			give();
+			return SDT_ERR_MODULE_LOADED;
+		}
+	m->magic = SDT_MODULE_MAGIC;
+	m->state = 0;
+	m->sites = (struct sdt_site *)s0;
+	m->sites_end = (struct sdt_site *)s1;
+	m->probes = (const struct sdt_probe *)p0;
+	m->probes_end = (const struct sdt_probe *)p1;
+	m->name = (const char *)sdt_rel(&table->name);
+	m->next = 0;
+	m->mark_lo = m->mark_hi = 0;
+	m->text = lo;
+	m->text_size = text_size;
+	loading = m;
+	sort_sites(m->sites, (unsigned long)(m->sites_end - m->sites));
+	patched = patch_module(m);
+	loading = 0;
+	m->state = SDT_MODULE_LOADED;
+	for (x = &kernel; x->next; x = x->next)
+		;
+	__atomic_store_n(&x->next, m, __ATOMIC_RELEASE);	/* sdt_trap finds its sites written and sorted */
+	/* every spec enabled so far, applied to it in one run (armed sites counted as sdt_enable counts them) */
+	for (s = m->sites; s < m->sites_end; s++)
+		if (s->state == SDT_SITE_OFF) {
+			unsigned state = replayed_state(m, s);
+			if (state != SDT_SITE_OFF)
+				mark(m, s, state, &far);
+		}
+	run_marked();
+	give();
+	if (far)
+		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
+	return patched;
+}
+
+SDT_CODE int sdt_module_unload(struct sdt_module *m)
+{
+	struct sdt_module *x;
+	struct sdt_site *s;
+	const struct sdt_probe *p;
+	unsigned far = 0;
+	int count = 0, programs = 0;
+
+	if (!m)
+		return SDT_ERR_ARG;
+	if (!ready)
+		return SDT_ERR_INIT;
+	take();
+	for (x = &kernel; x->next && x->next != m; x = x->next)
+		;
+	if (x->next != m) {
+		give();
+		return m->magic == SDT_MODULE_MAGIC && m->state == SDT_MODULE_UNLOADED ? SDT_ERR_MODULE_UNLOADED
+										   : SDT_ERR_MODULE_UNKNOWN;
+	}
+	for (s = m->sites; s < m->sites_end; s++)
+		if (is_armed(s->state))
+			count += mark(m, s, SDT_SITE_OFF, &far);
+	run_marked();	/* disarmed, by the protocol: no CPU enters a recorder or sdt_trap from its sites anew */
+	gone[gone_next].start = m->text;
+	gone[gone_next].size = (sdt_word)m->text_size;
+	gone_next = (gone_next + 1) % SDT_MODULE_GONE;
+	/* off the list (m->next kept: a CPU walking the list through m goes on to the rest), then every CPU that
+	 * might have found it in sdt_trap has left */
+	__atomic_store_n(&x->next, m->next, __ATOMIC_RELEASE);
+	trap_wait();
+	for (p = m->probes; p < m->probes_end; p++) {
+		struct sdt_slot *slot = probe_slot(p);
+		if (slot && slot->program) {
+			__atomic_store_n(&slot->program, (const struct sdt_program *)0, __ATOMIC_RELEASE);
+			programs = 1;
+		}
+	}
+	if (programs)
+		quiesce();	/* no CPU still runs a program of its probes */
+	m->state = SDT_MODULE_UNLOADED;
+	m->next = 0;
+	give();
+	return count;
+}
+
+/* -- the relocation-time hook: a loader that knows no module tables ---------------------------------------- */
+
+/*
+ * A kernel's own loader, relocating a module built without `gen --module`, calls this for each call or jump
+ * relocation against a probe stub (a symbol starting __dtrace_sdt_, or __dtrace_isenabled_ for ``isenabled``)
+ * once the relocation is applied and before the module runs, as FreeBSD's 2015 relocator and illumos's krtld
+ * do: ``site`` is where the instruction starts, ``length`` its length as the compiler emitted it, ``stub``
+ * the address the loader resolved the symbol to. The instruction is verified (the expected call or jump to
+ * ``stub``) and written its disabled form (an is-enabled check: result 0). The site is not in any table: it
+ * costs nothing and cannot be armed (build the module with `gen --module` for that). Returns the bytes
+ * written over; SDT_ERR_ARG when it is not the expected instruction (left as it is, reported).
+ */
+SDT_CODE int sdt_reloc_nop(void *site, unsigned length, sdt_word stub, int isenabled)
+{
+	static const unsigned forms[2] = {SDT_FORM_CALL, SDT_FORM_TAIL};
+	sdt_word a = (sdt_word)site;
+	sdt_u8 off[SDT_SITE_MAX], keep = 0, *alias;
+	unsigned size = 0, form = SDT_FORM_ISEN, k, i;
+
+	if (!site || !length || length > SDT_SITE_MAX || a + length < a)
+		return SDT_ERR_ARG;
+	if (!ready)
+		return SDT_ERR_INIT;
+	for (k = 0; k < 2 && !size; k++) {
+		form = isenabled ? SDT_FORM_ISEN : forms[k];
+		size = sdt_arch_verify((const sdt_u8 *)a, a, form, length, stub, &keep);
+	}
+	if (!size || sdt_arch_encode(off, form, size, SDT_SITE_OFF, a, stub, 0, keep) != size) {
+		if (sdt_hooks.report)
+			sdt_report("a probe stub's relocation is not at the expected call or jump: left as it is");
+		return SDT_ERR_ARG;
+	}
+	take();	/* the alias hooks are the kernel's: one user at a time */
+	alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open(site, size) : (sdt_u8 *)site;
+	for (i = 0; i < size; i++)	/* the module does not run yet: plain stores */
+		alias[i] = off[i];
+	if (sdt_hooks.text_close)
+		sdt_hooks.text_close(alias, size);
+	if (sdt_hooks.icache_flush)
+		sdt_hooks.icache_flush(site, size);
+	give();
+	return (int)size;
+}
