@@ -242,7 +242,7 @@ def cmd_makefile(args: argparse.Namespace) -> int:
 
 
 class _Ordered(argparse.Action):
-    """Keeps --enable/--disable/--run (with its --arg and --cpu)/--script/--action in command-line order in
+    """Keeps --enable/--disable/--run (with its --arg and --cpu)/--script/--action/--aggregate in command-line order in
     ``args.actions``."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
@@ -261,6 +261,10 @@ class _Ordered(argparse.Action):
                 call.cpu = _int_arg(values)
         elif self.dest == "run":
             actions.append(("run", values, Call()))
+        elif self.dest == "aggregate":
+            from sdtgen.session.aggregations import Prepared
+
+            actions.append(("aggregate", values, Prepared()))
         else:
             actions.append((self.dest, values, None))
         namespace.actions = actions
@@ -527,6 +531,10 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
                    help="run the preceding --run on CPU N only (default: on every CPU at once)")
     b.add_argument("--script", action=_Ordered, metavar="FILE",
                    help="commands, one per line (see -i); - reads standard input")
+    b.add_argument("--aggregate", action=_Ordered, metavar="TEXT",
+                   help="aggregate in the kernel: DTrace clauses, provider:module:function:name [/predicate/] "
+                        "@name[keys] = count()|sum(x)|min(x)|max(x)|avg(x)|quantize(x)|lquantize(x, lo, hi, step); "
+                        "printed as printa does when the session ends (see docs/aggregations.md)")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")

@@ -1,12 +1,14 @@
 """What `boot`, `qemu` and `attach` do with a session, the same for each: the command line's actions in
-order (--enable, --disable, --run with its --arg and --cpu, --script, --action), then the console
-(-i), then the trace put in place and, with --json, the stats.
+order (--enable, --disable, --run with its --arg and --cpu, --script, --action, --aggregate), then the
+console (-i), then the trace put in place, the aggregations printed and, with --json, the stats.
 
-An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call``.
+An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call`` and an aggregate's
+``Prepared`` (its script compiled before the kernel starts).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from sdtgen.calls import parse_arg
@@ -46,6 +48,8 @@ def precheck(session, actions: list) -> None:
             spec, _, symbol = value.partition("=")
             session.check_spec(spec)
             session.check_function(symbol)
+        elif kind == "aggregate":
+            extra.compiled = session.compile_aggregate(value)
 
 
 def perform(session, kind: str, value: str, extra) -> None:
@@ -59,6 +63,8 @@ def perform(session, kind: str, value: str, extra) -> None:
     elif kind == "action":
         spec, _, symbol = value.partition("=")
         session.add_action(spec, symbol)
+    elif kind == "aggregate":
+        session.aggregate(value, extra.compiled)
     else:
         raise AssertionError(kind)
 
@@ -80,7 +86,11 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
             Console(session).cmdloop()
     except (Stopped, KeyboardInterrupt, Halted):
         session.finish_trace(interrupted=True)
+        if not session.halted:  # as dtrace does on Ctrl-C: what was aggregated is printed
+            with contextlib.suppress(Stopped, KeyboardInterrupt, Halted):
+                session.printa()
         raise
     session.finish_trace()
+    session.printa()
     if as_json:
         session.stats()

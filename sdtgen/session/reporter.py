@@ -139,6 +139,19 @@ class Reporter:
             event["damaged"] = damaged
         self._emit(event, lines)
 
+    def aggregations(self, totals) -> None:
+        """The merged aggregations: as dtrace's printa prints them, or one JSON event; the updates the CPUs' full
+        tables could not take, said as dtrace says them."""
+        from sdtgen.dscript.printa import as_json, print_all
+
+        if self.as_json:
+            self._emit({"event": "aggregations", **as_json(totals)}, None)
+            return
+        self._emit({}, print_all(totals).rstrip("\n"))
+        for cpu, n in sorted(totals.dropped.items()):
+            if n:
+                self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full")
+
     def error(self, text: str, fix: str = "") -> None:
         """What ended the session (the kernel stopped answering, its machine ended), and what to do."""
         self._diagnose({"event": "error", "text": text, "fix": fix}, ERROR, printable(text), printable(fix))
