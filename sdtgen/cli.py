@@ -305,7 +305,7 @@ def _session_command(args: argparse.Namespace, start) -> int:
         return EXIT_FAIL
     finally:
         session.close()
-    return EXIT_FAIL if session.faults or session.streams.damaged else EXIT_OK
+    return EXIT_FAIL if session.faults or session.damaged else EXIT_OK
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
