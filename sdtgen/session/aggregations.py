@@ -62,7 +62,12 @@ class Aggregations:
         s = self.session
         t = s.target
         if not self.attached:
-            s._guard(t.attach_tables, "attach the aggregation tables")
+            try:
+                s._guard(t.attach_tables, "attach the aggregation tables")
+            except Refused as e:
+                raise SdtError(s.image.path, f"the kernel cannot attach aggregation tables: {printable(e.text)}",
+                               "give every CPU aggregation memory (sdt_control_ops.agg_memory; docs/control.md)") \
+                    from None
             self.attached = True
         self.totals = (Totals(compiled.aggregations, compiled.names) if self.totals is None
                        else self.totals.extended(compiled.aggregations, compiled.names))
