@@ -34,7 +34,7 @@ def test_boot_prints_exactly_what_the_native_firings_aggregate(kernel, firings, 
     [aggs] = [e for e in events if e["event"] == "aggregations"]
     assert (aggs["dropped"], aggs["errors"], aggs["nested"]) == (0, 0, 0)
     assert printed(aggs, firings, CPUS) == expected(firings, CPUS)
-    assert [e for e in events if e["event"] == "stats"][0]["hits"] == {}, "aggregating clauses record nothing"
+    assert next(e for e in events if e["event"] == "stats")["hits"] == {}, "aggregating clauses record nothing"
 
 
 def test_boot_prints_as_printa_does(kernel, firings):
