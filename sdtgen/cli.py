@@ -291,6 +291,7 @@ def _session_command(args: argparse.Namespace, start) -> int:
     _check_timeout(args.timeout)
     actions = args.actions or []
     drive.check_actions(actions)
+    interval = _interval_option(args, actions)
     trace = _trace_option(args)
     scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
     try:
@@ -300,12 +301,24 @@ def _session_command(args: argparse.Namespace, start) -> int:
     except Halted:
         return EXIT_FAIL
     try:
-        drive.drive(session, actions, scripts, args.interactive, args.json)
+        drive.drive(session, actions, scripts, args.interactive, args.json, interval)
     except Halted:
         return EXIT_FAIL
     finally:
         session.close()
     return EXIT_FAIL if session.faults or session.damaged else EXIT_OK
+
+
+def _interval_option(args: argparse.Namespace, actions: list) -> float | None:
+    """--interval SECONDS: a positive number, for aggregations given or to come (the console)."""
+    interval = getattr(args, "interval", None)
+    if interval is None:
+        return None
+    if not 0.01 <= interval <= 86400:
+        raise SdtError("", f"--interval {interval:g} is not a number of seconds from 0.01 to 86400")
+    if not args.interactive and not any(kind == "aggregate" for kind, _, _ in actions):
+        raise SdtError("", "--interval prints the aggregations, and none is given", "add --aggregate CLAUSES (or -i)")
+    return interval
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
@@ -711,6 +724,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     q.add_argument("--qemu-arg", action="append", metavar="ARG",
                    help="an argument for QEMU (repeat for each; or give them all after --): memory (-m), -bios, "
                         "disks; the user's replace sdtgen's own")
+    _add_interval(q)
     q.set_defaults(func=cmd_qemu, actions=None)
 
     at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "
@@ -719,6 +733,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                     help="tcp:HOST:PORT (QEMU's -serial tcp:HOST:PORT,server=on), a pty or tty device, or the "
                          "base path of a FIFO pair BASE.in/BASE.out (QEMU's -serial pipe:BASE)")
     _add_run_options(at, "(a breakpoint the kernel's sdt_trap handles; the default)")
+    _add_interval(at)
     at.set_defaults(func=cmd_attach, actions=None)
 
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
@@ -739,6 +754,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    ).set_defaults(func=cmd_runtime_dir)
     sub.add_parser("makefile", help="print the path of the Makefile fragment").set_defaults(func=cmd_makefile)
     return p
+
+
+def _add_interval(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--interval", type=float, metavar="SECONDS",
+                   help="print the aggregations every SECONDS while the kernel runs; after the actions (without -i) "
+                        "the session runs until Ctrl-C")
 
 
 def _negative_args(argv: list[str]) -> list[str]:

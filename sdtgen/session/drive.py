@@ -9,6 +9,7 @@ An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call`
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 
 from sdtgen.calls import parse_arg
@@ -69,13 +70,45 @@ def perform(session, kind: str, value: str, extra) -> None:
         raise AssertionError(kind)
 
 
-def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool) -> None:
+class Ticker:
+    """--interval: the merged aggregations printed every ``seconds`` from a thread of their own, between the
+    session's commands (the target carries one at a time), while the kernel runs."""
+
+    def __init__(self, session, seconds: float) -> None:
+        self.session, self.seconds = session, seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sdtgen-interval", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.seconds):
+            if self.session.halted or self.session.target is None:
+                return
+            try:
+                self.session.printa()
+            except Exception:  # the session said what stopped the kernel; the main thread ends on it
+                return
+
+    def wait(self) -> None:
+        """Until Ctrl-C (or SIGTERM), or a kernel that stopped: the kernel runs, its aggregations printed."""
+        while self.thread.is_alive():
+            self.thread.join(0.5)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool,
+          interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
-    DTrace's and LTTng's sessions do, and is raised on."""
+    DTrace's and LTTng's sessions do, and is raised on. With ``interval``, the aggregations are printed every
+    ``interval`` seconds meanwhile, and without the console the session runs until Ctrl-C."""
     from sdtgen.session.console import Console, run_script
     from sdtgen.session.reporter import Stopped
     from sdtgen.targets.base import Halted
 
+    ticker = Ticker(session, interval) if interval else None
     try:
         for kind, value, extra in actions:
             if kind == "script":
@@ -84,12 +117,21 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
                 perform(session, kind, value, extra)
         if interactive:
             Console(session).cmdloop()
+        elif ticker is not None:
+            ticker.wait()
+            if session.halted:
+                raise Halted("the kernel stopped")
     except (Stopped, KeyboardInterrupt, Halted):
+        if ticker is not None:
+            ticker.stop()
         session.finish_trace(interrupted=True)
         if not session.halted:  # as dtrace does on Ctrl-C: what was aggregated is printed
             with contextlib.suppress(Stopped, KeyboardInterrupt, Halted):
                 session.printa()
         raise
+    finally:
+        if ticker is not None:
+            ticker.stop()
     session.finish_trace()
     session.printa()
     if as_json:

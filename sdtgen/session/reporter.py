@@ -147,7 +147,9 @@ class Reporter:
         if self.as_json:
             self._emit({"event": "aggregations", **as_json(totals)}, None)
             return
-        self._emit({}, print_all(totals).rstrip("\n"))
+        text = print_all(totals).rstrip("\n")
+        if text:  # as dtrace: an aggregation with no rows prints nothing
+            self._emit({}, text)
         for cpu, n in sorted(totals.dropped.items()):
             if n:
                 self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full")

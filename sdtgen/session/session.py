@@ -94,6 +94,7 @@ class Session:
         self._last_ts: dict[int, int] = {}  # CPU -> the time of the last event it recorded
         self._lock = threading.RLock()  # an emulated CPU's thread may hand over packets from its notify hook
         self._aggregations = None  # what --aggregate compiled and armed (sdtgen/session/aggregations.py)
+        self._target_lock = threading.RLock()  # one command at a time: --interval's printing runs on a thread
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -408,7 +409,8 @@ class Session:
         """A target action; a kernel that cannot go on ends the session (said once), Ctrl-C stops it.
         ``running``: the function a stop interrupts, reported as a fault of that call."""
         try:
-            return action()
+            with self._target_lock:
+                return action()
         except Interrupted as stop:
             self._emit_pending()
             self.reporter.fault(running or what, stop.fault, self._place(stop.fault), self.last_fired)
