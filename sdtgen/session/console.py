@@ -187,6 +187,7 @@ class Console(cmd.Cmd):
     def do_clear(self, arg: str) -> bool:
         """clear: the aggregations start again."""
         self._aggregating("clear")
+        self.session.clear()
         return False
 
     def _aggregating(self, what: str) -> None:
