@@ -7,6 +7,7 @@ import json
 import queue
 import subprocess
 import threading
+import time
 
 from helpers import SDTGEN
 
@@ -33,10 +34,10 @@ class Console:
         self.proc.stdin.flush()
 
     def until(self, want) -> list[dict]:
-        """Events up to the first for which ``want`` holds; each aggregations event seen on the way too."""
-        seen = []
+        """Events up to the first for which ``want`` holds (given up on after PATIENCE, however many come)."""
+        seen, deadline = [], time.monotonic() + PATIENCE
         while True:
-            e = self.events.get(timeout=PATIENCE)
+            e = self.events.get(timeout=max(deadline - time.monotonic(), 0.01))
             assert e is not None, f"sdtgen ended first: {self.proc.stderr.read()}"
             seen.append(e)
             if want(e):
