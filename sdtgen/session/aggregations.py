@@ -94,7 +94,13 @@ class Aggregations:
         s = self.session
         if self.totals is None:
             return None
-        for t in s._guard(s.target.take_tables, "read the aggregations"):
+        try:
+            taken = s._guard(s.target.take_tables, "read the aggregations")
+        except Refused as e:
+            raise SdtError(s.image.path, f"the kernel cannot send its aggregation tables: {printable(e.text)}",
+                           "give the control core a way to send a frame (sdt_control_ops.frame; docs/control.md)") \
+                from None
+        for t in taken:
             if isinstance(t, DamagedTables):
                 self._damaged(t.cpu, t.what)
                 continue
