@@ -544,7 +544,7 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
                    help="run the preceding --run on CPU N only (default: on every CPU at once)")
     b.add_argument("--script", action=_Ordered, metavar="FILE",
                    help="commands, one per line (see -i); - reads standard input")
-    b.add_argument("--aggregate", action=_Ordered, metavar="TEXT",
+    b.add_argument("--aggregate", action=_Ordered, metavar="CLAUSES",
                    help="aggregate in the kernel: DTrace clauses, provider:module:function:name [/predicate/] "
                         "@name[keys] = count()|sum(x)|min(x)|max(x)|avg(x)|quantize(x)|lquantize(x, lo, hi, step); "
                         "printed as printa does when the session ends (see docs/aggregations.md)")
