@@ -708,7 +708,23 @@ static SDT_CODE int cmd_tables(struct out *o)
 	return ok(o, SDT_CTL_TABLES, ops.ncpus);
 }
 
-/* program BYTES: room for a program, 8-byte aligned, after those reserved before. */
+/* Whether a probe's slot holds a program in the core's program memory (sdt_disable_program cleared the slots of
+ * those it detached, and no CPU reads them once it returned). */
+static SDT_CODE int programs_in_use(void)
+{
+	const struct sdt_probe *p;
+
+	for (p = __start_set_sdt_probes_set; (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set); p++) {
+		const struct sdt_slot *slot = p->program ? (const struct sdt_slot *)sdt_rel(&p->program) : 0;
+		sdt_word at = slot ? (sdt_word)__atomic_load_n(&slot->program, __ATOMIC_ACQUIRE) : 0;
+		if (at >= (sdt_word)prog && at < (sdt_word)prog + prog_used)
+			return 1;
+	}
+	return 0;
+}
+
+/* program BYTES: room for a program, 8-byte aligned, after those reserved before; from the start again once every
+ * program reserved was given to penable and none is attached any more (a host that left detached its own). */
 static SDT_CODE int cmd_program(struct out *o, struct words *w)
 {
 	sdt_word bytes;
@@ -726,6 +742,8 @@ static SDT_CODE int cmd_program(struct out *o, struct words *w)
 		prog_size = size & ~(sdt_word)7;
 	}
 	bytes = (bytes + 7) & ~(sdt_word)7;
+	if (prog_used && prog_used == prog_sealed && !programs_in_use())
+		prog_used = prog_sealed = 0;
 	if (bytes > prog_size - prog_used)
 		return error(o, SDT_ERR_ARG, "the kernel's program memory is full");
 	prog_used += bytes;

@@ -94,6 +94,19 @@ def test_program_memory_is_written_only_where_reserved_and_never_once_a_program_
         assert line.startswith(f"error {code} "), (command, line)
 
 
+def test_program_memory_is_used_again_once_every_program_was_given_and_none_is_attached(core):
+    def reserve() -> int:
+        [ok] = feed(core, b"program 8\n")
+        return int(ok.split()[-1], 16)
+
+    a = reserve()
+    assert reserve() == a + 8, "a program reserved and not given to penable yet keeps its memory"
+    for at in (a, a + 8):
+        (line,) = feed(core, f"penable trap {at:x} 8 :::\n".encode())
+        assert line.startswith(f"error {VALUES['SDT_ERR_PROG_FORM']} ")  # no program: no probe holds it
+    assert reserve() == a, "every program given, none attached: the memory is used again"
+
+
 def test_tables_need_every_cpu_s_area_and_switch_and_take_need_tables(core):
     unsupported, state, cpu = VALUES["SDT_ERR_UNSUPPORTED"], VALUES["SDT_ERR_STATE"], VALUES["SDT_ERR_CPU"]
     for command, code in (("tables", unsupported), ("switch", state), ("take 0", state), ("take 1", cpu)):
