@@ -137,3 +137,34 @@ def shared_stream(image: Path, trace: Path, cpus: int, n: int, qemu_args: tuple[
     events, first, last = int(out[0]), int(out[1]), int(out[2])
     return {"events": events, "expected": cpus * n, "lost": lost, "host": cpus * n / took,
             "guest": (events - 1) / ((last - first) / 1e9)}
+
+
+AGG_SCRIPT = "hk:sched:run:tick { @n = count(); @q = quantize(arg0) }"
+
+
+def aggregated_run(image: Path, cpus: int, n: int) -> tuple[float, dict]:
+    """sched_run(n) on every vCPU at once with count() and quantize(arg0) of its tick probe aggregated in the
+    kernel (--arm branch): seconds from the command sent to the merged aggregations on the host, and those
+    aggregations (as --json prints them)."""
+    from sdtgen.dscript.printa import as_json
+
+    s = session(image, cpus=cpus, arm="branch", timeout=1200)
+    try:
+        s.aggregate(AGG_SCRIPT)
+        t0 = time.perf_counter()
+        s.run("sched_run", [n])
+        totals = s.snapshot()
+        return time.perf_counter() - t0, as_json(totals)
+    finally:
+        s.close()
+
+
+def quantize_expected(n: int, cpus: int) -> dict[tuple[int, int], int]:
+    """quantize of 0 .. n-1 on each of ``cpus`` CPUs, by power-of-two bucket [lo, hi]: counted arithmetically."""
+    out = {(0, 0): cpus}
+    lo = 1
+    while lo < n:
+        hi = 2 * lo - 1
+        out[(lo, hi)] = cpus * (min(hi, n - 1) - lo + 1)
+        lo *= 2
+    return out

@@ -269,7 +269,7 @@ def cmd_makefile(args: argparse.Namespace) -> int:
 
 
 class _Ordered(argparse.Action):
-    """Keeps --enable/--disable/--run (with its --arg and --cpu)/--script/--action in command-line order in
+    """Keeps --enable/--disable/--run (with its --arg and --cpu)/--script/--action/--aggregate in command-line order in
     ``args.actions``."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
@@ -288,6 +288,10 @@ class _Ordered(argparse.Action):
                 call.cpu = _int_arg(values)
         elif self.dest == "run":
             actions.append(("run", values, Call()))
+        elif self.dest == "aggregate":
+            from sdtgen.session.aggregations import Prepared
+
+            actions.append(("aggregate", values, Prepared()))
         else:
             actions.append((self.dest, values, None))
         namespace.actions = actions
@@ -314,6 +318,7 @@ def _session_command(args: argparse.Namespace, start) -> int:
     _check_timeout(args.timeout)
     actions = args.actions or []
     drive.check_actions(actions)
+    interval = _interval_option(args, actions)
     trace = _trace_option(args)
     scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
     try:
@@ -323,12 +328,24 @@ def _session_command(args: argparse.Namespace, start) -> int:
     except Halted:
         return EXIT_FAIL
     try:
-        drive.drive(session, actions, scripts, args.interactive, args.json)
+        drive.drive(session, actions, scripts, args.interactive, args.json, interval)
     except Halted:
         return EXIT_FAIL
     finally:
         session.close()
-    return EXIT_FAIL if session.faults or session.streams.damaged else EXIT_OK
+    return EXIT_FAIL if session.faults or session.damaged else EXIT_OK
+
+
+def _interval_option(args: argparse.Namespace, actions: list) -> float | None:
+    """--interval SECONDS: a positive number, for aggregations given or to come (the console)."""
+    interval = getattr(args, "interval", None)
+    if interval is None:
+        return None
+    if not 0.01 <= interval <= 86400:
+        raise SdtError("", f"--interval {interval:g} is not a number of seconds from 0.01 to 86400")
+    if not args.interactive and not any(kind == "aggregate" for kind, _, _ in actions):
+        raise SdtError("", "--interval prints the aggregations, and none is given", "add --aggregate CLAUSES (or -i)")
+    return interval
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
@@ -568,6 +585,10 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
                    help="run the preceding --run on CPU N only (default: on every CPU at once)")
     b.add_argument("--script", action=_Ordered, metavar="FILE",
                    help="commands, one per line (see -i); - reads standard input")
+    b.add_argument("--aggregate", action=_Ordered, metavar="CLAUSES",
+                   help="aggregate in the kernel: DTrace clauses, provider:module:function:name [/predicate/] "
+                        "@name[keys] = count()|sum(x)|min(x)|max(x)|avg(x)|quantize(x)|lquantize(x, lo, hi, step); "
+                        "printed as printa does when the session ends (see docs/aggregations.md)")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
@@ -764,6 +785,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         "file) and load it at this point (`module load`); the specs enabled so far arm it")
     q.add_argument("--unload", action=_Ordered, metavar="NAME", help="unload module NAME at this point (`module "
                    "unload`: the loader keeps its memory, a later --module of the same FILE loads it again)")
+    _add_interval(q)
     q.set_defaults(func=cmd_qemu, actions=None)
 
     at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "
@@ -772,6 +794,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                     help="tcp:HOST:PORT (QEMU's -serial tcp:HOST:PORT,server=on), a pty or tty device, or the "
                          "base path of a FIFO pair BASE.in/BASE.out (QEMU's -serial pipe:BASE)")
     _add_run_options(at, "(a breakpoint the kernel's sdt_trap handles; the default)")
+    _add_interval(at)
     at.set_defaults(func=cmd_attach, actions=None)
 
     rc = sub.add_parser("record", help="collect the packets a kernel streams on a serial line (sdt_serial_drain) "
@@ -792,6 +815,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    ).set_defaults(func=cmd_runtime_dir)
     sub.add_parser("makefile", help="print the path of the Makefile fragment").set_defaults(func=cmd_makefile)
     return p
+
+
+def _add_interval(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--interval", type=float, metavar="SECONDS",
+                   help="print the aggregations every SECONDS while the kernel runs; after the actions (without -i) "
+                        "the session runs until Ctrl-C")
 
 
 def _negative_args(argv: list[str]) -> list[str]:

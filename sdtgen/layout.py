@@ -302,7 +302,7 @@ ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_
 FRAME_HEADER = Layout("sdt_frame_header", "The header of every frame on a serial line; the payload and a CRC-32 "
                       "(zlib's, of bytes 4..11 and the payload) follow.", (
     Field("sync", "u32", "SDT_FRAME_SYNC: the bytes A5 5A 53 44"),
-    Field("type", "u8", "SDT_FRAME_PACKET, _VERDICT, _TEXT or _INFO"),
+    Field("type", "u8", "SDT_FRAME_PACKET, _VERDICT, _TEXT, _INFO or _TABLES"),
     Field("zero", "u8", "0"),
     Field("check", "u16", "the low 16 bits of CRC-32 of type, zero and length: a reader believes a header only "
           "when it holds"),
@@ -565,6 +565,11 @@ CONSTANTS += (  # loadable modules (docs/runtime.md, "Modules")
     ("SDT_ERR_MODULE_TABLE", -26, "the module's table is not one gen wrote (magic, bounds, entries outside the "
      "module's text)"),
 )
+# Programs and their tables over the control core (docs/control.md, "Aggregations"): a CPU's frozen half.
+CONSTANTS += (
+    ("SDT_FRAME_TABLES", ord("A"), "a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as "
+     "it stood, then the half's arena, used[1 - want] bytes"),
+)
 VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
@@ -601,6 +606,15 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_ALL", "all", "every CPU (run)"),
     ("SDT_CTL_ON", "on", "shared: the host reads the rings"),
     ("SDT_CTL_OFF", "off", "shared: packets go on the line again"),
+    # programs and their tables (docs/aggregations.md)
+    ("SDT_CTL_PROGRAM", "program", "program BYTES: reserve BYTES of the kernel's program memory, `ok program ADDR`"),
+    ("SDT_CTL_PBYTES", "pbytes", "pbytes ADDR HEX: write bytes into reserved program memory no program uses yet"),
+    ("SDT_CTL_PENABLE", "penable", "penable trap|branch ADDR BYTES SPEC: sdt_enable_program, `ok penable N`"),
+    ("SDT_CTL_PDISABLE", "pdisable", "pdisable SPEC: sdt_disable_program, `ok pdisable N`"),
+    ("SDT_CTL_TABLES", "tables", "tables: attach every CPU's aggregation tables (once); `table K AGG BYTES` per CPU"),
+    ("SDT_CTL_TABLE", "table", "a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves)"),
+    ("SDT_CTL_SWITCH", "switch", "switch: sdt_agg_switch, `ok switch N`"),
+    ("SDT_CTL_TAKE", "take", "take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED`"),
 )
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 

@@ -182,8 +182,8 @@ def test_the_console_stays_after_bad_lines(kernel):
     assert errors[0] == "sdtgen: error: cannot split the run command: No closing quotation; close the quotation"
     assert "more than four fields" in errors[1]
     # Every command the console has, help and action among them.
-    assert errors[2] == ("sdtgen: error: unknown command 'frob'; use one of: action, arm, disable, enable, exit, "
-                         "help, list, quit, run, stats")
+    assert errors[2] == ("sdtgen: error: unknown command 'frob'; use one of: action, aggregate, arm, clear, disable, "
+                         "enable, exit, help, list, printa, quit, run, stats")
 
 
 # -- --json is JSON Lines only ----------------------------------------------------------------

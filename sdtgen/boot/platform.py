@@ -10,7 +10,8 @@ call its entry points. The emulator maps, below the CPUs' stacks:
 - the per-CPU page: one virtual page each CPU maps to a page of its own (as a kernel's per-CPU area
   is reached), holding that CPU's struct sdt_cpu address: no register of the kernel's is used;
 - the data area: the hooks struct, the readable ranges, each CPU's struct sdt_cpu, scratch for the
-  host's calls (a trap frame, a probe spec), the per-CPU pages, and the rings.
+  host's calls (a trap frame, a probe spec), the per-CPU pages, the rings, and what a kernel gives its
+  programs (docs/aggregations.md): each CPU's struct sdt_agg and table memory, and room for programs.
 
 Every layout comes from sdtgen/layout.py; the runtime's entry points from the image's symbols.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 from sdtgen.boot.machine import PAGE, Machine, Region
 from sdtgen.errors import SdtError
-from sdtgen.layout import CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
+from sdtgen.layout import AGG, CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
 
 SCRATCH = 4096  # bytes of host-call scratch per CPU: a trap frame, a probe spec, a call's string arguments
 SPEC_AT = 256  # where in the scratch a spec goes (after the frame)
@@ -32,6 +33,8 @@ MAX_SPEC_BYTES = STRINGS_AT - SPEC_AT - 1
 HOOK_TRAPS = ("sync_cores", "notify", "report")
 MIN_PACKET = VALUES["SDT_MIN_PACKET"]
 MAX_PACKET = 1 << 16
+AGG_TABLE_BYTES = 256 * 1024  # a CPU's aggregation tables (two halves): about a hundred quantize rows a half
+PROGRAM_AREA = 4 * VALUES["SDT_PROG_MAX_BYTES"]  # programs the host writes before sdt_enable_program
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ class Entries:
 
 FIELDS = {"init": "sdt_init", "cpu_attach": "sdt_cpu_attach", "enable": "sdt_enable", "disable": "sdt_disable",
           "set_mode": "sdt_set_mode", "trap": "sdt_trap", "flush": "sdt_flush", "module_load": "sdt_module_load",
-          "module_unload": "sdt_module_unload"}
+          "module_unload": "sdt_module_unload", "enable_program": "sdt_enable_program",
+          "disable_program": "sdt_disable_program", "agg_attach": "sdt_agg_attach", "agg_switch": "sdt_agg_switch"}
 
 
 def runtime_entries(image) -> Entries:
@@ -102,7 +106,10 @@ class Platform:
         self.scratch = _align(self.areas + CPU.size(self.bits) * ncpu, 64)
         self.pages = _align(self.scratch + SCRATCH * ncpu, PAGE)
         self.rings = self.pages + PAGE * ncpu
-        size = _align(self.rings + buffer_size * ncpu, PAGE)
+        self.aggs = self.rings + buffer_size * ncpu  # each CPU's struct sdt_agg, then the tables, page-aligned
+        self.tables = _align(self.aggs + AGG.size(self.bits) * ncpu, PAGE)
+        self.programs = self.tables + AGG_TABLE_BYTES * ncpu
+        size = _align(self.programs + PROGRAM_AREA, PAGE)
         top = m0.stack_top - m0.stack_size - PAGE
         self.firmware = (top - PAGE) & ~(PAGE - 1)
         self.percpu = self.firmware - PAGE  # the virtual page each CPU sees as its own
@@ -128,6 +135,18 @@ class Platform:
 
     def ring(self, cpu: int) -> int:
         return self.base + self.rings + cpu * self.buffer_size
+
+    def agg(self, cpu: int) -> int:
+        """CPU ``cpu``'s struct sdt_agg."""
+        return self.base + self.aggs + cpu * AGG.size(self.bits)
+
+    def agg_tables(self, cpu: int) -> tuple[int, int]:
+        """(address, bytes) of CPU ``cpu``'s aggregation table memory."""
+        return self.base + self.tables + cpu * AGG_TABLE_BYTES, AGG_TABLE_BYTES
+
+    def program_area(self) -> tuple[int, int]:
+        """(address, bytes) of the memory programs are written to."""
+        return self.base + self.programs, PROGRAM_AREA
 
     def frame(self, cpu: int) -> int:
         return self.base + self.scratch + cpu * SCRATCH

@@ -44,7 +44,9 @@ class Totals:
         self.by_id = {a.id: a for a in self.aggregations}
 
     def add(self, tables: CpuTables) -> None:
-        """Merge one CPU's entries (a half the consumer took, or a table read while its CPU is stopped)."""
+        """Merge one CPU's entries (a half the consumer took, or a table read while its CPU is stopped); an entry no
+        program made refuses the whole table (AggTableError) and leaves the totals as they were."""
+        merged = []
         for e in tables.entries:
             info = self.by_id.get(e.id)
             if info is None:
@@ -52,12 +54,18 @@ class Totals:
             if len(e.keys) != len(info.keys) or len(e.values) != info.nvals:
                 raise AggTableError(f"CPU {tables.cpu}'s entry of {display(info)} has {len(e.keys)} keys and "
                                     f"{len(e.values)} values, not {len(info.keys)} and {info.nvals}")
-            keys = tuple(self.key(info, k, v) for k, v in zip(info.keys, e.keys, strict=True))
+            merged.append((info, tuple(self.key(info, k, v) for k, v in zip(info.keys, e.keys, strict=True)), e))
+        for info, keys, e in merged:
             have = self.rows.setdefault(e.id, {}).get(keys)
             self.rows[e.id][keys] = list(e.values) if have is None else combine(info.func, have, list(e.values))
         self.dropped[tables.cpu] = self.dropped.get(tables.cpu, 0) + tables.dropped
         self.errors[tables.cpu] = tables.errors
         self.nested[tables.cpu] = tables.nested
+
+    def extended(self, aggregations: tuple[AggInfo, ...], names: dict[int, tuple[str, str, str, str]]) -> Totals:
+        """These totals, with more aggregations (another script's) to merge from now on."""
+        return Totals(self.aggregations + aggregations, {**self.names, **names}, self.rows, self.dropped, self.errors,
+                      self.nested)
 
     def key(self, info: AggInfo, kind: str, value: int) -> Key:
         if kind == "int":

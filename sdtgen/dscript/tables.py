@@ -47,10 +47,11 @@ def attach_size(bytes_given: int) -> tuple[int, int]:
     return nindex, half - ((nindex * 4 + 7) & ~7)
 
 
-def read_cpu(read: Reader, addr: int, bits: int, little: bool = True, halves: tuple[int, ...] = (0, 1),
+def read_cpu(read: Reader, addr: int, bits: int, little: bool = True, halves: tuple[int, ...] | None = (0, 1),
              given: int | None = None) -> CpuTables:
-    """The entries of ``halves`` of the struct sdt_agg at ``addr``. ``given``: the bytes the host attached (an
-    arena claiming more is refused); without it, the arena size the structure states is the bound."""
+    """The entries of ``halves`` of the struct sdt_agg at ``addr`` (None: the half the last sdt_agg_switch froze
+    for the consumer, the one its CPU does not add to). ``given``: the bytes the host attached (an arena claiming
+    more is refused); without it, the arena size the structure states is the bound."""
     st = AGG.struct(bits, little)
     raw = dict(zip(AGG.names(), st.unpack(read(addr, st.size)), strict=True))
     cpu = raw["cpu"]
@@ -61,6 +62,10 @@ def read_cpu(read: Reader, addr: int, bits: int, little: bool = True, halves: tu
     if given is not None and (nindex, arena_size) != attach_size(given):
         raise AggTableError(f"{where} claims {nindex} index slots and {arena_size}-byte arenas, not what "
                             f"{given} bytes make")
+    if halves is None:
+        if raw["want"] not in (0, 1):
+            raise AggTableError(f"{where} says its CPU adds to half {raw['want']}, not 0 or 1")
+        halves = (1 - raw["want"],)
     out = CpuTables(cpu, errors=raw["errors"], nested=raw["nested"])
     order = "<" if little else ">"
     head = AGG_ENTRY.struct(bits, little)

@@ -168,6 +168,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ERR_MODULE_UNLOADED  (-24)	/* the module was unloaded already */
 #define SDT_ERR_MODULE_UNKNOWN   (-25)	/* not a module sdt_module_load took (never loaded) */
 #define SDT_ERR_MODULE_TABLE     (-26)	/* the module's table is not one gen wrote (magic, bounds, entries outside the module's text) */
+#define SDT_FRAME_TABLES         65	/* a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as it stood, then the half's arena, used[1 - want] bytes */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
@@ -196,6 +197,14 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_ALL              "all"	/* every CPU (run) */
 #define SDT_CTL_ON               "on"	/* shared: the host reads the rings */
 #define SDT_CTL_OFF              "off"	/* shared: packets go on the line again */
+#define SDT_CTL_PROGRAM          "program"	/* program BYTES: reserve BYTES of the kernel's program memory, `ok program ADDR` */
+#define SDT_CTL_PBYTES           "pbytes"	/* pbytes ADDR HEX: write bytes into reserved program memory no program uses yet */
+#define SDT_CTL_PENABLE          "penable"	/* penable trap|branch ADDR BYTES SPEC: sdt_enable_program, `ok penable N` */
+#define SDT_CTL_PDISABLE         "pdisable"	/* pdisable SPEC: sdt_disable_program, `ok pdisable N` */
+#define SDT_CTL_TABLES           "tables"	/* tables: attach every CPU's aggregation tables (once); `table K AGG BYTES` per CPU */
+#define SDT_CTL_TABLE            "table"	/* a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves) */
+#define SDT_CTL_SWITCH           "switch"	/* switch: sdt_agg_switch, `ok switch N` */
+#define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -674,7 +683,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_unload) == 60);
 /* The header of every frame on a serial line; the payload and a CRC-32 (zlib's, of bytes 4..11 and the payload) follow. */
 struct sdt_frame_header {
 	sdt_u32 sync;	/* SDT_FRAME_SYNC: the bytes A5 5A 53 44 */
-	sdt_u8 type;	/* SDT_FRAME_PACKET, _VERDICT, _TEXT or _INFO */
+	sdt_u8 type;	/* SDT_FRAME_PACKET, _VERDICT, _TEXT, _INFO or _TABLES */
 	sdt_u8 zero;	/* 0 */
 	sdt_u16 check;	/* the low 16 bits of CRC-32 of type, zero and length: a reader believes a header only when it holds */
 	sdt_u32 length;	/* bytes of payload */
@@ -821,6 +830,10 @@ int sdt_serial_drain(struct sdt_cpu *c, sdt_serial_put put);
 int sdt_serial_info(sdt_serial_put put);
 /* One frame of ``type`` (a byte) carrying ``len`` bytes of ``data`` (less than 4 GiB). 0, or SDT_ERR_ARG. */
 int sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len);
+/* One frame whose payload is ``head`` (``head_len`` bytes) then ``body`` (``body_len``), as one payload of their
+ * sizes together: a structure and the memory it describes, with no copy. 0, or SDT_ERR_ARG. */
+int sdt_serial_frame_parts(sdt_serial_put put, unsigned type, const void *head, unsigned long head_len,
+			   const void *body, unsigned long body_len);
 /* CRC-32 as zlib computes it, continued from ``crc`` (0 to start); NULL ``data``: ``crc``. */
 sdt_u32 sdt_crc32(sdt_u32 crc, const void *data, unsigned long len);
 
@@ -877,6 +890,15 @@ struct sdt_control_ops {
 	 * sdt_module_load returned (`module`, torture's mode `module`). Its code stays where it is meanwhile (other
 	 * CPUs may be running it). NULL: the kernel loads no modules. */
 	int (*module)(int load);
+	/* Memory for programs (`program`, docs/aggregations.md): *bytes of it (set), 8-byte aligned, the kernel's for
+	 * as long as the core runs. NULL: no program can be loaded. */
+	void *(*program_memory)(unsigned long *bytes);
+	/* CPU k's aggregation memory (`tables`): *bytes of it (set), 8-byte aligned, at least sizeof(struct sdt_agg)
+	 * rounded to 8 and SDT_AGG_MIN_BYTES more; the same each call. NULL: nothing aggregates. */
+	void *(*agg_memory)(unsigned k, unsigned long *bytes);
+	/* Send one frame of ``type`` on the control line (sdt_serial_frame_parts under the line's lock): `take`'s
+	 * SDT_FRAME_TABLES. NULL: `take` refused. */
+	void (*frame)(unsigned type, const void *head, unsigned long head_len, const void *body, unsigned long body_len);
 };
 
 /* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */

@@ -20,6 +20,7 @@ from sdtgen.layout import VERDICT as VERDICT_LAYOUT
 # Every frame's fields are little-endian, whatever the kernel's architecture (sdt_serial.c writes them so).
 SYNC = VALUES["SDT_FRAME_SYNC"].to_bytes(4, "little")
 PACKET, VERDICT, TEXT, INFO = (VALUES[f"SDT_FRAME_{t}"] for t in ("PACKET", "VERDICT", "TEXT", "INFO"))
+TABLES = VALUES["SDT_FRAME_TABLES"]  # a CPU's frozen aggregation half (the control core's `take`)
 HEADER = FRAME_HEADER.struct(64)  # sync, type, zero, check, length
 TRAILER = struct.Struct("<I")  # the CRC-32
 _CHECKED = FRAME_HEADER.offset("type", 64)  # the CRC covers the header from its type on, then the payload

@@ -678,7 +678,10 @@ SDT_CODE int sdt_disable_program(const char *text)
 	last = 0;
 	for_each_site(t, s) {
 		const struct sdt_probe *p = sdt_site_probe(s);
-		struct sdt_slot *slot = probe_slot(p);
+		struct sdt_slot *slot;
+		if (s->state == SDT_SITE_REFUSED)	/* an entry sdt_init refused may name no probe: not read */
+			continue;
+		slot = probe_slot(p);
 		if (p != last && slot && slot->program && matches(&sp, t, p))
 			__atomic_store_n(&slot->program, (const struct sdt_program *)0, __ATOMIC_RELEASE);
 		last = p;

@@ -90,14 +90,25 @@ static SDT_CODE void trailer(sdt_serial_put put, sdt_u32 crc)
 
 SDT_CODE int sdt_serial_frame(sdt_serial_put put, unsigned type, const void *data, unsigned long len)
 {
-	sdt_u32 crc;
+	return sdt_serial_frame_parts(put, type, data, len, 0, 0);
+}
 
-	if (!put || type > 0xff || (len && !data) || len != (sdt_u32)len)
+SDT_CODE int sdt_serial_frame_parts(sdt_serial_put put, unsigned type, const void *head, unsigned long head_len,
+				    const void *body, unsigned long body_len)
+{
+	sdt_u32 crc;
+	unsigned long len = head_len + body_len;
+
+	if (!put || type > 0xff || (head_len && !head) || (body_len && !body) || len < head_len ||
+	    len != (sdt_u32)len)
 		return SDT_ERR_ARG;
 	crc = header(put, type, (sdt_u32)len);
-	if (len)
-		put(data, len);
-	trailer(put, sdt_crc32(crc, data, len));
+	if (head_len)
+		put(head, head_len);
+	if (body_len)
+		put(body, body_len);
+	crc = sdt_crc32(crc, head, head_len);
+	trailer(put, sdt_crc32(crc, body, body_len));
 	return 0;
 }
 

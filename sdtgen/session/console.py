@@ -27,6 +27,11 @@ HELP = """commands:
   arm trap|branch      how probes are armed from now on (armed ones are rearmed): a breakpoint
                        the host handles, or a call to the probe's recorder in the guest
   stats                firings per probe so far, and records lost to a full buffer
+  aggregate CLAUSES    aggregate in the kernel from now on: provider:module:function:name
+                       [/predicate/] @name[keys] = count()|sum(x)|min(x)|max(x)|avg(x)|
+                       quantize(x)|lquantize(x, low, high, step) (docs/aggregations.md)
+  printa               the aggregations so far, merged across CPUs, as dtrace's printa prints them
+  clear                the aggregations start again from nothing (dtrace's clear)
   help                 this text
   quit                 leave
 Ctrl-C stops a running function and comes back here."""
@@ -38,7 +43,7 @@ class Console(cmd.Cmd):
     """Commands over a Session. ``strict``: an error stops (scripts); otherwise it is printed."""
 
     prompt = "sdt> "
-    intro = ("sdtgen console: list, enable, disable, run, action, arm, stats, help, quit "
+    intro = ("sdtgen console: list, enable, disable, run, action, arm, stats, aggregate, printa, clear, help, quit "
              "(tab completes probe names)")
 
     def __init__(self, session: Session, strict: bool = False, stdin=None) -> None:
@@ -162,6 +167,32 @@ class Console(cmd.Cmd):
         """stats: firings per probe so far."""
         self.session.stats()
         return False
+
+    def do_aggregate(self, arg: str) -> bool:
+        """aggregate CLAUSES: aggregate in the kernel from now on."""
+        if not arg.strip():
+            raise SdtError("", "aggregate needs clauses",
+                           "aggregate provider:module:function:name [/predicate/] @name[keys] = count()")
+        n = self.session.aggregate(arg.strip(), source="aggregate")
+        if not self.strict:
+            self.session.reporter.armed("aggregating", arg.strip(), n)
+        return False
+
+    def do_printa(self, arg: str) -> bool:
+        """printa: the aggregations so far."""
+        self._aggregating("printa")
+        self.session.printa()
+        return False
+
+    def do_clear(self, arg: str) -> bool:
+        """clear: the aggregations start again."""
+        self._aggregating("clear")
+        self.session.clear()
+        return False
+
+    def _aggregating(self, what: str) -> None:
+        if not self.session.aggregating:
+            raise SdtError("", f"{what}: nothing is aggregated", "aggregate CLAUSES first (or --aggregate)")
 
     def do_quit(self, arg: str) -> bool:
         """quit: leave the console."""

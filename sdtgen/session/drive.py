@@ -1,12 +1,15 @@
 """What `boot`, `qemu` and `attach` do with a session, the same for each: the command line's actions in
-order (--enable, --disable, --run with its --arg and --cpu, --script, --action), then the console
-(-i), then the trace put in place and, with --json, the stats.
+order (--enable, --disable, --run with its --arg and --cpu, --script, --action, --aggregate), then the
+console (-i), then the trace put in place, the aggregations printed and, with --json, the stats.
 
-An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call``.
+An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call`` and an aggregate's
+``Prepared`` (its script compiled before the kernel starts).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass, field
 
 from sdtgen.calls import parse_arg
@@ -51,6 +54,8 @@ def precheck(session, actions: list) -> None:
             spec, _, symbol = value.partition("=")
             session.check_spec(spec)
             session.check_function(symbol)
+        elif kind == "aggregate":
+            extra.compiled = session.compile_aggregate(value)
 
 
 def perform(session, kind: str, value: str, extra) -> None:
@@ -68,17 +73,51 @@ def perform(session, kind: str, value: str, extra) -> None:
         session.load_module(value)
     elif kind == "unload":
         session.unload_module(value)
+    elif kind == "aggregate":
+        session.aggregate(value, extra.compiled)
     else:
         raise AssertionError(kind)
 
 
-def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool) -> None:
+class Ticker:
+    """--interval: the merged aggregations printed every ``seconds`` from a thread of their own, between the
+    session's commands (the target carries one at a time), while the kernel runs."""
+
+    def __init__(self, session, seconds: float) -> None:
+        self.session, self.seconds = session, seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sdtgen-interval", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.seconds):
+            if self.session.halted or self.session.target is None:
+                return
+            try:
+                self.session.printa()
+            except Exception:  # the session said what stopped the kernel; the main thread ends on it
+                return
+
+    def wait(self) -> None:
+        """Until Ctrl-C (or SIGTERM), or a kernel that stopped: the kernel runs, its aggregations printed."""
+        while self.thread.is_alive():
+            self.thread.join(0.5)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool,
+          interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
-    DTrace's and LTTng's sessions do, and is raised on."""
+    DTrace's and LTTng's sessions do, and is raised on. With ``interval``, the aggregations are printed every
+    ``interval`` seconds meanwhile, and without the console the session runs until Ctrl-C."""
     from sdtgen.session.console import Console, run_script
     from sdtgen.session.reporter import Stopped
     from sdtgen.targets.base import Halted
 
+    ticker = Ticker(session, interval) if interval else None
     try:
         for kind, value, extra in actions:
             if kind == "script":
@@ -87,9 +126,22 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
                 perform(session, kind, value, extra)
         if interactive:
             Console(session).cmdloop()
+        elif ticker is not None:
+            ticker.wait()
+            if session.halted:
+                raise Halted("the kernel stopped")
     except (Stopped, KeyboardInterrupt, Halted):
+        if ticker is not None:
+            ticker.stop()
         session.finish_trace(interrupted=True)
+        if not session.halted:  # as dtrace does on Ctrl-C: what was aggregated is printed
+            with contextlib.suppress(Stopped, KeyboardInterrupt, Halted):
+                session.printa()
         raise
+    finally:
+        if ticker is not None:
+            ticker.stop()
     session.finish_trace()
+    session.printa()
     if as_json:
         session.stats()

@@ -144,6 +144,21 @@ class Reporter:
             event["damaged"] = damaged
         self._emit(event, lines)
 
+    def aggregations(self, totals) -> None:
+        """The merged aggregations: as dtrace's printa prints them, or one JSON event; the updates the CPUs' full
+        tables could not take, said as dtrace says them."""
+        from sdtgen.dscript.printa import as_json, print_all
+
+        if self.as_json:
+            self._emit({"event": "aggregations", **as_json(totals)}, None)
+            return
+        text = print_all(totals).rstrip("\n")
+        if text:  # as dtrace: an aggregation with no rows prints nothing
+            self._emit({}, text)
+        for cpu, n in sorted(totals.dropped.items()):
+            if n:
+                self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full")
+
     def error(self, text: str, fix: str = "") -> None:
         """What ended the session (the kernel stopped answering, its machine ended), and what to do."""
         self._diagnose({"event": "error", "text": text, "fix": fix}, ERROR, printable(text), printable(fix))

@@ -95,6 +95,8 @@ class Session:
         self._lock = threading.RLock()  # an emulated CPU's thread may hand over packets from its notify hook
         self.modules: dict[str, list] = {}  # loaded modules: name -> their probes
         self.module_functions: dict[str, int] = {}
+        self._aggregations = None  # what --aggregate compiled and armed (sdtgen/session/aggregations.py)
+        self._target_lock = threading.RLock()  # one command at a time: --interval's printing runs on a thread
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -316,6 +318,43 @@ class Session:
             self.check_spec(spec)
         return self._guard(lambda: self.target.probes(spec), "list")
 
+    # -- aggregations ---------------------------------------------------------------------------
+    @property
+    def aggregations(self):
+        """The scripts aggregated and the consumer's totals (made when the first is compiled)."""
+        if self._aggregations is None:
+            from sdtgen.session.aggregations import Aggregations
+
+            self._aggregations = Aggregations(self)
+        return self._aggregations
+
+    @property
+    def aggregating(self) -> bool:
+        return self._aggregations is not None and self._aggregations.totals is not None
+
+    def compile_aggregate(self, text: str, source: str = "--aggregate"):
+        """``text`` compiled against the image's probes, before anything of it is armed (one line if refused)."""
+        return self.aggregations.compile(text, source)
+
+    def aggregate(self, text: str, compiled=None, source: str = "--aggregate") -> int:
+        """Aggregate ``text`` (compiled already, or now) in the kernel from now on: the sites armed."""
+        return self.aggregations.arm(compiled if compiled is not None else self.compile_aggregate(text, source))
+
+    def snapshot(self):
+        """The merged totals with every CPU's tables taken now (None when nothing aggregates)."""
+        return self.aggregations.snapshot() if self.aggregating else None
+
+    def printa(self) -> None:
+        """The merged aggregations, as printa prints them (or as JSON)."""
+        totals = self.snapshot()
+        if totals is not None:
+            self.reporter.aggregations(totals)
+
+    def clear(self) -> None:
+        """DTrace's clear(): the host's totals start again."""
+        if self.aggregating:
+            self.aggregations.clear()
+
     # -- calls ----------------------------------------------------------------------------------
     def check_run(self, target: str, args: list[int | str]) -> tuple[int, str]:
         """The function's address and the return type, once ``run(target, args)`` is known to be valid."""
@@ -410,7 +449,8 @@ class Session:
         """A target action; a kernel that cannot go on ends the session (said once), Ctrl-C stops it.
         ``running``: the function a stop interrupts, reported as a fault of that call."""
         try:
-            return action()
+            with self._target_lock:
+                return action()
         except Interrupted as stop:
             self._emit_pending()
             self.reporter.fault(running or what, stop.fault, self._place(stop.fault), self.last_fired)
@@ -454,7 +494,8 @@ class Session:
     def damaged(self) -> int:
         """Packets, frames and counters the guest or the line spoiled: left out, and counted."""
         target = self.target or self.last_target
-        return (self.streams.damaged if self.streams is not None else 0) + getattr(target, "damaged", 0)
+        tables = self._aggregations.damaged if self._aggregations is not None else 0
+        return (self.streams.damaged if self.streams is not None else 0) + getattr(target, "damaged", 0) + tables
 
     def stats(self) -> None:
         self.drain()

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sdtgen.trace.model import Lost
+
+if TYPE_CHECKING:  # the dscript package is imported by what aggregates, not by every target
+    from sdtgen.dscript.tables import CpuTables
 
 PacketFn = Callable[[int, bytes], None]
 LogFn = Callable[[int, str], None]
@@ -83,6 +86,14 @@ class Returned:
     cpu: int
     value: int = 0
     fault: CallFault | None = None
+
+
+@dataclass(frozen=True)
+class DamagedTables:
+    """A CPU whose aggregation tables could not be believed: what is wrong with them."""
+
+    cpu: int
+    what: str
 
 
 @dataclass(frozen=True)
@@ -176,6 +187,24 @@ class Target(Protocol):
     # functions and probes (TableProbe) as the kernel placed them; unload returns the sites it disarmed.
     # def load_module(self, path: str) -> LoadedModule: ...
     # def unload_module(self, name: str) -> int: ...
+    # Programs and their tables (docs/aggregations.md): memory the kernel gives, the runtime's entry points.
+    def attach_tables(self) -> None:
+        """Every CPU's aggregation tables attached (sdt_agg_attach), once."""
+        ...
+
+    def load_program(self, code: bytes) -> int:
+        """``code`` written into program memory the kernel gives, kept there: its address."""
+        ...
+
+    def enable_program(self, spec: str, mode: str, program: int, size: int) -> int:
+        """sdt_enable_program of the loaded program at ``program``: the sites armed (Refused: the runtime's code)."""
+        ...
+
+    def disable_program(self, spec: str) -> int: ...
+
+    def take_tables(self) -> list[CpuTables | DamagedTables]:
+        """sdt_agg_switch, then every CPU's frozen half, read and checked."""
+        ...
 
     def close(self) -> None: ...
 

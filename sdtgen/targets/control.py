@@ -21,12 +21,13 @@ from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import ERRORS, VALUES, WORD
-from sdtgen.qemu.frames import INFO, TEXT, Console, FrameReader
+from sdtgen.qemu.frames import INFO, MAX_PAYLOAD, TABLES, TEXT, Console, FrameReader
 from sdtgen.qemu.packets import PacketSink
 from sdtgen.targets.base import (
     ARM_MODES,
     Booted,
     CallFault,
+    DamagedTables,
     Halted,
     Interrupted,
     ProbeState,
@@ -39,6 +40,8 @@ from sdtgen.trace.streams import clock_problem
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
+PBYTES_CHUNK = 0x100  # bytes of a program one `pbytes` carries (its line stays under SDT_CONTROL_LINE)
+MAX_TABLES = 2 * MAX_PAYLOAD  # bytes of a CPU's tables at most: a half's frame fits the frame reader's bound
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
 
 
@@ -76,6 +79,8 @@ class ControlTarget:
         self.reader = FrameReader()
         self.packets = PacketSink([session.on_packet])
         self.bad_frames = 0  # frames of no type the host knows, and info frames of a wrong size
+        self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
+        self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
         self._lines: list[str] = []
         self._console = b""
         self.halted = False
@@ -114,6 +119,8 @@ class ControlTarget:
                     raise Panic(line)
                 else:
                     self._lines.append(line)
+            elif item.type == TABLES:
+                self._taken = [*self._taken[-1:], item.payload]  # a take has one: more is damage, held no longer
             elif not self.packets.frame(item) and item.type != INFO:
                 self.bad_frames += 1
 
@@ -379,8 +386,90 @@ class ControlTarget:
         cpus, done, calls, faults, torn, wrong = numbers
         return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong)
 
+    # -- programs and their tables (docs/aggregations.md) ---------------------------------------------
+    def attach_tables(self) -> None:
+        """`tables`: every CPU's tables attached by the kernel, and where each is (believed only as it checks)."""
+        lines = self.command(WORD["tables"], "tables")
+        tables: dict[int, tuple[int, int]] = {}
+        for line in lines[:-1]:
+            w = line.split()
+            numbers = [_hex(x) for x in w[1:]]
+            if (w[0] != WORD["table"] or len(w) != 4 or None in numbers or numbers[0] >= self.booted.cpus
+                    or not VALUES["SDT_AGG_MIN_BYTES"] <= numbers[2] <= MAX_TABLES):
+                raise SdtError(self.session.image.path, f"the kernel's line {printable(line)!r} is not `table K AGG "
+                               f"BYTES` of one of its CPUs with {VALUES['SDT_AGG_MIN_BYTES']} to {MAX_TABLES} bytes "
+                               "of tables", "give every CPU aggregation memory (sdt_control_ops.agg_memory) of a size "
+                               "sdtgen reads")
+            tables[numbers[0]] = (numbers[1], numbers[2])
+        if sorted(tables) != list(range(self.booted.cpus)):
+            raise SdtError(self.session.image.path, f"the kernel said where the tables of CPUs {sorted(tables)} are, "
+                           f"not of each of its {self.booted.cpus}")
+        self._tables = tables
+
+    def load_program(self, code: bytes) -> int:
+        """`program` reserves room, `pbytes` writes the code there a chunk a line."""
+        at = _count(self.command(f"{WORD['program']} {len(code):x}", "program")[-1])
+        for off in range(0, len(code), PBYTES_CHUNK):
+            self.command(f"{WORD['pbytes']} {at + off:x} {code[off:off + PBYTES_CHUNK].hex()}", "pbytes")
+        return at
+
+    def enable_program(self, spec: str, mode: str, program: int, size: int) -> int:
+        return _count(self.command(f"{WORD['penable']} {WORD[mode]} {program:x} {size:x} {spec}",
+                                   f"enable {printable(spec)}")[-1])
+
+    def disable_program(self, spec: str) -> int:
+        return _count(self.command(f"{WORD['pdisable']} {spec}", f"disable {printable(spec)}")[-1])
+
+    def take_tables(self) -> list:
+        """`switch`, then `take` of each CPU: its frozen half in one frame, believed only as far as it checks."""
+        if not self._tables:
+            return []
+        self.command(WORD["switch"], "switch")
+        out = []
+        for k, (addr, given) in sorted(self._tables.items()):
+            self._taken = []
+            self.command(f"{WORD['take']} {k:x}", "take")
+            frames, self._taken = self._taken, []
+            out.append(tables_of_frame(frames, k, addr, given, self.session.image.arch))
+        return out
+
     def close(self) -> None:
         self.channel.close()
+
+
+def tables_of_frame(frames: list[bytes], cpu: int, addr: int, given: int, arch):
+    """CPU ``cpu``'s frozen half from the frames its `take` brought: one, its struct sdt_agg (at ``addr``, given
+    ``given`` bytes of tables) then exactly the half's used bytes; CpuTables, or DamagedTables saying what is wrong."""
+    from sdtgen.dscript.tables import AggTableError, read_cpu
+    from sdtgen.layout import AGG
+
+    if len(frames) != 1:
+        return DamagedTables(cpu, f"{len(frames)} table frames came for one take")
+    payload = frames[0]
+    st = AGG.struct(arch.bits, arch.little)
+    if len(payload) < st.size:
+        return DamagedTables(cpu, f"its table frame of {len(payload)} bytes is shorter than a struct sdt_agg")
+    head, body = payload[:st.size], payload[st.size:]
+    raw = dict(zip(AGG.names(), st.unpack(head), strict=True))
+    if raw["want"] not in (0, 1):
+        return DamagedTables(cpu, f"its table says its CPU adds to half {raw['want']}, not 0 or 1")
+    half = 1 - raw["want"]
+    arena, used = raw[f"arena[{half}]"], raw[f"used[{half}]"]
+    if len(body) != used:
+        return DamagedTables(cpu, f"its table frame carries {len(body)} bytes of the half, its header says {used}")
+
+    def read(a: int, n: int) -> bytes:
+        if a == addr and n == st.size:
+            return head
+        if a == arena and n <= len(body):
+            return body[:n]
+        raise AggTableError(f"it would be read {n} bytes at {a:#x}, outside what its frame carries")
+
+    try:
+        tables = read_cpu(read, addr, arch.bits, arch.little, None, given)
+    except AggTableError as e:
+        return DamagedTables(cpu, str(e))
+    return tables if tables.cpu == cpu else DamagedTables(cpu, f"its table says it is CPU {tables.cpu}'s")
 
 
 def _hex(word: str) -> int | None:

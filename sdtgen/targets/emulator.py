@@ -17,7 +17,7 @@ from sdtgen.boot.platform import Platform, runtime_entries
 from sdtgen.boot.runtime import BRANCH, ProbeRuntime
 from sdtgen.errors import SdtError, printable
 from sdtgen.probes import ProbeSpec
-from sdtgen.targets.base import Booted, CallFault, Interrupted, ProbeState, Returned, Summary
+from sdtgen.targets.base import Booted, CallFault, DamagedTables, Interrupted, ProbeState, Refused, Returned, Summary
 from sdtgen.trace.model import Lost
 
 
@@ -52,6 +52,8 @@ class EmulatorTarget:
         self.smp = None
         self._broken: set[int] = set()  # CPUs whose sdt_flush faulted: neither flushed nor read again
         self._lost_shown = 0  # records lost to full rings, said so far
+        self._tables = False  # every CPU's aggregation tables attached
+        self._next_program = 0  # where the next program goes in the platform's program area
         self.entries = runtime_entries(self.image)
         self.module_base = 0  # the module area's address, when the boot maps one (modules)
         self.module = None  # the LinkedModule loaded, if any
@@ -265,6 +267,75 @@ class EmulatorTarget:
                 continue
             mine = [s for s in self.runtime.sites if s.probe.addr == p.addr and s.state != "folded"]
             out.append(ProbeState(p.key, p.spec, len(mine), sum(s.state in ("trap", "branch") for s in mine)))
+        return out
+
+    # -- programs and their tables (docs/aggregations.md) --------------------------------------------
+    def attach_tables(self) -> None:
+        """Each CPU's struct sdt_agg and table memory, in the platform's area, attached by a call on CPU 0."""
+        from sdtgen.layout import ERRORS
+
+        if self._tables:
+            return
+        m = self.smp.cpus[0]
+        for k in range(self.cpus):
+            at, size = self.platform.agg_tables(k)
+            r = self.runtime.call(m, "sdt_agg_attach", [self.platform.area(k), self.platform.agg(k), at, size])
+            if r:
+                raise SdtError(self.image.path, f"the runtime refused CPU {k}'s aggregation tables: "
+                               f"{ERRORS.get(r, f'error {r}')}")
+        self._tables = True
+
+    def load_program(self, code: bytes) -> int:
+        """``code`` in the platform's program area, after the programs before it (kept: a program is the kernel's
+        until every probe it is attached to is disabled)."""
+        area, size = self.platform.program_area()
+        if self._next_program + len(code) > size:
+            raise SdtError("", f"the programs take more than the {size >> 10} KiB the emulated boot gives them",
+                           "aggregate fewer clauses in one boot")
+        at = area + self._next_program
+        self.machine.write(at, code)
+        self._next_program += (len(code) + 7) & ~7
+        return at
+
+    def _program_call(self, name: str, args: list[int]) -> int:
+        from sdtgen.layout import ERRORS
+
+        try:
+            r = self.runtime.call(self.smp.cpus[0], name, args)
+        except MachineInterrupted as e:
+            raise Interrupted(fault_of(e)) from None
+        self.runtime.refresh()
+        if r < 0:
+            raise Refused(r, ERRORS.get(r, f"error {r}"))
+        return r
+
+    def enable_program(self, spec: str, mode: str, program: int, size: int) -> int:
+        from sdtgen.boot.runtime import MODES
+
+        self._need_patched(spec)
+        m = self.smp.cpus[0]
+        return self._program_call("sdt_enable_program", [self.runtime._spec(m, spec), MODES[mode], program, size])
+
+    def disable_program(self, spec: str) -> int:
+        self._need_patched(spec)
+        return self._program_call("sdt_disable_program", [self.runtime._spec(self.smp.cpus[0], spec)])
+
+    def take_tables(self) -> list:
+        """sdt_agg_switch on CPU 0 (every CPU is stopped between commands: none is adding), then each CPU's frozen
+        half read straight out of guest memory, believing nothing past the memory this target attached."""
+        from sdtgen.boot.platform import AGG_TABLE_BYTES
+        from sdtgen.dscript.tables import AggTableError, read_cpu
+
+        if not self._tables:
+            return []
+        self._program_call("sdt_agg_switch", [])
+        arch, out = self.image.arch, []
+        for k in range(self.cpus):
+            try:
+                t = read_cpu(self.machine.read, self.platform.agg(k), arch.bits, arch.little, None, AGG_TABLE_BYTES)
+                out.append(t if t.cpu == k else DamagedTables(k, f"its table says it is CPU {t.cpu}'s"))
+            except (AggTableError, GuestFault) as e:
+                out.append(DamagedTables(k, str(e)))
         return out
 
     # -- calls ---------------------------------------------------------------------------------------

@@ -158,6 +158,7 @@ class AttachTarget(ControlTarget):
 
         super().__init__(session, line, timeout=timeout, announced=False)
         self.armed: list[str] = []
+        self.programs: list[str] = []  # specs this session enabled a program with
         self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, 0)
 
     def enable(self, spec: str, mode: str) -> int:
@@ -165,12 +166,20 @@ class AttachTarget(ControlTarget):
         self.armed.append(spec)
         return n
 
+    def enable_program(self, spec: str, mode: str, program: int, size: int) -> int:
+        n = super().enable_program(spec, mode, program, size)
+        self.programs.append(spec)
+        return n
+
     def close(self) -> None:
         """The probes this session armed, disarmed; the line is the caller's to close."""
         if not self.halted:
-            for spec in reversed(self.armed):
-                try:
+            try:
+                for spec in reversed(self.programs):  # detached: the kernel's own firings cost nothing again
+                    self.disable_program(spec)
+                for spec in reversed(self.armed):
                     self.disable(spec)
-                except Exception:  # the kernel went away meanwhile: nothing to disarm
-                    break
+            except Exception:  # the kernel went away meanwhile: nothing to disarm
+                pass
         self.armed = []
+        self.programs = []

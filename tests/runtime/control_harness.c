@@ -2,7 +2,8 @@
  * The control core built for this machine, with the runtime (one probe table of one entry the runtime
  * refuses: no probe is armed), so Python can feed it any bytes and read every reply line. One CPU, no
  * means to run calls elsewhere or catch faults; the kernel's text is one function, `harness_sum`, the
- * only address `run` accepts.
+ * only address `run` accepts. It gives program memory and aggregation memory but no CPU area, so programs can be
+ * loaded and refused but no table is attached.
  */
 #include "sdt_runtime.c"	/* the control core (sdt_control.c) is linked beside it, as a kernel links it */
 
@@ -34,6 +35,22 @@ static unsigned this_cpu(void)
 	return 0;
 }
 
+static sdt_u64 programs[64];
+static sdt_u64 tables[1024];
+
+static void *program_memory(unsigned long *bytes)
+{
+	*bytes = sizeof(programs);
+	return programs;
+}
+
+static void *agg_memory(unsigned k, unsigned long *bytes)
+{
+	(void)k;
+	*bytes = sizeof(tables);
+	return tables;
+}
+
 int harness_start(void)
 {
 	static struct sdt_hooks hooks;
@@ -49,6 +66,8 @@ int harness_start(void)
 		return -1;
 	ops.ncpus = 1;
 	ops.this_cpu = this_cpu;
+	ops.program_memory = program_memory;
+	ops.agg_memory = agg_memory;
 	return sdt_control_init(&ops, cpus);
 }
 

@@ -15,7 +15,8 @@ from sdtgen.layout import ERRORS, VALUES, WORD, WORDS
 
 KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
-    "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit")]
+    "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit",
+    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take")]
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,40 @@ def test_what_the_kernel_does_not_give_is_refused_as_unsupported(core):
     unsupported, cpu = VALUES["SDT_ERR_UNSUPPORTED"], VALUES["SDT_ERR_CPU"]
     for command, code in (("drain", unsupported), ("read 0 10", unsupported), ("ring 1000 400 0 0", unsupported),
                           ("exit 0", unsupported), (f"torture {addr:x} 0 1 trap :::", cpu)):
+        (line,) = feed(core, command.encode() + b"\n")
+        assert line.startswith(f"error {code} "), (command, line)
+
+
+def test_program_memory_is_written_only_where_reserved_and_never_once_a_program_was_given_it(core):
+    arg, usage, form = VALUES["SDT_ERR_ARG"], VALUES["SDT_ERR_USAGE"], VALUES["SDT_ERR_PROG_FORM"]
+    [ok] = feed(core, b"program 10\n")
+    at = int(ok.split()[-1], 16)
+    assert at % 8 == 0
+    assert feed(core, f"pbytes {at:x} 0102\n".encode()) == ["ok pbytes 2"]
+    for command, code in ((f"pbytes {at + 16:x} 00", arg), (f"pbytes {at - 1:x} 00", arg), (f"pbytes {at:x} 0", usage),
+                          (f"pbytes {at:x} zz", usage), ("program 0", usage), ("program 10001", usage),
+                          (f"penable trap {at + 8:x} 10 :::", arg), (f"penable trap {at:x} 10 :::", form),
+                          (f"pbytes {at:x} 00", arg), ("program 1000", arg)):  # sealed; 512 bytes given in all
+        (line,) = feed(core, command.encode() + b"\n")
+        assert line.startswith(f"error {code} "), (command, line)
+
+
+def test_program_memory_is_used_again_once_every_program_was_given_and_none_is_attached(core):
+    def reserve() -> int:
+        [ok] = feed(core, b"program 8\n")
+        return int(ok.split()[-1], 16)
+
+    a = reserve()
+    assert reserve() == a + 8, "a program reserved and not given to penable yet keeps its memory"
+    for at in (a, a + 8):
+        (line,) = feed(core, f"penable trap {at:x} 8 :::\n".encode())
+        assert line.startswith(f"error {VALUES['SDT_ERR_PROG_FORM']} ")  # no program: no probe holds it
+    assert reserve() == a, "every program given, none attached: the memory is used again"
+
+
+def test_tables_need_every_cpu_s_area_and_switch_and_take_need_tables(core):
+    unsupported, state, cpu = VALUES["SDT_ERR_UNSUPPORTED"], VALUES["SDT_ERR_STATE"], VALUES["SDT_ERR_CPU"]
+    for command, code in (("tables", unsupported), ("switch", state), ("take 0", state), ("take 1", cpu)):
         (line,) = feed(core, command.encode() + b"\n")
         assert line.startswith(f"error {code} "), (command, line)
 

@@ -123,3 +123,14 @@ def test_qemu_arguments_that_take_the_serial_ports_are_refused_before_qemu_start
     assert r.stderr.splitlines() == ["sdtgen: error: --qemu-arg -serial: sdtgen wires QEMU's serial ports, console "
                                      "and kernel itself; leave it out (the image names its control port with "
                                      "SDT_CONTROL_SERIAL)"]
+
+
+def test_a_kernel_that_gives_no_aggregation_memory_is_told_which_member_to_give(tinyk):
+    """tinyk's control core has no agg_memory: `tables` is refused, and the session says what to give, one line, having
+    armed nothing."""
+    r = sdtgen("qemu", tinyk, "--aggregate", "tk:sched:tick:run @ = count()", "--run", "sched_tick", "--arg", "3",
+               "--", *OPENSBI)
+    assert r.returncode == 2
+    [line] = r.stderr.splitlines()
+    assert "the kernel cannot attach aggregation tables" in line and "sdt_control_ops.agg_memory" in line, line
+    assert "sched_tick" not in r.stdout, "the session ended before the run"

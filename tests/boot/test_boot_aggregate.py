@@ -1,0 +1,118 @@
+"""`sdtgen boot --aggregate` on the fixture kernel, two CPUs, both arming modes: what it prints is exactly what the
+native run's firings make (tests/aggregate_expect.py); a script the image cannot run is refused before anything
+boots (one line, exit 2); tables a guest spoiled are left out and said; clear() starts the totals again."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from aggregate_expect import CALLS, SCRIPT, expected, printed, run_args
+from helpers import sdtgen
+from native_oracle import run_native
+
+from sdtgen.errors import SdtError
+from sdtgen.layout import AGG
+from sdtgen.session.reporter import Reporter
+from sdtgen.session.starts import boot_session
+
+CPUS = 2
+
+
+@pytest.fixture(scope="module")
+def firings(native_exe):
+    return [e for e in run_native(native_exe, CALLS) if "probe" in e]
+
+
+@pytest.mark.parametrize("mode", ["trap", "branch"])
+def test_boot_prints_exactly_what_the_native_firings_aggregate(kernel, firings, mode):
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--arm", mode, "--json", "-q", "--aggregate", SCRIPT,
+                  *run_args(CALLS))
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    [aggs] = [e for e in events if e["event"] == "aggregations"]
+    assert (aggs["dropped"], aggs["errors"], aggs["nested"]) == (0, 0, 0)
+    assert printed(aggs, firings, CPUS) == expected(firings, CPUS)
+    assert next(e for e in events if e["event"] == "stats")["hits"] == {}, "aggregating clauses record nothing"
+
+
+def test_boot_prints_as_printa_does(kernel, firings):
+    """Text: a keyless count is dtrace's " %16lld" line; two --aggregate options each keep their own."""
+    proc = sdtgen("boot", kernel.image, "--aggregate", "hk:sched:run:tick @ = count()",
+                  "--aggregate", "hk:mem:alloc:entry @n[probename] = sum(arg0)", *run_args(CALLS))
+    assert proc.returncode == 0, proc.stderr
+    ticks = sum(1 for f in firings if f["probe"] == "hk:sched:run:tick")
+    total = sum(f["args"][0] for f in firings if f["probe"] == "hk:mem:alloc:entry")
+    lines = proc.stdout.splitlines()
+    assert f" {ticks:16d}" in lines
+    assert f"  {'entry':<50} {total:16d}" in lines
+
+
+REFUSED = [
+    (["hk:sched:run:tick /arg9 > 0/ @ = count()"], "arg9: a probe has at most 6 arguments"),
+    (["hk:nothing:: @ = count()"], "matches no probe"),
+    (["hk:sched:run:tick @ = sum(arg1 / 0)"], "divides by zero"),
+    (["hk:sched:run:tick @a = count()", "hk:mem:alloc:entry @a = count()"], "@a of"),
+    (["hk:sched:run:tick @a = count()", "hk:sched:: @b = count()"], "already runs the program of an earlier"),
+]
+
+
+@pytest.mark.parametrize(("scripts", "why"), REFUSED)
+def test_a_script_the_image_cannot_run_is_refused_before_anything_boots(kernel, scripts, why):
+    options = [w for text in scripts for w in ("--aggregate", text)]
+    proc = sdtgen("boot", kernel.image, *options, "--run", "sched_run", "--arg", "3")
+    assert proc.returncode == 2
+    assert proc.stdout == "", "nothing booted, nothing armed, nothing ran"
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("--aggregate: error: ") and why in line, line
+
+
+def session(kernel, out: io.StringIO, **kw):
+    return boot_session(str(kernel.image), Reporter(as_json=True, out=out), cpus=CPUS, **kw)
+
+
+def test_tables_a_guest_spoiled_are_left_out_and_said(kernel):
+    out = io.StringIO()
+    s = session(kernel, out)
+    try:
+        s.aggregate("hk:sched:run:tick @ = count()")
+        s.run("sched_run:long", [5])
+        bits = s.image.arch.bits
+        at = s.target.platform.agg(1)  # CPU 1's struct sdt_agg: its frozen half claims more than its arena
+        used = at + AGG.offset("used", bits)
+        s.target.machine.write(used, (1 << 40).to_bytes(8, "little") * 2)
+        totals = s.snapshot()
+        assert totals.rows[1][()] == [5], "CPU 0's five firings, CPU 1's left out"
+        assert s.damaged == 1
+        warnings = [json.loads(x) for x in out.getvalue().splitlines() if '"warning"' in x]
+        assert any("CPU 1's aggregation tables left out" in w["text"] for w in warnings)
+    finally:
+        s.close()
+
+
+def test_clear_starts_the_totals_again(kernel):
+    s = session(kernel, io.StringIO())
+    try:
+        s.aggregate("hk:sched:run:tick @ = count()")
+        s.run("sched_run:long", [5])
+        assert s.snapshot().rows[1][()] == [CPUS * 5]
+        s.run("sched_run:long", [3])
+        s.clear()
+        assert s.snapshot().rows.get(1, {}) == {}, "what fired before clear is gone"
+        s.run("sched_run:long", [2])
+        assert s.snapshot().rows[1][()] == [CPUS * 2]
+        assert s.snapshot().rows[1][()] == [CPUS * 2], "a snapshot with nothing new adds nothing"
+    finally:
+        s.close()
+
+
+def test_a_script_refused_in_a_running_session_arms_nothing(kernel):
+    s = session(kernel, io.StringIO())
+    try:
+        s.aggregate("hk:sched:run:tick @a = count()")
+        with pytest.raises(SdtError, match="already runs the program"):
+            s.aggregate("hk:sched::, hk:mem:alloc:entry @b = count()")
+        assert [p.spec for p in s.list_probes() if p.armed] == ["hk:sched:run:tick"]
+    finally:
+        s.close()
