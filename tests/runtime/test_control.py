@@ -16,7 +16,7 @@ from sdtgen.layout import ERRORS, VALUES, WORD, WORDS
 KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
     "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit",
-    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take")]
+    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module")]
 
 
 @pytest.fixture(scope="module")
