@@ -33,10 +33,11 @@ def _unit(t: int, units: int, funcs: int, calls: int, probe_every: int) -> str:
 
 
 def build(out: Path, units: int, funcs: int, calls: int, probe_every: int, include: str,
-          script: Path | None = None) -> Path:
-    """Generate and compile the units, partial-link them (plain ``ld -r``, or with ``script``: sdtgen's partial
-    script, one .text, as the Makefile fragment links); cached by the parameters."""
-    tag = f"{units}x{funcs}x{calls}x{probe_every}"
+          script: Path | None = None, cflags: tuple[str, ...] = (), name: str = "") -> Path:
+    """Generate and compile the units (``cflags`` after the usual, under ``name``), partial-link them (plain
+    ``ld -r``, or with ``script``: sdtgen's partial script, one .text, as the Makefile fragment links); cached by
+    the parameters."""
+    tag = f"{units}x{funcs}x{calls}x{probe_every}{name}"
     partial = out / f"kernel-{tag}{'-merged' if script else ''}.o"
     if partial.exists():
         return partial
@@ -50,7 +51,7 @@ def build(out: Path, units: int, funcs: int, calls: int, probe_every: int, inclu
     def compile_one(t: int) -> None:
         if objs[t].exists():  # compiled for the other partial link of the same units
             return
-        subprocess.run(["gcc", *CFLAGS, f"-I{include}", "-c", "-o", str(objs[t]), str(src / f"u{t}.c")],
+        subprocess.run(["gcc", *CFLAGS, *cflags, f"-I{include}", "-c", "-o", str(objs[t]), str(src / f"u{t}.c")],
                        check=True)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
