@@ -146,7 +146,7 @@ def measure(work: Path, small: bool) -> tuple[dict[str, Run], dict[str, str]]:
     why = missing()
     if why and IN_CI:
         raise SystemExit("bench: " + "; ".join(why.values()) + " (CI installs it in .ci/run)")
-    n, n_off, n_trap, rounds = (50_000, 500_000, 500, 3) if small else (200_000, 2_000_000, 2_000, 7)
+    n, n_off, n_trap, rounds = (50_000, 100_000, 500, 3) if small else (200_000, 400_000, 2_000, 7)
     inner = "3"
     progs = {}
     if "sdtgen" not in why:
