@@ -3,7 +3,7 @@
  * fired through a function of its own, never inlined, ns per iteration timed with
  * CLOCK_MONOTONIC around the whole loop (BENCH_LOOP_FUNCTION); and the clock sdtgen's
  * hosted platform gives its events (the TSC in nanoseconds, a 32.32 multiplier calibrated against
- * CLOCK_MONOTONIC), for a tracer whose clock is the program's to give (barectf).
+ * CLOCK_MONOTONIC), for a program that gives it itself (barectf's platform, bench/aggregate.c's hooks).
  */
 #ifndef BENCH_CPU_LOOP_H
 #define BENCH_CPU_LOOP_H
