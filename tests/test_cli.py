@@ -142,8 +142,8 @@ def test_the_commands_built_one_at_a_time_are_the_ones_help_lists():
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_scan_runs_without_the_cycle_collector_and_gives_it_back(monkeypatch, tmp_path, fails):
-    """The build-time commands pause the cyclic collector while they run (what they allocate has no cycles),
-    and main gives it back however the command ends: sdtgen runs in-process in tests and tools."""
+    """scan and probes pause the cyclic collector while they run (what they allocate has no cycles), and main
+    gives it back however the command ends: sdtgen runs in-process in tests and tools."""
     import gc
 
     import sdtgen.scan
