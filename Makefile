@@ -54,7 +54,16 @@ matrix: $(STAMP)
 	SDTGEN=$(abspath $(BIN)/sdtgen) $(BIN)/python tools/matrix.py --arch all --output docs/matrix.md
 
 # Kernel-scale timings and the cost of a probe, against baselines of the same run; writes BENCHMARKS.md.
-bench: $(STAMP)
+# barectf 3.1.2 (a comparison of the real-CPU rows) pins PyYAML below 6 and wants jsonschema 3: installed
+# without its dependency resolution, beside the ones it runs with.
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check 'pyyaml>=6,<7' 'jinja2>=3,<4' \
+		'jsonschema>=3.2,<4' 'termcolor>=1.1,<2'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps barectf==3.1.2
+	@touch $@
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py
 
 # The fuzz test with many more examples than CI runs.

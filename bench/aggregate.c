@@ -26,6 +26,8 @@
 #include <sdt.h>
 #include <sdt_runtime.h>
 
+#include "cpu_loop.h"
+
 SDT_PROVIDER_DEFINE(bench);
 SDT_PROBE_DEFINE2(bench, agg, loop, fire, "long", "long");
 
@@ -39,7 +41,6 @@ static struct sdt_cpu area;
 static struct sdt_agg agg;
 static unsigned char ring[1 << 20] __attribute__((aligned(64)));
 static unsigned char tables[1 << 20] __attribute__((aligned(64)));
-static sdt_u64 ns_mult;
 static long page;
 
 static void *text_open(void *addr, unsigned long len)
@@ -70,37 +71,9 @@ static struct sdt_cpu *cpu_area(void)
 	return &area;
 }
 
-static sdt_u64 tsc(void)
+static sdt_u64 clock_ns(void)	/* the hosted platform's clock (bench/cpu_loop.h) */
 {
-	unsigned lo, hi;
-
-	__asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-	return (sdt_u64)hi << 32 | lo;
-}
-
-static sdt_u64 clock_ns(void)
-{
-	return (sdt_u64)(((unsigned __int128)tsc() * ns_mult) >> 32);
-}
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void calibrate(void)
-{
-	struct timespec pause = {0, 50 * 1000 * 1000};
-	double w0 = now(), w1;
-	sdt_u64 t0 = tsc(), t1;
-
-	nanosleep(&pause, 0);
-	t1 = tsc();
-	w1 = now();
-	ns_mult = (sdt_u64)((w1 - w0) * 1e9 / (double)(t1 - t0) * 4294967296.0);
+	return bench_clock_ns();
 }
 
 #define ROUNDS 7
@@ -109,12 +82,12 @@ static void calibrate(void)
 /* Nanoseconds per firing of the site, over ``n`` firings. */
 static double per_firing(long n)
 {
-	double t = now();
+	double t = bench_now();
 	long i;
 
 	for (i = 0; i < n; i++)
 		bench_site(i, i);
-	return (now() - t) * 1e9 / (double)n;
+	return (bench_now() - t) * 1e9 / (double)n;
 }
 
 int main(int argc, char **argv)
@@ -141,7 +114,7 @@ int main(int argc, char **argv)
 	page = sysconf(_SC_PAGESIZE);
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0))
 		return 7;
-	calibrate();
+	bench_calibrate();
 	memset(&hooks, 0, sizeof(hooks));
 	hooks.text_open = text_open;
 	hooks.text_close = text_close;

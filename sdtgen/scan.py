@@ -158,7 +158,8 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
         if code is None:
             code = codes[shndx] = elf.contents(target)
         try:
-            shape = arch.classify(code, offset, r.type, target.is_exec, funcs.preceding(offset, shndx) or 0)
+            shape = arch.classify(code, offset, r.type, target.is_exec,
+                                  lambda: funcs.preceding(offset, shndx) or 0)  # noqa: B023 (called at once)
         except UnsupportedReloc:
             raise elf.fail(f"{arch.reloc_name(r.type)} against {printable(sym)} is not a relocation sdtgen "
                            "understands", "compile probe sites as direct calls (see README, 'Diagnostics')",

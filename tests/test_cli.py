@@ -138,3 +138,28 @@ def test_the_commands_built_one_at_a_time_are_the_ones_help_lists():
     for name in COMMANDS:
         (only,) = [a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
         assert tuple(only.choices) == (name,)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_scan_runs_without_the_cycle_collector_and_gives_it_back(monkeypatch, tmp_path, fails):
+    """scan and probes pause the cyclic collector while they run (what they allocate has no cycles), and main
+    gives it back however the command ends: sdtgen runs in-process in tests and tools."""
+    import gc
+
+    import sdtgen.scan
+
+    seen = []
+
+    def scan(path, prefix):
+        seen.append(gc.isenabled())
+        if fails:
+            raise sdtgen.scan.SdtError(path, "is refused here", "nothing")
+        from sdtgen.arch import by_name
+
+        return sdtgen.scan.ScanResult(str(path), by_name("x86_64"), [], {})
+
+    monkeypatch.setattr(sdtgen.scan, "scan", scan)
+    assert gc.isenabled()
+    assert main(["scan", str(tmp_path / "k.o")]) == (2 if fails else 0)
+    assert seen == [False] and gc.isenabled()
+    assert main(["include-dir"]) == 0 and gc.isenabled()

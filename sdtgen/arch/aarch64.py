@@ -21,6 +21,7 @@ from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import ClassVar
 
 R_AARCH64_ABS64, R_AARCH64_ABS32, R_AARCH64_PREL64, R_AARCH64_PREL32 = 257, 258, 260, 261
@@ -76,7 +77,8 @@ class AArch64(Arch):
     trap_interrupts = frozenset({7})  # EXCP_BKPT: brk, with the PC on the brk
     goto_nop = struct.pack("<I", NOP)
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool,
+                 boundary: int | Callable[[], int] = 0) -> SiteShape:
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
         if not executable:

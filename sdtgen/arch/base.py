@@ -9,6 +9,7 @@ from sdtgen.record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import ClassVar
 
 CALL, TAIL, COND, REF = "call", "tail", "cond", "ref"
@@ -121,11 +122,13 @@ class Arch:
         """The relocation of an absolute pointer-sized word: what an asm goto record's words carry."""
         return next(t for t, (size, pcrel) in self.data_relocs.items() if size == self.bits // 8 and not pcrel)
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool,
+                 boundary: int | Callable[[], int] = 0) -> SiteShape:
         """Decide the instruction form of a relocation at ``field`` in ``code``.
 
         ``boundary`` is an offset at or before ``field`` where an instruction is known to start (the
-        enclosing function's), for instruction sets whose bytes do not say where instructions begin."""
+        enclosing function's), for instruction sets whose bytes do not say where instructions begin; or a
+        function that finds it, called only when the bytes are ambiguous (scan's sites rarely are)."""
         raise NotImplementedError
 
     _disassembler = None

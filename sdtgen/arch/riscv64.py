@@ -28,6 +28,7 @@ from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import ClassVar
 
 R_RISCV_32, R_RISCV_64, R_RISCV_BRANCH, R_RISCV_JAL, R_RISCV_CALL, R_RISCV_CALL_PLT = 1, 2, 16, 17, 18, 19
@@ -110,7 +111,8 @@ class RiscV64(Arch):
     goto_nop = struct.pack("<I", NOP)  # never c.nop: the site must hold a jal
     trap_on_invalid = True  # Unicorn 2.1.4 reports ebreak through the invalid-instruction hook
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool,
+                 boundary: int | Callable[[], int] = 0) -> SiteShape:
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
         if not executable:

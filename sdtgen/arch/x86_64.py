@@ -22,6 +22,7 @@ from sdtgen.record import cached, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import ClassVar
 
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32 = 1, 2, 4
@@ -73,6 +74,9 @@ def branch_at(code: bytes, got: bool = True) -> Branch | None:
 
 
 _FIRST_OF_TWO = frozenset(k >> 8 for k in _TWO)
+# A call or jmp rel32 whose field is the relocation's and whose byte before the opcode leads no two-byte form
+# (classify's loop would find exactly it: the two-byte starts are skipped, the one-byte one matches).
+_PLAIN = {0xE8: _ONE[0xE8], 0xE9: _ONE[0xE9]}
 
 
 def _field(code, b: Branch) -> int:
@@ -114,8 +118,14 @@ class X86_64(Arch):
     branch_mnemonics = frozenset({"call", "jmp", "je", "jne", "ja", "jae", "jb", "jbe", "jg", "jge", "jl", "jle",
                                   "js", "jns", "jo", "jno", "jp", "jnp"})
 
-    def classify(self, code: memoryview, field: int, rtype: int, executable: bool, boundary: int = 0) -> SiteShape:
-        """``boundary``: an offset at or before ``field`` where an instruction starts (its function's start)."""
+    def classify(self, code: memoryview, field: int, rtype: int, executable: bool,
+                 boundary: int | Callable[[], int] = 0) -> SiteShape:
+        """``boundary``: an offset at or before ``field`` where an instruction starts (its function's start), or
+        a function that finds it."""
+        if rtype in self.branch_relocs and executable and field >= 1 and field + 4 <= len(code):
+            plain = _PLAIN.get(code[field - 1])  # the common case, decided by two bytes (see below)
+            if plain is not None and (field < 2 or code[field - 2] not in _FIRST_OF_TWO):
+                return SiteShape(plain.form, field - 1, plain.length, plain.what)
         if rtype not in self.understood:
             raise UnsupportedReloc(rtype)
         if not executable:
@@ -138,9 +148,11 @@ class X86_64(Arch):
             return SiteShape(REF, field, 0, "GOT load")
         return SiteShape(REF, field, 0, "absolute address load")
 
-    def _starts_insn(self, code: memoryview, at: int, boundary: int) -> bool:
+    def _starts_insn(self, code: memoryview, at: int, boundary: int | Callable[[], int]) -> bool:
         """Whether an instruction starts at ``at``, decoding from ``boundary``: a byte before an opcode may be
         a prefix of it or the last byte of the instruction before, and only a decode from a known start tells."""
+        if callable(boundary):
+            boundary = boundary()
         if not 0 <= boundary <= at:
             boundary = 0
         for address, size, _, _ in self.disassembler().disasm_lite(bytes(code[boundary:at + 16]), boundary):

@@ -31,3 +31,8 @@ class TableSite:
     raw_name: str = ""  # the table's own name, when it differs from the listed one
     args: tuple[ArgSpec, ...] = ()
     semaphore: Place | None = None
+
+    def named(self, function: str) -> TableSite:
+        """The same site, its function named."""
+        return TableSite(self.kind, self.provider, function, self.name, self.place, self.raw_name, self.args,
+                         self.semaphore)

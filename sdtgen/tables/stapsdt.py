@@ -45,16 +45,17 @@ def read(elf: ElfFile, names: Namer | None = None) -> list[TableSite]:
         if desc_at + descsz > len(data):
             raise fields.fail(f"the note at offset {off:#x} claims {namesz}+{descsz} bytes, past the section's end")
         if ntype == NT_STAPSDT and bytes(data[name_at:name_at + namesz]) == OWNER:
-            out.append(_site(fields, names, base_sec, desc_at, descsz, word))
+            out.append(_site(fields, base_sec, desc_at, descsz, word))
         off = min(end, len(data))
-    return out
+    return [site.named(name) for site, name in zip(out, names.names([s.place for s in out]), strict=True)]
 
 
 def _up(n: int, align: int) -> int:
     return (n + align - 1) & ~(align - 1)
 
 
-def _site(fields: Fields, names: Namer, base_sec, at: int, size: int, word: int) -> TableSite:
+def _site(fields: Fields, base_sec, at: int, size: int, word: int) -> TableSite:
+    """The note's site, its function not yet named (``read`` names every note's at once)."""
     if size < 3 * word:
         raise fields.fail(f"the note descriptor at offset {at:#x} is {size} bytes, shorter than its 3 addresses")
     pc = fields.absolute(at, word) or Place(None, 0)
@@ -72,8 +73,7 @@ def _site(fields: Fields, names: Namer, base_sec, at: int, size: int, word: int)
         pc = Place(None, (pc.value + delta) & mask)
         if semaphore is not None:
             semaphore = Place(None, (semaphore.value + delta) & mask)
-    return TableSite("stapsdt", provider, names.name(pc), listed_name(raw_name), pc, raw_name,
-                     parse_args(args), semaphore)
+    return TableSite("stapsdt", provider, "", listed_name(raw_name), pc, raw_name, parse_args(args), semaphore)
 
 
 def parse_args(text: str) -> tuple[ArgSpec, ...]:

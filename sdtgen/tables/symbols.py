@@ -13,26 +13,47 @@ from sdtgen.tables.fields import Place
 
 __all__ = ["CODE", "DATA", "Namer"]
 
+NEAR_MAX = 16  # places named without an index of every symbol: each costs passes over the symbols
+
 
 class Namer:
     """Symbol lookups by place, for one file and one family of symbol types."""
 
     def __init__(self, elf: ElfFile, types: tuple[int, ...]) -> None:
-        self.index = SymbolIndex(elf, types)
+        self._elf, self._types = elf, types
+        self._index: SymbolIndex | None = None  # every symbol, made at the first lookup
         self.sections: dict[str, list[int]] = {}
         if elf.type == ET_REL:
             for s in elf.sections:
                 self.sections.setdefault(s.name, []).append(s.index)
+
+    @property
+    def index(self) -> SymbolIndex:
+        if self._index is None:
+            self._index = SymbolIndex(self._elf, self._types)
+        return self._index
+
+    def names(self, places: list[Place]) -> list[str]:
+        """``name`` of each place, all known at once: a few are named from the symbols near them alone, not
+        from an index of every symbol (a binary's handful of USDT notes among 30,000 functions)."""
+        if self._index is not None or len(places) > NEAR_MAX:
+            return [self.name(p) for p in places]
+        near = [(p.value, key) for p in places if not p.symbol for key in self._keys(p)]
+        index = SymbolIndex(self._elf, self._types, near=near)
+        return [found[0] if (found := self._lookup(p, index)) else "" for p in places]
 
     def _keys(self, place: Place) -> list[int] | list[None]:
         return [None] if place.section is None else self.sections.get(place.section, [])
 
     def lookup(self, place: Place) -> tuple[str, int] | None:
         """(symbol, offset into it) of the symbol holding ``place``, or None."""
+        return self._lookup(place, self.index)
+
+    def _lookup(self, place: Place, index: SymbolIndex) -> tuple[str, int] | None:
         if place.symbol:
             return place.symbol, place.value
         for key in self._keys(place):
-            found = self.index.containing(place.value, key)
+            found = index.containing(place.value, key)
             if found is not None:
                 return found
         return None
@@ -47,3 +68,4 @@ class Namer:
     def name(self, place: Place) -> str:
         found = self.lookup(place)
         return found[0] if found else ""
+

@@ -13,11 +13,13 @@ from sdtgen.elf.symbols import SymbolIndex
 
 SOURCE = """\
 .text
-.globl zeta, alpha, mid, big, label
+.globl zeta, alpha, mid, big, outer, inner, label
 .type zeta, @function
 .type alpha, @function
 .type mid, @function
 .type big, @function
+.type outer, @function
+.type inner, @function
 .type label, @function
 zeta:
 alpha:
@@ -30,6 +32,13 @@ mid:
     nop; nop; ret
 .size mid, 3
 .size big, 4
+outer:
+    nop
+inner:
+    nop
+.size inner, 1
+    nop; ret
+.size outer, 4
 label:
     nop; nop
 """
@@ -67,3 +76,26 @@ def test_each_byte_is_named_as_readelf_places_it(built):
     truth = [t or ("label" if base + off >= label else "") for off, t in enumerate(truth)]
     assert names == [*truth, "", "", "", ""]
     assert names[:3] == ["zeta"] * 3 and "mid" in names and "big" in names
+    assert names.count("inner") == 1 and names.count("outer") == 3  # outer holds the bytes after inner
+
+
+def test_an_index_made_for_a_few_places_names_them_as_readelf_does(built):
+    """SymbolIndex(near=...) keeps only the symbols that can answer for the places it is made for (a binary's
+    few USDT notes): each byte, asked of an index made for it alone, or for it and two others, is named as
+    readelf places it (a byte after ``inner`` is ``outer``'s, which starts before the last start), and the start
+    before it and the symbol after it are the whole index's."""
+    text = readelf.section(built, ".text")
+    base = 0 if built.suffix == ".o" else text.addr
+    section = text.index if built.suffix == ".o" else None
+    label = next(s.value for s in readelf.symbols(built).values() if s.name == "label")
+    with ElfFile(built) as elf:
+        whole = SymbolIndex(elf)
+        for off in range(text.size + 4):
+            addr = base + off
+            truth = (expected(built, addr) or ("label" if addr >= label else "")) if off < text.size else ""
+            for near in ([addr], [base, addr, base + text.size - 1]):
+                index = SymbolIndex(elf, near=[(a, section) for a in near])
+                found = index.containing(addr, section)
+                assert (found[0] if found else "") == truth, (off, near)
+                assert index.preceding(addr, section) == whole.preceding(addr, section), (off, near)
+                assert index.following(addr, section) == whole.following(addr, section), (off, near)

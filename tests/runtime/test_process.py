@@ -412,6 +412,19 @@ def test_discard_keeps_the_oldest_and_counts_the_rest(process, native_all, tmp_p
         assert (p.events, p.content) == (events, 64 + TICK * events)
 
 
+def test_the_consumer_thread_reads_closed_packets_while_the_program_runs(process, native_all, tmp_path):
+    """A packet's close wakes the consumer thread when it sleeps (and only then: no system call a packet while it
+    keeps up): the program waits (`await`) for the packets it closed to be read while it goes on, twice, the
+    consumer asleep in between. A consumer never woken would read them only at the end, and `await` would say
+    it read none."""
+    n1, n2 = 2 * PER_PACKET + 1, 2 * PER_PACKET
+    r = Run(process, tmp_path, "--buffer", "8192", "--packet", "1024", "enable", "hk:sched:run:tick", "branch",
+            "run", f"sched_run,{n1}", "await", "2", "run", f"sched_run,{n2}", "await", "4")
+    first, second = (x["packets"] for x in r.lines if x["event"] == "read")
+    assert first >= 2 and second >= 4, (first, second)  # read by then (never woken: what it read before sleeping)
+    assert r.firings() == ticks(native_all, n1) + ticks(native_all, n2) and r.line("cpu")["discarded"] == 0
+
+
 def test_discard_records_again_once_the_consumer_has_read_and_says_where_it_lost(process, native_all, tmp_path):
     r = Run(process, tmp_path, *RING, "enable", "hk:sched:run:tick", "branch", "run", "sched_run,100", "drain",
             "run", "sched_run,5")

@@ -266,7 +266,10 @@ static int attach(int cpu)
 	}
 	s = &slots[k];
 	if (!s->used) {
-		void *ring = mmap(0, opt.ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		/* Populated now, as LTTng-UST maps its buffers: a recorder never takes a page fault on its ring
+		 * (each first touch of a page cost more than the event written into it). */
+		void *ring = mmap(0, opt.ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+				  -1, 0);
 		if (ring == MAP_FAILED || sdt_cpu_attach(&s->area, k, ring, opt.ring_bytes, opt.packet_size, opt.policy)) {
 			if (ring != MAP_FAILED)
 				munmap(ring, opt.ring_bytes);
@@ -396,15 +399,30 @@ static sdt_u64 clock_ns(void)
 	return (sdt_u64)(((unsigned __int128)clock_tsc() * ns_mult) >> 32);
 }
 
-static void notify(struct sdt_cpu *c)
+/*
+ * The consumer sleeps on the eventfd only after saying so (consumer_sleeping) and finding no packet; a
+ * packet's close pays the write(2) only then. Dekker's order on both sides (a packet published, a full
+ * fence, the flag read; the flag set, a full fence, the rings read): either the consumer sees the packet
+ * or this sees it sleeping. A write each packet was a system call every hundred-odd events.
+ */
+static int consumer_sleeping;
+
+static void wake(void)
 {
 	sdt_u64 one = 1;
 	int saved = errno;
 
-	(void)c;
 	if (wake_fd >= 0 && write(wake_fd, &one, sizeof(one)) < 0) {	/* async-signal-safe */
 	}
 	errno = saved;
+}
+
+static void notify(struct sdt_cpu *c)
+{
+	(void)c;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&consumer_sleeping, __ATOMIC_RELAXED))
+		wake();
 }
 
 static void report(const struct sdt_site *site, const char *line)
@@ -537,8 +555,11 @@ static void *consume(void *unused)
 
 	(void)unused;
 	while (!consumer_stop) {
-		if (read(wake_fd, &n, sizeof(n)) < 0 && errno != EINTR)
+		__atomic_store_n(&consumer_sleeping, 1, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (!consumer_stop && !sdt_linux_drain() && read(wake_fd, &n, sizeof(n)) < 0 && errno != EINTR)
 			fatal("reading the eventfd: ");
+		__atomic_store_n(&consumer_sleeping, 0, __ATOMIC_RELAXED);
 		sdt_linux_drain();
 	}
 	return 0;
@@ -891,7 +912,7 @@ void sdt_linux_stop(void)
 			__atomic_store_n(&slots[k].tid, 0, __ATOMIC_RELEASE);
 	if (consumer_running) {
 		consumer_stop = 1;
-		notify(0);
+		wake();
 		pthread_join(consumer, 0);
 		consumer_running = 0;
 	}
