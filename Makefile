@@ -92,8 +92,10 @@ realworld: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# Two workers, a test file each at a time (its module fixtures built once): most tests wait on one
+# single-threaded emulator, compiler or QEMU vCPU, so the machine's two cores both work.
 test: $(STAMP) lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 clean:
 	rm -rf build $(VENV) .pytest_cache
