@@ -181,8 +181,9 @@ class QemuTarget(ControlTarget):
         try:
             lines = self.command(f"{WORD['shared']} {WORD['on']}", "shared")
         except Refused as e:
-            if e.code != VALUES["SDT_ERR_UNSUPPORTED"]:
-                raise
+            if e.code != VALUES["SDT_ERR_UNSUPPORTED"]:  # a kernel that has phys and still cannot: said, not fatal
+                self.session.reporter.warning(f"the kernel refused `shared on` ({printable(e.text)}): packets go on "
+                                              "the serial line")
             self.ram.close()
             self.ram = None
             return
