@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import struct
@@ -175,7 +176,7 @@ def objdump_insns(objdump: str, image) -> dict[int, tuple[str, int]]:
     for m in re.finditer(r"^\s*([0-9a-f]+):\s+(\S+)", out, re.M):
         found[int(m.group(1), 16)] = m.group(2)
     addrs = sorted(found)
-    return {a: (found[a], b - a) for a, b in zip(addrs, addrs[1:])}
+    return {a: (found[a], b - a) for a, b in itertools.pairwise(addrs)}
 
 
 def test_riscv_offset_mode_breaks_with_relaxation_and_holds_without(arch_kernel, tmp_path):
