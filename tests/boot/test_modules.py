@@ -259,3 +259,12 @@ def test_a_script_unloads_and_loads_the_module_again(tmp_path, kernel):
     seen = [e["did"] if e["event"] == "module" else e.get("probe", "return") for e in events
             if e["event"] in ("module", "fire", "return")]
     assert seen == ["loaded", "unloaded", "return", "loaded", "hkm:drv:work:dev", "hkm:drv:work:done", "return"]
+
+
+def test_a_trace_with_a_module_is_refused_before_anything_is_written(tmp_path, kernel):
+    """The trace's CTF metadata is written at the start, without the module's probes: a reader could not read
+    their events, so the two are refused together, in one line, and no trace is begun."""
+    ko = build_module(tmp_path, "x86_64")
+    r = sdtgen("boot", str(kernel.image), "--trace", str(tmp_path / "trace"), "--module", str(ko))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--trace with --module" in r.stderr
+    assert not (tmp_path / "trace").exists()
