@@ -321,6 +321,10 @@ def _session_command(args: argparse.Namespace, start) -> int:
     drive.check_actions(actions)
     interval = _interval_option(args, actions)
     trace = _trace_option(args)
+    if trace is not None and any(kind == "module" for kind, _, _ in actions):
+        raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
+                       "module's probes are known, so a reader could not read their events",
+                       "leave out --trace (the firings are shown), or trace the kernel's own probes without the module")
     scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
     try:
         session = Session(args.image, Reporter(as_json=args.json, quiet=args.quiet), start, arm=args.arm,

@@ -28,6 +28,7 @@ static void remembered_mode(int mode);
 static unsigned trap_enter(void);
 static void trap_leave(unsigned side);
 static int trap_gone(struct sdt_frame *f, sdt_word a);
+static int in_gone(sdt_word a);
 
 static SDT_CODE void take(void)
 {
@@ -752,8 +753,17 @@ static SDT_CODE int trap_in(struct sdt_frame *f, sdt_word a)
 
 	for (t = &kernel; t && !s; t = next_table(t))
 		s = find_site(t, a);
-	if (!s)
-		return trap_gone(f, a);	/* a site of a module unloaded since the CPU took the breakpoint? */
+	if (!s) {	/* a site of a module unloaded since the CPU took the breakpoint? */
+		int r = trap_gone(f, a);
+		if (r != SDT_TRAP_NOT_OURS || !in_gone(a))
+			return r;
+		/* a breakpoint there again: the module was loaded again meanwhile, and arms it (its table is on the
+		 * list before its first breakpoint is written) */
+		for (t = &kernel; t && !s; t = next_table(t))
+			s = find_site(t, a);
+		if (!s)
+			return SDT_TRAP_NOT_OURS;
+	}
 	if (s->state != SDT_SITE_OFF && !is_armed(s->state))
 		return SDT_TRAP_NOT_OURS;
 	read_text(code, a, s->size);

@@ -119,20 +119,30 @@ static struct {
 } gone[SDT_MODULE_GONE];
 static unsigned gone_next;
 
-static SDT_CODE int trap_gone(struct sdt_frame *f, sdt_word a)
+/* Whether ``a`` lies in the code of one of the last modules unloaded. */
+static SDT_CODE int in_gone(sdt_word a)
 {
-	sdt_u8 code[SDT_SITE_MAX];
 	unsigned i;
 
 	for (i = 0; i < SDT_MODULE_GONE; i++)
-		if (a - gone[i].start < gone[i].size && gone[i].size - (a - gone[i].start) >= sdt_arch_bp_len) {
-			read_text(code, a, sdt_arch_bp_len);
-			if (sdt_arch_is_breakpoint(code))
-				return SDT_TRAP_NOT_OURS;
-			f->pc = a;
-			return SDT_TRAP_RETRY;
-		}
-	return SDT_TRAP_NOT_OURS;
+		if (a - gone[i].start < gone[i].size && gone[i].size - (a - gone[i].start) >= sdt_arch_bp_len)
+			return 1;
+	return 0;
+}
+
+/* A breakpoint at ``a``, in no table: resumed there when it is gone (a site of a module unloaded since the CPU
+ * took it, its disabled form written); else not the runtime's (the caller looks again when ``a`` is in_gone). */
+static SDT_CODE int trap_gone(struct sdt_frame *f, sdt_word a)
+{
+	sdt_u8 code[SDT_SITE_MAX];
+
+	if (!in_gone(a))
+		return SDT_TRAP_NOT_OURS;
+	read_text(code, a, sdt_arch_bp_len);
+	if (sdt_arch_is_breakpoint(code))
+		return SDT_TRAP_NOT_OURS;
+	f->pc = a;
+	return SDT_TRAP_RETRY;
 }
 
 /* -- the tables ------------------------------------------------------------------------------------------- */

@@ -26,6 +26,9 @@ HELP = """commands:
                        (and enable SPEC's probes; the emulated boot only)
   arm trap|branch      how probes are armed from now on (armed ones are rearmed): a breakpoint
                        the host handles, or a call to the probe's recorder in the guest
+  module FILE          load the module FILE (boot: relocated into the module area; qemu: the one given at
+                       boot); the specs enabled so far arm it
+  unload NAME          unload module NAME (its sites disarmed; a later module FILE loads it again)
   stats                firings per probe so far, and records lost to a full buffer
   aggregate CLAUSES    aggregate in the kernel from now on: provider:module:function:name
                        [/predicate/] @name[keys] = count()|sum(x)|min(x)|max(x)|avg(x)|
@@ -43,8 +46,8 @@ class Console(cmd.Cmd):
     """Commands over a Session. ``strict``: an error stops (scripts); otherwise it is printed."""
 
     prompt = "sdt> "
-    intro = ("sdtgen console: list, enable, disable, run, action, arm, stats, aggregate, printa, clear, help, quit "
-             "(tab completes probe names)")
+    intro = ("sdtgen console: list, enable, disable, run, action, arm, module, unload, stats, aggregate, printa, "
+             "clear, help, quit (tab completes probe names)")
 
     def __init__(self, session: Session, strict: bool = False, stdin=None) -> None:
         super().__init__(stdin=stdin)
@@ -163,6 +166,16 @@ class Console(cmd.Cmd):
             self.session.reporter.text("arm", f"arming with {mode}")
         return False
 
+    def do_module(self, arg: str) -> bool:
+        """module FILE: load a module (the boot needs --module once: its module area)."""
+        self.session.load_module(self._one(arg, "module FILE", "a module file"))
+        return False
+
+    def do_unload(self, arg: str) -> bool:
+        """unload NAME: unload the module NAME."""
+        self.session.unload_module(self._one(arg, "unload NAME", "a module name"))
+        return False
+
     def do_stats(self, arg: str) -> bool:
         """stats: firings per probe so far."""
         self.session.stats()
@@ -223,10 +236,10 @@ class Console(cmd.Cmd):
         return [f for f in self.session.functions() if f.startswith(text)]
 
     @staticmethod
-    def _one(arg: str, usage: str) -> str:
+    def _one(arg: str, usage: str, what: str = "one probe spec") -> str:
         words = arg.split()
         if len(words) != 1:
-            raise SdtError("", f"expected one probe spec: {usage}")
+            raise SdtError("", f"expected {what}: {usage}")
         return words[0]
 
 

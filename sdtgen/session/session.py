@@ -366,6 +366,9 @@ class Session:
         """Load the module ``path`` (the target relocates it and calls sdt_module_load): its probes list, arm and
         record like the image's, and its functions run."""
         load = getattr(self.target, "load_module", None)
+        if self.sink is not None:  # the console's `module`: the trace's metadata has no room for its probes
+            raise SdtError("", f"cannot load {printable(path)} while tracing: the trace's metadata was written "
+                           "without the module's probes", "start the session without --trace")
         if load is None:
             raise SdtError("", f"cannot load {printable(path)}: this target loads no modules", "use sdtgen boot")
         loaded = self._guard(lambda: load(path), f"load {printable(path)}")

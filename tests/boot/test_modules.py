@@ -247,3 +247,24 @@ def test_the_exhaustive_check_covers_load_while_arming_and_unload_while_trapping
     assert safe["toggles"] == 4  # unload and load, with the spec armed by the breakpoint, then by branches
     naive = check(arch_kernel("x86_64", SDT_RUNTIME_CFLAGS="-DSDT_NAIVE_PROTOCOL").image)
     assert not naive["passed"] and naive["torn"] > 0
+
+
+def test_a_script_unloads_and_loads_the_module_again(tmp_path, kernel):
+    """The console's (and a script's) `unload NAME` and `module FILE`, the same session calls as the options."""
+    ko = build_module(tmp_path, "x86_64")
+    script = tmp_path / "cycle.sdt"
+    script.write_text(f"enable hkm:drv::\nunload hkm\nrun hkm_work 1\nmodule {ko}\nrun hkm_work 1\n")
+    r = sdtgen("boot", str(kernel.image), "--module", str(ko), "--script", str(script), "--json", check=True)
+    events = [json.loads(x) for x in r.stdout.splitlines()]
+    seen = [e["did"] if e["event"] == "module" else e.get("probe", "return") for e in events
+            if e["event"] in ("module", "fire", "return")]
+    assert seen == ["loaded", "unloaded", "return", "loaded", "hkm:drv:work:dev", "hkm:drv:work:done", "return"]
+
+
+def test_a_trace_with_a_module_is_refused_before_anything_is_written(tmp_path, kernel):
+    """The trace's CTF metadata is written at the start, without the module's probes: a reader could not read
+    their events, so the two are refused together, in one line, and no trace is begun."""
+    ko = build_module(tmp_path, "x86_64")
+    r = sdtgen("boot", str(kernel.image), "--trace", str(tmp_path / "trace"), "--module", str(ko))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--trace with --module" in r.stderr
+    assert not (tmp_path / "trace").exists()
