@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
+from conftest import HERE, include_dir, runtime_dir
 from helpers import need_tool, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,8 +22,6 @@ COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in
 
 @pytest.fixture(scope="module")
 def core(tmp_path_factory):
-    from conftest import HERE, include_dir, runtime_dir
-
     out = tmp_path_factory.mktemp("control") / "control.so"
     rt = runtime_dir()
     run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include_dir()}",
