@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO := build/demo
 PROCESS := build/process
 
-.PHONY: all venv demo process test lint matrix fuzz bench realworld qemu modules clean
+.PHONY: all venv demo process test lint matrix fuzz bench realworld qemu modules torture clean
 
 all: test
 
@@ -75,6 +75,11 @@ fuzz: $(STAMP)
 # (make test boots RISC-V and x86-64 with 100). Tens of minutes on two cores.
 qemu: $(STAMP)
 	SDTGEN_QEMU_ALL=1 SDTGEN_QEMU_TOGGLES=10000 $(BIN)/pytest -q tests/qemu
+
+# The emulated torture test's random schedules at length (make test runs fewer toggles; the exhaustive
+# tests try every landing of every store either way).
+torture: $(STAMP)
+	SDTGEN_TORTURE_FULL=1 $(BIN)/pytest -q tests/test_torture.py
 
 # Loadable modules at length: the module's firings against the native run on every architecture in both arming
 # modes, and 1,000 unload/load cycles (2,000 toggles) under calling CPUs in the emulator and on QEMU (make test
