@@ -219,12 +219,57 @@ static int my_tid(void)
 	return (int)syscall(SYS_gettid);
 }
 
-/* Whether slot s's thread has exited (its number no longer names a thread of this process). */
+/* Whether thread tid is inside the kernel's exit path: PF_EXITING (0x4) in the flags of its stat line, the
+ * ninth field, the seventh after the command's closing parenthesis. pthread_join returns once the kernel has
+ * cleared the thread's tid word, before the thread is released, so its number still names it for a while;
+ * from PF_EXITING on it runs no more user code. Only open, read and close: async-signal-safe. */
+static int exiting(int tid)
+{
+	static const char head[] = "/proc/self/task/";
+	char path[64], digits[16], buf[512], *p;
+	unsigned long flags = 0;
+	int fd, field, nd = 0, at = sizeof(head) - 1;
+	ssize_t n;
+
+	memcpy(path, head, sizeof(head) - 1);	/* no snprintf: it is not async-signal-safe */
+	do
+		digits[nd++] = (char)('0' + tid % 10);
+	while ((tid /= 10) && nd < (int)sizeof(digits));
+	while (nd)
+		path[at++] = digits[--nd];
+	memcpy(path + at, "/stat", sizeof("/stat"));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	for (field = 2; p && field < 9; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return 0;
+	for (p++; *p >= '0' && *p <= '9'; p++)
+		flags = flags * 10 + (unsigned long)(*p - '0');
+	return (flags & 0x4) != 0;
+}
+
+/* Whether slot s's thread has exited: its number no longer names a thread of this process, or the thread it
+ * names is on its way out. */
 static int owner_gone(const struct slot *s)
 {
 	int tid = __atomic_load_n(&s->tid, __ATOMIC_ACQUIRE);
 
-	return tid > 0 && syscall(SYS_tgkill, getpid(), tid, 0) < 0 && errno == ESRCH;
+	if (tid <= 0)
+		return 0;
+	if (syscall(SYS_tgkill, getpid(), tid, 0) < 0)
+		return errno == ESRCH;
+	if (!exiting(tid))
+		return 0;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);	/* its last stores, made before it entered the kernel */
+	return 1;
 }
 
 /* Take slot k for the calling thread: free, or left by a thread that exited (its open packet closed first). */

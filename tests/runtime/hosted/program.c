@@ -84,7 +84,9 @@ static void their_trap(int sig)
 
 int main(int argc, char **argv)
 {
-	struct sdt_linux_options o = {.ring_bytes = 1 << 16, .packet_size = 4096, .policy = SDT_DISCARD};
+	/* 256 packets a CPU: churn's threads, one after another on one CPU, close a packet each, and a consumer
+	 * kept off the cores by a loaded machine must not find a full ring (SDT_DISCARD would drop them). */
+	struct sdt_linux_options o = {.ring_bytes = 1 << 20, .packet_size = 4096, .policy = SDT_DISCARD};
 	struct sdt_linux_stats st;
 	const char *what;
 	int i = 1, r;
