@@ -606,14 +606,34 @@ static SDT_CODE void run_marked(void)
 	sdt_probes_enabled = armed != 0;
 }
 
-static SDT_CODE int change(const char *text, int arm, int mode)
+/* Mark every usable site of the probes spec ``sp`` matches to become ``state`` (under the lock): the sites
+ * that will be in it, counted. */
+static SDT_CODE int mark_matching(const struct spec *sp, unsigned state, unsigned *far)
 {
-	struct spec sp;
 	struct sdt_module *t;
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
-	unsigned far = 0;
 	int hit = 0, count = 0;
+
+	for_each_site(t, s) {
+		const struct sdt_probe *p = sdt_site_probe(s);
+		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
+			continue;
+		if (p != last) {
+			last = p;
+			hit = matches(sp, t, p);
+		}
+		if (hit)
+			count += mark(t, s, state, far);
+	}
+	return count;
+}
+
+static SDT_CODE int change(const char *text, int arm, int mode)
+{
+	struct spec sp;
+	unsigned far = 0;
+	int count;
 
 	if (!text)
 		return SDT_ERR_ARG;
@@ -624,18 +644,7 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 	if (parse_spec(text, &sp))
 		return SDT_ERR_SPEC;
 	take();
-	for_each_site(t, s) {
-		const struct sdt_probe *p = sdt_site_probe(s);
-		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
-			continue;
-		if (p != last) {
-			last = p;
-			hit = matches(&sp, t, p);
-		}
-		if (hit)
-			count += mark(t, s, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF,
-				      &far);
-	}
+	count = mark_matching(&sp, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF, &far);
 	run_marked();
 	remember(text, arm ? mode : 0);
 	give();

@@ -654,7 +654,7 @@ SDT_CODE int sdt_disable_program(const char *text)
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
 	unsigned far = 0;
-	int hit = 0, count = 0;
+	int count;
 
 	if (!text)
 		return SDT_ERR_ARG;
@@ -663,19 +663,8 @@ SDT_CODE int sdt_disable_program(const char *text)
 	if (parse_spec(text, &sp))
 		return SDT_ERR_SPEC;
 	take();
-	for_each_site(t, s) {
-		const struct sdt_probe *p = sdt_site_probe(s);
-		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
-			continue;
-		if (p != last) {
-			last = p;
-			hit = matches(&sp, t, p);
-		}
-		if (hit)
-			count += mark(t, s, SDT_SITE_OFF, &far);
-	}
+	count = mark_matching(&sp, SDT_SITE_OFF, &far);
 	run_marked();	/* disarmed first: no new firing reaches a slot cleared below */
-	last = 0;
 	for_each_site(t, s) {
 		const struct sdt_probe *p = sdt_site_probe(s);
 		struct sdt_slot *slot;
