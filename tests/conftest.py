@@ -3,41 +3,51 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from booted import Booted
-from helpers import CROSS, FREEBSD, SDTGEN, Build, build_fixture, need_tool
+from helpers import CROSS, FIXTURE, FREEBSD, SDTGEN, Build, build_fixture, built_once, fixture_build, need_tool
 from native_oracle import build_fixture_native, run_native
 
 os.environ["SDTGEN"] = SDTGEN  # what tools/ drive, and make: this interpreter's sdtgen
 
 
 @pytest.fixture(scope="session")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Build:
-    """The fixture kernel, reloc mode (the default)."""
-    return build_fixture(tmp_path_factory.mktemp("kernel"))
-
-
-@pytest.fixture(scope="session")
-def arch_kernel(tmp_path_factory):
-    """Build the fixture kernel for an architecture (cached per arch and make variables)."""
+def fixture_builds(tmp_path_factory: pytest.TempPathFactory):
+    """``build(root, arch, **make_vars)``: a fixture kernel (fixtures/kernel, fixtures/freebsd) built once for
+    the whole run."""
     built: dict[tuple, Build] = {}
 
-    def build(arch: str, **make_vars: str) -> Build:
-        key = (arch, *sorted(make_vars.items()))
+    def build(root: Path, arch: str = "x86_64", **make_vars: str) -> Build:
+        key = (root.name, arch, *sorted(make_vars.items()))
         if key not in built:
             if arch in CROSS:
                 need_tool(*CROSS[arch])
-            built[key] = build_fixture(tmp_path_factory.mktemp(f"kernel-{arch}"), ARCH=arch, **make_vars)
+            name = "-".join(key[:2] + tuple(f"{k}={v}" for k, v in key[2:]))
+            built[key] = fixture_build(
+                built_once(tmp_path_factory, name, lambda out: build_fixture(out, root, ARCH=arch, **make_vars)))
         return built[key]
 
     return build
 
 
 @pytest.fixture(scope="session")
-def kernel_offset(tmp_path_factory: pytest.TempPathFactory) -> Build:
+def kernel(fixture_builds) -> Build:
+    """The fixture kernel, reloc mode (the default)."""
+    return fixture_builds(FIXTURE)
+
+
+@pytest.fixture(scope="session")
+def arch_kernel(fixture_builds):
+    """Build the fixture kernel for an architecture (cached per arch and make variables)."""
+    return lambda arch, **make_vars: fixture_builds(FIXTURE, arch, **make_vars)
+
+
+@pytest.fixture(scope="session")
+def kernel_offset(fixture_builds) -> Build:
     """The fixture kernel with the 2015 design's offset-mode table."""
-    return build_fixture(tmp_path_factory.mktemp("kernel-offset"), SDT_MODE="offset")
+    return fixture_builds(FIXTURE, SDT_MODE="offset")
 
 
 @pytest.fixture
@@ -60,17 +70,7 @@ def native(native_exe):
 
 
 @pytest.fixture(scope="session")
-def freebsd_kernel(tmp_path_factory):
+def freebsd_kernel(fixture_builds):
     """fixtures/freebsd (the rest of FreeBSD's macros, is-enabled checks) built for an architecture (and make
     variables: FORM=goto), once."""
-    built: dict[tuple, Build] = {}
-
-    def build(arch: str, **make_vars: str) -> Build:
-        key = (arch, *sorted(make_vars.items()))
-        if key not in built:
-            if arch in CROSS:
-                need_tool(*CROSS[arch])
-            built[key] = build_fixture(tmp_path_factory.mktemp(f"freebsd-{arch}"), FREEBSD, ARCH=arch, **make_vars)
-        return built[key]
-
-    return build
+    return lambda arch, **make_vars: fixture_builds(FREEBSD, arch, **make_vars)

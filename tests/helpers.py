@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -83,12 +86,38 @@ class Build:
     table: Path
 
 
+def built_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """The directory ``make(directory)`` builds into, made once for the whole run: the first of the parallel
+    workers to ask builds it under a lock, the others wait and use it. Tests only read what it holds (a test
+    that changes an image copies it first)."""
+    base = factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-once"
+    shared.mkdir(exist_ok=True)
+    name = re.sub(r"[^\w=.-]", "_", name)
+    if len(name) > 100:  # a directory name stays within the file system's limit, and distinct
+        name = f"{name[:80]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    out = shared / name
+    with open(shared / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / ".built").exists():  # a worker that failed half way left no mark
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            make(out)
+            (out / ".built").touch()
+    return out
+
+
+def fixture_build(out: Path) -> Build:
+    """The outputs of a fixture kernel built into ``out``."""
+    return Build(out, out / "kernel.o", out / "kernel.elf", out / "kernel_sdt_stubs.c", out / "kernel_sdt_table.S")
+
+
 def build_fixture(out: Path, root: Path = FIXTURE, **make_vars: str) -> Build:
     out.mkdir(parents=True, exist_ok=True)
     assigns = [f"{k}={v}" for k, v in make_vars.items()]
     run(["make", "-C", str(root), f"O={out}", f"SDTGEN={SDTGEN}", *assigns])
     readelf_symbols(out / "kernel.o")  # gen rewrote it: readelf reads it back without a warning
-    return Build(out, out / "kernel.o", out / "kernel.elf", out / "kernel_sdt_stubs.c", out / "kernel_sdt_table.S")
+    return fixture_build(out)
 
 
 def include_flag() -> str:

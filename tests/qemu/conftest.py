@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import SDTGEN, run
+from helpers import SDTGEN, built_once, run
 from qemu_helpers import PLATFORM, need_qemu
 
 
@@ -19,9 +19,10 @@ def qemu_kernel(tmp_path_factory):
         key = (arch, naive, *sorted(make_vars.items()))
         if key not in built:
             need_qemu(arch)
-            out = tmp_path_factory.mktemp(f"qemu-{arch}{'-naive' if naive else ''}")
-            run(["make", "-C", str(PLATFORM), f"ARCH={arch}", f"O={out}", f"SDTGEN={SDTGEN}", f"NAIVE={int(naive)}",
-                 *(f"{k}={v}" for k, v in make_vars.items())])
+            name = "-".join((f"qemu-{arch}", f"naive={int(naive)}", *(f"{k}={v}" for k, v in key[2:])))
+            out = built_once(tmp_path_factory, name, lambda out: run(
+                ["make", "-C", str(PLATFORM), f"ARCH={arch}", f"O={out}", f"SDTGEN={SDTGEN}", f"NAIVE={int(naive)}",
+                 *(f"{k}={v}" for k, v in make_vars.items())]))
             built[key] = out / "kernel.elf"
         return built[key]
 
