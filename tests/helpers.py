@@ -93,10 +93,9 @@ def built_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path]
     base = factory.getbasetemp()
     shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-once"
     shared.mkdir(exist_ok=True)
-    name = re.sub(r"[^\w=.-]", "_", name)
-    if len(name) > 100:  # a directory name stays within the file system's limit, and distinct
-        name = f"{name[:80]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
-    out = shared / name
+    # make reads "=" and spaces in O= as its own; the digest keeps names apart that only differed there
+    safe = re.sub(r"[^\w.-]", "_", name)[:80]
+    out = shared / f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
     with open(shared / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / ".built").exists():  # a worker that failed half way left no mark

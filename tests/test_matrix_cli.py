@@ -45,34 +45,27 @@ def test_one_cell_as_json():
     assert cell["results"]["offset"]["status"] == "broken"
 
 
-def test_output_block_is_rewritten_in_place(tmp_path):
-    doc = tmp_path / "matrix.md"
-    doc.write_text("intro\n<!-- matrix:begin -->\nOLD-TABLE\n<!-- matrix:end -->\nafter\n")
-    proc = matrix("--mode", "plain", "--compiler", "gcc", "--toolchain", "gcc:bfd/bfd", "--toolchain",
-                  "gcc:bfd/gold", "--output", doc)
-    assert proc.returncode == 0, proc.stderr
-    text = doc.read_text()
-    assert text.startswith("intro\n<!-- matrix:begin -->\n") and text.endswith("<!-- matrix:end -->\nafter\n")
-    assert "| plain (kernel flags, one .text) | ✓ / ✓ | ✓ / ✓ |" in text and "OLD-TABLE" not in text
-
-
-def test_the_generated_document_is_the_same_from_run_to_run(tmp_path):
-    """Each run builds in a fresh temporary directory; the linker's messages name files in it."""
+def test_the_output_block_is_rewritten_in_place_and_is_the_same_from_run_to_run(tmp_path):
+    """Only the block between the markers changes. Each run builds in a fresh temporary directory and the
+    linker's messages name files in it, yet two runs write the same block."""
     need_tool("i686-linux-gnu-gcc", "gcc-i686-linux-gnu")
     need_tool("ld.lld", "lld")
-    docs = [tmp_path / "first.md", tmp_path / "second.md"]
-    for doc in docs:
-        doc.write_text("<!-- matrix:begin -->\n<!-- matrix:end -->\n")
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_text("intro\n<!-- matrix:begin -->\nOLD-TABLE\n<!-- matrix:end -->\nafter\n")
+    second.write_text("<!-- matrix:begin -->\n<!-- matrix:end -->\n")
+    for doc in (first, second):
         proc = matrix("--arch", "i386", "--mode", "pie", "--mode", "pic-noplt", "--compiler", "gcc",
                       "--toolchain", "gcc:lld/bfd", "--toolchain", "gcc:lld/gold", "--output", doc)
         assert proc.returncode == 0, proc.stderr
-    first, second = (d.read_text() for d in docs)
+    text, again = first.read_text(), second.read_text()
+    assert text.startswith("intro\n<!-- matrix:begin -->\n") and text.endswith("<!-- matrix:end -->\nafter\n")
+    assert "OLD-TABLE" not in text and "| mode (i386) | gcc lld/bfd | gcc lld/gold |" in text
     # lld's i386 PIE object is one GNU ld and gold reject, naming the file: the reasons carry a path
-    assert "- final link: kernel-reloc.o: file not recognized" in first
-    assert "/tmp" not in first and "sdtgen-matrix-" not in first
+    assert "- final link: kernel-reloc.o: file not recognized" in text
+    assert "/tmp" not in text and "sdtgen-matrix-" not in text
     # a refusal keeps its place in the object, which is the same in every run
-    assert "- reloc: .text:kchecksum+0x" in first and "R_386_GOT32X" in first
-    assert first == second
+    assert "- reloc: .text:kchecksum+0x" in text and "R_386_GOT32X" in text
+    assert text.removeprefix("intro\n").removesuffix("after\n") == again
 
 
 def tools_alone(tmp_path):
