@@ -69,6 +69,15 @@ def test_threads_that_exit_without_detaching_give_their_cpu_back(program, tmp_pa
     assert lines[-1]["unattached"] == 0 and lines[-1]["cpus"] <= 64
 
 
+def test_a_thread_on_its_way_out_gives_its_cpu_back_before_its_number_is_free(program, tmp_path):
+    """The main thread fires and exits: it stays a zombie, its number still a thread's, until the process
+    ends. The thread that fires next takes its CPU (the zombie's open packet closed first), so nothing it
+    recorded is lost; a thread pthread_join has seen end is in that state for a while too."""
+    lines, fired, _ = program_run(program, tmp_path, "leader")
+    assert fired == [("hp:churn:thread:once", [0]), ("hp:churn:thread:once", [1])]
+    assert (lines[-1]["cpus"], lines[-1]["unattached"]) == (1, 0)
+
+
 def test_strings_in_memory_mapped_after_start_are_read_once_the_ranges_are_read_again(program, tmp_path):
     """A string in a mapping newer than the last read of /proc/self/maps is recorded unreadable (never
     dereferenced); the reader that meets it reads the ranges again, as sdt_linux_refresh does, and the next

@@ -12,6 +12,8 @@
  *   int3-default the same without a handler of its own: SIGTRAP kills it
  *   fork         a child forked before its parent arms hp:churn::once runs that site as it was: its
  *                exit status is the events its CPU 0 recorded
+ *   leader       the main thread fires hp:churn::once(0) and exits (a zombie whose number still names it
+ *                until the process ends); a thread it started waits for that, fires once(1) and ends the run
  * The last line is the platform's statistics as JSON.
  */
 #define _GNU_SOURCE
@@ -76,6 +78,49 @@ static char *mapped(const char *text)
 
 static volatile int theirs;
 
+/* The run's end: the rest read, and the platform's statistics as the last line. */
+static int finish(void)
+{
+	struct sdt_linux_stats st;
+
+	sdt_linux_stop();
+	sdt_linux_stats(&st);
+	printf("{\"packets\": %lu, \"events\": %lu, \"unattached\": %lu, \"cpus\": %u, \"refreshes\": %lu, "
+	       "\"text\": \"%s\"}\n", st.packets, st.events, st.unattached, st.cpus, st.refreshes,
+	       st.text == SDT_LINUX_TEXT_ALIAS ? "alias" : "mprotect");
+	return 0;
+}
+
+/* Whether thread tid is a zombie (its stat line's state, after the command's closing parenthesis). */
+static int zombie(int tid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] == 'Z';
+}
+
+/* The main thread's heir: once main is a zombie, it fires, and the run ends with the process. */
+static void *leader_heir(void *unused)
+{
+	int i;
+
+	(void)unused;
+	for (i = 0; i < 10000 && !zombie(getpid()); i++)
+		usleep(1000);
+	churn_once(1);
+	exit(finish());
+}
+
 static void their_trap(int sig)
 {
 	(void)sig;
@@ -87,7 +132,6 @@ int main(int argc, char **argv)
 	/* 256 packets a CPU: churn's threads, one after another on one CPU, close a packet each, and a consumer
 	 * kept off the cores by a loaded machine must not find a full ring (SDT_DISCARD would drop them). */
 	struct sdt_linux_options o = {.ring_bytes = 1 << 20, .packet_size = 4096, .policy = SDT_DISCARD};
-	struct sdt_linux_stats st;
 	const char *what;
 	int i = 1, r;
 
@@ -154,14 +198,17 @@ int main(int argc, char **argv)
 			return 3;
 		printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
 		churn_once(8);
+	} else if (!strcmp(what, "leader")) {
+		pthread_t t;
+		sdt_enable("hp:churn::", SDT_BRANCH);
+		churn_once(0);	/* main takes CPU 0 */
+		fflush(stdout);
+		if (pthread_create(&t, 0, leader_heir, 0))
+			return 3;
+		pthread_exit(0);	/* a zombie until the heir ends the process: its number still names it */
 	} else if (!strncmp(what, "int3", 4)) {
 		__asm__ __volatile__("int3");
 		printf("{\"their_handler\": %d}\n", theirs);
 	}
-	sdt_linux_stop();
-	sdt_linux_stats(&st);
-	printf("{\"packets\": %lu, \"events\": %lu, \"unattached\": %lu, \"cpus\": %u, \"refreshes\": %lu, "
-	       "\"text\": \"%s\"}\n", st.packets, st.events, st.unattached, st.cpus, st.refreshes,
-	       st.text == SDT_LINUX_TEXT_ALIAS ? "alias" : "mprotect");
-	return 0;
+	return finish();
 }
