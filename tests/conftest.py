@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from booted import Booted
-from helpers import CROSS, FIXTURE, FREEBSD, SDTGEN, Build, build_fixture, built_once, fixture_build, need_tool
+from helpers import CROSS, FIXTURE, FREEBSD, SDTGEN, Build, build_fixture, built_once, fixture_build, need_tool, run_dir
 from native_oracle import build_fixture_native, run_native
 
+from sdtgen import arch as arches
+
 os.environ["SDTGEN"] = SDTGEN  # what tools/ drive, and make: this interpreter's sdtgen
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiler_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every C compiler the tests run goes through ccache, one cache for the whole run: the runtime's sources
+    are compiled with the same flags in most builds, and gcc does each such compile once (ccache hands back
+    what it wrote). Each ccache in the front directory stands for the compiler of its name further on PATH."""
+    ccache = Path(sys.executable).with_name("ccache")
+    if not ccache.exists():  # a checkout run without the test extras: every compile is gcc's own
+        return
+    front = run_dir(tmp_path_factory, "ccache-front")
+    for name in ("cc", "gcc", "clang", *(f"{a.toolchain.cross_prefix}gcc" for a in arches.all_arches())):
+        if shutil.which(name) and not (front / name).exists():
+            with contextlib.suppress(FileExistsError):  # the other worker made it first
+                (front / name).symlink_to(ccache)
+    os.environ["CCACHE_DIR"] = str(run_dir(tmp_path_factory, "ccache"))
+    os.environ["PATH"] = f"{front}{os.pathsep}{os.environ['PATH']}"
 
 
 @pytest.fixture(scope="session")

@@ -86,13 +86,19 @@ class Build:
     table: Path
 
 
+def run_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory of this run that every parallel worker shares (each has a base directory of its own)."""
+    base = factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 def built_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
     """The directory ``make(directory)`` builds into, made once for the whole run: the first of the parallel
     workers to ask builds it under a lock, the others wait and use it. Tests only read what it holds (a test
     that changes an image copies it first)."""
-    base = factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "built-once"
-    shared.mkdir(exist_ok=True)
+    shared = run_dir(factory, "built-once")
     # make reads "=" and spaces in O= as its own; the digest keeps names apart that only differed there
     safe = re.sub(r"[^\w.-]", "_", name)[:80]
     out = shared / f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
