@@ -10,7 +10,19 @@ from pathlib import Path
 
 import pytest
 from booted import Booted
-from helpers import CROSS, FIXTURE, FREEBSD, SDTGEN, Build, build_fixture, built_once, fixture_build, need_tool, run_dir
+from helpers import (
+    CCACHE_FRONT,
+    CROSS,
+    FIXTURE,
+    FREEBSD,
+    SDTGEN,
+    Build,
+    build_fixture,
+    built_once,
+    fixture_build,
+    need_tool,
+    run_dir,
+)
 from native_oracle import build_fixture_native, run_native
 
 from sdtgen import arch as arches
@@ -26,7 +38,7 @@ def compiler_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     ccache = Path(sys.executable).with_name("ccache")
     if not ccache.exists():  # a checkout run without the test extras: every compile is gcc's own
         return
-    front = run_dir(tmp_path_factory, "ccache-front")
+    front = run_dir(tmp_path_factory, CCACHE_FRONT)
     for name in ("cc", "gcc", "clang", *(f"{a.toolchain.cross_prefix}gcc" for a in arches.all_arches())):
         if shutil.which(name) and not (front / name).exists():
             with contextlib.suppress(FileExistsError):  # the other worker made it first

@@ -48,9 +48,15 @@ def unavailable(message: str) -> NoReturn:
     pytest.skip(message, allow_module_level=True)
 
 
+# The run's directory of ccache's stand-ins for the compilers (conftest.compiler_cache): first on PATH.
+CCACHE_FRONT = "ccache-front"
+
+
 def need_tool(tool: str, package: str) -> str:
-    """The tool's path; a skip naming the Debian package, or a failure under CI."""
-    path = shutil.which(tool)
+    """The tool's path (the installed one, not ccache's stand-in); a skip naming the Debian package, or a
+    failure under CI."""
+    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep) if Path(d).name != CCACHE_FRONT]
+    path = shutil.which(tool, path=os.pathsep.join(dirs))
     if path is None:
         unavailable(f"{tool} not found: apt-get install {package}")
     return path

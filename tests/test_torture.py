@@ -304,9 +304,7 @@ def test_exhaustive_conditional_tail_sites(tmp_path, arch):
     assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0) and s.transient > 0
 
 
-# x86 (five bytes change: the breakpoint protocol) and RISC-V (a word, or halfwords) here; the one-word
-# AArch64 store and i386 (x86's protocol) with `make torture`
-@pytest.mark.parametrize("arch", ARCHES if FULL else ("x86_64", "riscv64"))
+@pytest.mark.parametrize("arch", ARCHES)
 def test_exhaustive_asm_goto_sites(arch_kernel, arch):
     """The NOP and the jump to its out-of-line target (x86: all five bytes change, so the breakpoint protocol;
     RISC-V: one word, or halfwords when the NOP sits 2 mod 4): every landing of every store; the naive
