@@ -26,6 +26,11 @@
 #include "sdt_internal.h"
 
 enum { PH_BREAKPOINT, PH_TAIL, PH_FINAL, PH_NAIVE };
+#ifdef SDT_NAIVE_PROTOCOL
+#define LAST_PHASE PH_NAIVE
+#else
+#define LAST_PHASE PH_FINAL
+#endif
 
 static int committed;	/* the run has committed: a marked site's state is its new one, and next its old one */
 
@@ -191,16 +196,7 @@ SDT_CODE void sdt_poke_run(struct sdt_module *tables, int enabled)
 	struct sdt_site *s;
 
 	committed = 0;
-#ifdef SDT_NAIVE_PROTOCOL
-	for (t = tables; t; t = t->next)
-		if (t->mark_lo)
-			poke_commit(t->mark_lo, t->mark_hi);
-	committed = 1;
-	sdt_probes_enabled = enabled != 0;
-	for (t = tables; t; t = t->next)
-		if (t->mark_lo)
-			poke_phase(t->mark_lo, t->mark_hi, PH_NAIVE);
-#else
+#ifndef SDT_NAIVE_PROTOCOL	/* the naive protocol: no breakpoint first, every byte in place at once */
 	{
 		struct sdt_poke p;
 		int slow = 0, stored;
@@ -219,6 +215,7 @@ SDT_CODE void sdt_poke_run(struct sdt_module *tables, int enabled)
 				poke_sync();
 		}
 	}
+#endif
 	for (t = tables; t; t = t->next)	/* the commit: every table's marked sites, before any final store */
 		if (t->mark_lo)
 			poke_commit(t->mark_lo, t->mark_hi);
@@ -226,8 +223,7 @@ SDT_CODE void sdt_poke_run(struct sdt_module *tables, int enabled)
 	sdt_probes_enabled = enabled != 0;
 	for (t = tables; t; t = t->next)
 		if (t->mark_lo)
-			poke_phase(t->mark_lo, t->mark_hi, PH_FINAL);
-#endif
+			poke_phase(t->mark_lo, t->mark_hi, LAST_PHASE);
 	poke_sync();
 	for (t = tables; t; t = t->next) {
 		for (s = t->mark_lo; t->mark_lo && s < t->mark_hi; s++)
