@@ -10,15 +10,14 @@ import json
 import os
 
 import pytest
-from helpers import ROOT, SDTGEN, cross_tool, need_tool, run, sdtgen
-from native import build_native, run_native
+from helpers import SDTGEN, cross_tool, need_tool, run, sdtgen
+from module_native import MODULE, module_firings
 
 from sdtgen.layout import VALUES
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
 from sdtgen.targets.emulator import EmulatorTarget
 
-MODULE = ROOT / "fixtures" / "module"
 CALLS = [3, 1, 0, 5]
 CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"), "aarch64": ("aarch64-linux-gnu-gcc",
          "gcc-aarch64-linux-gnu"), "riscv64": ("riscv64-linux-gnu-gcc", "gcc-riscv64-linux-gnu")}
@@ -27,16 +26,7 @@ CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"), "aarch64": ("aarc
 @pytest.fixture(scope="module")
 def native_module(tmp_path_factory):
     """mod.c built for this machine, each probe a function printing its call: the firings a load must give."""
-    out = tmp_path_factory.mktemp("native-module")
-    exe = build_native(out, [MODULE / "mod.c"], {"hkm_work": ("long", ["int"])},
-                       sdtgen("include-dir", check=True).stdout.strip())
-    return run_native(exe, [_call(n) for n in CALLS])
-
-
-def _call(n: int):
-    from native import Call
-
-    return Call("hkm_work", (n,))
+    return module_firings(tmp_path_factory.mktemp("native-module"), CALLS)
 
 
 def build_module(tmp_path, arch: str):

@@ -10,19 +10,15 @@ import json
 import os
 
 import pytest
-from helpers import ROOT, SDTGEN, run, sdtgen
-from native import Call, build_native, run_native
+from helpers import SDTGEN, run, sdtgen
+from module_native import MODULE, module_firings
 
-MODULE = ROOT / "fixtures" / "module"
 CALLS = [3, 0, 5]
 
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory):
-    out = tmp_path_factory.mktemp("native-hkm")
-    exe = build_native(out, [MODULE / "mod.c"], {"hkm_work": ("long", ["int"])},
-                       sdtgen("include-dir", check=True).stdout.strip())
-    return run_native(exe, [Call("hkm_work", (n,)) for n in CALLS])
+    return module_firings(tmp_path_factory.mktemp("native-hkm"), CALLS)
 
 
 def module_for(tmp_path, arch: str):

@@ -9,15 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SDTGEN, run, sdtgen
-from native import Call, build_native, run_native
+from helpers import SDTGEN, run
+from module_native import MODULE, module_firings
 from probe_source import called_probes
 from test_process import build_process
 
 from sdtgen.probes import probe_key
 from sdtgen.trace.packets import Decoder, event_format, split
 
-MODULE = ROOT / "fixtures" / "module"
 CALLS = [3, 0, 5]
 MASK = (1 << 64) - 1
 
@@ -36,10 +35,7 @@ def library(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory):
-    out = tmp_path_factory.mktemp("native-hkm")
-    exe = build_native(out, [MODULE / "mod.c"], {"hkm_work": ("long", ["int"])},
-                       sdtgen("include-dir", check=True).stdout.strip())
-    return run_native(exe, [Call("hkm_work", (n,)) for n in CALLS])
+    return module_firings(tmp_path_factory.mktemp("native-hkm"), CALLS)
 
 
 def decoded(trace: Path) -> list[tuple[str, list]]:
