@@ -189,13 +189,15 @@ def module_table_problem(image: Image) -> str:
     end, last = 0, None
     for e in sorted(entries, key=lambda e: e.addr):
         if not lo <= e.addr <= hi - e.length or (e.form == GOTO and not lo <= e.target < hi):
-            return f"its table entry {e.index} ({printable(e.probe.spec)}) is at {e.addr:#x}, outside the module's " \
-                   f"code {lo:#x}..{hi:#x}: {refuse}; {TABLE_FIX}"
+            return f"its module table's entry {e.index} ({printable(e.probe.spec)}) is at {e.addr:#x}, outside " \
+                   f"the module's code {lo:#x}..{hi:#x}: {refuse}; {TABLE_FIX}"
         if e.form == ISEN and not e.probe.isenabled:
-            return f"its table entry {e.index} is an is-enabled check of a probe with no is-enabled stub: {refuse}"
+            return f"its module table's entry {e.index} is an is-enabled check of a probe with no is-enabled " \
+                   f"stub: {refuse}; {TABLE_FIX}"
         folded = last is not None and e.addr == last.addr and e.probe.addr == last.probe.addr and e.form == last.form
         if e.addr < end and not folded:
-            return f"its table entries {last.index} and {e.index} overlap at {e.addr:#x}: {refuse}; {TABLE_FIX}"
+            return f"its module table's entries {last.index} and {e.index} overlap at {e.addr:#x}: {refuse}; " \
+                   f"{TABLE_FIX}"
         end, last = max(end, e.addr + e.length), e
     return ""
 

@@ -1,10 +1,13 @@
 """A damaged module table, made from fixtures/module's hkm.ko by rewriting one relocation of its table (the
 place readelf gives): `sdtgen check OBJ MOD.ko` refuses it in one line with exit 1 exactly when the runtime's
-own loader, sdt_module_load in the emulated boot, refuses the same file; the undamaged module passes both."""
+own loader, sdt_module_load in the emulated boot, refuses the same file, and a refused load writes nothing; the
+undamaged module passes both. A table whose entries are the kernel's or a loaded module's is refused
+(SDT_ERR_MODULE_LOADED) and leaves them as they were: the loaded module still fires as its C runs natively."""
 
 from __future__ import annotations
 
 import io
+import json
 import struct
 import subprocess
 from pathlib import Path
@@ -66,16 +69,37 @@ def to_field(field: int, other: int):
     return edit
 
 
+def site_to_site(entry: int, other: int):
+    """Site entry ``entry`` made to name the instruction entry ``other`` names (20-byte entries, site first)."""
+    def edit(ko: Path, data: bytearray) -> None:
+        at, _ = rela_row(ko, "set_sdt_sites_set", 20 * entry)
+        src, _ = rela_row(ko, "set_sdt_sites_set", 20 * other)
+        data[at + 8:at + RELA] = data[src + 8:src + RELA]
+    return edit
+
+
+def move_site(entry: int, by: int):
+    def edit(ko: Path, data: bytearray) -> None:
+        at, row = rela_row(ko, "set_sdt_sites_set", 20 * entry)
+        struct.pack_into("<q", data, at + 16, row[3] + by)
+    return edit
+
+
 DAMAGE = {
     "magic flipped": (flip_magic, "magic is"),
     "sites_end 64 KiB past the sites": (move_field(8, 0x10000), "sites_end is 0x10000 bytes past"),
+    "sites_end one entry past the sites": (move_field(8, 20), "sites_end is 0x14 bytes past"),
     "sites_end before the sites": (move_field(8, -0x40), "sites_end is 0x40 bytes before"),
+    "an entry outside the module's text": (move_site(1, 0x10000), "outside the module's code"),
+    "two probes' entries at one site": (site_to_site(2, 0), "overlap at"),
     "sites with no probes": (to_field(16, 12), "probes_end is 0x108 bytes before"),
 }
 
 
 def loader_says(kernel_image: str, ko: Path) -> int:
-    """What sdt_module_load returns for ``ko`` in the emulated boot, placed as the boot's loader places it."""
+    """What sdt_module_load returns for ``ko`` in the emulated boot, placed as the boot's loader places it; a
+    load it refuses has written none of the module's code, nor the struct sdt_module given (its table's
+    entries may be in address order: the loader sorts them before it reads them)."""
     from sdtgen.boot.module import link_module
 
     s = Session(kernel_image, Reporter(as_json=True, out=io.StringIO()),
@@ -85,7 +109,13 @@ def loader_says(kernel_image: str, ko: Path) -> int:
         linked = link_module(t.image, str(ko), t.module_base)
         for addr, data, _ in linked.segments:
             t.machine.write(addr, data)
-        return t.runtime.call(t.machine, "sdt_module_load", [t.module_struct(), linked.table, *linked.text])
+        struct_at = t.module_struct()
+        text = linked.text
+        before = t.machine.read(*text), t.machine.read(struct_at, 96)
+        said = t.runtime.call(t.machine, "sdt_module_load", [struct_at, linked.table, *linked.text])
+        if said < 0:
+            assert (t.machine.read(*text), t.machine.read(struct_at, 96)) == before
+        return said
     finally:
         s.close()
 
@@ -110,3 +140,77 @@ def test_check_refuses_in_one_line_what_the_loader_refuses(built, kernel, tmp_pa
     assert len(errors) == 1 and errors[0].startswith(f"{ko}: error: its module table's ") and said in errors[0], \
         proc.stderr
     assert "stable" not in proc.stdout
+
+
+def test_the_loader_refuses_whole_a_table_holding_two_probes_entries_at_one_site(built, kernel, tmp_path):
+    """Before, the bad entry was refused alone and the site armed under the good one, while sdt_trap found the
+    refused entry first: a breakpoint it called not its own."""
+    ko = damaged(built, tmp_path / "bad.ko", site_to_site(1, 0))
+    assert loader_says(str(kernel.image), ko) == VALUES["SDT_ERR_MODULE_TABLE"]
+
+
+CALLS = [3, 0, 5]
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory):
+    from module_native import module_firings
+
+    return [{**e, "probe": e["probe"].replace("hkm::", "hkm:hkm:")} if "probe" in e else e
+            for e in module_firings(tmp_path_factory.mktemp("native"), CALLS)]
+
+
+def firings(out: io.StringIO) -> list[dict]:
+    events = []
+    for line in out.getvalue().splitlines():
+        e = json.loads(line)
+        if e["event"] == "fire":
+            events.append({"probe": e["probe"], "args": e["args"]})
+        elif e["event"] == "return":
+            events.append({"return": e["value"]})
+    return events
+
+
+def table_naming(t, at: int, sites: tuple[int, int], probes: tuple[int, int], name: int) -> None:
+    """A struct sdt_module_table written at ``at`` naming those ranges (each field relative to itself)."""
+    from sdtgen.layout import MODULE_TABLE
+
+    values = {"magic": VALUES["SDT_MODULE_TABLE_MAGIC"], "sites": sites[0], "sites_end": sites[1],
+              "probes": probes[0], "probes_end": probes[1], "name": name}
+    raw = b"".join(struct.pack("<I" if f == "magic" else "<i", v if f == "magic" else
+                               v - (at + MODULE_TABLE.offset(f, 64))) for f, v in values.items())
+    t.machine.write(at, raw)
+
+
+@pytest.mark.parametrize("whose", ["a loaded module's", "the kernel's"])
+def test_a_table_whose_entries_are_in_use_is_refused_and_touches_nothing(built, kernel, native, whose):
+    """A table made of the loaded module's entries from its second on (or of the kernel's own), given with a
+    fresh struct sdt_module and the module's (or the kernel's) text: SDT_ERR_MODULE_LOADED, every entry's state
+    as it was, and the armed module fires as its C runs natively (before, the entries were marked refused
+    while their code stayed armed: the next firing was a breakpoint the runtime called not its own)."""
+    out = io.StringIO()
+    s = Session(str(kernel.image), Reporter(as_json=True, out=out),
+                lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
+    try:
+        t = s.target
+        s.enable("hkm:::")
+        s.load_module(str(built / "hkm.ko"))
+        linked = t.module
+        if whose == "the kernel's":
+            sites, probes = t.image.bounds.sites, t.image.bounds.probes
+            code = next(x for x in t.image.elf.sections if x.name == ".text")
+            text = [code.addr, code.size]
+        else:
+            sites, probes, text = linked.bounds.sites, linked.bounds.probes, list(linked.text)
+        fresh, table = t.module_struct() - 4096, t.module_struct() - 2048
+        table_naming(t, table, (sites[0] + 20, sites[1]), probes, linked.table + 20)
+        before = [(x.addr, x.state, x.size) for x in t.runtime.sites]
+        said = t.runtime.call(t.machine, "sdt_module_load", [fresh, table, *text])
+        t.runtime.refresh()
+        assert said == VALUES["SDT_ERR_MODULE_LOADED"]
+        assert [(x.addr, x.state, x.size) for x in t.runtime.sites] == before
+        for n in CALLS:
+            s.run("hkm_work", [n])
+    finally:
+        s.close()
+    assert firings(out) == native
