@@ -72,6 +72,9 @@ CASES = {
     "odd sizes": [17, 23, 31, 33, 49, 127, 255, 16, 511, 959, 21] * 6,
     "whole packet": [960, 960, 20, 960],  # a packet's whole room, alone
     "too big": [20, 961, 20, 4000, 20],  # more than any packet holds: discarded, the rest goes on
+    # 100 bytes after 860 would end at 1,024 from where 860 ends (924), but an event starts at the next multiple
+    # of 8 (928) and would end at 1,028: it opens the next packet
+    "aligned fit": [960, 860, 100],
 }
 
 
