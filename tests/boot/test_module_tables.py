@@ -214,3 +214,31 @@ def test_a_table_whose_entries_are_in_use_is_refused_and_touches_nothing(built, 
     finally:
         s.close()
     assert firings(out) == native
+
+
+def test_bad_module_files_are_refused_in_one_line_before_anything_of_them_runs(built, kernel, tmp_path):
+    """`sdtgen boot IMAGE --module FILE --run hkm_work`: a file that is not there, a linked image, gcc's object
+    with no module table, and the damaged tables above (the runtime's loader refuses them): each one error line
+    naming what is wrong, exit 2, and the module's function never runs; the runtime's own report names the
+    entry that made it refuse a table (the kernel's log, shown as a warning)."""
+    (tmp_path / "plain.c").write_text("int plain(int x) { return x + 1; }\n")
+    run(["gcc", "-c", "-O2", "-o", str(tmp_path / "plain.o"), str(tmp_path / "plain.c")])
+    bad = {
+        tmp_path / "missing.ko": "no such module file",
+        kernel.image: "is not a relocatable object",
+        tmp_path / "plain.o": "has no module table (section sdt_module_table)",
+        damaged(built, tmp_path / "magic.ko", flip_magic): "the runtime refused to load module hkm: the module's "
+                                                           "table is not one gen wrote",
+        damaged(built, tmp_path / "dup.ko", site_to_site(1, 0)): "the runtime refused to load module hkm",
+    }
+    reported = {tmp_path / "dup.ko": "overlaps another entry of the module's table: the module is refused"}
+    for path, said in bad.items():
+        proc = run([SDTGEN, "boot", str(kernel.image), "--module", str(path), "--run", "hkm_work", "--arg", "3"],
+                   check=False)
+        errors = [ln for ln in proc.stderr.splitlines() if "error: " in ln]
+        warnings = [ln for ln in proc.stderr.splitlines() if ": warning: " in ln]
+        assert proc.returncode == 2 and len(errors) == 1 and said in errors[0] and "Traceback" not in proc.stderr, \
+            (path, proc.stderr)
+        assert len(errors) + len(warnings) == len(proc.stderr.splitlines())
+        assert [reported[path] in w for w in warnings] == ([True] if path in reported else []), proc.stderr
+        assert "hkm_work" not in proc.stdout
