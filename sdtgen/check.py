@@ -18,7 +18,7 @@ from sdtgen.image import Image
 from sdtgen.probes import Site
 from sdtgen.record import factory, record
 from sdtgen.scan import ScanResult
-from sdtgen.table import TableSite
+from sdtgen.table import MODULE_TABLE_SECTION, PROBE_SIZE, SITE_SIZE, Bounds, TableSite
 
 STABLE, MOVED, MISSING, FOLDED = "stable", "moved", "missing", "folded"
 FINE = (STABLE, FOLDED)  # a folded site is the same code as a stable one: patched once, fires for both
@@ -101,6 +101,11 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
         raise image.elf.fail("is stripped (no symbol table): check finds each site's stub and function by "
                              "their symbols", STRIPPED_FIX)
     sites = [s for s in result.sites if s.form != REF]
+    refused = module_table_problem(image)
+    if refused:  # a module whose loader refuses its table: no site of it is ever patched
+        report = StabilityReport(result.object, image.path, "reloc")
+        report.problems.append(refused)
+        return report
     entries = image.sites()
     mode = entries[0].mode if entries else "reloc"
     report = StabilityReport(result.object, image.path, mode)
@@ -134,6 +139,67 @@ def check(result: ScanResult, image: Image, find_extra: bool = False) -> Stabili
         report.extra = _unlisted_calls(image, {v.actual for v in report.verdicts if v.actual is not None},
                                        {s.symbol for s in sites})
     return report
+
+
+TABLE_FIX = "the module's table is damaged: rerun `sdtgen gen --module NAME` on the module and link it again"
+
+
+def module_table_problem(image: Image) -> str:
+    """What sdt_module_load refuses in a placed module's table (the section sdt_module_table), in one sentence;
+    "" when the loader takes it, or when ``image`` is no module. Every check the loader makes, in its order:
+    the magic, the four bounds (whole entries, sites only with probes), then its entries (each valid, in the
+    module's code, none overlapping another); and one a loader cannot make: the bounds are the sets gen wrote."""
+    from sdtgen.layout import MODULE_TABLE, VALUES
+    from sdtgen.table import TableError, read_tables
+
+    sec = image.elf.section(MODULE_TABLE_SECTION)
+    if sec is None:
+        return ""
+    bits, little = image.arch.bits, image.elf.little
+    size, mask = MODULE_TABLE.size(bits), (1 << bits) - 1
+    if sec.size < size:
+        return f"its module table (section {MODULE_TABLE_SECTION}) is {sec.size} bytes, not a struct " \
+               f"sdt_module_table's {size}: {TABLE_FIX}"
+    field = dict(zip(MODULE_TABLE.names(), MODULE_TABLE.struct(bits, little).unpack(image.read(sec.addr, size)),
+                     strict=True))
+    refuse = "sdt_module_load refuses it (SDT_ERR_MODULE_TABLE)"
+    if field["magic"] != VALUES["SDT_MODULE_TABLE_MAGIC"]:
+        return f"its module table's magic is {field['magic']:#x}, not SDT_MODULE_TABLE_MAGIC " \
+               f"({VALUES['SDT_MODULE_TABLE_MAGIC']:#x}): {refuse}; {TABLE_FIX}"
+    s0, s1, p0, p1 = ((sec.addr + MODULE_TABLE.offset(n, bits) + field[n]) & mask
+                      for n in ("sites", "sites_end", "probes", "probes_end"))
+    sets = image.bounds
+    for (name, at), want in zip((("sites", s0), ("sites_end", s1), ("probes", p0), ("probes_end", p1)),
+                                (*sets.sites, *sets.probes), strict=True):
+        if at != want:  # the loader's own checks below may pass it: it cannot see where the sets end
+            d = at - want
+            return f"its module table's {name} is {abs(d):#x} bytes {'past' if d > 0 else 'before'} where the " \
+                   f"module's {name.split('_')[0]} {'end' if name.endswith('end') else 'start'} " \
+                   f"({want:#x}): the loader would take other bytes for its entries; {TABLE_FIX}"
+    if s1 < s0 or (s1 - s0) % SITE_SIZE or p1 < p0 or (p1 - p0) % PROBE_SIZE or (s1 > s0 and p1 == p0):
+        return f"its module table's bounds are not whole entries (sites {s0:#x}..{s1:#x} in {SITE_SIZE}-byte " \
+               f"entries, probes {p0:#x}..{p1:#x} in {PROBE_SIZE}-byte ones, sites only with probes): {refuse}; " \
+               f"{TABLE_FIX}"
+    try:
+        entries = read_tables(image.read, Bounds((s0, s1), (p0, p1)), bits, little)
+    except (TableError, SdtError) as e:
+        return f"its module table holds an entry that is not a valid one ({e}): {refuse}; {TABLE_FIX}"
+    code = [(s.addr, s.addr + s.size) for s in image.elf.sections if s.is_alloc and s.is_exec and s.size]
+    lo, hi = min(a for a, _ in code), max(b for _, b in code)
+    end, last = 0, None
+    for e in sorted(entries, key=lambda e: e.addr):
+        if not lo <= e.addr <= hi - e.length or (e.form == GOTO and not lo <= e.target < hi):
+            return f"its module table's entry {e.index} ({printable(e.probe.spec)}) is at {e.addr:#x}, outside " \
+                   f"the module's code {lo:#x}..{hi:#x}: {refuse}; {TABLE_FIX}"
+        if e.form == ISEN and not e.probe.isenabled:
+            return f"its module table's entry {e.index} is an is-enabled check of a probe with no is-enabled " \
+                   f"stub: {refuse}; {TABLE_FIX}"
+        folded = last is not None and e.addr == last.addr and e.probe.addr == last.probe.addr and e.form == last.form
+        if e.addr < end and not folded:
+            return f"its module table's entries {last.index} and {e.index} overlap at {e.addr:#x}: {refuse}; " \
+                   f"{TABLE_FIX}"
+        end, last = max(end, e.addr + e.length), e
+    return ""
 
 
 def _unlisted_calls(image: Image, listed: set[int], symbols: set[str]) -> list[str]:

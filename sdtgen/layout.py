@@ -559,11 +559,12 @@ CONSTANTS += (  # loadable modules (docs/runtime.md, "Modules")
     ("SDT_MODULE_SPEC_BYTES", 256, "bytes of a remembered spec at most (its NUL included)"),
     ("SDT_MODULE_GONE", 8, "text ranges of unloaded modules kept, so a breakpoint taken there before the unload "
      "is resumed, not called foreign"),
-    ("SDT_ERR_MODULE_LOADED", -23, "the module is loaded already (its struct sdt_module, or its table, is in use)"),
+    ("SDT_ERR_MODULE_LOADED", -23, "the module is loaded already: its struct sdt_module, its table or its text is "
+     "in use (it meets the kernel's sites or a loaded module's table, text or sites)"),
     ("SDT_ERR_MODULE_UNLOADED", -24, "the module was unloaded already"),
     ("SDT_ERR_MODULE_UNKNOWN", -25, "not a module sdt_module_load took (never loaded)"),
-    ("SDT_ERR_MODULE_TABLE", -26, "the module's table is not one gen wrote (magic, bounds, entries outside the "
-     "module's text)"),
+    ("SDT_ERR_MODULE_TABLE", -26, "the module's table is not one gen wrote (magic, bounds, an entry that is not "
+     "valid, outside the module's text, or overlapping another): the module is refused whole"),
 )
 # Programs and their tables over the control core (docs/control.md, "Aggregations"): a CPU's frozen half.
 CONSTANTS += (

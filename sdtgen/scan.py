@@ -128,6 +128,18 @@ def scan(path: str, prefix: str = DEFAULT_PREFIX) -> ScanResult:
         return scan_elf(elf, prefix)
 
 
+def _symbols_exist(elf: ElfFile, rsec, target) -> None:
+    """Refuse a relocation naming a symbol past .symtab: which symbol it meant is lost, so a probe site behind it
+    would be dropped without a word (a damaged or hand-edited object)."""
+    count = elf.symtab.size // elf.symtab.entsize if elf.symtab and elf.symtab.entsize else 0
+    top = elf.largest_symbol(rsec)
+    if top >= count:
+        r = elf.relocations(rsec, {top})[0]
+        raise elf.fail(f"a relocation in {printable(rsec.name)} names symbol {top}, past the {count} symbols of "
+                       ".symtab, so what it refers to (maybe a probe site) is unknown",
+                       "the object is damaged; rebuild it", where=place(target.name, None, r.offset))
+
+
 def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     arch = arches.for_elf(elf)
     probes, defined_at = read_descriptors(elf)
@@ -140,6 +152,7 @@ def scan_elf(elf: ElfFile, prefix: str = DEFAULT_PREFIX) -> ScanResult:
     for rsec, target in elf.reloc_sections():
         if not target.is_alloc or target.type == SHT_NOBITS or rsec.link != symtab:
             continue  # debug info and other non-loaded data never holds a site
+        _symbols_exist(elf, rsec, target)
         for r in elf.relocations(rsec, wanted):
             if r.offset >= target.size:
                 raise elf.fail(f"a relocation against {printable(wanted[r.sym])} lies outside its section",

@@ -206,3 +206,34 @@ def test_an_image_probe_entry_claiming_seven_arguments_is_one_error(kernel, tmp_
     bad = tmp_path / "seven.elf"
     bad.write_bytes(data)
     expect_clean(capsys, [command, str(bad)], "corrupt probe table", "declares 7 arguments, more than 6")
+
+
+FOUR = """#include <sdt.h>
+SDT_PROBE_DEFINE1(t, m, f, n, "int");
+int f(int x) { SDT_PROBE1(t, m, f, n, x); SDT_PROBE1(t, m, f, n, x + 1); SDT_PROBE1(t, m, f, n, x + 2);
+               SDT_PROBE1(t, m, f, n, x + 3); return x; }
+"""
+
+
+@pytest.mark.parametrize("command", ["scan", "gen"])
+def test_a_relocation_naming_a_symbol_past_the_symbol_table_refuses_the_object(tmp_path, capsys, command):
+    """gcc's object with four sites (readelf lists four relocations against the stub); one's symbol index set
+    past .symtab (readelf reads that index back): scan and gen --module refuse the object in one line, where
+    before they reported three sites of four and exit 0, and gen writes nothing."""
+    from tables import readelf
+
+    obj = compile_c(tmp_path, "four", FOUR)
+    (rows,) = [r.rows for r in readelf.relocations(obj) if r.name == ".rela.text"]
+    syms = readelf.symbols(obj)
+    probe_rows = [i for i, r in enumerate(rows) if syms[r[1]].name.startswith("__dtrace_sdt_")]
+    assert len(probe_rows) == 4
+    rela = readelf.section(obj, ".rela.text")
+    past = len(syms) + 3
+    bad = patched(obj, tmp_path, lambda d: struct.pack_into("<I", d, rela.offset + 24 * probe_rows[2] + 12, past))
+    (bad_rows,) = [r.rows for r in readelf.relocations(bad) if r.name == ".rela.text"]
+    assert bad_rows[probe_rows[2]][1] == past  # readelf reads the index back as written
+    outs = ["--module", "m", "--stubs", str(tmp_path / "s.c"), "--table", str(tmp_path / "t.S")] \
+        if command == "gen" else []
+    expect_clean(capsys, [command, bad, *outs], f".text+{bad_rows[probe_rows[2]][0]:#x}",
+                 f"names symbol {past}, past the {len(syms)} symbols of .symtab", "rebuild it")
+    assert not (tmp_path / "s.c").exists() and not (tmp_path / "t.S").exists()

@@ -467,6 +467,23 @@ class ElfFile:
                     for t in rows if t[1] >> shift in only_syms]
         return [Reloc(t[0], t[1] >> shift, t[1] & mask, t[2] if rela else 0) for t in rows]
 
+    def largest_symbol(self, rsec: Section) -> int:
+        """The largest symbol index a relocation of ``rsec`` names (-1: none): what tells an index past the symbol
+        table. Read as the words of r_info that hold it, not row by row (a kernel object has 70,000 rows)."""
+        import sys
+
+        st = self.layout.reloc(rsec.type == SHT_RELA)
+        if rsec.entsize != st.size or rsec.size % st.size:
+            raise self._bad(f"relocation section {rsec.name} has entry size {rsec.entsize}, expected {st.size}")
+        self._check_range(rsec.offset, rsec.size, f"relocation section {rsec.name}")
+        if not rsec.size:
+            return -1
+        blob = bytes(self.data[rsec.offset:rsec.offset + rsec.size])
+        if self.little != (sys.byteorder == "little"):
+            return max(t[1] >> self.layout.r_shift for t in st.iter_unpack(blob))
+        word = self.layout.r_sym_at // 4  # the 32-bit word of a row holding r_sym (ELF32: its top 24 bits)
+        return max(memoryview(blob).cast("I")[word::st.size // 4]) >> (32 - 8 * self.layout.r_sym_width)
+
     def _relocations_against(self, blob: bytes, st, rela: bool, syms) -> list[Reloc]:
         """The rows of a few symbols, found by searching for their index bytes in r_info: a kernel
         object's 70,000 relocations are never decoded one by one in Python for 7,000 matches."""

@@ -164,10 +164,10 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_MODULE_SPECS         16	/* enabled specs the runtime remembers for modules loaded later */
 #define SDT_MODULE_SPEC_BYTES    0x100	/* bytes of a remembered spec at most (its NUL included) */
 #define SDT_MODULE_GONE          8	/* text ranges of unloaded modules kept, so a breakpoint taken there before the unload is resumed, not called foreign */
-#define SDT_ERR_MODULE_LOADED    (-23)	/* the module is loaded already (its struct sdt_module, or its table, is in use) */
+#define SDT_ERR_MODULE_LOADED    (-23)	/* the module is loaded already: its struct sdt_module, its table or its text is in use (it meets the kernel's sites or a loaded module's table, text or sites) */
 #define SDT_ERR_MODULE_UNLOADED  (-24)	/* the module was unloaded already */
 #define SDT_ERR_MODULE_UNKNOWN   (-25)	/* not a module sdt_module_load took (never loaded) */
-#define SDT_ERR_MODULE_TABLE     (-26)	/* the module's table is not one gen wrote (magic, bounds, entries outside the module's text) */
+#define SDT_ERR_MODULE_TABLE     (-26)	/* the module's table is not one gen wrote (magic, bounds, an entry that is not valid, outside the module's text, or overlapping another): the module is refused whole */
 #define SDT_FRAME_TABLES         65	/* a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as it stood, then the half's arena, used[1 - want] bytes */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
@@ -769,11 +769,18 @@ int sdt_set_mode(int mode);
 /*
  * Loadable modules (docs/runtime.md, "Modules"). ``table``: the module's struct sdt_module_table (the section
  * sdt_module_table of a module `sdtgen gen --module NAME` built), ``text``/``text_size``: its code, where its
- * sites must lie. Call sdt_module_load after the loader relocated the module and before any of its code runs:
- * it verifies each site (the expected call, or the disabled form this runtime left there when the module was
- * unloaded and kept), writes its disabled form (refused sites are reported one by one, as at boot), then arms
- * what the specs enabled so far match. ``m`` is the runtime's until sdt_module_unload returned; it is all the
- * runtime keeps for the module. Returns the sites patched; SDT_ERR_MODULE_LOADED (``m`` or the table in use),
+ * sites must lie. Call sdt_module_load after the loader relocated the module and before any of its code runs.
+ * It first takes the table whole or not at all: every entry must be a valid one, lie in ``text``, and overlap no
+ * other (entries of one instruction, one probe and one form are folded), or the load returns
+ * SDT_ERR_MODULE_TABLE, reporting the entry; ``m``, the table, the text or an entry that meets what the runtime
+ * has (the kernel's sites, a loaded module's struct, table, text or sites) returns SDT_ERR_MODULE_LOADED. A
+ * refused load writes nothing: not the module's code, not ``m``, not another table's entries (a table gen wrote
+ * never holds such entries: one that does is damaged, or the loader gave the wrong text, and patching any of it
+ * would write code on its word). Then it verifies each site's bytes (the expected call, or the disabled form
+ * this runtime left there when the module was unloaded and kept), writes its disabled form (a site whose bytes
+ * are not the expected ones is refused alone and reported, as at boot: the module's code may differ from what
+ * gen saw), and arms what the specs enabled so far match. ``m`` is the runtime's until sdt_module_unload
+ * returned; it is all the runtime keeps for the module. Returns the sites patched; SDT_ERR_MODULE_LOADED,
  * SDT_ERR_MODULE_TABLE, SDT_ERR_ARG, SDT_ERR_INIT (before sdt_init).
  *
  * sdt_module_unload disarms the module's sites (the patch protocol: other CPUs may run them meanwhile), takes

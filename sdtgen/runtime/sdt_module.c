@@ -166,12 +166,79 @@ SDT_CODE const struct sdt_module *sdt_probe_table(const struct sdt_probe *p)
 	return 0;
 }
 
-/* Verify every site of module ``m`` and write its disabled form (no CPU runs the module's code yet: plain
- * stores, one sync at the end). A site already in the disabled form this runtime writes for it (a module kept in
- * memory and loaded again) is taken as it is. Returns the sites patched. */
-static SDT_CODE int patch_module(struct sdt_module *m)
+/* Whether [a0, a1) and [b0, b1) share a byte. */
+static SDT_CODE int ranges_meet(sdt_word a0, sdt_word a1, sdt_word b0, sdt_word b1)
+{
+	return a0 < b1 && b0 < a1;
+}
+
+/* Whether a site of table ``t`` (the bytes the runtime verified, or the entry's length) meets [a, a + n). */
+static SDT_CODE int table_meets(const struct sdt_module *t, sdt_word a, unsigned n)
+{
+	const struct sdt_site *sites = t->sites;
+	unsigned long lo = 0, hi = (unsigned long)(t->sites_end - sites);
+
+	while (lo < hi) {	/* the first site at or past a */
+		unsigned long mid = lo + (hi - lo) / 2;
+		if (sdt_site_address(&sites[mid]) < a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < (unsigned long)(t->sites_end - sites) && sdt_site_address(&sites[lo]) - a < n)
+		return 1;
+	return table_contains(t, a);	/* one that starts before a and reaches it */
+}
+
+/*
+ * What sdt_module_load refuses of module ``m`` (its fields filled, its table sorted, nothing written yet), before
+ * it writes anything: 0 to take it; SDT_ERR_MODULE_TABLE when an entry is not a valid one, lies outside the
+ * module's text, or overlaps another entry (folded entries excepted: one instruction, one probe, one form),
+ * which no table gen wrote holds; SDT_ERR_MODULE_LOADED when an entry meets a site of a table the runtime has
+ * (the kernel's, or a loaded module's): code that is armed, or may be, is another table's. The entry is reported.
+ */
+static SDT_CODE int refused_table(const struct sdt_module *m)
 {
 	sdt_word lo = (sdt_word)m->text, top = lo + (sdt_word)m->text_size, end = 0;
+	const struct sdt_site *s, *prev = 0;
+	const struct sdt_module *x;
+
+	for (s = m->sites; s < m->sites_end; prev = s, s++) {
+		sdt_word a = sdt_site_address(s);
+		if (!entry_valid(m, s)) {
+			sdt_report_site(s, "is not a valid table entry: the module is refused", 0, 0, 0);
+			return SDT_ERR_MODULE_TABLE;
+		}
+		if (a < lo || a + s->length > top || a + s->length < a ||
+		    (s->form == SDT_FORM_GOTO && sdt_site_stub(s) - lo >= top - lo)) {
+			sdt_report_site(s, "is not in the module's text (or runs past its end): the module is refused",
+					0, 0, 0);
+			return SDT_ERR_MODULE_TABLE;
+		}
+		if (a < end && !(a == sdt_site_address(prev) && sdt_site_probe(prev) == sdt_site_probe(s) &&
+				 prev->form == s->form)) {
+			sdt_report_site(s, "overlaps another entry of the module's table: the module is refused", 0, 0, 0);
+			return SDT_ERR_MODULE_TABLE;
+		}
+		if (a + s->length > end)
+			end = a + s->length;
+		for (x = &kernel; x; x = x->next)
+			if (table_meets(x, a, s->length)) {
+				sdt_report_site(s, "is a site of the kernel's or of a loaded module's: the module is refused",
+						0, 0, 0);
+				return SDT_ERR_MODULE_LOADED;
+			}
+	}
+	return 0;
+}
+
+/* Verify every site of module ``m`` (its table taken by refused_table) and write its disabled form (no CPU runs
+ * the module's code yet: plain stores, one sync at the end). A site already in the disabled form this runtime
+ * writes for it (a module kept in memory and loaded again) is taken as it is; one that is not the expected
+ * instruction is refused alone, reported, and never written. Returns the sites patched. */
+static SDT_CODE int patch_module(struct sdt_module *m)
+{
+	sdt_word lo = (sdt_word)m->text, end = 0;
 	sdt_u8 *alias = sdt_hooks.text_open ? (sdt_u8 *)sdt_hooks.text_open((void *)lo, m->text_size) : (sdt_u8 *)lo;
 	struct sdt_site *s, *prev = 0;
 	struct fixed_off fixed;	/* its bytes are read only once form and size say they were written */
@@ -187,11 +254,6 @@ static SDT_CODE int patch_module(struct sdt_module *m)
 		refused++;
 		if (settle_entry(m, s, prev, end)) {
 			refused -= s->state == SDT_SITE_FOLDED;
-			continue;
-		}
-		if (a < lo || a + s->length > top || a + s->length < a ||
-		    (s->form == SDT_FORM_GOTO && sdt_site_stub(s) - lo >= top - lo)) {
-			sdt_report_site(s, "is not in the module's text (or runs past its end)", 0, 0, 0);
 			continue;
 		}
 		size = sdt_arch_verify(code, a, s->form, s->length, sdt_site_stub(s), &s->keep);
@@ -232,13 +294,13 @@ static SDT_CODE int patch_module(struct sdt_module *m)
 SDT_CODE int sdt_module_load(struct sdt_module *m, const struct sdt_module_table *table, const void *text,
 			     unsigned long text_size)
 {
-	sdt_word s0, s1, p0, p1, lo = (sdt_word)text;
-	struct sdt_module *x;
+	sdt_word s0, s1, p0, p1, lo = (sdt_word)text, top = lo + text_size;
+	struct sdt_module *x, c;
 	struct sdt_site *s;
 	unsigned far = 0;
 	int patched;
 
-	if (!m || !table || !text || !text_size || lo + text_size < lo)
+	if (!m || !table || !text || !text_size || top < lo)
 		return SDT_ERR_ARG;
 	if (!ready)
 		return SDT_ERR_INIT;
@@ -250,24 +312,40 @@ SDT_CODE int sdt_module_load(struct sdt_module *m, const struct sdt_module_table
 	    (s1 > s0 && p1 == p0))
 		return SDT_ERR_MODULE_TABLE;
 	take();
+	/* Its struct, its table's entries or descriptors, or its text in use by a table the runtime has (the
+	 * kernel's, or a loaded module's): its memory is the runtime's, left as it is. */
 	for (x = &kernel; x; x = x->next)
-		if (x == m || (sdt_word)x->sites == s0) {	/* its memory is the runtime's: left as it is */
+		if (x == m || (sdt_word)x->sites == s0 ||
+		    ranges_meet(s0, s1, (sdt_word)x->sites, (sdt_word)x->sites_end) ||
+		    ranges_meet(p0, p1, (sdt_word)x->probes, (sdt_word)x->probes_end) ||
+		    ranges_meet((sdt_word)m, (sdt_word)(m + 1), (sdt_word)x->sites, (sdt_word)x->sites_end) ||
+		    (x != &kernel && ranges_meet(lo, top, x->text, x->text + (sdt_word)x->text_size))) {
 			give();
 			return SDT_ERR_MODULE_LOADED;
 		}
-	m->magic = SDT_MODULE_MAGIC;
-	m->state = 0;
-	m->sites = (struct sdt_site *)s0;
-	m->sites_end = (struct sdt_site *)s1;
-	m->probes = (const struct sdt_probe *)p0;
-	m->probes_end = (const struct sdt_probe *)p1;
-	m->name = (const char *)sdt_rel(&table->name);
-	m->next = 0;
-	m->mark_lo = m->mark_hi = 0;
-	m->text = lo;
-	m->text_size = text_size;
+	/* filled here, and given to ``m`` only once the table is taken: a refused load leaves ``m`` as it was */
+	c.magic = SDT_MODULE_MAGIC;
+	c.state = 0;
+	c.sites = (struct sdt_site *)s0;
+	c.sites_end = (struct sdt_site *)s1;
+	c.probes = (const struct sdt_probe *)p0;
+	c.probes_end = (const struct sdt_probe *)p1;
+	c.name = (const char *)sdt_rel(&table->name);
+	c.next = 0;
+	c.mark_lo = c.mark_hi = 0;
+	c.text = lo;
+	c.text_size = text_size;
+	c.patched = c.refused = 0;
+	loading = &c;
+	sort_sites(c.sites, (unsigned long)(c.sites_end - c.sites));	/* the module's own memory, no one else's */
+	patched = refused_table(&c);
+	if (patched) {
+		loading = 0;
+		give();
+		return patched;
+	}
+	sdt_copy(m, &c, sizeof(c));
 	loading = m;
-	sort_sites(m->sites, (unsigned long)(m->sites_end - m->sites));
 	patched = patch_module(m);
 	loading = 0;
 	m->state = SDT_MODULE_LOADED;

@@ -1,7 +1,9 @@
 /*
  * The transport's writer as any caller of the public sdt_event_begin uses it: events of the sizes given (any
  * size, not only multiples of 8), each filled with its number, into a ring of 1024-byte packets; the packets
- * then written to stdout as they stand, for tests/runtime/test_event_fit.py.
+ * then written to stdout as they stand, for tests/runtime/test_event_fit.py: the closed ones, then the one left
+ * open once flushed. stderr: the events discarded, and what sdt_consume_done said of the open packet before
+ * the flush (1 when none was open).
  *
  *   event_fit SIZE...
  */
@@ -33,7 +35,7 @@ int main(int argc, char **argv)
 {
 	const struct sdt_packet *pk;
 	sdt_u64 seq;
-	int i;
+	int i, open = 1;
 
 	sdt_hooks.clock = clock_fn;
 	sdt_hooks.cpu_area = area;
@@ -50,12 +52,18 @@ int main(int argc, char **argv)
 		}
 		sdt_cpu_put(c);
 	}
-	sdt_flush();
-	while ((pk = sdt_consume(&cpu, &seq))) {
-		if (fwrite(pk, 1, PACKET, stdout) != PACKET)
-			return 3;
-		sdt_consume_done(&cpu, seq);
+	for (i = 0; i < 2; i++) {	/* the packets closed; then the open one, flushed */
+		while ((pk = sdt_consume(&cpu, &seq))) {
+			if (fwrite(pk, 1, PACKET, stdout) != PACKET)
+				return 3;
+			if (sdt_consume_done(&cpu, seq) != 1)
+				return 4;
+		}
+		/* the open packet, the oldest unread now, is not the consumer's: refused, and left to the writer */
+		if (!i)
+			open = cpu.current ? sdt_consume_done(&cpu, cpu.write_seq - 1) : 1;
+		sdt_flush();
 	}
-	fprintf(stderr, "%llu\n", (unsigned long long)cpu.discarded);
+	fprintf(stderr, "%llu %d\n", (unsigned long long)cpu.discarded, open);
 	return 0;
 }

@@ -1,7 +1,8 @@
 """The writer's fit checks, for any caller of the public sdt_event_begin (tests/runtime/event_fit.c, built with
 sdt_transport.c for this machine): events of sizes that are not multiples of 8 start at the next multiple of 8
 and end where they end, an event that fills a packet to its last byte is kept in it, the next one opens the
-next packet, and each packet's content ends at its last event's last byte. The placement is this test's own
+next packet, and each packet's content ends at its last event's last byte. A packet still open is not the
+consumer's: sdt_consume_done refuses it. The placement is this test's own
 model of the format (docs/runtime.md, Transport), not the runtime's."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from conftest import HERE, include_dir, runtime_dir
 from helpers import need_tool, run
 
-from sdtgen.layout import EVENT, PACKET
+from sdtgen.layout import EVENT, PACKET, VALUES
 
 SIZE = 1024  # event_fit.c's packets
 HEAD = PACKET.size(64)
@@ -46,8 +47,9 @@ def placed(sizes: list[int]) -> tuple[list[list[tuple[int, int, int]]], int]:
     return packets, lost
 
 
-def written(program, sizes: list[int]) -> tuple[list[tuple[int, list[tuple[int, int, int]]]], int]:
-    """(content size, events as (number, offset, size)) of each packet the program wrote, and its discarded count."""
+def written(program, sizes: list[int]) -> tuple[list[tuple[int, list[tuple[int, int, int]]]], int, int]:
+    """(content size, events as (number, offset, size)) of each packet the program wrote, its discarded count,
+    and what sdt_consume_done said of the packet still open once every closed one was consumed."""
     proc = subprocess.run([str(program), *map(str, sizes)], capture_output=True, check=True, timeout=60)
     data = proc.stdout
     head, ev = PACKET.struct(64), EVENT.struct(64)
@@ -63,7 +65,9 @@ def written(program, sizes: list[int]) -> tuple[list[tuple[int, list[tuple[int, 
             at = (at + e["size"] + 7) // 8 * 8
         assert len(events) == fields["events"]
         out.append((fields["content_size"] // 8, events))
-    return out, int(proc.stderr)
+    discarded, open_done = map(int, proc.stderr.split())
+    assert open_done in (1, VALUES["SDT_ERR_ARG"])
+    return out, discarded, open_done
 
 
 CASES = {
@@ -72,6 +76,9 @@ CASES = {
     "odd sizes": [17, 23, 31, 33, 49, 127, 255, 16, 511, 959, 21] * 6,
     "whole packet": [960, 960, 20, 960],  # a packet's whole room, alone
     "too big": [20, 961, 20, 4000, 20],  # more than any packet holds: discarded, the rest goes on
+    # 100 bytes after 860 would end at 1,024 from where 860 ends (924), but an event starts at the next multiple
+    # of 8 (928) and would end at 1,028: it opens the next packet
+    "aligned fit": [960, 860, 100],
 }
 
 
@@ -79,9 +86,12 @@ CASES = {
 def test_events_of_any_size_are_placed_and_ended_where_they_end(program, case):
     sizes = CASES[case]
     want, lost = placed(sizes)
-    got, discarded = written(program, sizes)
+    got, discarded, open_done = written(program, sizes)
     assert [events for _, events in got] == want
     assert [content for content, _ in got] == [events[-1][1] + events[-1][2] for events in want]
     assert discarded == lost
+    # the last packet was open when the consumer had read the others: sdt_consume_done refused it (documented:
+    # SDT_ERR_ARG, seq not a packet closed), and it was read whole once flushed (the packets above)
+    assert open_done == VALUES["SDT_ERR_ARG"]
     if case == "exact":
         assert want[0][-1][1] + want[0][-1][2] == SIZE and len(want) == 2

@@ -113,3 +113,38 @@ def test_any_corruption_is_read_or_refused_as_tables_never_a_crash(filled, flips
         return
     assert all(len(e.keys) <= 4 and 1 <= len(e.values) <= 1024 for e in t.entries)
     assert sum(AGG_ENTRY.size(64) + 8 * (len(e.keys) + len(e.values)) for e in t.entries) <= attach_size(AGG_BYTES)[1]
+
+
+def test_an_entry_that_exactly_fills_the_rest_of_the_arena_is_kept(harness):
+    """One-key quantize() entries (their size read back from the first one written), in memory sized so the
+    arena holds exactly N of them: N distinct keys are all kept, the last ending at the arena's last byte, and
+    only the (N+1)-th is dropped (counted)."""
+    from sdtgen.layout import VALUES
+
+    compiled = compile_for("t:m:f:n { @q[arg0] = quantize(arg1) }", [PROBE])
+    code = compiled.programs[0].code
+
+    def agg() -> dict:
+        raw = ctypes.string_at(harness.lib.h_agg(), AGG.size(64))
+        return dict(zip(AGG.names(), AGG.struct(64).unpack(raw), strict=True))
+
+    harness.attach(AGG_BYTES)
+    harness.fire(code, PROBE.key, [0, 1])
+    size = agg()["used[0]"]
+    assert size
+    nbytes = VALUES["SDT_AGG_MIN_BYTES"]
+    while True:  # the smallest memory whose arena is a whole number (more than one) of entries
+        harness.attach(nbytes)
+        a = agg()
+        if a["arena_size"] % size == 0 and a["arena_size"] // size > 1:
+            break
+        nbytes += 8
+    n = a["arena_size"] // size
+    assert n < a["nindex"] * 3 // 4  # the index has room for every one: only the arena decides
+    for k in range(n):
+        harness.fire(code, PROBE.key, [k, 1])
+    t = harness.tables(halves=(0,))
+    assert (len(t.entries), t.dropped, agg()["used[0]"]) == (n, 0, a["arena_size"])
+    harness.fire(code, PROBE.key, [n, 1])
+    t = harness.tables(halves=(0,))
+    assert (len(t.entries), t.dropped) == (n, 1)
