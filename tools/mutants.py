@@ -55,29 +55,51 @@ def _keyed(path: str, raw: list[tuple[int, str, str, str, Callable[[], str]]]) -
 
 
 def c_mutants(root: Path, path: str) -> list[Mutant]:
-    """universalmutator's mutants of a C file, in its order; those that change only a comment left out."""
+    """universalmutator's mutants of a C file, in its order.
+
+    It skips every line that holds a `/*`, code with a comment after it too (most of the runtime's lines that
+    say why): it is given the file with its comments blanked, and each mutated line goes back into the file
+    as it is, comments and all, with the line's own comment left out (a comment running on from or into the
+    line is kept open or closed)."""
     from universalmutator import mutator
 
-    source = (root / path).read_text().splitlines(keepends=True)
+    text = (root / path).read_text()
+    source = text.splitlines(keepends=True)
+    code, opens, closes = blank_c_comments(text)
+    code_lines = code.splitlines(keepends=True)
     with contextlib.redirect_stdout(io.StringIO()):  # it prints its rule files and counts
-        made = mutator.mutants_regexp(source, ruleFiles=C_RULES, ignorePatterns=[], ignoreStringOnly=True)
-    original = strip_c_comments("".join(source))
+        made = mutator.mutants_regexp(code_lines, ruleFiles=C_RULES, ignorePatterns=[], ignoreStringOnly=True)
     raw = []
     for lineno, new_line, (rule, _where), _regex in made:
-        def make(lineno=lineno, new_line=new_line) -> str:
-            return "".join(source[:lineno - 1]) + new_line + "".join(source[lineno:])
-        # Its regexps do not know comments: a change inside one is the same program, and no mutant.
-        if strip_c_comments(make()) == original:
-            continue
-        raw.append((lineno, source[lineno - 1].strip(), new_line.strip(), rule, make))
+        body = new_line.rstrip("\n")
+        line = ("*/ " if lineno in closes else "") + body + (" /*" if lineno in opens else "") + "\n"
+
+        def make(lineno=lineno, line=line) -> str:
+            return "".join(source[:lineno - 1]) + line + "".join(source[lineno:])
+        raw.append((lineno, code_lines[lineno - 1].strip(), body.strip(), rule, make))
     return _keyed(path, raw)
 
 
 _C_TOKENS = re.compile(r'("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')|//[^\n]*|/\*.*?\*/', re.S)
 
 
-def strip_c_comments(text: str) -> str:
-    return _C_TOKENS.sub(lambda m: m.group(1) or " ", text)
+def blank_c_comments(text: str) -> tuple[str, set[int], set[int]]:
+    """The text with each comment made a space (its line ends kept, so lines keep their numbers), and the
+    1-based lines on which a comment opens that goes on past the line, and on which one such ends."""
+    opens: set[int] = set()
+    closes: set[int] = set()
+    parts, at = [], 0
+    for m in _C_TOKENS.finditer(text):
+        if m.group(1):
+            continue
+        first = text.count("\n", 0, m.start()) + 1
+        newlines = m.group(0).count("\n")
+        if newlines:
+            opens.add(first)
+            closes.add(first + newlines)
+        parts += [text[at:m.start()], "\n" * newlines or " "]
+        at = m.end()
+    return "".join(parts) + text[at:], opens, closes
 
 
 def py_mutants(root: Path, path: str) -> list[Mutant]:

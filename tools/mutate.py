@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -128,6 +129,21 @@ class Scratch:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The pytest runs under way, so that an interrupted run ends them (each in its own session, with what it
+# started) rather than leave them running on.
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
+_stop = threading.Event()
+
+
+def stop_all() -> None:
+    _stop.set()
+    with _running_lock:
+        for proc in _running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
 def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, float, str]:
     """(passed | failed | timeout, seconds, the last lines of the output) of pytest on ``tests`` in the scratch
     tree, importing the scratch tree's sdtgen (PYTHONPATH ahead of the editable install's path)."""
@@ -138,8 +154,12 @@ def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, flo
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
            f"--basetemp={basetemp}", *tests]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    with _running_lock:
+        if _stop.is_set():
+            return "stopped", 0.0, ""
+        proc = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        _running.add(proc)
     try:
         out, _ = proc.communicate(timeout=timeout)
         status = "passed" if proc.returncode == 0 else "failed"
@@ -148,6 +168,8 @@ def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, flo
         out, _ = proc.communicate()
         status = "timeout"
     finally:
+        with _running_lock:
+            _running.discard(proc)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -225,8 +247,9 @@ def run(cfg: Config, log=print, chosen: dict[str, list[Mutant]] | None = None) -
         pool_dirs.put(s)
     results: dict[str, FileResult] = {}
     lock = threading.Lock()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(scratches))
     try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(scratches)) as pool:
+        with pool:
             def with_scratch(fn, *args):
                 s = pool_dirs.get()
                 try:
@@ -269,6 +292,8 @@ def run(cfg: Config, log=print, chosen: dict[str, list[Mutant]] | None = None) -
                         status, secs, out = run_tests(scratch, fr.tests, 3 * fr.baseline_seconds + 60)
                     finally:
                         target.write_text(original)
+                    if status == "stopped":
+                        return
                     outcome = Outcome(m, {"passed": "survived", "failed": "killed", "timeout": "timeout"}[status],
                                       secs, first_failure(out) if status == "failed" else "")
                     if outcome.status == "survived" and m.key in equivalent:
@@ -281,6 +306,10 @@ def run(cfg: Config, log=print, chosen: dict[str, list[Mutant]] | None = None) -
             order = [m for i in range(max((len(c) for c in chosen.values()), default=0))
                      for p in cfg.files for m in chosen[p][i:i + 1]]
             list(pool.map(lambda m: with_scratch(one, m), order))
+    except BaseException:  # Ctrl-C, SIGTERM: end what runs, start nothing more, leave no scratch tree
+        stop_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
         for s in scratches:
             s.remove()
@@ -392,6 +421,10 @@ def md(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'").replace("\n", " ⏎ ")[:160]
 
 
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -413,7 +446,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = Config(ROOT, files, args.sample, args.seed, args.jobs, args.budget)
     start = time.monotonic()
-    results = run(cfg, log=lambda s: print(s, flush=True))
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        results = run(cfg, log=lambda s: print(s, flush=True))
+    except KeyboardInterrupt:
+        print(f"mutate: interrupted; {args.output} not written, and the tree is as it was", file=sys.stderr)
+        return 130
     text = report(cfg, results, time.monotonic() - start)
     out = ROOT / args.output
     tmp = out.with_suffix(".tmp")
