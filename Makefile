@@ -101,7 +101,8 @@ realworld: $(STAMP)
 # The tools come with the test extras (the tool's own test runs them); `.[mutate]` has them alone.
 mutate: $(STAMP)
 	MUTATE_SAMPLE='$(MUTATE_SAMPLE)' MUTATE_SEED='$(MUTATE_SEED)' MUTATE_FILES='$(MUTATE_FILES)' \
-		MUTATE_JOBS='$(MUTATE_JOBS)' MUTATE_BUDGET='$(MUTATE_BUDGET)' $(BIN)/python tools/mutate.py
+		MUTATE_JOBS='$(MUTATE_JOBS)' MUTATE_BUDGET='$(MUTATE_BUDGET)' MUTATE_MAX_TESTS='$(MUTATE_MAX_TESTS)' \
+		$(BIN)/python tools/mutate.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
