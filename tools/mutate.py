@@ -253,73 +253,75 @@ def run(cfg: Config, log=print, chosen: dict[str, list[Mutant]] | None = None) -
         pool_dirs.put(s)
     results: dict[str, FileResult] = {}
     lock = threading.Lock()
+    # No `with pool`: its exit waits for every queued mutant before an interrupt could stop them.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(scratches))
     try:
-        with pool:
-            def with_scratch(fn, *args):
-                s = pool_dirs.get()
+        def with_scratch(fn, *args):
+            s = pool_dirs.get()
+            try:
+                return fn(s.dir, *args)
+            finally:
+                pool_dirs.put(s)
+
+        given, chosen = chosen, {}
+        share = quotas(cfg.files, cfg.sample)
+        for path in cfg.files:
+            all_mutants = mutants_of(cfg.root, path)
+            tests = cfg.tests.get(path, []) if cfg.tests is not None else covering_tests(cfg.root, path)
+            fr = results[path] = FileResult(path, len(all_mutants), list(tests[:cfg.max_tests or None]),
+                                            len(tests))
+            chosen[path] = (given[path] if given is not None else
+                            draw(cfg, fr, shuffled(all_mutants, cfg.seed), share[path], pool, with_scratch))
+            log(f"{path}: {len(all_mutants)} mutants, {len(chosen[path])} drawn, {len(fr.tests)} test files")
+
+        def baseline(scratch: Path, fr: FileResult) -> None:
+            if not fr.tests:
+                fr.baseline = "no covering tests"
+                return
+            if time.monotonic() > deadline:
+                return
+            status, secs, out = run_tests(scratch, fr.tests, max(60.0, deadline - time.monotonic()))
+            if _stop.is_set():
+                return
+            fr.baseline, fr.baseline_seconds = status, secs
+            if status != "passed":
+                fr.baseline = f"{status}: {first_failure(out)}"
+            log(f"{fr.path}: its {len(fr.tests)} test files {status} unmutated in {secs:.0f} s")
+
+        list(pool.map(lambda fr: with_scratch(baseline, fr), [results[p] for p in cfg.files if chosen[p]]))
+
+        def one(scratch: Path, m: Mutant) -> None:
+            fr = results[m.path]
+            if fr.baseline != "passed" or time.monotonic() > deadline:
+                outcome = Outcome(m, "not run", detail="the budget ran out" if fr.baseline == "passed"
+                                  else "its tests fail unmutated")
+            else:
+                target = scratch / m.path
+                original = target.read_text()
+                target.write_text(m.text())
                 try:
-                    return fn(s.dir, *args)
+                    status, secs, out = run_tests(scratch, fr.tests, 3 * fr.baseline_seconds + 60)
                 finally:
-                    pool_dirs.put(s)
-
-            given, chosen = chosen, {}
-            share = quotas(cfg.files, cfg.sample)
-            for path in cfg.files:
-                all_mutants = mutants_of(cfg.root, path)
-                tests = cfg.tests.get(path, []) if cfg.tests is not None else covering_tests(cfg.root, path)
-                fr = results[path] = FileResult(path, len(all_mutants), list(tests[:cfg.max_tests or None]),
-                                                len(tests))
-                chosen[path] = (given[path] if given is not None else
-                                draw(cfg, fr, shuffled(all_mutants, cfg.seed), share[path], pool, with_scratch))
-                log(f"{path}: {len(all_mutants)} mutants, {len(chosen[path])} drawn, {len(fr.tests)} test files")
-
-            def baseline(scratch: Path, fr: FileResult) -> None:
-                if not fr.tests:
-                    fr.baseline = "no covering tests"
+                    target.write_text(original)
+                if _stop.is_set():
                     return
-                if time.monotonic() > deadline:
-                    return
-                status, secs, out = run_tests(scratch, fr.tests, max(60.0, deadline - time.monotonic()))
-                fr.baseline, fr.baseline_seconds = status, secs
-                if status != "passed":
-                    fr.baseline = f"{status}: {first_failure(out)}"
-                log(f"{fr.path}: its {len(fr.tests)} test files {status} unmutated in {secs:.0f} s")
+                outcome = Outcome(m, {"passed": "survived", "failed": "killed", "timeout": "timeout"}[status],
+                                  secs, first_failure(out) if status == "failed" else "")
+                if outcome.status == "survived" and m.key in equivalent:
+                    outcome = Outcome(m, "equivalent", secs, equivalent[m.key])
+                log(f"{m.path}:{m.line} {m.key} {outcome.status} ({secs:.0f} s): {m.before} => {m.after}")
+            with lock:
+                fr.outcomes.append(outcome)
 
-            list(pool.map(lambda fr: with_scratch(baseline, fr), [results[p] for p in cfg.files if chosen[p]]))
-
-            def one(scratch: Path, m: Mutant) -> None:
-                fr = results[m.path]
-                if fr.baseline != "passed" or time.monotonic() > deadline:
-                    outcome = Outcome(m, "not run", detail="the budget ran out" if fr.baseline == "passed"
-                                      else "its tests fail unmutated")
-                else:
-                    target = scratch / m.path
-                    original = target.read_text()
-                    target.write_text(m.text())
-                    try:
-                        status, secs, out = run_tests(scratch, fr.tests, 3 * fr.baseline_seconds + 60)
-                    finally:
-                        target.write_text(original)
-                    if status == "stopped":
-                        return
-                    outcome = Outcome(m, {"passed": "survived", "failed": "killed", "timeout": "timeout"}[status],
-                                      secs, first_failure(out) if status == "failed" else "")
-                    if outcome.status == "survived" and m.key in equivalent:
-                        outcome = Outcome(m, "equivalent", secs, equivalent[m.key])
-                    log(f"{m.path}:{m.line} {m.key} {outcome.status} ({secs:.0f} s): {m.before} => {m.after}")
-                with lock:
-                    fr.outcomes.append(outcome)
-
-            # Round robin over the files, so a budget that runs out leaves every file some mutants run.
-            order = [m for i in range(max((len(c) for c in chosen.values()), default=0))
-                     for p in cfg.files for m in chosen[p][i:i + 1]]
-            list(pool.map(lambda m: with_scratch(one, m), order))
+        # Round robin over the files, so a budget that runs out leaves every file some mutants run.
+        order = [m for i in range(max((len(c) for c in chosen.values()), default=0))
+                 for p in cfg.files for m in chosen[p][i:i + 1]]
+        list(pool.map(lambda m: with_scratch(one, m), order))
     except BaseException:  # Ctrl-C, SIGTERM: end what runs, start nothing more, leave no scratch tree
         stop_all()
-        pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         for s in scratches:
             s.remove()
     for fr in results.values():
