@@ -170,3 +170,12 @@ def test_a_mutant_that_does_not_compile_or_changes_no_code_is_drawn_again(tree: 
     finally:
         scratch.remove()
     assert why == ["does not compile", "compiles to the same object", None, None]
+
+
+def test_a_spent_budget_runs_nothing_and_says_so(tree: Path):
+    c = mutants.mutants_of(tree, "tiny/clamp.c")
+    cfg = mutate.Config(tree, ["tiny/clamp.c"], sample=1, seed=1, budget=0, include=[])
+    [clamp] = mutate.run(cfg, log=lambda s: None, chosen={"tiny/clamp.c": [one(c, "if (v > hi)", "if (v < hi)")]})
+    assert [(o.status, o.detail) for o in clamp.outcomes] == [("not run", "the budget ran out")]
+    assert clamp.baseline == "not run" and clamp.score() is None
+    assert "| tiny/clamp.c |  | " in mutate.report(cfg, [clamp], 0.0)
