@@ -468,7 +468,7 @@ def cmd_torture(args: argparse.Namespace) -> int:
 
         summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
                           timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm,
-                          module=args.module)
+                          module=args.module, progress=True)
     else:
         summary = _torture_on(args, target, values)
         if summary is None:
@@ -484,6 +484,7 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
     """Torture on QEMU, an attached kernel or a process: the kernel's own control core does it."""
     import io
 
+    from sdtgen.progress import progress_line, seconds
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.session import Session
     from sdtgen.targets.base import Halted
@@ -522,7 +523,10 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
                     session.load_module(args.module)
                 spec = args.spec or (session.module_spec() if args.module else
                                      session.spec_of(args.run.partition(":")[0]))
-                return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
+                # The kernel toggles on its own CPUs and answers at the end: the line says how long it has run.
+                with progress_line(lambda t: f"torture: the kernel toggles {args.toggles} times on {args.cpus} "
+                                             f"CPU(s), {seconds(t)} of at most {seconds(args.timeout)}"):
+                    return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
             except Halted:
                 return None
             finally:
