@@ -154,6 +154,8 @@ def cmd_probes(args: argparse.Namespace) -> int:
     from sdtgen.listing import list_all
 
     listing = list_all(args.file, tuple(dict.fromkeys(args.kind or ())))
+    if args.spec:
+        listing = _matching(args.file, listing, args.spec)
     if args.json:
         _emit_json({"probes": [p.to_json() for p in listing]})
         return EXIT_OK
@@ -168,6 +170,27 @@ def cmd_probes(args: argparse.Namespace) -> int:
     for line, p in zip(body, listing, strict=True):  # dtrace -lv: each probe, then its argument types
         print(line, "", *(sentence(v) for v in p.verbose()), "", sep="\n")
     return EXIT_OK
+
+
+def _matching(path: str, listing: list, specs: list[str]) -> list:
+    """The probes any of ``specs`` matches, as `dtrace -l -n SPEC` lists them: with the IDs of the whole
+    listing, so an ID names the same probe whichever specs chose it."""
+    from sdtgen.calls import describe, parse_spec
+    from sdtgen.errors import printable
+
+    patterns = []
+    for text in specs:
+        try:
+            patterns.append(parse_spec(text))
+        except SdtError as e:
+            raise SdtError(printable(path), e.what, e.fix) from None
+    chosen = [p for p in listing if any(pattern.matches(p) for pattern in patterns)]
+    if not chosen:
+        what = " or ".join(f"{printable(t)!r} ({describe(pt)})" for t, pt in zip(specs, patterns, strict=True))
+        raise SdtError(printable(path), f"probe spec {what} matches no probe of the file",
+                       f"list them all with `sdtgen probes {printable(path)}`; a spec is "
+                       "provider:module:function:name, filled from the right, each field a glob")
+    return chosen
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -445,7 +468,7 @@ def cmd_torture(args: argparse.Namespace) -> int:
 
         summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
                           timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm,
-                          module=args.module)
+                          module=args.module, progress=True)
     else:
         summary = _torture_on(args, target, values)
         if summary is None:
@@ -461,6 +484,7 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
     """Torture on QEMU, an attached kernel or a process: the kernel's own control core does it."""
     import io
 
+    from sdtgen.progress import progress_line, seconds
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.session import Session
     from sdtgen.targets.base import Halted
@@ -499,7 +523,10 @@ def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
                     session.load_module(args.module)
                 spec = args.spec or (session.module_spec() if args.module else
                                      session.spec_of(args.run.partition(":")[0]))
-                return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
+                # The kernel toggles on its own CPUs and answers at the end: the line says how long it has run.
+                with progress_line(lambda t: f"torture: the kernel toggles {args.toggles} times on {args.cpus} "
+                                             f"CPU(s), {seconds(t)} of at most {seconds(args.timeout)}"):
+                    return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
             except Halted:
                 return None
             finally:
@@ -575,6 +602,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None) -> argparse.Namespace:  # type: ignore[override]
+        """As argparse's, but what no option of the subcommand takes is refused by the subcommand's parser, so the
+        hint names its help (`sdtgen probes --help`), not the top-level one."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = getattr(self, "subcommands", {}).get(getattr(parsed, "command", None), self)
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
 
 def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     """The options `boot`, `qemu` and `attach` share: what to arm and run, the buffers, the trace, the output."""
@@ -626,9 +662,13 @@ class _Only:
 
     def __init__(self, sub, only: str | None) -> None:
         self.sub, self.only = sub, only
+        self.parsers: dict[str, argparse.ArgumentParser] = {}
 
     def add_parser(self, name: str, **kwargs):
-        return self.sub.add_parser(name, **kwargs) if self.only in (None, name) else _Unused()
+        if self.only not in (None, name):
+            return _Unused()
+        self.parsers[name] = parser = self.sub.add_parser(name, **kwargs)
+        return parser
 
 
 class _Unused:
@@ -645,6 +685,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="sdtgen", description="Zero-cost SDT probes for kernel-style C builds.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = _Only(p.add_subparsers(dest="command", required=True, parser_class=_Parser), only)
+    p.subcommands = sub.parsers  # who refuses a subcommand's stray arguments
 
     s = sub.add_parser("scan", help="list the probe sites of a relocatable object (ld -r output)")
     s.add_argument("object", help="the partial link's output (ld -r)")
@@ -682,6 +723,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     pr = sub.add_parser("probes", help="list probes (dtrace -l style) of an object or an image")
     pr.add_argument("file", help="a relocatable object, an executable, a shared object or a kernel image")
+    pr.add_argument("spec", nargs="*", metavar="SPEC",
+                    help="list only the probes SPEC matches, as dtrace -l -n does: provider:module:function:name, "
+                         "filled from the right, each field a glob (* ? [..]), empty matches all (repeatable)")
     from sdtgen.tables import KINDS
 
     pr.add_argument("--kind", action="append", choices=("sdt", *KINDS),

@@ -317,3 +317,31 @@ def assemble_text(arch_name: str, flags: list[str], source: str, tmp: Path, name
          str(obj)])
     run([objcopy, "-O", "binary", "-j", ".text", str(linked), str(raw)])
     return raw.read_bytes()
+
+
+def on_terminal(*args: str) -> tuple[subprocess.CompletedProcess, str]:
+    """sdtgen run with its standard error on a terminal (a pty; stdout a pipe): the run, and everything it wrote to
+    the terminal, as a user would have seen it arrive."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([SDTGEN, *map(str, args)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=slave)
+    finally:
+        os.close(slave)
+    seen = bytearray()
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the last writer closed its side
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    out = proc.stdout.read().decode()
+    proc.stdout.close()
+    return subprocess.CompletedProcess(proc.args, proc.wait(), out, ""), seen.decode("utf-8", "replace")

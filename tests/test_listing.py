@@ -35,3 +35,36 @@ def test_human_listing_follows_dtrace_l(kernel):
     assert lines[0].split() == ["ID", "PROVIDER", "MODULE", "FUNCTION", "NAME", "SITES", "ARGS"]
     row = next(ln for ln in lines if "six" in ln)
     assert row.split(None, 6)[1:] == ["hk", "sched", "switch", "six", "1", "int, int, int, int, long, unsigned long"]
+
+
+def test_a_spec_lists_what_dtrace_l_n_lists_with_the_same_ids(kernel):
+    """`sdtgen probes FILE SPEC` is `dtrace -l -n SPEC`: provider:module:function:name filled from the right, each
+    field a glob; the rows keep the whole listing's IDs. The truth is the fixture's C source."""
+    whole = {(p["provider"], p["module"], p["function"], p["name"]): p["id"] for p in listed(kernel.image)}
+    source = [(s.provider, s.module, s.function, s.name) for s in defined_probes(FIXTURE)]
+
+    def chosen(*specs: str) -> dict:
+        got = json.loads(sdtgen("probes", kernel.image, *specs, "--json", check=True).stdout)["probes"]
+        return {(p["provider"], p["module"], p["function"], p["name"]): p["id"] for p in got}
+
+    vfs = {k for k in source if k[0] == "hk" and k[1] == "vfs"}
+    assert vfs and chosen("hk:vfs::") == {k: whole[k] for k in vfs}
+    lookup_entry = {k for k in source if k[2] == "lookup" and k[3] == "entry"}
+    assert len(lookup_entry) == 1 and chosen("lookup:entry") == {k: whole[k] for k in lookup_entry}
+    globbed = {k for k in source if k[0] == "hk" and k[3].startswith("exec")}
+    assert len(globbed) >= 2 and chosen("hk:::exec*") == {k: whole[k] for k in globbed}
+    assert chosen("hk:vfs::", "hk:::exec*") == {k: whole[k] for k in vfs | globbed}  # several: any of them
+
+
+def test_a_spec_that_matches_nothing_is_one_line_and_exit_2(kernel):
+    r = sdtgen("probes", kernel.image, "nosuch:::")
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and "'nosuch:::'" in r.stderr and "matches no probe" in r.stderr
+    r = sdtgen("probes", kernel.image, "a:b:c:d:e")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "more than four fields" in r.stderr
+
+
+def test_a_stray_option_names_the_subcommands_help(kernel):
+    r = sdtgen("probes", kernel.image, "--bogus")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "sdtgen probes: unrecognized arguments: --bogus (see sdtgen probes --help)"]

@@ -3,6 +3,7 @@ their links resolve, and every option the CLI has is documented."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -20,6 +21,8 @@ CLI_DOC = DOCS / "cli.md"
 MAX_README = 15_000
 # What `make demo` writes, the README promises, and its boot example reads.
 DEMO_IMAGE = "build/demo/kernel.elf"
+# The README's example built with every probe compiled out, the baseline of `sdtgen cost` (sdt_baseline).
+BASELINE = "build/kernel-out.elf"
 
 
 def fenced(text: str, info: str) -> list[str]:
@@ -64,6 +67,7 @@ def user_tree(tmp_path_factory) -> Path:
     """A directory with the README's main.c and Makefile built, and `make demo` run in it."""
     tree = write_user_tree(tmp_path_factory.mktemp("readme"))
     run(["make", "--no-print-directory"], cwd=tree, env=tool_env())
+    run(["make", "--no-print-directory", BASELINE], cwd=tree, env=tool_env())
     make_demo(tree)
     return tree
 
@@ -151,6 +155,27 @@ def test_the_readme_makefile_builds_and_checks_an_image(user_tree):
     relocs = [ln for ln in run(["readelf", "-rW", str(partial)]).stdout.splitlines() if "__dtrace_sdt_my_" in ln]
     assert len(relocs) == 2
     assert run([SDTGEN, "check", str(partial), str(image)]).returncode == 0
+
+
+def test_the_readme_baseline_is_its_image_without_probes_and_cost_reads_it(user_tree):
+    """`make build/kernel-out.elf` (the fragment's sdt_baseline) builds the same kernel with -DSDT_COMPILED_OUT in
+    a directory of its own, leaving the probed build as it was: nm and readelf say so, and `sdtgen cost` compares
+    the two."""
+    probed = user_tree / "build" / "kernel.elf"
+    before = probed.read_bytes()
+    run(["make", "--no-print-directory", BASELINE], cwd=user_tree, env=tool_env())
+    assert probed.read_bytes() == before
+    inner = user_tree / f"{BASELINE}.d" / "build" / "main.o"
+    assert "__dtrace_sdt_" not in run(["readelf", "-rW", str(inner)]).stdout  # compiled out: no probe call
+    assert "__dtrace_sdt_my_" in run(["readelf", "-rW", str(user_tree / "build" / "main.o")]).stdout
+    def body(image) -> str:  # vfs_open as objdump disassembles it
+        return run(["objdump", "-dr", "--disassemble=vfs_open", str(image)]).stdout.split("<vfs_open>:", 1)[1]
+
+    assert "__dtrace_sdt_my_vfs_open" in body(user_tree / "build" / "kernel.o")  # the probed: its two calls
+    assert "call" not in body(user_tree / BASELINE) and "ret" in body(user_tree / BASELINE)
+    report = json.loads(run([SDTGEN, "cost", str(probed), str(user_tree / BASELINE), "--json"]).stdout)
+    (vfs_open,) = [f for f in report["functions"] if f["function"] == "vfs_open"]
+    assert len(vfs_open["sites"]) == 2 and vfs_open["baseline_path"] is not None and report["missing"] == []
 
 
 def test_the_demo_writes_where_the_readme_says(user_tree):

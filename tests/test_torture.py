@@ -7,9 +7,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 
 import pytest
-from helpers import ARCHES, OTHER_ARCHES, build_c_kernel, sdtgen
+from helpers import ARCHES, OTHER_ARCHES, build_c_kernel, on_terminal, sdtgen
 from native_oracle import Call
 
 from sdtgen.layout import VALUES
@@ -137,6 +138,19 @@ def test_a_run_whose_sites_never_fire_is_not_a_pass(tmp_path):
     r = sdtgen("torture", str(image), "--run", "never", "--arg", "1", "--toggles", "20")
     assert r.returncode == 1
     assert "no site fired" in r.stdout
+
+
+def test_a_terminal_sees_the_toggles_go_by_and_a_pipe_sees_nothing(kernel):
+    """Long work shows progress on a terminal and stays quiet otherwise: on a terminal, standard error shows the
+    toggles made so far on one line rewritten in place, erased at the end; piped, it stays empty (run_torture)."""
+    r, seen = on_terminal("torture", kernel.image, "--run", "sched_run", "--arg", "20", "--cpus", "2",
+                          "--toggles", "40", "--timeout", "600", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["toggles"] == 40
+    shown = [int(n) for n in re.findall(r"torture: toggle (\d+) of 40 on 2 CPU\(s\), \d+ s of at most 10 min 00 s",
+                                        seen)]
+    assert shown and shown == sorted(shown) and shown[-1] <= 40
+    assert "\n" not in seen and seen.endswith("\r\x1b[K")  # one line, rewritten, then erased
+    assert run_torture(kernel.image, "--cpus", "2", "--toggles", "4")[0] == 0  # piped: stderr "" (run_torture)
 
 
 def test_a_timeout_says_how_many_toggles_were_made(kernel):

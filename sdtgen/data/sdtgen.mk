@@ -24,6 +24,11 @@
 #                SDT_LINKER_SCRIPTS), then `sdtgen check`; an image that
 #                fails the check is deleted
 #
+# sdt_baseline(BASELINE, IMAGE) adds BASELINE: IMAGE built again by the same
+# Makefile with every probe compiled out (SDT_COMPILED_OUT=1), in a directory
+# of its own (BASELINE.d/, the sources found from here by vpath), then copied
+# to BASELINE: what `sdtgen cost IMAGE BASELINE` compares against.
+#
 # Output is Kbuild-style ("  SDTGEN  build/kernel.o"); V=1 prints commands.
 # Every path is found from this file's own place, so a make that has nothing
 # to do starts sdtgen at most once (the `sdtgen makefile` of the include).
@@ -68,6 +73,20 @@ SDT_KEEP_TEXT ?=
 # The partial link's script, when not sdtgen's (partial.ld, or with SDT_KEEP_TEXT PARTIAL_sdt_partial.ld)
 SDT_PARTIAL_LDS ?=
 SDT_FINAL_LDS ?=
+# SDT_COMPILED_OUT=1: every probe compiled out (sdt.h's SDT_COMPILED_OUT): sdt_image adds -DSDT_COMPILED_OUT to
+# CFLAGS after your Makefile set them (a `make CFLAGS+=...` would replace them), so the image is the baseline of
+# `sdtgen cost`; sdt_baseline builds it beside the probed image
+SDT_COMPILED_OUT ?=
+
+# The Makefile that included this one (sdt_baseline runs it again), and, in that run, where the sources are.
+sdt_makefile := $(abspath $(firstword $(MAKEFILE_LIST)))
+SDT_BASELINE_SRC ?=
+ifneq ($(SDT_BASELINE_SRC),)
+vpath %.c $(SDT_BASELINE_SRC)
+vpath %.h $(SDT_BASELINE_SRC)
+vpath %.S $(SDT_BASELINE_SRC)
+vpath %.s $(SDT_BASELINE_SRC)
+endif
 
 # SDT_ARCH, unless set: the architecture $(SDT_CC) builds for with SDT_CFLAGS (`-dumpmachine`, which
 # clang answers for its --target), asked only when a link needs it. A cross build whose SDT_ARCH
@@ -107,6 +126,7 @@ sdt_stamp = $(shell echo '$(2)' | cmp -s - $(1) 2>/dev/null || { mkdir -p $(dir 
 sdt_partial_lds = $(or $(SDT_PARTIAL_LDS),$(if $(SDT_KEEP_TEXT),$(1:.o=)_sdt_partial.ld,$(SDT_LINKER_SCRIPTS)/partial.ld))
 
 define sdt_image
+$(if $(filter 1,$(SDT_COMPILED_OUT)),override CFLAGS += -DSDT_COMPILED_OUT)
 $(if $(SDT_CLOCK_HZ),$(call sdt_stamp,$(2:.o=)_sdt_clock,$(SDT_CLOCK_HZ) $(SDT_CLOCK_NAME)))
 $(if $(SDT_KEEP_TEXT),$(call sdt_stamp,$(2:.o=)_sdt_keep,$(SDT_KEEP_TEXT)))
 $(2): $(3) $(call sdt_partial_lds,$(2)) $(if $(SDT_CLOCK_HZ),$(2:.o=)_sdt_clock)
@@ -148,4 +168,18 @@ $(1): $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.a $$(o
 	$$(sdt_q)$$(SDT_LD) $$(SDT_LDFLAGS) -L $$(SDT_LINKER_SCRIPTS) -T $$(or $$(SDT_FINAL_LDS),$(2:.o=)_sdt_final.ld) -o $$@ $(2) $(2:.o=)_sdt_stubs.o $(2:.o=)_sdt_table.o $(2:.o=)_sdt_runtime.a
 	$$(sdt_msg) SDTCHK $$@
 	$$(sdt_q)$$(SDTGEN) check --quiet $(2) $$@ || { rm -f $$@; exit 1; }
+endef
+
+# sdt_baseline(BASELINE, IMAGE): IMAGE (a path under the current directory) without probes. Always run: the
+# inner make decides what is out of date, from the sources and its own objects, never the probed ones.
+define sdt_baseline
+$(if $(filter /%,$(2)),$(error sdt_baseline: IMAGE $(2) is absolute: give it relative to $(CURDIR)))
+$(1): FORCE_SDT_BASELINE
+	$$(sdt_msg) MAKE $$@
+	$$(sdt_q)mkdir -p $(1).d
+	$$(sdt_q)$$(MAKE) --no-print-directory -C $(1).d -f $(sdt_makefile) SDT_COMPILED_OUT=1 \
+		SDT_BASELINE_SRC=$(CURDIR) $(2)
+	$$(sdt_q)cp $(1).d/$(2) $$@
+
+.PHONY: FORCE_SDT_BASELINE
 endef

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
@@ -41,6 +42,10 @@ class ActionResult(NamedTuple):
     value: int
 
 
+# Lines of the kernel's console held while it boots (Reporter.hold_console): a firmware's banner is about 40.
+HELD_CONSOLE = 200
+
+
 class Reporter:
     def __init__(self, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
                  file: str = "", quiet: bool = False) -> None:
@@ -50,6 +55,8 @@ class Reporter:
         self.file = file  # the image, for diagnostics
         self.per_cpu = False  # several CPUs: a line starts with its CPU
         self.quiet = quiet  # firings are not shown (they still count, and go to the trace)
+        self._held: deque[str] | None = None  # the console before the kernel's hello, while it boots
+        self._held_dropped = 0
 
     def _emit(self, event: dict, human: str | None) -> None:
         if self.as_json:
@@ -188,7 +195,30 @@ class Reporter:
 
     def console(self, text: str) -> None:
         """What the kernel printed outside frames (its own log, a panic before the line was up)."""
+        if self._held is not None:
+            if len(self._held) == self._held.maxlen:
+                self._held_dropped += 1
+            self._held.append(text)
+            return
         self.text("console", printable(text.rstrip("\n"), 2000))
+
+    def hold_console(self) -> None:
+        """From now until ``release_console``, the kernel's console is held, not shown: a firmware's banner and
+        the kernel's boot log, before its control core's hello, are no part of a session's output once it says
+        hello (the last HELD_CONSOLE lines are kept for a boot that fails). JSON shows every line as it comes."""
+        if not self.as_json:
+            self._held, self._held_dropped = deque(maxlen=HELD_CONSOLE), 0
+
+    def release_console(self, show: bool) -> None:
+        """The boot is over: the held console shown (``show``: the kernel never said hello, and its console is
+        where it stopped) or let go, and the console shown as it comes from now on."""
+        held, dropped = self._held, self._held_dropped
+        self._held = None
+        if show and held:
+            if dropped:
+                self.text("console", f"({dropped} earlier line(s) of the kernel's console not kept)")
+            for text in held:
+                self.console(text)
 
 
 def _spaced(hexbytes: str) -> str:

@@ -108,11 +108,17 @@ class Session:
                 precheck(self)
             if trace is not None:
                 self._check_trace(*trace)
+            self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
                 self.target = start(self)
-            except Halted as h:  # the kernel never came up: said once, here
+            except Halted as h:  # the kernel never came up: said once, here, after its console
+                self.reporter.release_console(show=True)
                 self.reporter.error(str(h), h.fix)
                 raise
+            except BaseException:
+                self.reporter.release_console(show=True)
+                raise
+            self.reporter.release_console(show=False)
             self.booting = False
             booted = self.target.booted
             self.cpus = booted.cpus

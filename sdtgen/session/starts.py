@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
 from sdtgen.targets.base import Summary
@@ -41,9 +43,10 @@ def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffe
 
 def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
             timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch",
-            module: str | None = None) -> Summary:
+            module: str | None = None, progress: bool = False) -> Summary:
     """Boot ``path`` in the emulator on ``cpus`` CPUs and a control CPU, and run the torture test (or the exhaustive
-    check); the summary. ``module``: loaded first (its functions callable); mode ``module`` cycles it."""
+    check); the summary. ``module``: loaded first (its functions callable); mode ``module`` cycles it. ``progress``:
+    the toggles made so far on standard error while it runs, when that is a terminal."""
     import io
 
     from sdtgen.targets.emulator import EmulatorTarget
@@ -64,11 +67,27 @@ def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles
         if exhaustive:
             from sdtgen.targets.emulator_exhaustive import exhaustive as run_exhaustive
 
-            return run_exhaustive(session.target, symbol, module=module is not None)
+            with _progress(progress, lambda: f"torture --exhaustive: {symbol}'s sites"):
+                return run_exhaustive(session.target, symbol, module=module is not None)
         if mode == "module" and not spec:
             spec = session.module_spec()
         t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
         t.prepare(symbol)
-        return t.run()
+        with _progress(progress, lambda: f"torture: toggle {t.summary.done} of {toggles} on {cpus} CPU(s)",
+                       timeout):
+            return t.run()
     finally:
         session.close()
+
+
+def _progress(shown: bool, status: Callable[[], str], timeout: float | None = None):
+    """The torture's progress line (sdtgen/progress.py): what ``status`` says, the time so far and the time it
+    may take; nothing when not ``shown``."""
+    from contextlib import nullcontext
+
+    from sdtgen.progress import progress_line, seconds
+
+    if not shown:
+        return nullcontext()
+    limit = f" of at most {seconds(timeout)}" if timeout is not None else ""
+    return progress_line(lambda elapsed: f"{status()}, {seconds(elapsed)}{limit}")

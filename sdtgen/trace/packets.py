@@ -63,6 +63,7 @@ class EventFormat:
     strings: tuple[int, ...]  # argument numbers copied as strings, in order
     words: struct.Struct  # the integers after the header, each read as its C type holds it (ArgType.value)
     size: int  # bytes of an event without strings (header and words); with strings, the least
+    probe_order: bool = False  # its arguments stored in the probe's order (a trace sdtgen wrote), not integers first
 
     def run(self, header: int) -> tuple[struct.Struct, struct.Struct]:
         """For a packet of this probe's events only, each ``stride`` bytes apart: (the timestamps, the arguments)
@@ -86,12 +87,16 @@ def _word_code(t: ArgType, bits: int, little: bool) -> str:
     return code + pad if little else pad + code
 
 
-def event_format(key: int, spec: str, types: tuple[str, ...], bits: int, little: bool = True) -> EventFormat:
+def event_format(key: int, spec: str, types: tuple[str, ...], bits: int, little: bool = True,
+                 probe_order: bool = False) -> EventFormat:
+    """How to decode a probe's events: as the runtime stores them, or (``probe_order``) as sdtgen's CTF traces
+    hold them, each argument in the probe's order (sdtgen/trace/ctf.py)."""
     lay = event_layout(types, bits)
     argtypes = tuple(arg_type(t, bits) for t in types)
     words = struct.Struct(("<" if little else ">") + "".join(_word_code(argtypes[k], bits, little) for k in lay.ints))
+    moved = probe_order and bool(lay.strings) and bool(lay.ints) and min(lay.strings) < max(lay.ints)
     return EventFormat(key, spec, types, argtypes, lay.ints, lay.strings, words,
-                       EVENT.size(bits) + words.size)
+                       EVENT.size(bits) + words.size, moved)
 
 
 class Decoder:
@@ -255,6 +260,8 @@ class Decoder:
     def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple[tuple, int]:
         """The arguments of an event with strings (its words at ``at``, its strings up to ``end`` at most), and
         the size of its fields: the header, the words and each string with its NUL."""
+        if f.probe_order:
+            return self._args_in_order(f, data, at, end, unreadable, where)
         args: list = [None] * len(f.types)
         for k, value in zip(f.ints, f.words.unpack_from(data, at), strict=True):
             args[k] = value
@@ -268,6 +275,31 @@ class Decoder:
             args[k] = None if unreadable >> k & 1 else chars[pos:stop].decode("utf-8", "replace")
             pos = stop + 1
         return tuple(args), f.size + pos
+
+    def _args_in_order(self, f: EventFormat, data, at: int, end: int, unreadable: int,
+                       where: str) -> tuple[tuple, int]:
+        """As ``_args``, for arguments stored in the probe's order: each string up to its NUL, each integer a word
+        where the field before it ended."""
+        args: list = [None] * len(f.types)
+        chars = bytes(data[at:end])
+        word = self.bits // 8
+        words = bytearray()
+        pos = 0
+        for k in range(len(f.types)):
+            if k in f.strings:
+                stop = chars.find(b"\0", pos)
+                if stop < 0:
+                    raise PacketError(f"{where}string argument {k} of {f.spec} has no end")
+                args[k] = None if unreadable >> k & 1 else chars[pos:stop].decode("utf-8", "replace")
+                pos = stop + 1
+            else:
+                if pos + word > len(chars):
+                    raise PacketError(f"{where}integer argument {k} of {f.spec} runs past its event")
+                words += chars[pos:pos + word]
+                pos += word
+        for k, value in zip(f.ints, f.words.unpack(bytes(words)), strict=True):
+            args[k] = value
+        return tuple(args), f.size - f.words.size + pos
 
 
 _new = tuple.__new__  # an Event from its fields' tuple, without a Python-level __new__ per event

@@ -67,7 +67,8 @@ def recorded_events(image, trace) -> dict[int, list[tuple[str, list]]]:
     with Image(str(image)) as im:
         probes = im.probes()
         bits = im.arch.bits
-    decoder = Decoder([event_format(p.key, p.spec, p.args, bits) for p in probes], bits)
+    # as sdtgen's traces hold them: each event's arguments in its probe's order (sdtgen/trace/ctf.py)
+    decoder = Decoder([event_format(p.key, p.spec, p.args, bits, probe_order=True) for p in probes], bits)
     out = {}
     for cpu in range(CPUS):
         data = (trace / f"stream_{cpu}").read_bytes()

@@ -214,3 +214,11 @@ def test_damaged_notes_are_one_line_and_exit_2(builder, sdt_include, tmp_path, e
     proc = sdtgen("probes", bad)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and what in proc.stderr and str(bad) in proc.stderr
+
+
+def test_a_spec_lists_the_notes_readelf_shows_for_it(usdt):
+    """`sdtgen probes FILE SPEC` as `dtrace -l -n` / `bpftrace -l`: a glob on the name, against readelf -n."""
+    _, _, _, exe = usdt
+    want = sorted((n.provider, n.name) for n in readelf.notes(exe) if n.provider == "demo" and n.name.endswith("t"))
+    got = json.loads(sdtgen("probes", exe, "demo:::*t", "--json", check=True).stdout)["probes"]
+    assert want and sorted((p["provider"], p["raw_name"]) for p in got for _ in p["addresses"]) == want

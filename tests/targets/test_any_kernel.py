@@ -134,3 +134,18 @@ def test_a_kernel_that_gives_no_aggregation_memory_is_told_which_member_to_give(
     [line] = r.stderr.splitlines()
     assert "the kernel cannot attach aggregation tables" in line and "sdt_control_ops.agg_memory" in line, line
     assert "sched_tick" not in r.stdout, "the session ended before the run"
+
+
+def test_the_firmwares_banner_before_the_hello_is_not_shown_but_json_has_it(tinyk):
+    """OpenSBI prints its banner on the UART before tinyk's control core says hello: `sdtgen qemu` shows what
+    the session did from the hello on (the banner is in --json's console events, and shown if the kernel never
+    says hello)."""
+    argv = ["qemu", tinyk, "--enable", "tk:net::", "--run", "net_rx", "--arg", "4", "--qemu-arg=-bios",
+            "--qemu-arg=default"]
+    events = [json.loads(line) for line in sdtgen(*argv, "--json", check=True).stdout.splitlines()]
+    first = next(i for i, e in enumerate(events) if e["event"] == "patched")
+    banner = [e["text"] for e in events[:first] if e["event"] == "console"]
+    assert any("OpenSBI" in line for line in banner) and len(banner) > 10  # QEMU's firmware did print it
+    lines = sdtgen(*argv, check=True).stdout.splitlines()
+    assert lines[0].startswith("patched ") and not any(text in lines for text in banner)
+    assert any(line.startswith("tk:net:") for line in lines) and lines[-1].startswith("net_rx(4) = ")

@@ -4,8 +4,9 @@ on standard input and output), tortured on this machine's real cores with the su
 from __future__ import annotations
 
 import json
+import re
 
-from helpers import sdtgen
+from helpers import on_terminal, sdtgen
 
 
 def torture(image, *options: str) -> tuple[int, dict]:
@@ -20,3 +21,13 @@ def test_the_safe_protocol_never_tears_under_real_threads(kernel_proc):
     assert (s["protocol"], s["toggles"], s["cpus"]) == ("safe", 3000, 2)
     assert (s["torn"], s["faults"], s["wrong"]) == (0, 0, 0) and s["calls"] > 3000 and s["firings"] > 0
     assert code == 0 and s["passed"]
+
+
+def test_a_terminal_sees_how_long_the_kernels_torture_has_run(kernel_proc):
+    """The kernel toggles on its own CPUs and answers at the end: on a terminal, standard error says what it
+    does and for how long so far, on one line erased at the end (piped, nothing: torture() above)."""
+    r, seen = on_terminal("torture", kernel_proc, "--target", "process", "--run", "sched_run", "--arg", "20",
+                          "--json", "--timeout", "300", "--cpus", "2", "--toggles", "1000")
+    assert r.returncode == 0 and json.loads(r.stdout)["toggles"] == 1000
+    assert re.search(r"torture: the kernel toggles 1000 times on 2 CPU\(s\), \d+ s of at most 5 min 00 s", seen)
+    assert "\n" not in seen and seen.endswith("\r\x1b[K")
