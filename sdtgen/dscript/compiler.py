@@ -775,8 +775,11 @@ class Registry:
                               "key an aggregation the same way in every clause")
         merged = []
         for k, (a, b) in enumerate(zip(have.keys, kinds, strict=True)):
-            if a == b or {a, b} == {"int", "uint"}:
-                merged.append("int" if "int" in (a, b) else "uint")  # signed wherever it is signed once
+            if a == b:
+                merged.append(a)  # a probe name stays the name it keys by, in every program that updates it
+                continue
+            if {a, b} == {"int", "uint"}:
+                merged.append("int")  # signed wherever it is signed once
                 continue
             raise ClauseError(f"{display(agg.name)}'s key {k + 1} is {a} elsewhere, {b} here",
                               "key an aggregation the same way in every clause")

@@ -10,7 +10,7 @@ import json
 import pytest
 from aggregate_expect import CALLS, SCRIPT, expected, printed, run_args
 from helpers import sdtgen
-from native_oracle import run_native
+from native_oracle import Call, run_native
 
 from sdtgen.errors import SdtError
 from sdtgen.layout import AGG
@@ -116,3 +116,25 @@ def test_a_script_refused_in_a_running_session_arms_nothing(kernel):
         assert [p.spec for p in s.list_probes() if p.armed] == ["hk:sched:run:tick"]
     finally:
         s.close()
+
+
+# hk:mem:alloc:entry matches both clauses, the other alloc probes only the second: two programs update @n and @f
+SPLIT = ("hk:mem:alloc:entry { @p = count(); }\n"
+         "hk:mem:alloc: { @n[probefunc] = count(); @f[probeprov, probemod, probefunc, probename] = count(); }")
+SPLIT_CALLS = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,)), Call("kmem_alloc", (70000,))]
+
+
+def test_probe_names_as_keys_print_as_names_whatever_programs_update_them(kernel, native_exe):
+    firings = [e for e in run_native(native_exe, SPLIT_CALLS) if e.get("probe", "").startswith("hk:mem:alloc:")]
+    assert len({f["probe"] for f in firings}) > 1, "the calls fire more than one alloc probe"
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "-q", "--aggregate", SPLIT, *run_args(SPLIT_CALLS))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    rows = {a["name"]: {tuple(r["keys"]): r["value"] for r in a["rows"]} for a in aggs["aggregations"]}
+    assert rows["n"] == {("alloc",): CPUS * len(firings)}
+    by_probe: dict[tuple, int] = {}
+    for f in firings:
+        by_probe[tuple(f["probe"].split(":"))] = by_probe.get(tuple(f["probe"].split(":")), 0) + CPUS
+    assert rows["f"] == by_probe
+    text = sdtgen("boot", kernel.image, "--cpus", CPUS, "--aggregate", SPLIT, *run_args(SPLIT_CALLS))
+    assert f"  {'alloc':<50} {CPUS * len(firings):16d}" in text.stdout.splitlines()

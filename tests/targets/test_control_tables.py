@@ -11,7 +11,7 @@ import struct
 
 import pytest
 from aggregate_expect import CALLS, SCRIPT, expected, printed
-from native_oracle import run_native
+from native_oracle import Call, run_native
 
 from sdtgen.dscript.tables import CpuTables
 from sdtgen.layout import AGG, AGG_ENTRY, WORD
@@ -115,3 +115,25 @@ def test_a_spoiled_frame_is_refused_whatever_it_claims(real_frame, case):
     frame, addr, given, arch = real_frame
     t = tables_of_frame(hostile(frame, arch)[case], 0, addr, given, arch)
     assert isinstance(t, DamagedTables), case
+
+
+def test_probe_names_as_keys_print_as_names_when_two_programs_update_them(kernel_proc, native_exe):
+    """hk:mem:alloc:entry matches both clauses, the other alloc probes only the second: two programs key @n."""
+    calls = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,))]
+    firings = [e for e in run_native(native_exe, calls) if e.get("probe", "").startswith("hk:mem:alloc:")]
+    out = io.StringIO()
+    s = process_session(kernel_proc, out)
+    try:
+        s.aggregate("hk:mem:alloc:entry { @p = count(); }\nhk:mem:alloc: { @n[probefunc, probename] = count(); }")
+        for c in calls:
+            s.run(f"{c.function}:long", list(c.args))
+        s.printa()
+        rows = {a["name"]: {tuple(r["keys"]): r["value"] for r in a["rows"]}
+                for a in last_aggregations(out)["aggregations"]}
+        want: dict[tuple, int] = {}
+        for f in firings:
+            key = ("alloc", f["probe"].split(":")[3])
+            want[key] = want.get(key, 0) + CPUS
+        assert rows["n"] == want
+    finally:
+        s.close()
