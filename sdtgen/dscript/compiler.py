@@ -754,15 +754,16 @@ def extension(t: ArgType, bits: int) -> tuple[str, bool]:
 class Registry:
     """Aggregations by name across every clause: one id each, one function, one shape."""
 
-    def __init__(self, first_id: int) -> None:
+    def __init__(self, first_id: int, declared: list[str]) -> None:
         self.first_id = first_id
         self.by_name: dict[str, AggInfo] = {}
+        self.order = {name: i for i, name in enumerate(dict.fromkeys(declared))}  # ids in declaration order
 
     def use(self, agg: Aggregation, kinds: tuple[str, ...], params: tuple[int, int, int]) -> AggInfo:
         low, step, levels = params
         have = self.by_name.get(agg.name)
         if have is None:
-            have = AggInfo(self.first_id + len(self.by_name), agg.name, agg.func, kinds, low, step, levels)
+            have = AggInfo(self.first_id + self.order[agg.name], agg.name, agg.func, kinds, low, step, levels)
             self.by_name[agg.name] = have
             return have
         if have.func != agg.func or (have.low, have.step, have.levels) != (low, step, levels):
@@ -844,7 +845,8 @@ def compile_clauses(clauses: list[Clause], probes: Iterable, bits: int, first_id
         key = (tuple(c.number for c in which), tuple((k, t) for k, t, _ in types))
         by_probe[p.key] = key
         groups.setdefault(key, []).append((p, which, types))
-    registry = Registry(first_id)
+    # ids follow the order the script first names each aggregation: printa prints them in it, as DTrace does
+    registry = Registry(first_id, [a.name for c in clauses for a in c.actions])
     programs = []
     for members in groups.values():
         group_probes = [p for p, _, _ in members]

@@ -138,3 +138,17 @@ def test_probe_names_as_keys_print_as_names_whatever_programs_update_them(kernel
     assert rows["f"] == by_probe
     text = sdtgen("boot", kernel.image, "--cpus", CPUS, "--aggregate", SPLIT, *run_args(SPLIT_CALLS))
     assert f"  {'alloc':<50} {CPUS * len(firings):16d}" in text.stdout.splitlines()
+
+
+def test_printa_prints_aggregations_in_the_order_the_script_declares_them(kernel):
+    """DTrace's order: each aggregation where the script first names it, whichever program updates it first."""
+    script = ("hk:mem:alloc:entry { @a[1] = count(); }\nhk:mem:alloc: { @b[2] = count(); }\n"
+              "hk:sched:run:tick { @c[3] = count(); }\nhk:mem:alloc:entry { @[4] = count(); }")
+    calls = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,)), Call("sched_run", (2,))]
+    proc = sdtgen("boot", kernel.image, "--aggregate", script, *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    keys = [int(line.split()[0]) for line in proc.stdout.splitlines() if line.startswith(" " * 15)]
+    assert keys == [1, 2, 3, 4]
+    proc = sdtgen("boot", kernel.image, "--json", "-q", "--aggregate", script, *run_args(calls))
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    assert [a["name"] for a in aggs["aggregations"]] == ["a", "b", "c", ""]
