@@ -50,6 +50,7 @@ class Reporter:
         self.file = file  # the image, for diagnostics
         self.per_cpu = False  # several CPUs: a line starts with its CPU
         self.quiet = quiet  # firings are not shown (they still count, and go to the trace)
+        self._errors_said: dict[int, int] = {}  # per CPU: the programs' errors a warning has said
 
     def _emit(self, event: dict, human: str | None) -> None:
         if self.as_json:
@@ -158,6 +159,11 @@ class Reporter:
         for cpu, n in sorted(totals.dropped.items()):
             if n:
                 self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full")
+        for cpu, n in sorted(totals.errors.items()):
+            if n > self._errors_said.get(cpu, 0):  # the kernel's running count: said again only when it grew
+                self._errors_said[cpu] = n
+                self.warning(f"{n} error{'' if n == 1 else 's'} on CPU {cpu}: a clause divided by zero or met a "
+                             "string it could not read, and that firing did nothing more")
 
     def error(self, text: str, fix: str = "") -> None:
         """What ended the session (the kernel stopped answering, its machine ended), and what to do."""

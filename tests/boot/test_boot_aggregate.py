@@ -152,3 +152,19 @@ def test_printa_prints_aggregations_in_the_order_the_script_declares_them(kernel
     proc = sdtgen("boot", kernel.image, "--json", "-q", "--aggregate", script, *run_args(calls))
     [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
     assert [a["name"] for a in aggs["aggregations"]] == ["a", "b", "c", ""]
+
+
+def test_a_division_by_zero_in_the_kernel_is_said_on_stderr_per_cpu(kernel, native_exe):
+    """As drops are: the firings a program stopped (here those whose arg0 is 0) are counted and said in text too."""
+    calls = [Call("sched_run", (3,)), Call("sched_run", (2,))]
+    ticks = [f for f in run_native(native_exe, calls) if f.get("probe") == "hk:sched:run:tick"]
+    zeros = sum(1 for f in ticks if f["args"][0] == 0)
+    assert zeros == 2 and len(ticks) > zeros
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--aggregate", "hk:sched:run:tick @ = sum(10 / arg0)",
+                  *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert said == [f"{kernel.image}: warning: {zeros} errors on CPU {cpu}: a clause divided by zero or met a string "
+                    "it could not read, and that firing did nothing more" for cpu in range(CPUS)]
+    total = sum(10 // f["args"][0] for f in ticks if f["args"][0]) * CPUS
+    assert f" {total:16d}" in proc.stdout.splitlines()
