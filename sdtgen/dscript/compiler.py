@@ -162,6 +162,23 @@ def fits_imm(v: int) -> bool:
 
 
 # -- emitting code -------------------------------------------------------------------------------------------
+class Steps:
+    """A value's code as a flat run of steps, each given the register the value goes to: a chain a + b + c ...
+    is emitted in a loop, not through calls nested as deep as the chain is long."""
+
+    def __init__(self, steps: tuple[Callable[[int], None], ...]) -> None:
+        self.steps = steps
+
+    def __call__(self, r: int) -> None:
+        for step in self.steps:
+            step(r)
+
+
+def then(first: Callable[[int], None], step: Callable[[int], None]) -> Steps:
+    """Code that emits ``first`` and then ``step`` into the same register."""
+    return Steps((first.steps if isinstance(first, Steps) else (first,)) + (step,))
+
+
 class Label:
     pass
 
@@ -256,7 +273,14 @@ class Group:
         if isinstance(node, Unary):
             return self.unary(node)
         if isinstance(node, Binary):
-            return self.binary(node)
+            spine = []  # a flat chain a || b || c ... is a left-deep tree: walked in a loop, not recursed through
+            while isinstance(node, Binary):
+                spine.append(node)
+                node = node.left
+            left = self.value(node)
+            for b in reversed(spine):
+                left = self.binary(b, left)
+            return left
         if isinstance(node, Ternary):
             return self.ternary(node)
         raise ClauseError(f"{type(node).__name__} is not an expression")
@@ -356,11 +380,10 @@ class Group:
             return Runtime(v.emit, v.need, signed, v.boolean, v.fallible)
         inner = v
 
-        def emit(r: int) -> None:
-            inner.emit(r)
+        def narrow(r: int) -> None:
             self.e.op("SHL", r, r, imm=64 - width, with_imm=True)
             self.e.op("SAR" if signed else "SHR", r, r, imm=64 - width, with_imm=True)
-        return Runtime(emit, inner.need, signed, False, inner.fallible)
+        return Runtime(then(inner.emit, narrow), inner.need, signed, False, inner.fallible)
 
     def unary(self, node: Unary) -> Value:
         v = self.integer(self.value(node.operand), node.operand)
@@ -373,16 +396,14 @@ class Group:
         if isinstance(v, PerProbe):
             return PerProbe(tuple((k, fn(x) & MASK) for k, x in v.values), signed)
         inner, name = v, {"-": "NEG", "~": "NOT", "!": "LNOT"}[node.op]
+        return Runtime(then(inner.emit, lambda r: self.e.op(name, r, r)), inner.need, signed, node.op == "!",
+                       inner.fallible)
 
-        def emit(r: int) -> None:
-            inner.emit(r)
-            self.e.op(name, r, r)
-        return Runtime(emit, inner.need, signed, node.op == "!", inner.fallible)
-
-    def binary(self, node: Binary) -> Value:
+    def binary(self, node: Binary, left: Value) -> Value:
+        """``node`` whose left operand's value is ``left``."""
         if node.op in ("&&", "||", "^^"):
-            return self.logical(node)
-        left, right = self.value(node.left), self.value(node.right)
+            return self.logical(node, left)
+        right = self.value(node.right)
         strings = (StrArg, Name, StrConst)
         if node.op in COMPARE and (isinstance(left, strings) or isinstance(right, strings)):
             return self.compare_strings(node, left, right)
@@ -421,18 +442,15 @@ class Group:
         if isinstance(right_value, Const) and fits_imm(right_value.value):
             imm = to_signed(right_value.value)
 
-            def emit_imm(r: int) -> None:
-                left.emit(r)
-                self.e.op(name, r, r, imm=imm, with_imm=True)
             guard = (pf.OPS[name], *left.load, imm) if boolean and left.load else None
-            return Runtime(emit_imm, left.need, signed, boolean, fallible, guard=guard)
+            return Runtime(then(left.emit, lambda r: self.e.op(name, r, r, imm=imm, with_imm=True)), left.need,
+                           signed, boolean, fallible, guard=guard)
 
-        def emit(r: int) -> None:
-            left.emit(r)
+        def with_right(r: int) -> None:
             self.check_registers(r + 1 + right.need)
             right.emit(r + 1)
             self.e.op(name, r, r, r + 1)
-        return Runtime(emit, max(left.need, 1 + right.need), signed, boolean, fallible)
+        return Runtime(then(left.emit, with_right), max(left.need, 1 + right.need), signed, boolean, fallible)
 
     def check_registers(self, top: int) -> None:
         if top > REGS:
@@ -470,8 +488,8 @@ class Group:
             self.e.op(name, r, r, imm=0, with_imm=True)
         return Runtime(emit, 1, True, True, True)
 
-    def logical(self, node: Binary) -> Value:
-        left = self.integer(self.value(node.left), node.left)
+    def logical(self, node: Binary, left: Value) -> Value:
+        left = self.integer(left, node.left)
         right = self.integer(self.value(node.right), node.right)
         known = (Const, PerProbe)
         truth = {"&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b)),
@@ -489,18 +507,16 @@ class Group:
         if node.op == "^^":
             a, b = self.boolean(a), self.boolean(b)
 
-            def emit_xor(r: int) -> None:
-                a.emit(r)
+            def xor(r: int) -> None:
                 self.check_registers(r + 1 + b.need)
                 b.emit(r + 1)
                 self.e.op("XOR", r, r, r + 1)
-            return Runtime(emit_xor, max(a.need, 1 + b.need), True, True, fallible)
+            return Runtime(then(a.emit, xor), max(a.need, 1 + b.need), True, True, fallible)
         jump = "JZ" if node.op == "&&" else "JNZ"
         exact = b.boolean and (node.op == "&&" or a.boolean)  # r holds 0 or 1 on both paths already
 
-        def emit(r: int) -> None:
+        def decided(r: int) -> None:
             done = Label()
-            a.emit(r)
             self.e.jump(jump, done, r)
             b.emit(r)
             self.e.place(done)
@@ -508,16 +524,14 @@ class Group:
                 self.e.op("NE", r, r, imm=0, with_imm=True)
         # a && b is 0 unless a holds, and unless b holds when a cannot stop the clause first
         guard = (a.guard or (None if a.fallible else b.guard)) if node.op == "&&" else None
-        return Runtime(emit, max(a.need, b.need), True, True, fallible, guard=guard)
+        return Runtime(then(a.emit, decided), max(a.need, b.need), True, True, fallible, guard=guard)
 
     def boolean(self, v: Runtime) -> Runtime:
         if v.boolean:
             return v
 
-        def emit(r: int) -> None:
-            v.emit(r)
-            self.e.op("NE", r, r, imm=0, with_imm=True)
-        return Runtime(emit, v.need, True, True, v.fallible, guard=v.guard)
+        return Runtime(then(v.emit, lambda r: self.e.op("NE", r, r, imm=0, with_imm=True)), v.need, True, True,
+                       v.fallible, guard=v.guard)
 
     def ternary(self, node: Ternary) -> Value:
         cond = self.integer(self.value(node.cond), node.cond)
@@ -657,9 +671,11 @@ class Group:
         insns = e.resolve()
         where = ", ".join(str(c.number) for c in self.clauses)
         if len(insns) > MAX_INSNS:
-            raise ClauseError(f"clause{'s' if len(self.clauses) > 1 else ''} {where} compile to {len(insns)} "
-                              f"instructions for {self.named_probes()}, more than the {MAX_INSNS} of a program",
-                              "simplify the predicate or the keys")
+            several = len(self.clauses) > 1
+            raise ClauseError(f"clause{'s' if several else ''} {where} compile{'' if several else 's'} to "
+                              f"{len(insns)} instructions for {self.named_probes()}, more than the {MAX_INSNS} of a "
+                              "program", "simplify the predicate or the keys (a test of an argument or cpu takes about "
+                              "3 instructions; tests of probe names, one for all of them: the host decides them)")
         code = pf.encode(pf.ProgramForm(tuple(insns), tuple(e.aggs), tuple(e.consts), self.keys, bytes(e.strings),
                                         e.nargs, guard=guard))
         if len(code) > MAX_BYTES:

@@ -21,7 +21,8 @@ from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, St
 
 MAX_TEXT = 1 << 16  # characters of a script
 MAX_DEPTH = 32  # nesting of parentheses and unary operators (what the parser recurses through)
-MAX_TREE = 100  # depth of an expression's tree (what the compiler recurses through)
+MAX_TREE = 100  # nesting of an expression's tree (what the compiler recurses through; a flat chain is not nested)
+DIGITS_64 = 22  # digits of the longest integer constant of 64 bits, in any base C writes (octal: 22)
 
 
 class ParseError(ValueError):
@@ -97,12 +98,16 @@ class Lexer:
                 bad = re.match(r"[0-9A-Za-z_]+", t[at:]).group()
                 raise ParseError(f"{bad!r} is not an integer constant", at)
             digits, suffix = m.groups()
-            value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits.startswith("0") \
-                else int(digits)
+            hexa = digits[:2].lower() == "0x"
+            significant = (digits[2:] if hexa else digits).lstrip("0")
+            shown = m.group() if len(m.group()) <= 24 else f"{m.group()[:20]}... ({len(significant)} digits)"
             if suffix.lower() not in ("", "u", "l", "ul", "lu", "ll", "ull", "llu"):
-                raise ParseError(f"{m.group()!r} has an integer suffix C does not know", at)
+                raise ParseError(f"{shown!r} has an integer suffix C does not know", at)
+            if len(significant) > DIGITS_64:  # before int(): Python refuses decimals past 4,300 digits
+                raise ParseError(f"{shown!r} does not fit in 64 bits", at)
+            value = int(digits, 16) if hexa else int(digits, 8) if digits.startswith("0") else int(digits)
             if value >= 1 << 64:
-                raise ParseError(f"{m.group()!r} does not fit in 64 bits", at)
+                raise ParseError(f"{shown!r} does not fit in 64 bits", at)
             self.pos = end
             return Token("int", m.group(), at, (value, "u" in suffix.lower()))
         if c == '"':
@@ -311,6 +316,7 @@ class Parser:
         if level == len(PRECEDENCE):
             return self._unary()
         left = self._binary(level + 1)
+        depth = 0  # the chain's so far: what tree_depth(left) gives, without walking the chain again each time
         while True:
             self.skip_newlines()
             if self.tok.kind != "punct" or self.tok.text not in PRECEDENCE[level]:
@@ -318,9 +324,11 @@ class Parser:
             if self.tok.text == "/" and self.in_predicate and self.lex.slash_ends_predicate(self.tok):
                 return left
             op = self.advance()
-            left = Binary(left.at, op.text, left, self._binary(level + 1))
-            if tree_depth(left) > MAX_TREE:
-                raise ParseError(f"the expression is more than {MAX_TREE} operations deep", op.at)
+            right = self._binary(level + 1)
+            depth = max(depth or tree_depth(left), tree_depth(right) + 1)
+            left = Binary(left.at, op.text, left, right)
+            if depth > MAX_TREE:
+                raise ParseError(f"the expression nests more than {MAX_TREE} operations deep", op.at)
 
     def _unary(self) -> Node:
         self.skip_newlines()
@@ -370,14 +378,19 @@ class Parser:
 
 
 def tree_depth(node: Node) -> int:
-    """Levels of ``node``'s tree, counted without recursing (a chain of a + b + c ... is deep)."""
+    """Levels of ``node``'s tree the compiler recurses through, counted without recursing: a binary operation's
+    left operand is on its own level (the compiler walks a flat chain a || b || c ... in a loop), every other
+    operand one level down."""
     deepest, todo = 0, [(node, 1)]
     while todo:
         n, d = todo.pop()
         deepest = max(deepest, d)
         if d > MAX_TREE:
             break
-        todo += [(c, d + 1) for c in children(n)]
+        if isinstance(n, Binary):
+            todo += [(n.left, d), (n.right, d + 1)]
+        else:
+            todo += [(c, d + 1) for c in children(n)]
     return deepest
 
 

@@ -168,3 +168,22 @@ def test_a_division_by_zero_in_the_kernel_is_said_on_stderr_per_cpu(kernel, nati
                     "it could not read, and that firing did nothing more" for cpu in range(CPUS)]
     total = sum(10 // f["args"][0] for f in ticks if f["args"][0]) * CPUS
     assert f" {total:16d}" in proc.stdout.splitlines()
+
+
+def test_a_flat_300_term_or_runs_as_c_evaluates_it(kernel, native_exe):
+    """298 tests of names no probe has, one that holds for alloc:fail, one of an argument: counted as C would."""
+    calls = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,)), Call("kmem_alloc", (70000,))]
+    alloc = ("hk:mem:alloc:entry", "hk:mem:alloc:fail")
+    firings = [f for f in run_native(native_exe, calls) if f.get("probe") in alloc]
+    chain = " || ".join(f'probefunc == "f{i}"' for i in range(298)) + ' || probename == "fail" || arg0 == 300'
+    want: dict[tuple, int] = {}
+    for f in firings:
+        if f["probe"].endswith(":fail") or f["args"][0] == 300:
+            key = (f["probe"].split(":")[3],)
+            want[key] = want.get(key, 0) + CPUS
+    assert len(want) == 2
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "-q", "--aggregate",
+                  f"hk:mem:alloc:entry, hk:mem:alloc:fail /{chain}/ @[probename] = count()", *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    assert {tuple(r["keys"]): r["value"] for r in aggs["aggregations"][0]["rows"]} == want

@@ -10,7 +10,7 @@ import pytest
 
 from sdtgen.dscript import compile_script
 from sdtgen.dscript.parser import parse
-from sdtgen.dscript.program import decode
+from sdtgen.dscript.program import OP_NAMES, decode
 from sdtgen.dscript.tree import Binary, Var
 from sdtgen.errors import SdtError
 
@@ -77,7 +77,7 @@ def refusal(text: str) -> str:
      r"an expression needs more than the runtime's 8 registers"),
     ("hk:sched:run:tick /" + " || ".join("(" + " || ".join(f"arg1 == {(j * 10 + i) * 0x100000001}" for i in range(10))
                                          + ")" for j in range(20)) + "/",
-     r"compile to \d+ instructions for hk:sched:run:tick, more than the 256 of a program"),
+     r"compiles to \d+ instructions for hk:sched:run:tick, more than the 256 of a program"),
     ("hk:sched:run:tick /(char *)arg0 == \"x\"/", r"cannot cast to \(char \*\)"),
 ])
 def test_what_the_runtime_could_not_run_is_one_line_naming_the_clause(text, says):
@@ -91,6 +91,10 @@ def test_what_the_runtime_could_not_run_is_one_line_naming_the_clause(text, says
     ("hk:sched:run:tick @ = stddev(arg0)", r"stddev\(\) is not an aggregating function: use one of count, sum"),
     ("hk:sched:run:tick /arg0 > 12abc/", r"'12abc' is not an integer constant"),
     ("hk:sched:run:tick /arg0 > 99999999999999999999/", r"does not fit in 64 bits"),
+    ("hk:sched:run:tick /arg0 > " + "9" * 5000 + "/", r"'99999999999999999999\.\.\. \(5000 digits\)' does not fit in "
+     r"64 bits"),
+    ("hk:sched:run:tick /arg0 > 0x" + "f" * 5000 + "/", r"'0xffffffffffffffffff\.\.\. \(5000 digits\)' does not fit"),
+    ("hk:sched:run:tick /arg0 > 0" + "7" * 22 + "/", r"'07777777777777777777777' does not fit in 64 bits"),
     ('hk:vfs::entry /arg0 == "abc/', r"a string constant is not closed"),
     ("hk:sched:run:tick /arg0 > 1/ @ = count() junk", r"expected the end of the clause \(a newline or ';'\)"),
     ("hk:sched:run:tick /* never closed", r"a comment is not closed"),
@@ -133,3 +137,33 @@ def test_constants_are_cs_decimal_hex_octal_with_suffixes():
 def test_a_clause_that_reads_no_argument_of_a_probe_without_them_compiles():
     compiled = compile_script("hk::: @[probename] = count()", PROBES, 64)
     assert sum(len(p.keys) for p in compiled.programs) == len(PROBES)
+
+
+def test_an_integer_constant_is_read_whatever_its_length_up_to_64_bits():
+    """Python's own int() of the digits is the truth; leading zeros do not count against the 64 bits."""
+    probe = [P("t", "m", "f", "n", ("unsigned long",), 9)]
+    for text, value in [("0" * 40 + "1110642547423257157360", 0x923456789abcdef0),
+                        ("12345678901234567890", 12345678901234567890),
+                        ("0x" + "0" * 40 + "fedcba9876543210", 0xfedcba9876543210)]:
+        code = compile_script(f"t::: @[{text}] = count()", probe, 64).programs[0].code
+        assert decode(code).consts == (value,)
+    refusal("hk:sched:run:tick /arg0 > 18446744073709551616/")
+
+
+def chain(n: int, term) -> str:
+    return " || ".join(term(i) for i in range(n))
+
+
+def test_a_flat_chain_of_300_tests_is_not_nested_and_names_fold_into_one_set():
+    """A || b || c ... is as long as the script is, not as deep: 300 tests of names are one PIN of the probes they
+    hold for; 300 tests of an argument are refused by the program's instruction limit, saying so."""
+    for n in (300, 2000):  # 2000: as long as a script may be, past what recursing through the chain could
+        names = chain(n - 1, lambda i: f'probefunc == "f{i}"') + ' || probename == "tick"'
+        [program] = compile_script(f"hk::: /{names}/", PROBES, 64).programs
+        ops = [OP_NAMES[i.op] for i in decode(program.code).insns]
+        assert ops == ["PIN", "RECNZ", "EXIT"], "the host decided the tests: one set of the probes they hold for"
+    line = refusal(f"hk:sched:run:tick /{chain(300, lambda i: f'arg1 == {i}')}/")
+    assert re.search(r"clause 1 compiles to \d+ instructions for hk:sched:run:tick, more than the 256 of a "
+                     r"program; simplify .* about 3 instructions", line), line
+    nested = "-" * 33 + "arg1"
+    assert "nests deeper than 32 levels" in refusal(f"hk:sched:run:tick /{nested}/")
