@@ -112,22 +112,35 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
           interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
     DTrace's and LTTng's sessions do, and is raised on. With ``interval``, the aggregations are printed every
-    ``interval`` seconds meanwhile, and without the console the session runs until Ctrl-C."""
+    ``interval`` seconds meanwhile, and without the console the session runs until Ctrl-C, which then ends it
+    as dtrace's ends: the last printa, and no error."""
     from sdtgen.session.console import Console, run_script
     from sdtgen.session.reporter import Stopped
     from sdtgen.targets.base import Halted
 
     ticker = Ticker(session, interval) if interval else None
     try:
-        for kind, value, extra in actions:
-            if kind == "script":
-                run_script(session, value, scripts[value])
-            else:
-                perform(session, kind, value, extra)
+        try:
+            for kind, value, extra in actions:
+                if kind == "script":
+                    run_script(session, value, scripts[value])
+                else:
+                    perform(session, kind, value, extra)
+        except SdtError:
+            # A refused line of a --script (or an action refused as it ran) ends the session, as a script's first
+            # error does: its later lines may need the one refused. What was aggregated until then is printed
+            # first, as on Ctrl-C, then the error.
+            if ticker is not None:
+                ticker.stop()
+            if not session.halted:
+                with contextlib.suppress(SdtError, Stopped, KeyboardInterrupt, Halted):
+                    session.printa()
+            raise
         if interactive:
             Console(session).cmdloop()
         elif ticker is not None:
-            ticker.wait()
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the session ends: as dtrace's, exit 0
+                ticker.wait()
             if session.halted:
                 raise Halted("the kernel stopped")
     except (Stopped, KeyboardInterrupt, Halted):

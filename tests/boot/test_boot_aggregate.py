@@ -187,3 +187,17 @@ def test_a_flat_300_term_or_runs_as_c_evaluates_it(kernel, native_exe):
     assert proc.returncode == 0, proc.stderr
     [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
     assert {tuple(r["keys"]): r["value"] for r in aggs["aggregations"][0]["rows"]} == want
+
+
+def test_a_refused_aggregate_line_of_a_script_ends_it_after_printing_what_was_gathered(kernel, native_exe, tmp_path):
+    """The script's first error ends the session (its later lines may need the refused one), as Ctrl-C does: what
+    was aggregated until then is printed, then the error naming the line."""
+    ticks = sum(1 for f in run_native(native_exe, [Call("sched_run", (3,))]) if f.get("probe") == "hk:sched:run:tick")
+    script = tmp_path / "agg.sdt"
+    script.write_text("aggregate hk:sched:run:tick @t = count()\nrun sched_run 3\naggregate hk:nothing:: @x = count()\n"
+                      "run sched_run 4\n")
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--script", script)
+    assert proc.returncode == 2
+    assert proc.stdout.splitlines()[-1] == f" {CPUS * ticks:16d}", proc.stdout
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"{script}:3: error: ") and "matches no probe" in line, line
