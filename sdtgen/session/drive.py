@@ -9,6 +9,7 @@ An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call`
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -36,11 +37,28 @@ def check_actions(actions: list) -> None:
             extra.values()
 
 
-def precheck(session, actions: list) -> None:
+def module_files(actions: list, scripts: dict[str, list[str]]) -> list[str]:
+    """Every module FILE the session may load: each --module's, and each `module FILE` line of a --script (both
+    are Session.load_module: the target maps its module area, or boots with the module, for either)."""
+    files = []
+    for kind, value, _ in actions:
+        if kind == "module":
+            files.append(value)
+        elif kind == "script":
+            files += [w[1] for w in (line.split() for line in scripts.get(value, [])) if len(w) == 2 and
+                      w[0] == "module"]
+    return files
+
+
+def precheck(session, actions: list, scripts: dict[str, list[str]] | None = None) -> None:
     """Every --run, --enable, --disable and --action checked against the image, before the kernel starts (those
     after a --module, which may name the module's, when they are carried out; a spec, which may name a module's
-    probes before it is loaded, then too)."""
-    modules = any(kind == "module" for kind, _, _ in actions)
+    probes before it is loaded by --module or a script's `module`, then too); every module file readable."""
+    files = module_files(actions, scripts or {})
+    for path in files:
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise SdtError(path, "is not a module file that can be read", "give the module object (.ko) gen built")
+    modules = bool(files)
     for kind, value, extra in actions:
         if kind == "module":
             break
@@ -70,7 +88,7 @@ def perform(session, kind: str, value: str, extra) -> None:
         spec, _, symbol = value.partition("=")
         session.add_action(spec, symbol)
     elif kind == "module":
-        session.load_module(value)
+        session.load_module_or_say(value)
     elif kind == "unload":
         session.unload_module(value)
     elif kind == "aggregate":
