@@ -37,6 +37,10 @@ MAX_STRING = VALUES["SDT_MAX_STRING"]
 LQ_BOUND = 1 << 62  # the verifier's: |low| and levels * step below it
 NAMES = {"probeprov": "provider", "probemod": "module", "probefunc": "function", "probename": "name"}
 VARIABLES = "arg0..arg5, cpu, probeprov, probemod, probefunc or probename"
+# DTrace's built-in variables a kernel's program cannot read (it reads the firing's arguments, CPU and probe only)
+TIMES = ("timestamp", "vtimestamp", "walltimestamp")
+CONTEXT = ("pid", "ppid", "tid", "uid", "gid", "execname", "curthread", "curpsinfo", "curlwpsinfo", "zonename",
+           "errno", "caller", "ucaller", "epid", "id", "ipl", "uregs")
 
 
 class ClauseError(ValueError):
@@ -291,6 +295,12 @@ class Group:
             return Name(name)
         if name == "cpu":
             return Runtime(lambda r: self.e.op("LDCPU", r), 1, True)
+        if name in TIMES:
+            raise ClauseError(f"DTrace's {name} is not supported: a program reads no clock",
+                              "record the firings (a clause without aggregations): the trace holds each one's time")
+        if name in CONTEXT:
+            raise ClauseError(f"DTrace's {name} is not supported: a program reads only the firing's arguments, CPU "
+                              "and probe", f"pass it as a probe argument, or use {VARIABLES}")
         k = arg_index(name)
         if k is None:
             raise ClauseError(f"unknown variable {name!r}", f"use {VARIABLES}")

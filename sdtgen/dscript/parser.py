@@ -26,9 +26,36 @@ DIGITS_64 = 22  # digits of the longest integer constant of 64 bits, in any base
 
 
 class ParseError(ValueError):
-    def __init__(self, message: str, at: int) -> None:
+    def __init__(self, message: str, at: int, fix: str = "") -> None:
         super().__init__(message)
         self.at = at
+        self.fix = fix  # what to write instead (a DTrace construct the kernel's programs do not have)
+
+
+# DTrace's constructs the kernel's programs do not have: what each is, and what to write instead.
+ARGS = ("args[] is not supported", "read the arguments as arg0..arg5: each is read as its probe declares it (an "
+        "integer extended by its type, a char * as a string)")
+SELF = ("thread-local (self->) and clause-local (this->) variables are not supported: a program keeps no state "
+        "but its aggregations", "aggregate by a key instead (@[cpu], @[arg0]), or record the firings (a clause "
+        "without aggregations) and join them in the trace")
+FUNCTIONS = {
+    "stringof": ("stringof() is not supported", "a char * argument already is a string: compare it with a string "
+                 "constant (arg0 == \"eth0\")"),
+    "copyinstr": ("copyinstr() is not supported", "a char * argument already is a string, read from kernel memory: "
+                  "compare it with a string constant (arg0 == \"eth0\")"),
+    "stack": ("stack() is not supported: the kernel's programs read no stack", "key by probefunc, or record the "
+              "firings (a clause without aggregations) and read where each came from in the trace"),
+    "ustack": ("ustack() is not supported: the kernel's programs read no stack", "key by probefunc"),
+    "trace": ("trace() is not supported", "a clause without aggregations records the firing with its arguments, as "
+              "trace() of each would"),
+    "printf": ("printf() is not supported", "a clause without aggregations records the firing with its arguments; "
+               "the trace shows them"),
+    "printa": ("printa() in a clause is not supported", "the session prints the aggregations at its end, each "
+               "--interval and on the console's printa"),
+    "clear": ("clear() in a clause is not supported", "the console's clear does what DTrace's trunc() does"),
+    "trunc": ("trunc() in a clause is not supported", "the console's clear empties every aggregation"),
+    "stddev": ("stddev() is not supported", "use avg(x), or quantize(x) for the spread"),
+}
 
 
 @dataclass(frozen=True)
@@ -260,6 +287,8 @@ class Parser:
         return tok.text
 
     def aggregation(self) -> Aggregation:
+        if self.tok.kind == "ident":  # DTrace's other actions (trace(), printf(), self->x = ...)
+            self.unsupported(self.tok)
         at = self.expect("@", "to start an aggregation").at
         name = ""
         if self.tok.kind == "ident" and self.tok.at == at + 1:
@@ -353,6 +382,7 @@ class Parser:
             self.advance()
             return Str(tok.at, tok.value)
         if tok.kind == "ident":
+            self.unsupported(tok)
             self.advance()
             return Var(tok.at, tok.text)
         if self.is_("("):
@@ -375,6 +405,24 @@ class Parser:
             self.expect(")", "to close '('")
             return inner
         raise ParseError(f"expected an expression, found {self.describe(tok)}", tok.at)
+
+
+    def unsupported(self, tok: Token) -> None:
+        """A ParseError naming the DTrace construct ``tok`` starts, when the kernel's programs do not have it."""
+        rest = self.text[tok.at + len(tok.text):].lstrip(" \t")
+        if tok.text == "args" and rest.startswith("["):
+            raise ParseError(ARGS[0], tok.at, ARGS[1])
+        if tok.text in ("self", "this") and rest.startswith("->"):
+            raise ParseError(SELF[0], tok.at, SELF[1])
+        if rest.startswith("("):
+            name = tok.text
+            if name in FUNCTIONS:
+                raise ParseError(FUNCTIONS[name][0], tok.at, FUNCTIONS[name][1])
+            if name in AGG_FUNCTIONS:
+                raise ParseError(f"{name}() aggregates: it is an aggregation's value, not an expression", tok.at,
+                                 f"write @name[keys] = {name}(...)")
+            raise ParseError(f"{name}() is not supported: an expression calls no function", tok.at,
+                             "use operators, casts and the variables arg0..arg5, cpu and the probe's names")
 
 
 def tree_depth(node: Node) -> int:

@@ -158,7 +158,8 @@ class Reporter:
             self._emit({}, text)
         for cpu, n in sorted(totals.dropped.items()):
             if n:
-                self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full")
+                self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full{held(totals, cpu)}: give "
+                             "it more memory, or print more often")
         for cpu, n in sorted(totals.errors.items()):
             if n > self._errors_said.get(cpu, 0):  # the kernel's running count: said again only when it grew
                 self._errors_said[cpu] = n
@@ -195,6 +196,16 @@ class Reporter:
     def console(self, text: str) -> None:
         """What the kernel printed outside frames (its own log, a panic before the line was up)."""
         self.text("console", printable(text.rstrip("\n"), 2000))
+
+
+def held(totals, cpu: int) -> str:
+    """What CPU ``cpu``'s tables hold between two snapshots, as the runtime cut the memory it was given."""
+    from sdtgen.dscript.tables import capacity
+
+    if cpu not in totals.shape:
+        return ""
+    nindex, arena = totals.shape[cpu]
+    return f" (a half holds {capacity(nindex, arena)} entries of a count with one key, fewer of larger ones)"
 
 
 def _spaced(hexbytes: str) -> str:

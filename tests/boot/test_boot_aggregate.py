@@ -201,3 +201,22 @@ def test_a_refused_aggregate_line_of_a_script_ends_it_after_printing_what_was_ga
     assert proc.stdout.splitlines()[-1] == f" {CPUS * ticks:16d}", proc.stdout
     [line] = proc.stderr.splitlines()
     assert line.startswith(f"{script}:3: error: ") and "matches no probe" in line, line
+
+
+def test_the_tables_capacity_is_said_and_is_what_the_kernel_keeps(kernel, native_exe):
+    """256 KiB of tables a CPU in the emulator: a half's index of 2048 slots, three quarters of them taken (1536
+    entries of a one-key count); the first 1536 keys that fired (the native run's order) are kept, the rest dropped,
+    and the warning and --json say that number."""
+    calls = [Call("sched_run", (2000,))]
+    keys = list(dict.fromkeys(f["args"][0] for f in run_native(native_exe, calls)
+                              if f.get("probe") == "hk:sched:run:tick"))
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "-q", "--aggregate",
+                  "hk:sched:run:tick @[arg0] = count()", *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    assert aggs["capacity"] == [{"cpu": k, "entries": 1536, "slots": 2048, "arena": 122880} for k in range(CPUS)]
+    assert {r["keys"][0]: r["value"] for r in aggs["aggregations"][0]["rows"]} == dict.fromkeys(keys[:1536], CPUS)
+    assert aggs["dropped"] == CPUS * (len(keys) - 1536)
+    text = sdtgen("boot", kernel.image, "--aggregate", "hk:sched:run:tick @[arg0] = count()", *run_args(calls))
+    assert f"warning: {len(keys) - 1536} aggregation drops on CPU 0: its tables were full (a half holds 1536 entries " \
+           "of a count with one key, fewer of larger ones): give it more memory, or print more often" in text.stderr

@@ -57,7 +57,11 @@ def refusal(text: str) -> str:
     ("hk:sched:run:tick @[arg0, arg1, cpu, arg0, arg1] = count()", r"clause 1 .*: @ has 5 keys, more than the 4 the "
      r"kernel's tables keep"),
     ("hk:sched:run:tick /arg6 > 0/", r"arg6: a probe has at most 6 arguments \(arg0\.\.arg5\)"),
-    ("hk:sched:run:tick /pid == 3/", r"unknown variable 'pid'; use arg0\.\.arg5, cpu, probeprov"),
+    ("hk:sched:run:tick /pdi == 3/", r"unknown variable 'pdi'; use arg0\.\.arg5, cpu, probeprov"),
+    ("hk:sched:run:tick /pid == 3/", r"DTrace's pid is not supported: a program reads only the firing's arguments, "
+     r"CPU and probe; pass it as a probe argument, or use arg0\.\.arg5"),
+    ("hk:sched:run:tick @ = max(timestamp)", r"DTrace's timestamp is not supported: a program reads no clock; record "
+     r"the firings"),
     ("hk:sched:run:tick @a = count()\nhk:mem:: @a = sum(arg0)", r"clause 2 .*: @a is count\(\) elsewhere, sum\(\) "
      r"here"),
     ("hk:sched:run:tick @a[cpu] = count(); hk:mem:: @a[probefunc] = count()", r"clause 2 .*: @a's key 1 is int "
@@ -167,3 +171,27 @@ def test_a_flat_chain_of_300_tests_is_not_nested_and_names_fold_into_one_set():
                      r"program; simplify .* about 3 instructions", line), line
     nested = "-" * 33 + "arg1"
     assert "nests deeper than 32 levels" in refusal(f"hk:sched:run:tick /{nested}/")
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("hk:sched:run:tick /args[0] > 1/", r"column 20 \('args\[0\] > 1/'\): args\[\] is not supported; read the "
+     r"arguments as arg0\.\.arg5"),
+    ('hk:vfs:lookup:entry /stringof(arg0) == "etc"/', r"stringof\(\) is not supported; a char \* argument already "
+     r"is a string: compare it with a string constant"),
+    ("hk:sched:run:tick /self->start/", r"thread-local \(self->\) and clause-local \(this->\) variables are not "
+     r"supported: a program keeps no state but its aggregations; aggregate by a key instead"),
+    ("hk:sched:run:tick { self -> start = arg1; }", r"thread-local \(self->\) .* not supported"),
+    ("hk:sched:run:tick { this->x = 1; @ = count() }", r"clause-local \(this->\) variables are not supported"),
+    ("hk:sched:run:tick @[stack()] = count()", r"stack\(\) is not supported: the kernel's programs read no stack; key "
+     r"by probefunc"),
+    ("hk:sched:run:tick { trace(arg0); }", r"trace\(\) is not supported; a clause without aggregations records the "
+     r"firing"),
+    ("hk:sched:run:tick { printf(\"%d\", arg0); }", r"printf\(\) is not supported"),
+    ("hk:sched:run:tick /count() > 1/", r"count\(\) aggregates: it is an aggregation's value, not an expression; "
+     r"write @name\[keys\] = count\(...\)"),
+    ("hk:sched:run:tick /strlen(arg0)/", r"strlen\(\) is not supported: an expression calls no function"),
+])
+def test_dtrace_constructs_the_kernel_does_not_run_are_named_not_supported_with_what_to_write(text, says):
+    line = refusal(text)
+    assert re.search(says, line), line
+    assert "write clauses as" not in line, "the construct's own alternative, not the grammar's"

@@ -137,3 +137,24 @@ def test_probe_names_as_keys_print_as_names_when_two_programs_update_them(kernel
         assert rows["n"] == want
     finally:
         s.close()
+
+
+def test_the_tables_capacity_counts_the_struct_the_memory_holds(kernel_proc, native_exe):
+    """fixtures/process gives 256 KiB a CPU, struct sdt_agg included: a half's index is rounded down to 1024 slots,
+    768 entries of a one-key count (against the emulator's 1536 for 256 KiB of tables alone). The first 768 keys that
+    fired (the native run's order) are what the kernel keeps; --json says 768."""
+    calls = [Call("sched_run", (1000,))]
+    keys = list(dict.fromkeys(f["args"][0] for f in run_native(native_exe, calls)
+                              if f.get("probe") == "hk:sched:run:tick"))
+    out = io.StringIO()
+    s = process_session(kernel_proc, out)
+    try:
+        s.aggregate("hk:sched:run:tick @[arg0] = count()")
+        s.run("sched_run:long", [1000])
+        s.printa()
+        aggs = last_aggregations(out)
+    finally:
+        s.close()
+    assert [c["entries"] for c in aggs["capacity"]] == [768] * CPUS
+    assert {r["keys"][0]: r["value"] for r in aggs["aggregations"][0]["rows"]} == dict.fromkeys(keys[:768], CPUS)
+    assert aggs["dropped"] == CPUS * (len(keys) - 768)
