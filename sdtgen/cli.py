@@ -344,15 +344,16 @@ def _session_command(args: argparse.Namespace, start) -> int:
     drive.check_actions(actions)
     interval = _interval_option(args, actions)
     trace = _trace_option(args)
-    if trace is not None and any(kind == "module" for kind, _, _ in actions):
+    scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
+    args.module_files = drive.module_files(actions, scripts)  # --module's and the scripts' `module FILE`
+    if trace is not None and args.module_files:
         raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
                        "module's probes are known, so a reader could not read their events",
                        "leave out --trace (the firings are shown), or trace the kernel's own probes without the module")
-    scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
     try:
         session = Session(args.image, Reporter(as_json=args.json, quiet=args.quiet), start, arm=args.arm,
                           timeout=args.timeout, trace=trace, buffer_size=args.buffer_size, overflow=args.overflow,
-                          precheck=lambda s: drive.precheck(s, actions))
+                          precheck=lambda s: drive.precheck(s, actions, scripts))
     except Halted:
         return EXIT_FAIL
     try:
@@ -361,7 +362,7 @@ def _session_command(args: argparse.Namespace, start) -> int:
         return EXIT_FAIL
     finally:
         session.close()
-    return EXIT_FAIL if session.faults or session.damaged else EXIT_OK
+    return EXIT_FAIL if session.faults or session.damaged or session.refused_modules else EXIT_OK
 
 
 def _interval_option(args: argparse.Namespace, actions: list) -> float | None:
@@ -382,7 +383,7 @@ def cmd_boot(args: argparse.Namespace) -> int:
     def start(s):
         return EmulatorTarget(s, patch=not args.no_patch, buffer_size=args.buffer_size, overflow=args.overflow,
                               cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
-                              modules=any(a[0] == "module" for a in getattr(args, "actions", None) or []))
+                              modules=bool(args.module_files) or args.interactive)  # -i: the console's `module`
 
     return _session_command(args, start)
 
@@ -392,7 +393,7 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     from sdtgen.targets.qemu import QemuTarget
 
     def start(s):
-        modules = [v for k, v, _ in getattr(args, "actions", None) or [] if k == "module"]
+        modules = args.module_files
         if len(set(modules)) > 1:
             raise SdtError("", "QEMU boots with one module (its loader's fw_cfg file)", "give one --module FILE")
         return QemuTarget(s, cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,

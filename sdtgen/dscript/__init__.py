@@ -26,7 +26,7 @@ def compile_script(text: str, probes: Iterable, bits: int, source: str = "", fir
     try:
         clauses = parse(text)
     except ParseError as e:
-        raise SdtError(source, sentence(f"{position(text, e.at)}: {e}"),
+        raise SdtError(source, sentence(f"{position(text, e.at)}: {e}"), e.fix or
                        "write clauses as provider:module:function:name /predicate/ @name[keys] = function(args)") \
             from None
     try:

@@ -37,6 +37,10 @@ MAX_STRING = VALUES["SDT_MAX_STRING"]
 LQ_BOUND = 1 << 62  # the verifier's: |low| and levels * step below it
 NAMES = {"probeprov": "provider", "probemod": "module", "probefunc": "function", "probename": "name"}
 VARIABLES = "arg0..arg5, cpu, probeprov, probemod, probefunc or probename"
+# DTrace's built-in variables a kernel's program cannot read (it reads the firing's arguments, CPU and probe only)
+TIMES = ("timestamp", "vtimestamp", "walltimestamp")
+CONTEXT = ("pid", "ppid", "tid", "uid", "gid", "execname", "curthread", "curpsinfo", "curlwpsinfo", "zonename",
+           "errno", "caller", "ucaller", "epid", "id", "ipl", "uregs")
 
 
 class ClauseError(ValueError):
@@ -162,6 +166,23 @@ def fits_imm(v: int) -> bool:
 
 
 # -- emitting code -------------------------------------------------------------------------------------------
+class Steps:
+    """A value's code as a flat run of steps, each given the register the value goes to: a chain a + b + c ...
+    is emitted in a loop, not through calls nested as deep as the chain is long."""
+
+    def __init__(self, steps: tuple[Callable[[int], None], ...]) -> None:
+        self.steps = steps
+
+    def __call__(self, r: int) -> None:
+        for step in self.steps:
+            step(r)
+
+
+def then(first: Callable[[int], None], step: Callable[[int], None]) -> Steps:
+    """Code that emits ``first`` and then ``step`` into the same register."""
+    return Steps((first.steps if isinstance(first, Steps) else (first,)) + (step,))
+
+
 class Label:
     pass
 
@@ -256,7 +277,14 @@ class Group:
         if isinstance(node, Unary):
             return self.unary(node)
         if isinstance(node, Binary):
-            return self.binary(node)
+            spine = []  # a flat chain a || b || c ... is a left-deep tree: walked in a loop, not recursed through
+            while isinstance(node, Binary):
+                spine.append(node)
+                node = node.left
+            left = self.value(node)
+            for b in reversed(spine):
+                left = self.binary(b, left)
+            return left
         if isinstance(node, Ternary):
             return self.ternary(node)
         raise ClauseError(f"{type(node).__name__} is not an expression")
@@ -267,6 +295,12 @@ class Group:
             return Name(name)
         if name == "cpu":
             return Runtime(lambda r: self.e.op("LDCPU", r), 1, True)
+        if name in TIMES:
+            raise ClauseError(f"DTrace's {name} is not supported: a program reads no clock",
+                              "record the firings (a clause without aggregations): the trace holds each one's time")
+        if name in CONTEXT:
+            raise ClauseError(f"DTrace's {name} is not supported: a program reads only the firing's arguments, CPU "
+                              "and probe", f"pass it as a probe argument, or use {VARIABLES}")
         k = arg_index(name)
         if k is None:
             raise ClauseError(f"unknown variable {name!r}", f"use {VARIABLES}")
@@ -356,11 +390,10 @@ class Group:
             return Runtime(v.emit, v.need, signed, v.boolean, v.fallible)
         inner = v
 
-        def emit(r: int) -> None:
-            inner.emit(r)
+        def narrow(r: int) -> None:
             self.e.op("SHL", r, r, imm=64 - width, with_imm=True)
             self.e.op("SAR" if signed else "SHR", r, r, imm=64 - width, with_imm=True)
-        return Runtime(emit, inner.need, signed, False, inner.fallible)
+        return Runtime(then(inner.emit, narrow), inner.need, signed, False, inner.fallible)
 
     def unary(self, node: Unary) -> Value:
         v = self.integer(self.value(node.operand), node.operand)
@@ -373,16 +406,14 @@ class Group:
         if isinstance(v, PerProbe):
             return PerProbe(tuple((k, fn(x) & MASK) for k, x in v.values), signed)
         inner, name = v, {"-": "NEG", "~": "NOT", "!": "LNOT"}[node.op]
+        return Runtime(then(inner.emit, lambda r: self.e.op(name, r, r)), inner.need, signed, node.op == "!",
+                       inner.fallible)
 
-        def emit(r: int) -> None:
-            inner.emit(r)
-            self.e.op(name, r, r)
-        return Runtime(emit, inner.need, signed, node.op == "!", inner.fallible)
-
-    def binary(self, node: Binary) -> Value:
+    def binary(self, node: Binary, left: Value) -> Value:
+        """``node`` whose left operand's value is ``left``."""
         if node.op in ("&&", "||", "^^"):
-            return self.logical(node)
-        left, right = self.value(node.left), self.value(node.right)
+            return self.logical(node, left)
+        right = self.value(node.right)
         strings = (StrArg, Name, StrConst)
         if node.op in COMPARE and (isinstance(left, strings) or isinstance(right, strings)):
             return self.compare_strings(node, left, right)
@@ -421,18 +452,15 @@ class Group:
         if isinstance(right_value, Const) and fits_imm(right_value.value):
             imm = to_signed(right_value.value)
 
-            def emit_imm(r: int) -> None:
-                left.emit(r)
-                self.e.op(name, r, r, imm=imm, with_imm=True)
             guard = (pf.OPS[name], *left.load, imm) if boolean and left.load else None
-            return Runtime(emit_imm, left.need, signed, boolean, fallible, guard=guard)
+            return Runtime(then(left.emit, lambda r: self.e.op(name, r, r, imm=imm, with_imm=True)), left.need,
+                           signed, boolean, fallible, guard=guard)
 
-        def emit(r: int) -> None:
-            left.emit(r)
+        def with_right(r: int) -> None:
             self.check_registers(r + 1 + right.need)
             right.emit(r + 1)
             self.e.op(name, r, r, r + 1)
-        return Runtime(emit, max(left.need, 1 + right.need), signed, boolean, fallible)
+        return Runtime(then(left.emit, with_right), max(left.need, 1 + right.need), signed, boolean, fallible)
 
     def check_registers(self, top: int) -> None:
         if top > REGS:
@@ -470,8 +498,8 @@ class Group:
             self.e.op(name, r, r, imm=0, with_imm=True)
         return Runtime(emit, 1, True, True, True)
 
-    def logical(self, node: Binary) -> Value:
-        left = self.integer(self.value(node.left), node.left)
+    def logical(self, node: Binary, left: Value) -> Value:
+        left = self.integer(left, node.left)
         right = self.integer(self.value(node.right), node.right)
         known = (Const, PerProbe)
         truth = {"&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b)),
@@ -489,18 +517,16 @@ class Group:
         if node.op == "^^":
             a, b = self.boolean(a), self.boolean(b)
 
-            def emit_xor(r: int) -> None:
-                a.emit(r)
+            def xor(r: int) -> None:
                 self.check_registers(r + 1 + b.need)
                 b.emit(r + 1)
                 self.e.op("XOR", r, r, r + 1)
-            return Runtime(emit_xor, max(a.need, 1 + b.need), True, True, fallible)
+            return Runtime(then(a.emit, xor), max(a.need, 1 + b.need), True, True, fallible)
         jump = "JZ" if node.op == "&&" else "JNZ"
         exact = b.boolean and (node.op == "&&" or a.boolean)  # r holds 0 or 1 on both paths already
 
-        def emit(r: int) -> None:
+        def decided(r: int) -> None:
             done = Label()
-            a.emit(r)
             self.e.jump(jump, done, r)
             b.emit(r)
             self.e.place(done)
@@ -508,16 +534,14 @@ class Group:
                 self.e.op("NE", r, r, imm=0, with_imm=True)
         # a && b is 0 unless a holds, and unless b holds when a cannot stop the clause first
         guard = (a.guard or (None if a.fallible else b.guard)) if node.op == "&&" else None
-        return Runtime(emit, max(a.need, b.need), True, True, fallible, guard=guard)
+        return Runtime(then(a.emit, decided), max(a.need, b.need), True, True, fallible, guard=guard)
 
     def boolean(self, v: Runtime) -> Runtime:
         if v.boolean:
             return v
 
-        def emit(r: int) -> None:
-            v.emit(r)
-            self.e.op("NE", r, r, imm=0, with_imm=True)
-        return Runtime(emit, v.need, True, True, v.fallible, guard=v.guard)
+        return Runtime(then(v.emit, lambda r: self.e.op("NE", r, r, imm=0, with_imm=True)), v.need, True, True,
+                       v.fallible, guard=v.guard)
 
     def ternary(self, node: Ternary) -> Value:
         cond = self.integer(self.value(node.cond), node.cond)
@@ -657,9 +681,11 @@ class Group:
         insns = e.resolve()
         where = ", ".join(str(c.number) for c in self.clauses)
         if len(insns) > MAX_INSNS:
-            raise ClauseError(f"clause{'s' if len(self.clauses) > 1 else ''} {where} compile to {len(insns)} "
-                              f"instructions for {self.named_probes()}, more than the {MAX_INSNS} of a program",
-                              "simplify the predicate or the keys")
+            several = len(self.clauses) > 1
+            raise ClauseError(f"clause{'s' if several else ''} {where} compile{'' if several else 's'} to "
+                              f"{len(insns)} instructions for {self.named_probes()}, more than the {MAX_INSNS} of a "
+                              "program", "simplify the predicate or the keys (a test of an argument or cpu takes about "
+                              "3 instructions; tests of probe names, one for all of them: the host decides them)")
         code = pf.encode(pf.ProgramForm(tuple(insns), tuple(e.aggs), tuple(e.consts), self.keys, bytes(e.strings),
                                         e.nargs, guard=guard))
         if len(code) > MAX_BYTES:
@@ -754,15 +780,16 @@ def extension(t: ArgType, bits: int) -> tuple[str, bool]:
 class Registry:
     """Aggregations by name across every clause: one id each, one function, one shape."""
 
-    def __init__(self, first_id: int) -> None:
+    def __init__(self, first_id: int, declared: list[str]) -> None:
         self.first_id = first_id
         self.by_name: dict[str, AggInfo] = {}
+        self.order = {name: i for i, name in enumerate(dict.fromkeys(declared))}  # ids in declaration order
 
     def use(self, agg: Aggregation, kinds: tuple[str, ...], params: tuple[int, int, int]) -> AggInfo:
         low, step, levels = params
         have = self.by_name.get(agg.name)
         if have is None:
-            have = AggInfo(self.first_id + len(self.by_name), agg.name, agg.func, kinds, low, step, levels)
+            have = AggInfo(self.first_id + self.order[agg.name], agg.name, agg.func, kinds, low, step, levels)
             self.by_name[agg.name] = have
             return have
         if have.func != agg.func or (have.low, have.step, have.levels) != (low, step, levels):
@@ -775,8 +802,11 @@ class Registry:
                               "key an aggregation the same way in every clause")
         merged = []
         for k, (a, b) in enumerate(zip(have.keys, kinds, strict=True)):
-            if a == b or {a, b} == {"int", "uint"}:
-                merged.append("int" if "int" in (a, b) else "uint")  # signed wherever it is signed once
+            if a == b:
+                merged.append(a)  # a probe name stays the name it keys by, in every program that updates it
+                continue
+            if {a, b} == {"int", "uint"}:
+                merged.append("int")  # signed wherever it is signed once
                 continue
             raise ClauseError(f"{display(agg.name)}'s key {k + 1} is {a} elsewhere, {b} here",
                               "key an aggregation the same way in every clause")
@@ -841,7 +871,8 @@ def compile_clauses(clauses: list[Clause], probes: Iterable, bits: int, first_id
         key = (tuple(c.number for c in which), tuple((k, t) for k, t, _ in types))
         by_probe[p.key] = key
         groups.setdefault(key, []).append((p, which, types))
-    registry = Registry(first_id)
+    # ids follow the order the script first names each aggregation: printa prints them in it, as DTrace does
+    registry = Registry(first_id, [a.name for c in clauses for a in c.actions])
     programs = []
     for members in groups.values():
         group_probes = [p for p, _, _ in members]

@@ -39,6 +39,7 @@ class Totals:
     dropped: dict[int, int] = field(default_factory=dict)  # per CPU: updates its tables could not take
     errors: dict[int, int] = field(default_factory=dict)  # per CPU, the kernel's running counts
     nested: dict[int, int] = field(default_factory=dict)
+    shape: dict[int, tuple[int, int]] = field(default_factory=dict)  # per CPU: a half's index slots, arena bytes
 
     def __post_init__(self) -> None:
         self.by_id = {a.id: a for a in self.aggregations}
@@ -61,11 +62,13 @@ class Totals:
         self.dropped[tables.cpu] = self.dropped.get(tables.cpu, 0) + tables.dropped
         self.errors[tables.cpu] = tables.errors
         self.nested[tables.cpu] = tables.nested
+        if tables.nindex:
+            self.shape[tables.cpu] = (tables.nindex, tables.arena_size)
 
     def extended(self, aggregations: tuple[AggInfo, ...], names: dict[int, tuple[str, str, str, str]]) -> Totals:
         """These totals, with more aggregations (another script's) to merge from now on."""
         return Totals(self.aggregations + aggregations, {**self.names, **names}, self.rows, self.dropped, self.errors,
-                      self.nested)
+                      self.nested, self.shape)
 
     def key(self, info: AggInfo, kind: str, value: int) -> Key:
         if kind == "int":

@@ -21,13 +21,41 @@ from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, St
 
 MAX_TEXT = 1 << 16  # characters of a script
 MAX_DEPTH = 32  # nesting of parentheses and unary operators (what the parser recurses through)
-MAX_TREE = 100  # depth of an expression's tree (what the compiler recurses through)
+MAX_TREE = 100  # nesting of an expression's tree (what the compiler recurses through; a flat chain is not nested)
+DIGITS_64 = 22  # digits of the longest integer constant of 64 bits, in any base C writes (octal: 22)
 
 
 class ParseError(ValueError):
-    def __init__(self, message: str, at: int) -> None:
+    def __init__(self, message: str, at: int, fix: str = "") -> None:
         super().__init__(message)
         self.at = at
+        self.fix = fix  # what to write instead (a DTrace construct the kernel's programs do not have)
+
+
+# DTrace's constructs the kernel's programs do not have: what each is, and what to write instead.
+ARGS = ("args[] is not supported", "read the arguments as arg0..arg5: each is read as its probe declares it (an "
+        "integer extended by its type, a char * as a string)")
+SELF = ("thread-local (self->) and clause-local (this->) variables are not supported: a program keeps no state "
+        "but its aggregations", "aggregate by a key instead (@[cpu], @[arg0]), or record the firings (a clause "
+        "without aggregations) and join them in the trace")
+FUNCTIONS = {
+    "stringof": ("stringof() is not supported", "a char * argument already is a string: compare it with a string "
+                 "constant (arg0 == \"eth0\")"),
+    "copyinstr": ("copyinstr() is not supported", "a char * argument already is a string, read from kernel memory: "
+                  "compare it with a string constant (arg0 == \"eth0\")"),
+    "stack": ("stack() is not supported: the kernel's programs read no stack", "key by probefunc, or record the "
+              "firings (a clause without aggregations) and read where each came from in the trace"),
+    "ustack": ("ustack() is not supported: the kernel's programs read no stack", "key by probefunc"),
+    "trace": ("trace() is not supported", "a clause without aggregations records the firing with its arguments, as "
+              "trace() of each would"),
+    "printf": ("printf() is not supported", "a clause without aggregations records the firing with its arguments; "
+               "the trace shows them"),
+    "printa": ("printa() in a clause is not supported", "the session prints the aggregations at its end, each "
+               "--interval and on the console's printa"),
+    "clear": ("clear() in a clause is not supported", "the console's clear does what DTrace's trunc() does"),
+    "trunc": ("trunc() in a clause is not supported", "the console's clear empties every aggregation"),
+    "stddev": ("stddev() is not supported", "use avg(x), or quantize(x) for the spread"),
+}
 
 
 @dataclass(frozen=True)
@@ -97,12 +125,16 @@ class Lexer:
                 bad = re.match(r"[0-9A-Za-z_]+", t[at:]).group()
                 raise ParseError(f"{bad!r} is not an integer constant", at)
             digits, suffix = m.groups()
-            value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits.startswith("0") \
-                else int(digits)
+            hexa = digits[:2].lower() == "0x"
+            significant = (digits[2:] if hexa else digits).lstrip("0")
+            shown = m.group() if len(m.group()) <= 24 else f"{m.group()[:20]}... ({len(significant)} digits)"
             if suffix.lower() not in ("", "u", "l", "ul", "lu", "ll", "ull", "llu"):
-                raise ParseError(f"{m.group()!r} has an integer suffix C does not know", at)
+                raise ParseError(f"{shown!r} has an integer suffix C does not know", at)
+            if len(significant) > DIGITS_64:  # before int(): Python refuses decimals past 4,300 digits
+                raise ParseError(f"{shown!r} does not fit in 64 bits", at)
+            value = int(digits, 16) if hexa else int(digits, 8) if digits.startswith("0") else int(digits)
             if value >= 1 << 64:
-                raise ParseError(f"{m.group()!r} does not fit in 64 bits", at)
+                raise ParseError(f"{shown!r} does not fit in 64 bits", at)
             self.pos = end
             return Token("int", m.group(), at, (value, "u" in suffix.lower()))
         if c == '"':
@@ -255,6 +287,8 @@ class Parser:
         return tok.text
 
     def aggregation(self) -> Aggregation:
+        if self.tok.kind == "ident":  # DTrace's other actions (trace(), printf(), self->x = ...)
+            self.unsupported(self.tok)
         at = self.expect("@", "to start an aggregation").at
         name = ""
         if self.tok.kind == "ident" and self.tok.at == at + 1:
@@ -311,6 +345,7 @@ class Parser:
         if level == len(PRECEDENCE):
             return self._unary()
         left = self._binary(level + 1)
+        depth = 0  # the chain's so far: what tree_depth(left) gives, without walking the chain again each time
         while True:
             self.skip_newlines()
             if self.tok.kind != "punct" or self.tok.text not in PRECEDENCE[level]:
@@ -318,9 +353,11 @@ class Parser:
             if self.tok.text == "/" and self.in_predicate and self.lex.slash_ends_predicate(self.tok):
                 return left
             op = self.advance()
-            left = Binary(left.at, op.text, left, self._binary(level + 1))
-            if tree_depth(left) > MAX_TREE:
-                raise ParseError(f"the expression is more than {MAX_TREE} operations deep", op.at)
+            right = self._binary(level + 1)
+            depth = max(depth or tree_depth(left), tree_depth(right) + 1)
+            left = Binary(left.at, op.text, left, right)
+            if depth > MAX_TREE:
+                raise ParseError(f"the expression nests more than {MAX_TREE} operations deep", op.at)
 
     def _unary(self) -> Node:
         self.skip_newlines()
@@ -345,6 +382,7 @@ class Parser:
             self.advance()
             return Str(tok.at, tok.value)
         if tok.kind == "ident":
+            self.unsupported(tok)
             self.advance()
             return Var(tok.at, tok.text)
         if self.is_("("):
@@ -369,15 +407,38 @@ class Parser:
         raise ParseError(f"expected an expression, found {self.describe(tok)}", tok.at)
 
 
+    def unsupported(self, tok: Token) -> None:
+        """A ParseError naming the DTrace construct ``tok`` starts, when the kernel's programs do not have it."""
+        rest = self.text[tok.at + len(tok.text):].lstrip(" \t")
+        if tok.text == "args" and rest.startswith("["):
+            raise ParseError(ARGS[0], tok.at, ARGS[1])
+        if tok.text in ("self", "this") and rest.startswith("->"):
+            raise ParseError(SELF[0], tok.at, SELF[1])
+        if rest.startswith("("):
+            name = tok.text
+            if name in FUNCTIONS:
+                raise ParseError(FUNCTIONS[name][0], tok.at, FUNCTIONS[name][1])
+            if name in AGG_FUNCTIONS:
+                raise ParseError(f"{name}() aggregates: it is an aggregation's value, not an expression", tok.at,
+                                 f"write @name[keys] = {name}(...)")
+            raise ParseError(f"{name}() is not supported: an expression calls no function", tok.at,
+                             "use operators, casts and the variables arg0..arg5, cpu and the probe's names")
+
+
 def tree_depth(node: Node) -> int:
-    """Levels of ``node``'s tree, counted without recursing (a chain of a + b + c ... is deep)."""
+    """Levels of ``node``'s tree the compiler recurses through, counted without recursing: a binary operation's
+    left operand is on its own level (the compiler walks a flat chain a || b || c ... in a loop), every other
+    operand one level down."""
     deepest, todo = 0, [(node, 1)]
     while todo:
         n, d = todo.pop()
         deepest = max(deepest, d)
         if d > MAX_TREE:
             break
-        todo += [(c, d + 1) for c in children(n)]
+        if isinstance(n, Binary):
+            todo += [(n.left, d), (n.right, d + 1)]
+        else:
+            todo += [(c, d + 1) for c in children(n)]
     return deepest
 
 

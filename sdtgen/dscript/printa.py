@@ -13,6 +13,7 @@ from functools import cmp_to_key
 
 from sdtgen.dscript.compiler import AggInfo
 from sdtgen.dscript.merge import Key, Totals, to_signed
+from sdtgen.dscript.tables import capacity
 from sdtgen.layout import VALUES
 
 NBUCKETS = VALUES["SDT_AGG_QUANTIZE_BUCKETS"]
@@ -198,4 +199,6 @@ def as_json(totals: Totals) -> dict:
             entry.update(low=info.low, high=info.low + info.levels * info.step, step=info.step)
         aggs.append(entry)
     return {"aggregations": aggs, "dropped": sum(totals.dropped.values()), "errors": sum(totals.errors.values()),
-            "nested": sum(totals.nested.values())}
+            "nested": sum(totals.nested.values()),
+            "capacity": [{"cpu": cpu, "entries": capacity(*shape), "slots": shape[0], "arena": shape[1]}
+                         for cpu, shape in sorted(totals.shape.items())]}

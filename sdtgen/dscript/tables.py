@@ -36,6 +36,8 @@ class CpuTables:
     dropped: int = 0  # updates the halves read could not take
     errors: int = 0  # the CPU's running count: firings a program stopped
     nested: int = 0  # the CPU's running count: firings inside a program
+    nindex: int = 0  # each half's index slots and arena bytes: what it can hold (capacity)
+    arena_size: int = 0
 
 
 def attach_size(bytes_given: int) -> tuple[int, int]:
@@ -45,6 +47,12 @@ def attach_size(bytes_given: int) -> tuple[int, int]:
     while nindex * 2 <= half // 64:
         nindex *= 2
     return nindex, half - ((nindex * 4 + 7) & ~7)
+
+
+def capacity(nindex: int, arena_size: int, nkeys: int = 1, nvals: int = 1) -> int:
+    """Entries of ``nkeys`` keys and ``nvals`` values a half takes before it drops (the runtime's agg_update): three
+    quarters of its index slots, fewer when their bytes fill the arena first."""
+    return min(nindex - nindex // 4, arena_size // (AGG_ENTRY.size(64) + 8 * (nkeys + nvals)))
 
 
 def read_cpu(read: Reader, addr: int, bits: int, little: bool = True, halves: tuple[int, ...] | None = (0, 1),
@@ -66,7 +74,7 @@ def read_cpu(read: Reader, addr: int, bits: int, little: bool = True, halves: tu
         if raw["want"] not in (0, 1):
             raise AggTableError(f"{where} says its CPU adds to half {raw['want']}, not 0 or 1")
         halves = (1 - raw["want"],)
-    out = CpuTables(cpu, errors=raw["errors"], nested=raw["nested"])
+    out = CpuTables(cpu, errors=raw["errors"], nested=raw["nested"], nindex=nindex, arena_size=arena_size)
     order = "<" if little else ">"
     head = AGG_ENTRY.struct(bits, little)
     for h in halves:

@@ -26,8 +26,9 @@ HELP = """commands:
                        (and enable SPEC's probes; the emulated boot only)
   arm trap|branch      how probes are armed from now on (armed ones are rearmed): a breakpoint
                        the host handles, or a call to the probe's recorder in the guest
-  module FILE          load the module FILE (boot: relocated into the module area; qemu: the one given at
-                       boot); the specs enabled so far arm it
+  module FILE          load the module FILE, as --module does (boot: relocated into the module area;
+                       qemu: the one given at boot); the specs enabled so far arm it; a load refused
+                       is said and the session goes on
   unload NAME          unload module NAME (its sites disarmed; a later module FILE loads it again)
   stats                firings per probe so far, and records lost to a full buffer
   aggregate CLAUSES    aggregate in the kernel from now on: provider:module:function:name
@@ -167,8 +168,8 @@ class Console(cmd.Cmd):
         return False
 
     def do_module(self, arg: str) -> bool:
-        """module FILE: load a module (the boot needs --module once: its module area)."""
-        self.session.load_module(self._one(arg, "module FILE", "a module file"))
+        """module FILE: load a module, as --module does (a refused load is said; the session goes on)."""
+        self.session.load_module_or_say(self._one(arg, "module FILE", "a module file"))
         return False
 
     def do_unload(self, arg: str) -> bool:

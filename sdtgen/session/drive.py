@@ -9,6 +9,7 @@ An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call`
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -36,11 +37,28 @@ def check_actions(actions: list) -> None:
             extra.values()
 
 
-def precheck(session, actions: list) -> None:
+def module_files(actions: list, scripts: dict[str, list[str]]) -> list[str]:
+    """Every module FILE the session may load: each --module's, and each `module FILE` line of a --script (both
+    are Session.load_module: the target maps its module area, or boots with the module, for either)."""
+    files = []
+    for kind, value, _ in actions:
+        if kind == "module":
+            files.append(value)
+        elif kind == "script":
+            files += [w[1] for w in (line.split() for line in scripts.get(value, [])) if len(w) == 2 and
+                      w[0] == "module"]
+    return files
+
+
+def precheck(session, actions: list, scripts: dict[str, list[str]] | None = None) -> None:
     """Every --run, --enable, --disable and --action checked against the image, before the kernel starts (those
     after a --module, which may name the module's, when they are carried out; a spec, which may name a module's
-    probes before it is loaded, then too)."""
-    modules = any(kind == "module" for kind, _, _ in actions)
+    probes before it is loaded by --module or a script's `module`, then too); every module file readable."""
+    files = module_files(actions, scripts or {})
+    for path in files:
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise SdtError(path, "is not a module file that can be read", "give the module object (.ko) gen built")
+    modules = bool(files)
     for kind, value, extra in actions:
         if kind == "module":
             break
@@ -70,7 +88,7 @@ def perform(session, kind: str, value: str, extra) -> None:
         spec, _, symbol = value.partition("=")
         session.add_action(spec, symbol)
     elif kind == "module":
-        session.load_module(value)
+        session.load_module_or_say(value)
     elif kind == "unload":
         session.unload_module(value)
     elif kind == "aggregate":
@@ -112,22 +130,35 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
           interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
     DTrace's and LTTng's sessions do, and is raised on. With ``interval``, the aggregations are printed every
-    ``interval`` seconds meanwhile, and without the console the session runs until Ctrl-C."""
+    ``interval`` seconds meanwhile, and without the console the session runs until Ctrl-C, which then ends it
+    as dtrace's ends: the last printa, and no error."""
     from sdtgen.session.console import Console, run_script
     from sdtgen.session.reporter import Stopped
     from sdtgen.targets.base import Halted
 
     ticker = Ticker(session, interval) if interval else None
     try:
-        for kind, value, extra in actions:
-            if kind == "script":
-                run_script(session, value, scripts[value])
-            else:
-                perform(session, kind, value, extra)
+        try:
+            for kind, value, extra in actions:
+                if kind == "script":
+                    run_script(session, value, scripts[value])
+                else:
+                    perform(session, kind, value, extra)
+        except SdtError:
+            # A refused line of a --script (or an action refused as it ran) ends the session, as a script's first
+            # error does: its later lines may need the one refused. What was aggregated until then is printed
+            # first, as on Ctrl-C, then the error.
+            if ticker is not None:
+                ticker.stop()
+            if not session.halted:
+                with contextlib.suppress(SdtError, Stopped, KeyboardInterrupt, Halted):
+                    session.printa()
+            raise
         if interactive:
             Console(session).cmdloop()
         elif ticker is not None:
-            ticker.wait()
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the session ends: as dtrace's, exit 0
+                ticker.wait()
             if session.halted:
                 raise Halted("the kernel stopped")
     except (Stopped, KeyboardInterrupt, Halted):

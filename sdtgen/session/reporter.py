@@ -57,6 +57,7 @@ class Reporter:
         self.quiet = quiet  # firings are not shown (they still count, and go to the trace)
         self._held: deque[str] | None = None  # the console before the kernel's hello, while it boots
         self._held_dropped = 0
+        self._errors_said: dict[int, int] = {}  # per CPU: the programs' errors a warning has said
 
     def _emit(self, event: dict, human: str | None) -> None:
         if self.as_json:
@@ -164,7 +165,13 @@ class Reporter:
             self._emit({}, text)
         for cpu, n in sorted(totals.dropped.items()):
             if n:
-                self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full")
+                self.warning(f"{n} aggregation drops on CPU {cpu}: its tables were full{held(totals, cpu)}: give "
+                             "it more memory, or print more often")
+        for cpu, n in sorted(totals.errors.items()):
+            if n > self._errors_said.get(cpu, 0):  # the kernel's running count: said again only when it grew
+                self._errors_said[cpu] = n
+                self.warning(f"{n} error{'' if n == 1 else 's'} on CPU {cpu}: a clause divided by zero or met a "
+                             "string it could not read, and that firing did nothing more")
 
     def error(self, text: str, fix: str = "") -> None:
         """What ended the session (the kernel stopped answering, its machine ended), and what to do."""
@@ -219,6 +226,16 @@ class Reporter:
                 self.text("console", f"({dropped} earlier line(s) of the kernel's console not kept)")
             for text in held:
                 self.console(text)
+
+
+def held(totals, cpu: int) -> str:
+    """What CPU ``cpu``'s tables hold between two snapshots, as the runtime cut the memory it was given."""
+    from sdtgen.dscript.tables import capacity
+
+    if cpu not in totals.shape:
+        return ""
+    nindex, arena = totals.shape[cpu]
+    return f" (a half holds {capacity(nindex, arena)} entries of a count with one key, fewer of larger ones)"
 
 
 def _spaced(hexbytes: str) -> str:

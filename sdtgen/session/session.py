@@ -94,6 +94,7 @@ class Session:
         self._last_ts: dict[int, int] = {}  # CPU -> the time of the last event it recorded
         self._lock = threading.RLock()  # an emulated CPU's thread may hand over packets from its notify hook
         self.modules: dict[str, list] = {}  # loaded modules: name -> their probes
+        self.refused_modules = 0  # loads refused (said; the session went on)
         self.module_functions: dict[str, int] = {}
         self._aggregations = None  # what --aggregate compiled and armed (sdtgen/session/aggregations.py)
         self._target_lock = threading.RLock()  # one command at a time: --interval's printing runs on a thread
@@ -377,7 +378,10 @@ class Session:
                            "without the module's probes", "start the session without --trace")
         if load is None:
             raise SdtError("", f"cannot load {printable(path)}: this target loads no modules", "use sdtgen boot")
-        loaded = self._guard(lambda: load(path), f"load {printable(path)}")
+        try:
+            loaded = self._guard(lambda: load(path), f"load {printable(path)}")
+        except Refused as e:  # the kernel's own refusal (a control target): said as the runtime's are
+            raise SdtError(path, f"the runtime refused to load it: {printable(e.text)}") from None
         arch = self.image.arch
         self.modules[loaded.name] = [p for p in loaded.probes if p.key]
         self.module_functions.update(loaded.functions)
@@ -386,6 +390,17 @@ class Session:
             self.decoder.formats[p.key] = event_format(p.key, p.spec, p.args, arch.bits, arch.little)
         self.probes = [p for p in self.probes if p not in self.modules[loaded.name]] + self.modules[loaded.name]
         self.reporter.module(loaded.name, loaded.patched, "loaded")
+
+    def load_module_or_say(self, path: str) -> bool:
+        """``load_module``, for --module and a script's or the console's `module FILE` alike: a load refused leaves
+        the kernel as it was, so it is said (and the exit status says it) and the session goes on."""
+        try:
+            self.load_module(path)
+            return True
+        except SdtError as e:
+            self.refused_modules += 1
+            self.reporter.error(f"module {printable(path)} not loaded: {e.what}", e.fix)
+            return False
 
     def module_spec(self) -> str:
         """One spec for the loaded module's probes: the fields they share, the others empty."""

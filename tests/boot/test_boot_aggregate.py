@@ -10,7 +10,7 @@ import json
 import pytest
 from aggregate_expect import CALLS, SCRIPT, expected, printed, run_args
 from helpers import sdtgen
-from native_oracle import run_native
+from native_oracle import Call, run_native
 
 from sdtgen.errors import SdtError
 from sdtgen.layout import AGG
@@ -116,3 +116,107 @@ def test_a_script_refused_in_a_running_session_arms_nothing(kernel):
         assert [p.spec for p in s.list_probes() if p.armed] == ["hk:sched:run:tick"]
     finally:
         s.close()
+
+
+# hk:mem:alloc:entry matches both clauses, the other alloc probes only the second: two programs update @n and @f
+SPLIT = ("hk:mem:alloc:entry { @p = count(); }\n"
+         "hk:mem:alloc: { @n[probefunc] = count(); @f[probeprov, probemod, probefunc, probename] = count(); }")
+SPLIT_CALLS = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,)), Call("kmem_alloc", (70000,))]
+
+
+def test_probe_names_as_keys_print_as_names_whatever_programs_update_them(kernel, native_exe):
+    firings = [e for e in run_native(native_exe, SPLIT_CALLS) if e.get("probe", "").startswith("hk:mem:alloc:")]
+    assert len({f["probe"] for f in firings}) > 1, "the calls fire more than one alloc probe"
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "-q", "--aggregate", SPLIT, *run_args(SPLIT_CALLS))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    rows = {a["name"]: {tuple(r["keys"]): r["value"] for r in a["rows"]} for a in aggs["aggregations"]}
+    assert rows["n"] == {("alloc",): CPUS * len(firings)}
+    by_probe: dict[tuple, int] = {}
+    for f in firings:
+        by_probe[tuple(f["probe"].split(":"))] = by_probe.get(tuple(f["probe"].split(":")), 0) + CPUS
+    assert rows["f"] == by_probe
+    text = sdtgen("boot", kernel.image, "--cpus", CPUS, "--aggregate", SPLIT, *run_args(SPLIT_CALLS))
+    assert f"  {'alloc':<50} {CPUS * len(firings):16d}" in text.stdout.splitlines()
+
+
+def test_printa_prints_aggregations_in_the_order_the_script_declares_them(kernel):
+    """DTrace's order: each aggregation where the script first names it, whichever program updates it first."""
+    script = ("hk:mem:alloc:entry { @a[1] = count(); }\nhk:mem:alloc: { @b[2] = count(); }\n"
+              "hk:sched:run:tick { @c[3] = count(); }\nhk:mem:alloc:entry { @[4] = count(); }")
+    calls = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,)), Call("sched_run", (2,))]
+    proc = sdtgen("boot", kernel.image, "--aggregate", script, *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    keys = [int(line.split()[0]) for line in proc.stdout.splitlines() if line.startswith(" " * 15)]
+    assert keys == [1, 2, 3, 4]
+    proc = sdtgen("boot", kernel.image, "--json", "-q", "--aggregate", script, *run_args(calls))
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    assert [a["name"] for a in aggs["aggregations"]] == ["a", "b", "c", ""]
+
+
+def test_a_division_by_zero_in_the_kernel_is_said_on_stderr_per_cpu(kernel, native_exe):
+    """As drops are: the firings a program stopped (here those whose arg0 is 0) are counted and said in text too."""
+    calls = [Call("sched_run", (3,)), Call("sched_run", (2,))]
+    ticks = [f for f in run_native(native_exe, calls) if f.get("probe") == "hk:sched:run:tick"]
+    zeros = sum(1 for f in ticks if f["args"][0] == 0)
+    assert zeros == 2 and len(ticks) > zeros
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--aggregate", "hk:sched:run:tick @ = sum(10 / arg0)",
+                  *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert said == [f"{kernel.image}: warning: {zeros} errors on CPU {cpu}: a clause divided by zero or met a string "
+                    "it could not read, and that firing did nothing more" for cpu in range(CPUS)]
+    total = sum(10 // f["args"][0] for f in ticks if f["args"][0]) * CPUS
+    assert f" {total:16d}" in proc.stdout.splitlines()
+
+
+def test_a_flat_300_term_or_runs_as_c_evaluates_it(kernel, native_exe):
+    """298 tests of names no probe has, one that holds for alloc:fail, one of an argument: counted as C would."""
+    calls = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,)), Call("kmem_alloc", (70000,))]
+    alloc = ("hk:mem:alloc:entry", "hk:mem:alloc:fail")
+    firings = [f for f in run_native(native_exe, calls) if f.get("probe") in alloc]
+    chain = " || ".join(f'probefunc == "f{i}"' for i in range(298)) + ' || probename == "fail" || arg0 == 300'
+    want: dict[tuple, int] = {}
+    for f in firings:
+        if f["probe"].endswith(":fail") or f["args"][0] == 300:
+            key = (f["probe"].split(":")[3],)
+            want[key] = want.get(key, 0) + CPUS
+    assert len(want) == 2
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "-q", "--aggregate",
+                  f"hk:mem:alloc:entry, hk:mem:alloc:fail /{chain}/ @[probename] = count()", *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    assert {tuple(r["keys"]): r["value"] for r in aggs["aggregations"][0]["rows"]} == want
+
+
+def test_a_refused_aggregate_line_of_a_script_ends_it_after_printing_what_was_gathered(kernel, native_exe, tmp_path):
+    """The script's first error ends the session (its later lines may need the refused one), as Ctrl-C does: what
+    was aggregated until then is printed, then the error naming the line."""
+    ticks = sum(1 for f in run_native(native_exe, [Call("sched_run", (3,))]) if f.get("probe") == "hk:sched:run:tick")
+    script = tmp_path / "agg.sdt"
+    script.write_text("aggregate hk:sched:run:tick @t = count()\nrun sched_run 3\naggregate hk:nothing:: @x = count()\n"
+                      "run sched_run 4\n")
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--script", script)
+    assert proc.returncode == 2
+    assert proc.stdout.splitlines()[-1] == f" {CPUS * ticks:16d}", proc.stdout
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"{script}:3: error: ") and "matches no probe" in line, line
+
+
+def test_the_tables_capacity_is_said_and_is_what_the_kernel_keeps(kernel, native_exe):
+    """256 KiB of tables a CPU in the emulator: a half's index of 2048 slots, three quarters of them taken (1536
+    entries of a one-key count); the first 1536 keys that fired (the native run's order) are kept, the rest dropped,
+    and the warning and --json say that number."""
+    calls = [Call("sched_run", (2000,))]
+    keys = list(dict.fromkeys(f["args"][0] for f in run_native(native_exe, calls)
+                              if f.get("probe") == "hk:sched:run:tick"))
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "-q", "--aggregate",
+                  "hk:sched:run:tick @[arg0] = count()", *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    assert aggs["capacity"] == [{"cpu": k, "entries": 1536, "slots": 2048, "arena": 122880} for k in range(CPUS)]
+    assert {r["keys"][0]: r["value"] for r in aggs["aggregations"][0]["rows"]} == dict.fromkeys(keys[:1536], CPUS)
+    assert aggs["dropped"] == CPUS * (len(keys) - 1536)
+    text = sdtgen("boot", kernel.image, "--aggregate", "hk:sched:run:tick @[arg0] = count()", *run_args(calls))
+    assert f"warning: {len(keys) - 1536} aggregation drops on CPU 0: its tables were full (a half holds 1536 entries " \
+           "of a count with one key, fewer of larger ones): give it more memory, or print more often" in text.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -16,11 +17,12 @@ PATIENCE = 120  # seconds a step may take on a loaded machine before the test gi
 
 
 class Console:
-    """`sdtgen qemu ... -i --json` with its standard input a pipe; its JSON events as they come."""
+    """`sdtgen qemu ... -i --json` with its standard input a pipe (without -i: no console); its JSON events as they
+    come."""
 
-    def __init__(self, *argv: str) -> None:
-        self.proc = subprocess.Popen([SDTGEN, "qemu", *argv, "-i", "--json"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, *argv: str, console: bool = True) -> None:
+        self.proc = subprocess.Popen([SDTGEN, "qemu", *argv, *(["-i"] if console else []), "--json"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.events: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -83,3 +85,22 @@ def test_interval_needs_something_to_print(qemu_kernel):
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.splitlines() == ["sdtgen: error: --interval prints the aggregations, and none is given; "
                                         "add --aggregate CLAUSES (or -i)"]
+
+
+def test_ctrl_c_ends_an_interval_session_as_dtrace_does_the_last_printa_and_exit_0(qemu_kernel):
+    c = Console(str(qemu_kernel("riscv64")), "--cpus", str(CPUS), "--interval", "0.2", "-q", "--aggregate",
+                "hk:sched:run:tick @ticks = count()", "--run", "sched_run", "--arg", "5", console=False)
+    try:  # no console: the session runs until Ctrl-C
+        c.until(lambda e: ticks(e) == [{"keys": [], "value": CPUS * 5}])
+        c.proc.send_signal(signal.SIGINT)
+        assert c.proc.wait(PATIENCE) == 0
+        assert "interrupted" not in c.proc.stderr.read()
+        after = []
+        while (e := c.events.get(timeout=PATIENCE)) is not None:
+            after.append(e)
+        assert [ticks(e) for e in after if e["event"] == "aggregations"][-1] == [{"keys": [], "value": CPUS * 5}]
+        assert after[-1]["event"] == "stats", "then the stats, as a session that ends does"
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait()

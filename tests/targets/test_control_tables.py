@@ -11,7 +11,7 @@ import struct
 
 import pytest
 from aggregate_expect import CALLS, SCRIPT, expected, printed
-from native_oracle import run_native
+from native_oracle import Call, run_native
 
 from sdtgen.dscript.tables import CpuTables
 from sdtgen.layout import AGG, AGG_ENTRY, WORD
@@ -115,3 +115,46 @@ def test_a_spoiled_frame_is_refused_whatever_it_claims(real_frame, case):
     frame, addr, given, arch = real_frame
     t = tables_of_frame(hostile(frame, arch)[case], 0, addr, given, arch)
     assert isinstance(t, DamagedTables), case
+
+
+def test_probe_names_as_keys_print_as_names_when_two_programs_update_them(kernel_proc, native_exe):
+    """hk:mem:alloc:entry matches both clauses, the other alloc probes only the second: two programs key @n."""
+    calls = [Call("kmem_alloc", (300,)), Call("kmem_alloc", (-5,))]
+    firings = [e for e in run_native(native_exe, calls) if e.get("probe", "").startswith("hk:mem:alloc:")]
+    out = io.StringIO()
+    s = process_session(kernel_proc, out)
+    try:
+        s.aggregate("hk:mem:alloc:entry { @p = count(); }\nhk:mem:alloc: { @n[probefunc, probename] = count(); }")
+        for c in calls:
+            s.run(f"{c.function}:long", list(c.args))
+        s.printa()
+        rows = {a["name"]: {tuple(r["keys"]): r["value"] for r in a["rows"]}
+                for a in last_aggregations(out)["aggregations"]}
+        want: dict[tuple, int] = {}
+        for f in firings:
+            key = ("alloc", f["probe"].split(":")[3])
+            want[key] = want.get(key, 0) + CPUS
+        assert rows["n"] == want
+    finally:
+        s.close()
+
+
+def test_the_tables_capacity_counts_the_struct_the_memory_holds(kernel_proc, native_exe):
+    """fixtures/process gives 256 KiB a CPU, struct sdt_agg included: a half's index is rounded down to 1024 slots,
+    768 entries of a one-key count (against the emulator's 1536 for 256 KiB of tables alone). The first 768 keys that
+    fired (the native run's order) are what the kernel keeps; --json says 768."""
+    calls = [Call("sched_run", (1000,))]
+    keys = list(dict.fromkeys(f["args"][0] for f in run_native(native_exe, calls)
+                              if f.get("probe") == "hk:sched:run:tick"))
+    out = io.StringIO()
+    s = process_session(kernel_proc, out)
+    try:
+        s.aggregate("hk:sched:run:tick @[arg0] = count()")
+        s.run("sched_run:long", [1000])
+        s.printa()
+        aggs = last_aggregations(out)
+    finally:
+        s.close()
+    assert [c["entries"] for c in aggs["capacity"]] == [768] * CPUS
+    assert {r["keys"][0]: r["value"] for r in aggs["aggregations"][0]["rows"]} == dict.fromkeys(keys[:768], CPUS)
+    assert aggs["dropped"] == CPUS * (len(keys) - 768)
