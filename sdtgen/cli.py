@@ -95,7 +95,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="sdtgen-check-") as tmp, \
                 placed(args.image, result.arch, placed_at, tmp, relax=False) as out, Image(out) as image:
             report = check(result, image)
-        if not args.json and not args.quiet:
+        if not args.json and not args.quiet and not (report.problems and not report.verdicts):
             print(f"{args.image}: a module: its table checked against it placed at {placed_at:#x} by its own "
                   "relocations, without relaxation, as a kernel's loader places it")
     else:
@@ -106,6 +106,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_OK if report.ok else EXIT_FAIL
     for problem in report.problems:
         print(Diagnostic(args.image, ERROR, sentence(problem)), file=sys.stderr)
+    if report.problems and not report.verdicts:  # the table as a whole is refused: its line says all
+        return EXIT_FAIL
     shown = [v for v in report.verdicts if v.status != "stable" and not (args.quiet and v.status == "folded")]
     for line in site_lines(args.image, shown):
         print(line, file=sys.stderr)

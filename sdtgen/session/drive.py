@@ -9,7 +9,6 @@ An action is a plain tuple: (kind, value, extra), where a run's extra is ``Call`
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from dataclasses import dataclass, field
 
@@ -54,10 +53,11 @@ def precheck(session, actions: list, scripts: dict[str, list[str]] | None = None
     """Every --run, --enable, --disable and --action checked against the image, before the kernel starts (those
     after a --module, which may name the module's, when they are carried out; a spec, which may name a module's
     probes before it is loaded by --module or a script's `module`, then too); every module file readable."""
+    from sdtgen.modlink import check_module_object
+
     files = module_files(actions, scripts or {})
-    for path in files:
-        if not os.path.isfile(path) or not os.access(path, os.R_OK):
-            raise SdtError(path, "is not a module file that can be read", "give the module object (.ko) gen built")
+    for path in files:  # what the load would refuse of the file itself, before the kernel starts
+        check_module_object(path, session.image.elf.machine, session.image.arch.name)
     modules = bool(files)
     for kind, value, extra in actions:
         if kind == "module":
