@@ -314,10 +314,10 @@ class _Ordered(argparse.Action):
                 call.cpu = _int_arg(values)
         elif self.dest == "run":
             actions.append(("run", values, Call()))
-        elif self.dest == "aggregate":
+        elif self.dest == "aggregate" or (self.dest == "enable" and "/" in values):  # SPEC /predicate/
             from sdtgen.session.aggregations import Prepared
 
-            actions.append(("aggregate", values, Prepared()))
+            actions.append((self.dest, values, Prepared()))
         else:
             actions.append((self.dest, values, None))
         namespace.actions = actions
@@ -618,7 +618,8 @@ class _Parser(argparse.ArgumentParser):
 def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     """The options `boot`, `qemu` and `attach` share: what to arm and run, the buffers, the trace, the output."""
     b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
-    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC")
+    b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC; 'SPEC /PREDICATE/' "
+                   "records only the firings for which PREDICATE holds (DTrace's syntax, docs/aggregations.md)")
     b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
     b.add_argument("--run", action=_Ordered, metavar="SYMBOL[:TYPE]",
                    help="call a function of the image; TYPE (long, int, uint, ulong, str, void) reads its result")

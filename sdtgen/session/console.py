@@ -16,7 +16,8 @@ from sdtgen.session.session import Session
 
 HELP = """commands:
   list [SPEC]          probes with their sites and whether they are armed
-  enable SPEC          arm every probe matching provider:module:function:name (globs, empty fields match all)
+  enable SPEC [/PRED/] arm every probe matching provider:module:function:name (globs, empty fields match all);
+                       with /PRED/, only the firings for which PRED holds are recorded
   disable SPEC         disarm them (the sites go back to NOPs)
   run SYMBOL[:TYPE] [ARG...] [@CPU]
                        call a function of the image (on every CPU, or CPU N with @N); an ARG
@@ -124,9 +125,9 @@ class Console(cmd.Cmd):
         return False
 
     def do_enable(self, arg: str) -> bool:
-        """enable SPEC: arm every probe matching SPEC."""
-        spec = self._one(arg, "enable SPEC")
-        n = self.session.enable(spec)
+        """enable SPEC [/PREDICATE/]: arm every probe matching SPEC (recording the firings PREDICATE passes)."""
+        spec = arg.strip() if "/" in arg else self._one(arg, "enable SPEC")
+        n = self.session.enable(spec, source="enable")
         if not self.strict:
             self.session.reporter.armed("armed", spec, n)
         return False

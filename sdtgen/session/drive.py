@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sdtgen.calls import parse_arg
 from sdtgen.errors import SdtError
+from sdtgen.session.session import filtered
 
 
 @dataclass
@@ -66,6 +67,8 @@ def precheck(session, actions: list, scripts: dict[str, list[str]] | None = None
             session.check_run(value, extra.values())
             if extra.cpu is not None and extra.cpu < 0:
                 raise SdtError("", f"--cpu {extra.cpu} is not a CPU number")
+        elif kind == "enable" and filtered(value):
+            extra.compiled = session.compile_filter(value)
         elif kind in ("enable", "disable") and not modules:
             session.check_spec(value)
         elif kind == "action":
@@ -79,7 +82,7 @@ def precheck(session, actions: list, scripts: dict[str, list[str]] | None = None
 def perform(session, kind: str, value: str, extra) -> None:
     """One --enable, --disable, --run or --action of the command line."""
     if kind == "enable":
-        session.enable(value)
+        session.enable(value, extra.compiled if extra is not None else None)
     elif kind == "disable":
         session.disable(value)
     elif kind == "run":

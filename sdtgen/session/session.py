@@ -62,6 +62,11 @@ def check_options(arm: str, overflow: str, buffer_size: int) -> None:
 StartFn = Callable[["Session"], Target]
 
 
+
+def filtered(spec: str) -> bool:
+    """An enabling with a predicate (``SPEC /predicate/``): a probe spec has no '/' of its own."""
+    return "/" in spec
+
 class Session:
     """A kernel booted (or attached to) by ``start``, which makes the target once the image is checked."""
 
@@ -280,8 +285,25 @@ class Session:
     def functions(self) -> list[str]:
         return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)
 
-    def enable(self, spec: str) -> int:
+    def enable(self, spec: str, compiled=None, source: str = "--enable") -> int:
+        """Arm the probes ``spec`` matches; ``SPEC /predicate/`` (DTrace's enabling with a predicate) arms them
+        with a program that records only the firings for which the predicate holds (compiled already, or now)."""
+        if filtered(spec):
+            return self.aggregate(spec, compiled if compiled is not None else self.compile_filter(spec, source))
         return self._arm(spec, True)
+
+    def compile_filter(self, text: str, source: str = "--enable"):
+        """``SPEC[, SPEC...] /predicate/`` compiled as a clause without actions (it records what passes)."""
+        from sdtgen.dscript.parser import ParseError, parse
+
+        try:
+            clauses = parse(text)
+        except ParseError:
+            clauses = []  # compile_aggregate says what is wrong, and where
+        if any(c.actions for c in clauses) or len(clauses) > 1:
+            raise SdtError(source, f"{printable(text)!r} is more than a spec and a predicate",
+                           "give SPEC /predicate/ (aggregations: --aggregate CLAUSES)")
+        return self.compile_aggregate(text, source)
 
     def disable(self, spec: str) -> int:
         return self._arm(spec, False)

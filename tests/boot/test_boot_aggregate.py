@@ -220,3 +220,32 @@ def test_the_tables_capacity_is_said_and_is_what_the_kernel_keeps(kernel, native
     text = sdtgen("boot", kernel.image, "--aggregate", "hk:sched:run:tick @[arg0] = count()", *run_args(calls))
     assert f"warning: {len(keys) - 1536} aggregation drops on CPU 0: its tables were full (a half holds 1536 entries " \
            "of a count with one key, fewer of larger ones): give it more memory, or print more often" in text.stderr
+
+
+def test_enable_with_a_predicate_records_only_the_firings_it_passes(kernel, native_exe):
+    """DTrace's enabling with a predicate (`--enable 'SPEC /pred/'`): the firings recorded are the native run's
+    for which the predicate holds, in their order; the other probes' are as plain --enable records them."""
+    calls = [Call("sched_run", (6,)), Call("vfs_lookup_id", (1,)), Call("vfs_lookup_id", (2,)),
+             Call("kmem_alloc", (300,))]
+    native = [f for f in run_native(native_exe, calls) if "probe" in f]
+    probes = ("hk:sched:run:tick", "hk:vfs:lookup:component", "hk:mem:alloc:entry")
+    passes = {probes[0]: lambda a: a[1] > 4, probes[1]: lambda a: a[0] == "lib" or a[1] > 3, probes[2]: lambda a: 1}
+    want = [{"probe": f["probe"], "args": f["args"]} for f in native if f["probe"] in passes
+            and passes[f["probe"]](f["args"])]
+    for probe in probes[:2]:  # each predicate passes some of its probe's firings, not all
+        assert 0 < sum(f["probe"] == probe for f in want) < sum(f["probe"] == probe for f in native), probe
+    proc = sdtgen("boot", kernel.image, "--json", "--enable", f"{probes[0]} /arg1 > 4/",
+                  "--enable", f'{probes[1]} /arg0 == "lib" || arg1 > 3/', "--enable", probes[2], *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    fired = [{"probe": e["probe"], "args": e["args"]} for e in map(json.loads, proc.stdout.splitlines())
+             if e["event"] == "fire"]
+    assert fired == want
+
+
+def test_enable_with_more_than_a_predicate_is_refused_before_anything_boots(kernel):
+    proc = sdtgen("boot", kernel.image, "--enable", "hk:sched:run:tick /arg1 > 4/ @ = count()",
+                  "--run", "sched_run", "--arg", "3")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.splitlines() == ["--enable: error: 'hk:sched:run:tick /arg1 > 4/ @ = count()' is more than a "
+                                        "spec and a predicate; give SPEC /predicate/ (aggregations: --aggregate "
+                                        "CLAUSES)"]

@@ -80,3 +80,4 @@ def test_a_refused_load_is_said_and_the_session_goes_on_whoever_asked(tmp_path, 
         errors = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "error"]
         assert [f"{kernel.image}: error: {e['text']}" for e in errors] == [said], way
         assert [e for e in shown(proc.stdout) if "probe" in e] == ticks, f"{way}: the run after it happened"
+
