@@ -1,4 +1,4 @@
-# sdtgen: the two commands a newcomer needs are `make demo` and `make test`.
+# sdtgen: the two commands a newcomer needs are `make demo` and `make test` (`make quick`: a subset).
 # Each creates its own virtual environment in .venv on first use.
 
 # The checkout, also when make runs elsewhere with -f (the README's tests do).
@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO := build/demo
 PROCESS := build/process
 
-.PHONY: all venv demo process test lint matrix fuzz bench realworld qemu modules torture mutate clean
+.PHONY: all venv demo process test quick lint matrix fuzz bench realworld qemu modules torture mutate clean
 
 all: test
 
@@ -111,6 +111,15 @@ lint: $(STAMP)
 # single-threaded emulator, compiler or QEMU vCPU, so the machine's two cores both work.
 test: $(STAMP) lint
 	$(BIN)/pytest -q -n 2 --dist loadfile
+
+# A few minutes: ruff, then the build-time path on x86-64 (scan, gen, check, probes, the header in C and C++),
+# the CLI's refusals, the emulated boot's output, the packets' decoder and the D compiler. No QEMU, no other
+# architecture: `make test` runs everything.
+QUICK_TESTS := tests/test_scan.py tests/test_codegen.py tests/test_check.py tests/test_listing.py tests/test_cli.py \
+	tests/test_header.py tests/boot/test_cli_output.py tests/trace/test_packets.py tests/dscript/test_compiler.py
+
+quick: $(STAMP) lint
+	$(BIN)/pytest -q -n 2 --dist loadfile $(QUICK_TESTS)
 
 clean:
 	rm -rf build $(VENV) .pytest_cache

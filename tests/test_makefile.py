@@ -4,6 +4,7 @@ make targets."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 
@@ -168,3 +169,26 @@ def test_a_runtime_part_the_image_never_calls_costs_it_nothing(tmp_path):
     symbols = run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout
     assert "sdt_serial" not in symbols and "sdt_control" not in symbols
     assert " sdt_init" in run(["nm", str(tmp_path / "default" / "kernel.elf")]).stdout
+
+
+def _collected(*paths: str) -> int:
+    """How many tests pytest collects from ``paths`` (the whole suite when none)."""
+    import sys
+
+    out = run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
+              cwd=ROOT).stdout
+    return int(re.search(r"^(\d+) tests? collected", out, re.M)[1])
+
+
+def test_make_quick_runs_ruff_and_a_real_subset_of_the_suite_the_readme_names():
+    """`make quick`, as make itself expands it: ruff, then pytest on test files that exist, fewer tests than the
+    whole suite and more than none; the README says how long `make test` takes and names the subset."""
+    dry = run(["make", "-C", str(ROOT), "--no-print-directory", "-n", "-o", ".venv/.installed", "quick"]).stdout
+    commands = [shlex.split(ln) for ln in dry.splitlines()]
+    assert any(c[0].endswith("/ruff") and c[1] == "check" for c in commands)
+    (pytest,) = [c for c in commands if c[0].endswith("/pytest")]
+    files = [w for w in pytest if w.endswith(".py")]
+    assert files and [f for f in files if not (ROOT / f).is_file()] == []
+    assert 0 < _collected(*files) < _collected()
+    readme = (ROOT / "README.md").read_text()
+    assert "make quick" in readme and re.search(r"make test .*about \d+ minutes", readme)
