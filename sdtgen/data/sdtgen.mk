@@ -91,6 +91,15 @@ endif
 # sdt_runtime_obj(PARTIAL, SOURCE): the object of one runtime source for one image
 sdt_runtime_obj = $(patsubst %.c,$(1:.o=)_sdt_rt_%.o,$(notdir $(2)))
 
+# The runtime's sources, each once, in the order first named: a kernel that adds a file the defaults hold
+# already (sdt_serial.c, as an older guide said) gets one rule for it, not a second one make warns about
+# ("overriding recipe"). Two different files of one name would be one object: that stops the build.
+sdt_uniq = $(if $(1),$(firstword $(1)) $(call sdt_uniq,$(filter-out $(firstword $(1)),$(1))))
+sdt_runtime_srcs = $(strip $(call sdt_uniq,$(abspath $(SDT_RUNTIME_SRCS)))$(foreach n,$(sort $(notdir $(SDT_RUNTIME_SRCS))),$(if \
+	$(word 2,$(filter %/$(n),$(call sdt_uniq,$(abspath $(SDT_RUNTIME_SRCS))))),$(error SDT_RUNTIME_SRCS names two \
+	files called $(n) ($(filter %/$(n),$(call sdt_uniq,$(abspath $(SDT_RUNTIME_SRCS))))): each would be one object; \
+	rename one))))
+
 sdt_runtime_headers = $(wildcard $(SDT_RUNTIME_DIR)/*.h $(SDT_INCLUDE)/*.h)
 
 define sdt_runtime_rule
@@ -131,9 +140,9 @@ $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
 	$$(sdt_q)$$(sdt_compile) $$(SDT_ASFLAGS) -c -o $$@ $$<
 
-$(foreach s,$(SDT_RUNTIME_SRCS),$(eval $(call sdt_runtime_rule,$(2),$(s))))
+$(foreach s,$(sdt_runtime_srcs),$(eval $(call sdt_runtime_rule,$(2),$(s))))
 
-$(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o
+$(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(sdt_runtime_srcs)) $(2:.o=)_sdt_rt_arch.o
 	$$(sdt_msg) AR $$@
 	$$(sdt_q)rm -f $$@ && $$(SDT_AR) rcs $$@ $$^
 
