@@ -18,6 +18,16 @@
 #ifndef SDTGEN_SDT_RUNTIME_H
 #define SDTGEN_SDT_RUNTIME_H
 
+/*
+ * The runtime's interface version: one more whenever a structure the kernel allocates or fills changes its
+ * size or layout (struct sdt_cpu, sdt_agg, sdt_module, sdt_control_cpu, sdt_hooks, sdt_control_ops, sdt_frame,
+ * sdt_range, sdt_control_fault) or an entry point changes what it takes. These structures grow: size them with
+ * sizeof, never a number; a port that asserts a size keys the assertion on this version
+ * (#if SDT_RUNTIME_VERSION == 1 ... #endif), so an update says "look here" instead of breaking the build
+ * somewhere else. tests/runtime/test_runtime_version.py holds every size this version promises.
+ */
+#define SDT_RUNTIME_VERSION 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif
