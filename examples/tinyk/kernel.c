@@ -5,7 +5,8 @@
  * the control channel, and SBI for what S-mode cannot do alone (IPIs, starting harts, power off).
  * It links the runtime, the serial transport and the control core (sdtgen's Makefile fragment
  * builds them) and nothing else of sdtgen's: `sdtgen qemu tinyk.elf -- -bios default` boots it,
- * `sdtgen attach` drives it when QEMU runs on its own. docs/runtime.md walks through it.
+ * `sdtgen attach` drives it when QEMU runs on its own. It is the worked example of a kernel a host
+ * drives (docs/runtime.md#the-worked-examples): docs/control.md describes each of its ops.
  *
  * What S-mode needs that an M-mode kernel does by itself:
  *   - rdtime works only because M-mode (OpenSBI) sets mcounteren.TM;
