@@ -38,7 +38,7 @@ SDT_LINKER_SCRIPTS := $(abspath $(sdt_here)linker_scripts)
 SDT_RUNTIME_DIR := $(abspath $(sdt_here)../runtime)
 # The runtime's portable sources in SDT_RUNTIME_DIR, each compiled on its own (the port of an architecture,
 # arch/sdt_$(SDT_ARCH).c, is chosen when it is compiled): a file the runtime gains is named here, once.
-sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c
+sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c sdt_setjmp.c
 
 # What you may set, before the sdt_image line or on the command line:
 SDTGEN ?= sdtgen
