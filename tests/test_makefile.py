@@ -192,3 +192,29 @@ def test_make_quick_runs_ruff_and_a_real_subset_of_the_suite_the_readme_names():
     assert 0 < _collected(*files) < _collected()
     readme = (ROOT / "README.md").read_text()
     assert "make quick" in readme and re.search(r"make test .*about \d+ minutes", readme)
+
+
+def test_a_runtime_source_listed_twice_builds_once_without_a_warning(tmp_path):
+    """A port that adds sdt_serial.c to the defaults (as an older guide said), and names the control core
+    through another spelling of its path, gets one rule each: make says no "overriding recipe", and the
+    image is the defaults' byte for byte."""
+    make(tmp_path / "default")
+    rt = run([SDTGEN, "runtime-dir"]).stdout.strip()
+    twice = make(tmp_path / "twice",
+                 f"SDT_RUNTIME_SRCS={rt}/sdt_runtime.c {rt}/sdt_serial.c {rt}/sdt_control.c {rt}/sdt_serial.c "
+                 f"{rt}/arch/../sdt_control.c")
+    assert "overriding recipe" not in twice.stderr and "ignoring old recipe" not in twice.stderr, twice.stderr
+    assert twice.stdout.count("_sdt_rt_sdt_serial.o") == 1, twice.stdout
+    assert (tmp_path / "twice" / "kernel.elf").read_bytes() == (tmp_path / "default" / "kernel.elf").read_bytes()
+
+
+def test_two_runtime_sources_of_one_name_stop_the_build_naming_both(tmp_path):
+    """Both would compile to one object, one silently lost: the fragment refuses the list."""
+    rt = run([SDTGEN, "runtime-dir"]).stdout.strip()
+    mine = tmp_path / "mine" / "sdt_serial.c"
+    mine.parent.mkdir()
+    mine.write_text("int my_serial;\n")
+    proc = run(["make", "-C", str(FIXTURE), f"O={tmp_path}/out", f"SDTGEN={SDTGEN}", "--no-print-directory",
+                f"SDT_RUNTIME_SRCS={rt}/sdt_runtime.c {rt}/sdt_serial.c {mine}"], check=False)
+    assert proc.returncode != 0
+    assert "SDT_RUNTIME_SRCS names two files called sdt_serial.c" in proc.stderr and str(mine) in proc.stderr

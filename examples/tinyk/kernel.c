@@ -2,10 +2,12 @@
  * tinyk: a small S-mode RISC-V kernel under OpenSBI (QEMU virt), written as a kernel engineer ports
  * sdtgen's runtime into a kernel of their own: its own boot code (start.S), linker script
  * (tinyk.ld), per-CPU data (tp points at the CPU's struct percpu), a polled 16550 UART that carries
- * the control channel, and SBI for what S-mode cannot do alone (IPIs, starting harts, power off).
+ * the control channel and a shell on the same line (console_byte), and SBI for what S-mode cannot do
+ * alone (IPIs, starting harts, power off).
  * It links the runtime, the serial transport and the control core (sdtgen's Makefile fragment
  * builds them) and nothing else of sdtgen's: `sdtgen qemu tinyk.elf -- -bios default` boots it,
- * `sdtgen attach` drives it when QEMU runs on its own. docs/runtime.md walks through it.
+ * `sdtgen attach` drives it when QEMU runs on its own. It is the worked example of a kernel a host
+ * drives (docs/runtime.md#the-worked-examples): docs/control.md describes each of its ops.
  *
  * What S-mode needs that an M-mode kernel does by itself:
  *   - rdtime works only because M-mode (OpenSBI) sets mcounteren.TM;
@@ -13,6 +15,7 @@
  *   - a breakpoint arrives with scause 3 and sepc at the ebreak.
  */
 #include <sdt_runtime.h>
+#include <sdt_setjmp.h>
 
 #define MAX_CPUS 8	/* harts 0..7 (start.S's stacks) */
 #define RING (64 << 10)	/* each CPU's trace ring */
@@ -41,7 +44,7 @@ struct percpu {
 	void (*volatile job)(void *);	/* posted by another CPU (the control core's start), cleared when done */
 	void *job_arg;
 	unsigned poster;
-	void *recover[5];	/* __builtin_setjmp's buffer while a call is guarded */
+	sdt_jmp_buf recover;	/* where a fault in a guarded call jumps back to (sdt_setjmp: integer registers only) */
 	volatile int guarded;
 	struct sdt_control_fault fault;
 };
@@ -168,6 +171,45 @@ static void drain_all(void)
 	}
 }
 
+/* -- the shell, on the control core's UART ----------------------------------------------------------- */
+
+/* One line typed at tinyk's shell: `echo TEXT` says TEXT. Its output is console bytes, outside frames. */
+static void shell_line(const char *line, unsigned n)
+{
+	static const char echo[] = "echo ";
+	unsigned i = 0;
+
+	while (i < sizeof(echo) - 1 && i < n && line[i] == echo[i])
+		i++;
+	lock(&uart_lock);
+	if (i == sizeof(echo) - 1) {
+		put(line + i, n - i);
+		puts_raw("\r\n");
+	} else if (n) {
+		puts_raw("tinyk: echo TEXT is all this shell knows\r\n");
+	}
+	unlock(&uart_lock);
+}
+
+/* The console's line discipline: a line a host escapes (SDT_CONTROL_ESCAPE first) goes to the control core
+ * whole, and every other byte to the shell's line, so a host's commands may arrive while a line is half
+ * typed. A kernel whose console takes bytes in an interrupt handler (xv6's consoleintr) buffers the claimed
+ * bytes there and gives them to sdt_control_input from a thread (docs/control.md). */
+static void console_byte(char b)
+{
+	static char line[128];
+	static unsigned n;
+
+	if (sdt_control_claims(b)) {
+		sdt_control_input(&b, 1, reply);
+	} else if (b == '\r' || b == '\n') {
+		shell_line(line, n);
+		n = 0;
+	} else if (n < sizeof(line)) {
+		line[n++] = b;
+	}
+}
+
 /* -- the runtime's hooks --------------------------------------------------------------------------- */
 
 static int all_synced(unsigned long gen, unsigned me)
@@ -270,7 +312,7 @@ static void fault(word cause, word pc, word addr)
 		p->fault.pc = pc;
 		p->fault.addr = addr;
 		p->area.nesting = 0;	/* a fault inside a recorder must not silence the CPU for good */
-		__builtin_longjmp(p->recover, 1);
+		sdt_longjmp(p->recover, 1);
 	}
 	for (i = 0; i < 4; i++) {	/* `panic CPU CAUSE PC ADDR`: what a host shows of a kernel that stopped */
 		int shift = 60;
@@ -326,12 +368,13 @@ static struct sdt_cpu *area(unsigned k)
 	return k < ncpus ? &percpu[k].area : 0;
 }
 
-/* fn(arg), or 1 with the fault that ended it. Never inlined: setjmp's frame. */
+/* fn(arg), or 1 with the fault that ended it. The runtime's setjmp, not __builtin_setjmp: GCC's saves the FP
+ * registers where -march has F or D, which traps in a kernel that runs with the FPU off (docs/runtime.md). */
 static __attribute__((noinline)) int guarded(void (*fn)(void *), void *arg, struct sdt_control_fault *out)
 {
 	struct percpu *p = self();
 
-	if (__builtin_setjmp(p->recover)) {
+	if (sdt_setjmp(p->recover)) {
 		p = self();
 		p->guarded = 0;
 		*out = p->fault;
@@ -461,6 +504,6 @@ void tinyk_main(word hart)
 		if (c < 0)
 			continue;
 		b = (char)c;
-		sdt_control_input(&b, 1, reply);
+		console_byte(b);
 	}
 }

@@ -43,7 +43,7 @@ SDT_LINKER_SCRIPTS := $(abspath $(sdt_here)linker_scripts)
 SDT_RUNTIME_DIR := $(abspath $(sdt_here)../runtime)
 # The runtime's portable sources in SDT_RUNTIME_DIR, each compiled on its own (the port of an architecture,
 # arch/sdt_$(SDT_ARCH).c, is chosen when it is compiled): a file the runtime gains is named here, once.
-sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c
+sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c sdt_setjmp.c
 
 # What you may set, before the sdt_image line or on the command line:
 SDTGEN ?= sdtgen
@@ -110,6 +110,15 @@ endif
 # sdt_runtime_obj(PARTIAL, SOURCE): the object of one runtime source for one image
 sdt_runtime_obj = $(patsubst %.c,$(1:.o=)_sdt_rt_%.o,$(notdir $(2)))
 
+# The runtime's sources, each once, in the order first named: a kernel that adds a file the defaults hold
+# already (sdt_serial.c, as an older guide said) gets one rule for it, not a second one make warns about
+# ("overriding recipe"). Two different files of one name would be one object: that stops the build.
+sdt_uniq = $(if $(1),$(firstword $(1)) $(call sdt_uniq,$(filter-out $(firstword $(1)),$(1))))
+sdt_runtime_srcs = $(strip $(call sdt_uniq,$(abspath $(SDT_RUNTIME_SRCS)))$(foreach n,$(sort $(notdir $(SDT_RUNTIME_SRCS))),$(if \
+	$(word 2,$(filter %/$(n),$(call sdt_uniq,$(abspath $(SDT_RUNTIME_SRCS))))),$(error SDT_RUNTIME_SRCS names two \
+	files called $(n) ($(filter %/$(n),$(call sdt_uniq,$(abspath $(SDT_RUNTIME_SRCS))))): each would be one object; \
+	rename one))))
+
 sdt_runtime_headers = $(wildcard $(SDT_RUNTIME_DIR)/*.h $(SDT_INCLUDE)/*.h)
 
 define sdt_runtime_rule
@@ -151,9 +160,9 @@ $(2:.o=)_sdt_table.o: $(2:.o=)_sdt_table.S
 	$$(sdt_msg) AS $$@
 	$$(sdt_q)$$(sdt_compile) $$(SDT_ASFLAGS) -c -o $$@ $$<
 
-$(foreach s,$(SDT_RUNTIME_SRCS),$(eval $(call sdt_runtime_rule,$(2),$(s))))
+$(foreach s,$(sdt_runtime_srcs),$(eval $(call sdt_runtime_rule,$(2),$(s))))
 
-$(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(SDT_RUNTIME_SRCS)) $(2:.o=)_sdt_rt_arch.o
+$(2:.o=)_sdt_runtime.a: $(call sdt_runtime_obj,$(2),$(sdt_runtime_srcs)) $(2:.o=)_sdt_rt_arch.o
 	$$(sdt_msg) AR $$@
 	$$(sdt_q)rm -f $$@ && $$(SDT_AR) rcs $$@ $$^
 
