@@ -306,6 +306,24 @@ class Session:
         return self.compile_aggregate(text, source)
 
     def disable(self, spec: str) -> int:
+        """Disarm the probes ``spec`` matches. A probe that runs a program (a filter of ``--enable 'SPEC /pred/'``,
+        an aggregation's clause) has it detached too, as DTrace's enablings end with their disabling: enabled
+        again, it records every firing, and no later enabling runs a predicate it does not say. What the
+        aggregations gathered until then stays in them."""
+        if filtered(spec):
+            raise SdtError("", f"--disable {printable(spec)!r} takes a probe spec, not a predicate",
+                           "give the spec alone: every enabling of its probes ends")
+        programs = self._aggregations.programs if self._aggregations is not None else {}
+        pattern = self.spec(spec)
+        running = [p.key for p in self.probes if p.key in programs and pattern.matches(p)]
+        if running:
+            try:
+                self._guard(lambda: self.target.disable_program(spec), f"disable {printable(spec)}")
+            except Refused as e:
+                raise SdtError(self.image.path, f"the runtime refused to detach the programs of {printable(spec)!r}: "
+                               f"{printable(e.text)}") from None
+            for key in running:
+                del programs[key]
         return self._arm(spec, False)
 
     def _arm(self, text: str, arm: bool) -> int:

@@ -242,6 +242,29 @@ def test_enable_with_a_predicate_records_only_the_firings_it_passes(kernel, nati
     assert fired == want
 
 
+def test_a_disable_ends_the_filter_so_a_plain_enable_records_every_firing(kernel, native_exe):
+    """`--enable 'SPEC /pred/'`, a run, `--disable SPEC`, a plain `--enable SPEC`, the same run: the first run
+    records the native firings the predicate passes, the second every native firing (the filter's program went
+    with the disable), and a run while disabled records nothing."""
+    probe = "hk:sched:run:tick"
+    calls = [Call("sched_run", (6,))]
+    native = [{"probe": f["probe"], "args": f["args"]} for f in run_native(native_exe, calls)
+              if f.get("probe") == probe]
+    passed = [f for f in native if f["args"][1] > 4]
+    assert 0 < len(passed) < len(native)
+    proc = sdtgen("boot", kernel.image, "--json", "--enable", f"{probe} /arg1 > 4/", *run_args(calls),
+                  "--disable", probe, *run_args(calls), "--enable", probe, *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    runs, fired = [], []
+    for e in map(json.loads, proc.stdout.splitlines()):
+        if e["event"] == "fire":
+            fired.append({"probe": e["probe"], "args": e["args"]})
+        elif e["event"] == "return":
+            runs.append(fired)
+            fired = []
+    assert runs == [passed, [], native]
+
+
 def test_enable_with_more_than_a_predicate_is_refused_before_anything_boots(kernel):
     proc = sdtgen("boot", kernel.image, "--enable", "hk:sched:run:tick /arg1 > 4/ @ = count()",
                   "--run", "sched_run", "--arg", "3")
