@@ -14,6 +14,7 @@
  *   - a breakpoint arrives with scause 3 and sepc at the ebreak.
  */
 #include <sdt_runtime.h>
+#include <sdt_setjmp.h>
 
 #define MAX_CPUS 8	/* harts 0..7 (start.S's stacks) */
 #define RING (64 << 10)	/* each CPU's trace ring */
@@ -42,7 +43,7 @@ struct percpu {
 	void (*volatile job)(void *);	/* posted by another CPU (the control core's start), cleared when done */
 	void *job_arg;
 	unsigned poster;
-	void *recover[5];	/* __builtin_setjmp's buffer while a call is guarded */
+	sdt_jmp_buf recover;	/* where a fault in a guarded call jumps back to (sdt_setjmp: integer registers only) */
 	volatile int guarded;
 	struct sdt_control_fault fault;
 };
@@ -271,7 +272,7 @@ static void fault(word cause, word pc, word addr)
 		p->fault.pc = pc;
 		p->fault.addr = addr;
 		p->area.nesting = 0;	/* a fault inside a recorder must not silence the CPU for good */
-		__builtin_longjmp(p->recover, 1);
+		sdt_longjmp(p->recover, 1);
 	}
 	for (i = 0; i < 4; i++) {	/* `panic CPU CAUSE PC ADDR`: what a host shows of a kernel that stopped */
 		int shift = 60;
@@ -327,12 +328,13 @@ static struct sdt_cpu *area(unsigned k)
 	return k < ncpus ? &percpu[k].area : 0;
 }
 
-/* fn(arg), or 1 with the fault that ended it. Never inlined: setjmp's frame. */
+/* fn(arg), or 1 with the fault that ended it. The runtime's setjmp, not __builtin_setjmp: GCC's saves the FP
+ * registers where -march has F or D, which traps in a kernel that runs with the FPU off (docs/runtime.md). */
 static __attribute__((noinline)) int guarded(void (*fn)(void *), void *arg, struct sdt_control_fault *out)
 {
 	struct percpu *p = self();
 
-	if (__builtin_setjmp(p->recover)) {
+	if (sdt_setjmp(p->recover)) {
 		p = self();
 		p->guarded = 0;
 		*out = p->fault;

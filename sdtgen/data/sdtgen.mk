@@ -38,7 +38,7 @@ SDT_LINKER_SCRIPTS := $(abspath $(sdt_here)linker_scripts)
 SDT_RUNTIME_DIR := $(abspath $(sdt_here)../runtime)
 # The runtime's portable sources in SDT_RUNTIME_DIR, each compiled on its own (the port of an architecture,
 # arch/sdt_$(SDT_ARCH).c, is chosen when it is compiled): a file the runtime gains is named here, once.
-sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c
+sdt_runtime_files := sdt_runtime.c sdt_serial.c sdt_control.c sdt_setjmp.c
 
 # What you may set, before the sdt_image line or on the command line:
 SDTGEN ?= sdtgen
@@ -48,8 +48,9 @@ SDT_MODE ?= reloc
 SDT_STRICT ?= 0
 SDT_CC ?= $(CC)
 SDT_CFLAGS ?= $(CFLAGS)
-# sdtgen's runtime (patching, arming, recording, the serial transport, the control core): compiled for every
-# image like the generated code, with the port of SDT_ARCH, into an archive the final link takes what it uses from
+# sdtgen's runtime (patching, arming, recording, the serial transport, the control core, a setjmp): compiled
+# for every image like the generated code, with the port of SDT_ARCH, into an archive the final link takes what
+# it uses from
 SDT_RUNTIME_SRCS ?= $(addprefix $(SDT_RUNTIME_DIR)/,$(sdt_runtime_files))
 SDT_LD ?= $(LD)
 SDT_AR ?= $(AR)

@@ -19,9 +19,10 @@ BOUNDS = {f"__{end}_set_sdt_{name}_set" for end in ("start", "stop") for name in
 PLAIN = {a.name: [f for f in a.toolchain.cflags if f != "-mno-outline-atomics"] for a in arches.all_arches()}
 
 
-def test_the_fragment_builds_the_serial_transport_and_the_control_core_with_the_core():
+def test_the_fragment_builds_the_serial_transport_the_control_core_and_the_setjmp_with_the_core():
     assert [(p.parent, p.name) for p in runtime_sources()] == [(RUNTIME, "sdt_runtime.c"), (RUNTIME, "sdt_serial.c"),
-                                                               (RUNTIME, "sdt_control.c")]
+                                                               (RUNTIME, "sdt_control.c"),
+                                                               (RUNTIME, "sdt_setjmp.c")]
 
 
 def compilers(arch: str) -> list[tuple[str, list[str]]]:

@@ -64,6 +64,20 @@ def test_a_string_argument_reaches_the_kernel_and_its_probe(tinyk):
     assert [e["args"] for e in events if e["event"] == "fire"] == [[-1, 'a "quoted" name']]
 
 
+def test_a_fault_in_a_call_comes_back_through_the_runtimes_setjmp_and_the_next_call_runs(tinyk, tinyk_native):
+    """tinyk guards calls with sdt_setjmp (integer registers only): a call that reads past RAM ends in a fault
+    event naming the address, and the kernel, back where the guard started, runs the next call to the native
+    run's value."""
+    assert " T sdt_setjmp\n" in run(["nm", str(tinyk)]).stdout
+    r = sdtgen("qemu", tinyk, "--json", "--run", "net_classify", "--arg", "0x90000000", "--run", "net_rx", "--arg",
+               "4", "--", *OPENSBI)
+    events = [e for e in map(json.loads, r.stdout.splitlines()) if e["event"] != "console"]
+    (fault,) = [e for e in events if e["event"] == "fault"]
+    assert fault["symbol"] == "net_classify" and "address 0x90000000" in fault["fault"], fault
+    native = [e["return"] for e in run_native(tinyk_native, [Call("net_rx", (4,))]) if "return" in e]
+    assert [(e["symbol"], e["value"]) for e in events if e["event"] == "return"] == [("net_rx", native[0])]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
