@@ -542,6 +542,8 @@ CONSTANTS += (
     ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
     ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
+    ("SDT_CONTROL_ESCAPE", 0x1E, "the byte (ASCII RS) a host sends before every command line: a console shared "
+     "with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims)"),
     # the control core's own errors: a reply `error CODE TEXT` carries any SDT_ERR_*
     ("SDT_ERR_USAGE", -5, "the command's words are not what it takes"),
     ("SDT_ERR_UNKNOWN", -6, "not a command the control core knows"),

@@ -161,6 +161,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_FRAME_INFO           73	/* the frame a reader needs first: struct sdt_frame_info */
 #define SDT_CONTROL_MAGIC        0x4c544353	/* "SCTL" in a little-endian word */
 #define SDT_CONTROL_LINE         0x400	/* bytes of the longest command line the control core takes */
+#define SDT_CONTROL_ESCAPE       30	/* the byte (ASCII RS) a host sends before every command line: a console shared with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims) */
 #define SDT_ERR_USAGE            (-5)	/* the command's words are not what it takes */
 #define SDT_ERR_UNKNOWN          (-6)	/* not a command the control core knows */
 #define SDT_ERR_UNSUPPORTED      (-7)	/* the kernel gave the control core no means for it */
@@ -924,8 +925,13 @@ int sdt_control_init(const struct sdt_control_ops *ops, struct sdt_control_cpu *
 /* Carry out one command (a NUL-terminated line, no newline), replying through ``reply``; returns 0 or the
  * SDT_ERR_* its last reply line carries. Callers on several channels are serialized. */
 int sdt_control_line(const char *line, sdt_control_reply reply);
-/* Feed bytes as they arrive (a UART's): each complete line is carried out (CR or LF ends one). */
+/* Feed bytes as they arrive (a UART's): each complete line is carried out (CR or LF ends one). An
+ * SDT_CONTROL_ESCAPE, which a host sends before every command, starts a new line: a partial one is dropped. */
 void sdt_control_input(const char *data, unsigned long len, sdt_control_reply reply);
+/* A console shared with a shell (docs/control.md): nonzero when byte ``c`` belongs to the control core (from an
+ * SDT_CONTROL_ESCAPE to the end of its line), which the line discipline then gives sdt_control_input, not its
+ * shell. Call it with every byte the console receives, in order. */
+int sdt_control_claims(char c);
 /* Say hello unasked: what a host that booted the kernel waits for before its first command. */
 void sdt_control_announce(sdt_control_reply reply);
 /* Nonzero while the control core asks the line to stay quiet (a torture run): a notify hook that sends

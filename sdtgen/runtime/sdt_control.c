@@ -994,6 +994,8 @@ SDT_CODE int sdt_control_line(const char *line, sdt_control_reply reply)
 
 	if (!reply)
 		return SDT_ERR_ARG;
+	if (line && *line == SDT_CONTROL_ESCAPE)	/* what a host puts before every command: not a word of it */
+		line++;
 	if (!line || !__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
 		static struct out mine;	/* a static: no memset call to zero it */
 		mine.reply = reply;
@@ -1016,6 +1018,11 @@ SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control
 
 	for (i = 0; data && i < len; i++) {
 		char c = data[i];
+		if (c == SDT_CONTROL_ESCAPE) {	/* a command starts: what came before it was never a whole line */
+			inlen = 0;
+			overlong = 0;
+			continue;
+		}
 		if (c != '\n' && c != '\r') {
 			if (inlen < SDT_CONTROL_LINE && c)
 				input[inlen++] = c;
@@ -1034,6 +1041,19 @@ SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control
 		inlen = 0;
 		overlong = 0;
 	}
+}
+
+SDT_CODE int sdt_control_claims(char c)
+{
+	static int claiming;	/* inside a line that began with the escape: one console, one line at a time */
+
+	if (c == SDT_CONTROL_ESCAPE)
+		claiming = 1;
+	else if (!claiming)
+		return 0;
+	else if (c == '\n' || c == '\r')
+		claiming = 0;	/* the line's end is still the core's */
+	return 1;
 }
 
 SDT_CODE void sdt_control_announce(sdt_control_reply reply)

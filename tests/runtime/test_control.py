@@ -133,7 +133,8 @@ def test_an_empty_line_is_no_command_and_cr_lf_ends_one(core):
 def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_faults(core, pieces):
     data = b"".join(p + b"\n" for p in pieces)
     lines = feed(core, data)
-    heard = [p for p in data.replace(b"\r", b"\n").split(b"\n") if p]
+    escape = bytes([VALUES["SDT_CONTROL_ESCAPE"]])  # a command starts there: the line is what follows the last
+    heard = [p for p in (ln.rsplit(escape, 1)[-1] for ln in data.replace(b"\r", b"\n").split(b"\n")) if p]
     finals = [line for line in lines if ends(line)]
     assert len(finals) == len(heard)
     for line in lines:
