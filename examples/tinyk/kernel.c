@@ -2,7 +2,8 @@
  * tinyk: a small S-mode RISC-V kernel under OpenSBI (QEMU virt), written as a kernel engineer ports
  * sdtgen's runtime into a kernel of their own: its own boot code (start.S), linker script
  * (tinyk.ld), per-CPU data (tp points at the CPU's struct percpu), a polled 16550 UART that carries
- * the control channel, and SBI for what S-mode cannot do alone (IPIs, starting harts, power off).
+ * the control channel and a shell on the same line (console_byte), and SBI for what S-mode cannot do
+ * alone (IPIs, starting harts, power off).
  * It links the runtime, the serial transport and the control core (sdtgen's Makefile fragment
  * builds them) and nothing else of sdtgen's: `sdtgen qemu tinyk.elf -- -bios default` boots it,
  * `sdtgen attach` drives it when QEMU runs on its own. It is the worked example of a kernel a host
@@ -167,6 +168,45 @@ static void drain_all(void)
 		lock(&uart_lock);
 		sdt_serial_drain(&percpu[k].area, put);
 		unlock(&uart_lock);
+	}
+}
+
+/* -- the shell, on the control core's UART ----------------------------------------------------------- */
+
+/* One line typed at tinyk's shell: `echo TEXT` says TEXT. Its output is console bytes, outside frames. */
+static void shell_line(const char *line, unsigned n)
+{
+	static const char echo[] = "echo ";
+	unsigned i = 0;
+
+	while (i < sizeof(echo) - 1 && i < n && line[i] == echo[i])
+		i++;
+	lock(&uart_lock);
+	if (i == sizeof(echo) - 1) {
+		put(line + i, n - i);
+		puts_raw("\r\n");
+	} else if (n) {
+		puts_raw("tinyk: echo TEXT is all this shell knows\r\n");
+	}
+	unlock(&uart_lock);
+}
+
+/* The console's line discipline: a line a host escapes (SDT_CONTROL_ESCAPE first) goes to the control core
+ * whole, and every other byte to the shell's line, so a host's commands may arrive while a line is half
+ * typed. A kernel whose console takes bytes in an interrupt handler (xv6's consoleintr) buffers the claimed
+ * bytes there and gives them to sdt_control_input from a thread (docs/control.md). */
+static void console_byte(char b)
+{
+	static char line[128];
+	static unsigned n;
+
+	if (sdt_control_claims(b)) {
+		sdt_control_input(&b, 1, reply);
+	} else if (b == '\r' || b == '\n') {
+		shell_line(line, n);
+		n = 0;
+	} else if (n < sizeof(line)) {
+		line[n++] = b;
 	}
 }
 
@@ -464,6 +504,6 @@ void tinyk_main(word hart)
 		if (c < 0)
 			continue;
 		b = (char)c;
-		sdt_control_input(&b, 1, reply);
+		console_byte(b);
 	}
 }

@@ -43,6 +43,9 @@ POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memor
 PBYTES_CHUNK = 0x100  # bytes of a program one `pbytes` carries (its line stays under SDT_CONTROL_LINE)
 MAX_TABLES = 2 * MAX_PAYLOAD  # bytes of a CPU's tables at most: a half's frame fits the frame reader's bound
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
+# Before every command line: a kernel whose console is its shell's gives the line to the control core, not the
+# shell (sdt_control_claims), and the core drops any partial line a stray byte left (docs/control.md)
+ESCAPE = bytes([VALUES["SDT_CONTROL_ESCAPE"]])
 
 
 class ChannelClosed(Exception):
@@ -150,7 +153,7 @@ class ControlTarget:
             raise Halted(f"{what}: the kernel stopped answering earlier")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         try:
-            self.channel.write(text.encode("utf-8", "surrogateescape") + b"\n")
+            self.channel.write(ESCAPE + text.encode("utf-8", "surrogateescape") + b"\n")
             out: list[str] = []
             while True:
                 out.append(self._line(deadline))
@@ -198,7 +201,7 @@ class ControlTarget:
         deadline = time.monotonic() + self.timeout
         try:
             if not announced:
-                self.channel.write(f"{WORD['hello']}\n".encode())
+                self.channel.write(ESCAPE + f"{WORD['hello']}\n".encode())
             while True:
                 line = self._line(deadline)
                 words = line.split()

@@ -115,6 +115,38 @@ def test_sdtgen_attach_arms_runs_and_traces_a_running_kernel_and_disarms_when_it
     assert not [line for line in again.stdout.splitlines() if '"fire"' in line]  # the first session disarmed
 
 
+def typed(serial: str, text: bytes, until: bytes | None = None) -> bytes:
+    """``text`` typed on tinyk's console (its one UART, QEMU's TCP server) as a user at a terminal types: what
+    the kernel printed, until ``until`` appears (or nothing is waited for)."""
+    host, port = serial.removeprefix("tcp:").rsplit(":", 1)
+    seen = b""
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+        s.sendall(text)
+        while until is not None and until not in seen:
+            chunk = s.recv(4096)
+            assert chunk, f"the console closed after {seen!r}"
+            seen += chunk
+    time.sleep(0.2)  # QEMU takes the next connection once it saw this one close
+    return seen
+
+
+def test_a_shell_on_the_same_uart_keeps_its_half_typed_line_while_attach_drives_the_kernel(running_tinyk, tinyk,
+                                                                                           tinyk_native):
+    """tinyk's console is its shell's and its control core's (sdt_control_claims): a line half typed at the
+    shell stays half typed while `sdtgen attach` arms, runs and traces, none of attach's lines reaches the
+    shell, and the shell finishes the line it had."""
+    assert b"before\r\n" in typed(running_tinyk, b"echo before\n", until=b"before\r\n")
+    typed(running_tinyk, b"echo mid")
+    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--enable", "tk:net::",
+               *run_args(CALLS[:1], cpu=0))
+    assert r.returncode == 0, r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert fired(events, 0) == expected(tinyk_native, CALLS[:1])
+    assert not [e for e in events if e["event"] == "console"]  # the shell heard none of attach's lines
+    shown = typed(running_tinyk, b"dle\n", until=b"\r\n")
+    assert shown == b"middle\r\n"
+
+
 def test_sdtgen_torture_drives_the_kernels_own_control_core_on_qemu(tinyk):
     r = sdtgen("torture", tinyk, "--target", "qemu", "--cpus", "1", "--run", "sched_tick", "--arg", "9",
                "--toggles", "200", "--json", "--qemu-arg=-bios", "--qemu-arg=default")
