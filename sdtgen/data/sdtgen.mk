@@ -53,8 +53,9 @@ SDT_MODE ?= reloc
 SDT_STRICT ?= 0
 SDT_CC ?= $(CC)
 SDT_CFLAGS ?= $(CFLAGS)
-# sdtgen's runtime (patching, arming, recording, the serial transport, the control core): compiled for every
-# image like the generated code, with the port of SDT_ARCH, into an archive the final link takes what it uses from
+# sdtgen's runtime (patching, arming, recording, the serial transport, the control core, a setjmp): compiled
+# for every image like the generated code, with the port of SDT_ARCH, into an archive the final link takes what
+# it uses from
 SDT_RUNTIME_SRCS ?= $(addprefix $(SDT_RUNTIME_DIR)/,$(sdt_runtime_files))
 SDT_LD ?= $(LD)
 SDT_AR ?= $(AR)
