@@ -974,6 +974,7 @@ def trace_rows(work: Path, small: bool) -> list[Row]:
     import pickle
 
     from sdtgen.boot.clock import guest_clock
+    from sdtgen.trace.ctf import runtime_order
     from sdtgen.trace.model import Lost, TraceMeta, TraceProbe
     from sdtgen.trace.packets import Decoder, event_format, split
     from sdtgen.trace.sink import open_trace
@@ -987,18 +988,19 @@ def trace_rows(work: Path, small: bool) -> list[Row]:
         arch, probes = img.arch, img.probes()
     decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in probes], arch.bits,
                       arch.little)
+    clock, hz = guest_clock(arch)
+    meta = TraceMeta(arch.name, clock, hz, 1, tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name,
+                                                               p.args) for p in probes))
     packets = []
     for stream in sorted(recorded.glob("stream_*")):
-        for data in split(stream.read_bytes(), decoder):
+        for written in split(stream.read_bytes(), decoder):
+            data = bytes(runtime_order(written, meta, arch.bits, arch.little))  # as the runtime wrote it
             packet, events = decoder.events(data)
             if events:  # the writer adds each stream's empty opening and closing packets itself
                 packets.append((packet.cpu, data, packet, events))
     shutil.rmtree(recorded)
     events = [e for *_, evs in packets for e in evs]
     n = len(events)
-    clock, hz = guest_clock(arch)
-    meta = TraceMeta(arch.name, clock, hz, 1, tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name,
-                                                               p.args) for p in probes))
     base = min(timed(lambda: pickle.dumps(events))[0] for _ in range(3))
 
     def write(fmt: str, path: Path) -> None:

@@ -611,7 +611,12 @@ class _Parser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             chosen = getattr(self, "subcommands", {}).get(getattr(parsed, "command", None), self)
-            chosen.error(f"unrecognized arguments: {' '.join(extras)}")
+            rest = getattr(chosen, "intermixed", None)  # a list of words that may follow options too
+            options = [w for w in extras if w.startswith("-")]
+            if rest and not options:
+                setattr(parsed, rest, [*(getattr(parsed, rest) or []), *extras])
+                return parsed
+            chosen.error(f"unrecognized arguments: {' '.join(options if rest else extras)}")
         return parsed
 
 
@@ -730,6 +735,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     pr.add_argument("spec", nargs="*", metavar="SPEC",
                     help="list only the probes SPEC matches, as dtrace -l -n does: provider:module:function:name, "
                          "filled from the right, each field a glob (* ? [..]), empty matches all (repeatable)")
+    pr.intermixed = "spec"  # `probes FILE --kind stapsdt SPEC`: specs after options too
     from sdtgen.tables import KINDS
 
     pr.add_argument("--kind", action="append", choices=("sdt", *KINDS),

@@ -54,6 +54,8 @@ def test_a_spec_lists_what_dtrace_l_n_lists_with_the_same_ids(kernel):
     globbed = {k for k in source if k[0] == "hk" and k[3].startswith("exec")}
     assert len(globbed) >= 2 and chosen("hk:::exec*") == {k: whole[k] for k in globbed}
     assert chosen("hk:vfs::", "hk:::exec*") == {k: whole[k] for k in vfs | globbed}  # several: any of them
+    after = json.loads(sdtgen("probes", kernel.image, "--json", "--kind", "sdt", "hk:vfs::", check=True).stdout)
+    assert {(p["provider"], p["module"], p["function"], p["name"]) for p in after["probes"]} == vfs  # after options
 
 
 def test_a_spec_that_matches_nothing_is_one_line_and_exit_2(kernel):
@@ -65,6 +67,7 @@ def test_a_spec_that_matches_nothing_is_one_line_and_exit_2(kernel):
 
 
 def test_a_stray_option_names_the_subcommands_help(kernel):
-    r = sdtgen("probes", kernel.image, "--bogus")
-    assert r.returncode == 2 and r.stderr.splitlines() == [
-        "sdtgen probes: unrecognized arguments: --bogus (see sdtgen probes --help)"]
+    for argv in (["--bogus"], ["--json", "hk:::", "--bogus"]):
+        r = sdtgen("probes", kernel.image, *argv)
+        assert r.returncode == 2 and r.stderr.splitlines() == [
+            "sdtgen probes: unrecognized arguments: --bogus (see sdtgen probes --help)"]

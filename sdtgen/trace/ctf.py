@@ -170,9 +170,11 @@ def _reorders(meta: TraceMeta, bits: int) -> dict[int, _Reorder]:
 
 
 def in_probe_order(data: bytes | memoryview, used: int, reorders: dict[int, _Reorder], bits: int,
-                   little: bool) -> bytes | memoryview:
+                   little: bool, back: bool = False) -> bytes | memoryview:
     """A packet (its first ``used`` bytes) with the arguments of each event of ``reorders``' probes in the
-    probe's order: the same bytes, moved within the event; ``data`` itself when it holds none."""
+    probe's order (``back``: from the probe's order back to the runtime's, integers first, as a trace written
+    here is turned into what the runtime wrote): the same bytes, moved within the event; ``data`` itself when it
+    holds none."""
     event = EVENT.struct(bits, little)
     head = event.size
     out: bytearray | None = None
@@ -185,19 +187,50 @@ def in_probe_order(data: bytes | memoryview, used: int, reorders: dict[int, _Reo
         if r is not None:
             if out is None:
                 out = bytearray(data[:used])
-            body, stop = at + head, min(at + size, used)
-            pieces, pos = [], body + r.words
-            for _ in range(r.strings):
-                nul = out.find(b"\0", pos, stop)
-                if nul < 0:
-                    break
-                pieces.append(bytes(out[pos:nul + 1]))
-                pos = nul + 1
-            if len(pieces) == r.strings:
-                words = [bytes(out[body + j * r.word:body + (j + 1) * r.word]) for j in range(r.words // r.word)]
-                out[body:pos] = b"".join(pieces[i] if is_string else words[i] for is_string, i in r.order)
+            body = at + head
+            fields = (_from_probe_order if back else _from_runtime_order)(out, body, min(at + size, used), r)
+            if fields is not None:
+                words, strings, end = fields
+                out[body:end] = (b"".join(words) + b"".join(strings) if back else
+                                 b"".join(strings[i] if is_string else words[i] for is_string, i in r.order))
         at = (at + size + 7) & ~7
     return data if out is None else out
+
+
+def _string(buf: bytearray, pos: int, stop: int) -> bytes | None:
+    nul = buf.find(b"\0", pos, stop)
+    return None if nul < 0 else bytes(buf[pos:nul + 1])
+
+
+def _from_runtime_order(buf: bytearray, body: int, stop: int, r: _Reorder) -> tuple[list, list, int] | None:
+    """(the integer words, the strings with their NULs, where they end) of an event as the runtime stores it."""
+    words = [bytes(buf[body + j * r.word:body + (j + 1) * r.word]) for j in range(r.words // r.word)]
+    strings, pos = [], body + r.words
+    for _ in range(r.strings):
+        text = _string(buf, pos, stop)
+        if text is None:
+            return None
+        strings.append(text)
+        pos += len(text)
+    return words, strings, pos
+
+
+def _from_probe_order(buf: bytearray, body: int, stop: int, r: _Reorder) -> tuple[list, list, int] | None:
+    """The same, of an event whose arguments are in its probe's order."""
+    words, strings, pos = [], [], body
+    for is_string, _ in r.order:
+        piece = _string(buf, pos, stop) if is_string else bytes(buf[pos:pos + r.word])
+        if piece is None or len(piece) == 0 or pos + len(piece) > stop:
+            return None
+        (strings if is_string else words).append(piece)
+        pos += len(piece)
+    return words, strings, pos
+
+
+def runtime_order(data: bytes, meta: TraceMeta, bits: int, little: bool) -> bytes | memoryview:
+    """A packet of a CTF trace written here, as the runtime wrote it (its integers first): what a reader that
+    takes the runtime's packets (a trace writer, the decoder without ``probe_order``) is given."""
+    return in_probe_order(data, len(data), _reorders(meta, bits), bits, little, back=True)
 
 
 def _literal(text: str) -> str:
@@ -229,6 +262,9 @@ class CtfSink:
         self._zeros = b""
         self.max_open = self.MAX_OPEN
         self.reorders = _reorders(meta, bits)  # the probes whose events are put in their order
+        # Their event ids as they are stored: a packet none of them occurs in is written without a look at its
+        # events (one search in C per probe; a match in an argument's bytes only costs the look).
+        self._ids = [key.to_bytes(4, "little" if little else "big") for key in self.reorders]
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         """The packet as it stands, up to where its last event's fields end: a content that ran on into that
@@ -236,8 +272,10 @@ class CtfSink:
         event there, so the header then says where they end."""
         try:
             f = self._stream(cpu, packet)
-            if self.reorders:
-                data = in_probe_order(data, packet.used, self.reorders, self.bits, self.little)
+            if self._ids:
+                raw = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+                if any(raw.find(i, 0, packet.used) >= 0 for i in self._ids):
+                    data = in_probe_order(raw, packet.used, self.reorders, self.bits, self.little)
             content = memoryview(data)[:packet.used]
             if packet.used != packet.content:
                 f.write(content[:_CONTENT])

@@ -200,3 +200,28 @@ def test_babeltrace2_prints_each_events_fields_in_its_probes_order(tmp_path, arc
     want = [("mx:vfs:walk:step", f'arg0 = "{parts[i % 3]}", arg1 = {i + 3}, arg2 = "{parts[(i + 1) % 3]}", '
              f"arg3 = {-1000 * i}") for i in range(n)] + [("mx:vfs:walk:done", f'arg0 = {n}, arg1 = "usr/lib"')]
     assert got == want
+
+
+def test_a_written_trace_turns_back_into_the_runtimes_packets(tmp_path):
+    """ctf.runtime_order (what make bench feeds the writers from a trace it recorded) undoes the writer's move:
+    decoded in the runtime's layout, each packet holds the events the probe-ordered decoder reads, the C's."""
+    from sdtgen.image import Image
+    from sdtgen.trace.ctf import runtime_order
+    from sdtgen.trace.model import TraceMeta, TraceProbe
+    from sdtgen.trace.packets import Decoder, event_format, split
+
+    image = build_c_kernel(tmp_path, "x86_64", MIXED, "mx")
+    trace = tmp_path / "trace"
+    sdtgen("boot", image, "--enable", "mx:::", "--buffer-size", "8192", "-q", "--run", "walk", "--arg", "40",
+           "--trace", trace, check=True)
+    with Image(str(image)) as im:
+        probes = [p for p in im.probes() if p.key]
+    meta = TraceMeta("x86_64", "tsc", 1, 1, tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args)
+                                                  for p in probes))
+    as_written = Decoder([event_format(p.key, p.spec, p.args, 64, probe_order=True) for p in probes], 64)
+    as_stored = Decoder([event_format(p.key, p.spec, p.args, 64) for p in probes], 64)
+    written = list(split((trace / "stream_0").read_bytes(), as_written))
+    got = [e.args for d in written for e in as_written.events(d)[1]]
+    parts = ["usr/lib", "a", "x86_64-linux-gnu"]
+    assert got == [(parts[i % 3], i + 3, parts[(i + 1) % 3], -1000 * i) for i in range(40)] + [(40, "usr/lib")]
+    assert [e.args for d in written for e in as_stored.events(bytes(runtime_order(d, meta, 64, True)))[1]] == got
