@@ -15,6 +15,7 @@ reason, from tools/mutation_equivalent.txt (KEY PATH REASON, one a line). Equiva
 
     tools/mutate.py [--sample N] [--seed S] [--jobs J] [--budget SECONDS] [--max-tests N] [--file PATH]...
                     [--output FILE]
+    tools/mutate.py --show KEY [--file PATH]...     (a mutant of the report, as a diff)
 
 Environment: MUTATE_SAMPLE, MUTATE_SEED, MUTATE_JOBS, MUTATE_BUDGET, MUTATE_MAX_TESTS, MUTATE_FILES
 (space-separated) give the defaults. The budget ends the run in time: mutants not started by then are
@@ -42,7 +43,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from mutants import Mutant, mutants_of, python_redundant, quotas, shuffled
+from mutants import Mutant, diff, mutants_of, python_redundant, quotas, shown, shuffled
 from mutate_map import covering_tests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -427,7 +428,7 @@ def report(cfg: Config, results: list[FileResult], seconds: float) -> str:
 
     def rows(status: str) -> list[str]:
         got = [(fr, o) for fr in results for o in fr.outcomes if o.status == status]
-        return [f"| {o.mutant.path}:{o.mutant.line} | `{md(o.mutant.before)}` | `{md(o.mutant.after)}` "
+        return [f"| {o.mutant.path}:{o.mutant.line} | `{md(o.mutant.before)}` | `{md(shown(cfg.root, o.mutant))}` "
                 f"| {o.mutant.key} |" + (f" {md(o.detail)} |" if status == "equivalent" else "") for _fr, o in got]
 
     survivors = rows("survived")
@@ -445,7 +446,8 @@ def report(cfg: Config, results: list[FileResult], seconds: float) -> str:
     out += [f"- {fr.path}: " + (", ".join(fr.tests) or "none") for fr in results]
     killed = [(o.mutant, o.detail) for fr in results for o in fr.outcomes if o.status in ("killed", "timeout")]
     out += ["", "## Killed", "", "| where | mutated to | killed by |", "| --- | --- | --- |"]
-    out += [f"| {m.path}:{m.line} | `{md(m.after)}` | {md(d) or 'timeout'} |" for m, d in killed] or ["None."]
+    out += [f"| {m.path}:{m.line} | `{md(shown(cfg.root, m))}` | {md(d) or 'timeout'} |" for m, d in killed] \
+        or ["None."]
     return "\n".join(out) + "\n"
 
 
@@ -469,12 +471,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="run each file's first N covering test files only, 0 for all (default: %(default)s)")
     ap.add_argument("--file", action="append", default=None, help="a source file to mutate (repeatable)")
     ap.add_argument("--output", default="docs/mutation.md")
+    ap.add_argument("--show", metavar="KEY", help="print the mutant of this key (from the report) as a diff, and end")
     args = ap.parse_args(argv)
     files = args.file or (env.get("MUTATE_FILES") or "").split() or DEFAULT_FILES
     for f in files:
         if not (ROOT / f).is_file():
             print(f"mutate: {f}: no such file in {ROOT}; name files relative to the checkout", file=sys.stderr)
             return 2
+    if args.show:
+        found = [m for f in files for m in mutants_of(ROOT, f) if m.key == args.show]
+        if not found:
+            print(f"mutate: no mutant {args.show} in {' '.join(files)}: its line changed since the report, or "
+                  "name its file with --file", file=sys.stderr)
+            return 1
+        print(f"{found[0].path}:{found[0].line} {found[0].rule}\n{diff(ROOT, found[0])}", end="")
+        return 0
     if args.sample < 1 or args.jobs < 1:
         print("mutate: --sample and --jobs must be at least 1", file=sys.stderr)
         return 2
