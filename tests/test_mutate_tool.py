@@ -5,13 +5,16 @@ out of the score, and the tree itself is never touched."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import mutants
 import mutate
 import pytest
-from helpers import need_module, need_tool
+from helpers import ROOT, need_module, need_tool
 from mutate_map import covering_tests
 
 CLAMP_C = """\
@@ -180,3 +183,16 @@ def test_a_spent_budget_runs_nothing_and_says_so(tree: Path):
     assert [(o.status, o.detail) for o in clamp.outcomes] == [("not run", "the budget ran out")]
     assert clamp.baseline == "not run" and clamp.score() is None
     assert "| tiny/clamp.c |  | " in mutate.report(cfg, [clamp], 0.0)
+
+
+def test_bad_input_is_one_line_and_no_report(tmp_path: Path):
+    out = tmp_path / "report.md"
+    for env, args, said in [({"MUTATE_SAMPLE": "many"}, [], "argument --sample: invalid int value: 'many'"),
+                            ({}, ["--file", "README.md"], "README.md: no mutation tool for this kind of file"),
+                            ({}, ["--file", "sdtgen/nope.c"], "sdtgen/nope.c: no such file"),
+                            ({}, ["--jobs", "0"], "--jobs must be at least 1")]:
+        proc = subprocess.run([sys.executable, str(ROOT / "tools/mutate.py"), *args, "--output", str(out)],
+                              capture_output=True, text=True, env={**os.environ, **env})
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr.splitlines()[-1] and "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -462,21 +462,31 @@ def _interrupt(*_) -> None:
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sample", type=int, default=int(env.get("MUTATE_SAMPLE") or DEFAULT_SAMPLE))
-    ap.add_argument("--seed", type=int, default=int(env.get("MUTATE_SEED") or 1))
-    ap.add_argument("--jobs", type=int, default=int(env.get("MUTATE_JOBS") or 2))
-    ap.add_argument("--budget", type=float, default=float(env.get("MUTATE_BUDGET") or DEFAULT_BUDGET),
-                    help="seconds after which no mutant starts (default: %(default)s)")
-    ap.add_argument("--max-tests", type=int, default=int(env.get("MUTATE_MAX_TESTS") or DEFAULT_MAX_TESTS),
-                    help="run each file's first N covering test files only, 0 for all (default: %(default)s)")
+    # Defaults from the environment as strings: argparse converts them as it does the command line's, so a bad
+    # MUTATE_SAMPLE is one line naming it, not a traceback.
+    ap.add_argument("--sample", type=int, default=env.get("MUTATE_SAMPLE") or str(DEFAULT_SAMPLE),
+                    help="mutants to run, split evenly over the files (MUTATE_SAMPLE; default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=env.get("MUTATE_SEED") or "1",
+                    help="which mutants the sample draws (MUTATE_SEED; default: %(default)s)")
+    ap.add_argument("--jobs", type=int, default=env.get("MUTATE_JOBS") or "2",
+                    help="mutants run at once, each in its own scratch tree (MUTATE_JOBS; default: %(default)s)")
+    ap.add_argument("--budget", type=float, default=env.get("MUTATE_BUDGET") or str(DEFAULT_BUDGET),
+                    help="seconds after which no mutant starts (MUTATE_BUDGET; default: %(default)s)")
+    ap.add_argument("--max-tests", type=int, default=env.get("MUTATE_MAX_TESTS") or str(DEFAULT_MAX_TESTS),
+                    help="run each file's first N covering test files only, 0 for all (MUTATE_MAX_TESTS; "
+                         "default: %(default)s)")
     ap.add_argument("--file", action="append", default=None, help="a source file to mutate (repeatable)")
-    ap.add_argument("--output", default="docs/mutation.md")
+    ap.add_argument("--output", default="docs/mutation.md", help="the report (default: %(default)s)")
     ap.add_argument("--show", metavar="KEY", help="print the mutant of this key (from the report) as a diff, and end")
     args = ap.parse_args(argv)
     files = args.file or (env.get("MUTATE_FILES") or "").split() or DEFAULT_FILES
     for f in files:
         if not (ROOT / f).is_file():
             print(f"mutate: {f}: no such file in {ROOT}; name files relative to the checkout", file=sys.stderr)
+            return 2
+        if not f.endswith((".c", ".py")):
+            print(f"mutate: {f}: no mutation tool for this kind of file; name C (.c) or Python (.py) files",
+                  file=sys.stderr)
             return 2
     if args.show:
         found = [m for f in files for m in mutants_of(ROOT, f) if m.key == args.show]
@@ -486,8 +496,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{found[0].path}:{found[0].line} {found[0].rule}\n{diff(ROOT, found[0])}", end="")
         return 0
-    if args.sample < 1 or args.jobs < 1:
-        print("mutate: --sample and --jobs must be at least 1", file=sys.stderr)
+    if args.sample < 1 or args.jobs < 1 or args.max_tests < 0:
+        print("mutate: --sample and --jobs must be at least 1, --max-tests at least 0", file=sys.stderr)
         return 2
     cfg = Config(ROOT, files, args.sample, args.seed, args.jobs, args.budget, max_tests=args.max_tests)
     start = time.monotonic()
