@@ -181,10 +181,12 @@ def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, flo
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return status, time.monotonic() - start, out.decode(errors="replace")[-3000:]
+    # All of it: a failure's summary line can be longer than any tail kept (a long assertion message).
+    return status, time.monotonic() - start, out.decode(errors="replace")
 
 
 def first_failure(output: str) -> str:
+    """The first test that failed (pytest's summary line, without its message), else the output's last line."""
     for line in output.splitlines():
         if line.startswith(("FAILED ", "ERROR ")):
             return line.split(" - ")[0][:200]
