@@ -5,13 +5,16 @@ out of the score, and the tree itself is never touched."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import mutants
 import mutate
 import pytest
-from helpers import need_module, need_tool
+from helpers import ROOT, need_module, need_tool
 from mutate_map import covering_tests
 
 CLAMP_C = """\
@@ -47,7 +50,9 @@ def test_clamp(tmp_path):
                     'int main(void) { printf("%d %d %d\\\\n", clamp(5, 3), clamp(2, 3), clamp(3, 3)); return 0; }\\n')
     exe = tmp_path / "t"
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(src), str(main)], check=True)
-    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "3 2 3\\n"
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    # A long message makes pytest's summary line long: the report must still name the test that failed.
+    assert out == "3 2 3\\n", "clamp.c run natively: " + out + "=" * 4000
 """
 
 PICK_PY = """\
@@ -147,7 +152,8 @@ def test_killed_survived_and_equivalent(tree: Path):
     text = mutate.report(cfg, results, 1.0)
     survivors = text.split("## Survivors")[1].split("## Equivalent")[0]
     assert f"| tiny/clamp.c:12 | `return x * 3;` | `return x + 3;` | {unreached.key} |" in survivors
-    assert f"tiny/pick.py:9 | `return x * 3` | `core/ReplaceBinaryOperator_Mul_Add` | {unreached_py.key}" in survivors
+    assert f"tiny/pick.py:9 | `return x * 3` | `return x + 3  (ReplaceBinaryOperator_Mul_Add)` | {unreached_py.key}" \
+        in survivors
     assert killed_c.key not in survivors and equivalent.key not in survivors
     assert "v == hi returns the same value from either branch" in text.split("## Equivalent survivors")[1]
     assert "| tiny/clamp.c | 90 % | " not in text  # the tiny files are held to no target
@@ -179,3 +185,16 @@ def test_a_spent_budget_runs_nothing_and_says_so(tree: Path):
     assert [(o.status, o.detail) for o in clamp.outcomes] == [("not run", "the budget ran out")]
     assert clamp.baseline == "not run" and clamp.score() is None
     assert "| tiny/clamp.c |  | " in mutate.report(cfg, [clamp], 0.0)
+
+
+def test_bad_input_is_one_line_and_no_report(tmp_path: Path):
+    out = tmp_path / "report.md"
+    for env, args, said in [({"MUTATE_SAMPLE": "many"}, [], "argument --sample: invalid int value: 'many'"),
+                            ({}, ["--file", "README.md"], "README.md: no mutation tool for this kind of file"),
+                            ({}, ["--file", "sdtgen/nope.c"], "sdtgen/nope.c: no such file"),
+                            ({}, ["--jobs", "0"], "--jobs must be at least 1")]:
+        proc = subprocess.run([sys.executable, str(ROOT / "tools/mutate.py"), *args, "--output", str(out)],
+                              capture_output=True, text=True, env={**os.environ, **env})
+        assert proc.returncode == 2, proc.stderr
+        assert said in proc.stderr.splitlines()[-1] and "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import hashlib
 import io
 import random
@@ -123,6 +124,22 @@ def py_mutants(root: Path, path: str) -> list[Mutant]:
                 return mutate_code(source, operator, occurrence)
             raw.append((lineno, lines[lineno - 1].strip(), name, name, make))
     return _keyed(path, raw)
+
+
+def shown(root: Path, m: Mutant) -> str:
+    """The mutated line as a reader wants it: universalmutator's line for C; for Python, the line cosmic-ray's
+    change gives (its operator alone does not say which `<=` of `a <= b <= c` it changed) and the operator."""
+    if not m.path.endswith(".py"):
+        return m.after
+    added = [line[1:].strip() for line in difflib.unified_diff((root / m.path).read_text().splitlines(),
+                                                                m.text().splitlines(), n=0, lineterm="")
+             if line.startswith("+") and not line.startswith("+++")]
+    return f"{' ⏎ '.join(added) or '(line removed)'}  ({m.rule.removeprefix('core/')})"
+
+
+def diff(root: Path, m: Mutant) -> str:
+    return "".join(difflib.unified_diff((root / m.path).read_text().splitlines(keepends=True),
+                                        m.text().splitlines(keepends=True), f"a/{m.path}", f"b/{m.path}"))
 
 
 def mutants_of(root: Path, path: str) -> list[Mutant]:

@@ -15,6 +15,7 @@ reason, from tools/mutation_equivalent.txt (KEY PATH REASON, one a line). Equiva
 
     tools/mutate.py [--sample N] [--seed S] [--jobs J] [--budget SECONDS] [--max-tests N] [--file PATH]...
                     [--output FILE]
+    tools/mutate.py --show KEY [--file PATH]...     (a mutant of the report, as a diff)
 
 Environment: MUTATE_SAMPLE, MUTATE_SEED, MUTATE_JOBS, MUTATE_BUDGET, MUTATE_MAX_TESTS, MUTATE_FILES
 (space-separated) give the defaults. The budget ends the run in time: mutants not started by then are
@@ -42,7 +43,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from mutants import Mutant, mutants_of, python_redundant, quotas, shuffled
+from mutants import Mutant, diff, mutants_of, python_redundant, quotas, shown, shuffled
 from mutate_map import covering_tests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,10 +181,12 @@ def run_tests(scratch: Path, tests: list[str], timeout: float) -> tuple[str, flo
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return status, time.monotonic() - start, out.decode(errors="replace")[-3000:]
+    # All of it: a failure's summary line can be longer than any tail kept (a long assertion message).
+    return status, time.monotonic() - start, out.decode(errors="replace")
 
 
 def first_failure(output: str) -> str:
+    """The first test that failed (pytest's summary line, without its message), else the output's last line."""
     for line in output.splitlines():
         if line.startswith(("FAILED ", "ERROR ")):
             return line.split(" - ")[0][:200]
@@ -427,7 +430,7 @@ def report(cfg: Config, results: list[FileResult], seconds: float) -> str:
 
     def rows(status: str) -> list[str]:
         got = [(fr, o) for fr in results for o in fr.outcomes if o.status == status]
-        return [f"| {o.mutant.path}:{o.mutant.line} | `{md(o.mutant.before)}` | `{md(o.mutant.after)}` "
+        return [f"| {o.mutant.path}:{o.mutant.line} | `{md(o.mutant.before)}` | `{md(shown(cfg.root, o.mutant))}` "
                 f"| {o.mutant.key} |" + (f" {md(o.detail)} |" if status == "equivalent" else "") for _fr, o in got]
 
     survivors = rows("survived")
@@ -445,7 +448,8 @@ def report(cfg: Config, results: list[FileResult], seconds: float) -> str:
     out += [f"- {fr.path}: " + (", ".join(fr.tests) or "none") for fr in results]
     killed = [(o.mutant, o.detail) for fr in results for o in fr.outcomes if o.status in ("killed", "timeout")]
     out += ["", "## Killed", "", "| where | mutated to | killed by |", "| --- | --- | --- |"]
-    out += [f"| {m.path}:{m.line} | `{md(m.after)}` | {md(d) or 'timeout'} |" for m, d in killed] or ["None."]
+    out += [f"| {m.path}:{m.line} | `{md(shown(cfg.root, m))}` | {md(d) or 'timeout'} |" for m, d in killed] \
+        or ["None."]
     return "\n".join(out) + "\n"
 
 
@@ -460,23 +464,42 @@ def _interrupt(*_) -> None:
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sample", type=int, default=int(env.get("MUTATE_SAMPLE") or DEFAULT_SAMPLE))
-    ap.add_argument("--seed", type=int, default=int(env.get("MUTATE_SEED") or 1))
-    ap.add_argument("--jobs", type=int, default=int(env.get("MUTATE_JOBS") or 2))
-    ap.add_argument("--budget", type=float, default=float(env.get("MUTATE_BUDGET") or DEFAULT_BUDGET),
-                    help="seconds after which no mutant starts (default: %(default)s)")
-    ap.add_argument("--max-tests", type=int, default=int(env.get("MUTATE_MAX_TESTS") or DEFAULT_MAX_TESTS),
-                    help="run each file's first N covering test files only, 0 for all (default: %(default)s)")
+    # Defaults from the environment as strings: argparse converts them as it does the command line's, so a bad
+    # MUTATE_SAMPLE is one line naming it, not a traceback.
+    ap.add_argument("--sample", type=int, default=env.get("MUTATE_SAMPLE") or str(DEFAULT_SAMPLE),
+                    help="mutants to run, split evenly over the files (MUTATE_SAMPLE; default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=env.get("MUTATE_SEED") or "1",
+                    help="which mutants the sample draws (MUTATE_SEED; default: %(default)s)")
+    ap.add_argument("--jobs", type=int, default=env.get("MUTATE_JOBS") or "2",
+                    help="mutants run at once, each in its own scratch tree (MUTATE_JOBS; default: %(default)s)")
+    ap.add_argument("--budget", type=float, default=env.get("MUTATE_BUDGET") or str(DEFAULT_BUDGET),
+                    help="seconds after which no mutant starts (MUTATE_BUDGET; default: %(default)s)")
+    ap.add_argument("--max-tests", type=int, default=env.get("MUTATE_MAX_TESTS") or str(DEFAULT_MAX_TESTS),
+                    help="run each file's first N covering test files only, 0 for all (MUTATE_MAX_TESTS; "
+                         "default: %(default)s)")
     ap.add_argument("--file", action="append", default=None, help="a source file to mutate (repeatable)")
-    ap.add_argument("--output", default="docs/mutation.md")
+    ap.add_argument("--output", default="docs/mutation.md", help="the report (default: %(default)s)")
+    ap.add_argument("--show", metavar="KEY", help="print the mutant of this key (from the report) as a diff, and end")
     args = ap.parse_args(argv)
     files = args.file or (env.get("MUTATE_FILES") or "").split() or DEFAULT_FILES
     for f in files:
         if not (ROOT / f).is_file():
             print(f"mutate: {f}: no such file in {ROOT}; name files relative to the checkout", file=sys.stderr)
             return 2
-    if args.sample < 1 or args.jobs < 1:
-        print("mutate: --sample and --jobs must be at least 1", file=sys.stderr)
+        if not f.endswith((".c", ".py")):
+            print(f"mutate: {f}: no mutation tool for this kind of file; name C (.c) or Python (.py) files",
+                  file=sys.stderr)
+            return 2
+    if args.show:
+        found = [m for f in files for m in mutants_of(ROOT, f) if m.key == args.show]
+        if not found:
+            print(f"mutate: no mutant {args.show} in {' '.join(files)}: its line changed since the report, or "
+                  "name its file with --file", file=sys.stderr)
+            return 1
+        print(f"{found[0].path}:{found[0].line} {found[0].rule}\n{diff(ROOT, found[0])}", end="")
+        return 0
+    if args.sample < 1 or args.jobs < 1 or args.max_tests < 0:
+        print("mutate: --sample and --jobs must be at least 1, --max-tests at least 0", file=sys.stderr)
         return 2
     cfg = Config(ROOT, files, args.sample, args.seed, args.jobs, args.budget, max_tests=args.max_tests)
     start = time.monotonic()
