@@ -42,7 +42,11 @@ struct out {
 	char buf[LINE];
 	unsigned n;
 	sdt_control_reply reply;
+	const char *cmd;	/* the command's word, which its `error` line names (NULL: none yet) */
+	unsigned long cmdlen;
 };
+
+#define ECHO 32	/* bytes of a word no command has that an `error` line names: enough to recognize it */
 
 static struct sdt_control_ops ops;
 static struct sdt_control_cpu *storage;
@@ -99,11 +103,14 @@ static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
 	return 0;
 }
 
-/* `error CODE TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too. */
+/* `error CODE COMMAND: TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too, and
+ * the command refused (its first word as it came, at most ECHO bytes, each byte not printable ASCII as `?`; `?` for
+ * none), so a host can tell whose reply it reads. */
 static SDT_CODE int error(struct out *o, int code, const char *text)
 {
 	char d[12];
 	unsigned i = 0, v = (unsigned)-code;
+	unsigned long k;
 
 	o->n = 0;
 	put(o, SDT_CTL_ERROR " -");
@@ -114,6 +121,11 @@ static SDT_CODE int error(struct out *o, int code, const char *text)
 	while (i-- > 0 && o->n < LINE)
 		o->buf[o->n++] = d[i];
 	put(o, " ");
+	if (!o->cmd || !o->cmdlen)
+		put(o, "?");
+	for (k = 0; o->cmd && k < o->cmdlen && k < ECHO && o->n < LINE; k++)	/* printable ASCII, else `?` */
+		o->buf[o->n++] = o->cmd[k] > ' ' && o->cmd[k] < 0x7f ? o->cmd[k] : '?';
+	put(o, ": ");
 	put(o, text);
 	send(o);
 	return code;
@@ -931,6 +943,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 	sdt_word code;
 	int mine;
 
+	o->cmd = c;
+	o->cmdlen = len;
 	if (is(c, len, SDT_CTL_HELLO))
 		return cmd_hello(o);
 	if (is(c, len, SDT_CTL_RING))
@@ -997,6 +1011,7 @@ SDT_CODE int sdt_control_line(const char *line, sdt_control_reply reply)
 	if (!line || !__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
 		static struct out mine;	/* a static: no memset call to zero it */
 		mine.reply = reply;
+		mine.cmd = 0;
 		return error(&mine, line ? SDT_ERR_INIT : SDT_ERR_ARG,
 			     line ? "the control core is not started" : "no line");
 	}
@@ -1025,7 +1040,10 @@ SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control
 		}
 		if (overlong && reply) {
 			static struct out o;
+			struct words w = {input};
+			input[inlen] = 0;
 			o.reply = reply;
+			o.cmd = word(&w, &o.cmdlen);	/* the command too long, as far as it was held */
 			error(&o, SDT_ERR_LONG, "the line is longer than the control core takes (or holds a NUL)");
 		} else if (inlen) {
 			input[inlen] = 0;

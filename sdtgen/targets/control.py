@@ -35,6 +35,7 @@ from sdtgen.targets.base import (
     Returned,
     Summary,
 )
+from sdtgen.targets.listen import MAX_CPUS
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 
@@ -43,6 +44,8 @@ POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memor
 PBYTES_CHUNK = 0x100  # bytes of a program one `pbytes` carries (its line stays under SDT_CONTROL_LINE)
 MAX_TABLES = 2 * MAX_PAYLOAD  # bytes of a CPU's tables at most: a half's frame fits the frame reader's bound
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
+MAX_LINE = VALUES["SDT_CONTROL_LINE"]  # bytes of a reply line at most: the control core writes none longer
+MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
 
 
 class ChannelClosed(Exception):
@@ -77,8 +80,9 @@ class ControlTarget:
         self.channel = channel
         self.timeout = timeout
         self.reader = FrameReader()
-        self.packets = PacketSink([session.on_packet])
-        self.bad_frames = 0  # frames of no type the host knows, and info frames of a wrong size
+        self.packets = PacketSink([session.on_packet], self._packet_problem)
+        self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
+        self._said_frames = False  # the first damaged frame was said: the others are counted
         self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
         self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
         self._lines: list[str] = []
@@ -94,7 +98,10 @@ class ControlTarget:
 
     # -- the line ---------------------------------------------------------------------------------
     def _pump(self, deadline: float) -> None:
+        """Read what the line carries within ``deadline`` (kept however much keeps arriving: Timeout once past)."""
         wait = deadline - time.monotonic()
+        if wait <= 0:
+            raise Timeout()
         if self.poll is not None:
             self.poll()
             wait = min(wait, POLL_EVERY)
@@ -112,7 +119,9 @@ class ControlTarget:
                 self._console_bytes(item.data)
             elif item.type == TEXT:
                 line = item.payload.decode("utf-8", "replace")
-                if line.startswith("report "):
+                if len(item.payload) > MAX_LINE or "\n" in line:
+                    self._bad_frame(f"a text frame of {len(item.payload)} bytes, which no line of the control core is")
+                elif line.startswith("report "):
                     self.session.on_log(0, line[len("report "):])
                 elif line.startswith("panic "):
                     self.halted = True
@@ -122,7 +131,23 @@ class ControlTarget:
             elif item.type == TABLES:
                 self._taken = [*self._taken[-1:], item.payload]  # a take has one: more is damage, held no longer
             elif not self.packets.frame(item) and item.type != INFO:
-                self.bad_frames += 1
+                self._bad_frame(f"a frame of type {item.type:#04x}, which no frame of the serial transport has "
+                                f"({len(item.payload)} bytes)")
+
+    def _bad_frame(self, what: str) -> None:
+        self.bad_frames += 1
+        self._said_damage(what)
+
+    def _packet_problem(self, what: str) -> None:
+        """The packet sink counted a packet or verdict frame it could not use (PacketSink.on_problem)."""
+        self._said_damage(what)
+
+    def _said_damage(self, what: str) -> None:
+        """The first damaged frame said, as it arrived; the rest counted (the session's `damaged`)."""
+        if not self._said_frames:
+            self._said_frames = True
+            self.session.reporter.warning(f"the kernel's line carried {what}: left out (further damaged frames are "
+                                          "only counted)")
 
     def _console_bytes(self, data: bytes) -> None:
         """What the kernel printed outside frames (its own boot log, a firmware's banner): shown a line at a time,
@@ -143,29 +168,45 @@ class ControlTarget:
             self._pump(deadline)
         return self._lines.pop(0)
 
+    def _reply(self, deadline: float, name: str) -> list[str]:
+        """One reply: its lines up to the ``ok`` or ``error`` line, at most MAX_REPLY bytes of them."""
+        out: list[str] = []
+        held = 0
+        while True:
+            out.append(self._line(deadline))
+            if out[-1].split(" ", 1)[0] in (WORD["ok"], WORD["error"]):
+                return out
+            held += len(out[-1]) + 1
+            if held > MAX_REPLY:
+                self.halted = True
+                raise Halted(f"the kernel's reply to `{printable(name)}` passed {MAX_REPLY:,} bytes in "
+                             f"{len(out):,} lines without its ok or error line (the last: {printable(out[-1][:80])!r})",
+                             fix="see the kernel's console: its control core does not answer so")
+
     def command(self, text: str, what: str, timeout: float | None = None, running: str | None = None) -> list[str]:
         """Send one command; its reply, the ``ok`` line last. An ``error`` reply raises Refused; a kernel that
         does not answer in time, panics or goes away raises Halted (``running``: the call a timeout ends)."""
         if self.halted:
             raise Halted(f"{what}: the kernel stopped answering earlier")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        name = text.split(" ", 1)[0]
         try:
             self.channel.write(text.encode("utf-8", "surrogateescape") + b"\n")
-            out: list[str] = []
             while True:
-                out.append(self._line(deadline))
-                word = out[-1].split(" ", 1)[0]
-                if word == WORD["ok"]:
+                out = self._reply(deadline, name)
+                named, code, why = answers(out[-1])
+                if named != name:  # not this command's reply: one the kernel said unasked, or to a line not sdtgen's
+                    if named != WORD["hello"]:  # a kernel announces itself at boot: its hello is no desync
+                        self.session.reporter.warning(
+                            f"the kernel's reply {printable(out[-1])!r} answers `{printable(named)}`, not "
+                            f"`{printable(name)}`, which sdtgen sent: left out, and the reply to `{printable(name)}` "
+                            "waited for")
+                    continue
+                if code is None:
                     if self.poll is not None:  # what the kernel closed before it answered (a run's packets)
                         self.poll()
                     return out
-                if word == WORD["error"]:
-                    code, _, why = out[-1][len(WORD["error"]) + 1:].partition(" ")
-                    try:
-                        number = int(code)
-                    except ValueError:
-                        number = VALUES["SDT_ERR_USAGE"]
-                    raise Refused(number, why or ERRORS.get(number, f"error {code}"))
+                raise Refused(code, why or ERRORS.get(code, f"error {code}"))
         except ChannelClosed as e:
             self.halted = True
             raise Halted(str(e)) from None
@@ -197,16 +238,19 @@ class ControlTarget:
         """The kernel's hello: said unasked at boot (QEMU), or asked for (a kernel already running)."""
         deadline = time.monotonic() + self.timeout
         try:
-            if not announced:
-                self.channel.write(f"{WORD['hello']}\n".encode())
+            if not announced:  # a line end first: a partial line the kernel's input held ends there, answered apart
+                self.channel.write(f"\n{WORD['hello']}\n".encode())
             while True:
                 line = self._line(deadline)
                 words = line.split()
                 if words and words[0] == WORD["hello"]:
                     break
-                if announced:  # anything else first is not a kernel with sdtgen's control core
-                    raise Halted(f"the kernel's first line is not the control core's hello: {printable(line)!r}",
-                                 fix="link sdt_control.c and call sdt_control_announce once its line is up")
+                if words[:1] in ([WORD["ok"]], [WORD["error"]]):  # the reply to a line that was not sdtgen's
+                    self.session.reporter.warning(
+                        f"before its hello the kernel answered `{printable(answers(line)[0])}` (a line its input held, "
+                        f"ended by sdtgen's line end): {printable(line)!r}")
+                else:  # the kernel's log framed as text before its control core announced itself (docs/control.md)
+                    self.session.reporter.console(line)
             while self._line(deadline).split(" ", 1)[0] != WORD["ok"]:
                 pass
             return words
@@ -225,6 +269,9 @@ class ControlTarget:
         if len(words) != 10 or None in (values[0], values[2], values[3], values[4], values[5], values[7]):
             raise Halted(f"the kernel's hello is not the control core's: {printable(' '.join(words))!r}")
         booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
+        if not 1 <= booted.cpus <= MAX_CPUS:
+            raise Halted(f"the kernel's hello says it has {booted.cpus} CPUs, not 1 to {MAX_CPUS}: "
+                         f"{printable(' '.join(words))!r}", fix="give sdt_control_ops.ncpus the kernel's CPUs")
         self.bias = self._bias(values[7])
         if booted.arch != arch.name:
             raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}",
@@ -293,15 +340,24 @@ class ControlTarget:
         lines = self.command(f"{WORD['run']} {who} {self._address(func):x} {len(args):x} {self._words(args)}".rstrip(),
                              printable(name), timeout=timeout, running=name)
         out = []
+        asked = range(self.booted.cpus) if cpu is None else range(cpu, cpu + 1)
         for line in lines[:-1]:
             w = line.split()
             numbers = [_hex(x) for x in w[1:]]
-            if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers:
+            if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers and numbers[0] in asked:
                 cause, pc, addr = numbers[1:]
                 out.append(Returned(numbers[0], 0, CallFault(f"CPU exception {cause:#x} (address {addr:#x})",
                                                              self._linked(pc))))
-            elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers:
+            elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers and numbers[0] in asked:
                 out.append(Returned(numbers[0], numbers[1]))
+            else:
+                self.halted = True
+                raise Halted(f"the kernel's reply to `run` holds {printable(line)!r}, not `return CPU VALUE` or `fault "
+                             f"CPU CAUSE PC ADDR` of a CPU it was asked to run on ({_cpus(asked)})")
+        if sorted(r.cpu for r in out) != list(asked):
+            self.halted = True
+            raise Halted(f"the kernel's reply to `run` has results of CPUs {sorted(r.cpu for r in out)}, not one of "
+                         f"each CPU it was asked to run on ({_cpus(asked)})")
         return out
 
     def read(self, addr: int, size: int) -> bytes | None:
@@ -470,6 +526,25 @@ def tables_of_frame(frames: list[bytes], cpu: int, addr: int, given: int, arch):
     except AggTableError as e:
         return DamagedTables(cpu, str(e))
     return tables if tables.cpu == cpu else DamagedTables(cpu, f"its table says it is CPU {tables.cpu}'s")
+
+
+def answers(line: str) -> tuple[str, int | None, str]:
+    """(the command a reply's last line names, its error code or None for ``ok``, the error's text) of
+    ``ok COMMAND N`` or ``error CODE COMMAND: TEXT`` (sdtgen/layout.py, SDT_CTL_OK and SDT_CTL_ERROR)."""
+    word, _, rest = line.partition(" ")
+    if word == WORD["ok"]:
+        return rest.split(" ", 1)[0], None, ""
+    code, _, rest = rest.partition(" ")
+    named, _, why = rest.partition(" ")
+    try:
+        number = int(code)
+    except ValueError:
+        number = VALUES["SDT_ERR_USAGE"]
+    return named.removesuffix(":"), number, why
+
+
+def _cpus(asked: range) -> str:
+    return f"CPU {asked[0]}" if len(asked) == 1 else f"CPUs 0 to {asked[-1]}"
 
 
 def _hex(word: str) -> int | None:

@@ -270,6 +270,8 @@ class QemuTarget(ControlTarget):
         """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
         qemu = getattr(self, "qemu", None)
         halted = self.halted
+        if hasattr(self, "packets"):
+            self.packets.close()
         if qemu is not None:
             status = None
             if qemu.proc.poll() is None and hasattr(self, "booted") and not halted:
