@@ -45,6 +45,7 @@ PBYTES_CHUNK = 0x100  # bytes of a program one `pbytes` carries (its line stays 
 MAX_TABLES = 2 * MAX_PAYLOAD  # bytes of a CPU's tables at most: a half's frame fits the frame reader's bound
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
 MAX_LINE = VALUES["SDT_CONTROL_LINE"]  # bytes of a reply line at most: the control core writes none longer
+TORTURE_FIRST = 5  # torture's first batch: 5 periods of toggles, timed to size the next
 MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
 
 
@@ -432,7 +433,35 @@ class ControlTarget:
 
     def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
         """CPUs other than the one that takes commands call ``func`` while that one arms (``mode``) and disarms
-        ``spec`` ``toggles`` times; the rings' records drained at the end."""
+        ``spec`` ``toggles`` times; the rings' records drained at the end. The toggles go in batches, each a
+        `torture` command sized to take at most half the time left of ``timeout``: when not one more batch fits,
+        toggling stops and the summary says how many were made (timed out), as the emulator's torture does."""
+        deadline = time.monotonic() + timeout
+        period = 3 if mode == "cycle" else 2  # a batch leaves every site (and a module) as it found them
+        summary: Summary | None = None
+        batch = min(toggles, TORTURE_FIRST * period)
+        while True:
+            started = time.monotonic()
+            got = self._torture_batch(func, args, spec, batch, mode, deadline - started)
+            if summary is None:
+                summary = Summary(got.protocol, got.cpus, toggles)
+            summary.done += got.done
+            summary.calls += got.calls
+            summary.faults += got.faults
+            summary.torn += got.torn
+            summary.wrong += got.wrong
+            if summary.done >= toggles:
+                return summary
+            now = time.monotonic()
+            each = max(now - started, 1e-6) / max(batch, 1)  # seconds a toggle took, the batch's setup included
+            fits = int((deadline - now) / 2 / each) // period * period
+            if fits < period:
+                summary.timed_out = True
+                return summary
+            batch = min(fits, toggles - summary.done)
+
+    def _torture_batch(self, func: int, args: list[int], spec: str, toggles: int, mode: str,
+                       timeout: float) -> Summary:
         lines = self.command(f"{WORD['torture']} {self._address(func):x} {len(args):x} {self._words(args)} "
                              f"{toggles:x} {WORD[mode]} {spec}", "torture", timeout=timeout)
         w = lines[0].split()
