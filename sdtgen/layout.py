@@ -584,8 +584,9 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_DRAIN", "drain", "drain: every CPU's closed packets sent now"),
     ("SDT_CTL_STATS", "stats", "stats: `cpu K DISCARDED OVERWRITTEN` per CPU"),
     ("SDT_CTL_LIST", "list", "list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe"),
-    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL "
-     "CPUS TOGGLES CALLS FAULTS TORN WRONG`"),
+    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch|cycle|module SPEC: `torture "
+     "PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG LEAKED WINDOWS` (WINDOWS: a calling CPU's disarmed windows "
+     "checked, LEAKED: those in which it recorded)"),
     ("SDT_CTL_EXIT", "exit", "exit CODE: power off"),
     ("SDT_CTL_SHARED", "shared", "shared on|off: on, the host reads the rings in the machine's memory (packets stay "
      "off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring"),

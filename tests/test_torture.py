@@ -19,8 +19,8 @@ from sdtgen.session.starts import emulator_torture as torture
 from sdtgen.targets.base import Summary
 from sdtgen.targets.emulator_torture import Torture
 
-KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "transient",
-        "timed_out", "checked", "passed"}
+KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "leaked", "windows",
+        "transient", "timed_out", "checked", "passed"}
 NAIVE = {"SDT_RUNTIME_CFLAGS": "-DSDT_NAIVE_PROTOCOL"}
 
 

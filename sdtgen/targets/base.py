@@ -115,7 +115,8 @@ class Summary:
     its new state, or the protocol's breakpoint (the emulator checks every instruction fetched in a site;
     real CPUs show it as a fault whose pc lies inside a site). It is **faulted** when it faulted anywhere
     else, or did not come back; **wrong** when it returned another value than the same call with nothing
-    armed.
+    armed. A **leak** is a CPU that recorded while the function's sites were disarmed (a kernel's control core checks
+    each disarmed window, ``windows``, of each calling CPU): a disable that did not disarm.
     """
 
     protocol: str
@@ -129,18 +130,21 @@ class Summary:
     wrong: int = 0
     transient: int = 0  # traps on the protocol's transient breakpoint (the protocol was exercised)
     timed_out: bool = False
+    leaked: int = 0  # disarmed windows in which a calling CPU recorded
+    windows: int = 0  # disarmed windows checked (a CPU each)
     checked: int = 0  # exhaustive: (state, position) pairs executed
     per_cpu_calls: list[int] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return (self.faults == 0 and self.torn == 0 and self.wrong == 0 and not self.timed_out
+        return (self.faults == 0 and self.torn == 0 and self.wrong == 0 and self.leaked == 0 and not self.timed_out
                 and (self.firings > 0 or self.checked > 0))
 
     def as_dict(self) -> dict:
         return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.done, "asked": self.toggles,
                 "calls": self.calls, "firings": self.firings, "faults": self.faults, "torn": self.torn,
-                "wrong": self.wrong, "transient": self.transient, "timed_out": self.timed_out,
+                "wrong": self.wrong, "leaked": self.leaked, "windows": self.windows, "transient": self.transient,
+                "timed_out": self.timed_out,
                 "checked": self.checked, "passed": self.passed}
 
     def text(self) -> str:
@@ -151,6 +155,8 @@ class Summary:
                     f"{self.torn} torn, {self.faults} faults")
         line = (f"{verdict}: {self.protocol} protocol, {cpus}, {self.done} toggles: {self.calls} calls, "
                 f"{self.firings} firings, {self.faults} faults, {self.torn} torn, {self.wrong} wrong")
+        if self.windows:
+            line += f", {self.leaked} of {self.windows} disarmed windows fired"
         if self.timed_out:
             line += f" (timed out after {self.done} of {self.toggles} toggles)"
         elif self.firings == 0:

@@ -450,6 +450,8 @@ class ControlTarget:
             summary.faults += got.faults
             summary.torn += got.torn
             summary.wrong += got.wrong
+            summary.leaked += got.leaked
+            summary.windows += got.windows
             if summary.done >= toggles:
                 return summary
             now = time.monotonic()
@@ -466,10 +468,11 @@ class ControlTarget:
                              f"{toggles:x} {WORD[mode]} {spec}", "torture", timeout=timeout)
         w = lines[0].split()
         numbers = [_hex(x) for x in w[2:]]
-        if w[0] != WORD["torture"] or len(w) != 8 or None in numbers:
+        if w[0] != WORD["torture"] or len(w) != 10 or None in numbers:
             raise Halted(f"the kernel's torture answer is not one: {printable(lines[0])!r}")
-        cpus, done, calls, faults, torn, wrong = numbers
-        return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong)
+        cpus, done, calls, faults, torn, wrong, leaked, windows = numbers
+        return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong,
+                       leaked=leaked, windows=windows)
 
     # -- programs and their tables (docs/aggregations.md) ---------------------------------------------
     def attach_tables(self) -> None:

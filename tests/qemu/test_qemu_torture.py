@@ -29,6 +29,7 @@ def test_the_safe_protocol_never_tears_under_parallel_vcpus(qemu_kernel, arch, m
     assert t["protocol"] == "safe" and t["toggles"] == TOGGLES and t["cpus"] == 3
     assert (t["torn"], t["faults"], t["wrong"]) == (0, 0, 0) and t["firings"] > 0
     assert t["calls"] > 10 * TOGGLES  # the other vCPUs really ran while the sites changed under them
+    assert t["leaked"] == 0 and t["windows"] > TOGGLES // 2, "every disarmed window checked: nothing fired in it"
     assert code == 0 and t["passed"]
 
 
