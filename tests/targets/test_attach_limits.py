@@ -158,3 +158,24 @@ def test_the_kernels_log_framed_before_its_announced_hello_is_shown_not_fatal(im
         peer.close()
     shown = [json.loads(x) for x in out.getvalue().splitlines()]
     assert {"event": "console", "text": "boot: 2 CPUs up, mounting root"} in shown
+
+
+def test_a_damaged_take_frame_is_said_and_counted_and_the_session_goes_on(image):
+    """`take 0` answered by a tables frame shorter than a struct sdt_agg: CPU 0's tables left out, said in one line,
+    counted damaged (exit 1); the aggregation still printed, of what could be believed (nothing)."""
+    def answer(line: str):
+        word = line.split()[0]
+        if word == "tables":
+            return text(f"table 0 {0x200000:x} {0x10000:x}") + text("ok tables 1")
+        if word == "program":
+            return text(f"ok program {0x300000:x}")
+        if word == "take":
+            return encode(ord("A"), b"abc") + text("ok take 0")
+        return None
+
+    peer = Peer(answer, usual(image))
+    r = attach(peer, image, "--timeout", "5", "--aggregate", "hk:sched:run:tick { @n = count(); }")
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [f"{image}: warning: CPU 0's aggregation tables left out: its table frame of 3 "
+                                     "bytes is shorter than a struct sdt_agg"], r.stderr
+    assert "take 0" in peer.seen
