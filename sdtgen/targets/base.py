@@ -115,8 +115,9 @@ class Summary:
     its new state, or the protocol's breakpoint (the emulator checks every instruction fetched in a site;
     real CPUs show it as a fault whose pc lies inside a site). It is **faulted** when it faulted anywhere
     else, or did not come back; **wrong** when it returned another value than the same call with nothing
-    armed. A **leak** is a CPU that recorded while the function's sites were disarmed (a kernel's control core checks
-    each disarmed window, ``windows``, of each calling CPU): a disable that did not disarm.
+    armed. A **leak** is a disarmed window (from a disable's or an unload's return to the next arm) in which a site ran
+    armed (the emulator watches every fetch) or a calling CPU recorded (a kernel's control core checks each caller's
+    window): a disable that did not disarm.
     """
 
     protocol: str
@@ -131,7 +132,7 @@ class Summary:
     transient: int = 0  # traps on the protocol's transient breakpoint (the protocol was exercised)
     timed_out: bool = False
     leaked: int = 0  # disarmed windows in which a calling CPU recorded
-    windows: int = 0  # disarmed windows checked (a CPU each)
+    windows: int = 0  # disarmed windows checked (on a kernel's control core: one per calling CPU)
     checked: int = 0  # exhaustive: (state, position) pairs executed
     per_cpu_calls: list[int] = field(default_factory=list)
 
