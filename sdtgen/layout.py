@@ -587,14 +587,17 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_DRAIN", "drain", "drain: every CPU's closed packets sent now"),
     ("SDT_CTL_STATS", "stats", "stats: `cpu K DISCARDED OVERWRITTEN` per CPU"),
     ("SDT_CTL_LIST", "list", "list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe"),
-    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL "
-     "CPUS TOGGLES CALLS FAULTS TORN WRONG`"),
+    ("SDT_CTL_TORTURE", "torture", "torture ADDR NARGS ARG... TOGGLES trap|branch|cycle|module SPEC: `torture "
+     "PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG LEAKED WINDOWS` (WINDOWS: a calling CPU's disarmed windows "
+     "checked, LEAKED: those in which it recorded)"),
     ("SDT_CTL_EXIT", "exit", "exit CODE: power off"),
     ("SDT_CTL_SHARED", "shared", "shared on|off: on, the host reads the rings in the machine's memory (packets stay "
      "off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring"),
     ("SDT_CTL_AREA", "area", "a CPU's ring in memory: `area K AREA RING`"),
-    ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND [-]N`"),
-    ("SDT_CTL_ERROR", "error", "the last line of a reply that did not: `error CODE TEXT`"),
+    ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND [-]N`, COMMAND the word of the "
+     "command it answers"),
+    ("SDT_CTL_ERROR", "error", "the last line of a reply that did not: `error CODE COMMAND: TEXT`, COMMAND the first "
+     "word of the line it answers (at most 32 bytes; `?` for none)"),
     ("SDT_CTL_RETURN", "return", "a call returned: `return CPU VALUE`"),
     ("SDT_CTL_FAULT", "fault", "a call faulted: `fault CPU CAUSE PC ADDR`"),
     ("SDT_CTL_BYTES", "bytes", "memory read: `bytes HEX`"),

@@ -20,8 +20,8 @@ from sdtgen.session.starts import emulator_torture as torture
 from sdtgen.targets.base import Summary
 from sdtgen.targets.emulator_torture import Torture
 
-KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "transient",
-        "timed_out", "checked", "passed"}
+KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "leaked", "windows",
+        "transient", "timed_out", "checked", "passed"}
 NAIVE = {"SDT_RUNTIME_CFLAGS": "-DSDT_NAIVE_PROTOCOL"}
 
 
@@ -47,6 +47,8 @@ def test_the_safe_protocol_never_tears_nor_faults_on_x86_64(kernel, cpus, toggle
     # The test exercised what it claims: CPUs ran into the transient breakpoint, armed sites fired.
     assert s.transient > 0 and s.firings > 0
     assert len(s.per_cpu_calls) == cpus and all(n > 0 for n in s.per_cpu_calls)
+    # Every disable disarmed: no CPU ran an armed site from the disable's return to the next enable.
+    assert (s.leaked, s.windows) == (0, toggles // 2)
 
 
 def test_the_naive_protocol_tears_and_the_same_seed_gives_the_same_summary(arch_kernel):

@@ -25,6 +25,9 @@ from sdtgen.layout import CPU
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import Streams
 
+# Packets a writer may close between two reads of its ring, at most: 2^32 of at least 1 KiB are 4 TiB, which no CPU
+# records between two polls. Counters further apart are damage, not a ring that went round that often.
+MAX_AHEAD = 1 << 32
 PacketFn = Callable[[int, bytes, int], None]  # (cpu, the packet, the number its slot holds)
 
 
@@ -95,7 +98,7 @@ class Consumer:
         start = read(r.area, "read_seq")
         commit = read(r.area, "commit_seq")
         written = read(r.area, "write_seq")
-        if start > commit or commit > written:
+        if start > commit or commit > written or commit - start > MAX_AHEAD:
             self._damaged(cpu, f"{written} packets opened, {commit} closed, {start} read; nothing more is read from "
                           "it until they agree")
             start = commit

@@ -190,12 +190,12 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_DRAIN            "drain"	/* drain: every CPU's closed packets sent now */
 #define SDT_CTL_STATS            "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
 #define SDT_CTL_LIST             "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
-#define SDT_CTL_TORTURE          "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG` */
+#define SDT_CTL_TORTURE          "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle|module SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG LEAKED WINDOWS` (WINDOWS: a calling CPU's disarmed windows checked, LEAKED: those in which it recorded) */
 #define SDT_CTL_EXIT             "exit"	/* exit CODE: power off */
 #define SDT_CTL_SHARED           "shared"	/* shared on|off: on, the host reads the rings in the machine's memory (packets stay off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring */
 #define SDT_CTL_AREA             "area"	/* a CPU's ring in memory: `area K AREA RING` */
-#define SDT_CTL_OK               "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N` */
-#define SDT_CTL_ERROR            "error"	/* the last line of a reply that did not: `error CODE TEXT` */
+#define SDT_CTL_OK               "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N`, COMMAND the word of the command it answers */
+#define SDT_CTL_ERROR            "error"	/* the last line of a reply that did not: `error CODE COMMAND: TEXT`, COMMAND the first word of the line it answers (at most 32 bytes; `?` for none) */
 #define SDT_CTL_RETURN           "return"	/* a call returned: `return CPU VALUE` */
 #define SDT_CTL_FAULT            "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
 #define SDT_CTL_BYTES            "bytes"	/* memory read: `bytes HEX` */

@@ -26,6 +26,7 @@ _CPU, _SEQ = PACKET.names().index("cpu_id"), PACKET.names().index("packet_seq_nu
 @dataclass
 class PacketSink:
     consumers: list[Consumer]
+    on_problem: Callable[[str], None] | None = None  # told what each stray or damaged frame was, as it is counted
     kept: int = 0
     dropped: int = 0  # packets the writer overwrote while they were sent
     stray: int = 0  # packets without their verdict (or verdicts without their packet): the line lost a frame
@@ -37,10 +38,11 @@ class PacketSink:
         """Take a packet or verdict frame; False for any other frame."""
         if f.type == PACKET_FRAME:
             if self._pending is not None:
-                self.stray += 1  # its verdict never came
+                self._stray("its verdict never came: another packet frame came first")
             self._pending, self._refused = None, False
             if len(f.payload) < _HEAD.size:
                 self.damaged += 1
+                self._say(f"a packet frame of {len(f.payload)} bytes, shorter than a packet's header")
                 self._refused = True
                 return True
             head = _HEAD.unpack_from(f.payload)
@@ -50,16 +52,19 @@ class PacketSink:
             return False
         try:
             v = verdict(f)
-        except FrameError:
+        except FrameError as e:
             self.damaged += 1  # the pending packet waits on: its own verdict may come yet
+            self._say(str(e))
             return True
         if self._pending is None:
-            self.stray += not self._refused  # a damaged packet's verdict was counted with it
+            if not self._refused:  # a damaged packet's verdict was counted with it
+                self.stray += 1
+                self._say(f"a verdict of CPU {v.cpu}'s packet {v.seq} with no packet before it")
             self._refused = False
             return True
         cpu, seq, packet = self._pending
         if v.cpu != cpu:  # another CPU's verdict: the line lost this packet's and the other's packet
-            self.stray += 1
+            self._stray(f"a verdict of CPU {v.cpu}'s packet came for it")
             return True
         self._pending = None
         if v.seq != seq or not v.keep:  # torn while sent (its header changed), or overwritten meanwhile
@@ -73,5 +78,15 @@ class PacketSink:
     def close(self) -> None:
         """The line ended: a packet still waiting for its verdict is stray."""
         if self._pending is not None:
-            self.stray += 1
+            self._stray("the line ended before its verdict")
             self._pending = None
+
+    def _stray(self, why: str) -> None:
+        """The pending packet counted stray, and said."""
+        cpu, seq, packet = self._pending
+        self.stray += 1
+        self._say(f"a packet frame of {len(packet)} bytes (CPU {cpu}, packet {seq}) whose verdict never came: {why}")
+
+    def _say(self, what: str) -> None:
+        if self.on_problem is not None:
+            self.on_problem(what)

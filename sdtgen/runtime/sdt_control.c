@@ -19,6 +19,7 @@ SDT_INLINE_ATOMICS_BEGIN
 #define LINE 1024	/* a reply line: a probe's four names, each at most 255 bytes, fit */
 #define MAX_READ 0x80	/* bytes one `read` answers */
 #define PACE (1ul << 16)	/* torture: polls for a caller's call between two toggles, at most */
+#define SETTLE (1ul << 24)	/* torture: polls for a caller's two calls after a disarm, at most (a vCPU descheduled) */
 
 /* A call the host asked for: a function of the kernel's text and its arguments. */
 struct call {
@@ -35,6 +36,8 @@ struct cpu {
 	volatile int done;	/* the job finished (stored with release) */
 	sdt_word expect;	/* torture: what every call must return */
 	unsigned long calls, faults, torn, wrong;
+	sdt_u64 mark[3];	/* torture: what its area recorded when its sites were last disarmed (write_seq, events, discarded) */
+	int marked;	/* mark holds, and the window is not checked yet */
 };
 _SDT_LAYOUT(sizeof(struct cpu) <= sizeof(struct sdt_control_cpu));
 
@@ -42,7 +45,11 @@ struct out {
 	char buf[LINE];
 	unsigned n;
 	sdt_control_reply reply;
+	const char *cmd;	/* the command's word, which its `error` line names (NULL: none yet) */
+	unsigned long cmdlen;
 };
+
+#define ECHO 32	/* bytes of a word no command has that an `error` line names: enough to recognize it */
 
 static struct sdt_control_ops ops;
 static struct sdt_control_cpu *storage;
@@ -99,11 +106,14 @@ static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
 	return 0;
 }
 
-/* `error CODE TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too. */
+/* `error CODE COMMAND: TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too, and
+ * the command refused (its first word as it came, at most ECHO bytes, each byte not printable ASCII as `?`; `?` for
+ * none), so a host can tell whose reply it reads. */
 static SDT_CODE int error(struct out *o, int code, const char *text)
 {
 	char d[12];
 	unsigned i = 0, v = (unsigned)-code;
+	unsigned long k;
 
 	o->n = 0;
 	put(o, SDT_CTL_ERROR " -");
@@ -114,6 +124,11 @@ static SDT_CODE int error(struct out *o, int code, const char *text)
 	while (i-- > 0 && o->n < LINE)
 		o->buf[o->n++] = d[i];
 	put(o, " ");
+	if (!o->cmd || !o->cmdlen)
+		put(o, "?");
+	for (k = 0; o->cmd && k < o->cmdlen && k < ECHO && o->n < LINE; k++)	/* printable ASCII, else `?` */
+		o->buf[o->n++] = o->cmd[k] > ' ' && o->cmd[k] < 0x7f ? o->cmd[k] : '?';
+	put(o, ": ");
 	put(o, text);
 	send(o);
 	return code;
@@ -618,12 +633,61 @@ static SDT_CODE unsigned long calls_made(unsigned here)
 	return n;
 }
 
+/* CPU k's recording as it stands: packets opened, events in the open one, events discarded. */
+static SDT_CODE void recorded(unsigned k, sdt_u64 out[3])
+{
+	const struct sdt_cpu *a = ops.area ? ops.area(k) : 0;
+
+	out[0] = a ? __atomic_load_n(&a->write_seq, __ATOMIC_ACQUIRE) : 0;
+	out[1] = a ? __atomic_load_n(&a->events, __ATOMIC_ACQUIRE) : 0;
+	out[2] = a ? __atomic_load_n(&a->discarded, __ATOMIC_ACQUIRE) : 0;
+}
+
+/* SPEC was just disarmed: once each caller has returned from two more calls (a firing in flight when the sites
+ * changed is done), what each has recorded is marked. A CPU that makes no call meanwhile is not checked. */
+static SDT_CODE void mark_disarmed(unsigned here)
+{
+	unsigned k;
+
+	for (k = 0; k < ops.ncpus; k++) {
+		struct cpu *c = cpu_at(k);
+		unsigned long before = __atomic_load_n(&c->calls, __ATOMIC_ACQUIRE), spin;
+		c->marked = 0;
+		if (k == here || !ops.area || !ops.area(k))
+			continue;
+		for (spin = 0; spin < SETTLE && __atomic_load_n(&c->calls, __ATOMIC_ACQUIRE) - before < 2; spin++)
+			;
+		if (__atomic_load_n(&c->calls, __ATOMIC_ACQUIRE) - before < 2)
+			continue;
+		recorded(k, c->mark);
+		c->marked = 1;
+	}
+}
+
+/* SPEC is about to be armed again: a caller that recorded anything since it was marked fired from a disarmed site
+ * (its only calls are the function's, whose probes SPEC names). Windows checked and leaks added to *windows, *leaked. */
+static SDT_CODE void check_disarmed(unsigned long *windows, unsigned long *leaked)
+{
+	unsigned k;
+
+	for (k = 0; k < ops.ncpus; k++) {
+		struct cpu *c = cpu_at(k);
+		sdt_u64 now[3];
+		if (!c->marked)
+			continue;
+		recorded(k, now);
+		*windows += 1;
+		*leaked += now[0] != c->mark[0] || now[1] != c->mark[1] || now[2] != c->mark[2];
+		c->marked = 0;
+	}
+}
+
 /* ADDR NARGS ARG... TOGGLES MODE SPEC: every other CPU calls the function while this one arms and disarms SPEC. */
 static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 {
 	extern const char sdt_protocol[];
 	unsigned here = this_cpu(), k;
-	unsigned long calls = 0, faults = 0, torn = 0, wrong = 0;
+	unsigned long calls = 0, faults = 0, torn = 0, wrong = 0, windows = 0, leaked = 0;
 	struct call call;
 	sdt_word toggles, i;
 	const char *spec, *why;
@@ -651,6 +715,7 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 		sdt_copy(&c->call, &call, sizeof(call));
 		c->expect = me->value;
 		c->calls = c->faults = c->torn = c->wrong = 0;
+		c->marked = 0;
 		c->done = 1;
 	}
 	for (k = 0; k < ops.ncpus && started; k++)
@@ -660,13 +725,19 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	for (i = 0; i < toggles && r > 0 && started; i++) {
 		unsigned long before = calls_made(here), spin;
 		unsigned step = mode == CYCLE ? (unsigned)(i % 3) : i % 2 ? 2 : mode == SDT_TRAP;
+		int disarm = mode == MODULE_CYCLE ? !(i % 2) : step == 2;
+		if (!disarm)	/* the window since the last disarm: nothing may have fired */
+			check_disarmed(&windows, &leaked);
 		if (mode == MODULE_CYCLE)	/* unloaded while its sites run and trap, loaded while the spec arms */
 			r = (r = ops.module((int)(i % 2))) >= 0 ? 1 : r;
 		else
 			r = step == 2 ? sdt_disable(spec) : sdt_enable(spec, step == 1 ? SDT_TRAP : SDT_BRANCH);
+		if (disarm && r > 0)
+			mark_disarmed(here);
 		for (spin = 0; spin < PACE && calls_made(here) == before; spin++)
 			;	/* the callers run between two toggles, however the machine schedules its CPUs */
 	}
+	check_disarmed(&windows, &leaked);
 	if (mode == MODULE_CYCLE && toggles % 2)
 		ops.module(1);	/* loaded, as it was */
 	if (r > 0)
@@ -695,6 +766,8 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	put_hex(o, faults);
 	put_hex(o, torn);
 	put_hex(o, wrong);
+	put_hex(o, leaked);
+	put_hex(o, windows);
 	send(o);
 	return ok(o, SDT_CTL_TORTURE, 1);
 }
@@ -931,6 +1004,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 	sdt_word code;
 	int mine;
 
+	o->cmd = c;
+	o->cmdlen = len;
 	if (is(c, len, SDT_CTL_HELLO))
 		return cmd_hello(o);
 	if (is(c, len, SDT_CTL_RING))
@@ -999,6 +1074,7 @@ SDT_CODE int sdt_control_line(const char *line, sdt_control_reply reply)
 	if (!line || !__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
 		static struct out mine;	/* a static: no memset call to zero it */
 		mine.reply = reply;
+		mine.cmd = 0;
 		return error(&mine, line ? SDT_ERR_INIT : SDT_ERR_ARG,
 			     line ? "the control core is not started" : "no line");
 	}
@@ -1032,7 +1108,10 @@ SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control
 		}
 		if (overlong && reply) {
 			static struct out o;
+			struct words w = {input};
+			input[inlen] = 0;
 			o.reply = reply;
+			o.cmd = word(&w, &o.cmdlen);	/* the command too long, as far as it was held */
 			error(&o, SDT_ERR_LONG, "the line is longer than the control core takes (or holds a NUL)");
 		} else if (inlen) {
 			input[inlen] = 0;

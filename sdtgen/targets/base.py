@@ -115,7 +115,9 @@ class Summary:
     its new state, or the protocol's breakpoint (the emulator checks every instruction fetched in a site;
     real CPUs show it as a fault whose pc lies inside a site). It is **faulted** when it faulted anywhere
     else, or did not come back; **wrong** when it returned another value than the same call with nothing
-    armed.
+    armed. A **leak** is a disarmed window (from a disable's or an unload's return to the next arm) in which a site ran
+    armed (the emulator watches every fetch) or a calling CPU recorded (a kernel's control core checks each caller's
+    window): a disable that did not disarm.
     """
 
     protocol: str
@@ -129,18 +131,21 @@ class Summary:
     wrong: int = 0
     transient: int = 0  # traps on the protocol's transient breakpoint (the protocol was exercised)
     timed_out: bool = False
+    leaked: int = 0  # disarmed windows in which a calling CPU recorded
+    windows: int = 0  # disarmed windows checked (on a kernel's control core: one per calling CPU)
     checked: int = 0  # exhaustive: (state, position) pairs executed
     per_cpu_calls: list[int] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return (self.faults == 0 and self.torn == 0 and self.wrong == 0 and not self.timed_out
+        return (self.faults == 0 and self.torn == 0 and self.wrong == 0 and self.leaked == 0 and not self.timed_out
                 and (self.firings > 0 or self.checked > 0))
 
     def as_dict(self) -> dict:
         return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.done, "asked": self.toggles,
                 "calls": self.calls, "firings": self.firings, "faults": self.faults, "torn": self.torn,
-                "wrong": self.wrong, "transient": self.transient, "timed_out": self.timed_out,
+                "wrong": self.wrong, "leaked": self.leaked, "windows": self.windows, "transient": self.transient,
+                "timed_out": self.timed_out,
                 "checked": self.checked, "passed": self.passed}
 
     def text(self) -> str:
@@ -151,6 +156,8 @@ class Summary:
                     f"{self.torn} torn, {self.faults} faults")
         line = (f"{verdict}: {self.protocol} protocol, {cpus}, {self.done} toggles: {self.calls} calls, "
                 f"{self.firings} firings, {self.faults} faults, {self.torn} torn, {self.wrong} wrong")
+        if self.windows:
+            line += f", {self.leaked} of {self.windows} disarmed windows fired"
         if self.timed_out:
             line += f" (timed out after {self.done} of {self.toggles} toggles)"
         elif self.firings == 0:

@@ -35,6 +35,7 @@ from sdtgen.targets.base import (
     Returned,
     Summary,
 )
+from sdtgen.targets.listen import MAX_CPUS
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 
@@ -46,6 +47,9 @@ MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stan
 # Before every command line: a kernel whose console is its shell's gives the line to the control core, not the
 # shell (sdt_control_claims), and the core drops any partial line a stray byte left (docs/control.md)
 ESCAPE = bytes([VALUES["SDT_CONTROL_ESCAPE"]])
+MAX_LINE = VALUES["SDT_CONTROL_LINE"]  # bytes of a reply line at most: the control core writes none longer
+TORTURE_FIRST = 5  # torture's first batch: 5 periods of toggles, timed to size the next
+MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
 
 
 class ChannelClosed(Exception):
@@ -80,8 +84,9 @@ class ControlTarget:
         self.channel = channel
         self.timeout = timeout
         self.reader = FrameReader()
-        self.packets = PacketSink([session.on_packet])
-        self.bad_frames = 0  # frames of no type the host knows, and info frames of a wrong size
+        self.packets = PacketSink([session.on_packet], self._packet_problem)
+        self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
+        self._said_frames = False  # the first damaged frame was said: the others are counted
         self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
         self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
         self._lines: list[str] = []
@@ -97,7 +102,10 @@ class ControlTarget:
 
     # -- the line ---------------------------------------------------------------------------------
     def _pump(self, deadline: float) -> None:
+        """Read what the line carries within ``deadline`` (kept however much keeps arriving: Timeout once past)."""
         wait = deadline - time.monotonic()
+        if wait <= 0:
+            raise Timeout()
         if self.poll is not None:
             self.poll()
             wait = min(wait, POLL_EVERY)
@@ -115,7 +123,9 @@ class ControlTarget:
                 self._console_bytes(item.data)
             elif item.type == TEXT:
                 line = item.payload.decode("utf-8", "replace")
-                if line.startswith("report "):
+                if len(item.payload) > MAX_LINE or "\n" in line:
+                    self._bad_frame(f"a text frame of {len(item.payload)} bytes, which no line of the control core is")
+                elif line.startswith("report "):
                     self.session.on_log(0, line[len("report "):])
                 elif line.startswith("panic "):
                     self.halted = True
@@ -125,7 +135,23 @@ class ControlTarget:
             elif item.type == TABLES:
                 self._taken = [*self._taken[-1:], item.payload]  # a take has one: more is damage, held no longer
             elif not self.packets.frame(item) and item.type != INFO:
-                self.bad_frames += 1
+                self._bad_frame(f"a frame of type {item.type:#04x}, which no frame of the serial transport has "
+                                f"({len(item.payload)} bytes)")
+
+    def _bad_frame(self, what: str) -> None:
+        self.bad_frames += 1
+        self._said_damage(what)
+
+    def _packet_problem(self, what: str) -> None:
+        """The packet sink counted a packet or verdict frame it could not use (PacketSink.on_problem)."""
+        self._said_damage(what)
+
+    def _said_damage(self, what: str) -> None:
+        """The first damaged frame said, as it arrived; the rest counted (the session's `damaged`)."""
+        if not self._said_frames:
+            self._said_frames = True
+            self.session.reporter.warning(f"the kernel's line carried {what}: left out (further damaged frames are "
+                                          "only counted)")
 
     def _console_bytes(self, data: bytes) -> None:
         """What the kernel printed outside frames (its own boot log, a firmware's banner): shown a line at a time,
@@ -146,29 +172,45 @@ class ControlTarget:
             self._pump(deadline)
         return self._lines.pop(0)
 
+    def _reply(self, deadline: float, name: str) -> list[str]:
+        """One reply: its lines up to the ``ok`` or ``error`` line, at most MAX_REPLY bytes of them."""
+        out: list[str] = []
+        held = 0
+        while True:
+            out.append(self._line(deadline))
+            if out[-1].split(" ", 1)[0] in (WORD["ok"], WORD["error"]):
+                return out
+            held += len(out[-1]) + 1
+            if held > MAX_REPLY:
+                self.halted = True
+                raise Halted(f"the kernel's reply to `{printable(name)}` passed {MAX_REPLY:,} bytes in "
+                             f"{len(out):,} lines without its ok or error line (the last: {printable(out[-1][:80])!r})",
+                             fix="see the kernel's console: its control core does not answer so")
+
     def command(self, text: str, what: str, timeout: float | None = None, running: str | None = None) -> list[str]:
         """Send one command; its reply, the ``ok`` line last. An ``error`` reply raises Refused; a kernel that
         does not answer in time, panics or goes away raises Halted (``running``: the call a timeout ends)."""
         if self.halted:
             raise Halted(f"{what}: the kernel stopped answering earlier")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        name = text.split(" ", 1)[0]
         try:
             self.channel.write(ESCAPE + text.encode("utf-8", "surrogateescape") + b"\n")
-            out: list[str] = []
             while True:
-                out.append(self._line(deadline))
-                word = out[-1].split(" ", 1)[0]
-                if word == WORD["ok"]:
+                out = self._reply(deadline, name)
+                named, code, why = answers(out[-1])
+                if named != name:  # not this command's reply: one the kernel said unasked, or to a line not sdtgen's
+                    if named != WORD["hello"]:  # a kernel announces itself at boot: its hello is no desync
+                        self.session.reporter.warning(
+                            f"the kernel's reply {printable(out[-1])!r} answers `{printable(named)}`, not "
+                            f"`{printable(name)}`, which sdtgen sent: left out, and the reply to `{printable(name)}` "
+                            "waited for")
+                    continue
+                if code is None:
                     if self.poll is not None:  # what the kernel closed before it answered (a run's packets)
                         self.poll()
                     return out
-                if word == WORD["error"]:
-                    code, _, why = out[-1][len(WORD["error"]) + 1:].partition(" ")
-                    try:
-                        number = int(code)
-                    except ValueError:
-                        number = VALUES["SDT_ERR_USAGE"]
-                    raise Refused(number, why or ERRORS.get(number, f"error {code}"))
+                raise Refused(code, why or ERRORS.get(code, f"error {code}"))
         except ChannelClosed as e:
             self.halted = True
             raise Halted(str(e)) from None
@@ -200,16 +242,19 @@ class ControlTarget:
         """The kernel's hello: said unasked at boot (QEMU), or asked for (a kernel already running)."""
         deadline = time.monotonic() + self.timeout
         try:
-            if not announced:
+            if not announced:  # the escape first: a partial line the kernel's input held is dropped there
                 self.channel.write(ESCAPE + f"{WORD['hello']}\n".encode())
             while True:
                 line = self._line(deadline)
                 words = line.split()
                 if words and words[0] == WORD["hello"]:
                     break
-                if announced:  # anything else first is not a kernel with sdtgen's control core
-                    raise Halted(f"the kernel's first line is not the control core's hello: {printable(line)!r}",
-                                 fix="link sdt_control.c and call sdt_control_announce once its line is up")
+                if words[:1] in ([WORD["ok"]], [WORD["error"]]):  # the reply to a line that was not sdtgen's
+                    self.session.reporter.warning(
+                        f"before its hello the kernel answered `{printable(answers(line)[0])}`, a line sdtgen did not "
+                        f"send: {printable(line)!r}")
+                else:  # the kernel's log framed as text before its control core announced itself (docs/control.md)
+                    self.session.reporter.console(line)
             while self._line(deadline).split(" ", 1)[0] != WORD["ok"]:
                 pass
             return words
@@ -228,6 +273,9 @@ class ControlTarget:
         if len(words) != 10 or None in (values[0], values[2], values[3], values[4], values[5], values[7]):
             raise Halted(f"the kernel's hello is not the control core's: {printable(' '.join(words))!r}")
         booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
+        if not 1 <= booted.cpus <= MAX_CPUS:
+            raise Halted(f"the kernel's hello says it has {booted.cpus} CPUs, not 1 to {MAX_CPUS}: "
+                         f"{printable(' '.join(words))!r}", fix="give sdt_control_ops.ncpus the kernel's CPUs")
         self.bias = self._bias(values[7])
         if booted.arch != arch.name:
             raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}",
@@ -296,15 +344,24 @@ class ControlTarget:
         lines = self.command(f"{WORD['run']} {who} {self._address(func):x} {len(args):x} {self._words(args)}".rstrip(),
                              printable(name), timeout=timeout, running=name)
         out = []
+        asked = range(self.booted.cpus) if cpu is None else range(cpu, cpu + 1)
         for line in lines[:-1]:
             w = line.split()
             numbers = [_hex(x) for x in w[1:]]
-            if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers:
+            if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers and numbers[0] in asked:
                 cause, pc, addr = numbers[1:]
                 out.append(Returned(numbers[0], 0, CallFault(f"CPU exception {cause:#x} (address {addr:#x})",
                                                              self._linked(pc))))
-            elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers:
+            elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers and numbers[0] in asked:
                 out.append(Returned(numbers[0], numbers[1]))
+            else:
+                self.halted = True
+                raise Halted(f"the kernel's reply to `run` holds {printable(line)!r}, not `return CPU VALUE` or `fault "
+                             f"CPU CAUSE PC ADDR` of a CPU it was asked to run on ({_cpus(asked)})")
+        if sorted(r.cpu for r in out) != list(asked):
+            self.halted = True
+            raise Halted(f"the kernel's reply to `run` has results of CPUs {sorted(r.cpu for r in out)}, not one of "
+                         f"each CPU it was asked to run on ({_cpus(asked)})")
         return out
 
     def read(self, addr: int, size: int) -> bytes | None:
@@ -379,15 +436,46 @@ class ControlTarget:
 
     def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
         """CPUs other than the one that takes commands call ``func`` while that one arms (``mode``) and disarms
-        ``spec`` ``toggles`` times; the rings' records drained at the end."""
+        ``spec`` ``toggles`` times; the rings' records drained at the end. The toggles go in batches, each a
+        `torture` command sized to take at most half the time left of ``timeout``: when not one more batch fits,
+        toggling stops and the summary says how many were made (timed out), as the emulator's torture does."""
+        deadline = time.monotonic() + timeout
+        period = 3 if mode == "cycle" else 2  # a batch leaves every site (and a module) as it found them
+        summary: Summary | None = None
+        batch = min(toggles, TORTURE_FIRST * period)
+        while True:
+            started = time.monotonic()
+            got = self._torture_batch(func, args, spec, batch, mode, deadline - started)
+            if summary is None:
+                summary = Summary(got.protocol, got.cpus, toggles)
+            summary.done += got.done
+            summary.calls += got.calls
+            summary.faults += got.faults
+            summary.torn += got.torn
+            summary.wrong += got.wrong
+            summary.leaked += got.leaked
+            summary.windows += got.windows
+            if summary.done >= toggles:
+                return summary
+            now = time.monotonic()
+            each = max(now - started, 1e-6) / max(batch, 1)  # seconds a toggle took, the batch's setup included
+            fits = int((deadline - now) / 2 / each) // period * period
+            if fits < period:
+                summary.timed_out = True
+                return summary
+            batch = min(fits, toggles - summary.done)
+
+    def _torture_batch(self, func: int, args: list[int], spec: str, toggles: int, mode: str,
+                       timeout: float) -> Summary:
         lines = self.command(f"{WORD['torture']} {self._address(func):x} {len(args):x} {self._words(args)} "
                              f"{toggles:x} {WORD[mode]} {spec}", "torture", timeout=timeout)
         w = lines[0].split()
         numbers = [_hex(x) for x in w[2:]]
-        if w[0] != WORD["torture"] or len(w) != 8 or None in numbers:
+        if w[0] != WORD["torture"] or len(w) != 10 or None in numbers:
             raise Halted(f"the kernel's torture answer is not one: {printable(lines[0])!r}")
-        cpus, done, calls, faults, torn, wrong = numbers
-        return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong)
+        cpus, done, calls, faults, torn, wrong, leaked, windows = numbers
+        return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong,
+                       leaked=leaked, windows=windows)
 
     # -- programs and their tables (docs/aggregations.md) ---------------------------------------------
     def attach_tables(self) -> None:
@@ -473,6 +561,25 @@ def tables_of_frame(frames: list[bytes], cpu: int, addr: int, given: int, arch):
     except AggTableError as e:
         return DamagedTables(cpu, str(e))
     return tables if tables.cpu == cpu else DamagedTables(cpu, f"its table says it is CPU {tables.cpu}'s")
+
+
+def answers(line: str) -> tuple[str, int | None, str]:
+    """(the command a reply's last line names, its error code or None for ``ok``, the error's text) of
+    ``ok COMMAND N`` or ``error CODE COMMAND: TEXT`` (sdtgen/layout.py, SDT_CTL_OK and SDT_CTL_ERROR)."""
+    word, _, rest = line.partition(" ")
+    if word == WORD["ok"]:
+        return rest.split(" ", 1)[0], None, ""
+    code, _, rest = rest.partition(" ")
+    named, _, why = rest.partition(" ")
+    try:
+        number = int(code)
+    except ValueError:
+        number = VALUES["SDT_ERR_USAGE"]
+    return named.removesuffix(":"), number, why
+
+
+def _cpus(asked: range) -> str:
+    return f"CPU {asked[0]}" if len(asked) == 1 else f"CPUs 0 to {asked[-1]}"
 
 
 def _hex(word: str) -> int | None:

@@ -13,7 +13,8 @@ site's instructions in its two states (read from memory after the runtime wrote 
 protocol's transient breakpoint: anything else is ``torn``. ``faults`` counts guest faults and calls
 returning another value than the same call on one CPU with nothing armed. ``firings`` are the
 events the recorders wrote (and what full rings lost); ``transient`` the traps on a breakpoint the
-protocol had in flight.
+protocol had in flight. From a disable's (or an unload's) return to the next arm, every site must run
+disarmed: a window in which a CPU ran a site whose bytes are not its disarmed ones is ``leaked``.
 
 ``exhaustive``: for every site of the function and every change the runtime makes to it, at every
 store the runtime makes, another CPU is started at every instruction boundary in the site (and
@@ -46,6 +47,7 @@ CALL_ROUNDS = 20000  # rounds a call may take before it counts as a fault (a tor
 class Watched:
     site: TableSite
     legit: frozenset[tuple[int, bytes]]  # (address, bytes) of every instruction a CPU may execute in the site
+    off: bytes  # the site disarmed, as the runtime writes it
 
 
 class Torture:
@@ -67,6 +69,8 @@ class Torture:
         self.sites: dict[int, Watched] = {}
         self.expected = 0
         self.module = target.module if mode == "module" else None  # the LinkedModule cycled
+        self.disarmed = False  # a disarm (or an unload) returned, and the next arm has not begun
+        self._leaked = False  # a CPU ran an armed site in this disarmed window
 
     # -- setting up ------------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
@@ -93,7 +97,7 @@ class Torture:
         on = {s.addr: self.control.read(s.addr, s.size) for s in inside}
         self._toggle_now(False)
         for s in inside:
-            self.sites[s.addr] = Watched(s, legit_instructions(self.arch, s.addr, off[s.addr], on[s.addr]))
+            self.sites[s.addr] = Watched(s, legit_instructions(self.arch, s.addr, off[s.addr], on[s.addr]), off[s.addr])
         if self.module is not None:
             self._toggle_now(True)  # enabled throughout: each load arms the module again
         rt.on_trap_result = self._trap_result
@@ -120,6 +124,15 @@ class Torture:
     def _fetched(self, uc, address: int, size: int, w: Watched) -> None:
         if (address, self.control.read(address, size)) not in w.legit:
             self.summary.torn += 1
+        if self.disarmed and self.control.read(w.site.addr, w.site.size) != w.off:
+            self._leaked = True  # the disarm returned, and the site is armed still: it fires while disarmed
+
+    def _window(self, disarmed: bool) -> None:
+        """A disarmed window opens (the disarm returned) or closes (an arm begins): each counted, and a leak in it."""
+        if self.disarmed and not disarmed:
+            self.summary.windows += 1
+            self.summary.leaked += self._leaked
+        self.disarmed, self._leaked = disarmed, False
 
     def _watch_stores(self) -> None:
         """Every store the control CPU makes to code: every other CPU's translations dropped as it lands."""
@@ -150,6 +163,9 @@ class Torture:
             for _ in range(rng.randint(0, GAP)):
                 self._round(running, calls, rounds, again=True)
             arm = t % 2 == 0
+            arming = arm != (self.module is not None)  # an enable, or a load (the spec armed throughout)
+            if arming:
+                self._window(False)
             if self.module is not None:  # unload, then load it again where it is
                 where = self.target.module_struct()
                 name = "module_unload" if arm else "module_load"
@@ -160,6 +176,8 @@ class Torture:
             self.control.begin_call(self.target.entries[name if name.startswith("sdt_") else f"sdt_{name}"], args)
             while not self._control_step():
                 self._round(running, calls, rounds, again=True)
+            if not arming:  # a disable, or an unload, returned
+                self._window(True)
             self.summary.done += 1
             if time.monotonic() > deadline:
                 self.summary.timed_out = True
@@ -175,6 +193,7 @@ class Torture:
                 self._round(running, calls, rounds, again=True)
         while running:  # every CPU finishes the call it is in
             self._round(running, calls, rounds, again=False)
+        self._window(False)
         rt.refresh()
         self.target.session.drain()
         self.summary.firings = sum(self.target.session.hits.values()) + self.target.consumer.total_lost

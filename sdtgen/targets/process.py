@@ -47,6 +47,7 @@ class ProcessTarget(ControlTarget):
 
     def close(self) -> None:
         """The process's standard input closed: it ends; stopped if it does not."""
+        self.packets.close()
         if self.child.proc.poll() is None:
             with contextlib.suppress(OSError):
                 self.child.proc.stdin.close()

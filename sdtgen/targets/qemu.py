@@ -120,6 +120,55 @@ def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: 
     return [*argv, "-serial", "stdio", "-kernel", image, *user]
 
 
+def shared_rings(ram: SharedRam, lines: list[str], cpus: int, bits: int, buffer_size: int,
+                 packet_size: int | None) -> list[Ring]:
+    """Each CPU's area and ring from the `area K AREA RING` lines of `shared on`, believed only as they check: every
+    one inside the shared RAM and 8-byte aligned, no CPU's struct sdt_cpu inside a ring, no two rings overlapping.
+    ValueError naming the CPU otherwise."""
+    rings = [_ring(ram, line, k, bits, buffer_size, packet_size) for k, line in enumerate(lines)]
+    if len(rings) != cpus:
+        raise ValueError(f"{len(rings)} rings for {cpus} CPUs")
+    area = CPU.size(bits)
+    for k, r in enumerate(rings):
+        for j, other in enumerate(rings):
+            if _overlap(r.area, area, other.ring, other.packets * other.packet_size):
+                whose = "its own ring" if j == k else f"CPU {j}'s ring"
+                raise ValueError(f"CPU {k}'s struct sdt_cpu at {r.area:#x} lies inside {whose} at {other.ring:#x}")
+            if j < k and _overlap(r.ring, r.packets * r.packet_size, other.ring, other.packets * other.packet_size):
+                raise ValueError(f"CPU {k}'s ring at {r.ring:#x} is CPU {j}'s ring at {other.ring:#x} too")
+    return rings
+
+
+def _overlap(a: int, n: int, b: int, m: int) -> bool:
+    return a < b + m and b < a + n
+
+
+def _ring(ram: SharedRam, line: str, k: int, bits: int, buffer_size: int, packet_size: int | None) -> Ring:
+    """One `area K AREA RING` line: CPU k's area and ring, both inside the shared RAM and 8-byte aligned. Their sizes
+    are the host's when it attached the rings, else the area's (a power of two, the whole ring inside the RAM)."""
+    w = line.split()
+    numbers = [_hex(x) for x in w[1:]]
+    if w[:1] != [WORD["area"]] or len(w) != 4 or None in numbers or numbers[0] != k:
+        raise ValueError(f"{printable(line)!r} is not `area {k:x} AREA RING`")
+    _, area, ring = numbers
+    offsets = CPU.offsets(bits)
+    if not ram.contains(area, CPU.size(bits)):
+        raise ValueError(f"CPU {k}'s area {area:#x} is outside it")
+    if area & 7:
+        raise ValueError(f"CPU {k}'s struct sdt_cpu at {area:#x} is not 8-byte aligned")
+    if packet_size is None:
+        packet_size = ram.load(area + offsets["packet_size"], 8)
+        packets = ram.load(area + offsets["packets"], 8)
+        buffer_size = packets * packet_size
+        if packet_size < MIN_PACKET or packet_size & (packet_size - 1) or packets < 2 or packets & (packets - 1):
+            raise ValueError(f"CPU {k}'s ring says {packets} packets of {packet_size} bytes")
+    if not ram.contains(ring, buffer_size):
+        raise ValueError(f"CPU {k}'s ring {ring:#x} (+{buffer_size:#x}) is outside it")
+    if ring & 7:
+        raise ValueError(f"CPU {k}'s ring at {ring:#x} is not 8-byte aligned")
+    return Ring(area, ring, buffer_size // packet_size, packet_size)
+
+
 MODULE_AREA_SYMBOL = "sdt_module_area"  # where the fixture's loader copies a module (fixtures/qemu/platform.c)
 MODULE_HEADER = 4096  # the fw_cfg file's header: magic, table, text, text size, size (u64 each), then zeros
 MODULE_MAGIC = 0x4C55444F4D544453  # "SDTMODUL"
@@ -188,9 +237,8 @@ class QemuTarget(ControlTarget):
             self.ram = None
             return
         try:
-            rings = [self._ring(line, k, buffer_size, packet_size) for k, line in enumerate(lines[:-1])]
-            if len(rings) != self.booted.cpus:
-                raise ValueError(f"{len(rings)} rings for {self.booted.cpus} CPUs")
+            rings = shared_rings(self.ram, lines[:-1], self.booted.cpus, self.session.image.arch.bits, buffer_size,
+                                 packet_size)
         except ValueError as e:
             self.command(f"{WORD['shared']} {WORD['off']}", "shared")
             self.session.reporter.warning(f"the kernel's rings cannot be read in the machine's memory ({e}): packets "
@@ -201,27 +249,6 @@ class QemuTarget(ControlTarget):
         arch = self.session.image.arch
         self.consumer = Consumer(self.ram, arch.bits, rings, self.session.on_packet, self.session.streams)
         self.poll = self.consume_shared
-
-    def _ring(self, line: str, k: int, buffer_size: int, packet_size: int | None) -> Ring:
-        """One `area K AREA RING` line: CPU k's area and ring, both inside the shared RAM. Their sizes are the
-        host's when it attached the rings, else the area's (a power of two, the whole ring inside the RAM)."""
-        w = line.split()
-        numbers = [_hex(x) for x in w[1:]]
-        if w[:1] != [WORD["area"]] or len(w) != 4 or None in numbers or numbers[0] != k:
-            raise ValueError(f"{printable(line)!r} is not `area {k:x} AREA RING`")
-        _, area, ring = numbers
-        offsets = CPU.offsets(self.session.image.arch.bits)
-        if not self.ram.contains(area, CPU.size(self.session.image.arch.bits)):
-            raise ValueError(f"CPU {k}'s area {area:#x} is outside it")
-        if packet_size is None:
-            packet_size = self.ram.load(area + offsets["packet_size"], 8)
-            packets = self.ram.load(area + offsets["packets"], 8)
-            buffer_size = packets * packet_size
-            if packet_size < MIN_PACKET or packet_size & (packet_size - 1) or packets < 2 or packets & (packets - 1):
-                raise ValueError(f"CPU {k}'s ring says {packets} packets of {packet_size} bytes")
-        if not self.ram.contains(ring, buffer_size) or ring & 7:
-            raise ValueError(f"CPU {k}'s ring {ring:#x} (+{buffer_size:#x}) is outside it")
-        return Ring(area, ring, buffer_size // packet_size, packet_size)
 
     def consume_shared(self) -> None:
         """Every CPU's closed packets, read where the kernel wrote them."""
@@ -270,6 +297,8 @@ class QemuTarget(ControlTarget):
         """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
         qemu = getattr(self, "qemu", None)
         halted = self.halted
+        if hasattr(self, "packets"):
+            self.packets.close()
         if qemu is not None:
             status = None
             if qemu.proc.poll() is None and hasattr(self, "booted") and not halted:

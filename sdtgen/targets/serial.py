@@ -183,3 +183,4 @@ class AttachTarget(ControlTarget):
                 pass
         self.armed = []
         self.programs = []
+        self.packets.close()  # a packet still waiting for its verdict is stray, and said

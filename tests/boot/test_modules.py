@@ -131,6 +131,7 @@ def test_unload_and_load_under_calling_cpus_tear_nothing_in_the_emulator(tmp_pat
     assert (summary["asked"], summary["toggles"], summary["torn"], summary["faults"], summary["wrong"]) == \
         (toggles, toggles, 0, 0, 0)
     assert summary["firings"] > 0
+    assert (summary["leaked"], summary["windows"]) == (0, toggles // 2), "unloaded, no site of it ran armed"
 
 
 def test_a_site_that_is_not_the_expected_call_is_refused_alone_and_reported(tmp_path, kernel):

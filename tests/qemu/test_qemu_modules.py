@@ -54,3 +54,4 @@ def test_the_control_cores_module_torture_on_qemu_tears_nothing(tmp_path, qemu_k
     summary = json.loads(r.stdout)
     assert (summary["toggles"], summary["torn"], summary["faults"], summary["wrong"]) == (toggles, 0, 0, 0), r.stderr
     assert summary["calls"] > toggles and summary["firings"] > 0
+    assert summary["leaked"] == 0 and summary["windows"] > 0, "unloaded, the module's sites fired nothing"

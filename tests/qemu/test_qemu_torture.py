@@ -29,6 +29,7 @@ def test_the_safe_protocol_never_tears_under_parallel_vcpus(qemu_kernel, arch, m
     assert t["protocol"] == "safe" and t["toggles"] == TOGGLES and t["cpus"] == 3
     assert (t["torn"], t["faults"], t["wrong"]) == (0, 0, 0) and t["firings"] > 0
     assert t["calls"] > 10 * TOGGLES  # the other vCPUs really ran while the sites changed under them
+    assert t["leaked"] == 0 and t["windows"] > TOGGLES // 2, "every disarmed window checked: nothing fired in it"
     assert code == 0 and t["passed"]
 
 
@@ -36,3 +37,16 @@ def test_the_safe_protocol_never_tears_under_parallel_vcpus(qemu_kernel, arch, m
 def test_the_naive_build_reports_itself(qemu_kernel):
     _, t = torture(qemu_kernel("riscv64", naive=True), "--toggles", "4")
     assert t["protocol"] == "naive"
+
+
+def test_a_torture_longer_than_its_timeout_stops_toggling_and_says_how_far_it_got(qemu_kernel):
+    """--timeout bounds the toggling, as in the emulator: a million toggles in 10 s stop where the time ran out, and
+    the summary says how many were made (timed out, so not passed), never "did not answer torture in time"."""
+    asked = 1_000_000
+    r = sdtgen("torture", str(qemu_kernel("riscv64")), "--target", "qemu", "--cpus", "2", "--run", "sched_run",
+               "--arg", "3", "--spec", "hk:sched::", "--toggles", str(asked), "--timeout", "10", "--json")
+    assert r.stderr == "", r.stderr
+    t = json.loads(r.stdout)
+    assert r.returncode == 1 and t["timed_out"] and not t["passed"]
+    assert 0 < t["toggles"] < asked and t["asked"] == asked and t["toggles"] % 2 == 0
+    assert (t["torn"], t["faults"], t["wrong"]) == (0, 0, 0) and t["calls"] > t["toggles"] and t["firings"] > 0
