@@ -107,6 +107,19 @@ __attribute__((noinline)) int components(const char *s)
 	return depth;
 }
 
+/* Two probes on one path, each with a call of its own for its argument: each site pays for its own. */
+SDT_PROBE_DEFINE1(ct, two, first, value, "unsigned int");
+SDT_PROBE_DEFINE1(ct, two, second, value, "long");
+
+__attribute__((noinline)) long two(unsigned int v)
+{
+	unsigned int h = v * 5;
+
+	SDT_PROBE1(ct, two, first, value, expensive(h));
+	SDT_PROBE1(ct, two, second, value, process(v + 1));
+	return (long)h + 9;
+}
+
 /* A kernel function as most are: it calls another, and its probe's argument is a call of its own. */
 __attribute__((noinline)) long handle(const struct req *r)
 {
@@ -136,7 +149,7 @@ __attribute__((noinline)) long process(unsigned int a)
 # Arguments each function runs with (every conditional branch of its own is made to fall through).
 CALLS = {"loop": lambda s: [s["data"], 1], "straight": lambda s: [s["data"]], "many": lambda s: [3, 4, 5],
          "guarded": lambda s: [5], "tail": lambda s: [9], "handle": lambda s: [s["reqs"]],
-         "components": lambda s: [s["path"]]}
+         "components": lambda s: [s["path"]], "two": lambda s: [5]}
 OBJDUMP_MACHINE = {"x86_64": "i386:x86-64", "i386": "i386", "aarch64": "aarch64", "riscv64": "riscv:rv64"}
 # objdump's conditional branches, and a NOP of each length that replaces one (what GNU as assembles).
 CONDITIONAL = {"x86_64": r"j(?!mp)\w+|loop\w*", "i386": r"j(?!mp)\w+|loop\w*", "aarch64": r"b\.\w+|cbn?z|tbn?z",
@@ -347,3 +360,31 @@ def test_the_riscv_decoder_does_not_take_c_addiw_for_a_call(tmp_path):
     cs.detail = True
     kinds = [a.flow(i)[0] for i in cs.disasm(code, a.kernel_base)]
     assert kinds == [Flow.NEXT, Flow.JUMPS, Flow.RETURNS]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_two_sites_on_one_path_are_each_charged_their_own_instructions(cost_kernel, arch):
+    """`two` runs expensive() for its first probe's argument and process() for its second's: on the path the CPU
+    runs (Unicorn, objdump), the call to expensive comes before the first site and the one to process between
+    the two; cost charges each site the one call made for it, and every instruction between the sites to the
+    second."""
+    probed, base = cost_kernel(arch, "call"), cost_kernel(arch, "out")
+    report = json.loads(sdtgen("cost", "--json", probed, base, check=True).stdout)
+    (f,) = [f for f in report["functions"] if f["function"] == "two"]
+    first, second = sorted(f["sites"], key=lambda s: int(s["site"].split("+")[1], 16))
+    assert (first["probe"], second["probe"]) == ("ct:two:first:value", "ct:two:second:value")
+    assert first["on_path"] and second["on_path"]
+    image = run([cross_tool(arch, "nm"), str(probed)]).stdout
+    callee = {int(a, 16): n for a, _, n in (ln.split() for ln in image.splitlines() if len(ln.split()) == 3)}
+    ran = executed(probed, arch, True)["two"]
+    start = next(a for a, _, _ in ran)
+    at = {s["probe"]: start + int(s["site"].split("+")[1], 16) for s in (first, second)}
+    order = [a for a, _, _ in ran]
+    calls = [(a, callee.get(int(re.match(r"(0x)?([0-9a-f]+)", o.split(",")[-1].strip())[2], 16)))
+             for a, m, o in ran if call(arch, m, o) and a not in at.values()]
+    one, two = order.index(at[first["probe"]]), order.index(at[second["probe"]])
+    before_first = [n for a, n in calls if order.index(a) < one]
+    between = [n for a, n in calls if one < order.index(a) < two]
+    assert before_first == ["expensive"] and between == ["process"], (calls, at)
+    assert first["calls"] == 1 and any("expensive" in i for i in first["added"]), first
+    assert second["calls"] == 1 and any("process" in i for i in second["added"]), second
