@@ -1,13 +1,16 @@
 """The per-CPU stream reader (sdtgen.trace.streams): the bounds it holds a kernel's packets and clock to, at their
 edges, and a packet out of bounds left out with one line, never a traceback. Packets are packed here with Python's
-struct from struct sdt_packet as sdt_runtime.h declares it."""
+struct from struct sdt_packet as sdt_runtime.h declares it; the clock's bound is held to what babeltrace2 reads."""
 
 from __future__ import annotations
 
 import struct
 
 import pytest
+from helpers import need_tool, run
 
+from sdtgen.trace.ctf import empty_packet, metadata
+from sdtgen.trace.model import TraceMeta
 from sdtgen.trace.packets import Decoder, event_format
 from sdtgen.trace.streams import Streams, clock_problem
 
@@ -40,6 +43,18 @@ def test_a_clock_of_0_hz_or_past_2_63_minus_1_hz_is_said(hz):
     assert clock_problem(hz) == f"a clock of {hz} Hz (the rate must be from 1 to {(1 << 63) - 1})"
     with pytest.raises(ValueError, match=f"a clock of {hz} Hz"):
         Streams(Decoder([], 64), hz, 1)
+
+
+@pytest.mark.parametrize("hz", [(1 << 63) - 1, (1 << 64) - 1])
+def test_a_clock_is_taken_when_babeltrace2_reads_a_trace_of_it(tmp_path, hz):
+    """The edges against the reference reader: a trace whose clock runs at 2^63 - 1 Hz it reads, one at 2^64 - 1 Hz
+    it refuses (the metadata written for the first, its frequency changed for the second)."""
+    top = (1 << 63) - 1
+    (tmp_path / "metadata").write_text(metadata(TraceMeta("x86_64", "tsc", top, 1, ()), 64)
+                                       .replace(f"freq = {top};", f"freq = {hz};"))
+    (tmp_path / "stream_0").write_bytes(empty_packet(0, 5, 0, 0, 64, True) + empty_packet(0, 7, 1, 0, 64, True))
+    reads = run([need_tool("babeltrace2", "babeltrace2"), str(tmp_path)], check=False).returncode == 0
+    assert reads == (hz == top) and (clock_problem(hz) is None) == reads
 
 
 @pytest.mark.parametrize(("max_packet", "bound"), [(None, "from 1024"), (1 << 16, "from 1024 to 65536")])
