@@ -71,3 +71,11 @@ def test_memory_holds_one_frame_whatever_cpus_and_sizes_the_line_claims():
         tracemalloc.stop()
     assert peak < len(data) * 8, peak
     assert [(cpu, len(d)) for cpu, d in got] == [(5, 64)] and s.stray == 12
+
+
+def test_a_packet_of_a_cpu_numbered_past_256_is_matched_to_its_verdict_by_value():
+    """A kernel of many CPUs: the packet's cpu_id and its verdict's are two u32 read apart, equal in value only."""
+    s, got = sink()
+    pk = Packet(cpu=4095, seq=1 << 40, events=[event(10, 0x1234, (5,))], begin=10, end=10)
+    take(s, pk.sent())
+    assert got == [(4095, pk.content())] and (s.kept, s.dropped, s.stray) == (1, 0, 0)

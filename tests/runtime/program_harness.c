@@ -77,3 +77,39 @@ int h_switch(void)
 {
 	return sdt_agg_switch();
 }
+
+/* The table as the C declaration of struct sdt_agg places it, for the tests of sdt_aggregate.c. */
+unsigned long h_agg_size(void)
+{
+	return sizeof(agg);
+}
+
+unsigned long long h_want(void)
+{
+	return agg.want;
+}
+
+unsigned long long h_nindex(void)
+{
+	return agg.nindex;
+}
+
+unsigned long long h_index(unsigned h)
+{
+	return agg.index[h];
+}
+
+unsigned long long h_arena(unsigned h)
+{
+	return agg.arena[h];
+}
+
+unsigned long long h_entries(unsigned h)
+{
+	return agg.entries[h];
+}
+
+unsigned long long h_dropped(unsigned h)
+{
+	return agg.dropped[h];
+}
