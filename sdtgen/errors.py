@@ -17,6 +17,9 @@ from sdtgen.record import record
 
 ERROR, WARNING = "error", "warning"
 MAX_SHOWN = 200  # characters of one name or value from a file a message shows; the rest is elided
+# characters of one warning at most: sdtgen's sentence whole (the names in it capped as they went in), a line of
+# the kernel's own log cut
+MAX_WARNING = 1000
 
 
 def printable(text: str, limit: int | None = MAX_SHOWN) -> str:

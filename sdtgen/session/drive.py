@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 
 from sdtgen.calls import parse_arg
-from sdtgen.errors import SdtError
+from sdtgen.errors import SdtError, printable
 from sdtgen.session.session import filtered
 
 
@@ -129,6 +129,15 @@ class Ticker:
         self.thread.join()
 
 
+def late_aggregates(actions: list) -> list[str]:
+    """The --aggregate clauses no --run follows (none when a --script may hold runs of its own)."""
+    if any(kind == "script" for kind, _, _ in actions):
+        return []
+    runs = [k for k, (kind, _, _) in enumerate(actions) if kind == "run"]
+    last = runs[-1] if runs else -1
+    return [value for k, (kind, value, _) in enumerate(actions) if kind == "aggregate" and k > last]
+
+
 def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool,
           interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
@@ -139,6 +148,11 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
     from sdtgen.session.reporter import Stopped
     from sdtgen.targets.base import Halted
 
+    if not interactive and interval is None:
+        for text in late_aggregates(actions):
+            session.reporter.warning(f"--aggregate {printable(text)!r} comes after the last --run: it sees only what "
+                                     "the kernel does in the moment before the session ends; put it before the "
+                                     "--run it should see, or add --interval SECONDS or -i")
     ticker = Ticker(session, interval) if interval else None
     try:
         try:

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
-from sdtgen.errors import ERROR, WARNING, Diagnostic, printable
+from sdtgen.errors import ERROR, MAX_WARNING, WARNING, Diagnostic, printable
 from sdtgen.targets.base import CallFault
 
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
@@ -178,7 +178,7 @@ class Reporter:
         self._diagnose({"event": "error", "text": text, "fix": fix}, ERROR, printable(text), printable(fix))
 
     def warning(self, text: str) -> None:
-        self._diagnose({"event": "warning", "text": text}, WARNING, printable(text))
+        self._diagnose({"event": "warning", "text": text}, WARNING, printable(text, MAX_WARNING))
 
     def action(self, symbol: str, value: int, cpu: int | None = None) -> None:
         event = {"event": "action", "symbol": symbol, "value": value}

@@ -265,6 +265,21 @@ def test_a_disable_ends_the_filter_so_a_plain_enable_records_every_firing(kernel
     assert runs == [passed, [], native]
 
 
+def test_an_aggregate_no_run_follows_is_said_to_see_nothing(kernel):
+    """The command line is carried out in order: an --aggregate after the last --run aggregates nothing the runs
+    did, which is said (once per such clause); before the --run, it counts what the run fires and nothing is said."""
+    clause = "hk:sched:run:tick { @n = count(); }"
+    late = sdtgen("boot", kernel.image, "--run", "sched_run", "--arg", "3", "--aggregate", clause)
+    assert late.returncode == 0 and "@n" not in late.stdout
+    assert [ln for ln in late.stderr.splitlines() if "warning" in ln] == [
+        f"{kernel.image}: warning: --aggregate {clause!r} comes after the last --run: it sees only what the kernel "
+        "does in the moment before the session ends; put it before the --run it should see, or add --interval "
+        "SECONDS or -i"], late.stderr
+    early = sdtgen("boot", kernel.image, "--aggregate", clause, "--run", "sched_run", "--arg", "3")
+    assert early.returncode == 0 and early.stderr == "", early.stderr
+    assert early.stdout.split()[-1] == "3"  # sched_run(3) fires its tick probe three times (fixture's C)
+
+
 def test_enable_with_more_than_a_predicate_is_refused_before_anything_boots(kernel):
     proc = sdtgen("boot", kernel.image, "--enable", "hk:sched:run:tick /arg1 > 4/ @ = count()",
                   "--run", "sched_run", "--arg", "3")
