@@ -148,6 +148,7 @@ static SDT_CODE int trap_gone(struct sdt_frame *f, sdt_word a)
 /* -- the tables ------------------------------------------------------------------------------------------- */
 
 static struct sdt_module *loading;	/* the module sdt_module_load is verifying (its reports name its probes) */
+static struct sdt_module taking;	/* the module sdt_module_load is taking, before it is given to the kernel's */
 
 SDT_CODE const struct sdt_module *sdt_tables(void)
 {
@@ -295,7 +296,7 @@ SDT_CODE int sdt_module_load(struct sdt_module *m, const struct sdt_module_table
 			     unsigned long text_size)
 {
 	sdt_word s0, s1, p0, p1, lo = (sdt_word)text, top = lo + text_size;
-	struct sdt_module *x, c;
+	struct sdt_module *x;
 	struct sdt_site *s;
 	unsigned far = 0;
 	int patched;
@@ -323,28 +324,30 @@ SDT_CODE int sdt_module_load(struct sdt_module *m, const struct sdt_module_table
 			give();
 			return SDT_ERR_MODULE_LOADED;
 		}
-	/* filled here, and given to ``m`` only once the table is taken: a refused load leaves ``m`` as it was */
-	c.magic = SDT_MODULE_MAGIC;
-	c.state = 0;
-	c.sites = (struct sdt_site *)s0;
-	c.sites_end = (struct sdt_site *)s1;
-	c.probes = (const struct sdt_probe *)p0;
-	c.probes_end = (const struct sdt_probe *)p1;
-	c.name = (const char *)sdt_rel(&table->name);
-	c.next = 0;
-	c.mark_lo = c.mark_hi = 0;
-	c.text = lo;
-	c.text_size = text_size;
-	c.patched = c.refused = 0;
-	loading = &c;
-	sort_sites(c.sites, (unsigned long)(c.sites_end - c.sites));	/* the module's own memory, no one else's */
-	patched = refused_table(&c);
+	/* filled here, and given to ``m`` only once the table is taken: a refused load leaves ``m`` as it was. Static
+	 * (one load at a time holds the lock), not on this stack: ``loading`` points at it while a report on another
+	 * CPU may read it without the lock, and a frame that returned would be memory no longer the load's. */
+	taking.magic = SDT_MODULE_MAGIC;
+	taking.state = 0;
+	taking.sites = (struct sdt_site *)s0;
+	taking.sites_end = (struct sdt_site *)s1;
+	taking.probes = (const struct sdt_probe *)p0;
+	taking.probes_end = (const struct sdt_probe *)p1;
+	taking.name = (const char *)sdt_rel(&table->name);
+	taking.next = 0;
+	taking.mark_lo = taking.mark_hi = 0;
+	taking.text = lo;
+	taking.text_size = text_size;
+	taking.patched = taking.refused = 0;
+	loading = &taking;
+	sort_sites(taking.sites, (unsigned long)(taking.sites_end - taking.sites));	/* the module's own memory */
+	patched = refused_table(&taking);
 	if (patched) {
 		loading = 0;
 		give();
 		return patched;
 	}
-	sdt_copy(m, &c, sizeof(c));
+	sdt_copy(m, &taking, sizeof(taking));
 	loading = m;
 	patched = patch_module(m);
 	loading = 0;
