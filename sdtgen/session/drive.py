@@ -108,6 +108,37 @@ class Ticker:
         self.thread.join()
 
 
+class Idle:
+    """While the console waits for its user, what the kernel sends is read every ``seconds`` (the target's idle: the
+    line, or the shared RAM) and shown as it arrives, between the session's commands (docs/cli.md)."""
+
+    def __init__(self, session, seconds: float = 0.05) -> None:
+        self.session, self.seconds = session, seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sdtgen-idle", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.seconds):
+            target = self.session.target
+            idle = getattr(target, "idle", None)
+            if self.session.halted or idle is None:
+                return
+            if not self.session._target_lock.acquire(blocking=False):  # a command runs: it reads the line
+                continue
+            try:
+                idle(self.seconds)
+            except Exception:  # the kernel stopped: the next command says so
+                return
+            finally:
+                self.session._target_lock.release()
+            self.session._emit_pending()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
 def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool,
           interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
@@ -125,7 +156,11 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
             else:
                 perform(session, kind, value, extra)
         if interactive:
-            Console(session).cmdloop()
+            idle = Idle(session)
+            try:
+                Console(session).cmdloop()
+            finally:
+                idle.stop()
         elif ticker is not None:
             ticker.wait()
             if session.halted:

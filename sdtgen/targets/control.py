@@ -164,6 +164,25 @@ class ControlTarget:
             if text:
                 self.session.reporter.console(text)
 
+    def idle(self, seconds: float) -> None:
+        """What the line carries while no command runs (a console waiting for its user), read for up to ``seconds``:
+        packets, the kernel's log and console shown as they come. A reply line no command asked for is said and
+        left out."""
+        if self.halted:
+            return
+        try:
+            self._pump(time.monotonic() + seconds)
+        except Timeout:
+            pass
+        except Panic as e:
+            self.halted = True
+            raise Halted(f"the kernel stopped while no command ran: {printable(str(e))}") from None
+        if self.poll is not None:
+            self.poll()
+        while self._lines:
+            self.session.reporter.warning(f"the kernel said {printable(self._lines.pop(0))!r} while no command ran: "
+                                          "left out")
+
     def _line(self, deadline: float) -> str:
         while not self._lines:
             self._pump(deadline)
