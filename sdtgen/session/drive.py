@@ -176,6 +176,7 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
     finally:
         if ticker is not None:
             ticker.stop()
+    session.drain()  # what each CPU still holds in its open packet, closed and read before the session ends
     session.finish_trace()
     session.printa()
     if as_json:

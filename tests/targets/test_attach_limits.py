@@ -207,3 +207,16 @@ def test_with_the_console_waiting_what_the_kernel_sends_is_shown_as_it_arrives(i
         proc.wait(timeout=60)
         peer.close()
     assert proc.returncode == 0, proc.stderr.read()
+
+
+def test_attach_closes_every_cpus_open_packet_before_it_leaves_and_says_what_it_could_not(image):
+    """A kernel that records on its own CPUs leaves events in their open packets: before the last drain attach asks
+    for `flush`, and a CPU whose packet stays open is said with the events it holds (not `lost 0` in silence)."""
+    peer = Peer(lambda line: (text("unflushed 1 5") + text("ok flush 1")) if line == "flush" else
+                hello(image, 2) if line == "hello" else None, usual(image, 2))
+    r = attach(peer, image, "--timeout", "5", "--enable", "hk:::")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f"{image}: warning: CPU 1's open packet could not be closed (the kernel runs no "
+                                     "call on that CPU, or it was recording): the 5 events in it are not read"]
+    sent = [w for w in peer.seen if w]
+    assert "flush" in sent and sent.index("flush") < len(sent) - 1 - sent[::-1].index("drain"), sent
