@@ -188,6 +188,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_RUN              "run"	/* run CPU|all ADDR NARGS ARG...: a `return` or `fault` line per CPU, then `ok run N` */
 #define SDT_CTL_READ             "read"	/* read ADDR LEN: `bytes HEX` or `fault` */
 #define SDT_CTL_DRAIN            "drain"	/* drain: every CPU's closed packets sent now */
+#define SDT_CTL_FLUSH            "flush"	/* flush: every CPU's open packet closed on that CPU (then drained); `unflushed K EVENTS` per CPU whose packet stays open, `ok flush N`, N the CPUs flushed */
+#define SDT_CTL_UNFLUSHED        "unflushed"	/* a CPU whose open packet `flush` could not close: `unflushed K EVENTS` */
 #define SDT_CTL_STATS            "stats"	/* stats: `cpu K DISCARDED OVERWRITTEN` per CPU */
 #define SDT_CTL_LIST             "list"	/* list [SPEC]: `probe KEY SITES ARMED PROVIDER:MODULE:FUNCTION:NAME` per probe */
 #define SDT_CTL_TORTURE          "torture"	/* torture ADDR NARGS ARG... TOGGLES trap|branch|cycle|module SPEC: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG LEAKED WINDOWS` (WINDOWS: a calling CPU's disarmed windows checked, LEAKED: those in which it recorded) */

@@ -294,6 +294,15 @@ static SDT_CODE void job_run(void *arg)
 	sdt_store_release(&c->done, 1);
 }
 
+/* A `flush` job: this CPU's open packet closed, so the host reads what it recorded. */
+static SDT_CODE void job_flush(void *arg)
+{
+	struct cpu *c = (struct cpu *)arg;
+
+	sdt_flush();
+	sdt_store_release(&c->done, 1);
+}
+
 static SDT_CODE void job_torture_calls(void *arg)
 {
 	struct cpu *c = (struct cpu *)arg;
@@ -563,6 +572,36 @@ static SDT_CODE int cmd_read(struct out *o, struct words *w)
 	}
 	send(o);
 	return ok(o, SDT_CTL_READ, read_len);
+}
+
+/* flush: every CPU's open packet closed on that CPU, as a host does before it leaves; `unflushed K EVENTS` for each CPU
+ * whose packet stays open (the kernel runs no call there, or the job came inside a recorder), EVENTS what it holds. */
+static SDT_CODE int cmd_flush(struct out *o)
+{
+	unsigned here = this_cpu(), k, n = 0;
+
+	for (k = 0; k < ops.ncpus; k++)	/* a CPU that cannot be started is marked done: its packet stays open */
+		if (k != here && ops.start)
+			post(k, here, job_flush);
+	post(here, here, job_flush);
+	for (k = 0; k < ops.ncpus; k++)
+		if (k != here && ops.start)
+			wait_for(k);
+	drain();
+	for (k = 0; k < ops.ncpus; k++) {
+		const struct sdt_cpu *a = ops.area ? ops.area(k) : 0;
+		sdt_u64 events = a && __atomic_load_n(&a->current, __ATOMIC_ACQUIRE) ?
+				 __atomic_load_n(&a->events, __ATOMIC_ACQUIRE) : 0;
+		if (!events) {
+			n++;
+			continue;
+		}
+		put(o, SDT_CTL_UNFLUSHED);
+		put_hex(o, k);
+		put_hex(o, events);
+		send(o);
+	}
+	return ok(o, SDT_CTL_FLUSH, n);
 }
 
 static SDT_CODE int cmd_stats(struct out *o)
@@ -1032,6 +1071,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 		return cmd_shared(o, &w);
 	if (is(c, len, SDT_CTL_STATS))
 		return cmd_stats(o);
+	if (is(c, len, SDT_CTL_FLUSH))
+		return cmd_flush(o);
 	if (is(c, len, SDT_CTL_LIST))
 		return cmd_list(o, &w);
 	if (is(c, len, SDT_CTL_TORTURE))
@@ -1046,8 +1087,8 @@ static SDT_CODE int command(struct out *o, const char *line)
 	}
 	if ((mine = program_command(o, c, len, &w)) != 1)
 		return mine;
-	return error(o, SDT_ERR_UNKNOWN, "unknown command (hello ring enable disable mode run read drain stats list "
-		     "torture exit shared module tables program pbytes penable pdisable switch take)");
+	return error(o, SDT_ERR_UNKNOWN, "unknown command (hello ring enable disable mode run read drain flush stats "
+		     "list torture exit shared module tables program pbytes penable pdisable switch take)");
 }
 
 /* -- the entry points --------------------------------------------------------------------------- */

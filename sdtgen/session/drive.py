@@ -138,6 +138,37 @@ def late_aggregates(actions: list) -> list[str]:
     return [value for k, (kind, value, _) in enumerate(actions) if kind == "aggregate" and k > last]
 
 
+class Idle:
+    """While the console waits for its user, what the kernel sends is read every ``seconds`` (the target's idle: the
+    line, or the shared RAM) and shown as it arrives, between the session's commands (docs/cli.md)."""
+
+    def __init__(self, session, seconds: float = 0.05) -> None:
+        self.session, self.seconds = session, seconds
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sdtgen-idle", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.seconds):
+            target = self.session.target
+            idle = getattr(target, "idle", None)
+            if self.session.halted or idle is None:
+                return
+            if not self.session._target_lock.acquire(blocking=False):  # a command runs: it reads the line
+                continue
+            try:
+                idle(self.seconds)
+            except Exception:  # the kernel stopped: the next command says so
+                return
+            finally:
+                self.session._target_lock.release()
+            self.session._emit_pending()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
 def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool,
           interval: float | None = None) -> None:
     """The actions, the console, the trace; Ctrl-C (or a kernel that stopped) keeps what was recorded, as
@@ -172,7 +203,11 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
                     session.printa()
             raise
         if interactive:
-            Console(session).cmdloop()
+            idle = Idle(session)
+            try:
+                Console(session).cmdloop()
+            finally:
+                idle.stop()
         elif ticker is not None:
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the session ends: as dtrace's, exit 0
                 ticker.wait()
@@ -189,6 +224,7 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
     finally:
         if ticker is not None:
             ticker.stop()
+    session.drain()  # what each CPU still holds in its open packet, closed and read before the session ends
     session.finish_trace()
     session.printa()
     if as_json:

@@ -87,6 +87,7 @@ class ControlTarget:
         self.packets = PacketSink([session.on_packet], self._packet_problem)
         self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
         self._said_frames = False  # the first damaged frame was said: the others are counted
+        self._unflushed: set[int] = set()  # CPUs whose open packet `flush` could not close, said once each
         self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
         self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
         self._lines: list[str] = []
@@ -166,6 +167,25 @@ class ControlTarget:
             text = line.decode("utf-8", "replace").rstrip("\r")
             if text:
                 self.session.reporter.console(text)
+
+    def idle(self, seconds: float) -> None:
+        """What the line carries while no command runs (a console waiting for its user), read for up to ``seconds``:
+        packets, the kernel's log and console shown as they come. A reply line no command asked for is said and
+        left out."""
+        if self.halted:
+            return
+        try:
+            self._pump(time.monotonic() + seconds)
+        except Timeout:
+            pass
+        except Panic as e:
+            self.halted = True
+            raise Halted(f"the kernel stopped while no command ran: {printable(str(e))}") from None
+        if self.poll is not None:
+            self.poll()
+        while self._lines:
+            self.session.reporter.warning(f"the kernel said {printable(self._lines.pop(0))!r} while no command ran: "
+                                          "left out")
 
     def _line(self, deadline: float) -> str:
         while not self._lines:
@@ -382,8 +402,31 @@ class ControlTarget:
         return bytes(out[:size])
 
     def drain(self) -> None:
+        """Every CPU's open packet closed (`flush`, on each CPU), then every closed packet read."""
+        self._flush()
         with contextlib.suppress(Refused):  # a kernel whose own consumer reads its rings refuses it
             self.command(WORD["drain"], "drain")
+
+    def _flush(self) -> None:
+        """`flush`: what each CPU recorded in its open packet, closed so it is read; a CPU whose packet stays open is
+        said with the events it holds (once a CPU)."""
+        try:
+            lines = self.command(WORD["flush"], "flush")
+        except Refused:  # a control core from before `flush`: each run's own packets are closed as it ends
+            return
+        for line in lines[:-1]:
+            w = line.split()
+            numbers = [_hex(x) for x in w[1:]]
+            if w[0] != WORD["unflushed"] or len(w) != 3 or None in numbers or numbers[0] >= self.booted.cpus:
+                self.session.reporter.warning(f"the kernel's flush line {printable(line)!r} is not `unflushed K "
+                                              "EVENTS` of one of its CPUs: left out")
+                continue
+            cpu, events = numbers
+            if cpu not in self._unflushed:
+                self._unflushed.add(cpu)
+                self.session.reporter.warning(
+                    f"CPU {cpu}'s open packet could not be closed (the kernel runs no call on that CPU, or it was "
+                    f"recording): the {events} events in it are not read")
 
     def lost(self) -> dict[int, Lost]:
         """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread)."""

@@ -17,7 +17,7 @@ from sdtgen.layout import ERRORS, VALUES, WORD, WORDS
 KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
     "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit",
-    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module")]
+    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module", "flush")]
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +141,8 @@ def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_fault
         if ends(line) == WORD["error"]:
             assert int(line.split()[1]) in KNOWN_CODES, line
     assert not lines or ends(lines[-1])
+
+
+def test_flush_closes_each_cpus_open_packet_and_names_none_it_could_not(core):
+    """The harness has one CPU and no area: its packet (none) is closed on it, and no CPU is left open."""
+    assert feed(core, b"flush\n") == ["ok flush 1"]

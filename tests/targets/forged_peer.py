@@ -45,7 +45,8 @@ def usual(image: Path, cpus: int = 1) -> dict[str, bytes]:
     """What a kernel answers to the commands every attach sends: its hello, its own rings, nothing armed."""
     return {"hello": hello(image, cpus), "ring": text("error -7 ring: the kernel attaches its own rings"),
             "stats": b"".join(text(f"cpu {k:x} 0 0") for k in range(cpus)) + text(f"ok stats {cpus:x}"),
-            "drain": text("ok drain 0"), "disable": text("ok disable 1"), "enable": text("ok enable 1")}
+            "drain": text("ok drain 0"), "flush": text(f"ok flush {cpus:x}"),
+            "disable": text("ok disable 1"), "enable": text("ok enable 1")}
 
 
 @dataclass(frozen=True)

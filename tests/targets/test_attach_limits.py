@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import time
 
 import pytest
 from forged_peer import Flood, Peer, hello, text, usual
@@ -178,3 +179,43 @@ def test_a_damaged_take_frame_is_said_and_counted_and_the_session_goes_on(image)
     assert r.stderr.splitlines() == [f"{image}: warning: CPU 0's aggregation tables left out: its table frame of 3 "
                                      "bytes is shorter than a struct sdt_agg"], r.stderr
     assert "take 0" in peer.seen
+
+
+def test_with_the_console_waiting_what_the_kernel_sends_is_shown_as_it_arrives(image):
+    """`attach -i`: the kernel prints a line and logs a report while the console waits for its user; both are shown
+    then, not at the next command (docs/cli.md: "shown as they arrive")."""
+    import select
+
+    def after_ring():
+        yield usual(image)["ring"]
+        time.sleep(1)
+        yield b"kernel: eth0 link up\n" + text("report sdt: a line the runtime logged")
+
+    peer = Peer(lambda line: after_ring() if line.startswith("ring") else None, usual(image))
+    proc = subprocess.Popen([SDTGEN, "attach", "--serial", peer.line, str(image), "-i", "--timeout", "5"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        shown, end = "", time.monotonic() + 30
+        while "eth0 link up" not in shown and time.monotonic() < end:
+            if select.select([proc.stdout], [], [], 1)[0]:
+                shown += proc.stdout.readline()
+        assert "eth0 link up" in shown, "nothing shown while the console waited"
+        assert not any(line.startswith(("stats", "drain", "disable")) for line in peer.seen), peer.seen
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        peer.close()
+    assert proc.returncode == 0, proc.stderr.read()
+
+
+def test_attach_closes_every_cpus_open_packet_before_it_leaves_and_says_what_it_could_not(image):
+    """A kernel that records on its own CPUs leaves events in their open packets: before the last drain attach asks
+    for `flush`, and a CPU whose packet stays open is said with the events it holds (not `lost 0` in silence)."""
+    peer = Peer(lambda line: (text("unflushed 1 5") + text("ok flush 1")) if line == "flush" else
+                hello(image, 2) if line == "hello" else None, usual(image, 2))
+    r = attach(peer, image, "--timeout", "5", "--enable", "hk:::")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f"{image}: warning: CPU 1's open packet could not be closed (the kernel runs no "
+                                     "call on that CPU, or it was recording): the 5 events in it are not read"]
+    sent = [w for w in peer.seen if w]
+    assert "flush" in sent and sent.index("flush") < len(sent) - 1 - sent[::-1].index("drain"), sent
