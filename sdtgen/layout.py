@@ -544,7 +544,7 @@ CONSTANTS += (
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
     ("SDT_CONTROL_ESCAPE", 0x1E, "the byte (ASCII RS) a host sends before every command line: a console shared "
      "with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims)"),
-    # the control core's own errors: a reply `error CODE TEXT` carries any SDT_ERR_*
+    # the control core's own errors: a reply `error CODE COMMAND: TEXT` carries any SDT_ERR_*
     ("SDT_ERR_USAGE", -5, "the command's words are not what it takes"),
     ("SDT_ERR_UNKNOWN", -6, "not a command the control core knows"),
     ("SDT_ERR_UNSUPPORTED", -7, "the kernel gave the control core no means for it"),

@@ -4,7 +4,7 @@
  * One command a line, words separated by spaces, numbers in hexadecimal; the words and error codes
  * are the SDT_CTL_* and SDT_ERR_* of sdt_runtime.h (rendered from sdtgen/layout.py, which the host
  * reads too). Every command is answered through the caller's reply function, one line at a time,
- * the last line `ok COMMAND N` or `error CODE TEXT`. Whatever bytes arrive, a command the core cannot
+ * the last line `ok COMMAND N` or `error CODE COMMAND: TEXT`. Whatever bytes arrive, a command the core cannot
  * use is refused that way: nothing is read or called that the words did not name and the kernel did
  * not allow (a call's address must lie in the kernel's text ranges).
  *
@@ -1110,12 +1110,18 @@ SDT_CODE int sdt_control_line(const char *line, sdt_control_reply reply)
 
 	if (!reply)
 		return SDT_ERR_ARG;
-	if (line && *line == SDT_CONTROL_ESCAPE)	/* what a host puts before every command: not a word of it */
-		line++;
+	/* What a host puts before every command starts it: a kernel that assembles lines itself may hold a partial
+	 * line before it (a stray `lis`), which is no part of the command. */
+	for (r = 0; line && line[r]; r++)
+		if (line[r] == SDT_CONTROL_ESCAPE) {
+			line += r + 1;
+			r = -1;
+		}
 	if (!line || !__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
 		static struct out mine;	/* a static: no memset call to zero it */
+		struct words w = {line ? line : ""};
 		mine.reply = reply;
-		mine.cmd = 0;
+		mine.cmd = word(&w, &mine.cmdlen);	/* the error names the command it answers, as every reply does */
 		return error(&mine, line ? SDT_ERR_INIT : SDT_ERR_ARG,
 			     line ? "the control core is not started" : "no line");
 	}

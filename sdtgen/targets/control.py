@@ -49,6 +49,7 @@ MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stan
 ESCAPE = bytes([VALUES["SDT_CONTROL_ESCAPE"]])
 MAX_LINE = VALUES["SDT_CONTROL_LINE"]  # bytes of a reply line at most: the control core writes none longer
 TORTURE_FIRST = 5  # torture's first batch: 5 periods of toggles, timed to size the next
+STRAY_SAID = 8  # replies that answer no command sdtgen sent, said one by one before they are only counted
 MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
 
 
@@ -87,6 +88,7 @@ class ControlTarget:
         self.packets = PacketSink([session.on_packet], self._packet_problem)
         self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
         self._said_frames = False  # the first damaged frame was said: the others are counted
+        self.stray_replies = 0  # replies that answered no command sdtgen was waiting on
         self._unflushed: set[int] = set()  # CPUs whose open packet `flush` could not close, said once each
         self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
         self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
@@ -153,6 +155,17 @@ class ControlTarget:
             self._said_frames = True
             self.session.reporter.warning(f"the kernel's line carried {what}: left out (further damaged frames are "
                                           "only counted)")
+
+    def _stray_reply(self, line: str, named: str, sent: str) -> None:
+        """A reply that answers another command than the one sent: left out. The first STRAY_SAID are said, the
+        last of them saying that further ones are left out unsaid: a peer that keeps sending them fills no
+        terminal, and the command's deadline still ends the wait."""
+        self.stray_replies += 1
+        if self.stray_replies <= STRAY_SAID:
+            more = " (further such replies are left out unsaid)" if self.stray_replies == STRAY_SAID else ""
+            self.session.reporter.warning(
+                f"the kernel's reply {printable(line)!r} answers `{printable(named)}`, not `{printable(sent)}`, which "
+                f"sdtgen sent: left out, and the reply to `{printable(sent)}` waited for{more}")
 
     def _console_bytes(self, data: bytes) -> None:
         """What the kernel printed outside frames (its own boot log, a firmware's banner): shown a line at a time,
@@ -221,10 +234,7 @@ class ControlTarget:
                 named, code, why = answers(out[-1])
                 if named != name:  # not this command's reply: one the kernel said unasked, or to a line not sdtgen's
                     if named != WORD["hello"]:  # a kernel announces itself at boot: its hello is no desync
-                        self.session.reporter.warning(
-                            f"the kernel's reply {printable(out[-1])!r} answers `{printable(named)}`, not "
-                            f"`{printable(name)}`, which sdtgen sent: left out, and the reply to `{printable(name)}` "
-                            "waited for")
+                        self._stray_reply(out[-1], named, name)
                     continue
                 if code is None:
                     if self.poll is not None:  # what the kernel closed before it answered (a run's packets)
@@ -269,6 +279,10 @@ class ControlTarget:
                 words = line.split()
                 if words and words[0] == WORD["hello"]:
                     break
+                if words[:1] == [WORD["error"]] and answers(line)[0] == WORD["hello"]:
+                    _, code, why = answers(line)
+                    raise Halted(f"the kernel's control core refused hello: {printable(why or ERRORS.get(code, ''))}",
+                                 fix="call sdt_control_init before the kernel takes lines for the control core")
                 if words[:1] in ([WORD["ok"]], [WORD["error"]]):  # the reply to a line that was not sdtgen's
                     self.session.reporter.warning(
                         f"before its hello the kernel answered `{printable(answers(line)[0])}`, a line sdtgen did not "

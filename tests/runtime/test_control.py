@@ -22,7 +22,14 @@ COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in
 
 @pytest.fixture(scope="module")
 def core(tmp_path_factory):
-    out = tmp_path_factory.mktemp("control") / "control.so"
+    lib = built_core(tmp_path_factory.mktemp("control") / "control.so")
+    assert lib.harness_start() == 0
+    return lib
+
+
+def built_core(out):
+    """The control core and its harness built for this machine at ``out`` and loaded, not started: a copy of its
+    own for each path."""
     rt = runtime_dir()
     run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include_dir()}",
          f"-I{rt}", "-o", str(out), str(HERE / "control_harness.c"), str(rt / "sdt_control.c"),
@@ -30,7 +37,6 @@ def core(tmp_path_factory):
     lib = ctypes.CDLL(str(out))
     lib.harness_replies.restype = ctypes.c_void_p
     lib.harness_sum.restype = ctypes.c_long
-    assert lib.harness_start() == 0
     return lib
 
 

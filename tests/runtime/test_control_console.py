@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # core: test_control's fixture (the control core built for this machine), used here under its own name
-from test_control import core, feed, replies  # noqa: F401
+from test_control import built_core, core, feed, replies  # noqa: F401
 
 from sdtgen.layout import VALUES, WORD
 
@@ -41,6 +41,14 @@ def test_an_escape_drops_the_partial_line_before_it_and_nothing_is_answered_for_
     assert feed(core, ESC + b"hello\n")[-1] == f"{WORD['ok']} hello 0"
 
 
+def test_a_line_a_kernel_assembled_itself_is_the_command_after_its_last_escape(core):
+    """A kernel with a line discipline of its own hands sdt_control_line the whole line, a stray partial one
+    before the host's escape included: the command is what follows the last escape."""
+    assert core.harness_line(b"lis" + ESC + b"hello") == 0 and replies(core)[-1] == f"{WORD['ok']} hello 0"
+    assert core.harness_line(ESC + b"li" + ESC + b"s" + ESC + b"hello") == 0
+    assert replies(core)[-1] == f"{WORD['ok']} hello 0"
+
+
 def test_claims_gives_the_core_the_escaped_line_and_the_shell_the_rest(core):
     shell, control = split(core, b"echo be" + ESC + b"hello\n" + b"fore\n")
     assert (shell, control) == (b"echo before\n", ESC + b"hello\n")
@@ -60,3 +68,11 @@ def test_any_interleaving_splits_back_into_the_shells_bytes_and_the_hosts_lines(
     shell, control = split(core, data)
     assert shell == b"".join(s for s, _ in pieces) + tail
     assert control == b"".join(ESC + c + b"\n" for _, c in pieces)
+
+
+def test_a_core_not_started_names_the_command_it_refuses(tmp_path):
+    """Before sdt_control_init every line is refused, and the refusal names its command as every reply does (the
+    host takes a reply only for the command it sent): `error -2 hello: ...`, escape and stray bytes not part of it."""
+    lib = built_core(tmp_path / "unstarted.so")  # a copy of its own: harness_start is never called
+    assert lib.harness_line(b"lis" + ESC + b"hello") == VALUES["SDT_ERR_INIT"]
+    assert replies(lib)[-1].startswith(f"{WORD['error']} {VALUES['SDT_ERR_INIT']} hello: ")

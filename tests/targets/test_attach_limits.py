@@ -75,6 +75,29 @@ def test_a_reply_that_names_another_command_is_not_taken_for_this_ones(image):
     assert "the kernel did not answer `enable` in time" in lines[-1]
 
 
+def test_replies_that_answer_no_command_sent_fill_no_terminal(image):
+    """A peer that answers `enable` with a thousand `ok run 1`: the first eight are said, the eighth saying that the
+    rest are left out unsaid, and the command's deadline ends the wait as before."""
+    peer = Peer(lambda line: text("ok run 1") * 1000 if line.startswith("enable") else None, usual(image))
+    r = attach(peer, image, "--timeout", "2", "--enable", "hk:::")
+    assert r.returncode == 1
+    said = [ln for ln in r.stderr.splitlines() if "answers `run`, not `enable`" in ln]
+    assert len(said) == 8 and said[-1].endswith("(further such replies are left out unsaid)"), r.stderr
+    assert "the kernel did not answer `enable` in time" in r.stderr.splitlines()[-1]
+
+
+def test_a_kernel_that_refuses_hello_is_said_at_once_not_waited_for(image):
+    """The core not started yet answers `error -2 hello: ...`: the hello is refused in its words, before the
+    timeout, instead of being taken for a reply to a line sdtgen did not send."""
+    peer = Peer(lambda line: text("error -2 hello: the control core is not started") if line == "hello" else None,
+                usual(image))
+    r = attach(peer, image, "--timeout", "10", "--run", "kmain", "--arg", "1")
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [f"{image}: error: the kernel's control core refused hello: the control core is "
+                                     "not started; call sdt_control_init before the kernel takes lines for the "
+                                     "control core"], r.stderr
+
+
 def test_a_hello_said_at_boot_besides_the_one_asked_for_puts_no_reply_out_of_step(image):
     """A kernel that announced itself at boot and is then asked for its hello says it twice: the second is not taken
     for the next command's reply (which put every reply one late: `enable` answered by `ring`'s refusal)."""
