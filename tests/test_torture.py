@@ -80,6 +80,15 @@ def test_a_single_torn_execution_or_fault_fails_the_verdict(failure):
     assert not bad.passed and bad.text().startswith("FAILED:") and not bad.as_dict()["passed"]
 
 
+def test_a_torture_that_watched_no_disarmed_window_says_the_disable_was_not_checked():
+    """A kernel whose control core cannot watch its callers (no sdt_control_ops.area) reports no window: the
+    summary says that a disable disarms was not checked, instead of saying nothing of it."""
+    unwatched = Summary("safe", 2, 10, done=10, calls=100, firings=50)
+    assert unwatched.text().endswith(", no disarmed window watched (that a disable disarms was not checked)")
+    watched = Summary("safe", 2, 10, done=10, calls=100, firings=50, windows=10)
+    assert watched.text().endswith(", 0 of 10 disarmed windows fired")
+
+
 def test_wrong_values_count_as_wrong(kernel, native):
     """The reference a torture call must return is the native value: a CPU returning anything else is wrong."""
     want = [e["return"] for e in native([Call("sched_run", (20,))]) if "return" in e]

@@ -158,6 +158,8 @@ class Summary:
                 f"{self.firings} firings, {self.faults} faults, {self.torn} torn, {self.wrong} wrong")
         if self.windows:
             line += f", {self.leaked} of {self.windows} disarmed windows fired"
+        elif self.done:  # a kernel that gives no CPU area (sdt_control_ops.area) cannot watch its callers
+            line += ", no disarmed window watched (that a disable disarms was not checked)"
         if self.timed_out:
             line += f" (timed out after {self.done} of {self.toggles} toggles)"
         elif self.firings == 0:

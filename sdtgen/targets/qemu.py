@@ -123,8 +123,8 @@ def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: 
 def shared_rings(ram: SharedRam, lines: list[str], cpus: int, bits: int, buffer_size: int,
                  packet_size: int | None) -> list[Ring]:
     """Each CPU's area and ring from the `area K AREA RING` lines of `shared on`, believed only as they check: every
-    one inside the shared RAM and 8-byte aligned, no CPU's struct sdt_cpu inside a ring, no two rings overlapping.
-    ValueError naming the CPU otherwise."""
+    one inside the shared RAM and 8-byte aligned, no CPU's struct sdt_cpu inside a ring or another's, no two rings
+    overlapping. ValueError naming the CPU otherwise."""
     rings = [_ring(ram, line, k, bits, buffer_size, packet_size) for k, line in enumerate(lines)]
     if len(rings) != cpus:
         raise ValueError(f"{len(rings)} rings for {cpus} CPUs")
@@ -136,6 +136,8 @@ def shared_rings(ram: SharedRam, lines: list[str], cpus: int, bits: int, buffer_
                 raise ValueError(f"CPU {k}'s struct sdt_cpu at {r.area:#x} lies inside {whose} at {other.ring:#x}")
             if j < k and _overlap(r.ring, r.packets * r.packet_size, other.ring, other.packets * other.packet_size):
                 raise ValueError(f"CPU {k}'s ring at {r.ring:#x} is CPU {j}'s ring at {other.ring:#x} too")
+            if j < k and _overlap(r.area, area, other.area, area):  # one set of counters claimed for two rings
+                raise ValueError(f"CPU {k}'s struct sdt_cpu at {r.area:#x} is CPU {j}'s at {other.area:#x} too")
     return rings
 
 

@@ -46,6 +46,10 @@ def test_areas_and_rings_apart_and_aligned_are_taken(ram):
      f"CPU 0's struct sdt_cpu at {BASE + 0x1000 + BUFFER - AREA:#x} lies inside its own ring at {BASE + 0x1000:#x}"),
     (((BASE + 0x1000 - AREA + 8, BASE + 0x1000),),
      f"CPU 0's struct sdt_cpu at {BASE + 0x1000 - AREA + 8:#x} lies inside its own ring at {BASE + 0x1000:#x}"),
+    (((BASE, BASE + 0x1000), (BASE, BASE + 0x1000 + BUFFER)),
+     f"CPU 1's struct sdt_cpu at {BASE:#x} is CPU 0's at {BASE:#x} too"),
+    (((BASE, BASE + 0x1000), (BASE + 8, BASE + 0x1000 + BUFFER)),
+     f"CPU 1's struct sdt_cpu at {BASE + 8:#x} is CPU 0's at {BASE:#x} too"),
     (((BASE, BASE + 0x1000), (BASE + 0x1000 + 64, BASE + 0x1000 + BUFFER)),
      f"CPU 1's struct sdt_cpu at {BASE + 0x1000 + 64:#x} lies inside CPU 0's ring at {BASE + 0x1000:#x}"),
 ])
