@@ -542,6 +542,8 @@ CONSTANTS += (
     ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
     ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
+    ("SDT_CONTROL_VERSION", 2, "the control protocol's version, the last word of the hello: raised whenever a "
+     "command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE)"),
     ("SDT_CONTROL_ESCAPE", 0x1E, "the byte (ASCII RS) a host sends before every command line: a console shared "
      "with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims)"),
     # the control core's own errors: a reply `error CODE COMMAND: TEXT` carries any SDT_ERR_*
@@ -576,8 +578,9 @@ CONSTANTS += (
 VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
-    ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also "
-     "said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved)"),
+    ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, "
+     "also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved; "
+     "VERSION: SDT_CONTROL_VERSION)"),
     ("SDT_CTL_RING", "ring", "ring BYTES PACKET POLICY MEMORY: attach every CPU's ring"),
     ("SDT_CTL_ENABLE", "enable", "enable trap|branch SPEC: `ok enable N`, N sites armed"),
     ("SDT_CTL_DISABLE", "disable", "disable SPEC: `ok disable N`"),

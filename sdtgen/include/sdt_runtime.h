@@ -161,6 +161,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_FRAME_INFO           73	/* the frame a reader needs first: struct sdt_frame_info */
 #define SDT_CONTROL_MAGIC        0x4c544353	/* "SCTL" in a little-endian word */
 #define SDT_CONTROL_LINE         0x400	/* bytes of the longest command line the control core takes */
+#define SDT_CONTROL_VERSION      2	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE) */
 #define SDT_CONTROL_ESCAPE       30	/* the byte (ASCII RS) a host sends before every command line: a console shared with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims) */
 #define SDT_ERR_USAGE            (-5)	/* the command's words are not what it takes */
 #define SDT_ERR_UNKNOWN          (-6)	/* not a command the control core knows */
@@ -180,7 +181,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ERR_MODULE_UNKNOWN   (-25)	/* not a module sdt_module_load took (never loaded) */
 #define SDT_ERR_MODULE_TABLE     (-26)	/* the module's table is not one gen wrote (magic, bounds, an entry that is not valid, outside the module's text, or overlapping another): the module is refused whole */
 #define SDT_FRAME_TABLES         65	/* a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as it stood, then the half's arena, used[1 - want] bytes */
-#define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved) */
+#define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved; VERSION: SDT_CONTROL_VERSION) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
 #define SDT_CTL_DISABLE          "disable"	/* disable SPEC: `ok disable N` */

@@ -437,6 +437,7 @@ static SDT_CODE int cmd_hello(struct out *o)
 	put(o, " ");
 	put(o, sdt_protocol);
 	put_hex(o, (sdt_word)&sdt_runtime_entries);	/* where the kernel's image is: a relocated one says how far */
+	put_hex(o, SDT_CONTROL_VERSION);	/* a host of another protocol says so, instead of misreading replies */
 	send(o);
 	return ok(o, SDT_CTL_HELLO, 0);
 }

@@ -304,7 +304,13 @@ class ControlTarget:
     def _booted(self, words: list[str]) -> Booted:
         arch = self.session.image.arch
         values = [_hex(w) for w in words[2:]]
-        if len(words) != 10 or None in (values[0], values[2], values[3], values[4], values[5], values[7]):
+        version = values[8] if len(words) == 11 else None
+        if len(words) in (10, 11) and version != VALUES["SDT_CONTROL_VERSION"]:  # 10: before the hello said it
+            raise Halted(f"the kernel's control core speaks protocol {version or 1}, this sdtgen "
+                         f"{VALUES['SDT_CONTROL_VERSION']}: {printable(' '.join(words))!r}",
+                         fix="rebuild the kernel with this sdtgen's runtime (`sdtgen runtime-dir`), or drive it with "
+                         "the sdtgen it was built with")
+        if len(words) != 11 or None in (values[0], values[2], values[3], values[4], values[5], values[7]):
             raise Halted(f"the kernel's hello is not the control core's: {printable(' '.join(words))!r}")
         booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
         if not 1 <= booted.cpus <= MAX_CPUS:

@@ -37,8 +37,9 @@ def entries(image: Path) -> int:
     raise AssertionError("no sdt_runtime_entries in the image")
 
 
-def hello(image: Path, cpus: int = 1, arch: str = "x86_64") -> bytes:
-    return text(f"hello {arch} {cpus:x} clock 3b9aca00 1 0 0 safe {entries(image):x}") + text("ok hello 0")
+def hello(image: Path, cpus: int = 1, arch: str = "x86_64", version: int = VALUES["SDT_CONTROL_VERSION"]) -> bytes:
+    return (text(f"hello {arch} {cpus:x} clock 3b9aca00 1 0 0 safe {entries(image):x} {version:x}")
+            + text("ok hello 0"))
 
 
 def usual(image: Path, cpus: int = 1) -> dict[str, bytes]:

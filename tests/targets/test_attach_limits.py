@@ -10,9 +10,11 @@ import subprocess
 import time
 
 import pytest
-from forged_peer import Flood, Peer, hello, text, usual
+from forged_peer import Flood, Peer, entries, hello, text, usual
 from helpers import SDTGEN, need_tool
 from serial_line import P, encode
+
+from sdtgen.layout import VALUES
 
 sys_timeout = 60  # seconds a run of sdtgen may take here (--timeout 2 or 5) before the test says it never ends
 
@@ -96,6 +98,23 @@ def test_a_kernel_that_refuses_hello_is_said_at_once_not_waited_for(image):
     assert r.stderr.splitlines() == [f"{image}: error: the kernel's control core refused hello: the control core is "
                                      "not started; call sdt_control_init before the kernel takes lines for the "
                                      "control core"], r.stderr
+
+
+@pytest.mark.parametrize("version", [None, 1, 3])
+def test_a_kernel_of_another_protocol_is_said_before_any_reply_is_misread(image, version):
+    """A kernel built with another sdtgen's runtime: its hello says its protocol (or, before version 2, says
+    none), and attach stops there in one line saying what to rebuild, instead of misreading every reply."""
+    said = hello(image, version=version or 0)
+    if version is None:  # the hello of a runtime from before the version word
+        said = text(f"hello x86_64 1 clock 3b9aca00 1 0 0 safe {entries(image):x}") + text("ok hello 0")
+    peer = Peer(lambda line: said if line == "hello" else None, usual(image))
+    r = attach(peer, image, "--timeout", "10", "--run", "kmain", "--arg", "1")
+    assert r.returncode == 1
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"{image}: error: the kernel's control core speaks protocol {version or 1}, this sdtgen "
+                           f"{VALUES['SDT_CONTROL_VERSION']}: "), line
+    assert line.endswith("rebuild the kernel with this sdtgen's runtime (`sdtgen runtime-dir`), or drive it with "
+                         "the sdtgen it was built with"), line
 
 
 def test_a_hello_said_at_boot_besides_the_one_asked_for_puts_no_reply_out_of_step(image):
@@ -199,8 +218,9 @@ def test_a_damaged_take_frame_is_said_and_counted_and_the_session_goes_on(image)
     peer = Peer(answer, usual(image))
     r = attach(peer, image, "--timeout", "5", "--aggregate", "hk:sched:run:tick { @n = count(); }")
     assert r.returncode == 1
-    assert r.stderr.splitlines() == [f"{image}: warning: CPU 0's aggregation tables left out: its table frame of 3 "
-                                     "bytes is shorter than a struct sdt_agg"], r.stderr
+    assert r.stderr.splitlines()[-1:] == [f"{image}: warning: CPU 0's aggregation tables left out: its table frame "
+                                          "of 3 bytes is shorter than a struct sdt_agg"], r.stderr
+    assert all("comes after the last --run" in ln for ln in r.stderr.splitlines()[:-1]), r.stderr  # no --run
     assert "take 0" in peer.seen
 
 
