@@ -147,13 +147,27 @@ def test_a_shell_on_the_same_uart_keeps_its_half_typed_line_while_attach_drives_
     assert shown == b"middle\r\n"
 
 
-def test_sdtgen_torture_drives_the_kernels_own_control_core_on_qemu(tinyk):
+def tinyk_torture(tinyk, arm: str) -> tuple[int, dict]:
     r = sdtgen("torture", tinyk, "--target", "qemu", "--cpus", "1", "--run", "sched_tick", "--arg", "9",
-               "--toggles", "200", "--json", "--qemu-arg=-bios", "--qemu-arg=default")
-    summary = json.loads(r.stdout)
-    assert r.returncode == 0 and summary["passed"], (r.stderr, summary)
+               "--toggles", "200", "--arm", arm, "--json", "--qemu-arg=-bios", "--qemu-arg=default")
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_sdtgen_torture_drives_the_kernels_own_control_core_on_qemu(tinyk):
+    code, summary = tinyk_torture(tinyk, "trap")
+    assert code == 0 and summary["passed"], summary
     assert (summary["torn"], summary["faults"], summary["wrong"]) == (0, 0, 0) and summary["toggles"] == 200
     assert summary["calls"] > 200 and summary["firings"] > 0
+    assert summary["leaked"] == 0 and summary["windows"] > 50  # every disarmed window checked: nothing fired
+
+
+@pytest.mark.xfail(strict=False, reason="open finding: on tinyk (RISC-V, S-mode under OpenSBI) a caller records "
+                   "(its discarded count moves) in 2 to 10 % of the windows after a branch-armed spec is disarmed, "
+                   "however many calls the check waits; the QEMU fixture's RISC-V kernel (M-mode) never does")
+def test_no_firing_in_a_disarmed_window_of_a_branch_armed_torture_on_tinyk(tinyk):
+    code, summary = tinyk_torture(tinyk, "branch")
+    assert (summary["torn"], summary["faults"], summary["wrong"]) == (0, 0, 0)
+    assert summary["leaked"] == 0 and code == 0, summary
 
 
 def test_the_emulated_boot_runs_the_same_kernel_with_the_same_output(tinyk, tinyk_native):
