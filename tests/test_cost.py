@@ -325,7 +325,7 @@ def test_human_output_is_a_row_a_function_and_a_line_a_site(cost_kernel):
     assert re.match(r"tail\s+1\s+\+1\s+\+1\s+\+0\s+\+0\s+3 -> 2$", next(ln for ln in lines if ln.startswith("tail")))
     assert "  ct:cost:tail:done (goto at tail+0x" in proc.stdout
     assert "off the fall-through path" in proc.stdout  # guarded()'s probe, behind its is-enabled check
-    assert re.match(r"total: 7 functions, 8 sites: \+\d+ instructions", lines[-1])
+    assert re.match(r"total: 8 functions, 10 sites: \+\d+ instructions", lines[-1])  # PROBED: 8 functions, 10 sites
     verbose = sdtgen("cost", "-v", cost_kernel("x86_64", "goto"), cost_kernel("x86_64", "out")).stdout
     assert "      + nop dword ptr [rax + rax]" in verbose
 
