@@ -7,16 +7,11 @@ Capstone decodes them."""
 from __future__ import annotations
 
 import io
-import json
 
 import capstone
 import pytest
 from helpers import SDTGEN, run
-from module_native import MODULE, module_firings
-
-from sdtgen.session.reporter import Reporter
-from sdtgen.session.session import Session
-from sdtgen.targets.emulator import EmulatorTarget
+from module_native import MODULE, booted_with_modules, module_firings, session_firings
 
 CALLS = [3, 0, 5]
 
@@ -36,25 +31,9 @@ def native(tmp_path_factory):
             for e in module_firings(tmp_path_factory.mktemp("native"), CALLS)]
 
 
-def booted(kernel, out: io.StringIO) -> Session:
-    return Session(str(kernel.image), Reporter(as_json=True, out=out),
-                   lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
-
-
-def firings(out: io.StringIO) -> list[dict]:
-    events = []
-    for line in out.getvalue().splitlines():
-        e = json.loads(line)
-        if e["event"] == "fire":
-            events.append({"probe": e["probe"], "args": e["args"]})
-        elif e["event"] == "return":
-            events.append({"return": e["value"]})
-    return events
-
-
 def test_a_probe_disabled_after_its_providers_enable_stays_off_in_a_reload(kernel, ko, native):
     out = io.StringIO()
-    s = booted(kernel, out)
+    s = booted_with_modules(kernel.image, out)
     try:
         s.load_module(ko)
         s.enable("hkm:drv::")
@@ -65,14 +44,14 @@ def test_a_probe_disabled_after_its_providers_enable_stays_off_in_a_reload(kerne
             s.run("hkm_work", [n])
     finally:
         s.close()
-    assert firings(out) == [e for e in native if e.get("probe", "hkm:drv:work:done") == "hkm:drv:work:done"]
+    assert session_firings(out) == [e for e in native if e.get("probe", "hkm:drv:work:done") == "hkm:drv:work:done"]
 
 
 def test_a_module_loaded_after_a_switch_to_branch_mode_comes_branch_armed(kernel, ko, native):
     """Enabled in trap mode before the module exists, then the switch: each of its sites, once loaded, is a call
     to its probe's recorder (Capstone), not the breakpoint; it fires as the native run."""
     out = io.StringIO()
-    s = booted(kernel, out)
+    s = booted_with_modules(kernel.image, out)
     try:
         s.set_arm("trap")
         s.enable("hkm:::")
@@ -92,7 +71,7 @@ def test_a_module_loaded_after_a_switch_to_branch_mode_comes_branch_armed(kernel
     assert len(decoded) == 3
     assert {p: (i.mnemonic, i.op_str) for p, i in decoded.items()} == \
         {p: ("call", hex(r)) for p, r in recorders.items()}
-    assert firings(out) == native
+    assert session_firings(out) == native
 
 
 def test_an_unloaded_modules_probes_drop_their_programs(kernel, ko, native):
@@ -100,7 +79,7 @@ def test_an_unloaded_modules_probes_drop_their_programs(kernel, ko, native):
     emptied: read from the guest's memory) and loaded again, and a plain enable records every firing, as the
     native run makes them (a program left in the slot would still turn dev's firings away)."""
     out = io.StringIO()
-    s = booted(kernel, out)
+    s = booted_with_modules(kernel.image, out)
     try:
         s.load_module(ko)
         s.aggregate('hkm:drv:work:dev /arg0 == "no such device"/ { @n = count(); }')
@@ -117,4 +96,4 @@ def test_an_unloaded_modules_probes_drop_their_programs(kernel, ko, native):
     finally:
         s.close()
     assert slot == bytes(8)
-    assert firings(out) == native
+    assert session_firings(out) == native

@@ -7,14 +7,13 @@ undamaged module passes both. A table whose entries are the kernel's or a loaded
 from __future__ import annotations
 
 import io
-import json
 import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import SDTGEN, run
-from module_native import MODULE
+from module_native import MODULE, session_firings
 from tables import readelf
 
 from sdtgen.layout import VALUES
@@ -160,17 +159,6 @@ def native(tmp_path_factory):
             for e in module_firings(tmp_path_factory.mktemp("native"), CALLS)]
 
 
-def firings(out: io.StringIO) -> list[dict]:
-    events = []
-    for line in out.getvalue().splitlines():
-        e = json.loads(line)
-        if e["event"] == "fire":
-            events.append({"probe": e["probe"], "args": e["args"]})
-        elif e["event"] == "return":
-            events.append({"return": e["value"]})
-    return events
-
-
 def table_naming(t, at: int, sites: tuple[int, int], probes: tuple[int, int], name: int) -> None:
     """A struct sdt_module_table written at ``at`` naming those ranges (each field relative to itself)."""
     from sdtgen.layout import MODULE_TABLE
@@ -213,7 +201,7 @@ def test_a_table_whose_entries_are_in_use_is_refused_and_touches_nothing(built, 
             s.run("hkm_work", [n])
     finally:
         s.close()
-    assert firings(out) == native
+    assert session_firings(out) == native
 
 
 def test_bad_module_files_are_refused_in_one_line_before_anything_of_them_runs(built, kernel, tmp_path):

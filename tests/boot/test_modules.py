@@ -11,12 +11,9 @@ import os
 
 import pytest
 from helpers import SDTGEN, cross_tool, need_tool, run, sdtgen
-from module_native import MODULE, module_firings
+from module_native import MODULE, booted_with_modules, module_firings, session_firings
 
 from sdtgen.layout import VALUES
-from sdtgen.session.reporter import Reporter
-from sdtgen.session.session import Session
-from sdtgen.targets.emulator import EmulatorTarget
 
 CALLS = [3, 1, 0, 5]
 CROSS = {"i386": ("i686-linux-gnu-gcc", "gcc-i686-linux-gnu"), "aarch64": ("aarch64-linux-gnu-gcc",
@@ -36,23 +33,6 @@ def build_module(tmp_path, arch: str):
     return tmp_path / "module" / "hkm.ko"
 
 
-def booted(kernel_image, out: io.StringIO) -> Session:
-    return Session(str(kernel_image), Reporter(as_json=True, out=out),
-                   lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
-
-
-def firings(out: io.StringIO) -> list[dict]:
-    """The boot's firings and returns, as the native harness prints them."""
-    events = []
-    for line in out.getvalue().splitlines():
-        e = json.loads(line)
-        if e["event"] == "fire":
-            events.append({"probe": e["probe"], "args": e["args"]})
-        elif e["event"] == "return":
-            events.append({"return": e["value"]})
-    return events
-
-
 # Every architecture in both arming modes with SDTGEN_MODULE_MATRIX=1; otherwise x86-64 in both and one mode each
 # for the others (the suite's time).
 FULL = os.environ.get("SDTGEN_MODULE_MATRIX") == "1"
@@ -65,7 +45,7 @@ def test_a_spec_enabled_before_the_load_fires_the_modules_probes_as_the_native_r
         tmp_path, arch_kernel, native_module, arch, arm):
     ko = build_module(tmp_path, arch)
     out = io.StringIO()
-    s = booted(arch_kernel(arch).image, out)
+    s = booted_with_modules(arch_kernel(arch).image, out)
     try:
         s.set_arm(arm)
         s.enable("hkm:::")  # before the module exists: the runtime remembers it
@@ -76,13 +56,13 @@ def test_a_spec_enabled_before_the_load_fires_the_modules_probes_as_the_native_r
         s.close()
     # the native harness names the probes as their definitions do: the empty module field is the module's name
     want = [{**e, "probe": e["probe"].replace("hkm::", "hkm:hkm:")} if "probe" in e else e for e in native_module]
-    assert firings(out) == want
+    assert session_firings(out) == want
 
 
 def test_unload_disarms_and_a_reload_applies_the_specs_again(tmp_path, kernel, native_module):
     ko = build_module(tmp_path, "x86_64")
     out = io.StringIO()
-    s = booted(kernel.image, out)
+    s = booted_with_modules(kernel.image, out)
     try:
         s.load_module(str(ko))
         s.enable("hkm:drv::")
@@ -93,13 +73,13 @@ def test_unload_disarms_and_a_reload_applies_the_specs_again(tmp_path, kernel, n
         s.run("hkm_work", [3])
     finally:
         s.close()
-    fired = [e["probe"] for e in firings(out) if "probe" in e]
+    fired = [e["probe"] for e in session_firings(out) if "probe" in e]
     assert fired == ["hkm:drv:work:dev", "hkm:drv:work:done"]  # hkm:hkm:work:step was never enabled
 
 
 def test_loaded_twice_unloaded_twice_never_loaded_are_error_codes(tmp_path, kernel):
     ko = build_module(tmp_path, "x86_64")
-    s = booted(kernel.image, io.StringIO())
+    s = booted_with_modules(kernel.image, io.StringIO())
     try:
         t = s.target
         s.load_module(str(ko))
@@ -116,7 +96,6 @@ def test_loaded_twice_unloaded_twice_never_loaded_are_error_codes(tmp_path, kern
         assert rt.call(m0, "sdt_module_load", [struct, t.module.table + 4, *text]) == VALUES["SDT_ERR_MODULE_TABLE"]
     finally:
         s.close()
-
 
 
 def test_unload_and_load_under_calling_cpus_tear_nothing_in_the_emulator(tmp_path, kernel):
@@ -141,7 +120,7 @@ def test_a_site_that_is_not_the_expected_call_is_refused_alone_and_reported(tmp_
 
     ko = build_module(tmp_path, "x86_64")
     out = io.StringIO()
-    s = booted(kernel.image, out)
+    s = booted_with_modules(kernel.image, out)
     try:
         t = s.target
         linked = link_module(t.image, str(ko), t.module_base)
@@ -185,7 +164,7 @@ def test_the_relocation_time_hook_disables_the_calls_of_a_module_built_without_i
     offsets = [int(r[0], 16) for r in relocs if len(r) > 4 and r[4].startswith("__dtrace_sdt_")
                and r[2] in ("R_X86_64_PLT32", "R_X86_64_PC32", "R_RISCV_CALL_PLT", "R_RISCV_CALL")]
     assert len(offsets) == 3
-    s = booted(image, io.StringIO())
+    s = booted_with_modules(image, io.StringIO())
     try:
         t = s.target
         empty = s.image.symbols["__dtrace_sdt_hk___boot"].value  # a stub of the kernel's: an empty function
