@@ -7,10 +7,10 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-from conftest import HERE, include_dir, runtime_dir
 from helpers import need_tool, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runtime_support import HERE, include_dir, runtime_dir
 
 from sdtgen.layout import ERRORS, VALUES, WORD, WORDS
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import HERE, include_dir, runtime_dir
 from helpers import need_tool, run
+from runtime_support import HERE, include_dir, runtime_dir
 
 from sdtgen.layout import VALUES
 

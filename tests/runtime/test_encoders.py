@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from conftest import ENCODE, ArchImage
 from helpers import ARCHES, cross_tool, run
+from runtime_support import ENCODE, ArchImage
 
 from sdtgen.layout import FORMS, VALUES
 

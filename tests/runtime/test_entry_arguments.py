@@ -6,8 +6,8 @@ tests/runtime/entry_arguments.c, a program of its own built with the runtime by 
 from __future__ import annotations
 
 import pytest
-from conftest import HERE, include_dir, runtime_dir
 from helpers import need_tool, run
+from runtime_support import HERE, include_dir, runtime_dir
 
 from sdtgen.layout import VALUES
 

@@ -5,8 +5,8 @@ sites are taken exactly when the CPU takes them. The runtime's C runs in Unicorn
 from __future__ import annotations
 
 import pytest
-from conftest import COND, STORE, VERIFY
 from helpers import ARCHES, cross_tool, run
+from runtime_support import COND, STORE, VERIFY
 from site_forms import X86_CC, site_forms
 
 from sdtgen.layout import FORMS
