@@ -13,7 +13,7 @@ from helpers import sdtgen
 from native_oracle import Call, run_native
 
 from sdtgen.errors import SdtError
-from sdtgen.layout import AGG
+from sdtgen.layout import AGG, VALUES
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import boot_session
 
@@ -138,6 +138,24 @@ def test_probe_names_as_keys_print_as_names_whatever_programs_update_them(kernel
     assert rows["f"] == by_probe
     text = sdtgen("boot", kernel.image, "--cpus", CPUS, "--aggregate", SPLIT, *run_args(SPLIT_CALLS))
     assert f"  {'alloc':<50} {CPUS * len(firings):16d}" in text.stdout.splitlines()
+
+
+def test_an_aggregation_of_as_many_keys_as_the_runtime_takes_counts_each_tuple(kernel, native_exe):
+    """SDT_AGG_MAX_KEYS keys (sdtgen/layout.py), the most an entry holds: the kernel takes the descriptor and
+    counts each (arg0, arg1, arg0, arg1) tuple the native run's ticks give, once per firing."""
+    calls = [Call("sched_run", (5,)), Call("sched_run", (3,))]
+    ticks = [f for f in run_native(native_exe, calls) if f.get("probe") == "hk:sched:run:tick"]
+    want: dict[tuple, int] = {}
+    for f in ticks:
+        key = (f["args"][0], f["args"][1], f["args"][0], f["args"][1])
+        want[key] = want.get(key, 0) + 1
+    assert len(key) == VALUES["SDT_AGG_MAX_KEYS"] and max(want.values()) > 1  # one tuple counted more than once
+    proc = sdtgen("boot", kernel.image, "--json", "-q", "--aggregate",
+                  "hk:sched:run:tick { @k[arg0, arg1, arg0, arg1] = count(); }", *run_args(calls))
+    assert proc.returncode == 0, proc.stderr
+    [aggs] = [e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "aggregations"]
+    [k] = aggs["aggregations"]
+    assert {tuple(r["keys"]): r["value"] for r in k["rows"]} == want
 
 
 def test_printa_prints_aggregations_in_the_order_the_script_declares_them(kernel):
