@@ -84,6 +84,19 @@ def move_site(entry: int, by: int):
     return edit
 
 
+def entry_as_other_form(entry: int, other: int, step: int):
+    """Site entry ``entry`` made entry ``other``'s (the same instruction, the same probe) in the form ``step`` from
+    other's (SDT_FORM_* values): one instruction cannot be two forms, so no fold makes it one entry."""
+    def edit(ko: Path, data: bytearray) -> None:
+        for field in (0, 4):  # the site, the probe: relocations against what the other entry names
+            at, _ = rela_row(ko, "set_sdt_sites_set", 20 * entry + field)
+            src, _ = rela_row(ko, "set_sdt_sites_set", 20 * other + field)
+            data[at + 8:at + RELA] = data[src + 8:src + RELA]
+        base = readelf.section(ko, "set_sdt_sites_set").offset
+        data[base + 20 * entry + 8] = data[base + 20 * other + 8] + step
+    return edit
+
+
 DAMAGE = {
     "magic flipped": (flip_magic, "magic is"),
     "sites_end 64 KiB past the sites": (move_field(8, 0x10000), "sites_end is 0x10000 bytes past"),
@@ -91,6 +104,8 @@ DAMAGE = {
     "sites_end before the sites": (move_field(8, -0x40), "sites_end is 0x40 bytes before"),
     "an entry outside the module's text": (move_site(1, 0x10000), "outside the module's code"),
     "two probes' entries at one site": (site_to_site(2, 0), "overlap at"),
+    "one probe's entries at one site, call then tail": (entry_as_other_form(1, 0, 1), "overlap at"),
+    "one probe's entries at one site, tail then call": (entry_as_other_form(0, 1, 1), "overlap at"),
     "sites with no probes": (to_field(16, 12), "probes_end is 0x108 bytes before"),
 }
 
