@@ -16,6 +16,7 @@ from helpers import need_tool, run, sdtgen
 from native import Call, run_native
 
 from sdtgen import arch as arches
+from sdtgen.layout import SITE
 
 CALLS = [Call("net_rx", (5,)), Call("sched_tick", (17,))]
 
@@ -145,6 +146,16 @@ def test_a_shell_on_the_same_uart_keeps_its_half_typed_line_while_attach_drives_
     assert not [e for e in events if e["event"] == "console"]  # the shell heard none of attach's lines
     shown = typed(running_tinyk, b"dle\n", until=b"\r\n")
     assert shown == b"middle\r\n"
+
+
+def test_the_hello_counts_every_site_the_table_holds_as_patched(tinyk):
+    """The hello's PATCHED is the sites sdt_init verified: every entry of tinyk's set_sdt_sites_set, as readelf
+    sizes the section (none refused or folded in tinyk), and the session's first line says it."""
+    sizes = [ln.split() for ln in run(["readelf", "-SW", str(tinyk)]).stdout.splitlines() if "set_sdt_sites_set" in ln]
+    entries = int(sizes[0][sizes[0].index("set_sdt_sites_set") + 4], 16) // SITE.size(64)
+    r = sdtgen("qemu", tinyk, "--run", "net_rx", "--arg", "1", "--", "-bios", "default")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"patched {entries} sites (0 refused)" and entries > 1
 
 
 def tinyk_torture(tinyk, arm: str) -> tuple[int, dict]:
