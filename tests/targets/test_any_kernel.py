@@ -173,7 +173,7 @@ def test_sdtgen_torture_drives_the_kernels_own_control_core_on_qemu(tinyk):
 
 
 @pytest.mark.xfail(strict=False, reason="open finding: on tinyk (RISC-V, S-mode under OpenSBI) a caller records "
-                   "(its discarded count moves) in 2 to 10 % of the windows after a branch-armed spec is disarmed, "
+                   "(its discarded count moves) in 1 to 11 % of the windows after a branch-armed spec is disarmed, "
                    "however many calls the check waits; the QEMU fixture's RISC-V kernel (M-mode) never does")
 def test_no_firing_in_a_disarmed_window_of_a_branch_armed_torture_on_tinyk(tinyk):
     code, summary = tinyk_torture(tinyk, "branch")
