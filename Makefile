@@ -97,7 +97,7 @@ realworld: $(STAMP)
 # A mutation pass (universalmutator for the runtime's C, cosmic-ray for the host's Python): a seeded sample of
 # mutants, each run against only the tests that cover its file in a scratch copy of the tree; the score per
 # file and the survivors go to docs/mutation.md. The defaults fit an hour on two cores.
-# make mutate MUTATE_SAMPLE=20 MUTATE_SEED=7 MUTATE_FILES='sdtgen/qemu/frames.py' MUTATE_JOBS=1
+# make mutate MUTATE_SAMPLE=20 MUTATE_SEED=7 MUTATE_FILES='sdtgen/transport/frames.py' MUTATE_JOBS=1
 # The tools come with the test extras (the tool's own test runs them); `.[mutate]` has them alone.
 mutate: $(STAMP)
 	MUTATE_SAMPLE='$(MUTATE_SAMPLE)' MUTATE_SEED='$(MUTATE_SEED)' MUTATE_FILES='$(MUTATE_FILES)' \

@@ -28,10 +28,10 @@ os.environ["SDTGEN"] = SDTGEN  # what tools/toolchain.py drives
 import synth  # noqa: E402
 import toolchain  # noqa: E402
 
-from sdtgen.boot.machine import Machine  # noqa: E402
 from sdtgen.image import Image  # noqa: E402
 from sdtgen.session.reporter import Reporter  # noqa: E402
 from sdtgen.session.starts import boot_session  # noqa: E402
+from sdtgen.targets.emulator.machine import Machine  # noqa: E402
 
 
 @dataclass
@@ -719,9 +719,9 @@ def module_rows(work: Path, small: bool) -> list[Row]:
     """sdt_module_load over a module of 10,000 sites (verify, write the NOP, sync: a fresh copy each time), beside
     sdt_init over the same sites linked into the kernel; then unload and load round trips of the fixture's module
     with a spec armed (each load verifies its sites and arms them again)."""
-    from sdtgen.boot.module import link_module
+    from sdtgen.modlink import link_module
     from sdtgen.session.session import Session
-    from sdtgen.targets.emulator import EmulatorTarget
+    from sdtgen.targets.emulator.target import EmulatorTarget
 
     n = 1000 if small else 10_000
     src = module_source(work / f"bm{n}.c", n)
@@ -973,7 +973,7 @@ def trace_rows(work: Path, small: bool) -> list[Row]:
     events carry a string), beside pickling the same events."""
     import pickle
 
-    from sdtgen.boot.clock import guest_clock
+    from sdtgen.targets.emulator.clock import guest_clock
     from sdtgen.trace.ctf import runtime_order
     from sdtgen.trace.model import Lost, TraceMeta, TraceProbe
     from sdtgen.trace.packets import Decoder, event_format, split

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from sdtgen.boot.limits import MAX_SPEC
 from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
+from sdtgen.limits import MAX_SPEC
 from sdtgen.probes import ProbeSpec
 
 RETURN_TYPES = ("long", "int", "uint", "ulong", "str", "void")

@@ -10,8 +10,8 @@ import argparse
 import sys
 
 from sdtgen import __version__
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_TIMEOUT, MIN_BUFFER
 from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable, sentence
+from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_TIMEOUT, MIN_BUFFER
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -380,7 +380,7 @@ def _interval_option(args: argparse.Namespace, actions: list) -> float | None:
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
-    from sdtgen.targets.emulator import EmulatorTarget
+    from sdtgen.targets.emulator.target import EmulatorTarget
 
     def start(s):
         return EmulatorTarget(s, patch=not args.no_patch, buffer_size=args.buffer_size, overflow=args.overflow,
@@ -448,8 +448,8 @@ def _trace_option(args: argparse.Namespace) -> tuple[str, str] | None:
 
 
 def cmd_torture(args: argparse.Namespace) -> int:
-    from sdtgen.boot.smp import MAX_CPUS
     from sdtgen.calls import parse_int
+    from sdtgen.targets.emulator.smp import MAX_CPUS
 
     _check_timeout(args.timeout)
     if not 1 <= args.cpus < MAX_CPUS:

@@ -135,7 +135,7 @@ def test_script_dash_reads_standard_input(kernel):
 def test_a_script_must_be_a_regular_file_of_bounded_size(kernel, tmp_path):
     import os
 
-    from sdtgen.boot.limits import MAX_SCRIPT
+    from sdtgen.limits import MAX_SCRIPT
 
     assert one_line(sdtgen("boot", kernel.image, "--script", "/dev/zero")) == (
         "/dev/zero: error: is not a regular file; give a script file, or - for standard input")
@@ -161,7 +161,7 @@ def test_script_syntax_errors_are_one_line_naming_the_line(kernel, tmp_path):
 
 
 def test_long_lines_and_specs_are_refused_with_the_limit(kernel, tmp_path):
-    from sdtgen.boot.limits import MAX_LINE, MAX_SPEC
+    from sdtgen.limits import MAX_LINE, MAX_SPEC
 
     script = tmp_path / "long.sdt"
     script.write_text("run kmain " + "1" * MAX_LINE + "\n")

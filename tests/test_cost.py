@@ -186,10 +186,10 @@ def executed(image, arch: str, booted: bool) -> dict[str, list[tuple[int, str, s
     objdump decodes the bytes as they were (booted: after sdt_init wrote the sites)."""
     from unicorn import UC_HOOK_CODE
 
-    from sdtgen.boot.machine import Machine
     from sdtgen.image import Image
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.starts import boot_session
+    from sdtgen.targets.emulator.machine import Machine
 
     if booted:
         s = boot_session(str(image), Reporter(out=io.StringIO()))

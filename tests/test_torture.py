@@ -18,7 +18,7 @@ from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import boot_session
 from sdtgen.session.starts import emulator_torture as torture
 from sdtgen.targets.base import Summary
-from sdtgen.targets.emulator_torture import Torture
+from sdtgen.targets.emulator.torture import Torture
 
 KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "leaked", "windows",
         "transient", "timed_out", "checked", "passed"}
@@ -355,7 +355,7 @@ def test_exhaustive_asm_goto_sites(arch_kernel, arch):
 def checker(image: str, symbol: str = "sched_run"):
     """A booted session as `torture --exhaustive` makes one, its checker over ``symbol``, and the first site of it
     with its disabled and branch bytes (the runtime's own, read from memory)."""
-    from sdtgen.targets.emulator_exhaustive import Exhaustive
+    from sdtgen.targets.emulator.exhaustive import Exhaustive
 
     session = boot_session(image, Reporter(as_json=True, out=io.StringIO(), quiet=True), arm="branch", cpus=2,
                            seed=0, schedule="seeded")
@@ -388,7 +388,7 @@ def test_exhaustive_counts_a_cpu_left_inside_a_site_between_instructions_as_torn
 def test_exhaustive_refuses_a_breakpoint_sdt_trap_did_not_resolve(kernel):
     """The protocol's breakpoint is legitimate only when sdt_trap resolves it (fired or emulated): a breakpoint it
     answers any other way (here: as though it were gone, SDT_TRAP_RETRY) is torn."""
-    from sdtgen.boot.legit import legit_instructions
+    from sdtgen.targets.emulator.legit import legit_instructions
 
     session, ex, site, old, new = checker(str(kernel.image))
     try:
@@ -406,7 +406,7 @@ def test_exhaustive_refuses_a_breakpoint_sdt_trap_did_not_resolve(kernel):
 def test_exhaustive_checks_every_site_ends_as_the_change_makes_it(kernel):
     """After the watched change every site must hold the new instruction whole: a change that left them
     otherwise (here: the watched call arms with the breakpoint, not the branch the change was) is torn."""
-    from sdtgen.boot.runtime import MODES
+    from sdtgen.targets.emulator.runtime import MODES
 
     session, ex, site, _, _ = checker(str(kernel.image))
     try:

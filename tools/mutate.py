@@ -49,13 +49,14 @@ from mutate_map import covering_tests
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.90
 # The runtime and the stream readers: the files the issue holds to TARGET.
-TARGETED = ("sdtgen/runtime/", "sdtgen/trace/streams.py", "sdtgen/trace/packets.py", "sdtgen/qemu/frames.py",
-            "sdtgen/qemu/packets.py", "sdtgen/boot/consumer.py")
+TARGETED = ("sdtgen/runtime/", "sdtgen/trace/streams.py", "sdtgen/trace/packets.py", "sdtgen/transport/frames.py",
+            "sdtgen/transport/packet_sink.py", "sdtgen/transport/consumer.py")
 DEFAULT_FILES = [
     "sdtgen/runtime/sdt_transport.c", "sdtgen/runtime/sdt_module.c", "sdtgen/runtime/sdt_program.c",
     "sdtgen/runtime/sdt_aggregate.c", "sdtgen/runtime/sdt_control.c", "sdtgen/runtime/sdt_manage.c",
     "sdtgen/runtime/sdt_serial.c",
-    "sdtgen/qemu/frames.py", "sdtgen/qemu/packets.py", "sdtgen/boot/consumer.py", "sdtgen/trace/streams.py",
+    "sdtgen/transport/frames.py", "sdtgen/transport/packet_sink.py", "sdtgen/transport/consumer.py",
+    "sdtgen/trace/streams.py",
     "sdtgen/trace/packets.py", "sdtgen/dscript/compiler.py", "sdtgen/dscript/merge.py", "sdtgen/check.py",
 ]
 # Defaults sized for an hour on two cores (docs/mutation.md says what a run took).
@@ -399,7 +400,7 @@ def report(cfg: Config, results: list[FileResult], seconds: float) -> str:
         "",
         "Run it with `make mutate` (a sample of 45 mutants over the runtime's C files and the host's readers,",
         "seed 1, two workers, each file's first six covering test files, no mutant started after 50 minutes), or",
-        "narrower: `make mutate MUTATE_FILES='sdtgen/qemu/frames.py' MUTATE_SAMPLE=20 MUTATE_SEED=7 MUTATE_JOBS=1",
+        "narrower: `make mutate MUTATE_FILES='sdtgen/transport/frames.py' MUTATE_SAMPLE=20 MUTATE_SEED=7 MUTATE_JOBS=1",
         "MUTATE_BUDGET=1200 MUTATE_MAX_TESTS=0` (0: every covering test file). For each survivor, write the test that",
         "kills it (against an independent truth, as every test here), or, when no test can tell it from the",
         "original, add its key with the reason to the equivalent list.",

@@ -1,7 +1,7 @@
 """Which tests cover a source file: derived from the tests' own text, plus one declared table for the rest.
 
-A Python module is covered by each test file that imports it (`sdtgen.qemu.frames`, or `frames` from
-`sdtgen.qemu`); a C file by each test file that names it (`sdt_module.c`) or one of the functions it defines
+A Python module is covered by each test file that imports it (`sdtgen.transport.frames`, or `frames` from
+`sdtgen.transport`); a C file by each test file that names it (`sdt_module.c`) or one of the functions it defines
 for others to call (`sdt_module_load`), in Python or in a C harness the test builds. A test helper (a module of
 tests/ that is not a test file) that covers a file passes it on to the test files that import the helper, and a
 C harness to the test files that name it. Test files come ordered by how often they name the file: the
@@ -29,7 +29,7 @@ EXTRA: dict[str, list[str]] = {
     # Modules in a Linux process (dlopen) as well as in the emulator and QEMU.
     "sdtgen/runtime/sdt_module.c": ["tests/runtime/test_process_modules.py"],
     # The emulated boot's consumer of the rings: reached through `sdtgen boot`.
-    "sdtgen/boot/consumer.py": ["tests/boot/test_datapath.py", "tests/boot/test_session_end.py",
+    "sdtgen/transport/consumer.py": ["tests/boot/test_datapath.py", "tests/boot/test_session_end.py",
                                 "tests/boot/test_guest_damage.py"],
     # The per-CPU stream reader behind every trace format.
     "sdtgen/trace/streams.py": ["tests/trace/test_packets.py", "tests/trace/test_ctf.py",

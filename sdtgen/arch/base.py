@@ -185,7 +185,7 @@ class Arch:
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
 
-    # The clock events are stamped with (the platform's clock hook, and sdtgen/boot/clock.py for its
+    # The clock events are stamped with (the platform's clock hook, and sdtgen/targets/emulator/clock.py for its
     # frequency): its name, the instructions reading it into the return register(s) (and its frequency,
     # where the CPU says it).
     clock_name: str = ""
@@ -196,7 +196,7 @@ class Arch:
         """The clock as ``clock_body`` left it in the registers."""
         return uc.reg_read(self.regs.ret)
 
-    # -- the emulated platform's hooks (sdtgen/boot/platform.py) ---------------------------------
+    # -- the emulated platform's hooks (sdtgen/targets/emulator/platform.py) ---------------------------------
     # The emulator is the kernel the runtime runs in: these are the few functions of its own it gives
     # the runtime as hooks, as machine code, each checked against GNU as, Capstone and a run in Unicorn.
     def firmware_load(self, va: int) -> bytes:

@@ -8,9 +8,9 @@ import shlex
 import stat
 import sys
 
-from sdtgen.boot.limits import MAX_LINE, MAX_SCRIPT
 from sdtgen.calls import parse_arg, parse_int
 from sdtgen.errors import SdtError, printable
+from sdtgen.limits import MAX_LINE, MAX_SCRIPT
 from sdtgen.session.reporter import Stopped
 from sdtgen.session.session import Session
 

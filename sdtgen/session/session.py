@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
 from sdtgen.calls import (
     check_call,
     decode_return,
@@ -26,6 +25,7 @@ from sdtgen.calls import (
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
+from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
 from sdtgen.probes import ProbeSpec
 from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
 from sdtgen.targets.base import ARM_MODES, CallFault, Halted, Interrupted, Refused, Returned, Summary, Target

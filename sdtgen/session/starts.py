@@ -15,8 +15,8 @@ def boot_session(path: str, reporter, *, patch: bool = True, arm: str = "trap", 
                  schedule: str = "parallel", stream: bool = True, trace: tuple[str, str] | None = None,
                  precheck=None):
     """A session on ``path`` booted in the emulator (what `sdtgen boot` starts)."""
-    from sdtgen.boot.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT
-    from sdtgen.targets.emulator import EmulatorTarget
+    from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT
+    from sdtgen.targets.emulator.target import EmulatorTarget
 
     def start(s: Session) -> EmulatorTarget:
         return EmulatorTarget(s, patch=patch, buffer_size=s.buffer_size, overflow=overflow, cpus=cpus, seed=seed,
@@ -49,8 +49,8 @@ def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles
     the toggles made so far on standard error while it runs, when that is a terminal."""
     import io
 
-    from sdtgen.targets.emulator import EmulatorTarget
-    from sdtgen.targets.emulator_torture import Torture
+    from sdtgen.targets.emulator.target import EmulatorTarget
+    from sdtgen.targets.emulator.torture import Torture
 
     def start(s: Session) -> EmulatorTarget:
         return EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", cpus=cpus + 1, seed=seed,
@@ -65,7 +65,7 @@ def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles
         mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
         symbol = target.partition(":")[0]
         if exhaustive:
-            from sdtgen.targets.emulator_exhaustive import exhaustive as run_exhaustive
+            from sdtgen.targets.emulator.exhaustive import exhaustive as run_exhaustive
 
             with _progress(progress, lambda: f"torture --exhaustive: {symbol}'s sites"):
                 return run_exhaustive(session.target, symbol, module=module is not None)

@@ -1,7 +1,7 @@
 """A kernel driven through its control core (sdtgen/runtime/sdt_control.c) over a byte channel.
 
 Commands go to the kernel as text lines; everything comes back in frames of the serial transport
-(sdtgen/qemu/frames.py): text frames, one reply line each, and the runtime's packets, interleaved. A
+(sdtgen/transport/frames.py): text frames, one reply line each, and the runtime's packets, interleaved. A
 command's reply is every text line up to the one that starts with ``ok`` or ``error``. Two kinds of
 line may come at any time: ``report ...`` (the runtime's log) and ``panic ...`` (an exception outside
 any call the kernel guards). The words are the one description's (sdtgen/layout.py WORDS, ERRORS).
@@ -21,8 +21,6 @@ from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import ERRORS, VALUES, WORD
-from sdtgen.qemu.frames import INFO, MAX_PAYLOAD, TABLES, TEXT, Console, FrameReader
-from sdtgen.qemu.packets import PacketSink
 from sdtgen.targets.base import (
     ARM_MODES,
     Booted,
@@ -38,6 +36,8 @@ from sdtgen.targets.base import (
 from sdtgen.targets.listen import MAX_CPUS
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
+from sdtgen.transport.frames import INFO, MAX_PAYLOAD, TABLES, TEXT, Console, FrameReader
+from sdtgen.transport.packet_sink import PacketSink
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
@@ -478,7 +478,7 @@ class ControlTarget:
     # -- modules: the kernel's loader holds one (ops.module), which the host placed (self.module) -------------
     def load_module(self, path: str):
         """`module load`: the kernel's loader places its module and sdt_module_load takes it."""
-        from sdtgen.boot.module import module_probes
+        from sdtgen.modlink import module_probes
         from sdtgen.targets.base import LoadedModule
 
         linked = getattr(self, "module", None)

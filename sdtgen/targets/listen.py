@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sdtgen.errors import SdtError
-from sdtgen.qemu.frames import INFO, MAX_PACKET, TEXT, Console, Frame, FrameError, FrameReader, Info, info
-from sdtgen.qemu.packets import PacketSink
 from sdtgen.targets.base import Booted
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
+from sdtgen.transport.frames import INFO, MAX_PACKET, TEXT, Console, Frame, FrameError, FrameReader, Info, info
+from sdtgen.transport.packet_sink import PacketSink
 
 DEFAULT_HZ = 1_000_000_000  # a clock rate for a kernel that never said its own
 MAX_CPUS = 4096  # CPU numbers a recording takes: 0 to 4095

@@ -21,7 +21,7 @@ class ProcessTarget(ControlTarget):
     """The image run as a process with ``cpus`` threads, each a CPU with a ring of ``buffer_size`` bytes."""
 
     def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, timeout: float) -> None:
-        from sdtgen.boot.platform import packet_size_for
+        from sdtgen.transport.geometry import packet_size_for
 
         path = session.image.path
         if not 1 <= cpus <= MAX_CPUS:

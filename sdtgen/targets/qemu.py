@@ -18,14 +18,14 @@ import re
 import shutil
 import tempfile
 
-from sdtgen.boot.consumer import Consumer, Ring
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, CPU, VALUES, WORD
 from sdtgen.targets.base import Halted, Refused
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget, _hex
-from sdtgen.targets.shared_ram import SharedRam
 from sdtgen.trace.streams import MIN_PACKET
+from sdtgen.transport.consumer import Consumer, Ring
+from sdtgen.transport.shared_ram import SharedRam
 
 MAX_CPUS = 8  # the fixture's QEMU platform's, and a sane default ceiling for TCG
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
@@ -181,7 +181,7 @@ class QemuTarget(ControlTarget):
 
     def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
                  timeout: float, transport: str = "shared", module: str | None = None) -> None:
-        from sdtgen.boot.platform import packet_size_for
+        from sdtgen.transport.geometry import packet_size_for
 
         image = session.image
         arch = image.arch
@@ -261,7 +261,7 @@ class QemuTarget(ControlTarget):
         where its table and code are), as a fw_cfg file: QEMU's arguments that give it."""
         import struct
 
-        from sdtgen.boot.module import flat, link_module
+        from sdtgen.modlink import flat, link_module
 
         area = image.symbols.get(MODULE_AREA_SYMBOL)
         if area is None or area.size < 2 * MODULE_HEADER:

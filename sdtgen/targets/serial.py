@@ -154,7 +154,7 @@ class AttachTarget(ControlTarget):
     What this session armed is disarmed when it ends, as DTrace does when a consumer exits."""
 
     def __init__(self, session, line: Line, *, buffer_size: int, overflow: str, timeout: float) -> None:
-        from sdtgen.boot.platform import packet_size_for
+        from sdtgen.transport.geometry import packet_size_for
 
         super().__init__(session, line, timeout=timeout, announced=False)
         self.armed: list[str] = []

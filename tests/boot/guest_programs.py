@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sdtgen.boot.platform import AGG_TABLE_BYTES
 from sdtgen.dscript.compiler import Compiled
 from sdtgen.dscript.merge import Totals
 from sdtgen.dscript.tables import read_cpu
+from sdtgen.targets.emulator.platform import AGG_TABLE_BYTES
 
 HERE = Path(__file__).resolve().parent
 SUPPORT = HERE / "agg_support.c"
@@ -32,7 +32,7 @@ def build_image(out: Path, arch: str) -> Path:
 class GuestPrograms:
     def __init__(self, session) -> None:
         """``session``: an emulated boot's Session; its target gives the programs and tables their memory and calls
-        the runtime's entry points (sdtgen/targets/emulator.py), as `sdtgen boot --aggregate` does."""
+        the runtime's entry points (sdtgen/targets/emulator/target.py), as `sdtgen boot --aggregate` does."""
         self.s, self.t = session, session.target
         self.fire_at = session.image.symbols["agg_fire"].value
         self.bits = session.image.arch.bits

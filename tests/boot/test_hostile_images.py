@@ -14,8 +14,8 @@ import sys
 from crafted_images import PF_R, PF_W, PF_X, Load, point_site_entry, set_site_length, with_loads, with_relative_reloc
 from helpers import SDTGEN, run, sdtgen
 
-from sdtgen.boot.limits import MAX_MAPPED, MAX_SEGMENTS
 from sdtgen.elf.reader import ElfFile
+from sdtgen.limits import MAX_MAPPED, MAX_SEGMENTS
 from sdtgen.table import SITE_SIZE
 
 

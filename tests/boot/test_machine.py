@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.elf.reader import PT_LOAD
 from sdtgen.image import Image
+from sdtgen.targets.emulator.machine import GuestFault, Machine
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from tables import readelf
 from sdtgen.layout import VALUES
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
-from sdtgen.targets.emulator import EmulatorTarget
+from sdtgen.targets.emulator.target import EmulatorTarget
 
 RELA = 24  # bytes of an Elf64_Rela: r_offset, r_info, r_addend
 
@@ -114,7 +114,7 @@ def loader_says(kernel_image: str, ko: Path) -> int:
     """What sdt_module_load returns for ``ko`` in the emulated boot, placed as the boot's loader places it; a
     load it refuses has written none of the module's code, nor the struct sdt_module given (its table's
     entries may be in address order: the loader sorts them before it reads them)."""
-    from sdtgen.boot.module import link_module
+    from sdtgen.modlink import link_module
 
     s = Session(kernel_image, Reporter(as_json=True, out=io.StringIO()),
                 lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))

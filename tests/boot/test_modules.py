@@ -116,7 +116,7 @@ def test_unload_and_load_under_calling_cpus_tear_nothing_in_the_emulator(tmp_pat
 def test_a_site_that_is_not_the_expected_call_is_refused_alone_and_reported(tmp_path, kernel):
     """The loader placed the module, then something rewrote one site's call: sdt_module_load refuses that site,
     reporting the bytes it found, and patches the others; the refused one is never written."""
-    from sdtgen.boot.module import link_module
+    from sdtgen.modlink import link_module
 
     ko = build_module(tmp_path, "x86_64")
     out = io.StringIO()

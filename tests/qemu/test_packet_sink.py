@@ -1,5 +1,5 @@
-"""Packets off the serial line (sdtgen.qemu.packets): each held until its own verdict, then handed on or dropped;
-whatever CPU numbers, sizes and frames the line claims, memory holds one frame and no traceback comes."""
+"""Packets off the serial line (sdtgen.transport.packet_sink): each held until its own verdict, then handed on
+or dropped; whatever CPU numbers, sizes and frames the line claims, memory holds one frame and no traceback comes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import tracemalloc
 
 from serial_line import P, Packet, V, encode, event, verdict
 
-from sdtgen.qemu.frames import Frame, FrameReader
-from sdtgen.qemu.packets import PacketSink
+from sdtgen.transport.frames import Frame, FrameReader
+from sdtgen.transport.packet_sink import PacketSink
 
 
 def sink() -> tuple[PacketSink, list[tuple[int, bytes]]]:

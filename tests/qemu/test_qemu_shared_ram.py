@@ -93,7 +93,7 @@ def test_with_overwrite_each_packet_is_read_whole_or_counted_overwritten_never_b
     """The writer overwrites unread packets while the host reads them: what reaches the host is the native
     run's events in order with gaps, and what did not is exactly what the kernel counts overwritten. A slow
     host (a millisecond after each copy, before its claim) makes the writer win many of the races."""
-    from sdtgen.targets.shared_ram import SharedRam
+    from sdtgen.transport.shared_ram import SharedRam
 
     copy = SharedRam.read
 

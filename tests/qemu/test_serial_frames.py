@@ -1,5 +1,5 @@
 """The serial framing: what the runtime's C (sdt_serial.c, built for this machine with gcc) writes, the
-host's reader (sdtgen.qemu.frames) reads back, whole, after any garbage and in pieces of any size.
+host's reader (sdtgen.transport.frames) reads back, whole, after any garbage and in pieces of any size.
 CRCs are checked against zlib's, packet bytes against the layout the C header asserts."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from helpers import ROOT, run
 from serial_line import encode
 
 from sdtgen.layout import EVENT, PACKET, VALUES
-from sdtgen.qemu.frames import PACKET as P
-from sdtgen.qemu.frames import SYNC, TEXT, VERDICT, Console, Frame, FrameReader, Info, info, verdict
+from sdtgen.transport.frames import PACKET as P
+from sdtgen.transport.frames import SYNC, TEXT, VERDICT, Console, Frame, FrameReader, Info, info, verdict
 
 RUNTIME = ROOT / "sdtgen" / "runtime"
 
@@ -147,7 +147,7 @@ def test_a_header_whose_check_fails_is_console_not_a_frame():
 def test_a_header_longer_than_any_packet_swallows_nothing():
     """A header whose check holds but whose length is more than a frame carries is not one: the frames after it
     are read at once, not taken as its payload."""
-    from sdtgen.qemu.frames import MAX_PAYLOAD
+    from sdtgen.transport.frames import MAX_PAYLOAD
 
     huge = encode(TEXT, b"", length=MAX_PAYLOAD + 1)[:12]  # its header only: what follows would be its payload
     good = [encode(TEXT, f"line {n}".encode()) for n in range(3)]

@@ -1,16 +1,16 @@
 """What the kernel says of its rings for the shared transport (`shared on`'s `area K AREA RING` lines, and the
 counters in each struct sdt_cpu) is believed only as it checks: a misaligned struct sdt_cpu, two CPUs that name the
 same ring, a struct sdt_cpu inside a ring, counters 2^63 apart are each refused, naming the CPU. The RAM is a file
-mapped as QEMU's is (sdtgen/targets/shared_ram.py), the kernel's words forged in it and on the lines."""
+mapped as QEMU's is (sdtgen/transport/shared_ram.py), the kernel's words forged in it and on the lines."""
 
 from __future__ import annotations
 
 import pytest
 
-from sdtgen.boot.consumer import Consumer, Ring
 from sdtgen.layout import CPU
 from sdtgen.targets.qemu import shared_rings
-from sdtgen.targets.shared_ram import SharedRam
+from sdtgen.transport.consumer import Consumer, Ring
+from sdtgen.transport.shared_ram import SharedRam
 
 BASE = 0x8000_0000
 BUFFER, PACKET = 8 << 10, 1 << 10

@@ -63,8 +63,8 @@ def build_image(out: Path, arch_name: str, sources: list[tuple[str, str, list[st
                 ld_flags: list[str] = ()) -> ArchImage:
     """arch_driver.c and arch/sdt_<arch>.c compiled with the kernel's flags, ``sources`` (name, assembly,
     flags) assembled by GNU as, all linked by GNU ld at the architecture's kernel address."""
-    from sdtgen.boot.machine import Machine
     from sdtgen.elf.reader import ElfFile
+    from sdtgen.targets.emulator.machine import Machine
 
     a = arches.by_name(arch_name)
     gcc, gas, ld = (cross_tool(arch_name, t) for t in ("gcc", "as", "ld"))

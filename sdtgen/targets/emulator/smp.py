@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 
-from sdtgen.boot.machine import GuestFault, Interrupted, Machine
+from sdtgen.targets.emulator.machine import GuestFault, Interrupted, Machine
 
 QUANTUM = 32  # the most instructions a CPU runs before the next CPU's turn (seeded)
 MAX_CPUS = 64

@@ -1,23 +1,23 @@
 """The emulated boot as a target: the image loaded in Unicorn, its runtime given a platform, its CPUs engines.
 
 The image's own runtime patches, arms and records; this target does only what a kernel does around it
-(sdtgen/boot/: the machine, the CPUs, the platform's hooks, the calls into the runtime, the consumer
-reading rings from guest memory). Packets reach the session as they close (the notify hook) with
---overflow drop, or when a command ends. What the emulator alone can do is here too: --action (a guest
-function called when a probe fires, armed with the breakpoint so the host sees it), the seeded
-schedule, and the torture test that sees every instruction a CPU fetches in a site.
+(this package: the machine, the CPUs, the platform's hooks, the calls into the runtime; and
+sdtgen/transport/'s consumer reading rings from guest memory). Packets reach the session as they close
+(the notify hook) with --overflow drop, or when a command ends. What the emulator alone can do is here
+too: --action (a guest function called when a probe fires, armed with the breakpoint so the host sees it),
+the seeded schedule, and the torture test that sees every instruction a CPU fetches in a site.
 """
 
 from __future__ import annotations
 
-from sdtgen.boot.limits import MAX_RINGS
-from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.machine import Interrupted as MachineInterrupted
-from sdtgen.boot.platform import Platform, runtime_entries
-from sdtgen.boot.runtime import BRANCH, ProbeRuntime
 from sdtgen.errors import SdtError, printable
+from sdtgen.limits import MAX_RINGS
 from sdtgen.probes import ProbeSpec
 from sdtgen.targets.base import Booted, CallFault, DamagedTables, Interrupted, ProbeState, Refused, Returned, Summary
+from sdtgen.targets.emulator.machine import GuestFault, Machine
+from sdtgen.targets.emulator.machine import Interrupted as MachineInterrupted
+from sdtgen.targets.emulator.platform import Platform, runtime_entries
+from sdtgen.targets.emulator.runtime import BRANCH, ProbeRuntime
 from sdtgen.trace.model import Lost
 
 
@@ -30,7 +30,7 @@ class EmulatorTarget:
 
     def __init__(self, session, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
                  seed: int = 0, schedule: str = "parallel", stream: bool = True, modules: bool = False) -> None:
-        from sdtgen.boot.smp import MAX_CPUS, SCHEDULES
+        from sdtgen.targets.emulator.smp import MAX_CPUS, SCHEDULES
 
         if not 1 <= cpus <= MAX_CPUS:
             raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
@@ -67,9 +67,9 @@ class EmulatorTarget:
     # -- boot -----------------------------------------------------------------------------------
     def _check_host(self) -> None:
         """Threads made small, and the boot refused if its CPUs would not fit the address-space limit."""
-        from sdtgen.boot.host import check_address_space, prepare_threads
-        from sdtgen.boot.machine import STACK_SIZE, tcg_buffer_for
         from sdtgen.elf.reader import PT_LOAD
+        from sdtgen.targets.emulator.host import check_address_space, prepare_threads
+        from sdtgen.targets.emulator.machine import STACK_SIZE, tcg_buffer_for
 
         prepare_threads()
         guest = sum(s.memsz for s in self.image.elf.segments if s.type == PT_LOAD) + self.cpus * STACK_SIZE
@@ -78,16 +78,16 @@ class EmulatorTarget:
                             self.cpus * self.buffer_size, threads)
 
     def _boot(self) -> None:
-        from sdtgen.boot.clock import guest_clock
-        from sdtgen.boot.consumer import Consumer, Ring, StoppedMemory
-        from sdtgen.boot.smp import Smp
+        from sdtgen.targets.emulator.clock import guest_clock
+        from sdtgen.targets.emulator.smp import Smp
+        from sdtgen.transport.consumer import Consumer, Ring, StoppedMemory
 
         arch = self.image.arch
         self._check_host()
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
         self.clock_name, self.clock_hz = guest_clock(arch)  # the rate the runtime is given (hooks.clock_hz)
         if self.modules:  # mapped before the other CPUs' engines, which share the memory
-            from sdtgen.boot.module import MODULE_AREA, module_area
+            from sdtgen.modlink import MODULE_AREA, module_area
 
             self.module_base = module_area(self.image)
             self.machine.map_area(self.module_base, MODULE_AREA, "the module area")
@@ -222,7 +222,7 @@ class EmulatorTarget:
     # -- modules ------------------------------------------------------------------------------------
     def load_module(self, path: str):
         """The host as the kernel's loader: the module relocated into the module area, then sdt_module_load."""
-        from sdtgen.boot.module import link_module
+        from sdtgen.modlink import link_module
         from sdtgen.targets.base import LoadedModule
 
         if not self.module_base:
@@ -250,8 +250,8 @@ class EmulatorTarget:
 
     def module_struct(self) -> int:
         """The kernel's memory for the runtime's struct sdt_module: the module area's last bytes."""
-        from sdtgen.boot.module import MODULE_AREA
         from sdtgen.layout import MODULE
+        from sdtgen.modlink import MODULE_AREA
 
         return (self.module_base + MODULE_AREA - MODULE.size(self.image.arch.bits)) & ~63
 
@@ -310,7 +310,7 @@ class EmulatorTarget:
         return r
 
     def enable_program(self, spec: str, mode: str, program: int, size: int) -> int:
-        from sdtgen.boot.runtime import MODES
+        from sdtgen.targets.emulator.runtime import MODES
 
         self._need_patched(spec)
         m = self.smp.cpus[0]
@@ -323,8 +323,8 @@ class EmulatorTarget:
     def take_tables(self) -> list:
         """sdt_agg_switch on CPU 0 (every CPU is stopped between commands: none is adding), then each CPU's frozen
         half read straight out of guest memory, believing nothing past the memory this target attached."""
-        from sdtgen.boot.platform import AGG_TABLE_BYTES
         from sdtgen.dscript.tables import AggTableError, read_cpu
+        from sdtgen.targets.emulator.platform import AGG_TABLE_BYTES
 
         if not self._tables:
             return []

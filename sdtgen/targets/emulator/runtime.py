@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sdtgen.arch.base import TAIL
-from sdtgen.boot.fast_unicorn import register_reader
-from sdtgen.boot.machine import GuestFault, Machine
-from sdtgen.boot.platform import MAX_SPEC_BYTES, Entries, Platform
 from sdtgen.errors import SdtError
 from sdtgen.layout import ERRORS, VALUES
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import Bounds, TableError, TableProbe, TableSite, module_sites, read_tables
+from sdtgen.targets.emulator.fast_unicorn import register_reader
+from sdtgen.targets.emulator.machine import GuestFault, Machine
+from sdtgen.targets.emulator.platform import MAX_SPEC_BYTES, Entries, Platform
 
 TRAP, BRANCH = "trap", "branch"
 ARM_MODES = (TRAP, BRANCH)

@@ -17,7 +17,7 @@ INTERVAL = 0.05  # seconds between the two readings
 
 def guest_clock(arch: Arch) -> tuple[str, int]:
     """(clock name, ticks a second)."""
-    from sdtgen.boot.machine import new_engine
+    from sdtgen.targets.emulator.machine import new_engine
 
     uc = new_engine(arch, 1 << 20)  # two instructions to translate
     uc.mem_map(BASE, 0x1000)

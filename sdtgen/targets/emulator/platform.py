@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from sdtgen.boot.machine import PAGE, Machine, Region
 from sdtgen.errors import SdtError
 from sdtgen.layout import AGG, CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
+from sdtgen.targets.emulator.machine import PAGE, Machine, Region
+from sdtgen.transport.geometry import packet_size_for
 
 SCRATCH = 4096  # bytes of host-call scratch per CPU: a trap frame, a probe spec, a call's string arguments
 SPEC_AT = 256  # where in the scratch a spec goes (after the frame)
@@ -31,8 +32,6 @@ STRINGS_AT = 2048  # where a call's string arguments go, each in a slot of its o
 STRING_SLOT = 256
 MAX_SPEC_BYTES = STRINGS_AT - SPEC_AT - 1
 HOOK_TRAPS = ("sync_cores", "notify", "report")
-MIN_PACKET = VALUES["SDT_MIN_PACKET"]
-MAX_PACKET = 1 << 16
 AGG_TABLE_BYTES = 256 * 1024  # a CPU's aggregation tables (two halves): about a hundred quantize rows a half
 PROGRAM_AREA = 4 * VALUES["SDT_PROG_MAX_BYTES"]  # programs the host writes before sdt_enable_program
 
@@ -75,10 +74,6 @@ def runtime_entries(image) -> Entries:
         protocol = image.read(values["protocol"], 6).split(b"\0")[0].decode("ascii") or "safe"
     return Entries({name: values[field] for field, name in FIELDS.items()}, protocol)
 
-
-def packet_size_for(buffer_size: int) -> int:
-    """Packets of a ring: 8 a ring, from 1 KiB (a full 6-string event fits) to 64 KiB."""
-    return max(MIN_PACKET, min(MAX_PACKET, buffer_size // 8))
 
 
 class Platform:

@@ -5,7 +5,7 @@ up to commit_seq, each copied and then claimed (read_seq moved from its number t
 writer moved it first: an overwriting writer claims the oldest unread packet itself before it reuses the
 slot, and counts it). A claim that fails drops the copy, which the writer may have been rewriting. So one
 piece of code serves a stopped machine (the emulated boot: a CPU trapping to its notify hook, or every
-CPU once a run ended) and a running one (QEMU's RAM mapped shared, sdtgen/targets/shared_ram.py). Field
+CPU once a run ended) and a running one (QEMU's RAM mapped shared, sdtgen/transport/shared_ram.py). Field
 offsets come from sdtgen/layout.py.
 
 Where a ring is and how many packets of what size it holds are the host's (it set the ring up, or the

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import itertools
 
-from sdtgen.boot.legit import legit_instructions
-from sdtgen.boot.machine import GuestFault
-from sdtgen.boot.runtime import MODES
 from sdtgen.errors import SdtError, printable
 from sdtgen.table import TableSite
 from sdtgen.targets.base import Summary
+from sdtgen.targets.emulator.legit import legit_instructions
+from sdtgen.targets.emulator.machine import GuestFault
+from sdtgen.targets.emulator.runtime import MODES
 
 MODULE_STEPS = (("trap", "sdt_module_unload"), ("trap", "sdt_module_load"), ("branch", "sdt_module_unload"),
                 ("branch", "sdt_module_load"))
@@ -39,7 +39,7 @@ SCRATCH_STACK = 0x2000  # below the observer's stack top: where its one instruct
 
 
 class Exhaustive:
-    """The check on an emulated boot (sdtgen/targets/emulator.py) of two CPUs: the last makes the changes."""
+    """The check on an emulated boot (sdtgen/targets/emulator/target.py) of two CPUs: the last makes the changes."""
 
     def __init__(self, target, symbol: str, module: bool = False) -> None:
         self.target = target

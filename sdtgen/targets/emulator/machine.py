@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdtgen.arch.base import Arch
-from sdtgen.boot.fast_unicorn import hold_the_gil_in_short_calls, look_up_register_classes_once
-from sdtgen.boot.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
-from sdtgen.boot.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
 from sdtgen.elf.reader import PF_X, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import CodeSpan, code_spans
+from sdtgen.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
+from sdtgen.targets.emulator.fast_unicorn import hold_the_gil_in_short_calls, look_up_register_classes_once
+from sdtgen.targets.emulator.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
 
 PAGE = 0x1000
 STACK_SIZE = 0x40000
@@ -129,7 +129,7 @@ class Machine:
         self.own: tuple[int, int] | None = None  # (the per-CPU page's address, this CPU's page's physical address)
         self.trap: Callable[[int], int] | None = None  # site -> where to resume
         # A CPU stopped from outside with no reason of its own asks this whether to wait and go on
-        # (sdtgen.boot.smp stops every other CPU to drop their translations).
+        # (sdtgen.targets.emulator.smp stops every other CPU to drop their translations).
         self.park: Callable[[Machine], bool] = lambda m: False
         self.last_miss: tuple[int, int] | None = None
         self._returned = False
@@ -446,7 +446,7 @@ class Machine:
             raise GuestFault("breakpoint trap", self._trapped_at)
         return self.trap(self._trapped_at)
 
-    # -- one CPU of several: calls run a quantum at a time (sdtgen.boot.smp schedules them) ----------------
+    # -- one CPU of several: calls run a quantum at a time (sdtgen.targets.emulator.smp schedules them) ----------------
     def begin_call(self, func: int, args: list[int]) -> None:
         """Set up ``func(*args)`` on this CPU's stack; ``step`` runs it."""
         self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)

@@ -8,7 +8,7 @@ import threading
 import time
 from contextlib import contextmanager, suppress
 
-from sdtgen.boot.limits import DEFAULT_TIMEOUT
+from sdtgen.limits import DEFAULT_TIMEOUT
 
 INTERRUPTED, TIMED_OUT = "interrupted", "timed out"
 ENDING = (signal.SIGTERM, signal.SIGHUP)  # the command is ending: the guest stops, the signal's handler does the rest

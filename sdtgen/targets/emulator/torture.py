@@ -33,11 +33,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sdtgen.boot.legit import legit_instructions
-from sdtgen.boot.machine import GuestFault, Machine
 from sdtgen.errors import SdtError, printable
 from sdtgen.table import TableSite
 from sdtgen.targets.base import Summary
+from sdtgen.targets.emulator.legit import legit_instructions
+from sdtgen.targets.emulator.machine import GuestFault, Machine
 
 GAP = 8  # the most rounds the CPUs run between two toggles
 CALL_ROUNDS = 20000  # rounds a call may take before it counts as a fault (a torn branch may loop)
@@ -51,7 +51,7 @@ class Watched:
 
 
 class Torture:
-    """Torture on an emulated boot (sdtgen/targets/emulator.py) of one more CPU than calls: the last toggles."""
+    """Torture on an emulated boot (sdtgen/targets/emulator/target.py) of one more CPU than calls: the last toggles."""
 
     def __init__(self, target, func: int, args: list[int], mask: int, toggles: int, timeout: float,
                  spec: str, mode: str = "branch") -> None:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sdtgen.layout import PACKET
-from sdtgen.qemu.frames import PACKET as PACKET_FRAME
-from sdtgen.qemu.frames import VERDICT, Frame, FrameError, verdict
+from sdtgen.transport.frames import PACKET as PACKET_FRAME
+from sdtgen.transport.frames import VERDICT, Frame, FrameError, verdict
 
 Consumer = Callable[[int, bytes], None]  # (cpu, the packet's content as it came)
 
