@@ -10,8 +10,8 @@
  * drives (docs/runtime.md#the-worked-examples): docs/control.md describes each of its ops.
  *
  * Its clock samples on a CPU of its own: `sample(n)` has the last CPU's timer interrupt fire the probe
- * tk:clock:tick:sample n times, one a tick, numbered from 0, while the caller waits; the shell's `samples`
- * says how many it has taken since boot. Those events are recorded on a CPU no call of the host's runs on,
+ * tk:clock:tick:sample n times, one a tick, numbered from 0, while the caller waits (sample_start() and
+ * sample_stop(): until stopped, the caller gone); the shell's `samples` says how many each CPU took since boot. Those events are recorded on a CPU no call of the host's runs on,
  * as a kernel's own interrupts and threads record them (docs/control.md's `flush`).
  *
  * What S-mode needs that an M-mode kernel does by itself:
@@ -340,17 +340,19 @@ static void timer_set(int on)
 static void tick(void)
 {
 	struct percpu *p = self();
-	unsigned long left = p->samples_left;
+	unsigned long left = __atomic_load_n(&p->samples_left, __ATOMIC_ACQUIRE);
 
 	if (left) {
 		SDT_PROBE2(tk, clock, tick, sample, p->sample_seq, (int)p->cpu);
 		p->sample_seq++;
 		p->samples_taken++;
-		__atomic_store_n(&p->samples_left, --left, __ATOMIC_RELEASE);	/* after the counts it reports */
+		/* after the counts it reports; sample_stop() may have set 0 meanwhile, and 0 it stays */
+		if (__atomic_compare_exchange_n(&p->samples_left, &left, left - 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			left--;
 	}
-	p->ticking = left != 0;
-	timer_set(p->ticking);
-	if (!left && p->sample_seq)	/* the last sample (not a stale tick): the caller may be asleep */
+	__atomic_store_n(&p->ticking, left != 0, __ATOMIC_RELEASE);
+	timer_set(left != 0);
+	if (!left)	/* the clock stops: the CPU that asked may be asleep waiting for it */
 		send_ipi(p->sampler);
 }
 
@@ -360,7 +362,7 @@ static void ipi(void)
 	struct percpu *p = self();
 
 	__asm__ __volatile__("csrc sip, %0" ::"r"(SIE_SSIE));
-	if (p->samples_left && !p->ticking) {	/* sample() asked: the clock starts */
+	if (__atomic_load_n(&p->samples_left, __ATOMIC_ACQUIRE) && !p->ticking) {	/* sample() asked: the clock starts */
 		p->ticking = 1;
 		timer_set(1);
 	}
@@ -502,17 +504,19 @@ static int samples_done(void *arg)
 	return !__atomic_load_n(&((struct percpu *)arg)->samples_left, __ATOMIC_ACQUIRE);
 }
 
-/* n samples from the last CPU's clock, one a tick, numbered from 0; waits until they are taken (the probe fires on
- * that CPU, in its timer interrupt, not here unless there is one CPU). The samples it took. */
-long sample(int n)
+static int clock_stopped(void *arg)
 {
-	struct percpu *p = &percpu[ncpus - 1];
+	return !__atomic_load_n(&((struct percpu *)arg)->ticking, __ATOMIC_ACQUIRE);
+}
 
-	if (n <= 0 || p->samples_left)
-		return 0;
+/* The last CPU's clock, asked for n samples (from 0) by this CPU; 0, or -1 while it takes others. */
+static int sample_begin(struct percpu *p, unsigned long n)
+{
+	if (__atomic_load_n(&p->samples_left, __ATOMIC_ACQUIRE) || !clock_stopped(p))
+		return -1;
 	p->sampler = self()->cpu;
 	p->sample_seq = 0;
-	__atomic_store_n(&p->samples_left, (unsigned long)n, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->samples_left, n, __ATOMIC_RELEASE);
 	if (p == self()) {
 		irq_off();
 		p->ticking = 1;
@@ -521,7 +525,37 @@ long sample(int n)
 	} else {
 		send_ipi(p->cpu);
 	}
+	return 0;
+}
+
+/* n samples from the last CPU's clock, one a tick, numbered from 0; waits until they are taken (the probe fires on
+ * that CPU, in its timer interrupt, not here unless there is one CPU). The samples it took. */
+long sample(int n)
+{
+	struct percpu *p = &percpu[ncpus - 1];
+
+	if (n <= 0 || sample_begin(p, (unsigned long)n))
+		return 0;
 	wait_until(samples_done, p);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return (long)p->sample_seq;
+}
+
+/* The last CPU's clock samples on every tick from now until sample_stop(): a kernel's own activity, recorded while
+ * the host does something else or nothing. 0, or -1 while it takes others. */
+long sample_start(void)
+{
+	return sample_begin(&percpu[ncpus - 1], ~0ul);
+}
+
+/* The clock stopped; the samples it took since it was started (what sample_start's run recorded, numbered from 0). */
+long sample_stop(void)
+{
+	struct percpu *p = &percpu[ncpus - 1];
+
+	p->sampler = self()->cpu;
+	__atomic_store_n(&p->samples_left, 0, __ATOMIC_RELEASE);
+	wait_until(clock_stopped, p);	/* its next tick sees 0 and sets no other */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return (long)p->sample_seq;
 }

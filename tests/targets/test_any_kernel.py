@@ -11,6 +11,7 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -201,6 +202,42 @@ def test_attach_reads_every_event_a_kernel_recorded_on_its_own_cpu_before_it_lea
     assert stats["lost"] == 0 and stats["hits"] == {"tk:clock:tick:sample": SAMPLES}
     shown = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
     assert [int(re.search(r"cpu_id = 1, .*arg0 = (\d+)", line)[1]) for line in shown] == list(range(SAMPLES))
+
+
+def test_attach_i_shows_what_a_kernel_records_on_its_own_and_leaves_nothing_recorded_for_the_next_session(
+        running_tinyk, tinyk):
+    """tinyk's clock samples on CPU 1 with no call of the host's running: `attach -i` shows its events while the console
+    waits for its user, and when the user leaves, it disarms before its last flush and drain. Every sample recorded
+    while armed arrives, numbered from 0 with no gap, and the next session, which arms nothing, finds none left in
+    the ring (one recorded after the last drain would be read there, as its own); the kernel's count is the last
+    word."""
+    a = subprocess.Popen([SDTGEN, "attach", "--serial", running_tinyk, str(tinyk), "-i", "--json", "--enable",
+                          "tk:clock::", "--run", "sample_start", "--cpu", "0"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = []
+    stuck = threading.Timer(30, a.kill)  # a console that shows nothing while it waits would wait for ever
+    stuck.start()
+    for line in a.stdout:  # half of CPU 1's ring fills and is sent while the console waits: shown as it arrives
+        first.append(json.loads(line))
+        if first[-1]["event"] == "fire":
+            break
+    stuck.cancel()
+    assert first and first[-1]["event"] == "fire", "nothing the kernel recorded was shown while the console waited"
+    a.stdin.close()  # the user leaves
+    out, err = a.stdout.read(), a.stderr.read()  # the lines already read ahead stay in a.stdout's buffer
+    assert a.wait(timeout=60) == 0, err
+    events = first + [json.loads(line) for line in out.splitlines()]
+    got = [args[0] for probe, args in fired(events, 1) if probe == "tk:clock:tick:sample"]
+    assert got == list(range(len(got))) and got, f"{len(got)} samples arrived, not each of 0 to {max(got, default=0)}"
+    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--run", "sample_stop", "--cpu", "0")
+    assert r.returncode == 0, r.stderr
+    after = [json.loads(line) for line in r.stdout.splitlines()]
+    left = fired(after, 1)
+    assert not left, f"{len(left)} samples of the first session were left in the ring, read by the next"
+    [taken] = [e["value"] for e in after if e["event"] == "return"]
+    assert taken > len(got)  # the kernel's count: the clock went on, disarmed, once the first session left
+    assert not [e for e in events if e["event"] == "warning"], err  # no CPU's packet was left open
+    assert [e["lost"] for e in events if e["event"] == "stats"] == [0]
 
 
 @pytest.fixture(scope="module")
