@@ -46,6 +46,7 @@ SDT_PROBE_DEFINE2(tk, clock, tick, sample, "unsigned long", "int");
 #define SBI_EXT_IPI 0x735049	/* "sPI" */
 #define SBI_EXT_HSM 0x48534d	/* "HSM" */
 #define SBI_EXT_SRST 0x53525354	/* "SRST" */
+#define SBI_ERR_ALREADY_AVAILABLE (-6)	/* hart_start: the hart runs already */
 
 typedef unsigned long word;
 
@@ -590,12 +591,22 @@ void tinyk_secondary(word hart)
 	}
 }
 
+static int all_online(unsigned harts)
+{
+	unsigned k;
+
+	for (k = 0; k < MAX_CPUS; k++)
+		if ((harts >> k & 1) && !__atomic_load_n(&percpu[k].online, __ATOMIC_ACQUIRE))
+			return 0;
+	return 1;
+}
+
 void tinyk_main(word hart)
 {
 	static struct sdt_range text, readable;
 	static struct sdt_hooks hooks;
 	static struct sdt_control_ops ops;
-	unsigned k;
+	unsigned k, harts = 0;
 	sdt_u64 until;
 
 	cpu_init((unsigned)hart);
@@ -620,11 +631,14 @@ void tinyk_main(word hart)
 	ncpus = (unsigned)hart + 1;
 	sdt_init(&hooks);	/* before any other hart runs kernel code */
 	__atomic_store_n(&released, 1, __ATOMIC_RELEASE);
-	for (k = 0; k < MAX_CPUS; k++)	/* OpenSBI may have left them stopped (HSM): start them here */
-		if (k != hart)
-			sbi(SBI_EXT_HSM, 0, k, (long)(word)_start, 0);
+	for (k = 0; k < MAX_CPUS; k++) {	/* OpenSBI may have left them stopped (HSM): start them here */
+		long e = k == hart ? 0 : sbi(SBI_EXT_HSM, 0, k, (long)(word)_start, 0);
+		if (e == 0 || e == SBI_ERR_ALREADY_AVAILABLE)	/* started now, or running already: it will check in */
+			harts |= 1u << k;
+	}
 	percpu[hart].online = 1;
-	for (until = clock() + TIMEBASE_HZ / 20; clock() < until;)	/* 50 ms for every hart to check in */
+	/* Every hart that exists checks in: a second at most, since a busy host may run a vCPU's thread late. */
+	for (until = clock() + TIMEBASE_HZ; clock() < until && !all_online(harts);)
 		;
 	for (ncpus = 0; ncpus < MAX_CPUS && percpu[ncpus].online; ncpus++)
 		;
