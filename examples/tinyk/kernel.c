@@ -11,8 +11,10 @@
  *
  * Its clock samples on a CPU of its own: `sample(n)` has the last CPU's timer interrupt fire the probe
  * tk:clock:tick:sample n times, one a tick, numbered from 0, while the caller waits (sample_start() and
- * sample_stop(): until stopped, the caller gone); the shell's `samples` says how many each CPU took since boot. Those events are recorded on a CPU no call of the host's runs on,
- * as a kernel's own interrupts and threads record them (docs/control.md's `flush`).
+ * sample_stop(): until stopped, the caller gone); the shell's `samples` says how many each CPU took
+ * since boot. Those events are recorded on a CPU no call of the host's runs on, as a kernel's own
+ * interrupts and threads record them (docs/control.md's `flush`). The probe's breakpoint (--arm trap)
+ * nests in the timer's trap: start.S keeps sstatus, which the nested trap and its sret overwrite.
  *
  * What S-mode needs that an M-mode kernel does by itself:
  *   - rdtime works only because M-mode (OpenSBI) sets mcounteren.TM;
