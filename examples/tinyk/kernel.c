@@ -9,13 +9,25 @@
  * `sdtgen attach` drives it when QEMU runs on its own. It is the worked example of a kernel a host
  * drives (docs/runtime.md#the-worked-examples): docs/control.md describes each of its ops.
  *
+ * Its clock samples on a CPU of its own: `sample(n)` has the last CPU's timer interrupt fire the probe
+ * tk:clock:tick:sample n times, one a tick, numbered from 0, while the caller waits (sample_start() and
+ * sample_stop(): until stopped, the caller gone); the shell's `samples` says how many each CPU took
+ * since boot. Those events are recorded on a CPU no call of the host's runs on, as a kernel's own
+ * interrupts and threads record them (docs/control.md's `flush`). The probe's breakpoint (--arm trap)
+ * nests in the timer's trap: start.S keeps sstatus, which the nested trap and its sret overwrite.
+ *
  * What S-mode needs that an M-mode kernel does by itself:
  *   - rdtime works only because M-mode (OpenSBI) sets mcounteren.TM;
  *   - an IPI is an SBI call (the IPI extension), arriving as a supervisor software interrupt;
+ *   - a timer is an SBI call (the TIME extension), arriving as a supervisor timer interrupt;
  *   - a breakpoint arrives with scause 3 and sepc at the ebreak.
  */
+#include <sdt.h>
 #include <sdt_runtime.h>
 #include <sdt_setjmp.h>
+
+SDT_PROVIDER_DECLARE(tk);
+SDT_PROBE_DEFINE2(tk, clock, tick, sample, "unsigned long", "int");
 
 #define MAX_CPUS 8	/* harts 0..7 (start.S's stacks) */
 #define RING (64 << 10)	/* each CPU's trace ring */
@@ -26,12 +38,17 @@
 #define TIMEBASE_HZ 10000000ull	/* virt's timebase-frequency (the device tree says so) */
 #define SCAUSE_IRQ (1ul << 63)
 #define IRQ_SSOFT 1
+#define IRQ_STIMER 5
 #define EXC_BREAKPOINT 3
 #define SIE_SSIE (1ul << 1)
+#define SIE_STIE (1ul << 5)
+#define TICK_HZ 1000	/* the clock's rate while it samples */
 #define SSTATUS_SIE (1ul << 1)
+#define SBI_EXT_TIME 0x54494d45	/* "TIME" */
 #define SBI_EXT_IPI 0x735049	/* "sPI" */
 #define SBI_EXT_HSM 0x48534d	/* "HSM" */
 #define SBI_EXT_SRST 0x53525354	/* "SRST" */
+#define SBI_ERR_ALREADY_AVAILABLE (-6)	/* hart_start: the hart runs already */
 
 typedef unsigned long word;
 
@@ -44,6 +61,11 @@ struct percpu {
 	void (*volatile job)(void *);	/* posted by another CPU (the control core's start), cleared when done */
 	void *job_arg;
 	unsigned poster;
+	volatile unsigned long samples_left;	/* ticks this CPU's clock still has to sample (sample()) */
+	unsigned long sample_seq;	/* the next sample's number */
+	volatile unsigned long samples_taken;	/* every sample since boot: the shell's `samples` */
+	volatile int ticking;	/* its timer is set */
+	unsigned sampler;	/* the CPU that asked (it waits for the last sample) */
 	sdt_jmp_buf recover;	/* where a fault in a guarded call jumps back to (sdt_setjmp: integer registers only) */
 	volatile int guarded;
 	struct sdt_control_fault fault;
@@ -173,20 +195,48 @@ static void drain_all(void)
 
 /* -- the shell, on the control core's UART ----------------------------------------------------------- */
 
-/* One line typed at tinyk's shell: `echo TEXT` says TEXT. Its output is console bytes, outside frames. */
-static void shell_line(const char *line, unsigned n)
+static void put_decimal(unsigned long v)
 {
-	static const char echo[] = "echo ";
+	char digits[20];
+	unsigned n = 0;
+
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (n)
+		putc(digits[--n]);
+}
+
+/* Whether the line's n bytes are ``word`` (and, when ``more``, what follows it after a space). */
+static int is(const char *line, unsigned n, const char *word, int more)
+{
 	unsigned i = 0;
 
-	while (i < sizeof(echo) - 1 && i < n && line[i] == echo[i])
+	while (word[i] && i < n && line[i] == word[i])
 		i++;
+	return !word[i] && (more ? i < n && line[i] == ' ' : i == n);
+}
+
+/* One line typed at tinyk's shell: `echo TEXT` says TEXT; `samples` the samples each CPU's clock has taken since
+ * boot (`samples CPU N` a CPU). Its output is console bytes, outside frames. */
+static void shell_line(const char *line, unsigned n)
+{
+	unsigned k;
+
 	lock(&uart_lock);
-	if (i == sizeof(echo) - 1) {
-		put(line + i, n - i);
+	if (is(line, n, "echo", 1)) {
+		put(line + 5, n - 5);
 		puts_raw("\r\n");
+	} else if (is(line, n, "samples", 0)) {
+		for (k = 0; k < ncpus; k++) {
+			puts_raw("samples ");
+			put_decimal(k);
+			putc(' ');
+			put_decimal(percpu[k].samples_taken);
+			puts_raw("\r\n");
+		}
 	} else if (n) {
-		puts_raw("tinyk: echo TEXT is all this shell knows\r\n");
+		puts_raw("tinyk: echo TEXT and samples are all this shell knows\r\n");
 	}
 	unlock(&uart_lock);
 }
@@ -282,12 +332,43 @@ static void report(const struct sdt_site *site, const char *line)
 
 /* -- traps --------------------------------------------------------------------------------------- */
 
+/* The next tick in 1/TICK_HZ s; or none (the timer's compare value at its maximum clears the pending tick). */
+static void timer_set(int on)
+{
+	sbi(SBI_EXT_TIME, 0, on ? (long)(clock() + TIMEBASE_HZ / TICK_HZ) : -1l, 0, 0);
+}
+
+/* A tick of this CPU's clock: the next sample, and the next tick while samples are wanted; the CPU that asked
+ * is told when the last is taken. A breakpoint taken here nests in the interrupt: start.S keeps sstatus. */
+static void tick(void)
+{
+	struct percpu *p = self();
+	unsigned long left = __atomic_load_n(&p->samples_left, __ATOMIC_ACQUIRE);
+
+	if (left) {
+		SDT_PROBE2(tk, clock, tick, sample, p->sample_seq, (int)p->cpu);
+		p->sample_seq++;
+		p->samples_taken++;
+		/* after the counts it reports; sample_stop() may have set 0 meanwhile, and 0 it stays */
+		if (__atomic_compare_exchange_n(&p->samples_left, &left, left - 1, 0, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			left--;
+	}
+	__atomic_store_n(&p->ticking, left != 0, __ATOMIC_RELEASE);
+	timer_set(left != 0);
+	if (!left)	/* the clock stops: the CPU that asked may be asleep waiting for it */
+		send_ipi(p->sampler);
+}
+
 static void ipi(void)
 {
 	unsigned long gen = __atomic_load_n(&sync_gen, __ATOMIC_ACQUIRE);
 	struct percpu *p = self();
 
 	__asm__ __volatile__("csrc sip, %0" ::"r"(SIE_SSIE));
+	if (__atomic_load_n(&p->samples_left, __ATOMIC_ACQUIRE) && !p->ticking) {	/* sample() asked: the clock starts */
+		p->ticking = 1;
+		timer_set(1);
+	}
 	if (p->synced >= gen)
 		return;	/* a wake-up: a job, or a job done */
 	__asm__ __volatile__("fence.i" ::: "memory");
@@ -335,6 +416,10 @@ void tinyk_trap(word cause, word tval, word *r)
 
 	if (cause == (SCAUSE_IRQ | IRQ_SSOFT)) {
 		ipi();
+		return;
+	}
+	if (cause == (SCAUSE_IRQ | IRQ_STIMER)) {
+		tick();
 		return;
 	}
 	if (cause == EXC_BREAKPOINT) {
@@ -415,6 +500,69 @@ static void power_off(int code)
 		__asm__ __volatile__("wfi");
 }
 
+/* -- the clock's samples --------------------------------------------------------------------------- */
+
+static int samples_done(void *arg)
+{
+	return !__atomic_load_n(&((struct percpu *)arg)->samples_left, __ATOMIC_ACQUIRE);
+}
+
+static int clock_stopped(void *arg)
+{
+	return !__atomic_load_n(&((struct percpu *)arg)->ticking, __ATOMIC_ACQUIRE);
+}
+
+/* The last CPU's clock, asked for n samples (from 0) by this CPU; 0, or -1 while it takes others. */
+static int sample_begin(struct percpu *p, unsigned long n)
+{
+	if (__atomic_load_n(&p->samples_left, __ATOMIC_ACQUIRE) || !clock_stopped(p))
+		return -1;
+	p->sampler = self()->cpu;
+	p->sample_seq = 0;
+	__atomic_store_n(&p->samples_left, n, __ATOMIC_RELEASE);
+	if (p == self()) {
+		irq_off();
+		p->ticking = 1;
+		timer_set(1);
+		irq_on();
+	} else {
+		send_ipi(p->cpu);
+	}
+	return 0;
+}
+
+/* n samples from the last CPU's clock, one a tick, numbered from 0; waits until they are taken (the probe fires on
+ * that CPU, in its timer interrupt, not here unless there is one CPU). The samples it took. */
+long sample(int n)
+{
+	struct percpu *p = &percpu[ncpus - 1];
+
+	if (n <= 0 || sample_begin(p, (unsigned long)n))
+		return 0;
+	wait_until(samples_done, p);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return (long)p->sample_seq;
+}
+
+/* The last CPU's clock samples on every tick from now until sample_stop(): a kernel's own activity, recorded while
+ * the host does something else or nothing. 0, or -1 while it takes others. */
+long sample_start(void)
+{
+	return sample_begin(&percpu[ncpus - 1], ~0ul);
+}
+
+/* The clock stopped; the samples it took since it was started (what sample_start's run recorded, numbered from 0). */
+long sample_stop(void)
+{
+	struct percpu *p = &percpu[ncpus - 1];
+
+	p->sampler = self()->cpu;
+	__atomic_store_n(&p->samples_left, 0, __ATOMIC_RELEASE);
+	wait_until(clock_stopped, p);	/* its next tick sees 0 and sets no other */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return (long)p->sample_seq;
+}
+
 /* -- boot ---------------------------------------------------------------------------------------- */
 
 static void cpu_init(unsigned hart)
@@ -423,7 +571,7 @@ static void cpu_init(unsigned hart)
 
 	p->cpu = hart;
 	__asm__ __volatile__("mv tp, %0" ::"r"(p));
-	__asm__ __volatile__("csrs sie, %0" ::"r"(SIE_SSIE));
+	__asm__ __volatile__("csrs sie, %0" ::"r"(SIE_SSIE | SIE_STIE));
 }
 
 void tinyk_secondary(word hart)
@@ -445,12 +593,22 @@ void tinyk_secondary(word hart)
 	}
 }
 
+static int all_online(unsigned harts)
+{
+	unsigned k;
+
+	for (k = 0; k < MAX_CPUS; k++)
+		if ((harts >> k & 1) && !__atomic_load_n(&percpu[k].online, __ATOMIC_ACQUIRE))
+			return 0;
+	return 1;
+}
+
 void tinyk_main(word hart)
 {
 	static struct sdt_range text, readable;
 	static struct sdt_hooks hooks;
 	static struct sdt_control_ops ops;
-	unsigned k;
+	unsigned k, harts = 0;
 	sdt_u64 until;
 
 	cpu_init((unsigned)hart);
@@ -475,11 +633,14 @@ void tinyk_main(word hart)
 	ncpus = (unsigned)hart + 1;
 	sdt_init(&hooks);	/* before any other hart runs kernel code */
 	__atomic_store_n(&released, 1, __ATOMIC_RELEASE);
-	for (k = 0; k < MAX_CPUS; k++)	/* OpenSBI may have left them stopped (HSM): start them here */
-		if (k != hart)
-			sbi(SBI_EXT_HSM, 0, k, (long)(word)_start, 0);
+	for (k = 0; k < MAX_CPUS; k++) {	/* OpenSBI may have left them stopped (HSM): start them here */
+		long e = k == hart ? 0 : sbi(SBI_EXT_HSM, 0, k, (long)(word)_start, 0);
+		if (e == 0 || e == SBI_ERR_ALREADY_AVAILABLE)	/* started now, or running already: it will check in */
+			harts |= 1u << k;
+	}
 	percpu[hart].online = 1;
-	for (until = clock() + TIMEBASE_HZ / 20; clock() < until;)	/* 50 ms for every hart to check in */
+	/* Every hart that exists checks in: a second at most, since a busy host may run a vCPU's thread late. */
+	for (until = clock() + TIMEBASE_HZ; clock() < until && !all_online(harts);)
 		;
 	for (ncpus = 0; ncpus < MAX_CPUS && percpu[ncpus].online; ncpus++)
 		;

@@ -4,6 +4,8 @@
  * HSM extension, and arrive here too): the first to take the lottery boots the kernel, the others
  * wait until it lets them go. One trap vector: the registers go on the interrupted stack as r[32]
  * (r[0] holds sepc, r[2] the interrupted sp), tinyk_trap() may change them, they come back from there.
+ * sstatus is kept beside them: a breakpoint taken inside the clock's interrupt handler (a probe there)
+ * overwrites SPIE and SPP, and the handler's own sret must return with the interrupted code's.
  */
 #define STACK 16384
 #define MAX_HARTS 8
@@ -45,7 +47,7 @@ wait:
 
 	.align 4
 trap_entry:
-	addi	sp, sp, -256
+	addi	sp, sp, -272
 	sd	x1, 8(sp)
 	sd	x3, 24(sp)
 	sd	x4, 32(sp)
@@ -76,14 +78,18 @@ trap_entry:
 	sd	x29, 232(sp)
 	sd	x30, 240(sp)
 	sd	x31, 248(sp)
-	addi	t0, sp, 256
+	addi	t0, sp, 272
 	sd	t0, 16(sp)
 	csrr	t0, sepc
 	sd	t0, 0(sp)
+	csrr	t0, sstatus
+	sd	t0, 256(sp)
 	csrr	a0, scause
 	csrr	a1, stval
 	mv	a2, sp
 	call	tinyk_trap
+	ld	t0, 256(sp)
+	csrw	sstatus, t0
 	ld	t0, 0(sp)
 	csrw	sepc, t0
 	ld	x1, 8(sp)

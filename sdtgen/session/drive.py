@@ -216,6 +216,8 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
     except (Stopped, KeyboardInterrupt, Halted):
         if ticker is not None:
             ticker.stop()
+        with contextlib.suppress(SdtError, Stopped, KeyboardInterrupt, Halted):
+            session.leave()
         session.finish_trace(interrupted=True)
         if not session.halted:  # as dtrace does on Ctrl-C: what was aggregated is printed
             with contextlib.suppress(Stopped, KeyboardInterrupt, Halted):
@@ -224,6 +226,7 @@ def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bo
     finally:
         if ticker is not None:
             ticker.stop()
+    session.leave()  # an attached kernel's probes disarmed first: it records nothing after the last drain
     session.drain()  # what each CPU still holds in its open packet, closed and read before the session ends
     session.finish_trace()
     session.printa()

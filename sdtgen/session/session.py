@@ -531,6 +531,12 @@ class Session:
                 self.reporter.error(f"{what}: {h}", h.fix)
             raise
 
+    def leave(self) -> None:
+        """A kernel the session leaves running (attach): what the session armed, disarmed before its last drain."""
+        leave = getattr(self.target, "leave", None)
+        if leave is not None and not self.halted:
+            self._guard(leave, "disable")
+
     def drain(self) -> None:
         """Every CPU's open packet closed and every closed packet read, shown in time order."""
         self._guard(self.target.drain, "drain")

@@ -171,8 +171,17 @@ class AttachTarget(ControlTarget):
         self.programs.append(spec)
         return n
 
+    def leave(self) -> None:
+        """The probes this session armed, disarmed while the kernel still answers, before the session's last flush and
+        drain: every event the kernel records on its own CPUs until then is read, and none stays in a ring, unread and
+        uncounted, for the next session to show as its own. Its programs stay attached until close, for the last
+        printa."""
+        for spec in reversed(self.armed):
+            self.disable(spec)
+        self.armed = []
+
     def close(self) -> None:
-        """The probes this session armed, disarmed; the line is the caller's to close."""
+        """What this session armed and did not disarm on leaving, disarmed; the line is the caller's to close."""
         if not self.halted:
             try:
                 for spec in reversed(self.programs):  # detached: the kernel's own firings cost nothing again

@@ -5,14 +5,17 @@ run on one CPU or all, traced and tortured, each firing the native run's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
-from helpers import need_tool, run, sdtgen
+from helpers import CROSS, ROOT, SDTGEN, need_tool, run, sdtgen
 from native import Call, run_native
 
 from sdtgen import arch as arches
@@ -46,7 +49,7 @@ def test_sdtgen_qemu_boots_it_with_its_own_qemu_arguments_and_every_cpu_fires_th
                *run_args(CALLS[:1], cpu=1), "--", *OPENSBI)
     assert r.returncode == 0, r.stderr
     events = [e for e in map(json.loads, r.stdout.splitlines()) if e["event"] != "console"]  # OpenSBI's banner
-    assert events[0] == {"event": "patched", "sites": 5, "refused": 0, "folded": 0}
+    assert events[0] == {"event": "patched", "sites": 6, "refused": 0, "folded": 0}  # tk:::, and the clock's sample
     want = expected(tinyk_native, CALLS)
     assert fired(events, 0) == want
     assert fired(events, 1) == want + expected(tinyk_native, CALLS[:1])  # --cpu 1: the last run, on CPU 1 only
@@ -85,19 +88,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def running_tinyk(tinyk):
-    """tinyk booted by QEMU on its own, its UART a TCP server: a kernel that is already running."""
+@contextlib.contextmanager
+def listening(image):
+    """``image`` booted by QEMU on its own (two CPUs), its UART a TCP server: a kernel that is already running."""
     a = arches.by_name("riscv64")
     port = free_port()
     qemu = subprocess.Popen([need_tool(a.qemu.binary, a.qemu.package), "-machine", "virt", "-smp", "2", "-m", "128M",
                              *OPENSBI, "-nodefaults", "-display", "none", "-monitor", "none",
-                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off", "-kernel", str(tinyk)],
+                             "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off", "-kernel", str(image)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)
-    yield f"tcp:127.0.0.1:{port}"
-    qemu.kill()
-    qemu.wait()
+    try:
+        yield f"tcp:127.0.0.1:{port}"
+    finally:
+        qemu.kill()
+        qemu.wait()
+
+
+@pytest.fixture
+def running_tinyk(tinyk):
+    """tinyk booted by QEMU on its own, its UART a TCP server: a kernel that is already running."""
+    with listening(tinyk) as serial:
+        yield serial
 
 
 def test_sdtgen_attach_arms_runs_and_traces_a_running_kernel_and_disarms_when_it_leaves(running_tinyk, tinyk,
@@ -146,6 +158,118 @@ def test_a_shell_on_the_same_uart_keeps_its_half_typed_line_while_attach_drives_
     assert not [e for e in events if e["event"] == "console"]  # the shell heard none of attach's lines
     shown = typed(running_tinyk, b"dle\n", until=b"\r\n")
     assert shown == b"middle\r\n"
+
+
+SAMPLES = 300  # tinyk's clock samples at 1 kHz: more than two 4 KiB packets of CPU 1's ring, the last one open
+
+
+def samples_attached(serial: str, image, *extra) -> tuple[subprocess.CompletedProcess, list[dict], list[int]]:
+    """`sdtgen attach` arming tinyk's clock probe, and a call on CPU 0 that waits while CPU 1's timer interrupt takes
+    SAMPLES samples, one a tick, each firing tk:clock:tick:sample with its number: every event is recorded on CPU 1,
+    where the host runs nothing. The session, its JSON events, and the sample numbers that arrived, in order."""
+    r = sdtgen("attach", "--serial", serial, image, "--json", "--enable", "tk:clock::", "--run", "sample", "--arg",
+               SAMPLES, "--cpu", "0", *extra)
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    return r, events, [args[0] for probe, args in fired(events, 1) if probe == "tk:clock:tick:sample"]
+
+
+def samples_taken(serial: str) -> dict[int, int]:
+    """The kernel's own count, asked at its shell once attach has left: the samples each CPU's clock took."""
+    host, port = serial.removeprefix("tcp:").rsplit(":", 1)
+    seen = b""
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+        s.sendall(b"samples\n")
+        while not re.search(rb"samples 1 \d+\r\n", seen):
+            chunk = s.recv(4096)
+            assert chunk, f"the console closed after {seen!r}"
+            seen += chunk
+    time.sleep(0.2)  # QEMU takes the next connection once it saw this one close
+    return {int(m[1]): int(m[2]) for m in re.finditer(rb"samples (\d+) (\d+)\r\n", seen)}
+
+
+def test_attach_reads_every_event_a_kernel_recorded_on_its_own_cpu_before_it_leaves(running_tinyk, tinyk, tmp_path):
+    """tinyk's timer interrupt on CPU 1 records SAMPLES events while the host's only call waits on CPU 0: when
+    attach leaves, every one has arrived, in order, once each (CPU 1's open packet flushed there), `lost` is a
+    truthful 0, and the kernel's own count at its shell and babeltrace2's reading of the trace agree."""
+    trace = tmp_path / "trace"
+    r, events, got = samples_attached(running_tinyk, tinyk, "--trace", trace)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    assert samples_taken(running_tinyk) == {0: 0, 1: SAMPLES}  # the kernel's count, not the session's
+    assert [e["value"] for e in events if e["event"] == "return"] == [SAMPLES]
+    assert got == list(range(SAMPLES)), f"{len(got)} of {SAMPLES} samples arrived"
+    assert not fired(events, 0) and not [e for e in events if e["event"] == "warning"]
+    [stats] = [e for e in events if e["event"] == "stats"]
+    assert stats["lost"] == 0 and stats["hits"] == {"tk:clock:tick:sample": SAMPLES}
+    shown = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+    assert [int(re.search(r"cpu_id = 1, .*arg0 = (\d+)", line)[1]) for line in shown] == list(range(SAMPLES))
+
+
+def test_attach_i_shows_what_a_kernel_records_on_its_own_and_leaves_nothing_recorded_for_the_next_session(
+        running_tinyk, tinyk):
+    """tinyk's clock samples on CPU 1 with no call of the host's running: `attach -i` shows its events while the console
+    waits for its user, and when the user leaves, it disarms before its last flush and drain. Every sample recorded
+    while armed arrives, numbered from 0 with no gap, and the next session, which arms nothing, finds none left in
+    the ring (one recorded after the last drain would be read there, as its own); the kernel's count is the last
+    word."""
+    a = subprocess.Popen([SDTGEN, "attach", "--serial", running_tinyk, str(tinyk), "-i", "--json", "--enable",
+                          "tk:clock::", "--run", "sample_start", "--cpu", "0"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = []
+    stuck = threading.Timer(30, a.kill)  # a console that shows nothing while it waits would wait for ever
+    stuck.start()
+    for line in a.stdout:  # half of CPU 1's ring fills and is sent while the console waits: shown as it arrives
+        first.append(json.loads(line))
+        if first[-1]["event"] == "fire":
+            break
+    stuck.cancel()
+    assert first and first[-1]["event"] == "fire", "nothing the kernel recorded was shown while the console waited"
+    a.stdin.close()  # the user leaves
+    out, err = a.stdout.read(), a.stderr.read()  # the lines already read ahead stay in a.stdout's buffer
+    assert a.wait(timeout=60) == 0, err
+    events = first + [json.loads(line) for line in out.splitlines()]
+    got = [args[0] for probe, args in fired(events, 1) if probe == "tk:clock:tick:sample"]
+    assert got == list(range(len(got))) and got, f"{len(got)} samples arrived, not each of 0 to {max(got, default=0)}"
+    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--run", "sample_stop", "--cpu", "0")
+    assert r.returncode == 0, r.stderr
+    after = [json.loads(line) for line in r.stdout.splitlines()]
+    left = fired(after, 1)
+    assert not left, f"{len(left)} samples of the first session were left in the ring, read by the next"
+    [taken] = [e["value"] for e in after if e["event"] == "return"]
+    assert taken > len(got)  # the kernel's count: the clock went on, disarmed, once the first session left
+    assert not [e for e in events if e["event"] == "warning"], err  # no CPU's packet was left open
+    assert [e["lost"] for e in events if e["event"] == "stats"] == [0]
+
+
+@pytest.fixture(scope="module")
+def tinyk_unflushable(tmp_path_factory):
+    """tinyk built with a copy of the runtime whose `flush` reaches no CPU but the control core's (as when the kernel's
+    start op cannot run a job there): the copy only, in this test's own directory."""
+    need_tool(*CROSS["riscv64"])
+    out = tmp_path_factory.mktemp("tinyk-unflushable")
+    runtime = out / "runtime"
+    shutil.copytree(run([SDTGEN, "runtime-dir"]).stdout.strip(), runtime)
+    control = runtime / "sdt_control.c"
+    text = control.read_text()
+    flush = "\t\tif (k != here && ops.start)\n\t\t\tpost(k, here, job_flush);\n"
+    assert text.count(flush) == 1, "sdt_control.c's flush changed: update this test's copy"
+    control.write_text(text.replace(flush, "\t\tif (k != here && ops.start)\n\t\t\tcpu_at(k)->done = 1;\n"))
+    run(["make", "-C", str(ROOT / "examples" / "tinyk"), f"O={out}", f"SDTGEN={SDTGEN}", f"SDT_RUNTIME_DIR={runtime}"])
+    return out / "tinyk.elf"
+
+
+def test_a_cpu_whose_open_packet_flush_cannot_close_is_said_with_the_events_the_kernel_recorded_there(
+        tinyk_unflushable):
+    """The same session against a kernel whose flush cannot reach CPU 1: the samples in its open packet do not arrive
+    (the first test would fail here), and attach says so, with exactly the count the kernel's own says is missing."""
+    with listening(tinyk_unflushable) as serial:
+        r, events, got = samples_attached(serial, tinyk_unflushable)
+        taken = samples_taken(serial)
+    assert r.returncode == 0, r.stderr
+    assert taken == {0: 0, 1: SAMPLES} and 0 < len(got) < SAMPLES  # the open packet's samples are missing
+    assert got == list(range(len(got)))  # what arrived is every closed packet's, in order
+    [said] = [e["text"] for e in events if e["event"] == "warning"]
+    assert said == (f"CPU 1's open packet could not be closed (the kernel runs no call on that CPU, or it was "
+                    f"recording): the {SAMPLES - len(got)} events in it are not read"), said
 
 
 def test_the_hello_counts_every_site_the_table_holds_as_patched(tinyk):
