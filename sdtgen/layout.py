@@ -575,6 +575,40 @@ CONSTANTS += (
     ("SDT_FRAME_TABLES", ord("A"), "a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as "
      "it stood, then the half's arena, used[1 - want] bytes"),
 )
+
+# -- what a host hands a kernel besides the control line ------------------------------------------------
+# The QEMU module file (`sdtgen qemu --module FILE`, fixtures/qemu/platform.c's loader): a header, then the
+# module as the host relocated it for the loader's area. On AArch64 and x86 QEMU gives it as the fw_cfg file
+# SDT_MODULE_FILE_NAME; on RISC-V (QEMU 7's virt machine makes its fw_cfg after -fw_cfg files are taken) its
+# loader device puts it at the image's end (_end) rounded up to SDT_MODULE_FILE_ALIGN, where the kernel takes
+# it before anything else uses that memory.
+MODULE_FILE = Layout("sdt_module_file", "The header of the module file a host gives a kernel's loader: the "
+                     "module follows at SDT_MODULE_FILE_HEADER, relocated for the loader's area + "
+                     "SDT_MODULE_FILE_HEADER (every address below is one there).", (
+    Field("magic", "u64", "SDT_MODULE_FILE_MAGIC"),
+    Field("table", "u64", "the module's struct sdt_module_table"),
+    Field("text", "u64", "its code: what sdt_module_load is given"),
+    Field("text_size", "u64", ""),
+    Field("size", "u64", "bytes of the module after the header"),
+))
+LAYOUTS += (MODULE_FILE,)
+CONSTANTS += (
+    ("SDT_MODULE_FILE_MAGIC", 0x4C55444F4D544453, "\"SDTMODUL\" in a little-endian word: a struct sdt_module_file, "
+     "the module file a host gives a kernel's loader (not SDT_MODULE_MAGIC, which marks a struct sdt_module the "
+     "runtime took, nor SDT_MODULE_TABLE_MAGIC, a module's own tables)"),
+    ("SDT_MODULE_FILE_HEADER", 4096, "bytes of the module file's header (struct sdt_module_file, then zeros): "
+     "where the module starts, in the file and in the loader's area"),
+    ("SDT_MODULE_FILE_ALIGN", 4096, "RISC-V: QEMU's loader device puts the module file at the image's end rounded "
+     "up to this"),
+)
+# Strings both sides spell: the names of QEMU's fw_cfg files.
+STRINGS: tuple[tuple[str, str, str], ...] = (
+    ("SDT_MODULE_FILE_NAME", "opt/sdtgen/module", "the fw_cfg file carrying the module file (-fw_cfg name=...)"),
+    ("SDT_COMMANDS_FILE_NAME", "opt/sdtgen/commands", "the fw_cfg file of control lines a kernel runs at boot, "
+     "one a line (a recording nobody commands: sdtgen record)"),
+)
+STRING = {name: text for name, text, _ in STRINGS}
+
 VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
@@ -662,7 +696,7 @@ def render_c() -> str:
         text = f"{value:#x}{'u' if value > 0x7FFFFFFF else ''}" if value > 255 else f"({value})" if value < 0 \
             else str(value)
         out.append(f"#define {name.ljust(width)} {text}\t/* {doc} */")
-    for name, text, doc in WORDS:
+    for name, text, doc in WORDS + STRINGS:
         out.append(f'#define {name.ljust(width)} "{text}"\t/* {doc} */')
     out.append("")
     for lay in LAYOUTS:
