@@ -607,7 +607,24 @@ STRINGS: tuple[tuple[str, str, str], ...] = (
     ("SDT_COMMANDS_FILE_NAME", "opt/sdtgen/commands", "the fw_cfg file of control lines a kernel runs at boot, "
      "one a line (a recording nobody commands: sdtgen record)"),
 )
+# The process target's command line (sdtgen/targets/process.py starts the program with these; the hosted
+# platform's main, sdtgen/runtime/hosted/sdt_linux_main.c, takes them): `PROGRAM --cpus N --buffer BYTES
+# --packet BYTES --overflow discard|overwrite --control`.
+STRINGS += (
+    ("SDT_PROCESS_CPUS", "--cpus", "--cpus N: the process's CPUs, N threads (the main thread CPU 0, the others "
+     "started at once)"),
+    ("SDT_PROCESS_BUFFER", "--buffer", "--buffer BYTES: each CPU's ring"),
+    ("SDT_PROCESS_PACKET", "--packet", "--packet BYTES: a packet of the rings, a power of two"),
+    ("SDT_PROCESS_OVERFLOW", "--overflow", "--overflow discard|overwrite: what a full ring does (SDT_DISCARD, "
+     "SDT_OVERWRITE)"),
+    ("SDT_PROCESS_DISCARD", "discard", "--overflow's value for SDT_DISCARD"),
+    ("SDT_PROCESS_OVERWRITE", "overwrite", "--overflow's value for SDT_OVERWRITE"),
+    ("SDT_PROCESS_CONTROL", "--control", "--control: the control protocol itself, command lines on standard input "
+     "and the serial transport's frames on standard output, until standard input ends"),
+)
 STRING = {name: text for name, text, _ in STRINGS}
+PROCESS_ARG = {name[len("SDT_PROCESS_"):].lower(): text for name, text, _ in STRINGS
+               if name.startswith("SDT_PROCESS_")}  # cpus, buffer, packet, overflow, discard, overwrite, control
 
 VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.

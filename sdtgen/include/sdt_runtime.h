@@ -224,6 +224,13 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
 #define SDT_MODULE_FILE_NAME     "opt/sdtgen/module"	/* the fw_cfg file carrying the module file (-fw_cfg name=...) */
 #define SDT_COMMANDS_FILE_NAME   "opt/sdtgen/commands"	/* the fw_cfg file of control lines a kernel runs at boot, one a line (a recording nobody commands: sdtgen record) */
+#define SDT_PROCESS_CPUS         "--cpus"	/* --cpus N: the process's CPUs, N threads (the main thread CPU 0, the others started at once) */
+#define SDT_PROCESS_BUFFER       "--buffer"	/* --buffer BYTES: each CPU's ring */
+#define SDT_PROCESS_PACKET       "--packet"	/* --packet BYTES: a packet of the rings, a power of two */
+#define SDT_PROCESS_OVERFLOW     "--overflow"	/* --overflow discard|overwrite: what a full ring does (SDT_DISCARD, SDT_OVERWRITE) */
+#define SDT_PROCESS_DISCARD      "discard"	/* --overflow's value for SDT_DISCARD */
+#define SDT_PROCESS_OVERWRITE    "overwrite"	/* --overflow's value for SDT_OVERWRITE */
+#define SDT_PROCESS_CONTROL      "--control"	/* --control: the control protocol itself, command lines on standard input and the serial transport's frames on standard output, until standard input ends */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
