@@ -622,6 +622,13 @@ STRINGS += (
     ("SDT_PROCESS_CONTROL", "--control", "--control: the control protocol itself, command lines on standard input "
      "and the serial transport's frames on standard output, until standard input ends"),
 )
+# How many CPUs: one bound of the protocol, and the hosted platform's own (a kernel says its own in its hello).
+CONSTANTS += (
+    ("SDT_MAX_CPUS", 4096, "CPUs a kernel may have: the most its hello may say, the CPU numbers a recording "
+     "takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for"),
+    ("SDT_LINUX_MAX_CPUS", 64, "the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most "
+     "SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one"),
+)
 STRING = {name: text for name, text, _ in STRINGS}
 PROCESS_ARG = {name[len("SDT_PROCESS_"):].lower(): text for name, text, _ in STRINGS
                if name.startswith("SDT_PROCESS_")}  # cpus, buffer, packet, overflow, discard, overwrite, control

@@ -26,7 +26,11 @@
 extern "C" {
 #endif
 
-#define SDT_LINUX_MAX_CPUS 64	/* threads with a CPU at once */
+/* SDT_LINUX_MAX_CPUS, the threads with a CPU at once, is sdt_runtime.h's (sdtgen/layout.py: the process target
+ * reads the same bound). */
+#if SDT_LINUX_MAX_CPUS > SDT_MAX_CPUS
+#error "the hosted platform has more CPUs than a kernel may have (SDT_MAX_CPUS)"
+#endif
 
 /* How text is written (sdt_linux_options.text). */
 #define SDT_LINUX_TEXT_AUTO 0	/* an alias if the kernel allows one, else mprotect */

@@ -184,6 +184,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_MODULE_FILE_MAGIC    0x4c55444f4d544453u	/* "SDTMODUL" in a little-endian word: a struct sdt_module_file, the module file a host gives a kernel's loader (not SDT_MODULE_MAGIC, which marks a struct sdt_module the runtime took, nor SDT_MODULE_TABLE_MAGIC, a module's own tables) */
 #define SDT_MODULE_FILE_HEADER   0x1000	/* bytes of the module file's header (struct sdt_module_file, then zeros): where the module starts, in the file and in the loader's area */
 #define SDT_MODULE_FILE_ALIGN    0x1000	/* RISC-V: QEMU's loader device puts the module file at the image's end rounded up to this */
+#define SDT_MAX_CPUS             0x1000	/* CPUs a kernel may have: the most its hello may say, the CPU numbers a recording takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for */
+#define SDT_LINUX_MAX_CPUS       64	/* the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved; VERSION: SDT_CONTROL_VERSION) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */

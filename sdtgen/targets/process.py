@@ -11,12 +11,12 @@ import contextlib
 import os
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import PROCESS_ARG
+from sdtgen.layout import PROCESS_ARG, VALUES
 from sdtgen.targets.base import Halted
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
 
-MAX_CPUS = 64  # SDT_LINUX_MAX_CPUS
+MAX_CPUS = VALUES["SDT_LINUX_MAX_CPUS"]  # the hosted platform's threads with a CPU: its main refuses more too
 
 
 class ProcessTarget(ControlTarget):

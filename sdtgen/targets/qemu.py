@@ -20,6 +20,7 @@ import tempfile
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD
+from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
 from sdtgen.targets.base import Halted, Refused
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget, _hex
@@ -27,7 +28,6 @@ from sdtgen.trace.streams import MIN_PACKET
 from sdtgen.transport.consumer import Consumer, Ring
 from sdtgen.transport.shared_ram import SharedRam
 
-MAX_CPUS = 8  # the fixture's QEMU platform's, and a sane default ceiling for TCG
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 # QEMU options sdtgen gives, and which of them a user's own replaces (the user's -m sizes the RAM too).
 REPLACEABLE = {"-machine": "-machine", "-M": "-machine", "-cpu": "-cpu", "-bios": "-bios", "-m": "-m",

@@ -6,6 +6,7 @@ the same C fires natively, and babeltrace2 reading the trace back."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -15,6 +16,12 @@ from pathlib import Path
 import pytest
 from helpers import SDTGEN, need_tool, run, sdtgen
 from native import Call, build_native, run_native
+
+from sdtgen.errors import SdtError
+from sdtgen.layout import VALUES
+from sdtgen.session.reporter import Reporter
+from sdtgen.session.session import Session
+from sdtgen.targets.process import ProcessTarget
 
 HERE = Path(__file__).resolve().parent / "anyprogram"
 PROTOS = {"tiny_push": ("long", ["long"]), "tiny_pop": ("long", ["long"]), "tiny_sum": ("unsigned long",
@@ -53,6 +60,21 @@ def test_torture_on_the_process_target_tears_nothing(tiny):
     assert (s["protocol"], s["cpus"], s["toggles"]) == ("safe", 2, 500)
     assert (s["torn"], s["faults"], s["wrong"], s["leaked"]) == (0, 0, 0, 0)
     assert s["calls"] > 500 and s["firings"] > 0 and s["passed"]
+
+
+def test_the_process_target_bounds_cpus_where_the_hosted_platform_does(tiny):
+    """The program itself (its C, sdt_runtime.h's SDT_LINUX_MAX_CPUS) takes that many CPUs and refuses one more in
+    one line; the process target refuses the same number before it starts anything."""
+    bound = VALUES["SDT_LINUX_MAX_CPUS"]
+    took = [json.loads(line) for line in run([str(tiny), "--cpus", str(bound), "list"]).stdout.splitlines()]
+    assert [e["cpu"] for e in took if e["event"] == "cpu"] == list(range(bound))
+    refused = run([str(tiny), "--cpus", str(bound + 1), "list"], check=False)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [f"tiny: --cpus {bound + 1} is not a number of CPUs from 1 to {bound} (the "
+                                           "hosted platform's SDT_LINUX_MAX_CPUS)"]
+    with pytest.raises(SdtError, match=f"--cpus {bound + 1} is not a number of CPUs from 1 to {bound}$"):
+        Session(str(tiny), Reporter(out=io.StringIO()),
+                lambda s: ProcessTarget(s, cpus=bound + 1, buffer_size=1 << 16, overflow="drop", timeout=30))
 
 
 def serve(tiny: Path, base: Path) -> subprocess.Popen:
