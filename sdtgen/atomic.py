@@ -241,47 +241,6 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     write_all_atomic([(path, data)])
 
 
-def write_directory_atomic(path: str | os.PathLike[str], files: list[tuple[str, bytes | bytearray]], role: str,
-                           replaceable: Callable[[Path], bool], kind: str) -> None:
-    """Write a directory of ``files`` (plain names) in place of ``path``, all at once.
-
-    The directory is built beside ``path`` and renamed into place with SIGINT, SIGTERM and SIGHUP held back.
-    An existing ``path`` is replaced only when it is an empty directory or ``replaceable`` says it is a
-    ``kind`` this program wrote (it is then renamed aside first, and removed once the new one is in place).
-    """
-    target = Path(path)
-    shown = printable(str(target))
-    st = _lstat_in_writable_dir(target, role)
-    replace_old = False
-    if st is not None:
-        if not stat.S_ISDIR(st.st_mode):
-            raise SdtError(shown, f"the {role} is a directory and this path is a {_what(st.st_mode)}",
-                           "give the path of a new directory")
-        replace_old = any(target.iterdir())
-        if replace_old and not replaceable(target):
-            raise SdtError(shown, f"the {role} would replace a directory that is not a {kind}",
-                           "give a new path, an empty directory or an earlier one of these")
-    with _held():
-        try:
-            tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        except OSError as e:
-            raise SdtError(shown, f"cannot write: {e.strerror}", "check the directory's permissions") from None
-        try:
-            mode = _default_mode()
-            for name, data in files:
-                try:
-                    with open(os.path.join(tmp, name), "wb") as f:
-                        f.write(data)
-                    os.chmod(os.path.join(tmp, name), mode)
-                except OSError as e:
-                    raise SdtError(printable(str(target / name)), f"cannot write: {e.strerror}",
-                                   "check the free space and permissions") from None
-            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a new directory gets what mkdir would give
-            _swap_in(tmp, target, replace_old, shown)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _swap_in(tmp: str, target: Path, replace_old: bool, shown: str) -> None:
     """Rename ``tmp`` to ``target``; an old non-empty ``target`` goes aside first and comes back on failure."""
     old = f"{tmp}.old"

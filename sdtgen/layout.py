@@ -575,6 +575,64 @@ CONSTANTS += (
     ("SDT_FRAME_TABLES", ord("A"), "a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as "
      "it stood, then the half's arena, used[1 - want] bytes"),
 )
+
+# -- what a host hands a kernel besides the control line ------------------------------------------------
+# The QEMU module file (`sdtgen qemu --module FILE`, fixtures/qemu/platform.c's loader): a header, then the
+# module as the host relocated it for the loader's area. On AArch64 and x86 QEMU gives it as the fw_cfg file
+# SDT_MODULE_FILE_NAME; on RISC-V (QEMU 7's virt machine makes its fw_cfg after -fw_cfg files are taken) its
+# loader device puts it at the image's end (_end) rounded up to SDT_MODULE_FILE_ALIGN, where the kernel takes
+# it before anything else uses that memory.
+MODULE_FILE = Layout("sdt_module_file", "The header of the module file a host gives a kernel's loader: the "
+                     "module follows at SDT_MODULE_FILE_HEADER, relocated for the loader's area + "
+                     "SDT_MODULE_FILE_HEADER (every address below is one there).", (
+    Field("magic", "u64", "SDT_MODULE_FILE_MAGIC"),
+    Field("table", "u64", "the module's struct sdt_module_table"),
+    Field("text", "u64", "its code: what sdt_module_load is given"),
+    Field("text_size", "u64", ""),
+    Field("size", "u64", "bytes of the module after the header"),
+))
+LAYOUTS += (MODULE_FILE,)
+CONSTANTS += (
+    ("SDT_MODULE_FILE_MAGIC", 0x4C55444F4D544453, "\"SDTMODUL\" in a little-endian word: a struct sdt_module_file, "
+     "the module file a host gives a kernel's loader (not SDT_MODULE_MAGIC, which marks a struct sdt_module the "
+     "runtime took, nor SDT_MODULE_TABLE_MAGIC, a module's own tables)"),
+    ("SDT_MODULE_FILE_HEADER", 4096, "bytes of the module file's header (struct sdt_module_file, then zeros): "
+     "where the module starts, in the file and in the loader's area"),
+    ("SDT_MODULE_FILE_ALIGN", 4096, "RISC-V: QEMU's loader device puts the module file at the image's end rounded "
+     "up to this"),
+)
+# Strings both sides spell: the names of QEMU's fw_cfg files.
+STRINGS: tuple[tuple[str, str, str], ...] = (
+    ("SDT_MODULE_FILE_NAME", "opt/sdtgen/module", "the fw_cfg file carrying the module file (-fw_cfg name=...)"),
+    ("SDT_COMMANDS_FILE_NAME", "opt/sdtgen/commands", "the fw_cfg file of control lines a kernel runs at boot, "
+     "one a line (a recording nobody commands: sdtgen record)"),
+)
+# The process target's command line (sdtgen/targets/process.py starts the program with these; the hosted
+# platform's main, sdtgen/runtime/hosted/sdt_linux_main.c, takes them): `PROGRAM --cpus N --buffer BYTES
+# --packet BYTES --overflow discard|overwrite --control`.
+STRINGS += (
+    ("SDT_PROCESS_CPUS", "--cpus", "--cpus N: the process's CPUs, N threads (the main thread CPU 0, the others "
+     "started at once)"),
+    ("SDT_PROCESS_BUFFER", "--buffer", "--buffer BYTES: each CPU's ring"),
+    ("SDT_PROCESS_PACKET", "--packet", "--packet BYTES: a packet of the rings, a power of two"),
+    ("SDT_PROCESS_OVERFLOW", "--overflow", "--overflow discard|overwrite: what a full ring does (SDT_DISCARD, "
+     "SDT_OVERWRITE)"),
+    ("SDT_PROCESS_DISCARD", "discard", "--overflow's value for SDT_DISCARD"),
+    ("SDT_PROCESS_OVERWRITE", "overwrite", "--overflow's value for SDT_OVERWRITE"),
+    ("SDT_PROCESS_CONTROL", "--control", "--control: the control protocol itself, command lines on standard input "
+     "and the serial transport's frames on standard output, until standard input ends"),
+)
+# How many CPUs: one bound of the protocol, and the hosted platform's own (a kernel says its own in its hello).
+CONSTANTS += (
+    ("SDT_MAX_CPUS", 4096, "CPUs a kernel may have: the most its hello may say, the CPU numbers a recording "
+     "takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for"),
+    ("SDT_LINUX_MAX_CPUS", 64, "the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most "
+     "SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one"),
+)
+STRING = {name: text for name, text, _ in STRINGS}
+PROCESS_ARG = {name[len("SDT_PROCESS_"):].lower(): text for name, text, _ in STRINGS
+               if name.startswith("SDT_PROCESS_")}  # cpus, buffer, packet, overflow, discard, overwrite, control
+
 VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
@@ -662,7 +720,7 @@ def render_c() -> str:
         text = f"{value:#x}{'u' if value > 0x7FFFFFFF else ''}" if value > 255 else f"({value})" if value < 0 \
             else str(value)
         out.append(f"#define {name.ljust(width)} {text}\t/* {doc} */")
-    for name, text, doc in WORDS:
+    for name, text, doc in WORDS + STRINGS:
         out.append(f'#define {name.ljust(width)} "{text}"\t/* {doc} */')
     out.append("")
     for lay in LAYOUTS:

@@ -17,3 +17,13 @@ MIN_BUFFER = 2048  # bytes of one CPU's trace buffer (--buffer-size): two packet
 MAX_BUFFER = 64 << 20
 DEFAULT_BUFFER = 1 << 20  # sixteen 64 KiB packets per CPU
 MAX_RINGS = 1 << 30  # bytes of every CPU's trace buffer together (--cpus x --buffer-size)
+
+
+def __getattr__(name: str) -> int:
+    """MAX_CPUS, the CPUs a kernel may have (its hello, a recording's CPU numbers, what a host asks a target for): the
+    C side's SDT_MAX_CPUS (sdtgen/layout.py), read when first asked for so that start-up does not import layout."""
+    if name == "MAX_CPUS":
+        from sdtgen.layout import VALUES
+
+        return VALUES["SDT_MAX_CPUS"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

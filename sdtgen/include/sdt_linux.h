@@ -13,6 +13,9 @@
  *   sdt_enable(spec, mode) ...   the runtime's own calls
  *   sdt_linux_detach()           a thread done with probes gives its CPU back (flushed)
  *   sdt_linux_stop()             the rest read, the streams closed
+ *
+ * Or sdt_linux_main.c, linked too, is the program's main: the control core over its functions, driven by
+ * `sdtgen torture --target process` or from its command line.
  */
 #ifndef SDTGEN_SDT_LINUX_H
 #define SDTGEN_SDT_LINUX_H
@@ -23,7 +26,11 @@
 extern "C" {
 #endif
 
-#define SDT_LINUX_MAX_CPUS 64	/* threads with a CPU at once */
+/* SDT_LINUX_MAX_CPUS, the threads with a CPU at once, is sdt_runtime.h's (sdtgen/layout.py: the process target
+ * reads the same bound). */
+#if SDT_LINUX_MAX_CPUS > SDT_MAX_CPUS
+#error "the hosted platform has more CPUs than a kernel may have (SDT_MAX_CPUS)"
+#endif
 
 /* How text is written (sdt_linux_options.text). */
 #define SDT_LINUX_TEXT_AUTO 0	/* an alias if the kernel allows one, else mprotect */
@@ -92,6 +99,14 @@ int sdt_linux_module_close(struct sdt_module *m);
 /* The last module opened unloaded (``load`` 0) or loaded again (1) in place, its object still mapped (the control
  * core's `module` command and module torture): the runtime's result; SDT_ERR_MODULE_UNKNOWN when none is open. */
 int sdt_linux_module_reload(int load);
+
+/*
+ * The hosted platform's main (sdt_linux_main.c, compiled beside sdt_linux.c): the command line whose flags
+ * sdt_runtime.h names SDT_PROCESS_* (what `sdtgen torture --target process` gives), threads as CPUs and the
+ * control core over the program's functions. It is the program's main unless the program has its own, which may
+ * call it. Returns the process's exit status.
+ */
+int sdt_linux_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -181,6 +181,11 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ERR_MODULE_UNKNOWN   (-25)	/* not a module sdt_module_load took (never loaded) */
 #define SDT_ERR_MODULE_TABLE     (-26)	/* the module's table is not one gen wrote (magic, bounds, an entry that is not valid, outside the module's text, or overlapping another): the module is refused whole */
 #define SDT_FRAME_TABLES         65	/* a frame carrying a CPU's frozen aggregation half (`take`): its struct sdt_agg as it stood, then the half's arena, used[1 - want] bytes */
+#define SDT_MODULE_FILE_MAGIC    0x4c55444f4d544453u	/* "SDTMODUL" in a little-endian word: a struct sdt_module_file, the module file a host gives a kernel's loader (not SDT_MODULE_MAGIC, which marks a struct sdt_module the runtime took, nor SDT_MODULE_TABLE_MAGIC, a module's own tables) */
+#define SDT_MODULE_FILE_HEADER   0x1000	/* bytes of the module file's header (struct sdt_module_file, then zeros): where the module starts, in the file and in the loader's area */
+#define SDT_MODULE_FILE_ALIGN    0x1000	/* RISC-V: QEMU's loader device puts the module file at the image's end rounded up to this */
+#define SDT_MAX_CPUS             0x1000	/* CPUs a kernel may have: the most its hello may say, the CPU numbers a recording takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for */
+#define SDT_LINUX_MAX_CPUS       64	/* the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved; VERSION: SDT_CONTROL_VERSION) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
@@ -219,6 +224,15 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_TABLE            "table"	/* a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves) */
 #define SDT_CTL_SWITCH           "switch"	/* switch: sdt_agg_switch, `ok switch N` */
 #define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
+#define SDT_MODULE_FILE_NAME     "opt/sdtgen/module"	/* the fw_cfg file carrying the module file (-fw_cfg name=...) */
+#define SDT_COMMANDS_FILE_NAME   "opt/sdtgen/commands"	/* the fw_cfg file of control lines a kernel runs at boot, one a line (a recording nobody commands: sdtgen record) */
+#define SDT_PROCESS_CPUS         "--cpus"	/* --cpus N: the process's CPUs, N threads (the main thread CPU 0, the others started at once) */
+#define SDT_PROCESS_BUFFER       "--buffer"	/* --buffer BYTES: each CPU's ring */
+#define SDT_PROCESS_PACKET       "--packet"	/* --packet BYTES: a packet of the rings, a power of two */
+#define SDT_PROCESS_OVERFLOW     "--overflow"	/* --overflow discard|overwrite: what a full ring does (SDT_DISCARD, SDT_OVERWRITE) */
+#define SDT_PROCESS_DISCARD      "discard"	/* --overflow's value for SDT_DISCARD */
+#define SDT_PROCESS_OVERWRITE    "overwrite"	/* --overflow's value for SDT_OVERWRITE */
+#define SDT_PROCESS_CONTROL      "--control"	/* --control: the control protocol itself, command lines on standard input and the serial transport's frames on standard output, until standard input ends */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -741,6 +755,21 @@ _SDT_LAYOUT(sizeof(struct sdt_control_info) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, serial) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_control_info, zero) == 8);
+
+/* The header of the module file a host gives a kernel's loader: the module follows at SDT_MODULE_FILE_HEADER, relocated for the loader's area + SDT_MODULE_FILE_HEADER (every address below is one there). */
+struct sdt_module_file {
+	sdt_u64 magic;	/* SDT_MODULE_FILE_MAGIC */
+	sdt_u64 table;	/* the module's struct sdt_module_table */
+	sdt_u64 text;	/* its code: what sdt_module_load is given */
+	sdt_u64 text_size;
+	sdt_u64 size;	/* bytes of the module after the header */
+};
+_SDT_LAYOUT(sizeof(struct sdt_module_file) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, table) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, text) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, text_size) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, size) == 32);
 
 /* END LAYOUTS */
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sdtgen.errors import SdtError
+from sdtgen.limits import MAX_CPUS  # CPU numbers a recording takes: 0 to MAX_CPUS - 1
 from sdtgen.targets.base import Booted
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
@@ -20,7 +21,6 @@ from sdtgen.transport.frames import INFO, MAX_PACKET, TEXT, Console, Frame, Fram
 from sdtgen.transport.packet_sink import PacketSink
 
 DEFAULT_HZ = 1_000_000_000  # a clock rate for a kernel that never said its own
-MAX_CPUS = 4096  # CPU numbers a recording takes: 0 to 4095
 
 
 class ListenTarget:

@@ -1,6 +1,7 @@
-"""A program that links the runtime, its control core and the hosted platform, run as a Linux process:
-threads are its CPUs (fixtures/process's kernel-proc, or a program built the same way), driven through
-the control core on its standard input and output (`--control`). A PIE is loaded away from its link
+"""A program that links the runtime, its control core and the hosted platform with its main
+(sdtgen/runtime/hosted/sdt_linux_main.c), run as a Linux process: threads are its CPUs (fixtures/process's
+kernel-proc, or any program built the same way), driven through the control core on its standard input and
+output (`--control`; the flags are layout.py's SDT_PROCESS_*). A PIE is loaded away from its link
 addresses: the control core's hello says how far (sdtgen/targets/control.py).
 """
 
@@ -10,11 +11,12 @@ import contextlib
 import os
 
 from sdtgen.errors import SdtError, printable
+from sdtgen.layout import PROCESS_ARG, VALUES
 from sdtgen.targets.base import Halted
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
 
-MAX_CPUS = 64  # SDT_LINUX_MAX_CPUS
+MAX_CPUS = VALUES["SDT_LINUX_MAX_CPUS"]  # the hosted platform's threads with a CPU: its main refuses more too
 
 
 class ProcessTarget(ControlTarget):
@@ -28,10 +30,11 @@ class ProcessTarget(ControlTarget):
             raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
         if not os.access(path, os.X_OK):
             raise SdtError(path, "is not a program this machine can run",
-                           "build it as fixtures/process builds kernel-proc (the hosted platform, --control)")
-        argv = [os.path.abspath(path), "--cpus", str(cpus), "--buffer", str(buffer_size),
-                "--packet", str(packet_size_for(buffer_size)),
-                "--overflow", "overwrite" if overflow == "overwrite" else "discard", "--control"]
+                           "build it as fixtures/process builds kernel-proc (the hosted platform and its main)")
+        arg = PROCESS_ARG  # the hosted main's flags (sdtgen/runtime/hosted/sdt_linux_main.c)
+        argv = [os.path.abspath(path), arg["cpus"], str(cpus), arg["buffer"], str(buffer_size),
+                arg["packet"], str(packet_size_for(buffer_size)),
+                arg["overflow"], arg["overwrite"] if overflow == "overwrite" else arg["discard"], arg["control"]]
         try:
             self.child = Child(argv)
         except OSError as e:

@@ -19,7 +19,8 @@ import shutil
 import tempfile
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import CONTROL_INFO, CPU, VALUES, WORD
+from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD
+from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
 from sdtgen.targets.base import Halted, Refused
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget, _hex
@@ -27,7 +28,6 @@ from sdtgen.trace.streams import MIN_PACKET
 from sdtgen.transport.consumer import Consumer, Ring
 from sdtgen.transport.shared_ram import SharedRam
 
-MAX_CPUS = 8  # the fixture's QEMU platform's, and a sane default ceiling for TCG
 EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 # QEMU options sdtgen gives, and which of them a user's own replaces (the user's -m sizes the RAM too).
 REPLACEABLE = {"-machine": "-machine", "-M": "-machine", "-cpu": "-cpu", "-bios": "-bios", "-m": "-m",
@@ -172,8 +172,7 @@ def _ring(ram: SharedRam, line: str, k: int, bits: int, buffer_size: int, packet
 
 
 MODULE_AREA_SYMBOL = "sdt_module_area"  # where the fixture's loader copies a module (fixtures/qemu/platform.c)
-MODULE_HEADER = 4096  # the fw_cfg file's header: magic, table, text, text size, size (u64 each), then zeros
-MODULE_MAGIC = 0x4C55444F4D544453  # "SDTMODUL"
+MODULE_HEADER = VALUES["SDT_MODULE_FILE_HEADER"]  # the module file's struct sdt_module_file, then zeros
 
 
 class QemuTarget(ControlTarget):
@@ -259,8 +258,6 @@ class QemuTarget(ControlTarget):
     def _module_file(self, image, path: str) -> list[str]:
         """The module relocated where the kernel's loader copies it (its sdt_module_area, after a header saying
         where its table and code are), as a fw_cfg file: QEMU's arguments that give it."""
-        import struct
-
         from sdtgen.modlink import flat, link_module
 
         area = image.symbols.get(MODULE_AREA_SYMBOL)
@@ -268,14 +265,16 @@ class QemuTarget(ControlTarget):
             raise SdtError(image.path, f"has no {MODULE_AREA_SYMBOL}: its platform loads no modules",
                            "give it a loader as fixtures/qemu/platform.c's (module, ops.module)")
         self.module = link_module(image, path, area.value + MODULE_HEADER, area.size - MODULE_HEADER + 4096)
-        header = struct.pack("<5Q", MODULE_MAGIC, self.module.table, *self.module.text, self.module.size)
+        header = MODULE_FILE.struct(64, image.elf.little).pack(VALUES["SDT_MODULE_FILE_MAGIC"], self.module.table,
+                                                              *self.module.text, self.module.size)
         out = os.path.join(self.logs, "module")
         with open(out, "wb") as f:
             f.write(header.ljust(MODULE_HEADER, b"\0") + flat(self.module))
         if image.arch.name == "riscv64":  # QEMU 7's virt machine makes its fw_cfg after -fw_cfg files are taken
-            end = image.symbols["_end"].value  # the platform finds it where its ring pool starts (bare: physical)
-            return ["-device", f"loader,file={out},addr={(end + 0xFFF) & ~0xFFF:#x},force-raw=on"]
-        return ["-fw_cfg", f"name=opt/sdtgen/module,file={out}"]
+            align = VALUES["SDT_MODULE_FILE_ALIGN"]  # the kernel takes it from there (bare: a physical address)
+            at = (image.symbols["_end"].value + align - 1) & -align
+            return ["-device", f"loader,file={out},addr={at:#x},force-raw=on"]
+        return ["-fw_cfg", f"name={STRING['SDT_MODULE_FILE_NAME']},file={out}"]
 
     def _what_to_do(self, user: list[str]) -> str:
         if user:
