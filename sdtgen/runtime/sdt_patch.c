@@ -10,6 +10,7 @@
  *   2. the bytes behind it (no CPU executes them now); sync
  *   3. commit: every marked site's state becomes its new one
  *   4. every single-store change, and each slow site's new first bytes; sync
+ *   5. the stores of step 4 made once more, with the same bytes; sync
  *
  * A CPU that traps on a transient breakpoint is resolved by sdt_trap as the site's state, which is the
  * old one until the commit: before it, every site of the call behaves as it was (its old bytes, or the
@@ -19,13 +20,23 @@
  * the icache hook for its bytes, and goes through a writable alias the kernel opens over one text
  * range's sites at a time (never over memory between two of its text ranges).
  *
+ * Step 5 changes no byte: it is for QEMU's TCG (seen on 7.2, every architecture's), which keeps code it
+ * translated and drops a translation only when a store hits its bytes. A vCPU that began to translate a site
+ * just before step 4's store reads the old instruction, and links its translation after the store looked for
+ * the translations to drop: nothing drops it, and that vCPU runs the old instruction however many fences and
+ * syncs follow (QEMU's fence.i and isb drop nothing), until the next store to the site. A translation running
+ * at step 4 has ended by the time its vCPU answers step 4's sync (a vCPU takes an interrupt between two
+ * blocks), so step 5's store finds it and drops it, and a translation begun after step 4 reads the new bytes.
+ * On hardware the step costs a store and a sync per call and changes nothing (docs/runtime.md, "QEMU keeps a
+ * translation a store raced").
+ *
  * Built with -DSDT_NAIVE_PROTOCOL the runtime instead stores the differing bytes one at a time, in
  * place: the states in between are neither instruction, which is what `sdtgen torture` shows a
  * protocol is for.
  */
 #include "sdt_internal.h"
 
-enum { PH_BREAKPOINT, PH_TAIL, PH_FINAL, PH_NAIVE };
+enum { PH_BREAKPOINT, PH_TAIL, PH_FINAL, PH_AGAIN, PH_NAIVE };
 #ifdef SDT_NAIVE_PROTOCOL
 #define LAST_PHASE PH_NAIVE
 #else
@@ -119,6 +130,7 @@ static SDT_CODE int poke_site(const struct sdt_site *s, int ph, sdt_u8 *alias, s
 			}
 		return stored;
 	case PH_FINAL:
+	case PH_AGAIN:	/* the same store, the same bytes: a translation QEMU linked after the first is dropped */
 		if (p.slow)
 			poke_store(s, alias, lo, 0, p.new, bp);
 		else
@@ -225,6 +237,12 @@ SDT_CODE void sdt_poke_run(struct sdt_module *tables, int enabled)
 		if (t->mark_lo)
 			poke_phase(t->mark_lo, t->mark_hi, LAST_PHASE);
 	poke_sync();
+#ifndef SDT_NAIVE_PROTOCOL
+	for (t = tables; t; t = t->next)
+		if (t->mark_lo)
+			poke_phase(t->mark_lo, t->mark_hi, PH_AGAIN);
+	poke_sync();
+#endif
 	for (t = tables; t; t = t->next) {
 		for (s = t->mark_lo; t->mark_lo && s < t->mark_hi; s++)
 			s->next = 0;

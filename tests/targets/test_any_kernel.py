@@ -282,9 +282,11 @@ def test_the_hello_counts_every_site_the_table_holds_as_patched(tinyk):
     assert r.stdout.splitlines()[0] == f"patched {entries} sites (0 refused)" and entries > 1
 
 
-def tinyk_torture(tinyk, arm: str) -> tuple[int, dict]:
+def tinyk_torture(tinyk, arm: str, toggles: int = 200, timeout: int = 120) -> tuple[int, dict]:
+    """`sdtgen torture` on tinyk; ``timeout`` long enough that a host loaded many jobs deep still makes every toggle."""
     r = sdtgen("torture", tinyk, "--target", "qemu", "--cpus", "1", "--run", "sched_tick", "--arg", "9",
-               "--toggles", "200", "--arm", arm, "--json", "--qemu-arg=-bios", "--qemu-arg=default")
+               "--toggles", str(toggles), "--arm", arm, "--json", "--timeout", str(timeout), "--qemu-arg=-bios",
+               "--qemu-arg=default")
     return r.returncode, json.loads(r.stdout)
 
 
@@ -296,13 +298,15 @@ def test_sdtgen_torture_drives_the_kernels_own_control_core_on_qemu(tinyk):
     assert summary["leaked"] == 0 and summary["windows"] > 50  # every disarmed window checked: nothing fired
 
 
-@pytest.mark.xfail(strict=False, reason="open finding: on tinyk (RISC-V, S-mode under OpenSBI) a caller records "
-                   "(its discarded count moves) in 1 to 11 % of the windows after a branch-armed spec is disarmed, "
-                   "however many calls the check waits; the QEMU fixture's RISC-V kernel (M-mode) never does")
 def test_no_firing_in_a_disarmed_window_of_a_branch_armed_torture_on_tinyk(tinyk):
-    code, summary = tinyk_torture(tinyk, "branch")
+    """A vCPU that was translating the site's block when the disarm stored its nop keeps running the branch to the
+    recorder (QEMU drops a block only on a store to its bytes): without the patch protocol's second store of the same
+    bytes (docs/runtime.md), 1 to 11 % of the windows after a disarm recorded, on 10 runs of 12 at 200 toggles
+    (at 1,000 toggles, on a host running 14 jobs on its 2 cores: 3 runs of 4)."""
+    code, summary = tinyk_torture(tinyk, "branch", toggles=1000)
     assert (summary["torn"], summary["faults"], summary["wrong"]) == (0, 0, 0)
-    assert summary["leaked"] == 0 and code == 0, summary
+    assert summary["windows"] > 250 and summary["firings"] > 0, summary  # most disarms checked, while it fired armed
+    assert summary["leaked"] == 0 and code == 0, f"{summary['leaked']} of {summary['windows']} windows recorded"
 
 
 def test_the_emulated_boot_runs_the_same_kernel_with_the_same_output(tinyk, tinyk_native):
