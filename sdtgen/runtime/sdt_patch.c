@@ -23,7 +23,7 @@
  * place: the states in between are neither instruction, which is what `sdtgen torture` shows a
  * protocol is for.
  */
-#include "sdt_internal.h"
+#include "sdt_state.h"
 
 enum { PH_BREAKPOINT, PH_TAIL, PH_FINAL, PH_NAIVE };
 #ifdef SDT_NAIVE_PROTOCOL
