@@ -152,3 +152,15 @@ def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_fault
 def test_flush_closes_each_cpus_open_packet_and_names_none_it_could_not(core):
     """The harness has one CPU and no area: its packet (none) is closed on it, and no CPU is left open."""
     assert feed(core, b"flush\n") == ["ok flush 1"]
+
+
+def test_an_unknown_command_is_refused_with_every_word_the_core_takes_and_each_of_them_is_taken(core):
+    """The error lists the command table's words; each of them is a command the core runs (its reply is anything but
+    unknown), and they are every command word of sdtgen/layout.py."""
+    (line,) = feed(core, b"nosuch 1 2\n")
+    assert line.startswith(f"error {VALUES['SDT_ERR_UNKNOWN']} nosuch: unknown command ("), line
+    words = line[line.index("(") + 1:line.rindex(")")].split(" ")
+    assert sorted(words) == sorted(COMMANDS) and len(words) == len(set(words)), words
+    for word in words:
+        final = [x for x in feed(core, word.encode() + b"\n") if ends(x)]
+        assert len(final) == 1 and not final[0].startswith(f"error {VALUES['SDT_ERR_UNKNOWN']} "), (word, final)
