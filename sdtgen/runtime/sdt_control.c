@@ -96,19 +96,40 @@ static SDT_CODE void send(struct out *o)
 	o->n = 0;
 }
 
+/* A string field of a reply line (say), as the sdt_u64 that carries it. */
+#define SAID(s) ((sdt_u64)(sdt_word)(s))
+
+/* One line of a reply as sdtgen/layout.py's REPLIES shapes it, ``shape`` its SDT_REPLY_*: the word, a space, then
+ * one kind a field (x: a number, in hexadecimal; w, r: a string, given by SAID); ``v`` the fields in order. */
+static SDT_CODE void say(struct out *o, const char *shape, const sdt_u64 *v)
+{
+	while (*shape && *shape != ' ' && o->n < LINE)
+		o->buf[o->n++] = *shape++;
+	while (*shape && *++shape) {
+		if (*shape == 'x') {
+			put_hex(o, *v++);
+			continue;
+		}
+		put(o, " ");
+		put(o, (const char *)(sdt_word)*v++);
+	}
+	send(o);
+}
+
 /* `ok COMMAND N`: the last line of a command that succeeded, with its count. */
 static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
 {
-	put(o, SDT_CTL_OK " ");
-	put(o, what);
-	put_hex(o, n);
-	send(o);
+	sdt_u64 v[2];
+
+	v[0] = SAID(what);
+	v[1] = n;
+	say(o, SDT_REPLY_OK, v);
 	return 0;
 }
 
 /* `error CODE COMMAND: TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too, and
  * the command refused (its first word as it came, at most ECHO bytes, each byte not printable ASCII as `?`; `?` for
- * none), so a host can tell whose reply it reads. */
+ * none), so a host can tell whose reply it reads. This is the line up to TEXT. */
 static SDT_CODE void error_head(struct out *o, int code)
 {
 	char d[12];
@@ -131,6 +152,7 @@ static SDT_CODE void error_head(struct out *o, int code)
 	put(o, ": ");
 }
 
+/* The whole `error` line, ``text`` its TEXT: the command's result. */
 static SDT_CODE int error(struct out *o, int code, const char *text)
 {
 	error_head(o, code);
@@ -409,11 +431,11 @@ static SDT_CODE int cmd_shared(struct out *o, struct words *w)
 	shared = 1;
 	for (k = 0; k < ops.ncpus; k++, n++) {
 		struct sdt_cpu *c = ops.area(k);
-		put(o, SDT_CTL_AREA);
-		put_hex(o, k);
-		put_hex(o, ops.phys(c));
-		put_hex(o, ops.phys((const void *)(sdt_word)c->ring));
-		send(o);
+		sdt_u64 v[3];
+		v[0] = k;
+		v[1] = ops.phys(c);
+		v[2] = ops.phys((const void *)(sdt_word)c->ring);
+		say(o, SDT_REPLY_SHARED_AREA, v);
 	}
 	return ok(o, SDT_CTL_SHARED, n);
 }
@@ -423,6 +445,7 @@ static SDT_CODE int cmd_hello(struct out *o, struct words *w)
 	extern const char sdt_protocol[];
 	const struct sdt_site *s;
 	unsigned long patched = 0, refused = 0, folded = 0;
+	sdt_u64 v[10];
 
 	(void)w;
 	for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++) {
@@ -431,20 +454,17 @@ static SDT_CODE int cmd_hello(struct out *o, struct words *w)
 		patched += s->state == SDT_SITE_OFF || s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH ||
 			   s->state == SDT_SITE_CHANGED;
 	}
-	put(o, SDT_CTL_HELLO " ");
-	put(o, sdt_arch_name);
-	put_hex(o, ops.ncpus);
-	put(o, " ");
-	put(o, ops.clock_name ? ops.clock_name : "clock");
-	put_hex(o, sdt_hooks.clock_hz);
-	put_hex(o, patched);
-	put_hex(o, refused);
-	put_hex(o, folded);
-	put(o, " ");
-	put(o, sdt_protocol);
-	put_hex(o, (sdt_word)&sdt_runtime_entries);	/* where the kernel's image is: a relocated one says how far */
-	put_hex(o, SDT_CONTROL_VERSION);	/* a host of another protocol says so, instead of misreading replies */
-	send(o);
+	v[0] = SAID(sdt_arch_name);
+	v[1] = ops.ncpus;
+	v[2] = SAID(ops.clock_name ? ops.clock_name : "clock");
+	v[3] = sdt_hooks.clock_hz;
+	v[4] = patched;
+	v[5] = refused;
+	v[6] = folded;
+	v[7] = SAID(sdt_protocol);
+	v[8] = (sdt_word)&sdt_runtime_entries;	/* where the kernel's image is: a relocated one says how far */
+	v[9] = SDT_CONTROL_VERSION;	/* a host of another protocol says so, instead of misreading replies */
+	say(o, SDT_REPLY_HELLO, v);
 	return ok(o, SDT_CTL_HELLO, 0);
 }
 
@@ -505,17 +525,18 @@ static SDT_CODE int cmd_mode(struct out *o, struct words *w)
 static SDT_CODE void said_return(struct out *o, unsigned k)
 {
 	struct cpu *c = cpu_at(k);
+	sdt_u64 v[4];
 
-	put(o, c->faulted ? SDT_CTL_FAULT : SDT_CTL_RETURN);
-	put_hex(o, k);
+	v[0] = k;
 	if (c->faulted) {
-		put_hex(o, c->fault.cause);
-		put_hex(o, c->fault.pc);
-		put_hex(o, c->fault.addr);
+		v[1] = c->fault.cause;
+		v[2] = c->fault.pc;
+		v[3] = c->fault.addr;
+		say(o, SDT_REPLY_RUN_FAULT, v);
 	} else {
-		put_hex(o, c->value);
+		v[1] = c->value;
+		say(o, SDT_REPLY_RUN_RETURN, v);
 	}
-	send(o);
 }
 
 /* CPU|all ADDR NARGS ARG...: the call on one CPU, or on every CPU at once; its packets, then its results. */
@@ -563,6 +584,7 @@ static SDT_CODE int cmd_run(struct out *o, struct words *w)
 static const volatile sdt_u8 *read_at;
 static sdt_u8 read_buf[MAX_READ];
 static sdt_word read_len;
+static char read_hex[2 * MAX_READ + 1];	/* read_buf in hexadecimal */
 
 static SDT_CODE void read_bytes(void *arg)
 {
@@ -577,6 +599,7 @@ static SDT_CODE void read_bytes(void *arg)
 static SDT_CODE int cmd_read(struct out *o, struct words *w)
 {
 	sdt_word addr, i;
+	sdt_u64 hex;
 
 	if (!number(w, &addr) || !number(w, &read_len) || read_len > MAX_READ)
 		return error(o, SDT_ERR_USAGE, "usage: read ADDR LEN (LEN at most 80)");
@@ -584,15 +607,16 @@ static SDT_CODE int cmd_read(struct out *o, struct words *w)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot catch a fault in a read");
 	read_at = (const volatile sdt_u8 *)addr;
 	if (guarded(read_bytes, cpu_at(this_cpu()))) {
-		put(o, SDT_CTL_FAULT);
+		say(o, SDT_REPLY_READ_FAULT, 0);
 	} else {
-		put(o, SDT_CTL_BYTES " ");
 		for (i = 0; i < read_len; i++) {
-			o->buf[o->n++] = "0123456789abcdef"[read_buf[i] >> 4];
-			o->buf[o->n++] = "0123456789abcdef"[read_buf[i] & 15];
+			read_hex[2 * i] = "0123456789abcdef"[read_buf[i] >> 4];
+			read_hex[2 * i + 1] = "0123456789abcdef"[read_buf[i] & 15];
 		}
+		read_hex[2 * read_len] = 0;
+		hex = SAID(read_hex);
+		say(o, SDT_REPLY_READ_BYTES, &hex);
 	}
-	send(o);
 	return ok(o, SDT_CTL_READ, read_len);
 }
 
@@ -601,6 +625,7 @@ static SDT_CODE int cmd_read(struct out *o, struct words *w)
 static SDT_CODE int cmd_flush(struct out *o, struct words *w)
 {
 	unsigned here = this_cpu(), k, n = 0;
+	sdt_u64 v[2];
 
 	(void)w;
 	for (k = 0; k < ops.ncpus; k++)	/* a CPU that cannot be started is marked done: its packet stays open */
@@ -619,10 +644,9 @@ static SDT_CODE int cmd_flush(struct out *o, struct words *w)
 			n++;
 			continue;
 		}
-		put(o, SDT_CTL_UNFLUSHED);
-		put_hex(o, k);
-		put_hex(o, events);
-		send(o);
+		v[0] = k;
+		v[1] = events;
+		say(o, SDT_REPLY_FLUSH_UNFLUSHED, v);
 	}
 	return ok(o, SDT_CTL_FLUSH, n);
 }
@@ -636,14 +660,16 @@ static SDT_CODE int cmd_stats(struct out *o, struct words *w)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not say where its CPUs' areas are");
 	for (k = 0; k < ops.ncpus; k++) {
 		const struct sdt_cpu *a = ops.area(k);
-		put(o, SDT_CTL_CPU);
-		put_hex(o, k);
-		put_hex(o, a ? a->discarded : 0);
-		put_hex(o, a ? a->overwritten : 0);
-		send(o);
+		sdt_u64 v[3];
+		v[0] = k;
+		v[1] = a ? a->discarded : 0;
+		v[2] = a ? a->overwritten : 0;
+		say(o, SDT_REPLY_STATS_CPU, v);
 	}
 	return ok(o, SDT_CTL_STATS, ops.ncpus);
 }
+
+static char named[LINE + 1];	/* `list`: a probe's four names, joined */
 
 /* [SPEC]: every probe SPEC matches, with its sites and how many are armed. */
 static SDT_CODE int cmd_list(struct out *o, struct words *w)
@@ -657,8 +683,9 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 
 	for (t = sdt_tables(); t; t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE))
 	for (p = t->probes; p < t->probes_end; p++) {
-		unsigned long sites = 0, armed = 0;
+		unsigned long sites = 0, armed = 0, len;
 		unsigned i;
+		sdt_u64 v[4];
 		r = sdt_probe_matches(*spec ? spec : ":::", t, p);
 		if (r < 0)
 			return refused(o, r);
@@ -669,16 +696,19 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 				sites++;
 				armed += s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH;
 			}
-		put(o, SDT_CTL_PROBE);
-		put_hex(o, p->key);
-		put_hex(o, sites);
-		put_hex(o, armed);
-		put(o, " ");
-		for (i = 0; i < 4; i++) {
-			put(o, sdt_probe_field(t, p, i));
-			put(o, i < 3 ? ":" : "");
+		for (i = 0, len = 0; i < 4; i++) {	/* PROVIDER:MODULE:FUNCTION:NAME */
+			const char *f = sdt_probe_field(t, p, i);
+			while (*f && len < LINE)
+				named[len++] = *f++;
+			if (i < 3 && len < LINE)
+				named[len++] = ':';
 		}
-		send(o);
+		named[len] = 0;
+		v[0] = p->key;
+		v[1] = sites;
+		v[2] = armed;
+		v[3] = SAID(named);
+		say(o, SDT_REPLY_LIST_PROBE, v);
 		n++;
 	}
 	return ok(o, SDT_CTL_LIST, n);
@@ -756,6 +786,7 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	const char *spec, *why;
 	int mode, r, started = 1;
 	struct cpu *me = cpu_at(here);
+	sdt_u64 v[9];
 
 	r = parse_call(w, &call, &why);
 	if (r)
@@ -821,17 +852,16 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	if (!started || r <= 0)
 			return !started ? error(o, SDT_ERR_CPU, "a CPU did not start its calls") :
 		       r < 0 ? refused(o, r) : error(o, SDT_ERR_SPEC, "the spec matches no site");
-	put(o, SDT_CTL_TORTURE " ");
-	put(o, sdt_protocol);
-	put_hex(o, ops.ncpus);
-	put_hex(o, toggles);
-	put_hex(o, calls);
-	put_hex(o, faults);
-	put_hex(o, torn);
-	put_hex(o, wrong);
-	put_hex(o, leaked);
-	put_hex(o, windows);
-	send(o);
+	v[0] = SAID(sdt_protocol);
+	v[1] = ops.ncpus;
+	v[2] = toggles;
+	v[3] = calls;
+	v[4] = faults;
+	v[5] = torn;
+	v[6] = wrong;
+	v[7] = leaked;
+	v[8] = windows;
+	say(o, SDT_REPLY_TORTURE, v);
 	return ok(o, SDT_CTL_TORTURE, 1);
 }
 

@@ -50,12 +50,11 @@ static SDT_CODE int cmd_tables(struct out *o, struct words *w)
 	}
 	tables_ready = 1;
 	for (k = 0; k < ops.ncpus; k++) {
-		sdt_word a = (sdt_word)agg_of(k, &bytes);
-		put(o, SDT_CTL_TABLE);
-		put_hex(o, k);
-		put_hex(o, a);
-		put_hex(o, bytes);
-		send(o);
+		sdt_u64 v[3];
+		v[0] = k;
+		v[1] = (sdt_word)agg_of(k, &bytes);
+		v[2] = bytes;
+		say(o, SDT_REPLY_TABLES_TABLE, v);
 	}
 	return ok(o, SDT_CTL_TABLES, ops.ncpus);
 }

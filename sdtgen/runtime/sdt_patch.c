@@ -19,6 +19,9 @@
  * the icache hook for its bytes, and goes through a writable alias the kernel opens over one text
  * range's sites at a time (never over memory between two of its text ranges).
  *
+ * Like Linux's text_poke_bp_batch, it takes its batch (the marked sites) and calls none of its clients: only the
+ * shared state (sdt_state.c) and the architecture's port (tests/runtime/test_layers.py).
+ *
  * Built with -DSDT_NAIVE_PROTOCOL the runtime instead stores the differing bytes one at a time, in
  * place: the states in between are neither instruction, which is what `sdtgen torture` shows a
  * protocol is for.
