@@ -8,7 +8,9 @@
  * After that every write is checked against the bytes the runtime last
  * wrote, so code someone else rewrote is left alone and reported, and the
  * sites one call changes are marked in their entries and written by one
- * run of the patch protocol (sdt_patch.c).
+ * run of the patch protocol (sdt_patch.c). The specs enabled so far are
+ * remembered here, for the modules loaded later (sdt_module.c replays them).
+ * The state it shares with the other layers is sdt_state.c's.
  */
 #include "sdt_state.h"
 
