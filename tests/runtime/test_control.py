@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_support import HERE, include_dir, runtime_dir
 
-from sdtgen.layout import ERRORS, REPLIES, VALUES, WORD, WORDS, parse_reply
+from sdtgen.layout import ERRORS, REPLIES, REPLY_KINDS, VALUES, WORD, WORDS, parse_reply
 
 KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
@@ -197,3 +197,6 @@ def test_a_line_the_table_does_not_shape_is_read_as_none(command, line):
 def test_the_reply_table_names_each_command_and_word_once():
     assert len({(command, word) for command, word, _ in REPLIES}) == len(REPLIES)
     assert all(command in ("", *WORD) and word in WORD for command, word, _ in REPLIES)
+    kinds = [f.split(":") for _, _, fields in REPLIES for f in fields]
+    assert all(len(k) == 2 and k[1] in REPLY_KINDS for k in kinds), kinds
+    assert all(f[-1].endswith(":r") for _, _, f in REPLIES if any(x.endswith(":r") for x in f))  # the rest: last
