@@ -688,6 +688,70 @@ WORDS: tuple[tuple[str, str, str], ...] = (
 )
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 
+# -- the control protocol's replies: the lines a command answers with, beside its words ---------------------------
+# Each line a command's reply holds before its last: the command (its WORD key; "" for every command), the line's
+# word (a WORD key), and its fields in order, each NAME:KIND: KIND x a number in lowercase hexadecimal, w a word, r
+# the rest of the line. The control core writes every such line by this table (sdt_runtime.h: SDT_REPLY_*, the
+# word then the kinds, which sdt_control.c's say() follows); the host reads them by it (parse_reply).
+REPLIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "ok", ("command:w", "count:x")),
+    ("hello", "hello", ("arch:w", "cpus:x", "clock:w", "clock_hz:x", "patched:x", "refused:x", "folded:x",
+                        "protocol:w", "entries:x", "version:x")),
+    ("run", "return", ("cpu:x", "value:x")),
+    ("run", "fault", ("cpu:x", "cause:x", "pc:x", "addr:x")),
+    ("read", "bytes", ("hex:w",)),
+    ("read", "fault", ()),
+    ("flush", "unflushed", ("cpu:x", "events:x")),
+    ("stats", "cpu", ("cpu:x", "discarded:x", "overwritten:x")),
+    ("list", "probe", ("key:x", "sites:x", "armed:x", "spec:r")),
+    ("torture", "torture", ("protocol:w", "cpus:x", "toggles:x", "calls:x", "faults:x", "torn:x", "wrong:x",
+                            "leaked:x", "windows:x")),
+    ("shared", "area", ("cpu:x", "area:x", "ring:x")),
+    ("tables", "table", ("cpu:x", "agg:x", "bytes:x")),
+)
+REPLY_KINDS = {"x": "a number in hexadecimal", "w": "a word", "r": "the rest of the line"}
+
+
+def reply_name(command: str, word: str) -> str:
+    """The C name of a reply line: SDT_REPLY_WORD when the line is its command's own word (or every command's),
+    else SDT_REPLY_COMMAND_WORD."""
+    return f"SDT_REPLY_{word.upper()}" if command in ("", word) else f"SDT_REPLY_{command.upper()}_{word.upper()}"
+
+
+def _shape(word: str, fields: tuple[str, ...]) -> str:
+    return "`" + " ".join((WORD[word], *(f.split(":")[0].upper() for f in fields))) + "`"
+
+
+def reply_shapes(command: str) -> str:
+    """The lines ``command`` answers with, as a person reads them: `return CPU VALUE` or `fault CPU CAUSE PC ADDR`."""
+    return " or ".join(_shape(word, fields) for cmd, word, fields in REPLIES if cmd == command)
+
+
+def parse_reply(command: str, line: str) -> tuple[str, dict[str, int | str]] | None:
+    """A line of ``command``'s reply read by REPLIES: its word (a WORD key) and its fields by name, numbers as ints;
+    None when it is none of the lines ``command`` answers with."""
+    head, _, rest = line.partition(" ")
+    for cmd, word, fields in REPLIES:
+        if cmd != command or head != WORD[word]:
+            continue
+        values: dict[str, int | str] = {}
+        for field in fields:
+            name, kind = field.split(":")
+            if kind == "r" and rest:
+                values[name], rest = rest, ""
+                continue
+            item, _, rest = rest.partition(" ")
+            if kind == "x" and item and len(item) <= 16 and all(c in "0123456789abcdef" for c in item):
+                values[name] = int(item, 16)
+            elif kind == "w" and item:
+                values[name] = item
+            else:
+                break
+        else:
+            if not rest:
+                return word, values
+    return None
+
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
          "isen": VALUES["SDT_FORM_ISEN"], "goto": VALUES["SDT_FORM_GOTO"]}
 SITE_STATES = {v: n[len("SDT_SITE_"):].lower() for n, v, _ in CONSTANTS if n.startswith("SDT_SITE_")}
@@ -722,6 +786,10 @@ def render_c() -> str:
         out.append(f"#define {name.ljust(width)} {text}\t/* {doc} */")
     for name, text, doc in WORDS + STRINGS:
         out.append(f'#define {name.ljust(width)} "{text}"\t/* {doc} */')
+    for command, word, fields in REPLIES:  # the word, a space, the kinds of its fields (sdt_control.c's say())
+        kinds = "".join(f.split(":")[1] for f in fields)
+        out.append(f'#define {reply_name(command, word).ljust(width)} SDT_CTL_{word.upper()} " {kinds}"\t/* '
+                   f'{command or "every command"}: {_shape(word, fields)} */')
     out.append("")
     for lay in LAYOUTS:
         out.append(f"/* {lay.doc} */")

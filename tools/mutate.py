@@ -53,8 +53,8 @@ TARGETED = ("sdtgen/runtime/", "sdtgen/trace/streams.py", "sdtgen/trace/packets.
             "sdtgen/transport/packet_sink.py", "sdtgen/transport/consumer.py")
 DEFAULT_FILES = [
     "sdtgen/runtime/sdt_transport.c", "sdtgen/runtime/sdt_module.c", "sdtgen/runtime/sdt_program.c",
-    "sdtgen/runtime/sdt_aggregate.c", "sdtgen/runtime/sdt_control.c", "sdtgen/runtime/sdt_manage.c",
-    "sdtgen/runtime/sdt_serial.c",
+    "sdtgen/runtime/sdt_aggregate.c", "sdtgen/runtime/sdt_control.c", "sdtgen/runtime/sdt_control_programs.c",
+    "sdtgen/runtime/sdt_manage.c", "sdtgen/runtime/sdt_state.c", "sdtgen/runtime/sdt_serial.c",
     "sdtgen/transport/frames.py", "sdtgen/transport/packet_sink.py", "sdtgen/transport/consumer.py",
     "sdtgen/trace/streams.py",
     "sdtgen/trace/packets.py", "sdtgen/dscript/compiler.py", "sdtgen/dscript/merge.py", "sdtgen/check.py",

@@ -3,8 +3,9 @@ of the runtime as a kernel builds it (the fragment's sources and an architecture
 and the deepest path from the control core's entry points through it.
 
 Calls through a pointer are the kernel's (the reply function, sdt_control_ops, the function `run` calls) and
-are counted as nothing here: their own stack comes on top. A cycle in the graph (recursion) is refused, since
-no bound would hold.
+are counted as nothing here: their own stack comes on top; but the control core's own dispatch (`command`,
+through its table of commands) reaches each of its commands (`cmd_*`), and is counted so. A cycle in the
+graph (recursion) is refused, since no bound would hold.
 
     python tools/stack_usage.py [ARCH...]     # each architecture's bound and its deepest path
 """
@@ -24,6 +25,8 @@ ENTRIES = ("sdt_control_line", "sdt_control_input")
 NODE = re.compile(r'^node: \{ title: "([^"]+)" label: "[^"]*?\\n(?:[^"\\]*\\n)?(\d+) bytes \(([\w,]+)\)')
 NAME = re.compile(r'^node: \{ title: "([^"]+)"')
 EDGE = re.compile(r'^edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
+DISPATCH = "command"  # the control core's function that calls each command through its table
+COMMAND = "cmd_"  # what every command's function is named
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,15 @@ def call_graph(ci_files: list[Path]) -> tuple[dict[str, int], dict[str, set[str]
                 frames[m[1]] = int(m[2])
             elif m := EDGE.match(line):
                 calls.setdefault(m[1], set()).add(m[2])
+    def name(title: str) -> str:  # as written in C, less a clone's suffix (command.constprop.0)
+        return title.rsplit(":", 1)[-1].split(".", 1)[0]
+
+    commands = {f for f in frames if name(f).startswith(COMMAND)}
+    dispatch = [f for f in calls if name(f) == DISPATCH and "__indirect_call" in calls[f]]
+    if commands and not dispatch:
+        raise SystemExit(f"no {DISPATCH} calls through the command table: the {COMMAND}* functions would not count")
+    for fn in dispatch:
+        calls[fn] |= commands
     return frames, calls
 
 

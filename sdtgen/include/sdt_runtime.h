@@ -233,6 +233,18 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_PROCESS_DISCARD      "discard"	/* --overflow's value for SDT_DISCARD */
 #define SDT_PROCESS_OVERWRITE    "overwrite"	/* --overflow's value for SDT_OVERWRITE */
 #define SDT_PROCESS_CONTROL      "--control"	/* --control: the control protocol itself, command lines on standard input and the serial transport's frames on standard output, until standard input ends */
+#define SDT_REPLY_OK             SDT_CTL_OK " wx"	/* every command: `ok COMMAND COUNT` */
+#define SDT_REPLY_HELLO          SDT_CTL_HELLO " wxwxxxxwxx"	/* hello: `hello ARCH CPUS CLOCK CLOCK_HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION` */
+#define SDT_REPLY_RUN_RETURN     SDT_CTL_RETURN " xx"	/* run: `return CPU VALUE` */
+#define SDT_REPLY_RUN_FAULT      SDT_CTL_FAULT " xxxx"	/* run: `fault CPU CAUSE PC ADDR` */
+#define SDT_REPLY_READ_BYTES     SDT_CTL_BYTES " w"	/* read: `bytes HEX` */
+#define SDT_REPLY_READ_FAULT     SDT_CTL_FAULT " "	/* read: `fault` */
+#define SDT_REPLY_FLUSH_UNFLUSHED SDT_CTL_UNFLUSHED " xx"	/* flush: `unflushed CPU EVENTS` */
+#define SDT_REPLY_STATS_CPU      SDT_CTL_CPU " xxx"	/* stats: `cpu CPU DISCARDED OVERWRITTEN` */
+#define SDT_REPLY_LIST_PROBE     SDT_CTL_PROBE " xxxr"	/* list: `probe KEY SITES ARMED SPEC` */
+#define SDT_REPLY_TORTURE        SDT_CTL_TORTURE " wxxxxxxxx"	/* torture: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG LEAKED WINDOWS` */
+#define SDT_REPLY_SHARED_AREA    SDT_CTL_AREA " xxx"	/* shared: `area CPU AREA RING` */
+#define SDT_REPLY_TABLES_TABLE   SDT_CTL_TABLE " xxx"	/* tables: `table CPU AGG BYTES` */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {

@@ -12,7 +12,7 @@
  * count and a sum, buckets add). An update a full half cannot take is
  * counted in that half's ``dropped``.
  */
-#include "sdt_internal.h"
+#include "sdt_state.h"
 
 #define INT64_MAX_ ((sdt_u64)0x7fffffffffffffffull)
 #define INT64_MIN_ ((sdt_u64)0x8000000000000000ull)

@@ -96,20 +96,41 @@ static SDT_CODE void send(struct out *o)
 	o->n = 0;
 }
 
+/* A string field of a reply line (say), as the sdt_u64 that carries it. */
+#define SAID(s) ((sdt_u64)(sdt_word)(s))
+
+/* One line of a reply as sdtgen/layout.py's REPLIES shapes it, ``shape`` its SDT_REPLY_*: the word, a space, then
+ * one kind a field (x: a number, in hexadecimal; w, r: a string, given by SAID); ``v`` the fields in order. */
+static SDT_CODE void say(struct out *o, const char *shape, const sdt_u64 *v)
+{
+	while (*shape && *shape != ' ' && o->n < LINE)
+		o->buf[o->n++] = *shape++;
+	while (*shape && *++shape) {
+		if (*shape == 'x') {
+			put_hex(o, *v++);
+			continue;
+		}
+		put(o, " ");
+		put(o, (const char *)(sdt_word)*v++);
+	}
+	send(o);
+}
+
 /* `ok COMMAND N`: the last line of a command that succeeded, with its count. */
 static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
 {
-	put(o, SDT_CTL_OK " ");
-	put(o, what);
-	put_hex(o, n);
-	send(o);
+	sdt_u64 v[2];
+
+	v[0] = SAID(what);
+	v[1] = n;
+	say(o, SDT_REPLY_OK, v);
 	return 0;
 }
 
 /* `error CODE COMMAND: TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too, and
  * the command refused (its first word as it came, at most ECHO bytes, each byte not printable ASCII as `?`; `?` for
- * none), so a host can tell whose reply it reads. */
-static SDT_CODE int error(struct out *o, int code, const char *text)
+ * none), so a host can tell whose reply it reads. This is the line up to TEXT. */
+static SDT_CODE void error_head(struct out *o, int code)
 {
 	char d[12];
 	unsigned i = 0, v = (unsigned)-code;
@@ -129,6 +150,12 @@ static SDT_CODE int error(struct out *o, int code, const char *text)
 	for (k = 0; o->cmd && k < o->cmdlen && k < ECHO && o->n < LINE; k++)	/* printable ASCII, else `?` */
 		o->buf[o->n++] = o->cmd[k] > ' ' && o->cmd[k] < 0x7f ? o->cmd[k] : '?';
 	put(o, ": ");
+}
+
+/* The whole `error` line, ``text`` its TEXT: the command's result. */
+static SDT_CODE int error(struct out *o, int code, const char *text)
+{
+	error_head(o, code);
 	put(o, text);
 	send(o);
 	return code;
@@ -404,41 +431,40 @@ static SDT_CODE int cmd_shared(struct out *o, struct words *w)
 	shared = 1;
 	for (k = 0; k < ops.ncpus; k++, n++) {
 		struct sdt_cpu *c = ops.area(k);
-		put(o, SDT_CTL_AREA);
-		put_hex(o, k);
-		put_hex(o, ops.phys(c));
-		put_hex(o, ops.phys((const void *)(sdt_word)c->ring));
-		send(o);
+		sdt_u64 v[3];
+		v[0] = k;
+		v[1] = ops.phys(c);
+		v[2] = ops.phys((const void *)(sdt_word)c->ring);
+		say(o, SDT_REPLY_SHARED_AREA, v);
 	}
 	return ok(o, SDT_CTL_SHARED, n);
 }
 
-static SDT_CODE int cmd_hello(struct out *o)
+static SDT_CODE int cmd_hello(struct out *o, struct words *w)
 {
 	extern const char sdt_protocol[];
 	const struct sdt_site *s;
 	unsigned long patched = 0, refused = 0, folded = 0;
+	sdt_u64 v[10];
 
+	(void)w;
 	for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++) {
 		refused += s->state == SDT_SITE_REFUSED;
 		folded += s->state == SDT_SITE_FOLDED;
 		patched += s->state == SDT_SITE_OFF || s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH ||
 			   s->state == SDT_SITE_CHANGED;
 	}
-	put(o, SDT_CTL_HELLO " ");
-	put(o, sdt_arch_name);
-	put_hex(o, ops.ncpus);
-	put(o, " ");
-	put(o, ops.clock_name ? ops.clock_name : "clock");
-	put_hex(o, sdt_hooks.clock_hz);
-	put_hex(o, patched);
-	put_hex(o, refused);
-	put_hex(o, folded);
-	put(o, " ");
-	put(o, sdt_protocol);
-	put_hex(o, (sdt_word)&sdt_runtime_entries);	/* where the kernel's image is: a relocated one says how far */
-	put_hex(o, SDT_CONTROL_VERSION);	/* a host of another protocol says so, instead of misreading replies */
-	send(o);
+	v[0] = SAID(sdt_arch_name);
+	v[1] = ops.ncpus;
+	v[2] = SAID(ops.clock_name ? ops.clock_name : "clock");
+	v[3] = sdt_hooks.clock_hz;
+	v[4] = patched;
+	v[5] = refused;
+	v[6] = folded;
+	v[7] = SAID(sdt_protocol);
+	v[8] = (sdt_word)&sdt_runtime_entries;	/* where the kernel's image is: a relocated one says how far */
+	v[9] = SDT_CONTROL_VERSION;	/* a host of another protocol says so, instead of misreading replies */
+	say(o, SDT_REPLY_HELLO, v);
 	return ok(o, SDT_CTL_HELLO, 0);
 }
 
@@ -468,7 +494,7 @@ static SDT_CODE int refused(struct out *o, int r)
 
 enum arm { ARM_ENABLE, ARM_DISABLE, ARM_MODE };
 
-static SDT_CODE int cmd_arm(struct out *o, struct words *w, enum arm what)
+static SDT_CODE int arm(struct out *o, struct words *w, enum arm what)
 {
 	static const char *const names[] = {SDT_CTL_ENABLE, SDT_CTL_DISABLE, SDT_CTL_MODE};
 	int mode = 0, r;
@@ -481,20 +507,36 @@ static SDT_CODE int cmd_arm(struct out *o, struct words *w, enum arm what)
 	return r < 0 ? refused(o, r) : ok(o, names[what], (unsigned long)r);
 }
 
+static SDT_CODE int cmd_enable(struct out *o, struct words *w)
+{
+	return arm(o, w, ARM_ENABLE);
+}
+
+static SDT_CODE int cmd_disable(struct out *o, struct words *w)
+{
+	return arm(o, w, ARM_DISABLE);
+}
+
+static SDT_CODE int cmd_mode(struct out *o, struct words *w)
+{
+	return arm(o, w, ARM_MODE);
+}
+
 static SDT_CODE void said_return(struct out *o, unsigned k)
 {
 	struct cpu *c = cpu_at(k);
+	sdt_u64 v[4];
 
-	put(o, c->faulted ? SDT_CTL_FAULT : SDT_CTL_RETURN);
-	put_hex(o, k);
+	v[0] = k;
 	if (c->faulted) {
-		put_hex(o, c->fault.cause);
-		put_hex(o, c->fault.pc);
-		put_hex(o, c->fault.addr);
+		v[1] = c->fault.cause;
+		v[2] = c->fault.pc;
+		v[3] = c->fault.addr;
+		say(o, SDT_REPLY_RUN_FAULT, v);
 	} else {
-		put_hex(o, c->value);
+		v[1] = c->value;
+		say(o, SDT_REPLY_RUN_RETURN, v);
 	}
-	send(o);
 }
 
 /* CPU|all ADDR NARGS ARG...: the call on one CPU, or on every CPU at once; its packets, then its results. */
@@ -542,6 +584,7 @@ static SDT_CODE int cmd_run(struct out *o, struct words *w)
 static const volatile sdt_u8 *read_at;
 static sdt_u8 read_buf[MAX_READ];
 static sdt_word read_len;
+static char read_hex[2 * MAX_READ + 1];	/* read_buf in hexadecimal */
 
 static SDT_CODE void read_bytes(void *arg)
 {
@@ -556,6 +599,7 @@ static SDT_CODE void read_bytes(void *arg)
 static SDT_CODE int cmd_read(struct out *o, struct words *w)
 {
 	sdt_word addr, i;
+	sdt_u64 hex;
 
 	if (!number(w, &addr) || !number(w, &read_len) || read_len > MAX_READ)
 		return error(o, SDT_ERR_USAGE, "usage: read ADDR LEN (LEN at most 80)");
@@ -563,24 +607,27 @@ static SDT_CODE int cmd_read(struct out *o, struct words *w)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot catch a fault in a read");
 	read_at = (const volatile sdt_u8 *)addr;
 	if (guarded(read_bytes, cpu_at(this_cpu()))) {
-		put(o, SDT_CTL_FAULT);
+		say(o, SDT_REPLY_READ_FAULT, 0);
 	} else {
-		put(o, SDT_CTL_BYTES " ");
 		for (i = 0; i < read_len; i++) {
-			o->buf[o->n++] = "0123456789abcdef"[read_buf[i] >> 4];
-			o->buf[o->n++] = "0123456789abcdef"[read_buf[i] & 15];
+			read_hex[2 * i] = "0123456789abcdef"[read_buf[i] >> 4];
+			read_hex[2 * i + 1] = "0123456789abcdef"[read_buf[i] & 15];
 		}
+		read_hex[2 * read_len] = 0;
+		hex = SAID(read_hex);
+		say(o, SDT_REPLY_READ_BYTES, &hex);
 	}
-	send(o);
 	return ok(o, SDT_CTL_READ, read_len);
 }
 
 /* flush: every CPU's open packet closed on that CPU, as a host does before it leaves; `unflushed K EVENTS` for each CPU
  * whose packet stays open (the kernel runs no call there, or the job came inside a recorder), EVENTS what it holds. */
-static SDT_CODE int cmd_flush(struct out *o)
+static SDT_CODE int cmd_flush(struct out *o, struct words *w)
 {
 	unsigned here = this_cpu(), k, n = 0;
+	sdt_u64 v[2];
 
+	(void)w;
 	for (k = 0; k < ops.ncpus; k++)	/* a CPU that cannot be started is marked done: its packet stays open */
 		if (k != here && ops.start)
 			post(k, here, job_flush);
@@ -597,30 +644,32 @@ static SDT_CODE int cmd_flush(struct out *o)
 			n++;
 			continue;
 		}
-		put(o, SDT_CTL_UNFLUSHED);
-		put_hex(o, k);
-		put_hex(o, events);
-		send(o);
+		v[0] = k;
+		v[1] = events;
+		say(o, SDT_REPLY_FLUSH_UNFLUSHED, v);
 	}
 	return ok(o, SDT_CTL_FLUSH, n);
 }
 
-static SDT_CODE int cmd_stats(struct out *o)
+static SDT_CODE int cmd_stats(struct out *o, struct words *w)
 {
 	unsigned k;
 
+	(void)w;
 	if (!ops.area)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not say where its CPUs' areas are");
 	for (k = 0; k < ops.ncpus; k++) {
 		const struct sdt_cpu *a = ops.area(k);
-		put(o, SDT_CTL_CPU);
-		put_hex(o, k);
-		put_hex(o, a ? a->discarded : 0);
-		put_hex(o, a ? a->overwritten : 0);
-		send(o);
+		sdt_u64 v[3];
+		v[0] = k;
+		v[1] = a ? a->discarded : 0;
+		v[2] = a ? a->overwritten : 0;
+		say(o, SDT_REPLY_STATS_CPU, v);
 	}
 	return ok(o, SDT_CTL_STATS, ops.ncpus);
 }
+
+static char named[LINE + 1];	/* `list`: a probe's four names, joined */
 
 /* [SPEC]: every probe SPEC matches, with its sites and how many are armed. */
 static SDT_CODE int cmd_list(struct out *o, struct words *w)
@@ -634,8 +683,9 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 
 	for (t = sdt_tables(); t; t = __atomic_load_n(&t->next, __ATOMIC_ACQUIRE))
 	for (p = t->probes; p < t->probes_end; p++) {
-		unsigned long sites = 0, armed = 0;
+		unsigned long sites = 0, armed = 0, len;
 		unsigned i;
+		sdt_u64 v[4];
 		r = sdt_probe_matches(*spec ? spec : ":::", t, p);
 		if (r < 0)
 			return refused(o, r);
@@ -646,16 +696,19 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 				sites++;
 				armed += s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH;
 			}
-		put(o, SDT_CTL_PROBE);
-		put_hex(o, p->key);
-		put_hex(o, sites);
-		put_hex(o, armed);
-		put(o, " ");
-		for (i = 0; i < 4; i++) {
-			put(o, sdt_probe_field(t, p, i));
-			put(o, i < 3 ? ":" : "");
+		for (i = 0, len = 0; i < 4; i++) {	/* PROVIDER:MODULE:FUNCTION:NAME */
+			const char *f = sdt_probe_field(t, p, i);
+			while (*f && len < LINE)
+				named[len++] = *f++;
+			if (i < 3 && len < LINE)
+				named[len++] = ':';
 		}
-		send(o);
+		named[len] = 0;
+		v[0] = p->key;
+		v[1] = sites;
+		v[2] = armed;
+		v[3] = SAID(named);
+		say(o, SDT_REPLY_LIST_PROBE, v);
 		n++;
 	}
 	return ok(o, SDT_CTL_LIST, n);
@@ -733,6 +786,7 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	const char *spec, *why;
 	int mode, r, started = 1;
 	struct cpu *me = cpu_at(here);
+	sdt_u64 v[9];
 
 	r = parse_call(w, &call, &why);
 	if (r)
@@ -798,17 +852,16 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	if (!started || r <= 0)
 			return !started ? error(o, SDT_ERR_CPU, "a CPU did not start its calls") :
 		       r < 0 ? refused(o, r) : error(o, SDT_ERR_SPEC, "the spec matches no site");
-	put(o, SDT_CTL_TORTURE " ");
-	put(o, sdt_protocol);
-	put_hex(o, ops.ncpus);
-	put_hex(o, toggles);
-	put_hex(o, calls);
-	put_hex(o, faults);
-	put_hex(o, torn);
-	put_hex(o, wrong);
-	put_hex(o, leaked);
-	put_hex(o, windows);
-	send(o);
+	v[0] = SAID(sdt_protocol);
+	v[1] = ops.ncpus;
+	v[2] = toggles;
+	v[3] = calls;
+	v[4] = faults;
+	v[5] = torn;
+	v[6] = wrong;
+	v[7] = leaked;
+	v[8] = windows;
+	say(o, SDT_REPLY_TORTURE, v);
 	return ok(o, SDT_CTL_TORTURE, 1);
 }
 
@@ -827,269 +880,94 @@ static SDT_CODE int cmd_module(struct out *o, struct words *w)
 	return r < 0 ? refused(o, r) : ok(o, SDT_CTL_MODULE, (sdt_word)r);
 }
 
-/* -- programs and their tables (docs/aggregations.md) ------------------------------------------------------- */
-
-/* The kernel's program memory: [prog, prog + prog_size); reserved up to prog_used, and below prog_sealed given to
- * sdt_enable_program (the runtime trusts what it verified: no `pbytes` writes there again). */
-static sdt_u8 *prog;
-static sdt_word prog_size, prog_used, prog_sealed;
-static int tables_ready;
-static struct sdt_agg taken;	/* `take`: a CPU's struct sdt_agg as it stood, sent with its frozen half */
-
-#define AGG_HEAD ((sizeof(struct sdt_agg) + 7) & ~(sdt_word)7)
-
-/* CPU k's struct sdt_agg at the start of the memory the kernel gives it, *tables the bytes after it; NULL when it
- * gives none it can use. */
-static SDT_CODE struct sdt_agg *agg_of(unsigned k, sdt_word *tables)
+/* drain: every CPU's closed packets sent now. */
+static SDT_CODE int cmd_drain(struct out *o, struct words *w)
 {
-	unsigned long bytes = 0;
-	void *mem = ops.agg_memory ? ops.agg_memory(k, &bytes) : 0;
-
-	if (!mem || ((sdt_word)mem & 7) || bytes < AGG_HEAD + SDT_AGG_MIN_BYTES)
-		return 0;
-	*tables = (bytes - AGG_HEAD) & ~(sdt_word)7;
-	return (struct sdt_agg *)mem;
+	(void)w;
+	if (!ops.drain)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel's own consumer reads the rings");
+	drain();
+	return ok(o, SDT_CTL_DRAIN, 0);
 }
 
-/* tables: attach every CPU's (once), then say where each is. */
-static SDT_CODE int cmd_tables(struct out *o)
+/* exit CODE: the kernel powers off. */
+static SDT_CODE int cmd_exit(struct out *o, struct words *w)
 {
-	sdt_word bytes;
-	unsigned k;
+	sdt_word code;
 
-	if (!ops.agg_memory || !ops.area)
-		return error(o, SDT_ERR_UNSUPPORTED, "the kernel gives no aggregation memory");
-	for (k = 0; k < ops.ncpus; k++)
-		if (!agg_of(k, &bytes) || !ops.area(k))
-			return error(o, SDT_ERR_ARG, "a CPU has no area or no aggregation memory (8-byte aligned, "
-				     "sizeof(struct sdt_agg) and SDT_AGG_MIN_BYTES at least)");
-	for (k = 0; !tables_ready && k < ops.ncpus; k++) {
-		struct sdt_agg *g = agg_of(k, &bytes);
-		int r = sdt_agg_attach(ops.area(k), g, (sdt_u8 *)g + AGG_HEAD, bytes);
-		if (r < 0)
-			return error(o, r, "the runtime refused a CPU's aggregation tables");
+	if (!number(w, &code))
+		return error(o, SDT_ERR_USAGE, "usage: exit CODE");
+	if (!ops.power_off)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot power off");
+	ops.power_off((int)code);
+	return ok(o, SDT_CTL_EXIT, 0);
+}
+
+#include "sdt_control_programs.c"	/* program, pbytes, penable, pdisable, tables, switch, take */
+
+/* -- the commands, by their words --------------------------------------------------------------------------- */
+
+/* Every command the core takes: its word (SDT_CTL_*, from sdtgen/layout.py) and what runs it on the rest of the
+ * line. A word not here is refused with the words that are. */
+static const struct command {
+	const char *word;
+	int (*run)(struct out *o, struct words *w);
+} commands[] = {
+	{SDT_CTL_HELLO, cmd_hello},
+	{SDT_CTL_RING, cmd_ring},
+	{SDT_CTL_ENABLE, cmd_enable},
+	{SDT_CTL_DISABLE, cmd_disable},
+	{SDT_CTL_MODE, cmd_mode},
+	{SDT_CTL_RUN, cmd_run},
+	{SDT_CTL_READ, cmd_read},
+	{SDT_CTL_DRAIN, cmd_drain},
+	{SDT_CTL_FLUSH, cmd_flush},
+	{SDT_CTL_STATS, cmd_stats},
+	{SDT_CTL_LIST, cmd_list},
+	{SDT_CTL_TORTURE, cmd_torture},
+	{SDT_CTL_EXIT, cmd_exit},
+	{SDT_CTL_SHARED, cmd_shared},
+	{SDT_CTL_MODULE, cmd_module},
+	{SDT_CTL_TABLES, cmd_tables},
+	{SDT_CTL_PROGRAM, cmd_program},
+	{SDT_CTL_PBYTES, cmd_pbytes},
+	{SDT_CTL_PENABLE, cmd_penable},
+	{SDT_CTL_PDISABLE, cmd_pdisable},
+	{SDT_CTL_SWITCH, cmd_switch},
+	{SDT_CTL_TAKE, cmd_take},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* `error CODE COMMAND: unknown command (hello ring ...)`: the words of the table, in its order. */
+static SDT_CODE int unknown(struct out *o)
+{
+	unsigned long i;
+
+	error_head(o, SDT_ERR_UNKNOWN);
+	put(o, "unknown command (");
+	for (i = 0; i < NCOMMANDS; i++) {
+		put(o, commands[i].word);
+		put(o, i + 1 < NCOMMANDS ? " " : ")");
 	}
-	tables_ready = 1;
-	for (k = 0; k < ops.ncpus; k++) {
-		sdt_word a = (sdt_word)agg_of(k, &bytes);
-		put(o, SDT_CTL_TABLE);
-		put_hex(o, k);
-		put_hex(o, a);
-		put_hex(o, bytes);
-		send(o);
-	}
-	return ok(o, SDT_CTL_TABLES, ops.ncpus);
+	send(o);
+	return SDT_ERR_UNKNOWN;
 }
 
-/* Whether a probe's slot holds a program in the core's program memory (sdt_disable_program cleared the slots of
- * those it detached, and no CPU reads them once it returned). */
-static SDT_CODE int programs_in_use(void)
-{
-	const struct sdt_probe *p;
-
-	for (p = __start_set_sdt_probes_set; (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set); p++) {
-		const struct sdt_slot *slot = p->program ? (const struct sdt_slot *)sdt_rel(&p->program) : 0;
-		sdt_word at = slot ? (sdt_word)__atomic_load_n(&slot->program, __ATOMIC_ACQUIRE) : 0;
-		if (at >= (sdt_word)prog && at < (sdt_word)prog + prog_used)
-			return 1;
-	}
-	return 0;
-}
-
-/* program BYTES: room for a program, 8-byte aligned, after those reserved before; from the start again once every
- * program reserved was given to penable and none is attached any more (a host that left detached its own). */
-static SDT_CODE int cmd_program(struct out *o, struct words *w)
-{
-	sdt_word bytes;
-
-	if (!number(w, &bytes) || !bytes || bytes > SDT_PROG_MAX_BYTES)
-		return error(o, SDT_ERR_USAGE, "usage: program BYTES (1 to SDT_PROG_MAX_BYTES)");
-	if (!ops.program_memory)
-		return error(o, SDT_ERR_UNSUPPORTED, "the kernel gives no program memory");
-	if (!prog) {
-		unsigned long size = 0;
-		sdt_u8 *mem = (sdt_u8 *)ops.program_memory(&size);
-		if (!mem || ((sdt_word)mem & 7))
-			return error(o, SDT_ERR_UNSUPPORTED, "the kernel's program memory is not 8-byte aligned");
-		prog = mem;
-		prog_size = size & ~(sdt_word)7;
-	}
-	bytes = (bytes + 7) & ~(sdt_word)7;
-	if (prog_used && prog_used == prog_sealed && !programs_in_use())
-		prog_used = prog_sealed = 0;
-	if (bytes > prog_size - prog_used)
-		return error(o, SDT_ERR_ARG, "the kernel's program memory is full");
-	prog_used += bytes;
-	return ok(o, SDT_CTL_PROGRAM, (sdt_word)prog + prog_used - bytes);
-}
-
-/* Whether [a, a + n) lies in the reserved program memory from ``from`` on. */
-static SDT_CODE int reserved(sdt_word a, sdt_word n, sdt_word from)
-{
-	return prog && a >= (sdt_word)prog + from && a <= (sdt_word)prog + prog_used &&
-	       n <= (sdt_word)prog + prog_used - a;
-}
-
-/* pbytes ADDR HEX: bytes into reserved program memory. */
-static SDT_CODE int cmd_pbytes(struct out *o, struct words *w)
-{
-	sdt_word addr, i;
-	unsigned long len;
-	const char *hex;
-
-	if (!number(w, &addr))
-		return error(o, SDT_ERR_USAGE, "usage: pbytes ADDR HEX");
-	hex = word(w, &len);
-	if (!len || (len & 1))
-		return error(o, SDT_ERR_USAGE, "usage: pbytes ADDR HEX (pairs of hexadecimal digits)");
-	for (i = 0; i < len; i++)
-		if (hex_digit(hex[i]) < 0)
-			return error(o, SDT_ERR_USAGE, "usage: pbytes ADDR HEX (pairs of hexadecimal digits)");
-	if (!reserved(addr, len / 2, prog_sealed))
-		return error(o, SDT_ERR_ARG, "not reserved program memory, or a program enabled there");
-	for (i = 0; i < len / 2; i++)
-		prog[addr - (sdt_word)prog + i] = (sdt_u8)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
-	return ok(o, SDT_CTL_PBYTES, len / 2);
-}
-
-static SDT_CODE int program_refused(struct out *o, int r)
-{
-	return r == SDT_ERR_PROG_FORM ? error(o, r, "not a program (its header, size or tables)") :
-	       r == SDT_ERR_PROG_INSN ? error(o, r, "an instruction the verifier refuses") :
-	       r == SDT_ERR_PROG_FLOW ? error(o, r, "a jump or path the verifier refuses") :
-	       r == SDT_ERR_PROG_AGG ? error(o, r, "an aggregation descriptor the verifier refuses") :
-	       r == SDT_ERR_PROG_ARGS ? error(o, r, "a matched probe has fewer arguments than the program reads") :
-	       r == SDT_ERR_PROG_BUSY ? error(o, r, "a matched probe runs another program") :
-	       r == SDT_ERR_PROG_SLOT ? error(o, r, "a matched probe has no program slot") : refused(o, r);
-}
-
-/* penable MODE ADDR BYTES SPEC: a program written with pbytes, enabled; from then on its memory is not written. */
-static SDT_CODE int cmd_penable(struct out *o, struct words *w)
-{
-	sdt_word addr, bytes;
-	int mode = mode_of(w, 0), r;
-
-	if (!mode || !number(w, &addr) || !number(w, &bytes))
-		return error(o, SDT_ERR_USAGE, "usage: penable trap|branch ADDR BYTES SPEC");
-	if (!reserved(addr, bytes, 0) || (addr & 7))
-		return error(o, SDT_ERR_ARG, "not a program in reserved program memory");
-	if (addr + bytes - (sdt_word)prog > prog_sealed)	/* what the runtime verifies it trusts: sealed first */
-		prog_sealed = addr + bytes - (sdt_word)prog;
-	r = sdt_enable_program(rest(w), mode, (const void *)addr, bytes);
-	return r < 0 ? program_refused(o, r) : ok(o, SDT_CTL_PENABLE, (unsigned long)r);
-}
-
-static SDT_CODE int cmd_pdisable(struct out *o, struct words *w)
-{
-	int r = sdt_disable_program(rest(w));
-
-	return r < 0 ? program_refused(o, r) : ok(o, SDT_CTL_PDISABLE, (unsigned long)r);
-}
-
-static SDT_CODE int cmd_switch(struct out *o)
-{
-	if (!tables_ready)
-		return error(o, SDT_ERR_STATE, "no tables are attached (tables)");
-	return ok(o, SDT_CTL_SWITCH, (unsigned long)sdt_agg_switch());
-}
-
-/* take CPU: its frozen half, as it stands since the last switch, in one SDT_FRAME_TABLES frame. */
-static SDT_CODE int cmd_take(struct out *o, struct words *w)
-{
-	sdt_word k, bytes, used;
-	struct sdt_agg *g;
-	unsigned h;
-
-	if (!number(w, &k))
-		return error(o, SDT_ERR_USAGE, "usage: take CPU");
-	if (k >= ops.ncpus)
-		return error(o, SDT_ERR_CPU, "no such CPU");
-	if (!tables_ready)
-		return error(o, SDT_ERR_STATE, "no tables are attached (tables)");
-	if (!ops.frame)
-		return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot send a frame on this line");
-	g = agg_of((unsigned)k, &bytes);
-	sdt_copy(&taken, g, sizeof(taken));	/* the writer changes its own half's fields meanwhile */
-	h = (unsigned)(taken.want & 1) ^ 1;
-	used = taken.used[h] <= taken.arena_size ? (sdt_word)taken.used[h] : 0;
-	ops.frame(SDT_FRAME_TABLES, &taken, sizeof(taken), (const void *)(sdt_word)taken.arena[h], used);
-	return ok(o, SDT_CTL_TAKE, used);
-}
-
-/* The program and table commands (0 or an SDT_ERR_*), or 1 when ``c`` is none of them. */
-static SDT_CODE int program_command(struct out *o, const char *c, unsigned long len, struct words *w)
-{
-	if (is(c, len, SDT_CTL_TABLES))
-		return cmd_tables(o);
-	if (is(c, len, SDT_CTL_PROGRAM))
-		return cmd_program(o, w);
-	if (is(c, len, SDT_CTL_PBYTES))
-		return cmd_pbytes(o, w);
-	if (is(c, len, SDT_CTL_PENABLE))
-		return cmd_penable(o, w);
-	if (is(c, len, SDT_CTL_PDISABLE))
-		return cmd_pdisable(o, w);
-	if (is(c, len, SDT_CTL_SWITCH))
-		return cmd_switch(o);
-	if (is(c, len, SDT_CTL_TAKE))
-		return cmd_take(o, w);
-	return 1;
-}
-
-static SDT_CODE int command(struct out *o, const char *line)
+/* The command ``line`` names, run. A function of its own (never inlined): tools/stack_usage.py bounds the stack a
+ * command needs by the deepest of the functions its table calls. */
+static SDT_CODE __attribute__((noinline)) int command(struct out *o, const char *line)
 {
 	struct words w = {line};
-	unsigned long len;
+	unsigned long len, i;
 	const char *c = word(&w, &len);
-	sdt_word code;
-	int mine;
 
 	o->cmd = c;
 	o->cmdlen = len;
-	if (is(c, len, SDT_CTL_HELLO))
-		return cmd_hello(o);
-	if (is(c, len, SDT_CTL_RING))
-		return cmd_ring(o, &w);
-	if (is(c, len, SDT_CTL_ENABLE))
-		return cmd_arm(o, &w, ARM_ENABLE);
-	if (is(c, len, SDT_CTL_DISABLE))
-		return cmd_arm(o, &w, ARM_DISABLE);
-	if (is(c, len, SDT_CTL_MODE))
-		return cmd_arm(o, &w, ARM_MODE);
-	if (is(c, len, SDT_CTL_RUN))
-		return cmd_run(o, &w);
-	if (is(c, len, SDT_CTL_MODULE))
-		return cmd_module(o, &w);
-	if (is(c, len, SDT_CTL_READ))
-		return cmd_read(o, &w);
-	if (is(c, len, SDT_CTL_DRAIN)) {
-		if (!ops.drain)
-			return error(o, SDT_ERR_UNSUPPORTED, "the kernel's own consumer reads the rings");
-		drain();
-		return ok(o, SDT_CTL_DRAIN, 0);
-	}
-	if (is(c, len, SDT_CTL_SHARED))
-		return cmd_shared(o, &w);
-	if (is(c, len, SDT_CTL_STATS))
-		return cmd_stats(o);
-	if (is(c, len, SDT_CTL_FLUSH))
-		return cmd_flush(o);
-	if (is(c, len, SDT_CTL_LIST))
-		return cmd_list(o, &w);
-	if (is(c, len, SDT_CTL_TORTURE))
-		return cmd_torture(o, &w);
-	if (is(c, len, SDT_CTL_EXIT)) {
-		if (!number(&w, &code))
-			return error(o, SDT_ERR_USAGE, "usage: exit CODE");
-		if (!ops.power_off)
-			return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot power off");
-		ops.power_off((int)code);
-		return ok(o, SDT_CTL_EXIT, 0);
-	}
-	if ((mine = program_command(o, c, len, &w)) != 1)
-		return mine;
-	return error(o, SDT_ERR_UNKNOWN, "unknown command (hello ring enable disable mode run read drain flush stats "
-		     "list torture exit shared module tables program pbytes penable pdisable switch take)");
+	for (i = 0; i < NCOMMANDS; i++)
+		if (is(c, len, commands[i].word))
+			return commands[i].run(o, &w);
+	return unknown(o);
 }
 
 /* -- the entry points --------------------------------------------------------------------------- */
@@ -1190,7 +1068,7 @@ SDT_CODE void sdt_control_announce(sdt_control_reply reply)
 	if (reply && __atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
 		o.n = 0;
 		o.reply = reply;
-		cmd_hello(&o);
+		cmd_hello(&o, 0);
 	}
 }
 

@@ -125,26 +125,30 @@ struct sdt_poke {
 	int slow;	/* written through the breakpoint (the change is not one store fetch sees whole) */
 };
 
-/* sdt_patch.c */
-void sdt_poke_run(struct sdt_module *tables, int enabled) SDT_HIDDEN;
-void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDDEN;
+/* What the control core (sdt_control.c, a unit of its own) and the layers of sdt_runtime.c reach across files. */
+
+/* sdt_state.c */
 int sdt_text_range(sdt_word a, unsigned n) SDT_HIDDEN;
+const char *sdt_probe_field(const struct sdt_module *t, const struct sdt_probe *p, unsigned i) SDT_HIDDEN;
+/* The kernel's table, first of the tables the runtime knows (next: the loaded modules', read with acquire). */
+const struct sdt_module *sdt_tables(void) SDT_HIDDEN;
+/* The table probe ``p`` is a descriptor of (the one being loaded included), or NULL. */
+const struct sdt_module *sdt_probe_table(const struct sdt_probe *p) SDT_HIDDEN;
 
 /* sdt_report.c */
 void sdt_report_site(const struct sdt_site *s, const char *what, const sdt_u8 *found, unsigned n,
 		     const sdt_u8 *expected) SDT_HIDDEN;
 void sdt_report(const char *line) SDT_HIDDEN;
 
-/* sdt_manage.c */
-int sdt_probe_matches(const char *spec, const struct sdt_module *t, const struct sdt_probe *p) SDT_HIDDEN;
-const char *sdt_probe_field(const struct sdt_module *t, const struct sdt_probe *p, unsigned i) SDT_HIDDEN;
-/* The kernel's table, first of the tables the runtime knows (next: the loaded modules', read with acquire). */
-const struct sdt_module *sdt_tables(void) SDT_HIDDEN;
-/* The table probe ``p`` is a descriptor of (the one being loaded included), or NULL. */
-const struct sdt_module *sdt_probe_table(const struct sdt_probe *p) SDT_HIDDEN;
-extern const struct sdt_entries sdt_runtime_entries;
-
 /* sdt_transport.c */
 sdt_u32 sdt_readable(sdt_word p) SDT_HIDDEN;
+
+/* sdt_patch.c */
+void sdt_poke_run(struct sdt_module *tables, int enabled) SDT_HIDDEN;
+void sdt_text_store(sdt_u8 *alias, const sdt_u8 *bytes, unsigned width) SDT_HIDDEN;
+
+/* sdt_manage.c */
+int sdt_probe_matches(const char *spec, const struct sdt_module *t, const struct sdt_probe *p) SDT_HIDDEN;
+extern const struct sdt_entries sdt_runtime_entries;
 
 #endif

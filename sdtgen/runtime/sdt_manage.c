@@ -8,58 +8,15 @@
  * After that every write is checked against the bytes the runtime last
  * wrote, so code someone else rewrote is left alone and reported, and the
  * sites one call changes are marked in their entries and written by one
- * run of the patch protocol (sdt_patch.c).
+ * run of the patch protocol (sdt_patch.c). The specs enabled so far are
+ * remembered here, for the modules loaded later (sdt_module.c replays them).
+ * The state it shares with the other layers is sdt_state.c's.
  */
-#include "sdt_internal.h"
+#include "sdt_state.h"
 
-struct sdt_hooks sdt_hooks;
-volatile _Bool sdt_probes_enabled;
-
-/* The tables the runtime knows: the kernel's own (its linker sets), then every loaded module's (sdt_module.c), a list
- * changed under the lock and read without it (sdt_trap) with acquire loads. */
-static struct sdt_module kernel;
-static int ready;
-static int lock;
 static unsigned long armed;	/* sites armed: SDT_PROBES_ENABLED() is armed != 0 */
 
-/* sdt_module.c: the specs remembered for modules loaded later, and the CPUs inside sdt_trap */
-static void remember(const char *text, int mode);
-static void remembered_mode(int mode);
-static unsigned trap_enter(void);
-static void trap_leave(unsigned side);
-static int trap_gone(struct sdt_frame *f, sdt_word a);
-static int in_gone(sdt_word a);
-
-static SDT_CODE void take(void)
-{
-	while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
-		while (__atomic_load_n(&lock, __ATOMIC_RELAXED))
-			;
-}
-
-static SDT_CODE void give(void)
-{
-	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-}
-
 /* -- the table ----------------------------------------------------------------------------- */
-
-static inline struct sdt_module *next_table(const struct sdt_module *t)
-{
-	return __atomic_load_n(&t->next, __ATOMIC_ACQUIRE);
-}
-
-/* Every site of every table the runtime knows (under the lock, or in sdt_trap). */
-#define for_each_site(t, s) \
-	for (t = &kernel; t; t = next_table(t)) \
-		for (s = t->sites; s < t->sites_end; s++)
-
-static SDT_CODE int probe_valid(const struct sdt_module *t, const struct sdt_probe *p)
-{
-	sdt_word a = (sdt_word)p, lo = sdt_bound(t->probes);
-
-	return a >= lo && a < sdt_bound(t->probes_end) && (a - lo) % sizeof(*p) == 0 && p->nargs <= SDT_MAX_ARGS;
-}
 
 /* Put entry ``from`` at ``to``: its fields are relative to where they are, so they are rebased. Field by field:
  * a struct copy may become a call to memcpy, and a byte loop costs the sort most of its time. */
@@ -184,29 +141,6 @@ SDT_CODE int sdt_site_contains(sdt_word pc)
 }
 
 /* -- boot ---------------------------------------------------------------------------------- */
-
-/* The kernel's text range that holds [a, a + n): its index, or -1; 0 for any address when it gave none. */
-SDT_CODE int sdt_text_range(sdt_word a, unsigned n)
-{
-	unsigned i;
-
-	if (!sdt_hooks.ntext)
-		return 0;
-	for (i = 0; i < sdt_hooks.ntext; i++) {
-		sdt_u64 off = (sdt_u64)a - sdt_hooks.text[i].start;
-		if (off < sdt_hooks.text[i].size && n <= sdt_hooks.text[i].size - off)
-			return (int)i;
-	}
-	return -1;
-}
-
-static SDT_CODE void read_text(sdt_u8 *to, sdt_word from, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		to[i] = ((const volatile sdt_u8 *)from)[i];
-}
 
 static inline __attribute__((always_inline)) int entry_valid(const struct sdt_module *t, const struct sdt_site *s)
 {
@@ -524,16 +458,6 @@ static SDT_CODE int parse_spec(const char *text, struct spec *sp)
 	return 0;
 }
 
-/* Field ``i`` of probe ``p`` (provider, module, function, name) of table ``t``: an empty module field is the
- * module's name, as DTrace's module is where the probe is. */
-SDT_CODE const char *sdt_probe_field(const struct sdt_module *t, const struct sdt_probe *p, unsigned i)
-{
-	const sdt_s32 *names[4] = {&p->provider, &p->module, &p->function, &p->name};
-	const char *v = (const char *)sdt_rel(names[i & 3]);
-
-	return i == 1 && !*v && t->name ? t->name : v;
-}
-
 static SDT_CODE int matches(const struct spec *sp, const struct sdt_module *t, const struct sdt_probe *p)
 {
 	int i;
@@ -552,6 +476,74 @@ SDT_CODE int sdt_probe_matches(const char *spec, const struct sdt_module *t, con
 	if (!spec || parse_spec(spec, &sp))
 		return SDT_ERR_SPEC;
 	return matches(&sp, t, p);
+}
+
+/* -- what a module loaded later gets: the specs enabled so far, in order ----------------------------------- */
+
+struct remembered {
+	char text[SDT_MODULE_SPEC_BYTES];
+	int mode;	/* SDT_TRAP or SDT_BRANCH; 0: the spec was disabled */
+};
+
+static struct remembered specs[SDT_MODULE_SPECS];
+static unsigned nspecs;
+
+static SDT_CODE int same_text(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+
+/*
+ * After sdt_enable (``mode``) or sdt_disable (0) of ``text``, under the lock: the list a loaded module replays.
+ * An earlier entry of the same text is superseded; a disable with nothing left enabled leaves nothing to replay.
+ */
+static SDT_CODE void remember(const char *text, int mode)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < nspecs;)
+		if (same_text(specs[i].text, text)) {
+			for (n = i; n + 1 < nspecs; n++)
+				sdt_copy(&specs[n], &specs[n + 1], sizeof(specs[n]));	/* a struct copy may be a memcpy */
+			nspecs--;
+		} else {
+			i++;
+		}
+	if (!mode && !nspecs)
+		return;
+	for (n = 0; text[n] && n < SDT_MODULE_SPEC_BYTES; n++)
+		;
+	if (n >= SDT_MODULE_SPEC_BYTES || nspecs == SDT_MODULE_SPECS) {
+		sdt_report("a spec longer than SDT_MODULE_SPEC_BYTES, or past SDT_MODULE_SPECS of them, is not applied "
+			   "to modules loaded later");
+		return;
+	}
+	sdt_copy(specs[nspecs].text, text, n + 1);
+	specs[nspecs++].mode = mode;
+}
+
+/* sdt_set_mode: what is armed is armed with ``mode`` from now on, in modules loaded later too. */
+static SDT_CODE void remembered_mode(int mode)
+{
+	unsigned i;
+
+	for (i = 0; i < nspecs; i++)
+		if (specs[i].mode)
+			specs[i].mode = mode;
+}
+
+/* The state the remembered specs give site ``s`` of module ``m``: the last spec matching its probe decides. */
+static SDT_CODE unsigned replayed_state(const struct sdt_module *m, const struct sdt_site *s)
+{
+	unsigned state = SDT_SITE_OFF, i;
+	struct spec sp;
+
+	for (i = 0; i < nspecs; i++)
+		if (!parse_spec(specs[i].text, &sp) && matches(&sp, m, sdt_site_probe(s)))
+			state = specs[i].mode == SDT_BRANCH ? SDT_SITE_BRANCH : specs[i].mode ? SDT_SITE_TRAP : SDT_SITE_OFF;
+	return state;
 }
 
 /* -- arming ---------------------------------------------------------------------------------- */
@@ -752,6 +744,21 @@ static SDT_CODE int emulate(struct sdt_frame *f, const struct sdt_site *s, unsig
 		break;
 	}
 	return fired ? SDT_TRAP_FIRED : SDT_TRAP_EMULATED;
+}
+
+/* A breakpoint at ``a``, in no table: resumed there when it is gone (a site of a module unloaded since the CPU
+ * took it, its disabled form written); else not the runtime's (the caller looks again when ``a`` is in_gone). */
+static SDT_CODE int trap_gone(struct sdt_frame *f, sdt_word a)
+{
+	sdt_u8 code[SDT_SITE_MAX];
+
+	if (!in_gone(a))
+		return SDT_TRAP_NOT_OURS;
+	read_text(code, a, sdt_arch_bp_len);
+	if (sdt_arch_is_breakpoint(code))
+		return SDT_TRAP_NOT_OURS;
+	f->pc = a;
+	return SDT_TRAP_RETRY;
 }
 
 static SDT_CODE int trap_in(struct sdt_frame *f, sdt_word a)

@@ -29,12 +29,14 @@
  * blocks), so step 5's store finds it and drops it, and a translation begun after step 4 reads the new bytes.
  * On hardware the step costs a store and a sync per call and changes nothing (docs/runtime.md, "QEMU keeps a
  * translation a store raced").
+ * Like Linux's text_poke_bp_batch, it takes its batch (the marked sites) and calls none of its clients: only the
+ * shared state (sdt_state.c) and the architecture's port (tests/runtime/test_layers.py).
  *
  * Built with -DSDT_NAIVE_PROTOCOL the runtime instead stores the differing bytes one at a time, in
  * place: the states in between are neither instruction, which is what `sdtgen torture` shows a
  * protocol is for.
  */
-#include "sdt_internal.h"
+#include "sdt_state.h"
 
 enum { PH_BREAKPOINT, PH_TAIL, PH_FINAL, PH_AGAIN, PH_NAIVE };
 #ifdef SDT_NAIVE_PROTOCOL

@@ -18,7 +18,7 @@
  * the CPU's seq is odd while it runs a program, which is how sdt_disable_program knows when no CPU can still
  * be reading one it detached (and the consumer, when a half it switched away from is complete).
  */
-#include "sdt_internal.h"
+#include "sdt_state.h"
 
 #define PROG_INSNS(p) ((const struct sdt_insn *)((p) + 1))
 #define PROG_AGGS(p) ((const struct sdt_agg_desc *)(PROG_INSNS(p) + (p)->ninsns))

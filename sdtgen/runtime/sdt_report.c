@@ -1,5 +1,5 @@
 /* sdt_report.c - lines for the kernel's log, through the report hook (no printf in a freestanding kernel). */
-#include "sdt_internal.h"
+#include "sdt_state.h"
 
 #define LINE 256
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import ERRORS, VALUES, WORD
+from sdtgen.layout import ERRORS, REPLIES, VALUES, WORD, parse_reply, reply_shapes
 from sdtgen.targets.base import (
     ARM_MODES,
     Booted,
@@ -49,6 +49,7 @@ MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stan
 ESCAPE = bytes([VALUES["SDT_CONTROL_ESCAPE"]])
 MAX_LINE = VALUES["SDT_CONTROL_LINE"]  # bytes of a reply line at most: the control core writes none longer
 TORTURE_FIRST = 5  # torture's first batch: 5 periods of toggles, timed to size the next
+HELLO_WORDS = 1 + len(next(fields for command, _, fields in REPLIES if command == "hello"))  # the hello's words
 STRAY_SAID = 8  # replies that answer no command sdtgen sent, said one by one before they are only counted
 MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
 
@@ -303,20 +304,24 @@ class ControlTarget:
 
     def _booted(self, words: list[str]) -> Booted:
         arch = self.session.image.arch
-        values = [_hex(w) for w in words[2:]]
-        version = values[8] if len(words) == 11 else None
-        if len(words) in (10, 11) and version != VALUES["SDT_CONTROL_VERSION"]:  # 10: before the hello said it
+        said = parse_reply("hello", " ".join(words))
+        v = said[1] if said is not None else {}
+        version = v.get("version")
+        if (said is not None or len(words) == HELLO_WORDS - 1) and version != VALUES["SDT_CONTROL_VERSION"]:
+            # one word fewer: a hello from before it said its version (protocol 1)
             raise Halted(f"the kernel's control core speaks protocol {version or 1}, this sdtgen "
                          f"{VALUES['SDT_CONTROL_VERSION']}: {printable(' '.join(words))!r}",
                          fix="rebuild the kernel with this sdtgen's runtime (`sdtgen runtime-dir`), or drive it with "
                          "the sdtgen it was built with")
-        if len(words) != 11 or None in (values[0], values[2], values[3], values[4], values[5], values[7]):
-            raise Halted(f"the kernel's hello is not the control core's: {printable(' '.join(words))!r}")
-        booted = Booted(words[1], values[0], words[3], values[2], values[3], values[4], values[5], words[8])
+        if said is None:
+            raise Halted(f"the kernel's hello is not the control core's ({reply_shapes('hello')}): "
+                         f"{printable(' '.join(words))!r}")
+        booted = Booted(v["arch"], v["cpus"], v["clock"], v["clock_hz"], v["patched"], v["refused"], v["folded"],
+                        v["protocol"])
         if not 1 <= booted.cpus <= MAX_CPUS:
             raise Halted(f"the kernel's hello says it has {booted.cpus} CPUs, not 1 to {MAX_CPUS}: "
                          f"{printable(' '.join(words))!r}", fix="give sdt_control_ops.ncpus the kernel's CPUs")
-        self.bias = self._bias(values[7])
+        self.bias = self._bias(v["entries"])
         if booted.arch != arch.name:
             raise Halted(f"the kernel says it is {printable(booted.arch)}, the image is {arch.name}",
                          fix="give the image of the kernel that runs")
@@ -386,18 +391,17 @@ class ControlTarget:
         out = []
         asked = range(self.booted.cpus) if cpu is None else range(cpu, cpu + 1)
         for line in lines[:-1]:
-            w = line.split()
-            numbers = [_hex(x) for x in w[1:]]
-            if w[0] == WORD["fault"] and len(w) == 5 and None not in numbers and numbers[0] in asked:
-                cause, pc, addr = numbers[1:]
-                out.append(Returned(numbers[0], 0, CallFault(f"CPU exception {cause:#x} (address {addr:#x})",
-                                                             self._linked(pc))))
-            elif w[0] == WORD["return"] and len(w) == 3 and None not in numbers and numbers[0] in asked:
-                out.append(Returned(numbers[0], numbers[1]))
-            else:
+            said = parse_reply("run", line)
+            if said is None or said[1]["cpu"] not in asked:
                 self.halted = True
-                raise Halted(f"the kernel's reply to `run` holds {printable(line)!r}, not `return CPU VALUE` or `fault "
-                             f"CPU CAUSE PC ADDR` of a CPU it was asked to run on ({_cpus(asked)})")
+                raise Halted(f"the kernel's reply to `run` holds {printable(line)!r}, not {reply_shapes('run')} of a "
+                             f"CPU it was asked to run on ({_cpus(asked)})")
+            word, v = said
+            if word == "fault":
+                out.append(Returned(v["cpu"], 0, CallFault(f"CPU exception {v['cause']:#x} (address {v['addr']:#x})",
+                                                           self._linked(v["pc"]))))
+            else:
+                out.append(Returned(v["cpu"], v["value"]))
         if sorted(r.cpu for r in out) != list(asked):
             self.halted = True
             raise Halted(f"the kernel's reply to `run` has results of CPUs {sorted(r.cpu for r in out)}, not one of "
@@ -412,11 +416,11 @@ class ControlTarget:
                 lines = self.command(f"{WORD['read']} {addr + len(out):x} {n:x}", "read")
             except Refused:
                 return None
-            first = lines[0].split(" ", 1)
-            if first[0] != WORD["bytes"]:
+            said = parse_reply("read", lines[0])
+            if said is None or said[0] != "bytes":  # `fault`: no memory there
                 return None
             try:
-                out += bytes.fromhex(first[1] if len(first) > 1 else "")
+                out += bytes.fromhex(said[1]["hex"])
             except ValueError:
                 return None
         return bytes(out[:size])
@@ -435,13 +439,12 @@ class ControlTarget:
         except Refused:  # a control core from before `flush`: each run's own packets are closed as it ends
             return
         for line in lines[:-1]:
-            w = line.split()
-            numbers = [_hex(x) for x in w[1:]]
-            if w[0] != WORD["unflushed"] or len(w) != 3 or None in numbers or numbers[0] >= self.booted.cpus:
-                self.session.reporter.warning(f"the kernel's flush line {printable(line)!r} is not `unflushed K "
-                                              "EVENTS` of one of its CPUs: left out")
+            said = parse_reply("flush", line)
+            if said is None or said[1]["cpu"] >= self.booted.cpus:
+                self.session.reporter.warning(f"the kernel's flush line {printable(line)!r} is not "
+                                              f"{reply_shapes('flush')} of one of its CPUs: left out")
                 continue
-            cpu, events = numbers
+            cpu, events = said[1]["cpu"], said[1]["events"]
             if cpu not in self._unflushed:
                 self._unflushed.add(cpu)
                 self.session.reporter.warning(
@@ -456,23 +459,23 @@ class ControlTarget:
             return {}
         out = {}
         for line in lines[:-1]:
-            w = line.split()
-            numbers = [_hex(x) for x in w[1:]]
-            if w[0] != WORD["cpu"] or len(w) != 4 or None in numbers or numbers[0] >= self.booted.cpus:
-                self.session.reporter.warning(f"the kernel's stats line {printable(line)!r} is not `cpu K DISCARDED "
-                                              "OVERWRITTEN` of one of its CPUs: left out")
+            said = parse_reply("stats", line)
+            if said is None or said[1]["cpu"] >= self.booted.cpus:
+                self.session.reporter.warning(f"the kernel's stats line {printable(line)!r} is not "
+                                              f"{reply_shapes('stats')} of one of its CPUs: left out")
                 continue
-            out[numbers[0]] = Lost(numbers[1], numbers[2])
+            v = said[1]
+            out[v["cpu"]] = Lost(v["discarded"], v["overwritten"])
         return out
 
     def probes(self, spec: str = "") -> list[ProbeState]:
         lines = self.command(f"{WORD['list']} {spec}".rstrip(), "list")
         out = []
         for line in lines[:-1]:
-            w = line.split(" ", 4)
-            numbers = [_hex(x) for x in w[1:4]]
-            if w[0] == WORD["probe"] and len(w) == 5 and None not in numbers:
-                out.append(ProbeState(numbers[0], w[4], numbers[1], numbers[2]))
+            said = parse_reply("list", line)
+            if said is not None:
+                v = said[1]
+                out.append(ProbeState(v["key"], v["spec"], v["sites"], v["armed"]))
         return out
 
     # -- modules: the kernel's loader holds one (ops.module), which the host placed (self.module) -------------
@@ -534,13 +537,12 @@ class ControlTarget:
                        timeout: float) -> Summary:
         lines = self.command(f"{WORD['torture']} {self._address(func):x} {len(args):x} {self._words(args)} "
                              f"{toggles:x} {WORD[mode]} {spec}", "torture", timeout=timeout)
-        w = lines[0].split()
-        numbers = [_hex(x) for x in w[2:]]
-        if w[0] != WORD["torture"] or len(w) != 10 or None in numbers:
-            raise Halted(f"the kernel's torture answer is not one: {printable(lines[0])!r}")
-        cpus, done, calls, faults, torn, wrong, leaked, windows = numbers
-        return Summary(w[1], cpus - 1, toggles, done=done, calls=calls, faults=faults, torn=torn, wrong=wrong,
-                       leaked=leaked, windows=windows)
+        said = parse_reply("torture", lines[0])
+        if said is None:
+            raise Halted(f"the kernel's torture answer is not {reply_shapes('torture')}: {printable(lines[0])!r}")
+        v = said[1]
+        return Summary(v["protocol"], v["cpus"] - 1, toggles, done=v["toggles"], calls=v["calls"], faults=v["faults"],
+                       torn=v["torn"], wrong=v["wrong"], leaked=v["leaked"], windows=v["windows"])
 
     # -- programs and their tables (docs/aggregations.md) ---------------------------------------------
     def attach_tables(self) -> None:
@@ -548,15 +550,15 @@ class ControlTarget:
         lines = self.command(WORD["tables"], "tables")
         tables: dict[int, tuple[int, int]] = {}
         for line in lines[:-1]:
-            w = line.split()
-            numbers = [_hex(x) for x in w[1:]]
-            if (w[0] != WORD["table"] or len(w) != 4 or None in numbers or numbers[0] >= self.booted.cpus
-                    or not VALUES["SDT_AGG_MIN_BYTES"] <= numbers[2] <= MAX_TABLES):
-                raise SdtError(self.session.image.path, f"the kernel's line {printable(line)!r} is not `table K AGG "
-                               f"BYTES` of one of its CPUs with {VALUES['SDT_AGG_MIN_BYTES']} to {MAX_TABLES} bytes "
-                               "of tables", "give every CPU aggregation memory (sdt_control_ops.agg_memory) of a size "
-                               "sdtgen reads")
-            tables[numbers[0]] = (numbers[1], numbers[2])
+            said = parse_reply("tables", line)
+            v = said[1] if said is not None else {}
+            if (said is None or v["cpu"] >= self.booted.cpus
+                    or not VALUES["SDT_AGG_MIN_BYTES"] <= v["bytes"] <= MAX_TABLES):
+                raise SdtError(self.session.image.path, f"the kernel's line {printable(line)!r} is not "
+                               f"{reply_shapes('tables')} of one of its CPUs with {VALUES['SDT_AGG_MIN_BYTES']} to "
+                               f"{MAX_TABLES} bytes of tables", "give every CPU aggregation memory "
+                               "(sdt_control_ops.agg_memory) of a size sdtgen reads")
+            tables[v["cpu"]] = (v["agg"], v["bytes"])
         if sorted(tables) != list(range(self.booted.cpus)):
             raise SdtError(self.session.image.path, f"the kernel said where the tables of CPUs {sorted(tables)} are, "
                            f"not of each of its {self.booted.cpus}")
@@ -655,6 +657,6 @@ def _hex(word: str) -> int | None:
 
 
 def _count(line: str) -> int:
-    """The number an ``ok WHAT N`` line ends with."""
-    value = _hex(line.split()[-1])
-    return 0 if value is None else value
+    """The number an ``ok WHAT N`` line ends with (REPLIES' `ok COMMAND COUNT`)."""
+    said = parse_reply("", line)
+    return 0 if said is None else said[1]["count"]

@@ -13,7 +13,7 @@
 
 #include <sdt_runtime.h>
 
-struct sdt_hooks sdt_hooks;	/* sdt_manage.c's, which this test does not link */
+struct sdt_hooks sdt_hooks;	/* sdt_state.c's, which this test does not link */
 
 static struct sdt_cpu cpu;
 static sdt_u64 ticks;

@@ -12,7 +12,7 @@
 
 #include <sdt_runtime.h>
 
-struct sdt_hooks sdt_hooks;	/* sdt_manage.c's, which this program does not link */
+struct sdt_hooks sdt_hooks;	/* sdt_state.c's, which this program does not link */
 
 #define PACKET 1024
 #define PACKETS 64

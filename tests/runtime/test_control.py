@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_support import HERE, include_dir, runtime_dir
 
-from sdtgen.layout import ERRORS, VALUES, WORD, WORDS
+from sdtgen.layout import ERRORS, REPLIES, REPLY_KINDS, VALUES, WORD, WORDS, parse_reply
 
 KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
@@ -152,3 +152,51 @@ def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_fault
 def test_flush_closes_each_cpus_open_packet_and_names_none_it_could_not(core):
     """The harness has one CPU and no area: its packet (none) is closed on it, and no CPU is left open."""
     assert feed(core, b"flush\n") == ["ok flush 1"]
+
+
+def test_an_unknown_command_is_refused_with_every_word_the_core_takes_and_each_of_them_is_taken(core):
+    """The error lists the command table's words; each of them is a command the core runs (its reply is anything but
+    unknown), and they are every command word of sdtgen/layout.py."""
+    (line,) = feed(core, b"nosuch 1 2\n")
+    assert line.startswith(f"error {VALUES['SDT_ERR_UNKNOWN']} nosuch: unknown command ("), line
+    words = line[line.index("(") + 1:line.rindex(")")].split(" ")
+    assert sorted(words) == sorted(COMMANDS) and len(words) == len(set(words)), words
+    for word in words:
+        final = [x for x in feed(core, word.encode() + b"\n") if ends(x)]
+        assert len(final) == 1 and not final[0].startswith(f"error {VALUES['SDT_ERR_UNKNOWN']} "), (word, final)
+
+
+def test_every_line_the_core_answers_with_is_one_the_reply_table_shapes(core):
+    """What the C core writes (by SDT_REPLY_*) is what the host reads (parse_reply, sdtgen/layout.py's REPLIES): each
+    line of a reply is one of its command's shapes, its last one `ok COMMAND COUNT` of that command."""
+    addr = ctypes.cast(core.harness_sum, ctypes.c_void_p).value
+    seen = set()
+    for command, line in (("hello", "hello"), ("run", f"run 0 {addr:x} 3 1 2 3"), ("run", f"run all {addr:x} 0"),
+                          ("list", "list"), ("list", "list :::harness*"), ("flush", "flush"),
+                          ("enable", "enable trap :::"), ("disable", "disable :::")):
+        lines = feed(core, line.encode() + b"\n")
+        last = parse_reply("", lines[-1])
+        assert last is not None and last[0] == "ok" and last[1]["command"] == WORD[command], (line, lines)
+        for said in lines[:-1]:
+            parsed = parse_reply(command, said)
+            assert parsed is not None, (line, said)
+            seen.add(parsed[0])
+    assert {"hello", "return", "probe"} <= seen, seen
+    hello = parse_reply("hello", feed(core, b"hello\n")[0])[1]
+    assert hello["arch"] == "x86_64" and hello["clock_hz"] == 1000 and hello["version"] == VALUES["SDT_CONTROL_VERSION"]
+    assert hello["entries"] == ctypes.addressof(ctypes.c_void_p.in_dll(core, "sdt_runtime_entries"))
+
+
+@pytest.mark.parametrize(("command", "line"), [("run", "return 0"), ("run", "return 0 1 2"), ("run", "return 0 1g"),
+                                              ("run", "probe 0 1"), ("read", "bytes"), ("list", "probe 1 2 3"),
+                                              ("hello", "hello x86_64 1 clock 3e8 0 0 0 safe 0"), ("", "ok run")])
+def test_a_line_the_table_does_not_shape_is_read_as_none(command, line):
+    assert parse_reply(command, line) is None
+
+
+def test_the_reply_table_names_each_command_and_word_once():
+    assert len({(command, word) for command, word, _ in REPLIES}) == len(REPLIES)
+    assert all(command in ("", *WORD) and word in WORD for command, word, _ in REPLIES)
+    kinds = [f.split(":") for _, _, fields in REPLIES for f in fields]
+    assert all(len(k) == 2 and k[1] in REPLY_KINDS for k in kinds), kinds
+    assert all(f[-1].endswith(":r") for _, _, f in REPLIES if any(x.endswith(":r") for x in f))  # the rest: last

@@ -101,12 +101,16 @@ def test_the_committed_header_block_is_what_layout_py_renders():
 
 
 def test_every_constant_error_code_and_protocol_word_the_header_defines_is_pythons(tmp_path):
-    """The numbers and words guest and host share (constants, SDT_ERR_* codes, the control protocol's words, the
-    names of the files a host hands a kernel), as a program built with the installed header prints them."""
+    """The numbers and words guest and host share (constants, SDT_ERR_* codes, the control protocol's words and the
+    shapes of its reply lines, the names of the files a host hands a kernel), as a program built with the installed
+    header prints them."""
     names = [n for n, _, _ in layout.CONSTANTS]
     lines = ['#include <stdio.h>', '#include <sdt_runtime.h>', "int main(void) {"]
     lines += [f'\tprintf("{n} %lld\\n", (long long){n});' for n in names]
     lines += [f'\tprintf("{n} %s\\n", {n});' for n, _, _ in layout.WORDS + layout.STRINGS]
+    replies = {layout.reply_name(c, w): f"{layout.WORD[w]} {''.join(f.split(':')[1] for f in fs)}"
+               for c, w, fs in layout.REPLIES}  # the word, a space, a kind for each field
+    lines += [f'\tprintf("{n} %s\\n", {n});' for n in replies]
     lines += ["\treturn 0;", "}"]
     src, exe = tmp_path / "words.c", tmp_path / "words"
     src.write_text("\n".join(lines) + "\n")
@@ -114,6 +118,7 @@ def test_every_constant_error_code_and_protocol_word_the_header_defines_is_pytho
     printed = dict(line.split(" ", 1) for line in run([str(exe)]).stdout.splitlines())
     want = {n: str(v) for n, v, _ in layout.CONSTANTS}
     want.update({n: text for n, text, _ in layout.WORDS + layout.STRINGS})
+    want.update(replies)
     assert printed == want
 
 
