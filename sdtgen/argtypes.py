@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sdtgen import arch as arches
-
 UNREADABLE = "<unreadable>"  # what a string argument the runtime could not read becomes in CTF
 
 
@@ -65,12 +63,3 @@ def arg_type(ctype: str, pointer_bits: int) -> ArgType:
 _C_BITS = {"char": 8, "short": 16, "short int": 16, "int": 32, "long": 0, "long int": 0, "long long": 64,
            "long long int": 64, "_Bool": 8, "bool": 8}
 _TYPEDEF_KIND = {"ssize_t": "int", "intptr_t": "int", "ptrdiff_t": "int", "off_t": "int", "time_t": "int"}
-
-
-def pointer_bits(arch: str) -> int:
-    return arches.by_name(arch).bits
-
-
-def probe_types(arg_types: tuple[str, ...], arch: str) -> tuple[ArgType, ...]:
-    bits = pointer_bits(arch)
-    return tuple(arg_type(t, bits) for t in arg_types)

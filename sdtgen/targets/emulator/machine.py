@@ -98,7 +98,6 @@ class Machine:
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self.code: list[CodeSpan] = []
-        self._code_starts: list[int] = []
         self._next_phys = PHYS_BASE
         self.buffers: list[tuple[int, int, object, int]] | None = [] if cpus > 1 else None  # paddr, size, mmap, ptr
         self.load(image)
@@ -156,7 +155,7 @@ class Machine:
         m.tcg_buffer = self.tcg_buffer
         m._engine(self.arch, self.file)
         m.cpu = cpu
-        m.regions, m._starts, m.code, m._code_starts = self.regions, self._starts, self.code, self._code_starts
+        m.regions, m._starts, m.code = self.regions, self._starts, self.code
         m.buffers, m._next_phys = self.buffers, self._next_phys
         for paddr, size, _, ptr in self.buffers:
             m.uc.mem_map_ptr(paddr, size, UC_PROT_ALL, ptr)
@@ -233,20 +232,12 @@ class Machine:
             raise image.fail(f"segments need {total:#x} bytes of memory, more than the {MAX_MAPPED >> 20} MiB "
                              "a boot maps, so they cannot be loaded", "link a smaller image")
         self.code = code_spans(image)
-        self._code_starts = [c.start for c in self.code]
         for start, end in runs:
             self._map(start, end - start, f"segments at {start:#x}")
         for seg in loads:
             self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
         # PIE kernels (and GNU ld's -pie output on RISC-V, which it marks EXEC) carry RELATIVE relocations.
         self._self_relocate(image)
-
-    def code_at(self, addr: int) -> CodeSpan | None:
-        """The executable segment bytes holding ``addr``, if any."""
-        i = bisect.bisect_right(self._code_starts, addr) - 1
-        if i >= 0 and addr < self.code[i].end:
-            return self.code[i]
-        return None
 
     def _self_relocate(self, image: ElfFile) -> None:
         """Apply a PIE kernel's RELATIVE relocations at its link address, as it would itself."""
