@@ -190,7 +190,7 @@ def test_babeltrace2_prints_each_events_fields_in_its_probes_order(tmp_path, arc
     """`{ arg0 = "usr/lib", arg1 = 3, ... }`, as the probe declares them: the C's values in the C's order, read by
     babeltrace2 from the trace `boot --trace` wrote (the runtime's packets as they stand), over many packets, on
     every architecture (a word after a string is aligned to its size)."""
-    image = build_c_kernel(tmp_path, arch, MIXED, "mx")
+    image = build_c_kernel(tmp_path, arch, MIXED, "mx", "-Wall", "-Wextra", "-Werror")  # the recorders too
     trace = tmp_path / "trace"
     n = 300
     proc = sdtgen("boot", image, "--enable", "mx:::", "--buffer-size", "8192", "--json", "--run", "walk", "--arg",
