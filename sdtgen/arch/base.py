@@ -14,8 +14,10 @@ What the Unicorn emulator needs beyond those (its constants for the CPU and the 
 registers hold the PC, the arguments, a return value, how a call leaves its return address, its
 interrupt numbers, and the few instructions of the emulated platform's firmware) is declared here as
 data too, one ``EmulatorFacts`` value per architecture, so that a new architecture is still one module
-of facts; the code that reads those facts, and every import of Unicorn, is the emulator's
-(sdtgen/targets/emulator/cpus.py), as QEMU's machine (``QemuMachine``) is data its target reads.
+of facts (a table keyed by architecture in the emulator's package would be a second module to touch, and
+facts about one CPU kept apart from the rest of them); the code that reads those facts, and every import of
+Unicorn, is the emulator's (sdtgen/targets/emulator/cpus.py), as QEMU's machine (``QemuMachine``) is data
+its target reads. See docs/architectures.md, "A fifth architecture".
 """
 
 from __future__ import annotations
