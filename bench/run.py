@@ -973,10 +973,10 @@ def trace_rows(work: Path, small: bool) -> list[Row]:
     events carry a string), beside pickling the same events."""
     import pickle
 
+    from sdtgen.event_format import event_format
     from sdtgen.targets.emulator.clock import guest_clock
-    from sdtgen.trace.ctf import runtime_order
     from sdtgen.trace.model import Lost, TraceMeta, TraceProbe
-    from sdtgen.trace.packets import Decoder, event_format, split
+    from sdtgen.trace.packets import Decoder, split
     from sdtgen.trace.sink import open_trace
 
     image = fixture_build(work, "mix")
@@ -994,7 +994,7 @@ def trace_rows(work: Path, small: bool) -> list[Row]:
     packets = []
     for stream in sorted(recorded.glob("stream_*")):
         for written in split(stream.read_bytes(), decoder):
-            data = bytes(runtime_order(written, meta, arch.bits, arch.little))  # as the runtime wrote it
+            data = bytes(written)  # as the runtime wrote it: the trace's packets are the runtime's
             packet, events = decoder.events(data)
             if events:  # the writer adds each stream's empty opening and closing packets itself
                 packets.append((packet.cpu, data, packet, events))

@@ -5,48 +5,48 @@ flags beside the runtime (sdtgen/runtime/). A recorder takes the probe's
 arguments as the site passed them (branch arming calls it in place of the
 stub; sdt_trap calls it with the arguments it read from the trap frame),
 reserves one event through the runtime's inline writer (sdt_runtime.h) and
-stores the arguments: the integers at fixed offsets, then each string
-copied as it was at the firing. ``event_layout`` says where each argument
-lands; the host's decoder and the CTF metadata read the same layout.
+stores the arguments in the probe's order where the event format
+(sdtgen/event_format.py) puts them: the integers before the first string at
+fixed offsets, then from the first string on each where the one before
+ended (an integer at the next multiple of its size, the bytes skipped
+zeroed). The host's decoder and the trace writers read the same format.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sdtgen.argtypes import arg_type
-from sdtgen.layout import EVENT, VALUES
+from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
 
 RECORDER_PREFIX = "__sdt_rec_"
 PROGRAM_PREFIX = "__sdt_prog_"  # the probe's program slot (sdt_probe.program): NULL, or what sdt_enable_program set
-MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]
 
 
-@dataclass(frozen=True)
-class EventLayout:
-    """Where a probe's arguments are in its events: integers (word-sized) first, then strings."""
-
-    word: int  # bytes of an argument register
-    ints: tuple[int, ...]  # argument numbers stored as integers, in order from offset EVENT.size
-    strings: tuple[int, ...]  # argument numbers copied as strings, in order after the integers
-
-    @property
-    def fixed(self) -> int:
-        """Bytes of the header and the integers."""
-        return EVENT.size(64) + self.word * len(self.ints)
-
-    @property
-    def reserved(self) -> int:
-        """What the recorder reserves: the fixed part and room for every string at its longest. Not rounded up:
-        an event's size ends at its last byte, and so does the packet's content after the last event (a reader
-        takes any byte before content_size for another event); the next event starts at the next multiple of 8."""
-        return self.fixed + (MAX_COPIED_STRING + 1) * len(self.strings)
-
-
-def event_layout(types: tuple[str, ...], bits: int) -> EventLayout:
-    strings = tuple(k for k, t in enumerate(types) if arg_type(t, bits).kind == "str")  # the traces' own rule
-    return EventLayout(bits // 8, tuple(k for k in range(len(types)) if k not in strings), strings)
+def _stores(types: tuple[str, ...], bits: int) -> tuple[int, list[str]]:
+    """What a probe's recorder reserves, and the C that stores its arguments in the event ``e`` it reserved."""
+    f = event_format(0, "", types, bits)
+    out = []
+    if f.lead:  # each in a block of its own: a kernel may forbid declarations after statements
+        out.append("\t\t{")
+        out.append("\t\t\tsdt_word *a = (sdt_word *)(e + 1);")
+        out += [f"\t\t\ta[{j}] = a{k};" for j, k in enumerate(f.lead)]
+        out.append("\t\t}")
+    if f.rest:
+        out.append("\t\t{")
+        out.append(f"\t\t\tchar *to = (char *)e + {f.size};")
+        after_string = False
+        for k, read in zip(f.rest, f.later, strict=True):
+            if read is None:
+                out.append(f"\t\t\tto += sdt_event_string(e, to, {k}, (const char *)a{k});")
+            else:
+                if after_string:  # to the next word: zeros, not what the ring held there before
+                    out.append("\t\t\twhile ((sdt_word)to & (sizeof(sdt_word) - 1))")
+                    out.append("\t\t\t\t*to++ = 0;")
+                out.append(f"\t\t\t*(sdt_word *)(void *)to = a{k};")
+                out.append("\t\t\tto += sizeof(sdt_word);")
+            after_string = read is None
+        out.append("\t\t\tsdt_event_trim(c, e, to);")
+        out.append("\t\t}")
+    return f.reserved, out
 
 
 PREAMBLE = """
@@ -71,7 +71,7 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
     """
     out = [PREAMBLE]
     for symbol, types in probes:
-        lay = event_layout(types, bits)
+        reserved, stores = _stores(types, bits)
         n = len(types)
         params = ", ".join(f"sdt_word a{k}" for k in range(n)) or "void"
         args = ", ".join(f"a{k}" for k in range(n))
@@ -82,20 +82,10 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
         out.append(f"static inline __attribute__((always_inline)) void {event}(struct sdt_cpu *c"
                    + "".join(f", sdt_word a{k}" for k in range(n)) + ")")
         out.append("{")
-        out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {key}, {lay.reserved});")
+        out.append(f"\tstruct sdt_event *e = sdt_event_begin(c, {key}, {reserved});")
         out.append("")
         out.append("\tif (e) {")
-        if lay.ints:  # each in a block of its own: a kernel may forbid declarations after statements
-            out.append("\t\t{")
-            out.append("\t\t\tsdt_word *a = (sdt_word *)(e + 1);")
-            out += [f"\t\t\ta[{j}] = a{k};" for j, k in enumerate(lay.ints)]
-            out.append("\t\t}")
-        if lay.strings:
-            out.append("\t\t{")
-            out.append(f"\t\t\tchar *to = (char *)e + {lay.fixed};")
-            out += [f"\t\t\tto += sdt_event_string(e, to, {k}, (const char *)a{k});" for k in lay.strings]
-            out.append("\t\t\tsdt_event_trim(c, e, to);")
-            out.append("\t\t}")
+        out += stores
         out.append("\t\tsdt_event_end(c);")
         out.append("\t}")
         out.append("}")

@@ -213,7 +213,7 @@ def executed(image, arch: str, booted: bool) -> dict[str, list[tuple[int, str, s
             def hook(uc, a, n, u, f=f, pcs=pcs):
                 if f.value <= a < f.value + f.size:
                     if a in pcs:  # the path ends where it would repeat
-                        uc.reg_write(m.arch.regs.pc, a)
+                        uc.reg_write(m.model.regs.pc, a)
                         uc.emu_stop()
                         return
                     pcs.append(a)

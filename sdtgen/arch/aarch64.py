@@ -10,14 +10,13 @@ from sdtgen.arch.base import (
     TAIL,
     Arch,
     Decoded,
+    EmulatorFacts,
     Flow,
     QemuMachine,
-    Regs,
     SiteShape,
     Toolchain,
     UnsupportedReloc,
 )
-from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -74,7 +73,6 @@ class AArch64(Arch):
     branch_mnemonics = frozenset({"bl", "b"})
     relative_reloc = 1027  # R_AARCH64_RELATIVE
     kernel_base = 0xFFFF800008000000
-    trap_interrupts = frozenset({7})  # EXCP_BKPT: brk, with the PC on the brk
     goto_nop = struct.pack("<I", NOP)
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool,
@@ -159,32 +157,14 @@ class AArch64(Arch):
         return 4 if code[:4] == _insn(op | ((delta >> 2) & 0x03FFFFFF)) else None
 
     clock_name = "cntvct_el0"
-    clock_body = _insn(0xD53BE040)  # mrs x0, cntvct_el0
-    return_insn = _insn(RET)
-    clock_hz_code = _insn(0xD53BE000)  # mrs x0, cntfrq_el0
-
-    def firmware_load(self, va: int) -> bytes:
-        # ldr x0, #16 (the literal); ldr x0, [x0]; ret; nop; the literal
-        return _insn(0x58000080) + _insn(0xF9400000) + _insn(RET) + _insn(NOP) + struct.pack("<Q", va)
-
-
-    def unicorn(self):
-        import unicorn
-
-        return unicorn.UC_ARCH_ARM64, unicorn.UC_MODE_ARM
-
-    def unicorn_register(self, name: str) -> int:
-        from unicorn import arm64_const
-
-        return getattr(arm64_const, "UC_ARM64_REG_" + name.upper())
-
-    @cached
-    def regs(self) -> Regs:
-        from unicorn import arm64_const as A
-
-        return Regs(A.UC_ARM64_REG_PC, A.UC_ARM64_REG_SP, A.UC_ARM64_REG_X0,
-                    (A.UC_ARM64_REG_X0, A.UC_ARM64_REG_X1, A.UC_ARM64_REG_X2, A.UC_ARM64_REG_X3,
-                     A.UC_ARM64_REG_X4, A.UC_ARM64_REG_X5), A.UC_ARM64_REG_X30)
+    # AAPCS64; brk raises EXCP_BKPT (7), with the PC on the brk.
+    emulator = EmulatorFacts(("UC_ARCH_ARM64", "UC_MODE_ARM"), ("arm64_const", "UC_ARM64_REG_"), "pc", "sp", ("x0",),
+                             ("x0", "x1", "x2", "x3", "x4", "x5"), link="x30", traps=frozenset({7}),
+                             return_insn=_insn(RET),
+                             clock=_insn(0xD53BE040),  # mrs x0, cntvct_el0
+                             clock_hz=_insn(0xD53BE000),  # mrs x0, cntfrq_el0
+                             # ldr x0, #16 (the literal); ldr x0, [x0]; ret; nop; the literal
+                             load_word=(_insn(0x58000080) + _insn(0xF9400000) + _insn(RET) + _insn(NOP), b""))
 
 
 ARCH = AArch64()

@@ -1,4 +1,24 @@
-"""The per-architecture interface: everything that differs between CPUs sits behind it."""
+"""The per-architecture interface: the host's half of what sdtgen/runtime/sdt_arch.h is for the runtime.
+
+An ``Arch`` holds what a toolchain, a linker and an instruction set make true of an architecture, and
+nothing of any one target's machinery:
+
+- identity: name, ELF machine, word size and byte order, the GNU triple and the tools that build for it;
+- linking: the relocations a site or a table field carries, the one a PIE kernel applies to itself,
+  where sdtgen's final script links a kernel, whether the final link relaxes calls;
+- decoding: Capstone's mode, an instruction's form and target, the disabled-cost report's flow;
+- sites: the forms a probe call takes (``classify``, ``match_site``: sdt_arch_verify), the NOP of an asm
+  goto, the breakpoint (sdt_arch_bp) and where a trap on it reports the PC (sdt_arch_trap_address).
+
+What the Unicorn emulator needs beyond those (its constants for the CPU and the registers, which
+registers hold the PC, the arguments, a return value, how a call leaves its return address, its
+interrupt numbers, and the few instructions of the emulated platform's firmware) is declared here as
+data too, one ``EmulatorFacts`` value per architecture, so that a new architecture is still one module
+of facts (a table keyed by architecture in the emulator's package would be a second module to touch, and
+facts about one CPU kept apart from the rest of them); the code that reads those facts, and every import of
+Unicorn, is the emulator's (sdtgen/targets/emulator/cpus.py), as QEMU's machine (``QemuMachine``) is data
+its target reads. See docs/architectures.md, "A fifth architecture".
+"""
 
 from __future__ import annotations
 
@@ -44,16 +64,6 @@ class Decoded:
     text: str  # mnemonic and operands, for messages
 
 
-@record(frozen=True)
-class Regs:
-    pc: int
-    sp: int
-    ret: int
-    args: tuple[int, ...]
-    link: int | None = None  # the register a call leaves its return address in, if any
-    flags: int | None = None  # the condition flags (x86 EFLAGS: a conditional tail site tests them)
-
-
 class Flow:
     """What an instruction does to the path through a function (Arch.flow)."""
 
@@ -88,6 +98,34 @@ class QemuMachine:
     ram_base: int = 0  # where the machine's RAM starts: the memory backend's first byte (shared rings)
 
 
+@record(frozen=True)
+class EmulatorFacts:
+    """What the Unicorn emulator needs of an architecture, as data (sdtgen/targets/emulator/cpus.py reads it).
+
+    Registers are named as Capstone names them; where a call's arguments and return address go follows from
+    which registers there are: a link register (AArch64, RISC-V) or none (x86: the return address pushed),
+    and argument registers or none (i386's cdecl: the arguments pushed too)."""
+
+    unicorn: tuple[str, str]  # Unicorn's constants for the CPU and its mode: ("UC_ARCH_X86", "UC_MODE_64")
+    registers: tuple[str, str]  # the unicorn module and prefix of its register ids: ("x86_const", "UC_X86_REG_")
+    pc: str
+    sp: str
+    ret: tuple[str, ...]  # a returned value's registers, low word first (i386 returns 64 bits in eax and edx)
+    args: tuple[str, ...]  # the argument registers, in order (none: on the stack)
+    link: str = ""  # the register a call leaves its return address in ("": pushed on the stack)
+    flags: str = ""  # the condition flags a trap frame carries (x86 EFLAGS: a conditional tail site tests them)
+    traps: frozenset[int] = frozenset()  # Unicorn's interrupt numbers a breakpoint raises
+    trap_on_invalid: bool = False  # the breakpoint surfaces as an invalid instruction instead (RISC-V)
+    # The emulated platform's hook code (sdtgen/targets/emulator/platform.py), as machine code each checked
+    # against GNU as, Capstone and a run in Unicorn: a function's return; the instructions reading the clock
+    # (Arch.clock_name) into ``ret``, and its frequency where the CPU says it; and a function returning the
+    # word at an address: these bytes, the address as a word, these bytes.
+    return_insn: bytes = b""
+    clock: bytes = b""
+    clock_hz: bytes = b""
+    load_word: tuple[bytes, bytes] = (b"", b"")
+
+
 class UnsupportedReloc(Exception):
     """A relocation type this architecture does not understand (the caller names the site)."""
 
@@ -110,6 +148,7 @@ class Arch:
 
     toolchain: Toolchain  # how kernels are built for it
     qemu: QemuMachine | None = None  # the machine `sdtgen qemu` boots it on (None: it boots on none)
+    emulator: EmulatorFacts  # what the Unicorn emulator needs of it
 
     def reloc_name(self, rtype: int) -> str:
         return self.reloc_names.get(rtype, f"relocation type {rtype}")
@@ -177,43 +216,15 @@ class Arch:
         """How many registers ``insn`` stores to the stack (a push, a store through the stack or frame pointer)."""
         raise NotImplementedError
 
-    # -- emulated boot -----------------------------------------------------------
-    trap_interrupts: frozenset[int] = frozenset()  # Unicorn interrupt numbers a breakpoint raises
-    trap_on_invalid: bool = False  # the breakpoint surfaces as an invalid instruction (RISC-V)
+    # -- linking and calling ------------------------------------------------------------
     relative_reloc: int = -1  # the dynamic relocation a PIE kernel applies to itself
     kernel_base: int = 0  # where sdtgen's final script links the kernel
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
-
-    # The clock events are stamped with (the platform's clock hook, and sdtgen/targets/emulator/clock.py for its
-    # frequency): its name, the instructions reading it into the return register(s) (and its frequency,
-    # where the CPU says it).
+    # The counter events are stamped with, as the clock hook of sdtgen's platforms reads it (CTF's clock name).
     clock_name: str = ""
-    clock_body: bytes = b""
-    clock_hz_code: bytes = b""
 
-    def clock_value(self, uc) -> int:
-        """The clock as ``clock_body`` left it in the registers."""
-        return uc.reg_read(self.regs.ret)
-
-    # -- the emulated platform's hooks (sdtgen/targets/emulator/platform.py) ---------------------------------
-    # The emulator is the kernel the runtime runs in: these are the few functions of its own it gives
-    # the runtime as hooks, as machine code, each checked against GNU as, Capstone and a run in Unicorn.
-    def firmware_load(self, va: int) -> bytes:
-        """A function returning the word at address ``va`` (the per-CPU page: each CPU its own)."""
-        raise NotImplementedError
-
-    return_insn: bytes = b""  # a function's return
-
-    def firmware_clock(self) -> bytes:
-        """A function returning the clock (as a 64-bit value)."""
-        return self.clock_body + self.return_insn
-
-    def firmware_trap(self) -> bytes:
-        """A function whose first instruction traps to the host, which does the hook's work; then it returns.
-        The host resumes it at ``len(self.breakpoint(4))``."""
-        return self.breakpoint(4) + self.return_insn
-
+    # -- sites (sdt_arch.h: sdt_arch_verify, sdt_arch_bp, sdt_arch_trap_address) ----------------
     def breakpoint(self, length: int) -> bytes:
         """The breakpoint written over the start of a ``length``-byte site to arm it."""
         raise NotImplementedError
@@ -227,35 +238,8 @@ class Arch:
         raise NotImplementedError
 
     def trap_site(self, pc: int) -> int:
-        """The address of the breakpoint that trapped, given the PC Unicorn reports (on it, mostly)."""
+        """The address of the breakpoint that trapped, given the PC the CPU reports (on it, mostly)."""
         return pc
-
-    def unicorn(self):
-        raise NotImplementedError
-
-    def unicorn_register(self, name: str) -> int:
-        """Unicorn's id of the register Capstone calls ``name`` (an AttributeError for one it lacks)."""
-        raise NotImplementedError
-
-    @property
-    def regs(self) -> Regs:
-        """Unicorn register ids of the PC, SP, return value and argument registers."""
-        raise NotImplementedError
-
-    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        """Prepare registers and stack to call ``func(args)`` returning to ``return_to``.
-
-        This is the link-register convention (AArch64, RISC-V); x86 overrides it."""
-        mask = (1 << self.bits) - 1
-        for reg, value in zip(self.regs.args, args, strict=False):
-            m.uc.reg_write(reg, value & mask)
-        m.uc.reg_write(self.regs.link, return_to)
-        m.uc.reg_write(self.regs.sp, stack_top & ~0xF)
-        m.uc.reg_write(self.regs.pc, func)
-
-    def args_at_site(self, m, count: int, form: str) -> list[int]:
-        """The first ``count`` probe arguments, as the calling convention has them at a site of ``form``."""
-        return [m.uc.reg_read(r) for r in self.regs.args[:count]]
 
     def final_script(self) -> str:
         """sdtgen's final linker script for this architecture, from the one template all share, with the

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import struct
-
-from sdtgen.arch.base import RETURNS, QemuMachine, Regs, Toolchain
+from sdtgen.arch.base import EmulatorFacts, QemuMachine, Toolchain
 from sdtgen.arch.x86_64 import X86_64
-from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -45,47 +42,16 @@ class I386(X86_64):
     relative_reloc = 8  # R_386_RELATIVE
     kernel_base = 0xC0000000
 
-    def firmware_load(self, va: int) -> bytes:
-        return b"\xa1" + struct.pack("<I", va) + b"\xc3"  # mov eax, [va]; ret
-
-    clock_body = bytes.fromhex("0f31")  # rdtsc: edx:eax is how cdecl returns 64 bits
-
-    def clock_value(self, uc) -> int:
-        from unicorn.x86_const import UC_X86_REG_EAX, UC_X86_REG_EDX
-
-        return uc.reg_read(UC_X86_REG_EDX) << 32 | uc.reg_read(UC_X86_REG_EAX)
+    # cdecl: every argument on the stack, a 64-bit value returned in edx:eax (rdtsc's own registers).
+    emulator = EmulatorFacts(("UC_ARCH_X86", "UC_MODE_32"), ("x86_const", "UC_X86_REG_"), "eip", "esp",
+                             ("eax", "edx"), (), flags="eflags", traps=frozenset({3}), return_insn=b"\xc3",
+                             clock=bytes.fromhex("0f31"),  # rdtsc
+                             load_word=(b"\xa1", b"\xc3"))  # mov eax, [address]; ret
 
     def capstone(self):
         import capstone
 
         return capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_32)
-
-    def unicorn(self):
-        import unicorn
-
-        return unicorn.UC_ARCH_X86, unicorn.UC_MODE_32
-
-    @cached
-    def regs(self) -> Regs:
-        from unicorn import x86_const as X
-
-        return Regs(X.UC_X86_REG_EIP, X.UC_X86_REG_ESP, X.UC_X86_REG_EAX, (), flags=X.UC_X86_REG_EFLAGS)
-
-    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        """cdecl: arguments pushed right to left, then the return address."""
-        if len(args) > self.max_args:
-            raise ValueError(f"at most {self.max_args} arguments")
-        sp = (stack_top & ~0xF) - 4 * len(args)
-        sp -= (sp - 4) % 16  # 16-byte aligned at the call, as gcc's i386 ABI expects
-        frame = struct.pack("<I", return_to) + b"".join(struct.pack("<I", a & 0xFFFFFFFF) for a in args)
-        m.write(sp - 4, frame)
-        m.uc.reg_write(self.regs.sp, sp - 4)
-        m.uc.reg_write(self.regs.pc, func)
-
-    def args_at_site(self, m, count: int, form: str) -> list[int]:
-        """On the stack: at a call [esp] is the first; at a tail jump [esp] is the return address."""
-        sp = m.uc.reg_read(self.regs.sp) + (4 if form in RETURNS else 0)
-        return list(struct.unpack(f"<{count}I", m.read(sp, 4 * count))) if count else []
 
 
 ARCH = I386()

@@ -17,14 +17,13 @@ from sdtgen.arch.base import (
     TAIL,
     Arch,
     Decoded,
+    EmulatorFacts,
     Flow,
     QemuMachine,
-    Regs,
     SiteShape,
     Toolchain,
     UnsupportedReloc,
 )
-from sdtgen.record import cached
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -109,7 +108,6 @@ class RiscV64(Arch):
     kernel_base = 0xFFFFFFFF80000000
     relaxes = True
     goto_nop = struct.pack("<I", NOP)  # never c.nop: the site must hold a jal
-    trap_on_invalid = True  # Unicorn 2.1.4 reports ebreak through the invalid-instruction hook
 
     def classify(self, code: memoryview, field: int, rtype: int, executable: bool,
                  boundary: int | Callable[[], int] = 0) -> SiteShape:
@@ -208,31 +206,14 @@ class RiscV64(Arch):
         return None
 
     clock_name = "cycle"
-    clock_body = struct.pack("<I", 0xC0002573)  # rdcycle a0 (csrr a0, cycle): Unicorn 2.1.4 traps on rdtime
-    return_insn = struct.pack("<I", RET)
-
-    def firmware_load(self, va: int) -> bytes:
-        # auipc a0, 0; ld a0, 16(a0) (the literal); ld a0, 0(a0); ret; the literal
-        return struct.pack("<4I", 0x00000517, 0x01053503, 0x00053503, RET) + struct.pack("<Q", va)
-
-
-    def unicorn(self):
-        import unicorn
-
-        return unicorn.UC_ARCH_RISCV, unicorn.UC_MODE_RISCV64
-
-    def unicorn_register(self, name: str) -> int:
-        from unicorn import riscv_const
-
-        return getattr(riscv_const, "UC_RISCV_REG_" + name.upper())
-
-    @cached
-    def regs(self) -> Regs:
-        from unicorn import riscv_const as R
-
-        return Regs(R.UC_RISCV_REG_PC, R.UC_RISCV_REG_SP, R.UC_RISCV_REG_A0,
-                    (R.UC_RISCV_REG_A0, R.UC_RISCV_REG_A1, R.UC_RISCV_REG_A2, R.UC_RISCV_REG_A3,
-                     R.UC_RISCV_REG_A4, R.UC_RISCV_REG_A5), R.UC_RISCV_REG_RA)
+    # The LP64 ABI; Unicorn 2.1.4 reports ebreak through the invalid-instruction hook.
+    emulator = EmulatorFacts(("UC_ARCH_RISCV", "UC_MODE_RISCV64"), ("riscv_const", "UC_RISCV_REG_"), "pc", "sp",
+                             ("a0",), ("a0", "a1", "a2", "a3", "a4", "a5"), link="ra", trap_on_invalid=True,
+                             return_insn=struct.pack("<I", RET),
+                             # rdcycle a0 (csrr a0, cycle): Unicorn 2.1.4 traps on rdtime
+                             clock=struct.pack("<I", 0xC0002573),
+                             # auipc a0, 0; ld a0, 16(a0) (the literal); ld a0, 0(a0); ret; the literal
+                             load_word=(struct.pack("<4I", 0x00000517, 0x01053503, 0x00053503, RET), b""))
 
 
 ARCH = RiscV64()

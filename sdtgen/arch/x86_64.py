@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-
 from sdtgen.arch.base import (
     CALL,
     COND,
@@ -11,14 +9,14 @@ from sdtgen.arch.base import (
     TAIL,
     Arch,
     Decoded,
+    EmulatorFacts,
     Flow,
     QemuMachine,
-    Regs,
     SiteShape,
     Toolchain,
     UnsupportedReloc,
 )
-from sdtgen.record import cached, record
+from sdtgen.record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:
@@ -211,9 +209,8 @@ class X86_64(Arch):
             return 1 if base in self.stack_registers and src and not src[0].isdigit() else 0
         return 0
 
-    # -- emulated boot -----------------------------------------------------------
+    # -- linking and sites -----------------------------------------------------------
     goto_nop = bytes.fromhex("0f1f440000")  # nopl 0x0(%rax,%rax,1): one NOP, the length of a jmp rel32
-    trap_interrupts = frozenset({3})  # int3
     relative_reloc = 8  # R_X86_64_RELATIVE
     kernel_base = 0xFFFFFFFF80000000
 
@@ -240,41 +237,15 @@ class X86_64(Arch):
         return length if to == stub else None
 
     clock_name = "tsc"
-    clock_body = bytes.fromhex("0f31 48c1e220 4809d0")  # rdtsc; shl rdx, 32; or rax, rdx
-    return_insn = b"\xc3"
-
-    def firmware_load(self, va: int) -> bytes:
-        return b"\x48\xa1" + struct.pack("<Q", va) + b"\xc3"  # movabs rax, [va]; ret
-
+    # The System V ABI; int3 raises interrupt 3. rdtsc leaves the clock in edx:eax, made one register.
+    emulator = EmulatorFacts(("UC_ARCH_X86", "UC_MODE_64"), ("x86_const", "UC_X86_REG_"), "rip", "rsp", ("rax",),
+                             ("rdi", "rsi", "rdx", "rcx", "r8", "r9"), flags="eflags", traps=frozenset({3}),
+                             return_insn=b"\xc3",
+                             clock=bytes.fromhex("0f31 48c1e220 4809d0"),  # rdtsc; shl rdx, 32; or rax, rdx
+                             load_word=(b"\x48\xa1", b"\xc3"))  # movabs rax, [address]; ret
 
     def trap_site(self, pc: int) -> int:
         return pc - 1  # int3 traps with the PC after it
-
-    def unicorn(self):
-        import unicorn
-
-        return unicorn.UC_ARCH_X86, unicorn.UC_MODE_64
-
-    def unicorn_register(self, name: str) -> int:
-        from unicorn import x86_const
-
-        return getattr(x86_const, "UC_X86_REG_" + name.upper())
-
-    def set_call(self, m, func: int, args: list[int], return_to: int, stack_top: int) -> None:
-        for reg, value in zip(self.regs.args, args, strict=False):
-            m.uc.reg_write(reg, value & 0xFFFFFFFFFFFFFFFF)
-        sp = (stack_top & ~0xF) - 8  # at entry, (rsp + 8) is 16-byte aligned
-        m.write(sp, struct.pack("<Q", return_to))
-        m.uc.reg_write(self.regs.sp, sp)
-        m.uc.reg_write(self.regs.pc, func)
-
-    @cached
-    def regs(self) -> Regs:
-        from unicorn import x86_const as X
-
-        return Regs(X.UC_X86_REG_RIP, X.UC_X86_REG_RSP, X.UC_X86_REG_RAX,
-                    (X.UC_X86_REG_RDI, X.UC_X86_REG_RSI, X.UC_X86_REG_RDX, X.UC_X86_REG_RCX,
-                     X.UC_X86_REG_R8, X.UC_X86_REG_R9), flags=X.UC_X86_REG_EFLAGS)
 
 
 ARCH = X86_64()

@@ -1,6 +1,6 @@
 """Clauses and an image's probes -> the programs its runtime runs (sdtgen/dscript/program.py's form).
 
-Every value is 64 bits. An argument is read as its probe declares it (sdtgen/trace/argtypes.py): a
+Every value is 64 bits. An argument is read as its probe declares it (sdtgen/event_format.py): a
 narrower integer is extended by its signedness, a ``char *`` is a string. An operation is unsigned when
 either operand is (C's rule for 64-bit types), a comparison gives a signed 0 or 1, ``>>`` is arithmetic on a
 signed value. Division and remainder truncate toward zero; by zero at run time, the clause stops and the
@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.dscript import program as pf
 from sdtgen.dscript.parser import children
 from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, Str, Ternary, Unary, Var
+from sdtgen.event_format import ArgType, arg_type
 from sdtgen.layout import VALUES
 from sdtgen.probes import ProbeSpec
 

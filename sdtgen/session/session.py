@@ -24,6 +24,7 @@ from sdtgen.calls import (
 )
 from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
+from sdtgen.event_format import event_format
 from sdtgen.image import Image
 from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
 from sdtgen.probes import ProbeSpec
@@ -31,7 +32,7 @@ from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
 from sdtgen.targets.base import ARM_MODES, CallFault, Halted, Interrupted, Refused, Returned, Summary, Target
 from sdtgen.trace.model import Lost
 from sdtgen.trace.order import TimeOrder
-from sdtgen.trace.packets import Decoder, event_format
+from sdtgen.trace.packets import Decoder
 from sdtgen.trace.streams import Streams
 
 # Several CPUs: firings wait to be put in time order until every CPU has been read past them, at most

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 
-from sdtgen.argtypes import arg_type
 from sdtgen.atomic import Staged
+from sdtgen.event_format import event_format
 from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
 
@@ -54,7 +54,8 @@ class ChromeSink:
         self.probes = {}
         for p in meta.probes:
             start = f'{{"name": {_json(p.spec)}, "cat": {_json(p.provider)}, "ph": "i", "s": "t", "pid": {PID}, "tid": '
-            self.probes[p.spec] = (start, [(f'"arg{i}": ', arg_type(t, bits)) for i, t in enumerate(p.arg_types)])
+            types = event_format(p.key, p.spec, p.arg_types, bits).argtypes
+            self.probes[p.spec] = (start, [(f'"arg{i}": ', t) for i, t in enumerate(types)])
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         hz, out = self.meta.clock_hz, []

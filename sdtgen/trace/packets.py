@@ -1,10 +1,9 @@
 """The runtime's packets, read on the host: headers, and events decoded by each probe's declared types.
 
 A packet is what a CPU's ring holds and what a CTF stream file holds (sdtgen/layout.py: PACKET, then
-EVENTs). Every consumer (the emulated boot, the Linux process, a serial line) hands packets here; the
-event layout is the recorder's (sdtgen/recorder.py: integers, then strings) and each argument's value
-is what its C type makes of the register (sdtgen/argtypes.py), the one interpretation every output
-shares.
+EVENTs). Every consumer (the emulated boot, the Linux process, a serial line) hands packets here; where
+an event's arguments are and what each value is come from the event format (sdtgen/event_format.py), which
+the recorders and every trace writer read too.
 """
 
 from __future__ import annotations
@@ -17,9 +16,8 @@ from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from sdtgen.argtypes import ArgType, arg_type
+from sdtgen.event_format import EventFormat, align
 from sdtgen.layout import EVENT, PACKET, VALUES
-from sdtgen.recorder import event_layout
 
 MAGIC = VALUES["SDT_PACKET_MAGIC"]
 MIN_PACKET = VALUES["SDT_MIN_PACKET"]
@@ -51,52 +49,13 @@ class Packet:
     used: int = 0  # where the last event's fields end: the content a reader reads (content until events are read)
 
 
-@dataclass(frozen=True)
-class EventFormat:
-    """How to decode one probe's events."""
-
-    key: int
-    spec: str
-    types: tuple[str, ...]
-    argtypes: tuple[ArgType, ...]
-    ints: tuple[int, ...]  # argument numbers stored as words, in order
-    strings: tuple[int, ...]  # argument numbers copied as strings, in order
-    words: struct.Struct  # the integers after the header, each read as its C type holds it (ArgType.value)
-    size: int  # bytes of an event without strings (header and words); with strings, the least
-    probe_order: bool = False  # its arguments stored in the probe's order (a trace sdtgen wrote), not integers first
-
-    def run(self, header: int) -> tuple[struct.Struct, struct.Struct]:
-        """For a packet of this probe's events only, each ``stride`` bytes apart: (the timestamps, the arguments)
-        of every event, read by ``iter_unpack`` (``header`` is the event header's size)."""
-        pad = (-self.size) % 8
-        order = self.words.format[0]
-        return (struct.Struct(f"{order}Q{self.size + pad - 8}x"),
-                struct.Struct(f"{order}{header}x{self.words.format[1:]}{pad}x"))
-
-
-_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}
-
-
-def _word_code(t: ArgType, bits: int, little: bool) -> str:
-    """The struct code that reads a ``bits``-bit register word as ``t`` holds it: its low ``t.bits`` bits, signed
-    or not, as ArgType.value makes of the word (a type as wide as the word or wider is the whole word)."""
-    signed = t.kind == "int" and t.bits <= bits
-    width = min(t.bits, bits)
-    code = _CODES[width] if signed else _CODES[width].upper()
-    pad = f"{(bits - width) // 8}x" if width < bits else ""
-    return code + pad if little else pad + code
-
-
-def event_format(key: int, spec: str, types: tuple[str, ...], bits: int, little: bool = True,
-                 probe_order: bool = False) -> EventFormat:
-    """How to decode a probe's events: as the runtime stores them, or (``probe_order``) as sdtgen's CTF traces
-    hold them, each argument in the probe's order (sdtgen/trace/ctf.py)."""
-    lay = event_layout(types, bits)
-    argtypes = tuple(arg_type(t, bits) for t in types)
-    words = struct.Struct(("<" if little else ">") + "".join(_word_code(argtypes[k], bits, little) for k in lay.ints))
-    moved = probe_order and bool(lay.strings) and bool(lay.ints) and min(lay.strings) < max(lay.ints)
-    return EventFormat(key, spec, types, argtypes, lay.ints, lay.strings, words,
-                       EVENT.size(bits) + words.size, moved)
+def _run_of(f: EventFormat, header: int) -> tuple[struct.Struct, struct.Struct]:
+    """For a packet of one probe's events only (no strings), each ``stride`` bytes apart: (the timestamps, the
+    arguments) of every event, read by ``iter_unpack`` (``header`` is the event header's size)."""
+    pad = (-f.size) % 8
+    order = f.words.format[0]
+    return (struct.Struct(f"{order}Q{f.size + pad - 8}x"),
+            struct.Struct(f"{order}{header}x{f.words.format[1:]}{pad}x"))
 
 
 class Decoder:
@@ -202,7 +161,7 @@ class Decoder:
     def _runs_of(self, f: EventFormat) -> tuple[struct.Struct, struct.Struct]:
         runs = self._runs.get(f.key)
         if runs is None:
-            runs = self._runs[f.key] = f.run(self.event.size)
+            runs = self._runs[f.key] = _run_of(f, self.event.size)
         return runs
 
     def _run(self, p: Packet, f: EventFormat, body: memoryview, times: list[int]) -> list[Event]:
@@ -258,48 +217,29 @@ class Decoder:
         return out, used
 
     def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple[tuple, int]:
-        """The arguments of an event with strings (its words at ``at``, its strings up to ``end`` at most), and
-        the size of its fields: the header, the words and each string with its NUL."""
-        if f.probe_order:
-            return self._args_in_order(f, data, at, end, unreadable, where)
+        """The arguments of an event with strings (its leading integers at ``at``, then the rest in the probe's
+        order up to ``end`` at most: each string to its NUL, each integer a word at the next multiple of its
+        size), and the size of its fields: the header, the arguments and what was skipped before them."""
         args: list = [None] * len(f.types)
-        for k, value in zip(f.ints, f.words.unpack_from(data, at), strict=True):
+        for k, value in zip(f.lead, f.words.unpack_from(data, at), strict=True):
             args[k] = value
-        at += f.words.size
-        chars = bytes(data[at:end])
+        base = at + f.words.size
+        chars = bytes(data[base:end])
         pos = 0
-        for k in f.strings:
-            stop = chars.find(b"\0", pos)
-            if stop < 0:
-                raise PacketError(f"{where}string argument {k} of {f.spec} has no end")
-            args[k] = None if unreadable >> k & 1 else chars[pos:stop].decode("utf-8", "replace")
-            pos = stop + 1
-        return tuple(args), f.size + pos
-
-    def _args_in_order(self, f: EventFormat, data, at: int, end: int, unreadable: int,
-                       where: str) -> tuple[tuple, int]:
-        """As ``_args``, for arguments stored in the probe's order: each string up to its NUL, each integer a word
-        where the field before it ended."""
-        args: list = [None] * len(f.types)
-        chars = bytes(data[at:end])
-        word = self.bits // 8
-        words = bytearray()
-        pos = 0
-        for k in range(len(f.types)):
-            if k in f.strings:
+        for k, read in zip(f.rest, f.later, strict=True):
+            if read is None:
                 stop = chars.find(b"\0", pos)
                 if stop < 0:
                     raise PacketError(f"{where}string argument {k} of {f.spec} has no end")
                 args[k] = None if unreadable >> k & 1 else chars[pos:stop].decode("utf-8", "replace")
                 pos = stop + 1
             else:
-                if pos + word > len(chars):
+                pos = align(base + pos, f.word) - base
+                if pos + f.word > len(chars):
                     raise PacketError(f"{where}integer argument {k} of {f.spec} runs past its event")
-                words += chars[pos:pos + word]
-                pos += word
-        for k, value in zip(f.ints, f.words.unpack(bytes(words)), strict=True):
-            args[k] = value
-        return tuple(args), f.size - f.words.size + pos
+                (args[k],) = read.unpack_from(chars, pos)
+                pos += f.word
+        return tuple(args), f.size + pos
 
 
 _new = tuple.__new__  # an Event from its fields' tuple, without a Python-level __new__ per event

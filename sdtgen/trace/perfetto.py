@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 
-from sdtgen.argtypes import ArgType, arg_type
 from sdtgen.atomic import Staged
 from sdtgen.errors import SdtError
+from sdtgen.event_format import ArgType, event_format
 from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
 
@@ -68,7 +68,8 @@ class PerfettoSink:
         cat_iid = {c: i + 1 for i, c in enumerate(sorted({p.provider for p in meta.probes}))}
         self.fields = {}  # spec -> (name iid, category iid, [(argument name iid, value field)])
         for i, p in enumerate(meta.probes):
-            args = [(arg_iid[f"arg{j}"], _value_field(arg_type(t, bits))) for j, t in enumerate(p.arg_types)]
+            args = [(arg_iid[f"arg{j}"], _value_field(t))
+                    for j, t in enumerate(event_format(p.key, p.spec, p.arg_types, bits).argtypes)]
             self.fields[p.spec] = (i + 1, cat_iid[p.provider], args)
         trace = self.pb.Trace()
         first = self._packet(trace)

@@ -20,7 +20,10 @@ def execute(arch, code: bytes, returns: bool = False) -> int:
     With ``returns``, the return address (set up the arch's way) points at the breakpoint."""
     import unicorn
 
-    uc = unicorn.Uc(*arch.unicorn())
+    from sdtgen.targets.emulator.cpus import model_of
+
+    cpu = model_of(arch)
+    uc = unicorn.Uc(*cpu.unicorn)
     uc.mem_map(BASE, 0x10000)
     stop = BASE + 0x800
     bp = arch.breakpoint(4)
@@ -35,12 +38,12 @@ def execute(arch, code: bytes, returns: bool = False) -> int:
         def write(self, addr, data):
             uc.mem_write(addr, bytes(data))
 
-    arch.set_call(M(), BASE, [], stop if returns else BASE + len(code), BASE + 0x8000)
-    if arch.trap_on_invalid:
-        uc.hook_add(unicorn.UC_HOOK_INSN_INVALID, lambda uc, u: (hits.append(uc.reg_read(arch.regs.pc)),
+    cpu.set_call(M(), BASE, [], stop if returns else BASE + len(code), BASE + 0x8000)
+    if cpu.trap_on_invalid:
+        uc.hook_add(unicorn.UC_HOOK_INSN_INVALID, lambda uc, u: (hits.append(uc.reg_read(cpu.regs.pc)),
                                                                    uc.emu_stop(), True)[-1])
     else:
-        uc.hook_add(unicorn.UC_HOOK_INTR, lambda uc, n, u: (hits.append(arch.trap_site(uc.reg_read(arch.regs.pc))),
+        uc.hook_add(unicorn.UC_HOOK_INTR, lambda uc, n, u: (hits.append(arch.trap_site(uc.reg_read(cpu.regs.pc))),
                                                            uc.emu_stop()))
     with contextlib.suppress(unicorn.UcError):
         uc.emu_start(BASE, BASE + 0x1000, timeout=1_000_000)

@@ -112,7 +112,7 @@ def test_a_cpus_register_and_memory_calls_keep_the_gil_so_no_other_thread_runs_d
             before = counter[0]
             for _ in range(50):
                 m.read(seg.vaddr, seg.memsz)
-                m.uc.reg_read(m.arch.regs.sp)
+                m.uc.reg_read(m.model.regs.sp)
             moved += counter[0] - before
     finally:
         stop.set()

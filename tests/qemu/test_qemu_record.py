@@ -15,8 +15,9 @@ from helpers import SDTGEN, need_tool, run
 from native_oracle import Call, build_fixture_native, data_symbolizer, run_native
 from qemu_helpers import qemu_json
 
+from sdtgen.event_format import event_format
 from sdtgen.image import Image
-from sdtgen.trace.packets import Decoder, event_format, split
+from sdtgen.trace.packets import Decoder, split
 
 ARCH = "x86_64"  # fw_cfg files reach the kernel on x86 and AArch64 (QEMU 7.2's RISC-V virt adds fw_cfg too late)
 CPUS = 2
@@ -68,7 +69,7 @@ def recorded_events(image, trace) -> dict[int, list[tuple[str, list]]]:
         probes = im.probes()
         bits = im.arch.bits
     # as sdtgen's traces hold them: each event's arguments in its probe's order (sdtgen/trace/ctf.py)
-    decoder = Decoder([event_format(p.key, p.spec, p.args, bits, probe_order=True) for p in probes], bits)
+    decoder = Decoder([event_format(p.key, p.spec, p.args, bits) for p in probes], bits)
     out = {}
     for cpu in range(CPUS):
         data = (trace / f"stream_{cpu}").read_bytes()

@@ -111,8 +111,9 @@ def test_a_kernel_of_its_own_built_as_the_guide_says_boots_and_records_what_its_
     probe from the breakpoint handler), are those of work() run natively, none lost."""
     from native import Call, build_native, run_native
 
+    from sdtgen.event_format import event_format
     from sdtgen.image import Image
-    from sdtgen.trace.packets import Decoder, event_format, split
+    from sdtgen.trace.packets import Decoder, split
 
     symbols = {name: value for value, _, _, _, _, name in readelf_symbols(ported)}
     assert symbols["_start"] == 0x80200000
@@ -128,7 +129,7 @@ def test_a_kernel_of_its_own_built_as_the_guide_says_boots_and_records_what_its_
               for h in range(HARTS) for ln in lines if ln.startswith(f"notify {h} ")]
     assert len(drains) == HARTS and all(int(m[2]) > 0 for m in drains), lines  # drained in the handler, none lost
     with Image(str(ported)) as im:
-        decoder = Decoder([event_format(p.key, p.spec, p.args, 64, probe_order=True) for p in im.probes()], 64)
+        decoder = Decoder([event_format(p.key, p.spec, p.args, 64) for p in im.probes()], 64)
     native = build_native(tmp_path, [PORTING / "work.c"], {"work": ("long", ["int", "int"])},
                           sdtgen("include-dir", check=True).stdout.strip())
     fired = []

@@ -15,8 +15,9 @@ import pytest
 from helpers import ROOT, SDTGEN, run
 from probe_source import called_probes
 
+from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
-from sdtgen.trace.packets import Decoder, event_format, split
+from sdtgen.trace.packets import Decoder, split
 
 HERE = Path(__file__).resolve().parent / "hosted"
 

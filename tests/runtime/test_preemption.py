@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import SDTGEN, need_tool, run
 
+from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
-from sdtgen.trace.packets import Decoder, event_format, split
+from sdtgen.trace.packets import Decoder, split
 
 HERE = Path(__file__).resolve().parent
 CFLAGS = ["-O2", "-fPIE", "-fno-asynchronous-unwind-tables", "-fno-stack-protector", "-Wall", "-Wextra", "-Werror"]

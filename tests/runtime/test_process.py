@@ -19,9 +19,10 @@ from helpers import FIXTURE, ROOT, SDTGEN, need_tool, readelf_symbols, run, unav
 from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
 from probe_source import called_probes
 
+from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
 from sdtgen.table import SITE_SIZE
-from sdtgen.trace.packets import Decoder, event_format, split
+from sdtgen.trace.packets import Decoder, split
 
 PROCESS = ROOT / "fixtures" / "process"
 MASK = (1 << 64) - 1
@@ -357,6 +358,9 @@ def test_babeltrace2_reads_the_streams_as_they_stand(process, native_all, tmp_pa
     (clock,) = [x["clock"] for x in read if "clock" in x]
     assert clock == {"name": "tsc_ns", "frequency": 1_000_000_000}  # gen's --clock-hz, as the process's clock ticks
     rows = [x for x in read if "name" in x]
+    # Each event's fields in its probe's order, as the metadata declares them (px:name:gen:set: a string, an int).
+    assert [list(x["fields"]) for x in rows] == [[f"arg{k}" for k in range(len(x["fields"]))] for x in rows]
+    assert "px:name:gen:set" in {x["name"] for x in rows}
     ours = [(e.probe, e.cpu, e.ts, normal(e.probe, list(e.args))) for e in r.events]
     theirs = [(x["name"], x["cpu"], x["ts"], normal(x["name"], args_of(x)))
               for x in rows]

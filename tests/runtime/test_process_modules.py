@@ -14,8 +14,9 @@ from module_native import MODULE, module_firings
 from probe_source import called_probes
 from test_process import build_process
 
+from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
-from sdtgen.trace.packets import Decoder, event_format, split
+from sdtgen.trace.packets import Decoder, split
 
 CALLS = [3, 0, 5]
 MASK = (1 << 64) - 1

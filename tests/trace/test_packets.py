@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from helpers import need_tool, run
 
+from sdtgen.event_format import event_format
 from sdtgen.layout import EVENT, PACKET, VALUES
-from sdtgen.trace.packets import Decoder, PacketError, event_format
+from sdtgen.trace.packets import Decoder, PacketError
 
 # _Bool is left out: C makes any non-zero value 1, the ABI passes 0 or 1 in the low byte, which is what is read.
 TYPES = ("char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned int", "long",

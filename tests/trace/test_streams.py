@@ -9,9 +9,10 @@ import struct
 import pytest
 from helpers import need_tool, run
 
+from sdtgen.event_format import event_format
 from sdtgen.trace.ctf import empty_packet, metadata
 from sdtgen.trace.model import TraceMeta
-from sdtgen.trace.packets import Decoder, event_format
+from sdtgen.trace.packets import Decoder
 from sdtgen.trace.streams import Streams, clock_problem
 
 # struct sdt_packet (sdt_runtime.h), little-endian: magic, stream_id, timestamp_begin, timestamp_end, content_size

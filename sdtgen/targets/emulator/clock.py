@@ -17,19 +17,21 @@ INTERVAL = 0.05  # seconds between the two readings
 
 def guest_clock(arch: Arch) -> tuple[str, int]:
     """(clock name, ticks a second)."""
+    from sdtgen.targets.emulator.cpus import model_of
     from sdtgen.targets.emulator.machine import new_engine
 
+    cpu = model_of(arch)
     uc = new_engine(arch, 1 << 20)  # two instructions to translate
     uc.mem_map(BASE, 0x1000)
 
     def run(code: bytes) -> int:
         uc.mem_write(BASE, code)
         uc.emu_start(BASE, BASE + len(code))
-        return arch.clock_value(uc)
+        return cpu.returned(uc)
 
-    if arch.clock_hz_code:
-        return arch.clock_name, run(arch.clock_hz_code)
-    t0, c0 = time.perf_counter_ns(), run(arch.clock_body)
+    if cpu.clock_hz:
+        return arch.clock_name, run(cpu.clock_hz)
+    t0, c0 = time.perf_counter_ns(), run(cpu.clock)
     time.sleep(INTERVAL)
-    t1, c1 = time.perf_counter_ns(), run(arch.clock_body)
+    t1, c1 = time.perf_counter_ns(), run(cpu.clock)
     return arch.clock_name, int(round((c1 - c0) * 1_000_000_000 / (t1 - t0), -3))  # to the kHz: what 50 ms can say

@@ -161,7 +161,7 @@ class Exhaustive:
         o.uc.ctl_flush_tb()
         seen: list[tuple[int, int]] = []
         h = o.uc.hook_add(UC_HOOK_CODE, lambda uc, a, n, u: seen.append((a, n)) if not seen else None)
-        self.arch.set_call(o, p, [1, 2, 3, 4, 5, 6], o.exit_addr, o.stack_top - SCRATCH_STACK)
+        o.model.set_call(o, p, [1, 2, 3, 4, 5, 6], o.exit_addr, o.stack_top - SCRATCH_STACK)
         self.trapped.clear()
         self.summary.checked += 1
         try:

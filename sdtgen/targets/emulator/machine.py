@@ -21,6 +21,7 @@ from sdtgen.elf.reader import PF_X, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import CodeSpan, code_spans
 from sdtgen.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
+from sdtgen.targets.emulator.cpus import model_of
 from sdtgen.targets.emulator.fast_unicorn import hold_the_gil_in_short_calls, look_up_register_classes_once
 from sdtgen.targets.emulator.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
 
@@ -78,7 +79,7 @@ def new_engine(arch: Arch, tcg_buffer: int = TCG_BUFFER):
     from unicorn import Uc
 
     hold_the_gil_in_short_calls()
-    uc = Uc(*arch.unicorn())
+    uc = Uc(*model_of(arch).unicorn)
     look_up_register_classes_once(uc)
     uc.ctl_set_tcg_buffer_size(tcg_buffer)
     return uc
@@ -98,7 +99,6 @@ class Machine:
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self.code: list[CodeSpan] = []
-        self._code_starts: list[int] = []
         self._next_phys = PHYS_BASE
         self.buffers: list[tuple[int, int, object, int]] | None = [] if cpus > 1 else None  # paddr, size, mmap, ptr
         self.load(image)
@@ -121,6 +121,7 @@ class Machine:
 
         self._UcError = UcError  # caught on every stop: imported once, not per stop
         self.arch = arch
+        self.model = model_of(arch)  # its CPU as Unicorn runs it: registers, calls, arguments
         self.file = file  # for diagnostics
         self.cpu = 0
         self.uc = new_engine(arch, self.tcg_buffer)
@@ -156,7 +157,7 @@ class Machine:
         m.tcg_buffer = self.tcg_buffer
         m._engine(self.arch, self.file)
         m.cpu = cpu
-        m.regions, m._starts, m.code, m._code_starts = self.regions, self._starts, self.code, self._code_starts
+        m.regions, m._starts, m.code = self.regions, self._starts, self.code
         m.buffers, m._next_phys = self.buffers, self._next_phys
         for paddr, size, _, ptr in self.buffers:
             m.uc.mem_map_ptr(paddr, size, UC_PROT_ALL, ptr)
@@ -167,9 +168,8 @@ class Machine:
     def _hooks(self) -> None:
         from unicorn import UC_HOOK_INTR, UC_HOOK_TLB_FILL
 
-        arch = self.arch
         self.uc.hook_add(UC_HOOK_TLB_FILL, self._tlb_fill)
-        if arch.trap_on_invalid:
+        if self.model.trap_on_invalid:
             from unicorn import UC_HOOK_INSN_INVALID
 
             self.uc.hook_add(UC_HOOK_INSN_INVALID, self._invalid)
@@ -233,20 +233,12 @@ class Machine:
             raise image.fail(f"segments need {total:#x} bytes of memory, more than the {MAX_MAPPED >> 20} MiB "
                              "a boot maps, so they cannot be loaded", "link a smaller image")
         self.code = code_spans(image)
-        self._code_starts = [c.start for c in self.code]
         for start, end in runs:
             self._map(start, end - start, f"segments at {start:#x}")
         for seg in loads:
             self.write(seg.vaddr, bytes(image.data[seg.offset:seg.offset + seg.filesz]))
         # PIE kernels (and GNU ld's -pie output on RISC-V, which it marks EXEC) carry RELATIVE relocations.
         self._self_relocate(image)
-
-    def code_at(self, addr: int) -> CodeSpan | None:
-        """The executable segment bytes holding ``addr``, if any."""
-        i = bisect.bisect_right(self._code_starts, addr) - 1
-        if i >= 0 and addr < self.code[i].end:
-            return self.code[i]
-        return None
 
     def _self_relocate(self, image: ElfFile) -> None:
         """Apply a PIE kernel's RELATIVE relocations at its link address, as it would itself."""
@@ -355,15 +347,15 @@ class Machine:
     # (On RISC-V, Unicorn reports ebreak as an invalid instruction whose hook
     # cannot resume in place, so stopping and restarting serves every CPU.)
     def _interrupt(self, uc, intno: int, user) -> None:
-        pc = uc.reg_read(self.arch.regs.pc)
-        if intno in self.arch.trap_interrupts:
+        pc = uc.reg_read(self.model.regs.pc)
+        if intno in self.model.traps:
             self._trapped(self.arch.trap_site(pc))
         else:
             self._stopped_by = GuestFault(f"CPU exception {intno}", pc)
         uc.emu_stop()
 
     def _invalid(self, uc, user) -> bool:
-        pc = uc.reg_read(self.arch.regs.pc)
+        pc = uc.reg_read(self.model.regs.pc)
         try:
             code = self.read(pc, 4)
         except GuestFault:
@@ -387,7 +379,7 @@ class Machine:
         The nested frame goes below the interrupted one's stack pointer (past any red zone).
         """
         ctx = self.uc.context_save()
-        sp = self.uc.reg_read(self.arch.regs.sp)
+        sp = self.uc.reg_read(self.model.regs.sp)
         try:
             return self.call(func, args, stack_top=sp - 512)
         finally:
@@ -398,7 +390,7 @@ class Machine:
 
         The outermost call's ``timeout`` (seconds) bounds every call nested in it.
         """
-        self.arch.set_call(self, func, args, self.exit_addr, stack_top or self.stack_top)
+        self.model.set_call(self, func, args, self.exit_addr, stack_top or self.stack_top)
         if self._depth:
             return self._run(func)
         self._depth += 1
@@ -413,9 +405,9 @@ class Machine:
         while True:
             after = self._slice(pc, 0)
             if after is RETURNED:
-                return self.uc.reg_read(self.arch.regs.ret)
+                return self.uc.reg_read(self.model.regs.ret)
             if after is None:
-                here = self.uc.reg_read(self.arch.regs.pc)
+                here = self.uc.reg_read(self.model.regs.pc)
                 self._check_watchdog(here)
                 if self.park(self):  # stopped while another CPU stopped the world: go on where it was
                     pc = here
@@ -435,7 +427,7 @@ class Machine:
             self.uc.emu_start(pc, 0, 0, count)
         except self._UcError as e:
             if self._trapped_at is None and not self._returned and self._stopped_by is None:
-                raise GuestFault(self._describe(e), self.uc.reg_read(self.arch.regs.pc)) from None
+                raise GuestFault(self._describe(e), self.uc.reg_read(self.model.regs.pc)) from None
         if self._stopped_by is not None:
             raise self._stopped_by
         if self._returned:
@@ -449,7 +441,7 @@ class Machine:
     # -- one CPU of several: calls run a quantum at a time (sdtgen.targets.emulator.smp schedules them) ----------------
     def begin_call(self, func: int, args: list[int]) -> None:
         """Set up ``func(*args)`` on this CPU's stack; ``step`` runs it."""
-        self.arch.set_call(self, func, args, self.exit_addr, self.stack_top)
+        self.model.set_call(self, func, args, self.exit_addr, self.stack_top)
         self._pc = func
         self._stepping = True
 
@@ -468,7 +460,7 @@ class Machine:
         if after is RETURNED:
             self._stepping = False
             return True
-        self._pc = self.uc.reg_read(self.arch.regs.pc) if after is None else after
+        self._pc = self.uc.reg_read(self.model.regs.pc) if after is None else after
         return False
 
     def watch_code_stores(self, callback: Callable[[int, bytes], None],
@@ -496,7 +488,7 @@ class Machine:
         after = self._slice(pc, 1)
         if after is RETURNED:
             return None
-        return self.uc.reg_read(self.arch.regs.pc) if after is None else after
+        return self.uc.reg_read(self.model.regs.pc) if after is None else after
 
     def _check_watchdog(self, pc: int) -> None:
         """Raise what the watchdog stopped the guest for, if it did."""
@@ -529,7 +521,7 @@ class Machine:
         The TLB fill hook sees only the page; the guest stopped before the
         instruction ran, so its registers still give the address.
         """
-        pc = self.uc.reg_read(self.arch.regs.pc)
+        pc = self.uc.reg_read(self.model.regs.pc)
         try:
             if self._detailed is None:
                 self._detailed = self.arch.capstone()
@@ -541,7 +533,7 @@ class Machine:
                 name = insn.reg_name(number)
                 if name in ("rip", "eip", "pc"):
                     return pc + insn.size
-                return self.uc.reg_read(self.arch.unicorn_register(name))
+                return self.uc.reg_read(self.model.register(name))
 
             for op in insn.operands:
                 mem = getattr(op, "mem", None)

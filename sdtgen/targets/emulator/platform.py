@@ -173,9 +173,9 @@ class Platform:
 
     # -- setting up ------------------------------------------------------------------------
     def _firmware(self, m: Machine) -> dict[str, int]:
-        arch = m.arch
-        pieces = [("cpu_area", arch.firmware_load(self.percpu)), ("clock", arch.firmware_clock())]
-        pieces += [(name, arch.firmware_trap()) for name in HOOK_TRAPS]
+        cpu = m.model
+        pieces = [("cpu_area", cpu.firmware_load(self.percpu)), ("clock", cpu.firmware_clock())]
+        pieces += [(name, cpu.firmware_trap()) for name in HOOK_TRAPS]
         code, at, blob = {}, 0, bytearray()
         for name, body in pieces:
             at = _align(at, 16)

@@ -55,6 +55,7 @@ class ProbeRuntime:
         self.entries = entries
         self.bounds = bounds
         self.arch = machines[0].arch
+        self.model = machines[0].model
         self.bp_len = len(self.arch.breakpoint(4))
         self.reports: list[Report] = []
         self.sites: list[TableSite] = []
@@ -72,7 +73,7 @@ class ProbeRuntime:
         self.sync: Callable[[Machine], None] = self.flush_all
         self.on_trap_result: Callable[[int], None] = lambda result: None  # what sdt_trap said (torture counts)
         self.on_report: Callable[[int, str], None] = lambda site, line: None  # a line of the runtime's log
-        regs = self.arch.regs  # the registers a trap frame carries, read in one call a trap
+        regs = self.model.regs  # the registers a trap frame carries, read in one call a trap
         frame = [("pc", regs.pc), ("sp", regs.sp), ("ret", regs.ret), ("flags", regs.flags), ("link", regs.link)]
         frame += [(f"arg[{k}]", r) for k, r in enumerate(regs.args)]
         frame = [(name, r) for name, r in frame if r is not None]
@@ -204,7 +205,7 @@ class ProbeRuntime:
             self.disable(ProbeSpec.parse(site.probe.spec), site.probe.spec, m)
             self.on_warning(f"{site.probe.spec} fired again from its own action; disarmed it")
             return addr  # the site now holds its disabled form
-        raw = self.arch.args_at_site(m, len(site.probe.args), site.form) if actions else []
+        raw = self.model.args_at_site(m, len(site.probe.args), site.form) if actions else []
         result, pc = self._deliver(m)
         if result == NOT_OURS:
             raise GuestFault("breakpoint trap that is not a probe site's (sdt_trap says not its own)", addr)
@@ -215,7 +216,7 @@ class ProbeRuntime:
 
     def _deliver(self, m: Machine) -> tuple[int, int]:
         """sdt_trap(frame) on CPU ``m`` as the kernel's breakpoint handler calls it; (result, resume pc)."""
-        regs, uc, p = self.arch.regs, m.uc, self.platform
+        regs, uc, p = self.model.regs, m.uc, self.platform
         values = dict(zip(self._frame_names, self._frame_regs[m.cpu](), strict=True))
         m.write(p.frame(m.cpu), p.frame_bytes(values))
         result = self.call(m, "sdt_trap", [p.frame(m.cpu)])
@@ -230,7 +231,7 @@ class ProbeRuntime:
         return result, out["pc"] & ((1 << self.arch.bits) - 1)
 
     def _hook(self, m: Machine, name: str) -> None:
-        a0, a1 = self.arch.args_at_site(m, 2, TAIL)  # at a function's first instruction
+        a0, a1 = self.model.args_at_site(m, 2, TAIL)  # at a function's first instruction
         if name == "sync_cores":
             self.sync(m)
         elif name == "notify":

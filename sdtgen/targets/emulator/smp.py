@@ -79,16 +79,16 @@ class Smp:
                         running.remove(k)
                         continue
                     if done:
-                        results[k] = m.uc.reg_read(m.arch.regs.ret)
+                        results[k] = m.uc.reg_read(m.model.regs.ret)
                         running.remove(k)
                 if running and time.monotonic() > deadline:
                     for k in running:
                         m = self.cpus[k]
-                        results[k] = GuestFault(f"did not return within {timeout:g} s", m.uc.reg_read(m.arch.regs.pc))
+                        results[k] = GuestFault(f"did not return within {timeout:g} s", m.uc.reg_read(m.model.regs.pc))
                     running = []
         except KeyboardInterrupt:
             m = self.cpus[running[0]] if running else self.cpus[0]
-            raise Interrupted("interrupted (Ctrl-C)", m.uc.reg_read(m.arch.regs.pc)) from None
+            raise Interrupted("interrupted (Ctrl-C)", m.uc.reg_read(m.model.regs.pc)) from None
         return results  # type: ignore[return-value]
 
     # -- parallel ------------------------------------------------------------------------------

@@ -208,7 +208,7 @@ class Torture:
             raise SdtError(self.target.image.path, f"the runtime faulted on the control CPU: {e.what} at {e.pc:#x}",
                            "") from None
         if done:
-            result = self.control.uc.reg_read(self.arch.regs.ret) & 0xFFFFFFFF
+            result = self.control.uc.reg_read(self.control.model.regs.ret) & 0xFFFFFFFF
             if result & 0x80000000:
                 raise SdtError(self.target.image.path, "the runtime refused to arm or disarm the probes under "
                                f"torture (error {result - (1 << 32)})", "")
@@ -225,7 +225,7 @@ class Torture:
                     continue
                 if not done:
                     self.summary.faults += 1
-                elif m.uc.reg_read(m.arch.regs.ret) & self.mask != self.expected:
+                elif m.uc.reg_read(m.model.regs.ret) & self.mask != self.expected:
                     self.summary.wrong += 1
             except GuestFault:
                 self.summary.faults += 1
