@@ -27,12 +27,21 @@ def core(tmp_path_factory):
     return lib
 
 
-def built_core(out):
+@pytest.fixture(scope="module")
+def two_cpus(tmp_path_factory):
+    """The harness as a kernel of two CPUs (control_harness.c, HARNESS_CPUS): CPU 1 a thread."""
+    lib = built_core(tmp_path_factory.mktemp("control2") / "control2.so", "-DHARNESS_CPUS", "-pthread")
+    assert lib.harness_start_cpus() == 0
+    yield lib
+    lib.harness_join()
+
+
+def built_core(out, *flags: str):
     """The control core and its harness built for this machine at ``out`` and loaded, not started: a copy of its
     own for each path."""
     rt = runtime_dir()
-    run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include_dir()}",
-         f"-I{rt}", "-o", str(out), str(HERE / "control_harness.c"), str(rt / "sdt_control.c"),
+    run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", *flags,
+         f"-I{include_dir()}", f"-I{rt}", "-o", str(out), str(HERE / "control_harness.c"), str(rt / "sdt_control.c"),
          str(rt / "arch" / "sdt_x86_64.c")])
     lib = ctypes.CDLL(str(out))
     lib.harness_replies.restype = ctypes.c_void_p
@@ -152,3 +161,30 @@ def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_fault
 def test_flush_closes_each_cpus_open_packet_and_names_none_it_could_not(core):
     """The harness has one CPU and no area: its packet (none) is closed on it, and no CPU is left open."""
     assert feed(core, b"flush\n") == ["ok flush 1"]
+
+
+def test_a_call_on_another_cpu_is_answered_once_that_cpu_returned_from_it(two_cpus):
+    """CPU 1 takes the call up only once CPU 0 waits for it: the reply must carry what the call returned (the
+    native call's value), not what the CPU held before."""
+    addr = ctypes.cast(two_cpus.harness_sum, ctypes.c_void_p).value
+    for args in ([1, 2, 3], [40, 2, 0x100], [7]):
+        value = two_cpus.harness_sum(*args, *[0] * (6 - len(args)))
+        words = " ".join(f"{a:x}" for a in args)
+        assert feed(two_cpus, f"run 1 {addr:x} {len(args)} {words}\n".encode()) == [f"return 1 {value:x}", "ok run 1"]
+    assert feed(two_cpus, f"run all {addr:x} 2 5 6\n".encode()) == ["return 0 b", "return 1 b", "ok run 2"]
+
+
+def test_once_the_host_reads_the_rings_in_memory_nothing_is_sent_on_the_line(two_cpus):
+    """`shared on`: the host copies packets out of the kernel's memory, so no command asks the kernel to drain
+    them onto the line (each drain the kernel's hook counts); `shared off` gives the line back its packets."""
+    addr = ctypes.cast(two_cpus.harness_sum, ctypes.c_void_p).value
+    shared = feed(two_cpus, b"shared on\n")
+    assert shared[-1] == "ok shared 2" and [w.split()[:2] for w in shared[:-1]] == [["area", "0"], ["area", "1"]]
+    before = two_cpus.harness_drains()
+    for command in (f"run 0 {addr:x} 1 1", f"run all {addr:x} 1 1", "flush", "drain"):
+        assert ends(feed(two_cpus, command.encode() + b"\n")[-1]) == WORD["ok"], command
+    assert two_cpus.harness_drains() == before, "a packet sent on the line while the host reads the rings in memory"
+    assert feed(two_cpus, b"shared off\n") == ["ok shared 0"]
+    for n, command in enumerate((f"run 0 {addr:x} 1 1", "flush", "drain"), 1):
+        feed(two_cpus, command.encode() + b"\n")
+        assert two_cpus.harness_drains() == before + n, command
