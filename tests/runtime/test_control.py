@@ -5,12 +5,15 @@ never a fault; its words are the ones sdtgen/layout.py describes, and it runs on
 from __future__ import annotations
 
 import ctypes
+import json
 
 import pytest
-from helpers import need_tool, run
+from helpers import SDTGEN, need_tool, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from module_native import MODULE
 from runtime_support import HERE, include_dir, runtime_dir
+from test_process import build_process
 
 from sdtgen.layout import ERRORS, VALUES, WORD, WORDS
 
@@ -188,3 +191,44 @@ def test_once_the_host_reads_the_rings_in_memory_nothing_is_sent_on_the_line(two
     for n, command in enumerate((f"run 0 {addr:x} 1 1", "flush", "drain"), 1):
         feed(two_cpus, command.encode() + b"\n")
         assert two_cpus.harness_drains() == before + n, command
+
+
+def site_entries(library) -> int:
+    """The site table entries readelf sizes in a shared object's set_sdt_sites_set (struct sdt_site: 20 bytes)."""
+    out = run([need_tool("readelf", "binutils"), "-SW", str(library)]).stdout
+    (size,) = [int(line.split("]", 1)[1].split()[4], 16) for line in out.splitlines() if " set_sdt_sites_set " in line]
+    return size // 20
+
+
+@pytest.fixture(scope="module")
+def process(tmp_path_factory):
+    """The control core in a Linux process: fixtures/process's kernel-proc."""
+    return build_process(tmp_path_factory.mktemp("process"))
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """fixtures/module's mod.c as a shared object the process loads as a module (DLOPEN=1)."""
+    out = tmp_path_factory.mktemp("libhkm")
+    run(["make", "-C", str(MODULE), "DLOPEN=1", f"O={out}", f"SDTGEN={SDTGEN}"])
+    return out / "libhkm.so"
+
+
+@pytest.mark.parametrize("toggles", [1, 2, 3])
+def test_module_torture_leaves_the_module_loaded_whatever_the_number_of_toggles(process, library, tmp_path, toggles):
+    """The control core in a Linux process (fixtures/process, its CPUs threads) tortures fixtures/module's shared
+    object in mode `module`: each toggle is an unload or a load the process's loader is asked for, and an odd
+    number ends on an unload, after which the core loads it again. The spec enabled after it arms every site
+    readelf counts in the object, as it did before."""
+    (tmp_path / "trace").mkdir()
+    proc = run([str(process), "--trace", str(tmp_path / "trace"), "--cpus", "2", "--arm", "module", "--consumer",
+                "none", "dlopen", str(library), "enable", "hkm:::", "trap", "torture", "hkm_work,3",
+                "hkm:::", str(toggles), "enable", "hkm:::", "trap"], timeout=300)
+    out = [json.loads(x) for x in proc.stdout.splitlines()]
+    (t,) = [x for x in out if x["event"] == "torture"]
+    assert (t["toggles"], t["torn"], t["faults"]) == (toggles, 0, 0)
+    # the loader (the process's, which counts what it is asked) unloaded it at each even toggle and loaded it at
+    # each odd one, and once more at the end after an odd number
+    assert (t["unloads"], t["loads"]) == ((toggles + 1) // 2, (toggles + 1) // 2)
+    enabled = [x["sites"] for x in out if x["event"] == "enabled"]
+    assert enabled == [site_entries(library)] * 2, "the module is not loaded after the torture"
