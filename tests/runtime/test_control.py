@@ -232,3 +232,17 @@ def test_module_torture_leaves_the_module_loaded_whatever_the_number_of_toggles(
     assert (t["unloads"], t["loads"]) == ((toggles + 1) // 2, (toggles + 1) // 2)
     enabled = [x["sites"] for x in out if x["event"] == "enabled"]
     assert enabled == [site_entries(library)] * 2, "the module is not loaded after the torture"
+
+
+def test_hello_counts_each_site_readelf_finds_once_and_a_refused_one_not_as_patched(core):
+    """The harness's site table, as readelf dumps it from the built object: every entry zero, its instruction
+    the entry itself (data, not the kernel's text), so sdt_init refuses it. hello counts them all refused and
+    none patched or folded."""
+    readelf = need_tool("readelf", "binutils")
+    dump = run([readelf, "-x", "set_sdt_sites_set", core._name]).stdout
+    # each line: the address, then up to 16 bytes in four groups (35 columns), then the bytes as text
+    data = bytes.fromhex("".join(line.split(None, 1)[1][:35].replace(" ", "") for line in dump.splitlines()
+                                 if line.strip().startswith("0x")))
+    assert len(data) % 20 == 0 and data and not any(data)
+    w = feed(core, b"hello\n")[0].split()
+    assert [int(x, 16) for x in w[5:8]] == [0, len(data) // 20, 0]  # patched, refused, folded
