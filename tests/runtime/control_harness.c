@@ -4,6 +4,11 @@
  * means to run calls elsewhere or catch faults; the kernel's text is one function, `harness_sum`, the
  * only address `run` accepts. It gives program memory and aggregation memory but no CPU area, so programs can be
  * loaded and refused but no table is attached.
+ *
+ * Built with -DHARNESS_CPUS (and -pthread), harness_start_cpus starts it instead as a kernel of two CPUs: CPU 1
+ * a thread that runs what the core starts there, each CPU an area the kernel can say the address of (`shared`),
+ * and a drain hook that counts what the core asks it to send on the line. CPU 1 takes up a job only once CPU 0
+ * waits for it (the slowest a CPU may be): the core must wait for the job, not for the start.
  */
 #include "sdt_runtime.c"	/* the control core (sdt_control.c) is linked beside it, as a kernel links it */
 
@@ -65,6 +70,113 @@ unsigned char harness_buffer[MAX_READ_BYTES];	/* what `read` reads at the limit 
 void *harness_program_memory(void)
 {
 	return programs;
+}
+#endif
+
+#ifdef HARNESS_CPUS
+#include <pthread.h>
+#include <sched.h>
+
+static __thread unsigned harness_cpu;	/* the CPU a thread is: 0 for the caller's, 1 for the worker */
+static struct sdt_cpu areas[2];
+static int gate, drains;
+static pthread_t worker;
+static int working;
+static struct {
+	void (*fn)(void *);
+	void *arg;
+} job;
+
+static unsigned this_cpu2(void)
+{
+	return harness_cpu;
+}
+
+static struct sdt_cpu *area(unsigned k)
+{
+	return k < 2 ? &areas[k] : 0;
+}
+
+static sdt_u64 phys(const void *p)
+{
+	return (sdt_u64)(sdt_word)p;
+}
+
+static void drain(void)
+{
+	__atomic_add_fetch(&drains, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *cpu1(void *unused)
+{
+	(void)unused;
+	harness_cpu = 1;
+	while (!__atomic_load_n(&gate, __ATOMIC_ACQUIRE))
+		sched_yield();
+	job.fn(job.arg);
+	return 0;
+}
+
+/* The last job's thread let go (if it still waits at the gate) and joined. */
+void harness_join(void)
+{
+	if (working) {
+		__atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+		pthread_join(worker, 0);
+		working = 0;
+	}
+}
+
+static int start(unsigned k, void (*fn)(void *), void *arg)
+{
+	if (k != 1)
+		return 1;
+	harness_join();
+	job.fn = fn;
+	job.arg = arg;
+	__atomic_store_n(&gate, 0, __ATOMIC_RELEASE);
+	if (pthread_create(&worker, 0, cpu1, 0))
+		return 1;
+	working = 1;
+	return 0;
+}
+
+/* CPU 1 goes on with its job only once the core waits here with the job not done. */
+static void wait_until(int (*ready)(void *), void *arg)
+{
+	if (!ready(arg))
+		__atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+	while (!ready(arg))
+		sched_yield();
+}
+
+int harness_drains(void)
+{
+	return __atomic_load_n(&drains, __ATOMIC_SEQ_CST);
+}
+
+int harness_start_cpus(void)
+{
+	static struct sdt_hooks hooks;
+	static struct sdt_range text;
+	static struct sdt_control_ops ops;
+	static struct sdt_control_cpu two[2];
+
+	text.start = (sdt_word)harness_sum;
+	text.size = 1;
+	hooks.text = &text;
+	hooks.ntext = 1;
+	hooks.clock_hz = 1000;
+	if (sdt_init(&hooks) < 0)
+		return -1;
+	ops.ncpus = 2;
+	ops.this_cpu = this_cpu2;
+	ops.area = area;
+	ops.phys = phys;
+	ops.drain = drain;
+	ops.start = start;
+	ops.wait_until = wait_until;
+	return sdt_control_init(&ops, two);
 }
 #endif
 

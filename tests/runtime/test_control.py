@@ -5,12 +5,15 @@ never a fault; its words are the ones sdtgen/layout.py describes, and it runs on
 from __future__ import annotations
 
 import ctypes
+import json
 
 import pytest
-from helpers import need_tool, run
+from helpers import SDTGEN, need_tool, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from module_native import MODULE
 from runtime_support import HERE, include_dir, runtime_dir
+from test_process import build_process
 
 from sdtgen.layout import ERRORS, REPLIES, REPLY_KINDS, VALUES, WORD, WORDS, parse_reply
 
@@ -27,12 +30,21 @@ def core(tmp_path_factory):
     return lib
 
 
-def built_core(out):
+@pytest.fixture(scope="module")
+def two_cpus(tmp_path_factory):
+    """The harness as a kernel of two CPUs (control_harness.c, HARNESS_CPUS): CPU 1 a thread."""
+    lib = built_core(tmp_path_factory.mktemp("control2") / "control2.so", "-DHARNESS_CPUS", "-pthread")
+    assert lib.harness_start_cpus() == 0
+    yield lib
+    lib.harness_join()
+
+
+def built_core(out, *flags: str):
     """The control core and its harness built for this machine at ``out`` and loaded, not started: a copy of its
     own for each path."""
     rt = runtime_dir()
-    run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{include_dir()}",
-         f"-I{rt}", "-o", str(out), str(HERE / "control_harness.c"), str(rt / "sdt_control.c"),
+    run([need_tool("gcc", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", *flags,
+         f"-I{include_dir()}", f"-I{rt}", "-o", str(out), str(HERE / "control_harness.c"), str(rt / "sdt_control.c"),
          str(rt / "arch" / "sdt_x86_64.c")])
     lib = ctypes.CDLL(str(out))
     lib.harness_replies.restype = ctypes.c_void_p
@@ -200,3 +212,85 @@ def test_the_reply_table_names_each_command_and_word_once():
     kinds = [f.split(":") for _, _, fields in REPLIES for f in fields]
     assert all(len(k) == 2 and k[1] in REPLY_KINDS for k in kinds), kinds
     assert all(f[-1].endswith(":r") for _, _, f in REPLIES if any(x.endswith(":r") for x in f))  # the rest: last
+
+
+def test_a_call_on_another_cpu_is_answered_once_that_cpu_returned_from_it(two_cpus):
+    """CPU 1 takes the call up only once CPU 0 waits for it: the reply must carry what the call returned (the
+    native call's value), not what the CPU held before."""
+    addr = ctypes.cast(two_cpus.harness_sum, ctypes.c_void_p).value
+    for args in ([1, 2, 3], [40, 2, 0x100], [7]):
+        value = two_cpus.harness_sum(*args, *[0] * (6 - len(args)))
+        words = " ".join(f"{a:x}" for a in args)
+        assert feed(two_cpus, f"run 1 {addr:x} {len(args)} {words}\n".encode()) == [f"return 1 {value:x}", "ok run 1"]
+    assert feed(two_cpus, f"run all {addr:x} 2 5 6\n".encode()) == ["return 0 b", "return 1 b", "ok run 2"]
+
+
+def test_once_the_host_reads_the_rings_in_memory_nothing_is_sent_on_the_line(two_cpus):
+    """`shared on`: the host copies packets out of the kernel's memory, so no command asks the kernel to drain
+    them onto the line (each drain the kernel's hook counts); `shared off` gives the line back its packets."""
+    addr = ctypes.cast(two_cpus.harness_sum, ctypes.c_void_p).value
+    shared = feed(two_cpus, b"shared on\n")
+    assert shared[-1] == "ok shared 2" and [w.split()[:2] for w in shared[:-1]] == [["area", "0"], ["area", "1"]]
+    before = two_cpus.harness_drains()
+    for command in (f"run 0 {addr:x} 1 1", f"run all {addr:x} 1 1", "flush", "drain"):
+        assert ends(feed(two_cpus, command.encode() + b"\n")[-1]) == WORD["ok"], command
+    assert two_cpus.harness_drains() == before, "a packet sent on the line while the host reads the rings in memory"
+    assert feed(two_cpus, b"shared off\n") == ["ok shared 0"]
+    for n, command in enumerate((f"run 0 {addr:x} 1 1", "flush", "drain"), 1):
+        feed(two_cpus, command.encode() + b"\n")
+        assert two_cpus.harness_drains() == before + n, command
+
+
+def site_entries(library) -> int:
+    """The site table entries readelf sizes in a shared object's set_sdt_sites_set (struct sdt_site: 20 bytes)."""
+    out = run([need_tool("readelf", "binutils"), "-SW", str(library)]).stdout
+    (size,) = [int(line.split("]", 1)[1].split()[4], 16) for line in out.splitlines() if " set_sdt_sites_set " in line]
+    return size // 20
+
+
+@pytest.fixture(scope="module")
+def process(tmp_path_factory):
+    """The control core in a Linux process: fixtures/process's kernel-proc."""
+    return build_process(tmp_path_factory.mktemp("process"))
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """fixtures/module's mod.c as a shared object the process loads as a module (DLOPEN=1)."""
+    out = tmp_path_factory.mktemp("libhkm")
+    run(["make", "-C", str(MODULE), "DLOPEN=1", f"O={out}", f"SDTGEN={SDTGEN}"])
+    return out / "libhkm.so"
+
+
+@pytest.mark.parametrize("toggles", [1, 2, 3])
+def test_module_torture_leaves_the_module_loaded_whatever_the_number_of_toggles(process, library, tmp_path, toggles):
+    """The control core in a Linux process (fixtures/process, its CPUs threads) tortures fixtures/module's shared
+    object in mode `module`: each toggle is an unload or a load the process's loader is asked for, and an odd
+    number ends on an unload, after which the core loads it again. The spec enabled after it arms every site
+    readelf counts in the object, as it did before."""
+    (tmp_path / "trace").mkdir()
+    proc = run([str(process), "--trace", str(tmp_path / "trace"), "--cpus", "2", "--arm", "module", "--consumer",
+                "none", "dlopen", str(library), "enable", "hkm:::", "trap", "torture", "hkm_work,3",
+                "hkm:::", str(toggles), "enable", "hkm:::", "trap"], timeout=300)
+    out = [json.loads(x) for x in proc.stdout.splitlines()]
+    (t,) = [x for x in out if x["event"] == "torture"]
+    assert (t["toggles"], t["torn"], t["faults"]) == (toggles, 0, 0)
+    # the loader (the process's, which counts what it is asked) unloaded it at each even toggle and loaded it at
+    # each odd one, and once more at the end after an odd number
+    assert (t["unloads"], t["loads"]) == ((toggles + 1) // 2, (toggles + 1) // 2)
+    enabled = [x["sites"] for x in out if x["event"] == "enabled"]
+    assert enabled == [site_entries(library)] * 2, "the module is not loaded after the torture"
+
+
+def test_hello_counts_each_site_readelf_finds_once_and_a_refused_one_not_as_patched(core):
+    """The harness's site table, as readelf dumps it from the built object: every entry zero, its instruction
+    the entry itself (data, not the kernel's text), so sdt_init refuses it. hello counts them all refused and
+    none patched or folded."""
+    readelf = need_tool("readelf", "binutils")
+    dump = run([readelf, "-x", "set_sdt_sites_set", core._name]).stdout
+    # each line: the address, then up to 16 bytes in four groups (35 columns), then the bytes as text
+    data = bytes.fromhex("".join(line.split(None, 1)[1][:35].replace(" ", "") for line in dump.splitlines()
+                                 if line.strip().startswith("0x")))
+    assert len(data) % 20 == 0 and data and not any(data)
+    w = feed(core, b"hello\n")[0].split()
+    assert [int(x, 16) for x in w[5:8]] == [0, len(data) // 20, 0]  # patched, refused, folded

@@ -2,7 +2,8 @@
 hosted platform, the real CPU): a thread is held inside sdt_trap for a loaded module's site (the clock its
 recorder reads waits) while sdt_module_unload runs, and inside a probe's program (its string read faults, and
 the handler waits) while sdt_disable_program runs. Each call must return only after the held thread left: the
-thread's own flag, set as it comes out, says whether it had. No time is measured."""
+thread's own flag, set as it comes out, says whether it had. An unload with no program of its module's to wait
+for must not wait for a CPU in another probe's program. No time is measured."""
 
 from __future__ import annotations
 
@@ -50,3 +51,18 @@ def test_disable_program_waits_for_a_cpu_still_running_the_detached_program(hold
     lines = held(hold, tmp_path, "program", str(tmp_path / "program"))
     assert lines[0] == {"enabled": 1}
     assert lines[1] == {"returned": 1, "left": 1}  # its site disarmed, after the held CPU left the program
+
+
+def test_module_unload_does_not_wait_for_a_cpu_in_a_program_of_another_probe(hold, tmp_path):
+    """A module none of whose probes has a program is unloaded while a CPU runs the kernel's probe's program: the
+    unload has no program of its own to wait for, and returns while that CPU is still inside (it stays there
+    until the unload returned: an unload that waited for it would return only once the hold gave up)."""
+    lib = tmp_path / "lib"
+    run(["make", "-C", str(ROOT / "fixtures" / "module"), "DLOPEN=1", f"O={lib}", f"SDTGEN={SDTGEN}"])
+    (probe,) = [p for p in called_probes(HERE) if p.spec == "hh:hold:str:fire"]
+    fake = FakeProbe("hh", "hold", "str", "fire", ("char *",), probe_key(probe.symbol))
+    (program,) = compile_for('hh:hold:str:fire /arg0 == "held"/ { @n = count(); }', [fake]).programs
+    (tmp_path / "program").write_bytes(program.code)
+    lines = held(hold, tmp_path, "beside", str(tmp_path / "program"), str(lib / "libhkm.so"))
+    assert lines[0] == {"enabled": 1}
+    assert lines[1] == {"returned": 0, "left": 0}  # no site armed to disarm; the CPU in the program still there

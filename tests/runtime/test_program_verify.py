@@ -87,6 +87,19 @@ def test_a_hostile_program_is_refused_with_the_code_of_what_is_wrong(harness, wh
     assert harness.fire(code, 1, [0] * 6) == error, "refused, never run"
 
 
+def test_an_aggregation_of_as_many_keys_as_an_entry_holds_is_taken_and_one_more_refused(harness):
+    """SDT_AGG_MAX_KEYS (sdtgen/layout.py) keys, read from registers set before the AGG: the descriptor and the
+    program verify; a descriptor of one key more is refused as an aggregation."""
+    most = VALUES["SDT_AGG_MAX_KEYS"]
+
+    def keyed(n: int) -> bytes:
+        return prog(*[Insn(OP["LDI"], r) for r in range(n)], Insn(OP["AGG"], 0, 0, 0), EXIT,
+                    aggs=(AggDesc(1, COUNT, n, 1),))
+
+    assert harness.verify(keyed(most)) == 0
+    assert harness.verify(keyed(most + 1)) == AGG
+
+
 def test_a_program_is_exactly_the_bytes_given_and_no_more_than_the_limit(harness):
     assert harness.verify(GOOD + b"\0" * 8) == FORM  # the header's size is not what was given
     assert harness.verify(GOOD[:-1]) == FORM

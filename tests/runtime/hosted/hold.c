@@ -11,6 +11,9 @@
  *                                   the ranges (as the thread attached): the program's read faults, and the SIGSEGV handler holds the
  *                                   thread inside the program ~500 ms (then makes the page readable again)
  *                                   while the main thread calls sdt_disable_program
+ *   hold TRACE_DIR beside FILE LIBRARY   the program in FILE held as above, and LIBRARY (no program on its
+ *                                   probes, none armed) dlopened; the main thread unloads the module: the
+ *                                   thread stays in the program until the unload returned (10 s at most)
  *
  * One JSON line: what the call returned, and whether the held thread had left when it returned ("left": 1:
  * the call waited for it). Then the platform's statistics.
@@ -32,12 +35,15 @@ SDT_PROVIDER_DEFINE(hh);
 SDT_PROBE_DEFINE1(hh, hold, str, fire, "char *");
 
 #define HOLD_US 500000
+#define HOLD_MAX_MS 10000	/* beside: how long the hold waits for the call to return, at most */
 
 static volatile int inside, left, done;	/* the held thread is in the hold; it came out of it; it ended */
 static pthread_t holder;
 static int holding;	/* set before the worker starts: its first clock read (unload) is held */
 static sdt_u64 (*real_clock)(void);
 static char *page;
+static int returned;	/* the main thread's call returned */
+static int until_returned;	/* beside: the program's hold lasts until then (or HOLD_MAX_MS) */
 
 __attribute__((noinline)) void hold_fire(const char *s)
 {
@@ -64,7 +70,13 @@ static void on_segv(int sig, siginfo_t *info, void *ctx)
 		return;	/* not ours: the fault again, and the default action */
 	}
 	__atomic_store_n(&inside, 1, __ATOMIC_SEQ_CST);
-	usleep(HOLD_US);
+	if (until_returned) {
+		int ms;
+		for (ms = 0; ms < HOLD_MAX_MS && !__atomic_load_n(&returned, __ATOMIC_SEQ_CST); ms++)
+			usleep(1000);
+	} else {
+		usleep(HOLD_US);
+	}
 	__atomic_store_n(&left, 1, __ATOMIC_SEQ_CST);
 	mprotect(page, 4096, PROT_READ | PROT_WRITE);
 }
@@ -107,6 +119,7 @@ static void held_call(void *fn, int (*call)(const char *), const char *arg)
 		}
 	r = call(arg);
 	l = __atomic_load_n(&left, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&returned, 1, __ATOMIC_SEQ_CST);
 	pthread_join(t, 0);
 	printf("{\"returned\": %d, \"left\": %d}\n", r, l);
 }
@@ -137,7 +150,7 @@ int main(int argc, char **argv)
 		sdt_hooks.clock = held_clock;
 		held_call(dlsym(h, "hkm_work"), unload, 0);
 		sdt_hooks.clock = real_clock;
-	} else if (!strcmp(argv[2], "program")) {
+	} else if (!strcmp(argv[2], "program") || (!strcmp(argv[2], "beside") && argc > 4)) {
 		static _Alignas(16) char code[1 << 16];
 		struct sigaction sa;
 		FILE *f = fopen(argv[3], "rb");
@@ -156,7 +169,14 @@ int main(int argc, char **argv)
 		sa.sa_sigaction = on_segv;
 		sa.sa_flags = SA_SIGINFO;
 		sigaction(SIGSEGV, &sa, 0);
-		held_call(0, sdt_disable_program, "hh:hold:str:fire");
+		if (argc > 4) {	/* beside: a module with no program, unloaded while the program runs */
+			if (!dlopen(argv[4], RTLD_NOW | RTLD_GLOBAL))
+				return 3;
+			until_returned = 1;
+			held_call(0, unload, 0);
+		} else {
+			held_call(0, sdt_disable_program, "hh:hold:str:fire");
+		}
 	}
 	sdt_linux_stop();
 	sdt_linux_stats(&st);
