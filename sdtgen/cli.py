@@ -11,7 +11,7 @@ import sys
 
 from sdtgen import __version__
 from sdtgen.errors import ERROR, WARNING, Diagnostic, SdtError, printable, sentence
-from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MAX_TIMEOUT, MIN_BUFFER
+from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -330,152 +330,48 @@ def _int_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
-QEMU_MAX_CPUS = 8  # the fixture's QEMU platform (fixtures/qemu/platform.h)
+def _tracing(args: argparse.Namespace):
+    """What `boot`, `qemu` and `attach` share, as the session takes it."""
+    from sdtgen.session.starts import Tracing
 
-
-def _session_command(args: argparse.Namespace, start) -> int:
-    """A tracing session over the target ``start`` makes: the actions in order, the console, the trace."""
-    from sdtgen.session import drive
-    from sdtgen.session.console import read_script
-    from sdtgen.session.reporter import Reporter
-    from sdtgen.session.session import Session
-    from sdtgen.targets.base import Halted
-
-    _check_timeout(args.timeout)
-    actions = args.actions or []
-    drive.check_actions(actions)
-    interval = _interval_option(args, actions)
-    trace = _trace_option(args)
-    scripts = {value: read_script(value) for kind, value, _ in actions if kind == "script"}
-    args.module_files = drive.module_files(actions, scripts)  # --module's and the scripts' `module FILE`
-    if trace is not None and args.module_files:
-        raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
-                       "module's probes are known, so a reader could not read their events",
-                       "leave out --trace (the firings are shown), or trace the kernel's own probes without the module")
-    try:
-        session = Session(args.image, Reporter(as_json=args.json, quiet=args.quiet), start, arm=args.arm,
-                          timeout=args.timeout, trace=trace, buffer_size=args.buffer_size, overflow=args.overflow,
-                          precheck=lambda s: drive.precheck(s, actions, scripts))
-    except Halted:
-        return EXIT_FAIL
-    try:
-        drive.drive(session, actions, scripts, args.interactive, args.json, interval)
-    except Halted:
-        return EXIT_FAIL
-    finally:
-        session.close()
-    return EXIT_FAIL if session.faults or session.damaged or session.refused_modules else EXIT_OK
-
-
-def _interval_option(args: argparse.Namespace, actions: list) -> float | None:
-    """--interval SECONDS: a positive number, for aggregations given or to come (the console)."""
-    interval = getattr(args, "interval", None)
-    if interval is None:
-        return None
-    if not 0.01 <= interval <= 86400:
-        raise SdtError("", f"--interval {interval:g} is not a number of seconds from 0.01 to 86400")
-    if not args.interactive and not any(kind == "aggregate" for kind, _, _ in actions):
-        raise SdtError("", "--interval prints the aggregations, and none is given", "add --aggregate CLAUSES (or -i)")
-    return interval
+    return Tracing(args.image, args.actions or [], args.interactive, args.json, args.quiet, args.arm, args.timeout,
+                   args.trace, args.trace_format, args.interval)
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
-    from sdtgen.targets.emulator.target import EmulatorTarget
+    from sdtgen.session.starts import trace_session
 
-    def start(s):
-        return EmulatorTarget(s, patch=not args.no_patch, buffer_size=args.buffer_size, overflow=args.overflow,
-                              cpus=args.cpus, seed=args.seed, schedule=args.schedule, stream=not args.no_stream,
-                              modules=bool(args.module_files) or args.interactive)  # -i: the console's `module`
-
-    return _session_command(args, start)
+    ok = trace_session("emulator", _tracing(args), patch=not args.no_patch, buffer_size=args.buffer_size,
+                       overflow=args.overflow, cpus=args.cpus, seed=args.seed, schedule=args.schedule,
+                       stream=not args.no_stream)
+    return EXIT_OK if ok else EXIT_FAIL
 
 
 def cmd_qemu(args: argparse.Namespace) -> int:
-    from sdtgen.targets.child import termination_as_interrupt
-    from sdtgen.targets.qemu import QemuTarget
+    from sdtgen.session.starts import trace_session
 
-    def start(s):
-        modules = args.module_files
-        if len(set(modules)) > 1:
-            raise SdtError("", "QEMU boots with one module (its loader's fw_cfg file)", "give one --module FILE")
-        return QemuTarget(s, cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,
-                          qemu_args=args.qemu_arg or [], timeout=args.timeout, transport=args.transport,
-                          module=modules[0] if modules else None)
-
-    with termination_as_interrupt():
-        return _session_command(args, start)
+    ok = trace_session("qemu", _tracing(args), cpus=args.cpus, buffer_size=args.buffer_size, overflow=args.overflow,
+                       qemu_args=args.qemu_arg or [], transport=args.transport)
+    return EXIT_OK if ok else EXIT_FAIL
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from sdtgen.targets.child import termination_as_interrupt
-    from sdtgen.targets.serial import AttachTarget, open_line
+    from sdtgen.session.starts import trace_session
 
-    line = open_line(args.serial, duplex=True)  # a line that cannot be opened is one line, before anything runs
-
-    def start(s):
-        return AttachTarget(s, line, buffer_size=args.buffer_size, overflow=args.overflow, timeout=args.timeout)
-
-    try:
-        with termination_as_interrupt():
-            return _session_command(args, start)
-    finally:
-        line.close()
-
-
-def _check_timeout(timeout: float) -> None:
-    import math
-
-    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
-        raise SdtError("", f"--timeout {timeout:g} is not a positive number of seconds up to {MAX_TIMEOUT:g} "
-                       "(a week)", "give e.g. 20, or 0.5")
-
-
-def _trace_option(args: argparse.Namespace) -> tuple[str, str] | None:
-    """(path, format) of --trace, checked; the format from the path's extension when not given."""
-    from sdtgen.trace.sink import guess_format
-
-    if args.trace is None:
-        if args.trace_format is not None:
-            raise SdtError("", "--trace-format without --trace writes nothing", "give --trace PATH too")
-        return None
-    if not args.trace.strip():
-        raise SdtError("", "--trace needs a path", "give --trace PATH (a directory for ctf)")
-    fmt = args.trace_format or guess_format(args.trace) or "ctf"
-    from sdtgen.atomic import check_distinct
-
-    check_distinct([("image", args.image), ("trace", args.trace)])
-    return args.trace, fmt
+    ok = trace_session("attach", _tracing(args), args.serial, buffer_size=args.buffer_size, overflow=args.overflow)
+    return EXIT_OK if ok else EXIT_FAIL
 
 
 def cmd_torture(args: argparse.Namespace) -> int:
     from sdtgen.calls import parse_int
-    from sdtgen.targets.emulator.smp import MAX_CPUS
+    from sdtgen.session.starts import torture
 
-    _check_timeout(args.timeout)
-    if not 1 <= args.cpus < MAX_CPUS:
-        raise SdtError("", f"--cpus {args.cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
-    if args.toggles < 1 and not args.exhaustive:
-        raise SdtError("", f"--toggles {args.toggles} is not a number of toggles: the test arms and disarms at least "
-                       "once", "give 1 or more (the default is 100)")
-    values = [parse_int(a) for a in args.arg or []]
-    target = "attach" if args.serial else args.target
-    if args.exhaustive and target != "emulator":
-        raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
-                       "leave out --target and --serial")
-    if (args.arm == "module") != bool(args.module and not args.exhaustive) or \
-            (args.module and target not in ("emulator", "qemu")):
-        raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator or on QEMU",
-                       "give both --module FILE and --arm module (or --exhaustive with --module)")
-    if target == "emulator":
-        from sdtgen.session.starts import emulator_torture as torture
-
-        summary = torture(args.image, args.run, values, cpus=args.cpus, toggles=args.toggles, seed=args.seed,
-                          timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, mode=args.arm,
-                          module=args.module, progress=True)
-    else:
-        summary = _torture_on(args, target, values)
-        if summary is None:
-            return EXIT_FAIL
+    summary = torture("attach" if args.serial else args.target, args.image, args.run,
+                      [parse_int(a) for a in args.arg or []], cpus=args.cpus, toggles=args.toggles, seed=args.seed,
+                      timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, arm=args.arm,
+                      module=args.module, serial=args.serial, qemu_args=args.qemu_arg or [], progress=True)
+    if summary is None:
+        return EXIT_FAIL
     if args.json:
         _emit_json(summary.as_dict())
     else:
@@ -483,101 +379,19 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.passed else EXIT_FAIL
 
 
-def _torture_on(args: argparse.Namespace, target: str, values: list[int]):
-    """Torture on QEMU, an attached kernel or a process: the kernel's own control core does it."""
-    import io
-
-    from sdtgen.progress import progress_line, seconds
-    from sdtgen.session.reporter import Reporter
-    from sdtgen.session.session import Session
-    from sdtgen.targets.base import Halted
-    from sdtgen.targets.child import termination_as_interrupt
-
-    line = None
-    if target == "qemu":
-        from sdtgen.targets.qemu import QemuTarget
-
-        def start(s):
-            return QemuTarget(s, cpus=args.cpus + 1, buffer_size=1 << 20, overflow="drop",
-                              qemu_args=args.qemu_arg or [], timeout=args.timeout, module=args.module)
-    elif target == "process":
-        from sdtgen.targets.process import ProcessTarget
-
-        def start(s):
-            return ProcessTarget(s, cpus=args.cpus + 1, buffer_size=1 << 20, overflow="drop", timeout=args.timeout)
-    else:
-        from sdtgen.targets.serial import AttachTarget, open_line
-
-        line = open_line(args.serial, duplex=True)
-
-        def start(s):
-            return AttachTarget(s, line, buffer_size=1 << 20, overflow="drop", timeout=args.timeout)
-
-    reporter = Reporter(out=io.StringIO(), quiet=True)  # the summary is all it prints; problems go to stderr
-    try:
-        with termination_as_interrupt():
-            try:
-                session = Session(args.image, reporter, start, arm="branch" if args.module else args.arm,
-                                  timeout=args.timeout)
-            except Halted:  # the session said why
-                return None
-            try:
-                if args.module:
-                    session.load_module(args.module)
-                spec = args.spec or (session.module_spec() if args.module else
-                                     session.spec_of(args.run.partition(":")[0]))
-                # The kernel toggles on its own CPUs and answers at the end: the line says how long it has run.
-                with progress_line(lambda t: f"torture: the kernel toggles {args.toggles} times on {args.cpus} "
-                                             f"CPU(s), {seconds(t)} of at most {seconds(args.timeout)}"):
-                    return session.torture(args.run, values, spec, args.toggles, module=bool(args.module))
-            except Halted:
-                return None
-            finally:
-                session.close()
-    finally:
-        if line is not None:
-            line.close()
-
-
 def cmd_record(args: argparse.Namespace) -> int:
     """A session over a kernel that streams by itself: its events shown as they come, its packets traced."""
-    import contextlib
+    from sdtgen.session.starts import record_session
 
-    from sdtgen.atomic import check_distinct
-    from sdtgen.session.reporter import Reporter
-    from sdtgen.session.session import Session
-    from sdtgen.targets.base import Halted
-    from sdtgen.targets.child import termination_as_interrupt
-    from sdtgen.targets.listen import ListenTarget
-    from sdtgen.targets.serial import open_line
-
-    check_distinct([("image", args.image), ("trace", args.trace)])
-    reporter = Reporter(as_json=args.json, quiet=args.quiet)
-    line = open_line(args.serial, duplex=False)  # a line that cannot be one is one line, before anything is read
-    try:
-        with termination_as_interrupt():
-            try:
-                session = Session(args.image, reporter, lambda s: ListenTarget(s, line.chunks(reporter.warning)),
-                                  trace=(args.trace, "ctf"))
-            except Halted:  # the session said why
-                return EXIT_FAIL
-            try:
-                with contextlib.suppress(KeyboardInterrupt):  # the usual way to end a recording: what came is kept
-                    session.listen()
-                session.finish_trace(interrupted=True)
-            finally:
-                session.close()
-    finally:
-        line.close()
-    t = session.last_target
-    summary = {"event": "recorded", "trace": args.trace, "packets": t.taken, "events": sum(session.hits.values()),
-               "cpus": len(t.cpus), "dropped": t.packets.dropped, "damaged": session.damaged}
+    got = record_session(args.image, args.serial, args.trace, args.json, args.quiet)
+    if got is None:
+        return EXIT_FAIL
     if args.json:
-        _emit_json(summary)
+        _emit_json({"event": "recorded", "trace": args.trace, "packets": got.packets, "events": got.events,
+                    "cpus": got.cpus, "dropped": got.dropped, "damaged": got.damaged})
     else:
-        print(f"recorded {summary['packets']} packets ({summary['events']} events) of {summary['cpus']} CPUs into "
-              f"{printable(args.trace)}; {summary['dropped']} dropped (overwritten while sent), "
-              f"{summary['damaged']} damaged")
+        print(f"recorded {got.packets} packets ({got.events} events) of {got.cpus} CPUs into "
+              f"{printable(args.trace)}; {got.dropped} dropped (overwritten while sent), {got.damaged} damaged")
     return EXIT_OK
 
 
@@ -794,6 +608,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="parallel: each CPU on a host thread of its own (the default); seeded: interleaved in "
                         "instruction quanta a seed decides, replayable")
     b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the seeded schedule")
+    _add_interval(b)
     b.set_defaults(func=cmd_boot, actions=None)
 
     t = sub.add_parser("torture", help="call a function on N CPUs while another CPU arms and disarms its probes "
@@ -831,6 +646,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     q = sub.add_parser("qemu", help="boot a kernel that links the runtime's control core in QEMU, with its vCPUs "
                        "in parallel; arm probes and run functions over its serial line")
     _add_run_options(q, "(a breakpoint the kernel's sdt_trap handles; the default)")
+    from sdtgen.targets.qemu import MAX_CPUS as QEMU_MAX_CPUS
+
     q.add_argument("--cpus", type=int, default=1, metavar="N",
                    help=f"QEMU's -smp (1 to {QEMU_MAX_CPUS}); each --run calls the function on every vCPU at once")
     q.add_argument("--qemu-arg", action="append", metavar="ARG",

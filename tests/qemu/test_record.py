@@ -404,7 +404,7 @@ def test_whatever_the_line_carries_the_trace_opens_or_nothing_is_left(image, key
     from sdtgen.errors import SdtError
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.session import Session
-    from sdtgen.targets.listen import ListenTarget
+    from sdtgen.targets import open_target
 
     rng = random.Random(seed)
     data = hostile_line(rng, Kernel(keys))
@@ -414,7 +414,8 @@ def test_whatever_the_line_carries_the_trace_opens_or_nothing_is_left(image, key
     step = rng.randrange(1, 200)
     chunks = [data[i:i + step] for i in range(0, len(data), step)]
     try:
-        session = Session(str(image), reporter, lambda s: ListenTarget(s, iter(chunks)), trace=(str(trace), "ctf"))
+        session = Session(str(image), reporter, lambda host: open_target("listen", host, source=iter(chunks)),
+                          trace=(str(trace), "ctf"))
         try:
             session.listen()
             session.finish_trace()
