@@ -162,6 +162,18 @@ def test_a_terminal_sees_the_toggles_go_by_and_a_pipe_sees_nothing(kernel):
     assert run_torture(kernel.image, "--cpus", "2", "--toggles", "4")[0] == 0  # piped: stderr "" (run_torture)
 
 
+def test_an_arg_belongs_to_the_run_before_it_as_in_a_session(kernel):
+    """torture's --arg as boot's: each after the --run it belongs to, in order; one before any --run, or a second
+    --run, is one line and exit 2 before anything boots."""
+    early = sdtgen("torture", str(kernel.image), "--arg", "20", "--run", "sched_run", "--toggles", "2")
+    assert early.returncode == 2 and early.stdout == "" and len(early.stderr.splitlines()) == 1
+    assert "--arg must follow a --run" in early.stderr
+    two = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--run", "kmain", "--toggles", "2")
+    assert two.returncode == 2 and "a torture calls one function" in two.stderr and len(two.stderr.splitlines()) == 1
+    code, summary = run_torture(kernel.image, "--cpus", "1", "--toggles", "2")  # --run sched_run --arg 20
+    assert code == 0 and summary["toggles"] == 2 and summary["calls"] > 0
+
+
 def test_a_timeout_says_how_many_toggles_were_made(kernel):
     r = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--toggles", "100000",
                "--timeout", "1", "--json")
