@@ -24,9 +24,9 @@ def build(work: Path, arch: str, naive: bool = False) -> Path:
 
 def session(image: Path, quiet: bool = False, **options):
     from sdtgen.session.reporter import Reporter
-    from sdtgen.session.starts import qemu_session
+    from sdtgen.session.starts import open_session
 
-    return qemu_session(str(image), Reporter(out=io.StringIO(), err=io.StringIO(), quiet=quiet), **options)
+    return open_session("qemu", str(image), Reporter(out=io.StringIO(), err=io.StringIO(), quiet=quiet), **options)
 
 
 def firings_per_second(image: Path, cpus: int, arm: str, n: int) -> tuple[float, float]:

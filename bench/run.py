@@ -30,7 +30,7 @@ import toolchain  # noqa: E402
 
 from sdtgen.image import Image  # noqa: E402
 from sdtgen.session.reporter import Reporter  # noqa: E402
-from sdtgen.session.starts import boot_session  # noqa: E402
+from sdtgen.session.starts import open_session  # noqa: E402
 from sdtgen.targets.emulator.machine import Machine  # noqa: E402
 
 
@@ -242,12 +242,12 @@ def sdt_init_time(image: Path, count: bool = False) -> tuple[float, float, int, 
 
     guest, whole, patched = [], [], 0
     for _ in range(3):
-        s = boot_session(str(image), quiet(), patch=False)
+        s = open_session("emulator", str(image), quiet(), patch=False)
         try:
             guest.append(timed(lambda s=s: sdt_init(s))[0])
         finally:
             s.close()
-        s = boot_session(str(image), quiet(), patch=False)
+        s = open_session("emulator", str(image), quiet(), patch=False)
         try:
             t, result = timed(s.target.runtime.init)
             whole.append(t)
@@ -256,7 +256,7 @@ def sdt_init_time(image: Path, count: bool = False) -> tuple[float, float, int, 
             s.close()
     if not count:
         return min(guest), min(whole), patched, 0
-    s = boot_session(str(image), quiet(), patch=False, timeout=3600)  # a hook call an instruction: slow
+    s = open_session("emulator", str(image), quiet(), patch=False, timeout=3600)  # a hook call an instruction: slow
     try:
         insns = counted(s.target.machine, lambda: sdt_init(s))
     finally:
@@ -312,7 +312,7 @@ def run_loop(image: Path, arm: str, n: int, count: int = 0, patch: bool = True) 
     """Emulated seconds (best of 5) of sched_run(n) on a booted image, hk:sched:run:tick armed with ``arm``
     (or nothing armed); with ``count``, guest instructions of ``count`` iterations of its loop. The ring is
     read between runs only (--no-stream): what is timed is the guest."""
-    s = boot_session(str(image), quiet(), patch=patch, buffer_size=DATAPATH_BUFFER, stream=False)
+    s = open_session("emulator", str(image), quiet(), patch=patch, buffer_size=DATAPATH_BUFFER, stream=False)
     try:
         if arm:
             s.set_arm(arm)
@@ -358,7 +358,7 @@ def session_count(s, func: str, n: int) -> int:
 
 
 def booted_count(image: Path, func: str, n: int, arm: str = "") -> int:
-    s = boot_session(str(image), quiet())
+    s = open_session("emulator", str(image), quiet())
     try:
         if arm:
             s.enable(arm)
@@ -460,7 +460,7 @@ def goto_counts(image: Path, booted: bool, n: int) -> dict[str, tuple[float, flo
     """Per iteration of bench_loop (the count of 2n iterations less n's), and per call of bench_handle: (guest
     instructions, callee instructions), the probes disabled (booted: sdt_init wrote every site; or compiled out)."""
     if booted:
-        s = boot_session(str(image), quiet())
+        s = open_session("emulator", str(image), quiet())
         m, symbols, close = s.target.machine, s.image.symbols, s.close
     else:
         img = Image(str(image))
@@ -538,7 +538,7 @@ def datapath_rows(work: Path, small: bool) -> list[Row]:
 
 def drain_rate(image: Path, n: int) -> tuple[int, float]:
     """Events and seconds of draining and decoding one ring the guest filled with n two-argument records."""
-    s = boot_session(str(image), quiet(), arm="branch", buffer_size=DATAPATH_BUFFER, stream=False)
+    s = open_session("emulator", str(image), quiet(), arm="branch", buffer_size=DATAPATH_BUFFER, stream=False)
     try:
         s.enable("hk:sched:run:tick")
         s.target.machine.call(s.image.symbols["sched_run"].value, [n])
@@ -575,7 +575,7 @@ def unicorn_rates(image: Path, arm: str, n: int) -> dict[int, float]:
     2 and 4 CPUs, best of 3; measured once a run, for the rows of several CPUs and QEMU's."""
     rates = {}
     for cpus in (1, 2, 4):
-        s = boot_session(str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
+        s = open_session("emulator", str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
         try:
             s.enable("hk:sched:run:tick")
             s.run("sched_run", [100])  # every CPU's code translated before the clock starts
@@ -601,7 +601,7 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
                 rows += smp_floor_rows(image, n, rates[1])
     toggle = {}
     for cpus in (1, 4):  # sdt_enable/sdt_disable of one site: the x86 breakpoint protocol, a sync_cores a store
-        s = boot_session(str(image), quiet(), cpus=cpus, arm="branch")
+        s = open_session("emulator", str(image), quiet(), cpus=cpus, arm="branch")
         try:
             s.run("sched_run", [10])  # every CPU has the code translated: every flush has work to do
             k = 100 if small else 500
@@ -633,7 +633,7 @@ def smp_rows(work: Path, small: bool) -> list[Row]:
     m = 500_000 if small else 5_000_000
 
     def on_cpu0(cpus: int) -> float:  # on a 4-CPU machine CPU 0's memory is host buffers shared by four engines
-        s = boot_session(str(image), quiet(), cpus=cpus)
+        s = open_session("emulator", str(image), quiet(), cpus=cpus)
         try:
             func = s.image.symbols["sched_run"].value
             return min(timed(lambda: s.target.machine.call(func, [m]))[0] for _ in range(5))
@@ -672,7 +672,7 @@ def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
     m = 3_000_000 if n < 100_000 else 30_000_000
     loops = {}
     for cpus in (1, 2):
-        s = boot_session(str(image), quiet(), cpus=cpus, schedule="parallel")
+        s = open_session("emulator", str(image), quiet(), cpus=cpus, schedule="parallel")
         try:
             s.run("sched_run", [100])
             loops[cpus] = cpus * m / min(timed(lambda s=s: s.run("sched_run", [m]))[0] for _ in range(3))
@@ -721,7 +721,6 @@ def module_rows(work: Path, small: bool) -> list[Row]:
     with a spec armed (each load verifies its sites and arms them again)."""
     from sdtgen.modlink import link_module
     from sdtgen.session.session import Session
-    from sdtgen.targets.emulator.target import EmulatorTarget
 
     n = 1000 if small else 10_000
     src = module_source(work / f"bm{n}.c", n)
@@ -736,8 +735,7 @@ def module_rows(work: Path, small: bool) -> list[Row]:
     kernel = fixture_build(work, "calls")
 
     def session() -> Session:
-        return Session(str(kernel), quiet(), lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop",
-                                                                       modules=True))
+        return open_session("emulator", str(kernel), quiet(), modules=True)
 
     s = session()
     try:

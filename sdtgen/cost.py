@@ -144,10 +144,10 @@ class BootedCode:
         import io
 
         from sdtgen.session.reporter import Reporter
-        from sdtgen.session.starts import boot_session
+        from sdtgen.session.starts import open_session
 
         quiet = io.StringIO()  # what the boot says (refused sites) is the report's to show, not the boot's
-        self.session = boot_session(image.path, Reporter(out=quiet, err=quiet, quiet=True))
+        self.session = open_session("emulator", image.path, Reporter(out=quiet, err=quiet, quiet=True))
         self.sites = [s for s in self.session.target.sites() if s.state != "folded"]
 
     def read(self, addr: int, size: int) -> bytes:

@@ -8,7 +8,7 @@ import json
 from native_oracle import PROTOTYPES, Call
 
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import open_session
 
 
 class Booted:
@@ -16,7 +16,8 @@ class Booted:
 
     def __init__(self, image, patch: bool = True, **options) -> None:
         self.buffer = io.StringIO()
-        self.session = boot_session(str(image), Reporter(as_json=True, out=self.buffer), patch=patch, **options)
+        self.session = open_session("emulator", str(image), Reporter(as_json=True, out=self.buffer), patch=patch,
+                                    **options)
 
     def events(self) -> list[dict]:
         out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]

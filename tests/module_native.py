@@ -22,11 +22,9 @@ def module_firings(out: Path, calls: list[int]):
 def booted_with_modules(kernel_image, out: io.StringIO):
     """A session booting ``kernel_image`` in the emulator with its module area mapped, its JSON events to ``out``."""
     from sdtgen.session.reporter import Reporter
-    from sdtgen.session.session import Session
-    from sdtgen.targets.emulator.target import EmulatorTarget
+    from sdtgen.session.starts import open_session
 
-    return Session(str(kernel_image), Reporter(as_json=True, out=out),
-                   lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
+    return open_session("emulator", str(kernel_image), Reporter(as_json=True, out=out), modules=True)
 
 
 def session_firings(out: io.StringIO) -> list[dict]:

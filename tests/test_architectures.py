@@ -16,7 +16,7 @@ from native_oracle import Call, data_symbolizer, run_native
 
 from sdtgen import arch as arches
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import open_session
 
 CALLS = ("kmain 1", "kmain 3", "sched_switch 7 8 3 1 5000 0x40", "sched_run 0", "vfs_lookup_id:int 2",
          "kmem_alloc 0x100000", "proc_exec:int 9", "proc_exec:int 0", "proc_exit:void 42")
@@ -83,7 +83,7 @@ def test_riscv_branch_mode_without_relaxation_arms_8_byte_sites_in_their_first_w
     """jal in the first word, the second still the NOP: arming is one aligned store, never an auipc+jalr pair."""
     image = arch_kernel("riscv64", RELAX="0").image
     assert trace(image, "riscv64", "branch") == native_calls
-    s = boot_session(str(image), Reporter(out=io.StringIO()), arm="branch")
+    s = open_session("emulator", str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
         s.enable(":::")
         sites = s.target.runtime.sites
@@ -111,7 +111,7 @@ __attribute__((used)) void filler(void) { __asm__ volatile(".space 0x200000"); }
 def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(tmp_path, arch):
     image = build_c_kernel(tmp_path, arch, FAR_SOURCE)
     buf = io.StringIO()
-    s = boot_session(str(image), Reporter(as_json=True, out=buf), arm="branch")
+    s = open_session("emulator", str(image), Reporter(as_json=True, out=buf), arm="branch")
     try:
         for _ in range(2):
             s.enable(":::")
@@ -132,7 +132,7 @@ def test_branch_mode_traps_only_sites_out_of_range_and_says_so_once(tmp_path, ar
 @pytest.mark.parametrize("arch", OTHER_ARCHES)
 def test_tail_site_disarmed_returns_and_armed_fires(arch_kernel, arch):
     buf = io.StringIO()
-    s = boot_session(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf))
+    s = open_session("emulator", str(arch_kernel(arch).image), Reporter(as_json=True, out=buf))
     try:
         (site,) = [x for x in s.target.runtime.sites if x.probe.spec == "hk:proc:exit:done"]
         assert site.form == "tail"
@@ -152,7 +152,7 @@ def test_riscv_relaxation_shrinks_sites_and_reloc_mode_follows(arch_kernel):
                                                                        ("tail", 8, "R_RISCV_CALL_PLT")}
     # The final link's truth, from objdump: what relaxation left at each site (jal, or j / c.j by distance).
     linked = objdump_insns(cross_tool("riscv64", "objdump"), k.image)
-    s = boot_session(str(k.image), Reporter(out=io.StringIO()))
+    s = open_session("emulator", str(k.image), Reporter(out=io.StringIO()))
     try:
         sites = s.target.runtime.sites
         assert {x.form for x in sites} == {"call", "tail"}
@@ -193,7 +193,7 @@ def test_riscv_offset_mode_breaks_with_relaxation_and_holds_without(arch_kernel,
 
 def test_riscv_without_relaxation_keeps_8_byte_sites(arch_kernel):
     k = arch_kernel("riscv64", RELAX="0")
-    s = boot_session(str(k.image), Reporter(out=io.StringIO()))
+    s = open_session("emulator", str(k.image), Reporter(out=io.StringIO()))
     try:
         assert {x.size for x in s.target.runtime.sites} == {8}
         assert s.run("kmain:long", [1]) == 36185
@@ -264,8 +264,8 @@ def test_overflow_is_exact_on_other_architectures(arch_kernel, native_exe, arch,
     keeps the oldest run, overwrite the newest."""
     expected = [e[1] for e in native_trace(native_exe, ("kmain 70",)) if e[0] == "fire"]
     buf = io.StringIO()
-    s = boot_session(str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch", buffer_size=2048,
-                    overflow=policy, stream=False)
+    s = open_session("emulator", str(arch_kernel(arch).image), Reporter(as_json=True, out=buf), arm="branch",
+                     buffer_size=2048, overflow=policy, stream=False)
     try:
         s.enable(":::")
         s.run("kmain:long", [70])
@@ -305,7 +305,7 @@ def test_an_asm_goto_target_out_of_jump_range_is_reached_through_the_breakpoint(
     image = build_c_kernel(tmp_path, "riscv64", FAR_GOTO_SOURCE)
     for arm in ("branch", "trap"):
         buf = io.StringIO()
-        s = boot_session(str(image), Reporter(as_json=True, out=buf), arm=arm)
+        s = open_session("emulator", str(image), Reporter(as_json=True, out=buf), arm=arm)
         try:
             (site,) = s.target.runtime.sites
             assert site.form == "goto" and abs(site.target - site.addr) > 1 << 20

@@ -321,3 +321,36 @@ def test_every_action_is_checked_before_anything_is_patched_or_run(kernel, argv)
     proc = sdtgen("boot", kernel.image, *argv)
     one_line(proc)
     assert proc.stdout == ""
+
+
+def test_boot_prints_the_aggregations_every_interval_until_ctrl_c(kernel, native):
+    """`boot --interval SECONDS`, as `qemu` and `attach` take it: after the actions the session goes on, the merged
+    aggregations printed again and again (each time what fired so far, the native run's count of ticks), until
+    Ctrl-C ends it as dtrace's ends: the last printa, exit 0."""
+    import signal
+
+    from native_oracle import Call
+
+    want = sum(e.get("probe") == "hk:sched:run:tick" for e in native([Call("sched_run", (5,))]))
+    proc = subprocess.Popen([SDTGEN, "boot", str(kernel.image), "--aggregate", "hk:sched:run:tick @ticks = count()",
+                             "--run", "sched_run", "--arg", "5", "--interval", "0.05", "-q", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        printed = []
+        while len(printed) < 2:  # two printings before any Ctrl-C: the interval's, not the end's
+            line = proc.stdout.readline()
+            assert line, f"sdtgen ended first: {proc.stderr.read()}"
+            event = json.loads(line)
+            if event["event"] == "aggregations":
+                printed.append(event)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    printed += [e for e in map(json.loads, out.splitlines()) if e["event"] == "aggregations"]
+    assert len(printed) >= 3 and want > 0
+    assert all(e["aggregations"] == [{**e["aggregations"][0], "name": "ticks", "rows": [{"keys": [], "value": want}]}]
+               for e in printed)

@@ -188,11 +188,11 @@ def executed(image, arch: str, booted: bool) -> dict[str, list[tuple[int, str, s
 
     from sdtgen.image import Image
     from sdtgen.session.reporter import Reporter
-    from sdtgen.session.starts import boot_session
+    from sdtgen.session.starts import open_session
     from sdtgen.targets.emulator.machine import Machine
 
     if booted:
-        s = boot_session(str(image), Reporter(out=io.StringIO()))
+        s = open_session("emulator", str(image), Reporter(out=io.StringIO()))
         m, symbols, close = s.target.machine, s.image.symbols, s.close
     else:  # nothing to boot: every probe is compiled out
         img = Image(str(image))

@@ -15,8 +15,7 @@ from native_oracle import Call
 
 from sdtgen.layout import VALUES
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
-from sdtgen.session.starts import emulator_torture as torture
+from sdtgen.session.starts import open_session, torture
 from sdtgen.targets.base import Summary
 from sdtgen.targets.emulator.torture import Torture
 
@@ -41,12 +40,11 @@ FULL = os.environ.get("SDTGEN_TORTURE_FULL") == "1"
 
 @pytest.mark.parametrize(("cpus", "toggles"), [(2, 300), (4, 150)] if FULL else [(2, 120), (4, 60)])
 def test_the_safe_protocol_never_tears_nor_faults_on_x86_64(kernel, cpus, toggles):
-    s = torture(str(kernel.image), "sched_run", [20], cpus=cpus, toggles=toggles, seed=cpus, timeout=300)
+    s = torture("emulator", str(kernel.image), "sched_run", [20], cpus=cpus, toggles=toggles, seed=cpus, timeout=300)
     assert (s.faults, s.torn, s.timed_out, s.done) == (0, 0, False, toggles)
     assert s.passed and s.protocol == "safe"
     # The test exercised what it claims: CPUs ran into the transient breakpoint, armed sites fired.
     assert s.transient > 0 and s.firings > 0
-    assert len(s.per_cpu_calls) == cpus and all(n > 0 for n in s.per_cpu_calls)
     # Every disable disarmed: no CPU ran an armed site from the disable's return to the next enable.
     assert (s.leaked, s.windows) == (0, toggles // 2)
 
@@ -92,8 +90,8 @@ def test_a_torture_that_watched_no_disarmed_window_says_the_disable_was_not_chec
 def test_wrong_values_count_as_wrong(kernel, native):
     """The reference a torture call must return is the native value: a CPU returning anything else is wrong."""
     want = [e["return"] for e in native([Call("sched_run", (20,))]) if "return" in e]
-    session = boot_session(str(kernel.image), Reporter(as_json=True, out=io.StringIO()), cpus=3, arm="branch",
-                          schedule="seeded")
+    session = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=io.StringIO()), cpus=3,
+                           arm="branch", schedule="seeded")
     try:
         t = Torture(session.target, session.image.symbols["sched_run"].value, [20], (1 << 64) - 1, toggles=0,
                     timeout=20, spec="hk:sched:run:")
@@ -109,12 +107,12 @@ def test_wrong_values_count_as_wrong(kernel, native):
 @pytest.mark.parametrize("arch", OTHER_ARCHES)
 def test_other_architectures_run_the_torture_test(arch_kernel, arch):
     image = arch_kernel(arch).image
-    s = torture(str(image), "sched_run", [20], cpus=2, toggles=100 if FULL else 40, seed=2, timeout=300)
+    s = torture("emulator", str(image), "sched_run", [20], cpus=2, toggles=100 if FULL else 40, seed=2, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.passed
     if arch == "aarch64":
         assert s.transient == 0  # every write is one aligned store: no breakpoint is ever transient
-    naive = torture(str(arch_kernel(arch, **NAIVE).image), "sched_run", [20], cpus=2, toggles=100 if FULL else 30,
-                    seed=2, timeout=300)
+    naive = torture("emulator", str(arch_kernel(arch, **NAIVE).image), "sched_run", [20], cpus=2,
+                    toggles=100 if FULL else 30, seed=2, timeout=300)
     assert naive.protocol == "naive" and naive.torn > 0
 
 
@@ -164,6 +162,18 @@ def test_a_terminal_sees_the_toggles_go_by_and_a_pipe_sees_nothing(kernel):
     assert run_torture(kernel.image, "--cpus", "2", "--toggles", "4")[0] == 0  # piped: stderr "" (run_torture)
 
 
+def test_an_arg_belongs_to_the_run_before_it_as_in_a_session(kernel):
+    """torture's --arg as boot's: each after the --run it belongs to, in order; one before any --run, or a second
+    --run, is one line and exit 2 before anything boots."""
+    early = sdtgen("torture", str(kernel.image), "--arg", "20", "--run", "sched_run", "--toggles", "2")
+    assert early.returncode == 2 and early.stdout == "" and len(early.stderr.splitlines()) == 1
+    assert "--arg must follow a --run" in early.stderr
+    two = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--run", "kmain", "--toggles", "2")
+    assert two.returncode == 2 and "a torture calls one function" in two.stderr and len(two.stderr.splitlines()) == 1
+    code, summary = run_torture(kernel.image, "--cpus", "1", "--toggles", "2")  # --run sched_run --arg 20
+    assert code == 0 and summary["toggles"] == 2 and summary["calls"] > 0
+
+
 def test_a_timeout_says_how_many_toggles_were_made(kernel):
     r = sdtgen("torture", str(kernel.image), "--run", "sched_run", "--arg", "20", "--toggles", "100000",
                "--timeout", "1", "--json")
@@ -178,7 +188,7 @@ def test_a_timeout_says_how_many_toggles_were_made(kernel):
 def test_is_enabled_sites_toggle_under_the_protocol_too(freebsd_kernel):
     """hot_loop asks SDT_PROBE_ENABLED() each iteration: its check is rewritten between result 0 and 1."""
     image = str(freebsd_kernel("x86_64").image)
-    s = torture(image, "hot_loop", [20], cpus=2, toggles=100 if FULL else 40, seed=3, timeout=300)
+    s = torture("emulator", image, "hot_loop", [20], cpus=2, toggles=100 if FULL else 40, seed=3, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
 
 
@@ -227,14 +237,14 @@ def got_image(tmp_path_factory):
 
 def test_six_byte_x86_sites_are_one_instruction_in_both_states_so_the_safe_protocol_holds(got_image):
     """Armed, the 6-byte site is a `cs call`, so no CPU is ever between two instructions of it."""
-    s = torture(str(got_image), "spin", [20], cpus=2, toggles=100, seed=4, timeout=300)
+    s = torture("emulator", str(got_image), "spin", [20], cpus=2, toggles=100, seed=4, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0 and s.transient > 0
 
 
 def test_eight_byte_riscv_sites_change_one_word_so_the_safe_protocol_holds(arch_kernel):
     """Built without relaxation every RISC-V site is auipc+jalr, 8 bytes; armed, only its first word changes."""
     image = arch_kernel("riscv64", RELAX="0").image
-    session = boot_session(str(image), Reporter(out=io.StringIO()), arm="branch")
+    session = open_session("emulator", str(image), Reporter(out=io.StringIO()), arm="branch")
     try:
         nops = {x.addr: session.target.machine.read(x.addr + 4, 4) for x in session.target.runtime.sites}
         session.enable(":::")
@@ -243,14 +253,14 @@ def test_eight_byte_riscv_sites_change_one_word_so_the_safe_protocol_holds(arch_
             assert session.target.machine.read(x.addr + 4, 4) == nops[x.addr] == bytes.fromhex("13000000"), hex(x.addr)
     finally:
         session.close()
-    s = torture(str(image), "sched_run", [20], cpus=2, toggles=100, seed=5, timeout=300)
+    s = torture("emulator", str(image), "sched_run", [20], cpus=2, toggles=100, seed=5, timeout=300)
     assert (s.faults, s.torn) == (0, 0) and s.firings > 0
 
 
 # -- exhaustive: every site form of every architecture -----------------------------------------------
 def forms(image: str, symbol: str) -> set[tuple[str, int]]:
     """(form, length) of the sites in ``symbol``, per the image's table."""
-    session = boot_session(image, Reporter(out=io.StringIO()))
+    session = open_session("emulator", image, Reporter(out=io.StringIO()))
     try:
         sym = session.image.symbols[symbol]
         return {(s.form, s.size) for s in session.target.runtime.sites if sym.value <= s.addr < sym.value + sym.size}
@@ -262,11 +272,11 @@ def forms(image: str, symbol: str) -> set[tuple[str, int]]:
 def test_exhaustive_every_store_every_boundary_of_call_and_tail_sites(arch_kernel, arch):
     image = str(arch_kernel(arch).image)
     for symbol in ("sched_run", "proc_exit"):
-        s = torture(image, symbol, [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+        s = torture("emulator", image, symbol, [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
         assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0), (symbol, s)
     assert {f for f, _ in forms(image, "sched_run")} == {"call"}
     assert {f for f, _ in forms(image, "proc_exit")} == {"tail"}
-    naive = torture(str(arch_kernel(arch, **NAIVE).image), "sched_run", [2], cpus=1, toggles=0, seed=0,
+    naive = torture("emulator", str(arch_kernel(arch, **NAIVE).image), "sched_run", [2], cpus=1, toggles=0, seed=0,
                     timeout=300, exhaustive=True)
     assert naive.torn > 0 and not naive.passed  # the same check sees bytes in place tear
 
@@ -275,13 +285,13 @@ def test_exhaustive_every_store_every_boundary_of_call_and_tail_sites(arch_kerne
 def test_exhaustive_is_enabled_sites(freebsd_kernel, arch):
     image = str(freebsd_kernel(arch).image)
     assert "isen" in {f for f, _ in forms(image, "hot_loop")}
-    s = torture(image, "hot_loop", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    s = torture("emulator", image, "hot_loop", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
     assert s.passed and s.checked > 0
 
 
 def test_exhaustive_six_byte_x86_sites(got_image):
     assert forms(str(got_image), "spin") == {("call", 6)}
-    s = torture(str(got_image), "spin", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    s = torture("emulator", str(got_image), "spin", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
     assert s.passed and s.checked > 0 and s.transient > 0
 
 
@@ -289,7 +299,7 @@ def test_exhaustive_eight_byte_and_misaligned_riscv_sites(arch_kernel):
     relaxed, unrelaxed = str(arch_kernel("riscv64").image), str(arch_kernel("riscv64", RELAX="0").image)
     assert {n for _, n in forms(unrelaxed, "sched_run")} == {8}
     for image in (relaxed, unrelaxed):
-        s = torture(image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+        s = torture("emulator", image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
         assert s.passed and s.checked > 0
 
 
@@ -308,13 +318,13 @@ def test_exhaustive_a_riscv_site_straddling_two_words_is_written_with_its_own_ha
     from helpers import build_c_kernel
 
     image = str(build_c_kernel(tmp_path, "riscv64", ODD_SOURCE))
-    session = boot_session(image, Reporter(out=io.StringIO()))
+    session = open_session("emulator", image, Reporter(out=io.StringIO()))
     try:
         (site,) = session.target.runtime.sites
         assert site.addr % 4 == 2 and site.form == "tail"
     finally:
         session.close()
-    s = torture(image, "odd", [], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    s = torture("emulator", image, "odd", [], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
     assert s.passed and s.checked > 0 and s.transient > 0
 
 
@@ -325,7 +335,7 @@ def test_exhaustive_conditional_tail_sites(tmp_path, arch):
 
     _, image = build(tmp_path, arch)
     assert forms(str(image), "check_big") == {("cond", 6)}
-    s = torture(str(image), "check_big", [9], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    s = torture("emulator", str(image), "check_big", [9], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
     assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0) and s.transient > 0
 
 
@@ -337,16 +347,16 @@ def test_exhaustive_asm_goto_sites(arch_kernel, arch):
     image = str(arch_kernel(arch, FORM="goto").image)
     assert {f for f, _ in forms(image, "sched_run")} == {"goto"}
     if arch == "riscv64":  # a NOP at 2 mod 4 (its jal then straddles two words) and one at 0 mod 4
-        session = boot_session(image, Reporter(out=io.StringIO()))
+        session = open_session("emulator", image, Reporter(out=io.StringIO()))
         try:
             sym = session.image.symbols["sched_run"]
             sites = session.target.sites()
             assert {s.addr % 4 for s in sites if sym.value <= s.addr < sym.value + sym.size} == {0, 2}
         finally:
             session.close()
-    s = torture(image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
+    s = torture("emulator", image, "sched_run", [2], cpus=1, toggles=0, seed=0, timeout=300, exhaustive=True)
     assert s.passed and s.checked > 0 and (s.torn, s.faults) == (0, 0)
-    naive = torture(str(arch_kernel(arch, FORM="goto", **NAIVE).image), "sched_run", [2], cpus=1, toggles=0,
+    naive = torture("emulator", str(arch_kernel(arch, FORM="goto", **NAIVE).image), "sched_run", [2], cpus=1, toggles=0,
                     seed=0, timeout=300, exhaustive=True)
     assert naive.torn > 0 and not naive.passed
 
@@ -357,8 +367,8 @@ def checker(image: str, symbol: str = "sched_run"):
     with its disabled and branch bytes (the runtime's own, read from memory)."""
     from sdtgen.targets.emulator.exhaustive import Exhaustive
 
-    session = boot_session(image, Reporter(as_json=True, out=io.StringIO(), quiet=True), arm="branch", cpus=2,
-                           seed=0, schedule="seeded")
+    session = open_session("emulator", image, Reporter(as_json=True, out=io.StringIO(), quiet=True), arm="branch",
+                           cpus=2, seed=0, schedule="seeded")
     ex = Exhaustive(session.target, symbol)
     ex.rt.on_trap_result = ex.trapped.append
     site = ex.sites[0]

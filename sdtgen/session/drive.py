@@ -150,14 +150,15 @@ class Idle:
 
     def _run(self) -> None:
         while not self.done.wait(self.seconds):
+            from sdtgen.targets.base import IDLE
+
             target = self.session.target
-            idle = getattr(target, "idle", None)
-            if self.session.halted or idle is None:
+            if self.session.halted or target is None or IDLE not in target.capabilities:
                 return
             if not self.session._target_lock.acquire(blocking=False):  # a command runs: it reads the line
                 continue
             try:
-                idle(self.seconds)
+                target.idle(self.seconds)
             except Exception:  # the kernel stopped: the next command says so
                 return
             finally:

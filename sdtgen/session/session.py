@@ -26,10 +26,26 @@ from sdtgen.elf.reader import STT_FUNC
 from sdtgen.errors import SdtError, printable
 from sdtgen.event_format import event_format
 from sdtgen.image import Image
-from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
+from sdtgen.limits import DEFAULT_TIMEOUT
 from sdtgen.probes import ProbeSpec
 from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
-from sdtgen.targets.base import ARM_MODES, CallFault, Halted, Interrupted, Refused, Returned, Summary, Target
+from sdtgen.targets.base import (
+    ACTIONS,
+    ARM_MODES,
+    EXHAUSTIVE,
+    LEAVES,
+    LISTEN,
+    MODULES,
+    CallFault,
+    Halted,
+    Host,
+    Interrupted,
+    Refused,
+    Returned,
+    Summary,
+    Target,
+    TortureJob,
+)
 from sdtgen.trace.model import Lost
 from sdtgen.trace.order import TimeOrder
 from sdtgen.trace.packets import Decoder
@@ -38,29 +54,17 @@ from sdtgen.trace.streams import Streams
 # Several CPUs: firings wait to be put in time order until every CPU has been read past them, at most
 # MAX_PENDING of them (about 200 MB): past that, a CPU that records nothing holds the others back no more.
 MAX_PENDING = 1_000_000
-POLICIES = ("drop", "overwrite")
-FIRING = ("call", "tail", "cond")  # site forms that fire (an is-enabled check reads 0 or 1)
 STRING_CHUNK = 128  # bytes a `str` result is read in
 
 
-def check_buffer_size(size: int) -> int:
-    """BYTES per CPU: a power of two from MIN_BUFFER to MAX_BUFFER."""
-    if not MIN_BUFFER <= size <= MAX_BUFFER or size & (size - 1):
-        raise SdtError("", f"--buffer-size {size} is not a power of two from {MIN_BUFFER} to {MAX_BUFFER}",
-                       "give e.g. 65536 or 1048576 (bytes per CPU)")
-    return size
-
-
-def check_options(arm: str, overflow: str, buffer_size: int) -> None:
-    """What every target takes, checked before anything starts."""
-    if overflow not in POLICIES:
-        raise SdtError("", f"unknown overflow policy {printable(overflow)!r}", "use drop or overwrite")
+def check_arm(arm: str) -> str:
+    """``trap`` or ``branch``, checked before anything starts."""
     if arm not in ARM_MODES:
         raise SdtError("", f"unknown arming mode {printable(arm)!r}", "use trap or branch")
-    check_buffer_size(buffer_size)
+    return arm
 
 
-StartFn = Callable[["Session"], Target]
+StartFn = Callable[[Host], Target]
 
 
 
@@ -69,17 +73,15 @@ def filtered(spec: str) -> bool:
     return "/" in spec
 
 class Session:
-    """A kernel booted (or attached to) by ``start``, which makes the target once the image is checked."""
+    """A kernel booted (or attached to) by ``start``, which makes the target once the image is checked: given the
+    Host (the image, this session's sinks), never the session."""
 
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
                  timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
-                 precheck: Callable[[Session], None] | None = None, buffer_size: int = DEFAULT_BUFFER,
-                 overflow: str = "drop") -> None:
+                 precheck: Callable[[Session], None] | None = None) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
-        check_options(arm, overflow, buffer_size)
-        self.mode = arm
-        self.buffer_size, self.overflow = buffer_size, overflow
+        self.mode = check_arm(arm)
         self.timeout = timeout
         self.image = Image(path)
         self.target: Target | None = None
@@ -90,6 +92,7 @@ class Session:
         self.hits: dict[str, int] = {}
         self.last_fired: str | None = None
         self.booting = True
+        self.cpus = 1  # until the kernel says
         self.streams: Streams | None = None  # every packet's checks, once the target knows its clock
         self._boot_log: list[tuple[int, str]] = []
         self._said: set[str] = set()
@@ -117,7 +120,7 @@ class Session:
                 self._check_trace(*trace)
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
-                self.target = start(self)
+                self.target = start(self.host())
             except Halted as h:  # the kernel never came up: said once, here, after its console
                 self.reporter.release_console(show=True)
                 self.reporter.error(str(h), h.fix)
@@ -140,6 +143,17 @@ class Session:
             raise
 
     # -- what targets hand over ------------------------------------------------------------------
+    def host(self) -> Host:
+        """What a target sees of this session: the image, how it arms first, and the sinks below."""
+        r = self.reporter
+        return Host(self.image, self.mode, self.on_packet, self.on_log, r.console, r.line, r.warning, self.on_action,
+                    self.on_fault, self.open_streams)
+
+    def on_fault(self, what: str, fault: CallFault, cpu: int) -> None:
+        """The runtime's own call ``what`` (sdt_flush, say) faulted on ``cpu``: said, and counted as a fault."""
+        self.reporter.fault(what, fault, self.where(fault.pc), self.last_fired, cpu=cpu if self.cpus > 1 else None)
+        self.faults += 1
+
     def on_log(self, entry: int, line: str) -> None:
         """A line of the runtime's log: at boot, refusals and the like; later, a site found changed."""
         if self.booting:
@@ -277,11 +291,15 @@ class Session:
         matching it are enabled too): the emulated boot, which runs the kernel's calls itself, can."""
         func = self.check_function(symbol)
         self.check_spec(spec)
-        add = getattr(self.target, "add_action", None)
-        if add is None:
+        if ACTIONS not in self.target.capabilities:
             raise SdtError("", f"--action {printable(spec)}={printable(symbol)}: only the emulated boot calls a "
                            "function when a probe fires", "use sdtgen boot")
-        add(spec, func, symbol)
+        self.target.add_action(spec, func, symbol)
+        try:
+            self.enable(spec)
+        except BaseException:
+            self.target.remove_action(spec, func)
+            raise
 
     def functions(self) -> list[str]:
         return sorted(n for n, s in self.image.symbols.items() if s.type == STT_FUNC)
@@ -329,7 +347,8 @@ class Session:
 
     def _arm(self, text: str, arm: bool) -> int:
         pattern = self.spec(text)
-        later = bool(getattr(self.target, "modules", False))  # the runtime applies it to modules loaded later too
+        # The runtime applies it to modules loaded later too.
+        later = MODULES in self.target.capabilities and self.target.expects_modules
         if not any(pattern.matches(p) for p in self.probes) and not later:
             raise SdtError("", f"probe spec {printable(text)!r} reads as {describe(pattern)} and matches no "
                            "probe of the image", "list the probes with `sdtgen probes IMAGE`; "
@@ -352,8 +371,7 @@ class Session:
 
     def set_arm(self, mode: str) -> None:
         """``trap`` or ``branch``: how sites are armed from now on (the armed ones are rearmed)."""
-        if mode not in ARM_MODES:
-            raise SdtError("", f"unknown arming mode {printable(mode)!r}", "use trap or branch")
+        check_arm(mode)
         try:
             self._guard(lambda: self.target.set_mode(mode), f"arm with {mode}")
         except Refused as e:
@@ -413,14 +431,13 @@ class Session:
     def load_module(self, path: str) -> None:
         """Load the module ``path`` (the target relocates it and calls sdt_module_load): its probes list, arm and
         record like the image's, and its functions run."""
-        load = getattr(self.target, "load_module", None)
         if self.sink is not None:  # the console's `module`: the trace's metadata has no room for its probes
             raise SdtError("", f"cannot load {printable(path)} while tracing: the trace's metadata was written "
                            "without the module's probes", "start the session without --trace")
-        if load is None:
+        if MODULES not in self.target.capabilities:
             raise SdtError("", f"cannot load {printable(path)}: this target loads no modules", "use sdtgen boot")
         try:
-            loaded = self._guard(lambda: load(path), f"load {printable(path)}")
+            loaded = self._guard(lambda: self.target.load_module(path), f"load {printable(path)}")
         except Refused as e:  # the kernel's own refusal (a control target): said as the runtime's are
             raise SdtError(path, f"the runtime refused to load it: {printable(e.text)}") from None
         arch = self.image.arch
@@ -449,10 +466,9 @@ class Session:
         return ":".join(c[0] if len(set(c)) == 1 else "" for c in zip(*fields, strict=True))
 
     def unload_module(self, name: str) -> None:
-        unload = getattr(self.target, "unload_module", None)
-        if unload is None or name not in self.modules:
+        if MODULES not in self.target.capabilities or name not in self.modules:
             raise SdtError("", f"no module {printable(name)!r} is loaded", "load it first (--module FILE)")
-        n = self._guard(lambda: unload(name), f"unload {printable(name)}")
+        n = self._guard(lambda: self.target.unload_module(name), f"unload {printable(name)}")
         gone = self.modules.pop(name)
         self.probes = [p for p in self.probes if p not in gone]
         self.reporter.module(name, n, "unloaded")
@@ -491,21 +507,34 @@ class Session:
     def read(self, addr: int, size: int) -> bytes | None:
         return self._guard(lambda: self.target.read(addr, size), "read")
 
-    def torture(self, target: str, args: list[int], spec: str, toggles: int, module: bool = False) -> Summary:
+    def torture(self, target: str, args: list[int], spec: str, toggles: int, module: bool = False,
+                progress: Callable[[int], None] | None = None) -> Summary:
         """Every CPU but one calls ``target`` over and over while that one arms (in this session's mode) and
         disarms ``spec`` ``toggles`` times (``module``: unloads and loads the module loaded, ``spec`` enabled
-        throughout); the rings' records are read at the end."""
-        func, _ = self.check_run(target, args)
+        throughout); the rings' records are read at the end. ``progress``: told the toggles made, as they are."""
+        func, rtype = self.check_run(target, args)
         self.check_spec(spec)
-        mode = "module" if module else self.mode
-        summary = self._guard(lambda: self.target.torture(func, args, spec, toggles, mode, self.timeout),
-                              "torture")
+        mask = (1 << (32 if rtype in ("int", "uint") else self.image.arch.bits)) - 1
+        job = TortureJob(func, target.partition(":")[0], args, mask, spec, toggles, "module" if module else self.mode,
+                         self.timeout, *([progress] if progress is not None else []))
+        summary = self._guard(lambda: self.target.torture(job), "torture")
         self._emit_pending()
-        summary.firings = summary.firings or sum(self.hits.values())
+        summary.firings += sum(self.hits.values())  # what the session saw, and what the target says never reached it
         return summary
+
+    def exhaustive(self, target: str, args: list[int], module: bool = False) -> Summary:
+        """At every store the runtime makes to ``target``'s sites (``module``: the loaded module's), another CPU
+        started at every instruction boundary of the site, in every order the store's bytes can land."""
+        self.check_run(target, args)
+        if EXHAUSTIVE not in self.target.capabilities:
+            raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
+                           "leave out --target and --serial")
+        return self._guard(lambda: self.target.exhaustive(target.partition(":")[0], module), "torture")
 
     def listen(self) -> None:
         """A kernel that streams by itself: what it sends, read until its line ends (`sdtgen record`)."""
+        if LISTEN not in self.target.capabilities:
+            raise SdtError("", "this target takes commands: it streams nothing by itself", "use sdtgen record")
         self.target.listen()
         self._emit_pending()
 
@@ -534,9 +563,8 @@ class Session:
 
     def leave(self) -> None:
         """A kernel the session leaves running (attach): what the session armed, disarmed before its last drain."""
-        leave = getattr(self.target, "leave", None)
-        if leave is not None and not self.halted:
-            self._guard(leave, "disable")
+        if LEAVES in self.target.capabilities and not self.halted:
+            self._guard(self.target.leave, "disable")
 
     def drain(self) -> None:
         """Every CPU's open packet closed and every closed packet read, shown in time order."""
@@ -566,7 +594,8 @@ class Session:
         """Packets, frames and counters the guest or the line spoiled: left out, and counted."""
         target = self.target or self.last_target
         tables = self._aggregations.damaged if self._aggregations is not None else 0
-        return (self.streams.damaged if self.streams is not None else 0) + getattr(target, "damaged", 0) + tables
+        return ((self.streams.damaged if self.streams is not None else 0) + (target.damaged if target else 0)
+                + tables)
 
     def stats(self) -> None:
         self.drain()
@@ -627,4 +656,4 @@ def site_of(line: str) -> tuple[str, int] | None:
     return (m[1] or "?", int(m[2], 16)) if m else None
 
 
-__all__ = ["CallFault", "Returned", "Session", "Stopped", "check_buffer_size"]
+__all__ = ["CallFault", "Returned", "Session", "Stopped"]

@@ -1,93 +1,271 @@
-"""The sessions sdtgen's commands start, each a Session over its kind of target: what `boot`, `qemu` and
-`torture` (in the emulator) make, for the command line, the tests and the bench alike."""
+"""The sessions sdtgen's commands start, each a Session over a target the one factory opens
+(sdtgen/targets/__init__.py): `boot`, `qemu` and `attach` (trace_session), `record` (record_session) and
+`torture` on any target (torture), for the command line, the tests, the bench and `cost` alike. What is checked
+here is checked before the kernel starts; the command line only parses and prints what comes back.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+from sdtgen.errors import SdtError
+from sdtgen.limits import DEFAULT_TIMEOUT, MAX_TIMEOUT
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
+from sdtgen.targets import ATTACH, EMULATOR, LISTEN, PROCESS, QEMU, open_target, target_options
 from sdtgen.targets.base import Summary
 
-
-def boot_session(path: str, reporter, *, patch: bool = True, arm: str = "trap", timeout: float | None = None,
-                 buffer_size: int | None = None, overflow: str = "drop", cpus: int = 1, seed: int = 0,
-                 schedule: str = "parallel", stream: bool = True, trace: tuple[str, str] | None = None,
-                 precheck=None):
-    """A session on ``path`` booted in the emulator (what `sdtgen boot` starts)."""
-    from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT
-    from sdtgen.targets.emulator.target import EmulatorTarget
-
-    def start(s: Session) -> EmulatorTarget:
-        return EmulatorTarget(s, patch=patch, buffer_size=s.buffer_size, overflow=overflow, cpus=cpus, seed=seed,
-                              schedule=schedule, stream=stream)
-
-    return Session(path, reporter, start, arm=arm, timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-                   trace=trace, precheck=precheck, buffer_size=DEFAULT_BUFFER if buffer_size is None else buffer_size,
-                   overflow=overflow)
+# The kinds that SIGTERM and SIGHUP stop as Ctrl-C does while they run, so the kernel is left as it should be
+# (QEMU and the process stopped, an attached kernel's probes disarmed, a recording's trace finished); the
+# emulator's calls stop on Ctrl-C by their own watchdog.
+INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 
-def qemu_session(path: str, reporter, *, cpus: int = 1, arm: str = "trap", buffer_size: int = 1 << 20,
-                 overflow: str = "drop", timeout: float = 20.0, trace: tuple[str, str] | None = None,
-                 qemu_args: list[str] | tuple[str, ...] = (), precheck=None, transport: str = "shared"):
-    """A session on ``path`` booted on QEMU (what `sdtgen qemu` starts)."""
-    from sdtgen.targets.qemu import QemuTarget
-
-    def start(s: Session) -> QemuTarget:
-        return QemuTarget(s, cpus=cpus, buffer_size=buffer_size, overflow=overflow, qemu_args=list(qemu_args),
-                          timeout=timeout, transport=transport)
-
-    return Session(path, reporter, start, arm=arm, timeout=timeout, trace=trace, buffer_size=buffer_size,
-                   overflow=overflow, precheck=precheck)
+def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
+                 trace: tuple[str, str] | None = None, precheck: Callable[[Session], None] | None = None,
+                 **options) -> Session:
+    """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
+    defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,
+    and a control core's answer."""
+    check_timeout(timeout)
+    chosen = target_options(kind, timeout=timeout, **options)
+    return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
+                   trace=trace, precheck=precheck)
 
 
-def emulator_torture(path: str, target: str, args: list[int], cpus: int, toggles: int, seed: int,
-            timeout: float, exhaustive: bool = False, spec: str = "", mode: str = "branch",
-            module: str | None = None, progress: bool = False) -> Summary:
-    """Boot ``path`` in the emulator on ``cpus`` CPUs and a control CPU, and run the torture test (or the exhaustive
-    check); the summary. ``module``: loaded first (its functions callable); mode ``module`` cycles it. ``progress``:
-    the toggles made so far on standard error while it runs, when that is a terminal."""
+def check_timeout(timeout: float) -> float:
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+        raise SdtError("", f"--timeout {timeout:g} is not a positive number of seconds up to {MAX_TIMEOUT:g} "
+                       "(a week)", "give e.g. 20, or 0.5")
+    return timeout
+
+
+def termination(kind: str):
+    """SIGTERM and SIGHUP as Ctrl-C while a target of ``kind`` runs, when it is one of INTERRUPTIBLE."""
+    if kind not in INTERRUPTIBLE:
+        return contextlib.nullcontext()
+    from sdtgen.targets.child import termination_as_interrupt
+
+    return termination_as_interrupt()
+
+
+@contextlib.contextmanager
+def opened_line(serial: str | None, duplex: bool) -> Iterator:
+    """The serial line ``serial`` names, open while the session runs (one line if it cannot be, before anything
+    runs); None without one."""
+    if serial is None:
+        yield None
+        return
+    from sdtgen.targets.serial import open_line
+
+    line = open_line(serial, duplex=duplex)
+    try:
+        yield line
+    finally:
+        line.close()
+
+
+# -- boot, qemu, attach ----------------------------------------------------------------------------------
+@dataclass
+class Tracing:
+    """What `boot`, `qemu` and `attach` share: the actions in order (sdtgen/session/drive.py), the console, the
+    trace, the output; ``target`` holds the target's own options (sdtgen.targets.target_options)."""
+
+    image: str
+    actions: list
+    interactive: bool = False
+    as_json: bool = False
+    quiet: bool = False
+    arm: str = "trap"
+    timeout: float = DEFAULT_TIMEOUT
+    trace: str | None = None
+    trace_format: str | None = None
+    interval: float | None = None
+
+
+def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) -> bool:
+    """A tracing session over a target of ``kind``: the actions in order, the console, the trace. Whether it
+    ended clean (no fault, nothing damaged, every module loaded); an SdtError for what is refused before the
+    kernel starts."""
+    from sdtgen.session import drive
+    from sdtgen.session.console import read_script
+    from sdtgen.targets.base import Halted
+
+    check_timeout(t.timeout)
+    drive.check_actions(t.actions)
+    interval = check_interval(t.interval, t.interactive, t.actions)
+    trace = trace_option(t.image, t.trace, t.trace_format)
+    scripts = {value: read_script(value) for kind_, value, _ in t.actions if kind_ == "script"}
+    files = drive.module_files(t.actions, scripts)  # --module's and the scripts' `module FILE`
+    if trace is not None and files:
+        raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
+                       "module's probes are known, so a reader could not read their events",
+                       "leave out --trace (the firings are shown), or trace the kernel's own probes without the module")
+    if kind == EMULATOR:
+        target["modules"] = bool(files) or t.interactive  # the module area mapped (-i: the console's `module`)
+    elif kind == QEMU and files:
+        if len(set(files)) > 1:
+            raise SdtError("", "QEMU boots with one module (its loader's fw_cfg file)", "give one --module FILE")
+        target["module"] = files[0]
+    with opened_line(serial, duplex=True) as line, termination(kind):
+        if line is not None:
+            target["line"] = line
+        try:
+            session = open_session(kind, t.image, Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
+                                   timeout=t.timeout, trace=trace, precheck=lambda s: drive.precheck(s, t.actions,
+                                                                                                     scripts),
+                                   **target)
+        except Halted:  # the session said why
+            return False
+        try:
+            drive.drive(session, t.actions, scripts, t.interactive, t.as_json, interval)
+        except Halted:
+            return False
+        finally:
+            session.close()
+    return not (session.faults or session.damaged or session.refused_modules)
+
+
+def check_interval(interval: float | None, interactive: bool, actions: list) -> float | None:
+    """--interval SECONDS: a positive number, for aggregations given or to come (the console)."""
+    if interval is None:
+        return None
+    if not 0.01 <= interval <= 86400:
+        raise SdtError("", f"--interval {interval:g} is not a number of seconds from 0.01 to 86400")
+    if not interactive and not any(kind == "aggregate" for kind, _, _ in actions):
+        raise SdtError("", "--interval prints the aggregations, and none is given", "add --aggregate CLAUSES (or -i)")
+    return interval
+
+
+def trace_option(image: str, path: str | None, fmt: str | None) -> tuple[str, str] | None:
+    """(path, format) of --trace, checked; the format from the path's extension when not given."""
+    from sdtgen.trace.sink import guess_format
+
+    if path is None:
+        if fmt is not None:
+            raise SdtError("", "--trace-format without --trace writes nothing", "give --trace PATH too")
+        return None
+    if not path.strip():
+        raise SdtError("", "--trace needs a path", "give --trace PATH (a directory for ctf)")
+    from sdtgen.atomic import check_distinct
+
+    check_distinct([("image", image), ("trace", path)])
+    return path, fmt or guess_format(path) or "ctf"
+
+
+# -- record ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Recorded:
+    """What a recording collected: packets taken, events, CPUs seen, packets dropped and damaged."""
+
+    packets: int
+    events: int
+    cpus: int
+    dropped: int
+    damaged: int
+
+
+def record_session(image: str, serial: str, trace: str, as_json: bool = False, quiet: bool = False) -> Recorded | None:
+    """A session over a kernel that streams by itself on ``serial``: its events shown as they come, its packets
+    traced into the CTF directory ``trace`` until the line ends (or Ctrl-C); None if it never started."""
+    from sdtgen.atomic import check_distinct
+    from sdtgen.targets.base import Halted
+
+    check_distinct([("image", image), ("trace", trace)])
+    reporter = Reporter(as_json=as_json, quiet=quiet)
+    with opened_line(serial, duplex=False) as line, termination(LISTEN):
+        try:
+            session = open_session(LISTEN, image, reporter, trace=(trace, "ctf"),
+                                   source=line.chunks(reporter.warning))
+        except Halted:  # the session said why
+            return None
+        try:
+            with contextlib.suppress(KeyboardInterrupt):  # the usual way to end a recording: what came is kept
+                session.listen()
+            session.finish_trace(interrupted=True)
+        finally:
+            session.close()
+    t = session.last_target
+    return Recorded(t.taken, sum(session.hits.values()), len(t.cpus), t.packets.dropped, session.damaged)
+
+
+# -- torture ---------------------------------------------------------------------------------------------
+TORTURE_ARMS = ("trap", "branch", "module")  # --arm of torture: module cycles a module loaded with --module
+
+
+def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = 4, toggles: int = 100,
+            seed: int = 0, timeout: float = DEFAULT_TIMEOUT, exhaustive: bool = False, spec: str = "",
+            arm: str = "branch", module: str | None = None, serial: str | None = None,
+            qemu_args: list[str] | tuple[str, ...] = (), progress: bool = False) -> Summary | None:
+    """``cpus`` CPUs call ``run`` with ``args`` over and over on a target of ``kind`` while one more arms
+    (``arm``) and disarms ``spec`` (default: the probes with sites in the function) ``toggles`` times, the
+    summary (None: the kernel stopped, and the session said why). ``module``: loaded first (its functions
+    callable); arm ``module`` cycles it. ``exhaustive`` (the emulator): every interleaving of every store with
+    a fetch instead. ``progress``: the toggles so far on standard error while it runs, when that is a terminal."""
+    from sdtgen.targets.base import Halted
+    from sdtgen.targets.emulator.smp import MAX_CPUS
+
+    check_timeout(timeout)
+    if not 1 <= cpus < MAX_CPUS:
+        raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
+    if toggles < 1 and not exhaustive:
+        raise SdtError("", f"--toggles {toggles} is not a number of toggles: the test arms and disarms at least "
+                       "once", "give 1 or more (the default is 100)")
+    if exhaustive and kind != EMULATOR:
+        raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
+                       "leave out --target and --serial")
+    cycling = arm == "module"
+    if cycling != bool(module and not exhaustive) or (module and kind not in (EMULATOR, QEMU)):
+        raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator or on QEMU",
+                       "give both --module FILE and --arm module (or --exhaustive with --module)")
     import io
 
-    from sdtgen.targets.emulator.target import EmulatorTarget
-    from sdtgen.targets.emulator.torture import Torture
-
-    def start(s: Session) -> EmulatorTarget:
-        return EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", cpus=cpus + 1, seed=seed,
-                              schedule="seeded", modules=module is not None)
-
-    session = Session(path, Reporter(as_json=True, out=io.StringIO(), quiet=True), start, timeout=timeout,
-                      arm="branch" if mode == "module" else mode)
-    try:
-        if module is not None:
-            session.load_module(module)
-        func, rtype = session.check_run(target, args)
-        mask = (1 << (32 if rtype in ("int", "uint") else session.image.arch.bits)) - 1
-        symbol = target.partition(":")[0]
-        if exhaustive:
-            from sdtgen.targets.emulator.exhaustive import exhaustive as run_exhaustive
-
-            with _progress(progress, lambda: f"torture --exhaustive: {symbol}'s sites"):
-                return run_exhaustive(session.target, symbol, module=module is not None)
-        if mode == "module" and not spec:
-            spec = session.module_spec()
-        t = Torture(session.target, func, args, mask, toggles, timeout, spec or session.spec_of(symbol), mode)
-        t.prepare(symbol)
-        with _progress(progress, lambda: f"torture: toggle {t.summary.done} of {toggles} on {cpus} CPU(s)",
-                       timeout):
-            return t.run()
-    finally:
-        session.close()
+    options: dict = {"cpus": cpus + 1, "buffer_size": None, "overflow": "drop"}
+    if kind == EMULATOR:  # replayable: the seed decides the interleaving and the toggles
+        options.update(seed=seed, schedule="seeded", modules=module is not None)
+    elif kind == QEMU:
+        options.update(qemu_args=qemu_args, module=module)
+    # The summary is all it prints. A kernel's problems go to standard error; the emulator's boot, whose lost
+    # records the summary's firings count, says nothing.
+    reporter = Reporter(as_json=kind == EMULATOR, out=io.StringIO(), quiet=True)
+    with opened_line(serial, duplex=True) as line, termination(kind):
+        if line is not None:
+            options["line"] = line
+        try:
+            session = open_session(kind, path, reporter, arm="branch" if module else arm, timeout=timeout, **options)
+        except Halted:  # the session said why
+            return None
+        try:
+            if module is not None:
+                session.load_module(module)
+            symbol = run.partition(":")[0]
+            if exhaustive:
+                with _progress(progress, lambda: f"torture --exhaustive: {symbol}'s sites"):
+                    return session.exhaustive(run, args, module=module is not None)
+            spec = spec or (session.module_spec() if cycling else session.spec_of(symbol))
+            made = [0]
+            if kind == EMULATOR:  # it toggles here, one at a time
+                status = lambda: f"torture: toggle {made[0]} of {toggles} on {cpus} CPU(s)"  # noqa: E731
+            else:  # the kernel toggles on its own CPUs and answers at the end of each batch
+                status = lambda: f"torture: the kernel toggles {toggles} times on {cpus} CPU(s)"  # noqa: E731
+            with _progress(progress, status, timeout):
+                return session.torture(run, args, spec, toggles, module=cycling,
+                                       progress=lambda done: made.__setitem__(0, done))
+        except Halted:
+            return None
+        finally:
+            session.close()
 
 
 def _progress(shown: bool, status: Callable[[], str], timeout: float | None = None):
     """The torture's progress line (sdtgen/progress.py): what ``status`` says, the time so far and the time it
     may take; nothing when not ``shown``."""
-    from contextlib import nullcontext
-
     from sdtgen.progress import progress_line, seconds
 
     if not shown:
-        return nullcontext()
+        return contextlib.nullcontext()
     limit = f" of at most {seconds(timeout)}" if timeout is not None else ""
     return progress_line(lambda elapsed: f"{status()}, {seconds(elapsed)}{limit}")

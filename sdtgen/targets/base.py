@@ -6,27 +6,41 @@ drains the rings and tortures, answering with the plain records below. Everythin
 specs checked against the image, the events decoded and put in order, the trace, the output, faults
 and signals) is the session's (sdtgen/session/session.py), written once for every target.
 
-Packets and the runtime's log lines reach the session through two callbacks a target is given:
-``on_packet(cpu, bytes)`` for each packet it consumed (the packet as it stands in the ring, padded to
-its size), ``on_log(entry, line)`` for each line the runtime reported (``entry``: the address of the
-site table entry the line is about, 0 when none is known).
+A target is built with a ``Host`` and sees nothing else of the host: the image it runs (its path, its
+architecture, its symbols) and the sinks it hands what the kernel says to (a packet, a log line, a console
+line, a warning, an --action's result, a fault of the runtime's own). The faults, the probes' hits, the last
+firing and every enabling stay the session's, as libdtrace's consumer reaches the kernel through a vector of
+functions and barectf's platform gets callbacks: neither hands the lower side the upper object.
+
+What only some targets can do is declared, not probed: each target's ``capabilities`` names the optional
+verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES), each a small protocol below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from sdtgen.trace.model import Lost
 
 if TYPE_CHECKING:  # the dscript package is imported by what aggregates, not by every target
     from sdtgen.dscript.tables import CpuTables
+    from sdtgen.image import Image
+    from sdtgen.trace.streams import Streams
 
-PacketFn = Callable[[int, bytes], None]
+PacketFn = Callable[..., bool]  # (cpu, the packet as it stands in the ring, [its ring slot's number]): taken
 LogFn = Callable[[int, str], None]
 TRAP, BRANCH = "trap", "branch"
 ARM_MODES = (TRAP, BRANCH)
+
+# The optional verbs a target declares in its ``capabilities`` (each a protocol below).
+MODULES = "modules"  # load_module, unload_module: a kernel that loads modules
+ACTIONS = "actions"  # add_action, remove_action: a guest function called when a probe fires
+LISTEN = "listen"  # listen: a kernel that streams by itself, read to the line's end
+IDLE = "idle"  # idle: what the kernel sends while no command runs, read
+EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fetch, checked
+LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,24 @@ class CallFault:
     what: str
     pc: int
     interrupted: bool = False  # Ctrl-C (or SIGTERM, SIGHUP) stopped it
+
+
+@dataclass(frozen=True)
+class Host:
+    """What a target sees of the host: the image facts it reads and the sinks it calls (never the session)."""
+
+    image: Image  # the kernel's file: its path, architecture (image.arch), symbols and where an address lies
+    arm: str  # how the session arms its first enabling (TRAP or BRANCH)
+    packet: PacketFn  # a closed packet of a CPU: whether it was taken (a damaged one is left out and counted)
+    log: LogFn  # a line the runtime reported (``entry``: the site table entry it is about, 0 when none is known)
+    console: Callable[[str], None]  # what the kernel printed on its console
+    line: Callable[[str], None]  # a line a streaming kernel sent, shown as it comes
+    warning: Callable[[str], None]  # something lost or doubtful, said once
+    action: Callable[[int, str, int], None]  # an --action's guest function returned (cpu, symbol, value)
+    fault: Callable[[str, CallFault, int], None]  # the runtime's own call WHAT faulted on a CPU: said and counted
+    # The packets' checks, once the target knows the kernel's clock rate, CPUs and packet size (None: each CPU's
+    # first packet says it) and the largest packet it takes.
+    open_streams: Callable[..., Streams]
 
 
 class Halted(Exception):
@@ -134,7 +166,6 @@ class Summary:
     leaked: int = 0  # disarmed windows in which a calling CPU recorded
     windows: int = 0  # disarmed windows checked (on a kernel's control core: one per calling CPU)
     checked: int = 0  # exhaustive: (state, position) pairs executed
-    per_cpu_calls: list[int] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -167,12 +198,30 @@ class Summary:
         return line
 
 
+@dataclass(frozen=True)
+class TortureJob:
+    """A torture as the session asks for it (see Summary): every CPU but one calls ``func`` (``symbol``) with
+    ``args`` over and over while the last arms (``mode``) and disarms ``spec`` ``toggles`` times (mode
+    ``module``: unloads and loads the module, ``spec`` enabled throughout), for at most ``timeout`` seconds.
+    ``mask``: the bits of the return value compared. ``progress``: told the toggles made so far, as they are."""
+
+    func: int
+    symbol: str
+    args: list[int]
+    mask: int
+    spec: str
+    toggles: int
+    mode: str
+    timeout: float
+    progress: Callable[[int], None] = lambda done: None
+
+
 class Target(Protocol):
     """The kernel's side of a session (see the module's docstring)."""
 
     booted: Booted
-    on_packet: PacketFn
-    on_log: LogFn
+    capabilities: frozenset[str]  # the optional verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES)
+    damaged: int  # packets, frames and counters the guest or the line spoiled: left out, and counted
 
     def enable(self, spec: str, mode: str) -> int: ...
 
@@ -190,12 +239,11 @@ class Target(Protocol):
 
     def probes(self, spec: str = "") -> list[ProbeState]: ...
 
-    def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary: ...
+    def torture(self, job: TortureJob) -> Summary:
+        """The torture on this kernel (its ``firings``: the events it counted that never reached the host's sinks,
+        such as those full rings lost; the session adds those it saw)."""
+        ...
 
-    # Loadable modules (a target that cannot load one has neither): the module's name, its sites patched, and its
-    # functions and probes (TableProbe) as the kernel placed them; unload returns the sites it disarmed.
-    # def load_module(self, path: str) -> LoadedModule: ...
-    # def unload_module(self, name: str) -> int: ...
     # Programs and their tables (docs/aggregations.md): memory the kernel gives, the runtime's entry points.
     def attach_tables(self) -> None:
         """Every CPU's aggregation tables attached (sdt_agg_attach), once."""
@@ -216,6 +264,57 @@ class Target(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Modules(Protocol):
+    """MODULES: loadable modules."""
+
+    expects_modules: bool  # the boot made room for a module: an enabling applies to those loaded later too
+
+    def load_module(self, path: str) -> LoadedModule:
+        """The module's name, its sites patched, its functions and probes (TableProbe) as the kernel placed them."""
+        ...
+
+    def unload_module(self, name: str) -> int:
+        """The sites it disarmed."""
+        ...
+
+
+class Actions(Protocol):
+    """ACTIONS: a guest function called with a probe's arguments whenever a probe matching a spec fires (the
+    session enables the spec once the action is added, and removes it if that is refused)."""
+
+    def add_action(self, spec: str, func: int, symbol: str) -> None: ...
+
+    def remove_action(self, spec: str, func: int) -> None: ...
+
+
+class Listens(Protocol):
+    """LISTEN: a kernel that streams by itself."""
+
+    def listen(self) -> None:
+        """What it sends, read to the line's end."""
+        ...
+
+
+class Idles(Protocol):
+    """IDLE: what the kernel sends between commands, read for up to ``seconds``."""
+
+    def idle(self, seconds: float) -> None: ...
+
+
+class Leaves(Protocol):
+    """LEAVES: a kernel that keeps running when the session ends (attach): what the session armed, disarmed
+    before its last flush and drain, so nothing it records after them stays unread for the next session."""
+
+    def leave(self) -> None: ...
+
+
+class Exhaustive(Protocol):
+    """EXHAUSTIVE: every store the runtime makes to ``symbol``'s sites (or the loaded module's) against every
+    instruction boundary another CPU may fetch at, in every order the store's bytes can land."""
+
+    def exhaustive(self, symbol: str, module: bool) -> Summary: ...
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,19 @@ from sdtgen.errors import SdtError, printable
 from sdtgen.layout import ERRORS, REPLIES, VALUES, WORD, parse_reply, reply_shapes
 from sdtgen.targets.base import (
     ARM_MODES,
+    IDLE,
+    MODULES,
     Booted,
     CallFault,
     DamagedTables,
     Halted,
+    Host,
     Interrupted,
     ProbeState,
     Refused,
     Returned,
     Summary,
+    TortureJob,
 )
 from sdtgen.targets.listen import MAX_CPUS
 from sdtgen.trace.model import Lost
@@ -81,12 +85,15 @@ class Panic(Exception):
 class ControlTarget:
     """The kernel at the other end of ``channel``, which has said (or is asked for) its hello."""
 
-    def __init__(self, session, channel: Channel, *, timeout: float, announced: bool) -> None:
-        self.session = session
+    capabilities = frozenset({MODULES, IDLE})
+    expects_modules = False  # QEMU given a module: its enablings arm it when it loads
+
+    def __init__(self, host: Host, channel: Channel, *, timeout: float, announced: bool) -> None:
+        self.host = host
         self.channel = channel
         self.timeout = timeout
         self.reader = FrameReader()
-        self.packets = PacketSink([session.on_packet], self._packet_problem)
+        self.packets = PacketSink([host.packet], self._packet_problem)
         self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
         self._said_frames = False  # the first damaged frame was said: the others are counted
         self.stray_replies = 0  # replies that answered no command sdtgen was waiting on
@@ -102,7 +109,7 @@ class ControlTarget:
         self.poll: Callable[[], None] | None = None
         self.hello_words = self._hello(announced)
         self.booted = self._booted(self.hello_words)
-        session.open_streams(self.booted.clock_hz, self.booted.cpus, None)
+        self.streams = host.open_streams(self.booted.clock_hz, self.booted.cpus, None)
 
     # -- the line ---------------------------------------------------------------------------------
     def _pump(self, deadline: float) -> None:
@@ -130,7 +137,7 @@ class ControlTarget:
                 if len(item.payload) > MAX_LINE or "\n" in line:
                     self._bad_frame(f"a text frame of {len(item.payload)} bytes, which no line of the control core is")
                 elif line.startswith("report "):
-                    self.session.on_log(0, line[len("report "):])
+                    self.host.log(0, line[len("report "):])
                 elif line.startswith("panic "):
                     self.halted = True
                     raise Panic(line)
@@ -154,8 +161,8 @@ class ControlTarget:
         """The first damaged frame said, as it arrived; the rest counted (the session's `damaged`)."""
         if not self._said_frames:
             self._said_frames = True
-            self.session.reporter.warning(f"the kernel's line carried {what}: left out (further damaged frames are "
-                                          "only counted)")
+            self.host.warning(f"the kernel's line carried {what}: left out (further damaged frames are "
+                              "only counted)")
 
     def _stray_reply(self, line: str, named: str, sent: str) -> None:
         """A reply that answers another command than the one sent: left out. The first STRAY_SAID are said, the
@@ -164,7 +171,7 @@ class ControlTarget:
         self.stray_replies += 1
         if self.stray_replies <= STRAY_SAID:
             more = " (further such replies are left out unsaid)" if self.stray_replies == STRAY_SAID else ""
-            self.session.reporter.warning(
+            self.host.warning(
                 f"the kernel's reply {printable(line)!r} answers `{printable(named)}`, not `{printable(sent)}`, which "
                 f"sdtgen sent: left out, and the reply to `{printable(sent)}` waited for{more}")
 
@@ -180,7 +187,7 @@ class ControlTarget:
         for line in lines:
             text = line.decode("utf-8", "replace").rstrip("\r")
             if text:
-                self.session.reporter.console(text)
+                self.host.console(text)
 
     def idle(self, seconds: float) -> None:
         """What the line carries while no command runs (a console waiting for its user), read for up to ``seconds``:
@@ -198,8 +205,8 @@ class ControlTarget:
         if self.poll is not None:
             self.poll()
         while self._lines:
-            self.session.reporter.warning(f"the kernel said {printable(self._lines.pop(0))!r} while no command ran: "
-                                          "left out")
+            self.host.warning(f"the kernel said {printable(self._lines.pop(0))!r} while no command ran: "
+                              "left out")
 
     def _line(self, deadline: float) -> str:
         while not self._lines:
@@ -260,7 +267,7 @@ class ControlTarget:
             if len(words) >= 4:
                 pc = _hex(words[3])
                 detail = (f": exception {printable(words[2])} at {pc:#x} "
-                          f"({self.session.image.symbolize(self._linked(pc))})" if pc is not None else "")
+                          f"({self.host.image.symbolize(self._linked(pc))})" if pc is not None else "")
             raise Halted(f"CPU {printable(cpu)} stopped on an exception outside any call{detail}") from None
         except KeyboardInterrupt as e:
             if isinstance(e, Interrupted):
@@ -285,11 +292,11 @@ class ControlTarget:
                     raise Halted(f"the kernel's control core refused hello: {printable(why or ERRORS.get(code, ''))}",
                                  fix="call sdt_control_init before the kernel takes lines for the control core")
                 if words[:1] in ([WORD["ok"]], [WORD["error"]]):  # the reply to a line that was not sdtgen's
-                    self.session.reporter.warning(
+                    self.host.warning(
                         f"before its hello the kernel answered `{printable(answers(line)[0])}`, a line sdtgen did not "
                         f"send: {printable(line)!r}")
                 else:  # the kernel's log framed as text before its control core announced itself (docs/control.md)
-                    self.session.reporter.console(line)
+                    self.host.console(line)
             while self._line(deadline).split(" ", 1)[0] != WORD["ok"]:
                 pass
             return words
@@ -303,7 +310,7 @@ class ControlTarget:
             raise Halted(f"the kernel panicked while it booted: {printable(str(e))}") from None
 
     def _booted(self, words: list[str]) -> Booted:
-        arch = self.session.image.arch
+        arch = self.host.image.arch
         said = parse_reply("hello", " ".join(words))
         v = said[1] if said is not None else {}
         version = v.get("version")
@@ -337,17 +344,17 @@ class ControlTarget:
         """How far the running kernel is from its image's link addresses (a PIE process, a kernel with KASLR): where
         its sdt_runtime_entries is against where the image puts it. Added to every address sent, taken from every
         pc received."""
-        image = self.session.image
+        image = self.host.image
         sec = image.elf.section("sdt_entries")
         sym = image.symbols.get("sdt_runtime_entries")
         linked = sec.addr if sec is not None and sec.is_alloc else sym.value if sym is not None else entries
         return (entries - linked) & ((1 << image.arch.bits) - 1)
 
     def _address(self, addr: int) -> int:
-        return (addr + self.bias) & ((1 << self.session.image.arch.bits) - 1)
+        return (addr + self.bias) & ((1 << self.host.image.arch.bits) - 1)
 
     def _linked(self, addr: int) -> int:
-        return (addr - self.bias) & ((1 << self.session.image.arch.bits) - 1)
+        return (addr - self.bias) & ((1 << self.host.image.arch.bits) - 1)
 
     @property
     def damaged(self) -> int:
@@ -363,7 +370,7 @@ class ControlTarget:
         except Refused as e:
             if e.code in (VALUES["SDT_ERR_UNSUPPORTED"], VALUES["SDT_ERR_STATE"]):
                 return False
-            raise SdtError(self.session.image.path, f"the kernel cannot attach the rings: {printable(e.text)}",
+            raise SdtError(self.host.image.path, f"the kernel cannot attach the rings: {printable(e.text)}",
                            "give a smaller --buffer-size, or the machine more memory") from None
         return True
 
@@ -379,13 +386,13 @@ class ControlTarget:
         return _count(self.command(f"{WORD['mode']} {WORD[mode]}", f"arm with {mode}")[-1])
 
     def _words(self, args: list[int | str]) -> str:
-        mask = (1 << self.session.image.arch.bits) - 1
+        mask = (1 << self.host.image.arch.bits) - 1
         return " ".join(f"s:{a.encode('utf-8').hex()}" if isinstance(a, str) else f"{a & mask:x}" for a in args)
 
     def run(self, func: int, args: list[int | str], cpu: int | None, timeout: float) -> list[Returned]:
         """The call on ``cpu``, or on every CPU at once; its packets come before its results."""
         who = WORD["all"] if cpu is None else f"{cpu:x}"
-        name = self.session.image.symbolize(func)
+        name = self.host.image.symbolize(func)
         lines = self.command(f"{WORD['run']} {who} {self._address(func):x} {len(args):x} {self._words(args)}".rstrip(),
                              printable(name), timeout=timeout, running=name)
         out = []
@@ -441,13 +448,13 @@ class ControlTarget:
         for line in lines[:-1]:
             said = parse_reply("flush", line)
             if said is None or said[1]["cpu"] >= self.booted.cpus:
-                self.session.reporter.warning(f"the kernel's flush line {printable(line)!r} is not "
+                self.host.warning(f"the kernel's flush line {printable(line)!r} is not "
                                               f"{reply_shapes('flush')} of one of its CPUs: left out")
                 continue
             cpu, events = said[1]["cpu"], said[1]["events"]
             if cpu not in self._unflushed:
                 self._unflushed.add(cpu)
-                self.session.reporter.warning(
+                self.host.warning(
                     f"CPU {cpu}'s open packet could not be closed (the kernel runs no call on that CPU, or it was "
                     f"recording): the {events} events in it are not read")
 
@@ -461,7 +468,7 @@ class ControlTarget:
         for line in lines[:-1]:
             said = parse_reply("stats", line)
             if said is None or said[1]["cpu"] >= self.booted.cpus:
-                self.session.reporter.warning(f"the kernel's stats line {printable(line)!r} is not "
+                self.host.warning(f"the kernel's stats line {printable(line)!r} is not "
                                               f"{reply_shapes('stats')} of one of its CPUs: left out")
                 continue
             v = said[1]
@@ -491,7 +498,7 @@ class ControlTarget:
             raise SdtError(path, "the kernel runs moved from its link address: the module was placed for it there",
                            "boot the kernel at its link address")
         n = _count(self.command(f"{WORD['module']} load", "module load")[-1])
-        arch = self.session.image.arch
+        arch = self.host.image.arch
         return LoadedModule(linked.name, n, dict(linked.functions), module_probes(linked, arch.bits, arch.little))
 
     def unload_module(self, name: str) -> int:
@@ -500,12 +507,13 @@ class ControlTarget:
             raise SdtError("", f"no module {printable(name)!r} is loaded", "load it with --module FILE")
         return _count(self.command(f"{WORD['module']} unload", "module unload")[-1])
 
-    def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
-        """CPUs other than the one that takes commands call ``func`` while that one arms (``mode``) and disarms
-        ``spec`` ``toggles`` times; the rings' records drained at the end. The toggles go in batches, each a
-        `torture` command sized to take at most half the time left of ``timeout``: when not one more batch fits,
+    def torture(self, job: TortureJob) -> Summary:
+        """CPUs other than the one that takes commands call ``job.func`` while that one arms (``job.mode``) and
+        disarms ``job.spec`` ``job.toggles`` times; the rings' records drained at the end. The toggles go in
+        batches, each a `torture` command sized to take at most a quarter of the time left: when not one more fits,
         toggling stops and the summary says how many were made (timed out), as the emulator's torture does."""
-        deadline = time.monotonic() + timeout
+        func, args, spec, toggles, mode = job.func, job.args, job.spec, job.toggles, job.mode
+        deadline = time.monotonic() + job.timeout
         period = 3 if mode == "cycle" else 2  # a batch leaves every site (and a module) as it found them
         summary: Summary | None = None
         batch = min(toggles, TORTURE_FIRST * period)
@@ -521,6 +529,7 @@ class ControlTarget:
             summary.wrong += got.wrong
             summary.leaked += got.leaked
             summary.windows += got.windows
+            job.progress(summary.done)
             if summary.done >= toggles:
                 return summary
             now = time.monotonic()
@@ -554,13 +563,13 @@ class ControlTarget:
             v = said[1] if said is not None else {}
             if (said is None or v["cpu"] >= self.booted.cpus
                     or not VALUES["SDT_AGG_MIN_BYTES"] <= v["bytes"] <= MAX_TABLES):
-                raise SdtError(self.session.image.path, f"the kernel's line {printable(line)!r} is not "
+                raise SdtError(self.host.image.path, f"the kernel's line {printable(line)!r} is not "
                                f"{reply_shapes('tables')} of one of its CPUs with {VALUES['SDT_AGG_MIN_BYTES']} to "
                                f"{MAX_TABLES} bytes of tables", "give every CPU aggregation memory "
                                "(sdt_control_ops.agg_memory) of a size sdtgen reads")
             tables[v["cpu"]] = (v["agg"], v["bytes"])
         if sorted(tables) != list(range(self.booted.cpus)):
-            raise SdtError(self.session.image.path, f"the kernel said where the tables of CPUs {sorted(tables)} are, "
+            raise SdtError(self.host.image.path, f"the kernel said where the tables of CPUs {sorted(tables)} are, "
                            f"not of each of its {self.booted.cpus}")
         self._tables = tables
 
@@ -588,7 +597,7 @@ class ControlTarget:
             self._taken = []
             self.command(f"{WORD['take']} {k:x}", "take")
             frames, self._taken = self._taken, []
-            out.append(tables_of_frame(frames, k, addr, given, self.session.image.arch))
+            out.append(tables_of_frame(frames, k, addr, given, self.host.image.arch))
         return out
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from sdtgen.errors import SdtError
 from sdtgen.limits import MAX_CPUS  # CPU numbers a recording takes: 0 to MAX_CPUS - 1
-from sdtgen.targets.base import Booted
+from sdtgen.targets.base import LISTEN, Booted, Host
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 from sdtgen.transport.frames import INFO, MAX_PACKET, TEXT, Console, Frame, FrameError, FrameReader, Info, info
@@ -26,8 +26,10 @@ DEFAULT_HZ = 1_000_000_000  # a clock rate for a kernel that never said its own
 class ListenTarget:
     """The kernel whose bytes ``source`` yields; the clock known from its info frame, or its first packet on."""
 
-    def __init__(self, session, source: Iterator[bytes]) -> None:
-        self.session = session
+    capabilities = frozenset({LISTEN})
+
+    def __init__(self, host: Host, source: Iterator[bytes]) -> None:
+        self.host = host
         self.source = iter(source)
         self.reader = FrameReader()
         self.packets = PacketSink([self._packet])
@@ -38,13 +40,13 @@ class ListenTarget:
         self._held: list[Frame | Console] = []  # what came before the clock was known, taken once it is
         self._started = False
         self._first()
-        arch = session.image.arch
+        arch = host.image.arch
         hz = DEFAULT_HZ if self.stream is None else self.stream.clock_hz
         if self.stream is None:
-            session.reporter.warning(f"the kernel sent no info frame (sdt_serial_info): the trace's clock is taken to "
+            host.warning(f"the kernel sent no info frame (sdt_serial_info): the trace's clock is taken to "
                                      f"count {DEFAULT_HZ:,} ticks a second")
         self.booted = Booted(arch.name, MAX_CPUS, arch.clock_name or "clock", hz, None, None, None, "")
-        session.open_streams(hz, MAX_CPUS, None, MAX_PACKET)
+        host.open_streams(hz, MAX_CPUS, None, MAX_PACKET)
 
     def _first(self) -> None:
         """Read until the info frame, the first packet or the line's end: the clock comes first. What came
@@ -80,23 +82,23 @@ class ListenTarget:
         self.packets.close()
 
     def _packet(self, cpu: int, data: bytes) -> None:
-        if self.session.on_packet(cpu, data):
+        if self.host.packet(cpu, data):
             self.taken += 1
             self.cpus.add(cpu)
 
     def _take(self, item: Frame | Console) -> None:
         if isinstance(item, Console):
             for line in item.data.decode("utf-8", "replace").splitlines():
-                self.session.reporter.line(line)
+                self.host.line(line)
         elif item.type == TEXT:
-            self.session.reporter.line(item.payload.decode("utf-8", "replace"))
+            self.host.line(item.payload.decode("utf-8", "replace"))
         elif item.type == INFO:
             self._info(item)
         elif not self.packets.frame(item):
             self.bad_frames += 1
 
     def _info(self, item: Frame) -> None:
-        path = self.session.image.path
+        path = self.host.image.path
         try:
             said = info(item)
         except FrameError:
@@ -106,9 +108,9 @@ class ListenTarget:
             raise SdtError(path, f"the kernel's info frame changed: a clock of {said.clock_hz} Hz and {said.bits}-bit "
                            f"words after {self.stream.clock_hz} Hz and {self.stream.bits}-bit",
                            "record one boot of one kernel at a time")
-        if said.bits != self.session.image.arch.bits:
+        if said.bits != self.host.image.arch.bits:
             raise SdtError(path, f"the kernel on the line has {said.bits}-bit words, the image "
-                           f"{self.session.image.arch.bits}-bit ones", "give the image of the kernel that streams")
+                           f"{self.host.image.arch.bits}-bit ones", "give the image of the kernel that streams")
         problem = clock_problem(said.clock_hz)
         if problem is not None:
             raise SdtError(path, f"the kernel's info frame gives {problem}",

@@ -12,7 +12,7 @@ import os
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import PROCESS_ARG, VALUES
-from sdtgen.targets.base import Halted
+from sdtgen.targets.base import Halted, Host
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
 
@@ -22,10 +22,10 @@ MAX_CPUS = VALUES["SDT_LINUX_MAX_CPUS"]  # the hosted platform's threads with a 
 class ProcessTarget(ControlTarget):
     """The image run as a process with ``cpus`` threads, each a CPU with a ring of ``buffer_size`` bytes."""
 
-    def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, timeout: float) -> None:
+    def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, timeout: float) -> None:
         from sdtgen.transport.geometry import packet_size_for
 
-        path = session.image.path
+        path = host.image.path
         if not 1 <= cpus <= MAX_CPUS:
             raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
         if not os.access(path, os.X_OK):
@@ -40,7 +40,7 @@ class ProcessTarget(ControlTarget):
         except OSError as e:
             raise SdtError(path, f"cannot be run: {printable(e.strerror or str(e))}") from None
         try:
-            super().__init__(session, ChildChannel(self.child, "the process"), timeout=timeout, announced=True)
+            super().__init__(host, ChildChannel(self.child, "the process"), timeout=timeout, announced=True)
         except Halted as h:
             self.child.stop()
             raise Halted(f"{h}; run it as `{printable(' '.join(argv))}` to see what it says") from None

@@ -21,7 +21,7 @@ import tempfile
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD
 from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
-from sdtgen.targets.base import Halted, Refused
+from sdtgen.targets.base import Halted, Host, Refused
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget, _hex
 from sdtgen.trace.streams import MIN_PACKET
@@ -176,13 +176,13 @@ MODULE_HEADER = VALUES["SDT_MODULE_FILE_HEADER"]  # the module file's struct sdt
 
 
 class QemuTarget(ControlTarget):
-    """``session``'s image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
+    """The host's image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
 
-    def __init__(self, session, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
+    def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
                  timeout: float, transport: str = "shared", module: str | None = None) -> None:
         from sdtgen.transport.geometry import packet_size_for
 
-        image = session.image
+        image = host.image
         arch = image.arch
         if not 1 <= cpus <= MAX_CPUS:
             raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS}")
@@ -193,20 +193,20 @@ class QemuTarget(ControlTarget):
         if transport not in TRANSPORTS:
             raise ValueError(transport)
         if transport == "shared" and "-m" in user and user_memory(user) is None:
-            session.reporter.warning("sdtgen cannot read the -m given, so it cannot share the machine's RAM: "
-                                     "packets go on the serial line")
+            host.warning("sdtgen cannot read the -m given, so it cannot share the machine's RAM: packets go on the "
+                         "serial line")
             transport = "serial"
         self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
         self.serial = serial
         self.ram: SharedRam | None = None
-        self.modules, self.module = module is not None, None
+        self.expects_modules, self.module = module is not None, None
         try:
             extra = self._module_file(image, module) if module is not None else []
             if transport == "shared":
                 self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu.ram_base)
             self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user + extra,
                                            self.ram.path if self.ram else None))
-            super().__init__(session, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
+            super().__init__(host, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
         except Halted as h:
             self._show_console()
             self.close()
@@ -215,7 +215,7 @@ class QemuTarget(ControlTarget):
             self.close()
             raise
         if self.booted.cpus != cpus and "-smp" not in user:
-            session.reporter.warning(f"the kernel says it has {self.booted.cpus} CPUs, QEMU was given {cpus}")
+            host.warning(f"the kernel says it has {self.booted.cpus} CPUs, QEMU was given {cpus}")
         try:
             ours = self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, memory)
             if self.ram is not None:
@@ -232,23 +232,23 @@ class QemuTarget(ControlTarget):
             lines = self.command(f"{WORD['shared']} {WORD['on']}", "shared")
         except Refused as e:
             if e.code != VALUES["SDT_ERR_UNSUPPORTED"]:  # a kernel that has phys and still cannot: said, not fatal
-                self.session.reporter.warning(f"the kernel refused `shared on` ({printable(e.text)}): packets go on "
+                self.host.warning(f"the kernel refused `shared on` ({printable(e.text)}): packets go on "
                                               "the serial line")
             self.ram.close()
             self.ram = None
             return
         try:
-            rings = shared_rings(self.ram, lines[:-1], self.booted.cpus, self.session.image.arch.bits, buffer_size,
+            rings = shared_rings(self.ram, lines[:-1], self.booted.cpus, self.host.image.arch.bits, buffer_size,
                                  packet_size)
         except ValueError as e:
             self.command(f"{WORD['shared']} {WORD['off']}", "shared")
-            self.session.reporter.warning(f"the kernel's rings cannot be read in the machine's memory ({e}): packets "
+            self.host.warning(f"the kernel's rings cannot be read in the machine's memory ({e}): packets "
                                           "go on the serial line")
             self.ram.close()
             self.ram = None
             return
-        arch = self.session.image.arch
-        self.consumer = Consumer(self.ram, arch.bits, rings, self.session.on_packet, self.session.streams)
+        arch = self.host.image.arch
+        self.consumer = Consumer(self.ram, arch.bits, rings, self.host.packet, self.streams)
         self.poll = self.consume_shared
 
     def consume_shared(self) -> None:
@@ -292,7 +292,7 @@ class QemuTarget(ControlTarget):
             except OSError:
                 continue
             if text.strip():
-                self.session.reporter.console(text)
+                self.host.console(text)
 
     def close(self) -> None:
         """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
@@ -306,9 +306,9 @@ class QemuTarget(ControlTarget):
                 status = self._power_off(qemu)
             qemu.stop()
             self.qemu = None
-            arch = self.session.image.arch
+            arch = self.host.image.arch
             if status is not None and status not in (arch.qemu.exit_ok, 0):
-                self.session.reporter.warning(f"QEMU exited with status {status} after `exit 0`, not "
+                self.host.warning(f"QEMU exited with status {status} after `exit 0`, not "
                                               f"{arch.qemu.exit_ok}: the kernel did not power off cleanly")
         if halted:
             self._show_console()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from sdtgen.errors import SdtError, printable
+from sdtgen.targets.base import LEAVES, Host
 from sdtgen.targets.control import ChannelClosed, ControlTarget
 
 CONNECT_WAIT = 10.0  # seconds to keep trying a TCP connection (QEMU may still be starting)
@@ -153,10 +154,14 @@ class AttachTarget(ControlTarget):
     """A running kernel on ``line``: asked for its hello; the rings attached if the kernel lets the host choose.
     What this session armed is disarmed when it ends, as DTrace does when a consumer exits."""
 
-    def __init__(self, session, line: Line, *, buffer_size: int, overflow: str, timeout: float) -> None:
+    capabilities = ControlTarget.capabilities | {LEAVES}
+
+    def __init__(self, host: Host, line: Line, *, buffer_size: int, overflow: str, timeout: float,
+                 announced: bool = False) -> None:
+        """``announced``: the kernel says its hello unasked (one just booted), and is not asked for it."""
         from sdtgen.transport.geometry import packet_size_for
 
-        super().__init__(session, line, timeout=timeout, announced=False)
+        super().__init__(host, line, timeout=timeout, announced=announced)
         self.armed: list[str] = []
         self.programs: list[str] = []  # specs this session enabled a program with
         self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, 0)

@@ -31,7 +31,7 @@ from native_oracle import Call, run_native
 from sdtgen.dscript import compile_script
 from sdtgen.errors import SdtError
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import open_session
 
 CPUS = 2
 CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("sched_run", (40,)), Call("vfs_lookup_id", (1,)),
@@ -99,7 +99,7 @@ def images(tmp_path_factory):
 def test_the_cpus_tables_hold_exactly_what_the_native_firings_make(images, native_exe, arch, mode):
     image = images(arch)
     firings = [e for e in run_native(native_exe, CALLS) if "probe" in e]
-    s = boot_session(str(image), Reporter(as_json=True, out=io.StringIO()), cpus=CPUS, arm=mode,
+    s = open_session("emulator", str(image), Reporter(as_json=True, out=io.StringIO()), cpus=CPUS, arm=mode,
                      buffer_size=1 << 20)
     try:
         programs = GuestPrograms(s)
@@ -142,7 +142,8 @@ def evaluators(images):
 
     def get(arch: str) -> GuestPrograms:
         if arch not in made:
-            made[arch] = GuestPrograms(boot_session(str(images(arch)), Reporter(as_json=True, out=io.StringIO())))
+            made[arch] = GuestPrograms(open_session("emulator", str(images(arch)),
+                                                    Reporter(as_json=True, out=io.StringIO())))
         return made[arch]
 
     yield get

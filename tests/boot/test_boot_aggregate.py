@@ -15,7 +15,7 @@ from native_oracle import Call, run_native
 from sdtgen.errors import SdtError
 from sdtgen.layout import AGG, VALUES
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import open_session
 
 CPUS = 2
 
@@ -69,7 +69,7 @@ def test_a_script_the_image_cannot_run_is_refused_before_anything_boots(kernel, 
 
 
 def session(kernel, out: io.StringIO, **kw):
-    return boot_session(str(kernel.image), Reporter(as_json=True, out=out), cpus=CPUS, **kw)
+    return open_session("emulator", str(kernel.image), Reporter(as_json=True, out=out), cpus=CPUS, **kw)
 
 
 def test_tables_a_guest_spoiled_are_left_out_and_said(kernel):

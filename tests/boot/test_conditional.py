@@ -9,7 +9,7 @@ import pytest
 from helpers import need_tool, run, sdtgen
 
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import open_session
 
 SOURCE = """#include <sdt.h>
 SDT_PROBE_DEFINE1(hk, cc, check, big, "unsigned long");
@@ -85,7 +85,7 @@ def events(buf: io.StringIO) -> list[dict]:
 @pytest.mark.parametrize("arm", ["trap", "branch"])
 def test_disarmed_it_returns_and_armed_it_fires_only_when_taken(image, arm):
     buf = io.StringIO()
-    s = boot_session(str(image[1]), Reporter(as_json=True, out=buf), arm=arm)
+    s = open_session("emulator", str(image[1]), Reporter(as_json=True, out=buf), arm=arm)
     try:
         assert events(buf)[0]["sites"] >= 1
         assert s.run("check_big:void", [9]) is None and s.run("kmain", [9]) == 10
@@ -116,7 +116,7 @@ def test_an_action_on_a_conditional_tail_site_gets_its_arguments(image):
 
 
 def test_branch_arming_sends_the_jcc_to_the_recorder_and_disarming_puts_it_back(image):
-    s = boot_session(str(image[1]), Reporter(as_json=True, out=io.StringIO()), arm="branch")
+    s = open_session("emulator", str(image[1]), Reporter(as_json=True, out=io.StringIO()), arm="branch")
     try:
         (site,) = [x for x in s.target.runtime.sites if x.form == "cond"]
         cs = s.image.arch.disassembler()
@@ -138,7 +138,7 @@ def test_boot_leaves_every_conditional_tail_site_as_the_compiler_wrote_it(tmp_pa
     """A disabled conditional tail site is its jcc, condition and displacement to its own stub: sdt_init writes
     none of its bytes, though the disabled form of the calls around it is the same bytes for every call."""
     _, image = build(tmp_path, arch, TWO)
-    s = boot_session(str(image), Reporter(as_json=True, out=io.StringIO()))
+    s = open_session("emulator", str(image), Reporter(as_json=True, out=io.StringIO()))
     try:
         cond = [x for x in s.target.runtime.sites if x.form == "cond"]
         assert len(cond) == 2 and len({x.probe.stub for x in cond}) == 2

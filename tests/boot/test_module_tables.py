@@ -18,8 +18,7 @@ from tables import readelf
 
 from sdtgen.layout import VALUES
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.session import Session
-from sdtgen.targets.emulator.target import EmulatorTarget
+from sdtgen.session.starts import open_session
 
 RELA = 24  # bytes of an Elf64_Rela: r_offset, r_info, r_addend
 
@@ -116,8 +115,7 @@ def loader_says(kernel_image: str, ko: Path) -> int:
     entries may be in address order: the loader sorts them before it reads them)."""
     from sdtgen.modlink import link_module
 
-    s = Session(kernel_image, Reporter(as_json=True, out=io.StringIO()),
-                lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
+    s = open_session("emulator", kernel_image, Reporter(as_json=True, out=io.StringIO()), modules=True)
     try:
         t = s.target
         linked = link_module(t.image, str(ko), t.module_base)
@@ -192,8 +190,7 @@ def test_a_table_whose_entries_are_in_use_is_refused_and_touches_nothing(built, 
     as it was, and the armed module fires as its C runs natively (before, the entries were marked refused
     while their code stayed armed: the next firing was a breakpoint the runtime called not its own)."""
     out = io.StringIO()
-    s = Session(str(kernel.image), Reporter(as_json=True, out=out),
-                lambda s: EmulatorTarget(s, buffer_size=s.buffer_size, overflow="drop", modules=True))
+    s = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=out), modules=True)
     try:
         t = s.target
         s.enable("hkm:::")

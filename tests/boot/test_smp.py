@@ -225,11 +225,11 @@ def test_past_the_bound_of_waiting_firings_every_one_is_still_shown_in_each_cpus
 
     from sdtgen.session import session as sessions
     from sdtgen.session.reporter import Reporter
-    from sdtgen.session.starts import boot_session
+    from sdtgen.session.starts import open_session
 
     monkeypatch.setattr(sessions, "MAX_PENDING", 100)
     out = io.StringIO()
-    s = boot_session(str(kernel.image), Reporter(as_json=True, out=out, err=out), cpus=2, arm="branch",
+    s = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=out, err=out), cpus=2, arm="branch",
                      buffer_size=4096)
     try:
         s.enable("hk:sched:run:tick")

@@ -35,10 +35,10 @@ class Qemu:
 
     def __init__(self, image: Path, **options) -> None:
         from sdtgen.session.reporter import Reporter
-        from sdtgen.session.starts import qemu_session
+        from sdtgen.session.starts import open_session
 
         self.buffer = io.StringIO()
-        self.session = qemu_session(str(image), Reporter(as_json=True, out=self.buffer), **options)
+        self.session = open_session("qemu", str(image), Reporter(as_json=True, out=self.buffer), **options)
 
     def events(self) -> list[dict]:
         out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]

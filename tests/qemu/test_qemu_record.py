@@ -99,7 +99,7 @@ def test_record_collects_every_packet_a_kernel_streams_by_itself(qemu_kernel, tm
         os.mkfifo(serial)
         qemu = boot_by_itself(image, f"file:{serial}", tmp_path)  # QEMU waits for the reader to open it
     try:
-        rec = run([SDTGEN, "record", "--serial", serial, "--trace", str(trace), "--image", str(image)], timeout=120)
+        rec = run([SDTGEN, "record", str(image), "--serial", serial, "--trace", str(trace)], timeout=120)
     finally:
         qemu.wait(60)
     out = rec.stdout.splitlines()
@@ -118,8 +118,8 @@ def test_a_recorded_trace_opens_in_babeltrace2(qemu_kernel, tmp_path):
     port = free_port()
     qemu = boot_by_itself(image, f"tcp:127.0.0.1:{port},server=on,wait=on", tmp_path)
     try:
-        run([SDTGEN, "record", "--serial", f"tcp:127.0.0.1:{port}", "--trace", str(tmp_path / "t"),
-             "--image", str(image)], timeout=120)
+        run([SDTGEN, "record", str(image), "--serial", f"tcp:127.0.0.1:{port}", "--trace", str(tmp_path / "t")],
+            timeout=120)
     finally:
         qemu.wait(60)
     native = tmp_path / "native"

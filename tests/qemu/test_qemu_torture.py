@@ -50,3 +50,17 @@ def test_a_torture_longer_than_its_timeout_stops_toggling_and_says_how_far_it_go
     assert r.returncode == 1 and t["timed_out"] and not t["passed"]
     assert 0 < t["toggles"] < asked and t["asked"] == asked and t["toggles"] % 2 == 0
     assert (t["torn"], t["faults"], t["wrong"]) == (0, 0, 0) and t["calls"] > t["toggles"] and t["firings"] > 0
+
+
+def test_qemu_arguments_come_after_dashes_or_each_as_qemu_arg_as_on_sdtgen_qemu(qemu_kernel):
+    """torture takes QEMU's own arguments as `sdtgen qemu` does: --qemu-arg=ARG each, or all after --. Either way
+    they reach QEMU's command line and its check: one sdtgen wires itself is one line, exit 2; one it does not,
+    a torture that runs."""
+    image = str(qemu_kernel("riscv64"))
+    for given in (["--qemu-arg=-serial", "--qemu-arg=stdio"], ["--", "-serial", "stdio"]):
+        r = sdtgen("torture", image, "--target", "qemu", "--cpus", "1", "--run", "sched_run", "--arg", "3",
+                   "--toggles", "2", *given)
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert "--qemu-arg -serial: sdtgen wires QEMU's serial ports" in r.stderr
+    code, t = torture(image, "--toggles", "2", "--", "-m", "256M")
+    assert code == 0 and t["toggles"] == 2 and t["passed"]

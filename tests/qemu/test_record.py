@@ -98,7 +98,7 @@ def record(tmp_path: Path, image: Path, data: bytes, *extra: str, limit_files: i
         if limit_files is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (limit_files, limit_files))
 
-    proc = subprocess.run([SDTGEN, "record", "--serial", str(line), "--image", str(image), "--trace", str(trace),
+    proc = subprocess.run([SDTGEN, "record", str(image), "--serial", str(line), "--trace", str(trace),
                            "--json", *extra], capture_output=True, text=True, timeout=120, preexec_fn=limit)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc, [json.loads(x) for x in proc.stdout.splitlines()], trace
@@ -136,6 +136,23 @@ def test_quiet_shows_no_event_and_counts_them(image, keys, tmp_path):
     proc, events, trace = record(tmp_path, image, info(HZ) + b"".join(pk.sent() for pk in packets), "-q")
     assert proc.returncode == 0 and not [e for e in events if e["event"] == "fire"]
     assert summary(events)["events"] == 10 and babeltrace2(trace) == expected(packets)
+
+
+def test_record_names_its_image_as_every_command_does(image, keys, tmp_path):
+    """`record IMAGE --serial LINE --trace DIR`: the image first and positional, as boot, qemu, attach, torture and
+    check take theirs; the old `--image IMAGE` is one usage line (exit 2) and leaves nothing."""
+    k = Kernel(keys)
+    packets = [k.packet(0, 2)]
+    proc, events, trace = record(tmp_path, image, info(HZ) + b"".join(pk.sent() for pk in packets))
+    assert proc.returncode == 0 and summary(events)["events"] == 2 and babeltrace2(trace) == expected(packets)
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "capture").write_bytes(info(HZ))
+    r = subprocess.run([SDTGEN, "record", "--serial", str(old / "capture"), "--image", str(image), "--trace",
+                        str(old / "trace")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "--image" in r.stderr and "sdtgen record --help" in r.stderr
+    nothing_left(old)
 
 
 def _ts(e: bytes, ts: int) -> bytes:
@@ -334,7 +351,7 @@ def test_many_cpus_do_not_need_a_file_each_open(image, keys, tmp_path):
     (b"tcp:" + b"x" * 70 + b".example:4444", "cannot connect to "),  # a label too long for IDNA
 ])
 def test_a_serial_line_that_is_not_one_is_one_error_line(image, tmp_path, serial, said):
-    proc = subprocess.run([SDTGEN.encode(), b"record", b"--serial", serial, b"--image", bytes(image), b"--trace",
+    proc = subprocess.run([SDTGEN.encode(), b"record", bytes(image), b"--serial", serial, b"--trace",
                            bytes(tmp_path / "trace")], capture_output=True, timeout=60)
     err = proc.stderr.decode()
     assert proc.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err
@@ -351,7 +368,7 @@ def test_a_connection_reset_ends_the_recording_with_what_came(image, keys, tmp_p
     pk = k.packet(0)
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        proc = subprocess.Popen([SDTGEN, "record", "--serial", f"tcp:127.0.0.1:{port}", "--image", str(image),
+        proc = subprocess.Popen([SDTGEN, "record", str(image), "--serial", f"tcp:127.0.0.1:{port}",
                                  "--trace", str(tmp_path / "trace"), "--json"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         conn, _ = server.accept()
@@ -404,7 +421,7 @@ def test_whatever_the_line_carries_the_trace_opens_or_nothing_is_left(image, key
     from sdtgen.errors import SdtError
     from sdtgen.session.reporter import Reporter
     from sdtgen.session.session import Session
-    from sdtgen.targets.listen import ListenTarget
+    from sdtgen.targets import open_target
 
     rng = random.Random(seed)
     data = hostile_line(rng, Kernel(keys))
@@ -414,7 +431,8 @@ def test_whatever_the_line_carries_the_trace_opens_or_nothing_is_left(image, key
     step = rng.randrange(1, 200)
     chunks = [data[i:i + step] for i in range(0, len(data), step)]
     try:
-        session = Session(str(image), reporter, lambda s: ListenTarget(s, iter(chunks)), trace=(str(trace), "ctf"))
+        session = Session(str(image), reporter, lambda host: open_target("listen", host, source=iter(chunks)),
+                          trace=(str(trace), "ctf"))
         try:
             session.listen()
             session.finish_trace()

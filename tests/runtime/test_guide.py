@@ -96,7 +96,7 @@ def boot_and_record(image: Path, tmp: Path) -> tuple[list[str], Path]:
     run([need_tool(a.qemu.binary, a.qemu.package), "-machine", a.qemu.machine, "-smp", str(HARTS), "-m", "128M",
          "-bios", "default", "-nodefaults", "-display", "none", "-monitor", "none", "-serial", f"file:{serial}",
          "-kernel", str(image)], timeout=300)
-    rec = run([SDTGEN, "record", "--serial", str(serial), "--image", str(image), "--trace", str(trace), "--json"],
+    rec = run([SDTGEN, "record", str(image), "--serial", str(serial), "--trace", str(trace), "--json"],
               timeout=120)
     events = [json.loads(x) for x in rec.stdout.splitlines()]
     end = events[-1]

@@ -13,7 +13,7 @@ from toolchain import kernel_cflags
 
 from sdtgen.image import Image
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.starts import boot_session
+from sdtgen.session.starts import open_session
 from sdtgen.table import read_tables
 
 N = 40
@@ -66,7 +66,7 @@ def test_the_boot_leaves_the_table_in_address_order_with_every_entry(arch, tmp_p
     assert addrs != sorted(addrs)  # the case under test: the runtime has to sort
     if case == "last-only":  # the already-sorted shortcut must look at the last entry too
         assert addrs[:-1] == sorted(addrs[:-1]) and addrs[-1] < addrs[-2]
-    s = boot_session(str(image), Reporter(out=io.StringIO(), quiet=True))
+    s = open_session("emulator", str(image), Reporter(out=io.StringIO(), quiet=True))
     try:
         booted = s.target.runtime.sites
         assert [x.addr for x in booted] == sorted(addrs)

@@ -183,16 +183,15 @@ def test_the_kernels_log_framed_before_its_announced_hello_is_shown_not_fatal(im
     """A kernel that frames a boot message as text before sdt_control_announce (docs/control.md): shown as its console,
     and the hello after it taken."""
     from sdtgen.session.reporter import Reporter
-    from sdtgen.session.session import Session
-    from sdtgen.targets.control import ControlTarget
+    from sdtgen.session.starts import open_session
     from sdtgen.targets.serial import open_line
 
     peer = Peer(lambda line: None, usual(image), before=text("boot: 2 CPUs up, mounting root") + hello(image))
     line = open_line(peer.line, duplex=True)
     out = io.StringIO()
     try:
-        session = Session(str(image), Reporter(as_json=True, out=out), lambda s: ControlTarget(
-            s, line, timeout=5, announced=True), timeout=5)
+        session = open_session("attach", str(image), Reporter(as_json=True, out=out), line=line, announced=True,
+                               timeout=5)
         assert session.target.booted.cpus == 1
         session.close()
     finally:

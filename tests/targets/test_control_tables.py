@@ -17,16 +17,16 @@ from sdtgen.dscript.tables import CpuTables
 from sdtgen.layout import AGG, AGG_ENTRY, WORD
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
+from sdtgen.targets import open_target
 from sdtgen.targets.base import DamagedTables
 from sdtgen.targets.control import tables_of_frame
-from sdtgen.targets.process import ProcessTarget
 
 CPUS = 2
 
 
 def process_session(image, out: io.StringIO, mode: str = "trap") -> Session:
     return Session(str(image), Reporter(as_json=True, out=out),
-                   lambda s: ProcessTarget(s, cpus=CPUS, buffer_size=1 << 16, overflow="drop", timeout=60), arm=mode)
+                   lambda host: open_target("process", host, cpus=CPUS, buffer_size=1 << 16, timeout=60), arm=mode)
 
 
 def last_aggregations(out: io.StringIO) -> dict:

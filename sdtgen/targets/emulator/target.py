@@ -13,7 +13,21 @@ from __future__ import annotations
 from sdtgen.errors import SdtError, printable
 from sdtgen.limits import MAX_RINGS
 from sdtgen.probes import ProbeSpec
-from sdtgen.targets.base import Booted, CallFault, DamagedTables, Interrupted, ProbeState, Refused, Returned, Summary
+from sdtgen.targets.base import (
+    ACTIONS,
+    EXHAUSTIVE,
+    MODULES,
+    Booted,
+    CallFault,
+    DamagedTables,
+    Host,
+    Interrupted,
+    ProbeState,
+    Refused,
+    Returned,
+    Summary,
+    TortureJob,
+)
 from sdtgen.targets.emulator.machine import GuestFault, Machine
 from sdtgen.targets.emulator.machine import Interrupted as MachineInterrupted
 from sdtgen.targets.emulator.platform import Platform, runtime_entries
@@ -26,9 +40,12 @@ def fault_of(e: GuestFault) -> CallFault:
 
 
 class EmulatorTarget:
-    """The image of ``session`` booted in the emulator on ``cpus`` CPUs."""
+    """The host's image booted in the emulator on ``cpus`` CPUs (``modules``: with room for a module)."""
 
-    def __init__(self, session, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
+    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE})
+    damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
+
+    def __init__(self, host: Host, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
                  seed: int = 0, schedule: str = "parallel", stream: bool = True, modules: bool = False) -> None:
         from sdtgen.targets.emulator.smp import MAX_CPUS, SCHEDULES
 
@@ -40,10 +57,10 @@ class EmulatorTarget:
             raise SdtError("", f"{cpus} CPUs with --buffer-size {buffer_size} need {cpus * buffer_size >> 20} MiB of "
                            f"rings, more than the {MAX_RINGS >> 20} MiB a boot maps",
                            "give fewer --cpus or a smaller --buffer-size")
-        if session.mode == BRANCH and not patch:
+        if host.arm == BRANCH and not patch:
             raise SdtError("", "cannot arm with branches: nothing is patched (--no-patch)", "boot without --no-patch")
-        self.session = session
-        self.image = session.image
+        self.host = host
+        self.image = host.image
         self.cpus, self.seed, self.schedule = cpus, seed, schedule
         self.buffer_size, self.overflow = buffer_size, overflow
         self.stream = stream and overflow == "drop"  # a flight recorder is read when a run ends
@@ -57,7 +74,7 @@ class EmulatorTarget:
         self.entries = runtime_entries(self.image)
         self.module_base = 0  # the module area's address, when the boot maps one (modules)
         self.module = None  # the LinkedModule loaded, if any
-        self.modules = modules
+        self.expects_modules = modules
         try:
             self._boot()
         except BaseException:
@@ -86,7 +103,7 @@ class EmulatorTarget:
         self._check_host()
         self.machine = Machine(self.image.elf, arch, cpus=self.cpus)
         self.clock_name, self.clock_hz = guest_clock(arch)  # the rate the runtime is given (hooks.clock_hz)
-        if self.modules:  # mapped before the other CPUs' engines, which share the memory
+        if self.expects_modules:  # mapped before the other CPUs' engines, which share the memory
             from sdtgen.modlink import MODULE_AREA, module_area
 
             self.module_base = module_area(self.image)
@@ -98,16 +115,16 @@ class EmulatorTarget:
         self.runtime = ProbeRuntime(self.smp.cpus, self.platform, self.entries, self.image.bounds)
         self.smp.sync = self.runtime.flush_all
         self.runtime.sync = self.smp.sync_cores
-        self.runtime.on_warning = self.session.reporter.warning
-        self.runtime.on_action = lambda m, name, value: self.session.on_action(m.cpu, name, value)
+        self.runtime.on_warning = self.host.warning
+        self.runtime.on_action = lambda m, name, value: self.host.action(m.cpu, name, value)
         self.runtime.on_packets = self._consume_now
         self.runtime.on_fired = self._flush_cpu
-        self.runtime.on_report = self.session.on_log
+        self.runtime.on_report = self.host.log
         size = self.platform.packet_size  # the rings are the host's: where they are and their sizes are believed
         rings = [Ring(self.platform.area(k), self.platform.ring(k), self.buffer_size // size, size)
                  for k in range(self.cpus)]
-        self.consumer = Consumer(StoppedMemory(self.machine, arch.little), arch.bits, rings, self.session.on_packet,
-                                 self.session.open_streams(self.clock_hz, self.cpus, size))
+        self.consumer = Consumer(StoppedMemory(self.machine, arch.little), arch.bits, rings, self.host.packet,
+                                 self.host.open_streams(self.clock_hz, self.cpus, size))
         policy = 1 if self.overflow == "overwrite" else 0
         try:
             for k in range(self.cpus):
@@ -142,7 +159,7 @@ class EmulatorTarget:
 
     def drain(self) -> None:
         """Every CPU's open packet closed and every closed packet read. A fault of sdt_flush (a kernel that broke
-        its CPU area or its ring) is said once: that CPU is not flushed or read again."""
+        its CPU area or its ring) is the host's to say and count, once: that CPU is not flushed or read again."""
         for m in self.smp.cpus:
             if m.cpu in self._broken:
                 continue
@@ -152,17 +169,14 @@ class EmulatorTarget:
                 raise Interrupted(fault_of(e)) from None
             except GuestFault as e:
                 self._broken.add(m.cpu)
-                self.session.reporter.fault("sdt_flush", fault_of(e), self.image.where(e.pc)[0],
-                                            self.session.last_fired, cpu=m.cpu if self.cpus > 1 else None)
-                self.session.faults += 1
+                self.host.fault("sdt_flush", fault_of(e), m.cpu)
         for cpu in range(self.cpus):
             if cpu not in self._broken:
                 self.consumer.consume(cpu)
         lost = self.consumer.total_lost
         if lost > self._lost_shown:
-            self.session.reporter.warning(f"{lost - self._lost_shown} record(s) lost: the trace "
-                                          f"buffer was full (--buffer-size {self.buffer_size}, --overflow "
-                                          f"{self.overflow})")
+            self.host.warning(f"{lost - self._lost_shown} record(s) lost: the trace buffer was full "
+                              f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
             self._lost_shown = lost
 
     def _drain_after_interrupt(self) -> None:
@@ -205,19 +219,19 @@ class EmulatorTarget:
         return len(self.runtime.armed())
 
     def add_action(self, spec: str, func: int, symbol: str) -> None:
-        """Call ``func`` in the guest, with the probe's arguments, whenever a probe matching ``spec`` fires. The
-        probes matching it are enabled too (with the breakpoint: the host must see them fire)."""
+        """Call ``func`` in the guest, with the probe's arguments, whenever a probe matching ``spec`` fires: the
+        probes matching it, once enabled, are armed with the breakpoint whatever the mode (the host must see them
+        fire)."""
         pattern = ProbeSpec.parse(spec)
         if any(s.form == "goto" for s in self.runtime.matching(pattern)):  # their arguments exist only out of line
-            self.session.reporter.warning(f"--action {spec}: asm goto sites fire from their out-of-line code, where "
-                                          "no breakpoint stops them; the action follows the call sites' firings only")
+            self.host.warning(f"--action {spec}: asm goto sites fire from their out-of-line code, where no "
+                              "breakpoint stops them; the action follows the call sites' firings only")
         self.runtime.actions.append((pattern, func, symbol))
-        try:
-            self.session.enable(spec)
-            self.runtime._trap_actions()
-        except BaseException:
-            self.runtime.actions.pop()
-            raise
+
+    def remove_action(self, spec: str, func: int) -> None:
+        """The action on ``spec`` calling ``func`` taken back (its enabling was refused)."""
+        pattern = ProbeSpec.parse(spec)
+        self.runtime.actions = [a for a in self.runtime.actions if (a[0], a[1]) != (pattern, func)]
 
     # -- modules ------------------------------------------------------------------------------------
     def load_module(self, path: str):
@@ -377,9 +391,22 @@ class EmulatorTarget:
         except GuestFault:
             return None
 
-    def torture(self, func: int, args: list[int], spec: str, toggles: int, mode: str, timeout: float) -> Summary:
-        raise SdtError("", "the emulated boot's torture runs on a boot of its own: `sdtgen torture` "
-                       "(--target emulator)")
+    def torture(self, job: TortureJob) -> Summary:
+        """The torture on this boot's CPUs, the last of which toggles (a boot for it: seeded, one CPU more than call;
+        see sdtgen/targets/emulator/torture.py)."""
+        from sdtgen.targets.emulator.torture import Torture
+
+        if self.cpus < 2:
+            raise SdtError("", "the emulated torture needs a CPU that calls and one that toggles",
+                           "boot with --cpus 2 or more")
+        t = Torture(self, job.func, job.args, job.mask, job.toggles, job.timeout, job.spec, job.mode, job.progress)
+        t.prepare(job.symbol)
+        return t.run()
+
+    def exhaustive(self, symbol: str, module: bool) -> Summary:
+        from sdtgen.targets.emulator.exhaustive import exhaustive
+
+        return exhaustive(self, symbol, module=module)
 
     def close(self) -> None:
         for m in self.smp.cpus[1:] if self.smp is not None else []:

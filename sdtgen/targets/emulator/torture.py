@@ -31,6 +31,7 @@ function; its sites are watched as any.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdtgen.errors import SdtError, printable
@@ -54,7 +55,7 @@ class Torture:
     """Torture on an emulated boot (sdtgen/targets/emulator/target.py) of one more CPU than calls: the last toggles."""
 
     def __init__(self, target, func: int, args: list[int], mask: int, toggles: int, timeout: float,
-                 spec: str, mode: str = "branch") -> None:
+                 spec: str, mode: str = "branch", progress: Callable[[int], None] = lambda done: None) -> None:
         self.target = target
         self.smp = target.smp
         self.workers = self.smp.cpus[:-1]
@@ -65,6 +66,7 @@ class Torture:
         self.timeout = timeout
         self.spec = spec
         self.mode = mode
+        self.progress = progress  # told the toggles made, after each
         self.summary = Summary(target.entries.protocol, len(self.workers), toggles)
         self.sites: dict[int, Watched] = {}
         self.expected = 0
@@ -179,6 +181,7 @@ class Torture:
             if not arming:  # a disable, or an unload, returned
                 self._window(True)
             self.summary.done += 1
+            self.progress(self.summary.done)
             if time.monotonic() > deadline:
                 self.summary.timed_out = True
                 break
@@ -195,10 +198,9 @@ class Torture:
             self._round(running, calls, rounds, again=False)
         self._window(False)
         rt.refresh()
-        self.target.session.drain()
-        self.summary.firings = sum(self.target.session.hits.values()) + self.target.consumer.total_lost
+        self.target.drain()  # the records go to the host, which counts them: the summary adds what full rings lost
+        self.summary.firings = self.target.consumer.total_lost
         self.summary.calls = sum(calls)
-        self.summary.per_cpu_calls = calls
         return self.summary
 
     def _control_step(self) -> bool:

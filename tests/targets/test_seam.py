@@ -1,0 +1,65 @@
+"""The seam between the session and its targets (sdtgen/targets/base.py): a target is built with a Host and sees
+nothing else of the host, and what only some targets can do is declared, never probed."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import sdtgen.targets
+from sdtgen.targets import base
+
+ROOT = Path(sdtgen.targets.__file__).parent
+SESSION = ROOT.parent / "session"
+CAPABILITIES = {base.MODULES: base.Modules, base.ACTIONS: base.Actions, base.LISTEN: base.Listens,
+                base.IDLE: base.Idles, base.EXHAUSTIVE: base.Exhaustive, base.LEAVES: base.Leaves}
+
+
+def _modules(where: Path) -> list[Path]:
+    return sorted(where.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_target_imports_the_session_or_reaches_for_one(path):
+    """Not one module under sdtgen/targets imports sdtgen.session, nor names a ``session`` of anything: the Host's
+    image and sinks are all a target has."""
+    tree = ast.parse(path.read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert [m for m in imported if m.startswith("sdtgen.session")] == []
+    assert [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "session"] == []
+    assert [n.lineno for n in ast.walk(tree) if isinstance(n, ast.arg) and n.arg == "session"] == []
+
+
+def _target_classes() -> list[type]:
+    from sdtgen.targets.emulator.target import EmulatorTarget
+    from sdtgen.targets.listen import ListenTarget
+    from sdtgen.targets.process import ProcessTarget
+    from sdtgen.targets.qemu import QemuTarget
+    from sdtgen.targets.serial import AttachTarget
+
+    return [EmulatorTarget, QemuTarget, AttachTarget, ProcessTarget, ListenTarget]
+
+
+@pytest.mark.parametrize("cls", _target_classes(), ids=lambda c: c.__name__)
+def test_every_capability_a_target_declares_it_has_and_it_is_built_with_a_host(cls):
+    """Each declared capability is a protocol of base.py whose verbs the class has; the first parameter it is built
+    with is the Host."""
+    assert cls.capabilities <= set(CAPABILITIES), cls.capabilities
+    for name in cls.capabilities:
+        verbs = [v for v in vars(CAPABILITIES[name]) if not v.startswith("_")]
+        assert verbs and [v for v in verbs if not callable(getattr(cls, v, None))] == [], (name, verbs)
+    first = list(inspect.signature(cls.__init__).parameters.values())[1]
+    assert first.name == "host" and first.annotation in (base.Host, "Host")
+
+
+@pytest.mark.parametrize("path", _modules(SESSION), ids=lambda p: p.name)
+def test_the_session_probes_no_target_with_getattr(path):
+    """The session asks a target's declared capabilities, never getattr/hasattr on it."""
+    tree = ast.parse(path.read_text())
+    probes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+              and n.func.id in ("getattr", "hasattr") and n.args and "target" in ast.unparse(n.args[0])]
+    assert [ast.unparse(n) for n in probes] == []
