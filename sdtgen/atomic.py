@@ -18,15 +18,15 @@ import signal
 import stat
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from sdtgen.errors import SdtError, printable
+from sdtgen.plaindata import record
 
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Plan:
     target: Path
     data: bytes | bytearray

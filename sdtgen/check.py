@@ -15,8 +15,8 @@ from sdtgen.elf.linkerset import STRIPPED_FIX, stripped
 from sdtgen.elf.reader import STB_LOCAL
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
+from sdtgen.plaindata import factory, record
 from sdtgen.probes import Site
-from sdtgen.record import factory, record
 from sdtgen.scan import ScanResult
 from sdtgen.table import MODULE_TABLE_SECTION, PROBE_SIZE, SITE_SIZE, Bounds, TableSite
 

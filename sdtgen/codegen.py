@@ -12,8 +12,8 @@ from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.elf.writer import NewSymbol, add_symbols
 from sdtgen.errors import SdtError, printable, warn
 from sdtgen.layout import MODULE_TABLE, PROBE, SITE, VALUES, render_asm
+from sdtgen.plaindata import record
 from sdtgen.probes import ISENABLED_PREFIX, Probe, Site, descriptor_problem, is_c_identifier, probe_key, probe_symbol
-from sdtgen.record import record
 from sdtgen.recorder import PROGRAM_PREFIX, RECORDER_PREFIX, render_recorders
 from sdtgen.scan import ScanResult, open_relocatable, scan_elf, section_place
 from sdtgen.table import FORMS, MODES, MODULE_NAME_SECTION, MODULE_TABLE_SECTION, PROBES_SET, SITES_SET

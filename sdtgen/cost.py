@@ -24,7 +24,7 @@ from __future__ import annotations
 from sdtgen.arch.base import Flow
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import Image
-from sdtgen.record import factory, record
+from sdtgen.plaindata import factory, record
 
 MAX_PATH = 100_000  # instructions a path may have before it is cut (a function is never this long)
 

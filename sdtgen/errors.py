@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 ERROR, WARNING = "error", "warning"
 MAX_SHOWN = 200  # characters of one name or value from a file a message shows; the rest is elided

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
 
 from sdtgen.layout import EVENT, VALUES
+from sdtgen.plaindata import record
 
 UNREADABLE = "<unreadable>"  # what a string argument the runtime could not read becomes in CTF
 MAX_COPIED_STRING = VALUES["SDT_MAX_STRING"]  # bytes of a string a recorder copies, then its NUL
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArgType:
     kind: str  # "int" (signed), "uint" or "str"
     bits: int = 0  # integers only
@@ -77,7 +77,7 @@ _C_BITS = {"char": 8, "short": 16, "short int": 16, "int": 32, "long": 0, "long 
 _TYPEDEF_KIND = {"ssize_t": "int", "intptr_t": "int", "ptrdiff_t": "int", "off_t": "int", "time_t": "int"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EventFormat:
     """One probe's events: its arguments' types and where each is stored."""
 

@@ -9,7 +9,7 @@ from sdtgen.elf.linkerset import STRIPPED_FIX, linker_set, stripped
 from sdtgen.elf.reader import ET_REL, PF_X, PT_LOAD, SHT_NOBITS, SHT_RELA, ElfFile, Symbol
 from sdtgen.elf.symbols import CODE, DATA, SymbolIndex
 from sdtgen.errors import place, printable
-from sdtgen.record import cached, record
+from sdtgen.plaindata import cached, record
 from sdtgen.table import PROBES_SET, SITES_SET, Bounds, TableError, TableProbe, TableSite, read_probes, read_tables
 
 

@@ -17,15 +17,16 @@ Regenerate the header's block after editing: ``python -m sdtgen.layout --write``
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from functools import cache
+
+from sdtgen.plaindata import record
 
 SIZES = {"u8": 1, "u16": 2, "u32": 4, "s32": 4, "u64": 8}
 CODES = {"u8": "B", "u16": "H", "u32": "I", "s32": "i", "u64": "Q"}
 C_TYPES = {"u8": "sdt_u8", "u16": "sdt_u16", "u32": "sdt_u32", "s32": "sdt_s32", "u64": "sdt_u64"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Field:
     name: str
     kind: str  # u8 u16 u32 s32 u64, ptr (a data pointer), fn (a function pointer: its C type in ``c``)
@@ -37,7 +38,7 @@ class Field:
         return (bits // 8 if self.kind in ("ptr", "fn") else SIZES[self.kind])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Layout:
     name: str  # the C struct: struct <name>
     doc: str

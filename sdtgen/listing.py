@@ -6,7 +6,7 @@ import os
 from collections import Counter
 
 from sdtgen.elf.reader import ET_REL, ElfFile
-from sdtgen.record import as_dict, record
+from sdtgen.plaindata import as_dict, record
 from sdtgen.tables import KINDS as TABLE_KINDS
 
 KINDS = ("sdt", *TABLE_KINDS)

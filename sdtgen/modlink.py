@@ -17,11 +17,11 @@ import os
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from sdtgen.elf.reader import PT_LOAD, SHF_EXECINSTR, ElfFile
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import MODULE_TABLE
+from sdtgen.plaindata import record
 from sdtgen.probes import is_c_identifier
 from sdtgen.table import MODULE_TABLE_SECTION, PROBES_SET, SITES_SET, Bounds
 
@@ -90,7 +90,7 @@ def placed(path: str, arch, base: int, tmp: str, kernel: str | None = None, rela
 MODULE_AREA = 4 << 20  # bytes the boot maps for modules, after the image (one module at a time)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LinkedModule:
     """A module relocated at ``base``: its bytes, where its code and tables are, and its functions."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 DEFAULT_PREFIX = "__dtrace_sdt_"
 ISENABLED_PREFIX = "__dtrace_isenabled_"  # SDT_PROBE_ENABLED()'s call: the probe's symbol with this prefix
@@ -270,7 +270,7 @@ def _with_argtypes(probe: Probe, typed: dict[int, tuple[str, str]]) -> Probe:
     if missing:
         raise DescriptorError(f"probe {_quoted(probe.symbol)} types arguments up to {n - 1} but not argument "
                               f"{missing[0]}")
-    from sdtgen.record import replace
+    from sdtgen.plaindata import replace
 
     return replace(probe, args=tuple(args), xargs=tuple(xargs) if any(xargs) else ())
 

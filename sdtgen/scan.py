@@ -7,6 +7,7 @@ from sdtgen.arch.base import CALL, GOTO, ISEN, REF, Arch, UnsupportedReloc
 from sdtgen.elf.reader import ET_REL, SHT_NOBITS, ElfFile, Section
 from sdtgen.elf.symbols import CODE, SymbolIndex
 from sdtgen.errors import SdtError, place, printable
+from sdtgen.plaindata import factory, record
 from sdtgen.probes import (
     DEFAULT_PREFIX,
     DESC_SECTION,
@@ -20,7 +21,6 @@ from sdtgen.probes import (
     probe_key,
     probe_symbol,
 )
-from sdtgen.record import factory, record
 from sdtgen.tracepoints import SET as TRACEPOINT_SET
 
 LTO_HOWTO = ("partial-link LTO objects to machine code: `gcc -r -flinker-output=nolto-rel` for GCC, "

@@ -13,9 +13,9 @@ runtime keeps each site's state and verified length in its entry.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sdtgen.layout import FORMS, PROBE, SITE, SITE_STATES, VALUES
+from sdtgen.plaindata import record
 
 SITES_SET = "set_sdt_sites_set"
 MODULE_TABLE_SECTION = "sdt_module_table"  # a module's struct sdt_module_table (gen --module)
@@ -36,7 +36,7 @@ class TableError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TableProbe:
     addr: int
     id: int
@@ -57,7 +57,7 @@ class TableProbe:
         return f"{self.provider}:{self.module}:{self.function}:{self.name}"
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class TableSite:
     index: int
     addr: int  # where the entry says the site is
@@ -70,7 +70,7 @@ class TableSite:
     target: int = 0  # a goto site's out-of-line target (what arming jumps to); 0 for other forms
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bounds:
     sites: tuple[int, int]
     probes: tuple[int, int]
@@ -165,7 +165,7 @@ def module_name(elf) -> str:
 def module_sites(read: Reader, bounds: Bounds, name: str, bits: int, little: bool = True) -> list[TableSite]:
     """A module's table (read from memory, or from the module as placed); a probe whose module field is empty
     takes the module's name, as the runtime's specs and lists give it."""
-    from dataclasses import replace
+    from sdtgen.plaindata import replace
 
     sites = read_tables(read, bounds, bits, little)
     named: dict[int, TableProbe] = {}

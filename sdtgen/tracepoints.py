@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from sdtgen.elf.reader import ET_REL, SHN_UNDEF, SHT_NOBITS, SHT_RELA, ElfFile, Section
 from sdtgen.errors import SdtError, place, printable
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 SET = "set_sdt_tracepoint_set"
 PROBE_PREFIX = "sdt_"  # the probe word's symbol: the stub's, without __dtrace_

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:

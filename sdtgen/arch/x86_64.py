@@ -16,7 +16,7 @@ from sdtgen.arch.base import (
     Toolchain,
     UnsupportedReloc,
 )
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at start-up
 if TYPE_CHECKING:

@@ -16,13 +16,13 @@ which the consumer turns back into the name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
 
 from sdtgen.dscript import program as pf
 from sdtgen.dscript.parser import children
 from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, Str, Ternary, Unary, Var
 from sdtgen.event_format import ArgType, arg_type
 from sdtgen.layout import VALUES
+from sdtgen.plaindata import factory, record, replace
 from sdtgen.probes import ProbeSpec
 
 MASK = (1 << 64) - 1
@@ -50,7 +50,7 @@ class ClauseError(ValueError):
 
 
 # -- what the compiler produces ------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class AggInfo:
     """An aggregation: its id in the kernel's tables, and how the consumer reads and prints its entries."""
 
@@ -68,7 +68,7 @@ class AggInfo:
                 "lquantize": self.levels + 2}.get(self.func, 1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Program:
     code: bytes  # what sdt_enable_program is given
     specs: tuple[str, ...]  # enable it with each (its probe keys narrow each to its probes)
@@ -77,7 +77,7 @@ class Program:
     clauses: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Compiled:
     programs: tuple[Program, ...]
     aggregations: tuple[AggInfo, ...]
@@ -85,13 +85,13 @@ class Compiled:
 
 
 # -- values --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class Const:
     value: int  # 0 .. 2^64 - 1
     signed: bool = True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PerProbe:
     """An integer the host knows for each probe of the group (from their names)."""
 
@@ -99,7 +99,7 @@ class PerProbe:
     signed: bool = True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Runtime:
     """An integer computed when the probe fires: ``emit(r)`` writes code leaving it in register r, using
     registers r .. r + need - 1."""
@@ -113,18 +113,18 @@ class Runtime:
     guard: tuple[int, int, int, int] | None = None  # a test that must hold for the value not to be 0 (a header's)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StrArg:
     k: int
     ctype: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Name:
     var: str  # probeprov ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StrConst:
     value: bytes
 
@@ -187,17 +187,17 @@ class Label:
     pass
 
 
-@dataclass
+@record
 class Emitter:
     """Instructions with labels, and the tables they name: resolved into a ProgramForm at the end."""
 
-    items: list[pf.Insn | Label | tuple[str, int, int, Label]] = field(default_factory=list)
-    consts: list[int] = field(default_factory=list)
-    strings: bytearray = field(default_factory=bytearray)
-    aggs: list[pf.AggDesc] = field(default_factory=list)
+    items: list[pf.Insn | Label | tuple[str, int, int, Label]] = factory(list)
+    consts: list[int] = factory(list)
+    strings: bytearray = factory(bytearray)
+    aggs: list[pf.AggDesc] = factory(list)
     nargs: int = 0
-    _const_at: dict[tuple[int, ...], int] = field(default_factory=dict)
-    _string_at: dict[bytes, int] = field(default_factory=dict)
+    _const_at: dict[tuple[int, ...], int] = factory(dict)
+    _string_at: dict[bytes, int] = factory(dict)
 
     def op(self, name: str, dst: int = 0, a: int = 0, b: int = 0, imm: int = 0, with_imm: bool = False) -> None:
         self.items.append(pf.Insn(pf.OPS[name] | (pf.IMM if with_imm else 0), dst, a, b, imm))

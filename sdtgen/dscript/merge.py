@@ -9,10 +9,9 @@ again from nothing, the kernel's tables are untouched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sdtgen.dscript.compiler import AggInfo
 from sdtgen.dscript.tables import AggTableError, CpuTables
+from sdtgen.plaindata import factory, record
 
 MASK = (1 << 64) - 1
 FIELDS = {"probeprov": 0, "probemod": 1, "probefunc": 2, "probename": 3}
@@ -23,7 +22,7 @@ def to_signed(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Key:
     """One key of a row: the raw value (DTrace sorts by it) and what is shown."""
 
@@ -31,15 +30,15 @@ class Key:
     shown: int | str
 
 
-@dataclass
+@record
 class Totals:
     aggregations: tuple[AggInfo, ...]
     names: dict[int, tuple[str, str, str, str]]  # probe key -> its four names
-    rows: dict[int, dict[tuple[Key, ...], list[int]]] = field(default_factory=dict)  # id -> keys -> values (u64)
-    dropped: dict[int, int] = field(default_factory=dict)  # per CPU: updates its tables could not take
-    errors: dict[int, int] = field(default_factory=dict)  # per CPU, the kernel's running counts
-    nested: dict[int, int] = field(default_factory=dict)
-    shape: dict[int, tuple[int, int]] = field(default_factory=dict)  # per CPU: a half's index slots, arena bytes
+    rows: dict[int, dict[tuple[Key, ...], list[int]]] = factory(dict)  # id -> keys -> values (u64)
+    dropped: dict[int, int] = factory(dict)  # per CPU: updates its tables could not take
+    errors: dict[int, int] = factory(dict)  # per CPU, the kernel's running counts
+    nested: dict[int, int] = factory(dict)
+    shape: dict[int, tuple[int, int]] = factory(dict)  # per CPU: a half's index slots, arena bytes
 
     def __post_init__(self) -> None:
         self.by_id = {a.id: a for a in self.aggregations}

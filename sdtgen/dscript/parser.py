@@ -15,9 +15,9 @@ Comments are /* ... */. Every error is a ParseError at an offset of the text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from sdtgen.dscript.tree import Aggregation, Binary, Cast, Clause, Int, Node, Str, Ternary, Unary, Var
+from sdtgen.plaindata import record
 
 MAX_TEXT = 1 << 16  # characters of a script
 MAX_DEPTH = 32  # nesting of parentheses and unary operators (what the parser recurses through)
@@ -58,7 +58,7 @@ FUNCTIONS = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Token:
     kind: str  # int str ident punct probe newline end
     text: str

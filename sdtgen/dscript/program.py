@@ -7,9 +7,9 @@ little-endian, so a program is the same bytes on each of them.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from sdtgen.layout import AGG_DESC, CONSTANTS, INSN, PROGRAM, VALUES
+from sdtgen.plaindata import record
 
 OPS = {n[len("SDT_OP_"):]: v for n, v, _ in CONSTANTS if n.startswith("SDT_OP_") and n != "SDT_OP_IMM"}
 OP_NAMES = {v: k for k, v in OPS.items()}
@@ -27,7 +27,7 @@ _INSN = INSN.struct(64)
 _DESC = AGG_DESC.struct(64)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Insn:
     op: int  # SDT_OP_*, with IMM for a binary operation whose right operand is imm
     dst: int = 0
@@ -51,7 +51,7 @@ class Insn:
         return f"{name} {text}".rstrip()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AggDesc:
     id: int
     func: int  # SDT_AGG_*
@@ -62,7 +62,7 @@ class AggDesc:
     levels: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProgramForm:
     """A program's parts, as the runtime reads them."""
 

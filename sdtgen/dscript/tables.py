@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sdtgen.layout import AGG, AGG_ENTRY, VALUES
+from sdtgen.plaindata import factory, record
 
 Reader = Callable[[int, int], bytes]
 MAX_KEYS = VALUES["SDT_AGG_MAX_KEYS"]
@@ -22,17 +22,17 @@ class AggTableError(ValueError):
     """The tables are not what the runtime writes: the message says which field of which CPU's."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     id: int
     keys: tuple[int, ...]  # u64
     values: tuple[int, ...]  # u64
 
 
-@dataclass
+@record
 class CpuTables:
     cpu: int
-    entries: list[Entry] = field(default_factory=list)
+    entries: list[Entry] = factory(list)
     dropped: int = 0  # updates the halves read could not take
     errors: int = 0  # the CPU's running count: firings a program stopped
     nested: int = 0  # the CPU's running count: firings inside a program

@@ -2,57 +2,57 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from sdtgen.plaindata import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     at: int  # offset of its first character in the script
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Int(Node):
     value: int  # as written: 0 .. 2^64 - 1
     unsigned: bool = False  # a u/U suffix, or a value past INT64_MAX
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Str(Node):
     value: bytes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Var(Node):
     name: str  # arg0..arg5, cpu, probeprov, probemod, probefunc, probename
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unary(Node):
     op: str  # - + ! ~
     operand: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Binary(Node):
     op: str  # * / % + - << >> < <= > >= == != & ^ | && ^^ ||
     left: Node
     right: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ternary(Node):
     cond: Node
     then: Node
     other: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cast(Node):
     ctype: str  # the C type written, e.g. "unsigned int"
     operand: Node
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Aggregation(Node):
     name: str  # "" for the anonymous @
     keys: tuple[Node, ...]
@@ -60,11 +60,11 @@ class Aggregation(Node):
     args: tuple[Node, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Clause:
     number: int  # from 1, in the script's order
     text: str  # as written, for diagnostics
     specs: tuple[str, ...]
     predicate: Node | None
-    actions: tuple[Aggregation, ...] = field(default=())
+    actions: tuple[Aggregation, ...] = ()
     record: bool = True  # no aggregation: a firing that passes is recorded (DTrace's default action)

@@ -9,7 +9,7 @@ section), the section's address range is the set.
 from __future__ import annotations
 
 from sdtgen.elf.reader import SHT_NOBITS, ElfFile
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 
 @record(frozen=True)

@@ -18,7 +18,7 @@ from operator import itemgetter
 
 from sdtgen.elf.structs import Layout, layout
 from sdtgen.errors import SdtError
-from sdtgen.record import cached, record
+from sdtgen.plaindata import cached, record
 
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 SHT_NULL, SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_RELA = 0, 1, 2, 3, 4

@@ -19,7 +19,7 @@ from sdtgen.elf.reader import (
     STV_HIDDEN,
     ElfFile,
 )
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 
 @record(frozen=True)

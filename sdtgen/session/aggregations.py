@@ -7,27 +7,26 @@ The same for every target: a target only carries the programs' bytes and the tab
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sdtgen.dscript import Compiled, compile_script
 from sdtgen.dscript.merge import Totals
 from sdtgen.errors import SdtError, printable
+from sdtgen.plaindata import factory, record
 from sdtgen.targets.base import DamagedTables, Refused
 
 
-@dataclass
+@record
 class Prepared:
     """An --aggregate of the command line: compiled (and its ids and probes reserved) before the kernel starts."""
 
     compiled: Compiled | None = None
 
 
-@dataclass
+@record
 class Aggregations:
     session: object
     next_id: int = 1
-    names: dict[str, str] = field(default_factory=dict)  # @name -> the script that has it
-    programs: dict[int, str] = field(default_factory=dict)  # probe key -> the script whose program it runs
+    names: dict[str, str] = factory(dict)  # @name -> the script that has it
+    programs: dict[int, str] = factory(dict)  # probe key -> the script whose program it runs
     totals: Totals | None = None
     attached: bool = False
     damaged: int = 0  # CPUs' tables left out of a snapshot: what they claimed could not be believed

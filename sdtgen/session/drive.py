@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass, field
 
 from sdtgen.calls import parse_arg
 from sdtgen.errors import SdtError, printable
+from sdtgen.plaindata import factory, record
 from sdtgen.session.session import filtered
 
 
-@dataclass
+@record
 class Call:
     """A --run's arguments as given (--arg) and the CPU it runs on (--cpu; None: every CPU)."""
 
-    args: list[str] = field(default_factory=list)
+    args: list[str] = factory(list)
     cpu: int | None = None
 
     def values(self) -> list[int | str]:

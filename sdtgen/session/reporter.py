@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import sys
 from collections import deque
-from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
 from sdtgen.errors import ERROR, MAX_WARNING, WARNING, Diagnostic, printable
+from sdtgen.plaindata import record
 from sdtgen.targets.base import CallFault
 
 REFUSED_PER_FUNCTION = 3  # refused sites shown per function on a terminal (all of them with --json)
@@ -23,7 +23,7 @@ class Stopped(KeyboardInterrupt):
     """Ctrl-C stopped a guest call; where it was has been reported."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Firing:
     probe: str
     pc: int | None  # the site, when the probe has only one

@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from sdtgen.errors import SdtError
 from sdtgen.limits import DEFAULT_TIMEOUT, MAX_TIMEOUT
+from sdtgen.plaindata import record
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
 from sdtgen.targets import ATTACH, EMULATOR, LISTEN, PROCESS, QEMU, open_target, target_options
@@ -69,7 +69,7 @@ def opened_line(serial: str | None, duplex: bool) -> Iterator:
 
 
 # -- boot, qemu, attach ----------------------------------------------------------------------------------
-@dataclass
+@record
 class Tracing:
     """What `boot`, `qemu` and `attach` share: the actions in order (sdtgen/session/drive.py), the console, the
     trace, the output; ``target`` holds the target's own options (sdtgen.targets.target_options)."""
@@ -157,7 +157,7 @@ def trace_option(image: str, path: str | None, fmt: str | None) -> tuple[str, st
 
 
 # -- record ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class Recorded:
     """What a recording collected: packets taken, events, CPUs seen, packets dropped and damaged."""
 

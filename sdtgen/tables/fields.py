@@ -10,7 +10,7 @@ the addend (in the bytes, for REL objects such as i386's). Either way a field re
 from __future__ import annotations
 
 from sdtgen.elf.reader import ET_DYN, ET_REL, SHN_COMMON, SHN_UNDEF, SHT_RELA, ElfFile, Section
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 
 @record(frozen=True, order=True)

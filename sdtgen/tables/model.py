@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdtgen.record import record
+from sdtgen.plaindata import record
 from sdtgen.tables.fields import Place
 
 

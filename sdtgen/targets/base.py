@@ -19,9 +19,9 @@ verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES), each a small 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from sdtgen.plaindata import record
 from sdtgen.trace.model import Lost
 
 if TYPE_CHECKING:  # the dscript package is imported by what aggregates, not by every target
@@ -43,7 +43,7 @@ EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fe
 LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CallFault:
     """How a call ended without returning: ``what`` in words, at ``pc``."""
 
@@ -52,7 +52,7 @@ class CallFault:
     interrupted: bool = False  # Ctrl-C (or SIGTERM, SIGHUP) stopped it
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Host:
     """What a target sees of the host: the image facts it reads and the sinks it calls (never the session)."""
 
@@ -97,7 +97,7 @@ class Refused(Exception):
         self.text = text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Booted:
     """What the kernel says of itself once it is up (the control core's hello, or the emulated boot's sdt_init)."""
 
@@ -111,7 +111,7 @@ class Booted:
     protocol: str  # "safe", or "naive" in a runtime built with -DSDT_NAIVE_PROTOCOL
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Returned:
     """One CPU's end of a call: the return register (raw), or its fault."""
 
@@ -120,7 +120,7 @@ class Returned:
     fault: CallFault | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DamagedTables:
     """A CPU whose aggregation tables could not be believed: what is wrong with them."""
 
@@ -128,7 +128,7 @@ class DamagedTables:
     what: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProbeState:
     """A probe as the kernel's runtime sees it (the control core's `list`)."""
 
@@ -138,7 +138,7 @@ class ProbeState:
     armed: int
 
 
-@dataclass
+@record
 class Summary:
     """What a torture run measured, the same on every target: CPUs calling a function over and over while
     another arms and disarms its probes through the runtime.
@@ -198,7 +198,7 @@ class Summary:
         return line
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TortureJob:
     """A torture as the session asks for it (see Summary): every CPU but one calls ``func`` (``symbol``) with
     ``args`` over and over while the last arms (``mode``) and disarms ``spec`` ``toggles`` times (mode
@@ -317,7 +317,7 @@ class Exhaustive(Protocol):
     def exhaustive(self, symbol: str, module: bool) -> Summary: ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoadedModule:
     """A module a target loaded: its name, the sites the runtime patched, its functions and its probes."""
 

@@ -6,14 +6,15 @@ from the runtime's rings and hands each one, with its decoded events, to a sink 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from sdtgen.plaindata import record
 
 FORMATS = ("ctf", "perfetto", "chrome")
 Format = Literal["ctf", "perfetto", "chrome"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TraceProbe:
     key: int  # the event id its events carry (sdt_probe.key)
     provider: str
@@ -27,7 +28,7 @@ class TraceProbe:
         return f"{self.provider}:{self.module}:{self.function}:{self.name}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TraceMeta:
     arch: str  # sdtgen's architecture name: x86_64, i386, aarch64, riscv64
     clock_name: str  # an identifier: tsc, cntvct_el0, ...
@@ -36,7 +37,7 @@ class TraceMeta:
     probes: tuple[TraceProbe, ...]
 
 
-@dataclass
+@record
 class Lost:
     """What one CPU's ring lost: events discarded (ring full, nested, too big) and events in packets the
     writer overwrote before they were read."""

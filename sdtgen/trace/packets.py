@@ -11,13 +11,13 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
 
 from sdtgen.event_format import EventFormat, align
 from sdtgen.layout import EVENT, PACKET, VALUES
+from sdtgen.plaindata import record, replace
 
 MAGIC = VALUES["SDT_PACKET_MAGIC"]
 MIN_PACKET = VALUES["SDT_MIN_PACKET"]
@@ -36,7 +36,7 @@ class Event(NamedTuple):
     args: tuple[int | str | None, ...]  # a str is the string copied at the firing; None: NULL or unreadable
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Packet:
     cpu: int
     seq: int

@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from sdtgen.plaindata import record
 from sdtgen.trace.model import Lost
 from sdtgen.trace.packets import MIN_PACKET, Decoder, Event, Packet, PacketError
 
@@ -47,7 +47,7 @@ class Read(NamedTuple):
     last: str | None
 
 
-@dataclass
+@record
 class _Cpu:
     seq: int = 0  # the last packet's number (the runtime numbers them from 1)
     end: int = 0  # the last packet's end

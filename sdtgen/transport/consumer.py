@@ -18,10 +18,10 @@ be are said once and read no further.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from sdtgen.layout import CPU
+from sdtgen.plaindata import record
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import Streams
 
@@ -68,7 +68,7 @@ class StoppedMemory:
         return True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ring:
     area: int  # the CPU's struct sdt_cpu
     ring: int  # its packets

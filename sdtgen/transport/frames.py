@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
 
 from sdtgen.layout import FRAME_HEADER, VALUES
 from sdtgen.layout import INFO as INFO_LAYOUT
 from sdtgen.layout import VERDICT as VERDICT_LAYOUT
+from sdtgen.plaindata import record
 
 # Every frame's fields are little-endian, whatever the kernel's architecture (sdt_serial.c writes them so).
 SYNC = VALUES["SDT_FRAME_SYNC"].to_bytes(4, "little")
@@ -36,27 +36,27 @@ class FrameError(ValueError):
     """A frame whose CRC held but whose payload is not what its type carries (the kernel sent it so)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Frame:
     type: int
     payload: bytes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Console:
     """Bytes the kernel wrote outside any frame (early boot output, a panic message)."""
 
     data: bytes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     seq: int  # the packet's packet_seq_num
     cpu: int
     keep: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Info:
     clock_hz: int
     bits: int

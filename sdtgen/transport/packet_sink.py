@@ -11,9 +11,9 @@ their CPU numbers included (sdtgen.trace.streams).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sdtgen.layout import PACKET
+from sdtgen.plaindata import record
 from sdtgen.transport.frames import PACKET as PACKET_FRAME
 from sdtgen.transport.frames import VERDICT, Frame, FrameError, verdict
 
@@ -23,7 +23,7 @@ _HEAD = PACKET.struct(64)  # the fields read here are fixed-width: the same on e
 _CPU, _SEQ = PACKET.names().index("cpu_id"), PACKET.names().index("packet_seq_num")
 
 
-@dataclass
+@record
 class PacketSink:
     consumers: list[Consumer]
     on_problem: Callable[[str], None] | None = None  # told what each stray or damaged frame was, as it is counted
@@ -31,7 +31,7 @@ class PacketSink:
     dropped: int = 0  # packets the writer overwrote while they were sent
     stray: int = 0  # packets without their verdict (or verdicts without their packet): the line lost a frame
     damaged: int = 0  # packet or verdict frames too short for what they are (the CRC held: the kernel sent them)
-    _pending: tuple[int, int, bytes] | None = field(default=None)  # (cpu, packet_seq_num, the packet)
+    _pending: tuple[int, int, bytes] | None = None  # (cpu, packet_seq_num, the packet)
     _refused: bool = False  # the last packet frame was damaged: the verdict that follows is its own
 
     def frame(self, f: Frame) -> bool:

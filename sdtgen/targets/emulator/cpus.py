@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from sdtgen.arch.base import RETURNS, Arch
-from sdtgen.record import record
+from sdtgen.plaindata import record
 
 
 @record(frozen=True)

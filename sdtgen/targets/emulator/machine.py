@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sdtgen.arch.base import Arch
 from sdtgen.elf.reader import PF_X, PT_LOAD, SHT_REL, SHT_RELA, ElfFile
 from sdtgen.errors import SdtError, printable
 from sdtgen.image import CodeSpan, code_spans
 from sdtgen.limits import DEFAULT_TIMEOUT, MAX_MAPPED, MAX_SEGMENT, MAX_SEGMENTS
+from sdtgen.plaindata import record
 from sdtgen.targets.emulator.cpus import model_of
 from sdtgen.targets.emulator.fast_unicorn import hold_the_gil_in_short_calls, look_up_register_classes_once
 from sdtgen.targets.emulator.watchdog import INTERRUPTED, TIMED_OUT, Watchdog
@@ -35,7 +35,7 @@ MIN_TCG_BUFFER = 4 << 20
 RETURNED = object()  # what _slice() says when the call came back to the return page
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Region:
     vaddr: int
     paddr: int

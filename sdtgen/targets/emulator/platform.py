@@ -19,10 +19,10 @@ Every layout comes from sdtgen/layout.py; the runtime's entry points from the im
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
 from sdtgen.errors import SdtError
 from sdtgen.layout import AGG, CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
+from sdtgen.plaindata import record
 from sdtgen.targets.emulator.machine import PAGE, Machine, Region
 from sdtgen.transport.geometry import packet_size_for
 
@@ -36,7 +36,7 @@ AGG_TABLE_BYTES = 256 * 1024  # a CPU's aggregation tables (two halves): about a
 PROGRAM_AREA = 4 * VALUES["SDT_PROG_MAX_BYTES"]  # programs the host writes before sdt_enable_program
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entries:
     """The runtime's entry points in an image, by name, and the name of its patch protocol."""
 

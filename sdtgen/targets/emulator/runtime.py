@@ -11,11 +11,11 @@ breakpoint, and after sdt_trap recorded a firing the host calls the action in th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sdtgen.arch.base import TAIL
 from sdtgen.errors import SdtError
 from sdtgen.layout import ERRORS, VALUES
+from sdtgen.plaindata import factory, record
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import Bounds, TableError, TableProbe, TableSite, module_sites, read_tables
 from sdtgen.targets.emulator.fast_unicorn import register_reader
@@ -29,7 +29,7 @@ NOT_OURS, FIRED = VALUES["SDT_TRAP_NOT_OURS"], VALUES["SDT_TRAP_FIRED"]
 FIRING = ("call", "tail", "cond", "goto")  # site forms that fire (an is-enabled check reads 0 or 1)
 
 
-@dataclass
+@record
 class Report:
     """A line the runtime reported, and the site entry it is about (its address, or 0)."""
 
@@ -37,10 +37,10 @@ class Report:
     line: str
 
 
-@dataclass
+@record
 class InitResult:
     sites: list[TableSite]  # every entry, with the state sdt_init left it in
-    reports: list[Report] = field(default_factory=list)
+    reports: list[Report] = factory(list)
 
     def of(self, state: str) -> list[TableSite]:
         return [s for s in self.sites if s.state == state]

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sdtgen.errors import SdtError, printable
+from sdtgen.plaindata import record
 from sdtgen.table import TableSite
 from sdtgen.targets.base import Summary
 from sdtgen.targets.emulator.legit import legit_instructions
@@ -44,7 +44,7 @@ GAP = 8  # the most rounds the CPUs run between two toggles
 CALL_ROUNDS = 20000  # rounds a call may take before it counts as a fault (a torn branch may loop)
 
 
-@dataclass
+@record
 class Watched:
     site: TableSite
     legit: frozenset[tuple[int, bytes]]  # (address, bytes) of every instruction a CPU may execute in the site
