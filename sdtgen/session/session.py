@@ -445,7 +445,7 @@ class Session:
         self.module_functions.update(loaded.functions)
         for p in self.modules[loaded.name]:
             self.types[p.spec] = p.args
-            self.decoder.formats[p.key] = event_format(p.key, p.spec, p.args, arch.bits, arch.little)
+        self.decoder.add(event_format(p.key, p.spec, p.args, arch.bits, arch.little) for p in self.modules[loaded.name])
         self.probes = [p for p in self.probes if p not in self.modules[loaded.name]] + self.modules[loaded.name]
         self.reporter.module(loaded.name, loaded.patched, "loaded")
 

@@ -19,11 +19,11 @@ import shutil
 import tempfile
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD
+from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD, parse_reply, reply_shapes
 from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
 from sdtgen.targets.base import Halted, Host, Refused
 from sdtgen.targets.child import Child, ChildChannel
-from sdtgen.targets.control import ControlTarget, _hex
+from sdtgen.targets.control import ControlTarget
 from sdtgen.trace.streams import MIN_PACKET
 from sdtgen.transport.consumer import Consumer, Ring
 from sdtgen.transport.shared_ram import SharedRam
@@ -148,11 +148,10 @@ def _overlap(a: int, n: int, b: int, m: int) -> bool:
 def _ring(ram: SharedRam, line: str, k: int, bits: int, buffer_size: int, packet_size: int | None) -> Ring:
     """One `area K AREA RING` line: CPU k's area and ring, both inside the shared RAM and 8-byte aligned. Their sizes
     are the host's when it attached the rings, else the area's (a power of two, the whole ring inside the RAM)."""
-    w = line.split()
-    numbers = [_hex(x) for x in w[1:]]
-    if w[:1] != [WORD["area"]] or len(w) != 4 or None in numbers or numbers[0] != k:
-        raise ValueError(f"{printable(line)!r} is not `area {k:x} AREA RING`")
-    _, area, ring = numbers
+    said = parse_reply("shared", line)
+    if said is None or said[1]["cpu"] != k:
+        raise ValueError(f"{printable(line)!r} is not {reply_shapes('shared')} of CPU {k:x}")
+    area, ring = said[1]["area"], said[1]["ring"]
     offsets = CPU.offsets(bits)
     if not ram.contains(area, CPU.size(bits)):
         raise ValueError(f"CPU {k}'s area {area:#x} is outside it")

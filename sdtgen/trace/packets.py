@@ -70,6 +70,12 @@ class Decoder:
         self.event = EVENT.struct(bits, little)
         self._runs: dict[int, tuple[struct.Struct, struct.Struct]] = {}
 
+    def add(self, formats: Iterable[EventFormat]) -> None:
+        """Formats of probes that came later (a module loaded): their events decoded from now on (a key a module
+        loaded before had is decoded by its new format)."""
+        for f in formats:
+            self.formats[f.key] = f
+            self._runs.pop(f.key, None)
     def packet(self, data: bytes | memoryview, where: str = "") -> Packet:
         """The header of the packet ``data`` starts with (``data`` holds at least its content); PacketError when it
         is not one a trace reader can read: its magic, stream, sizes or times out of place."""

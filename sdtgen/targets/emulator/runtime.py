@@ -18,15 +18,13 @@ from sdtgen.layout import ERRORS, VALUES
 from sdtgen.plaindata import factory, record
 from sdtgen.probes import ProbeSpec
 from sdtgen.table import Bounds, TableError, TableProbe, TableSite, module_sites, read_tables
+from sdtgen.targets.base import BRANCH, TRAP
 from sdtgen.targets.emulator.fast_unicorn import register_reader
 from sdtgen.targets.emulator.machine import GuestFault, Machine
 from sdtgen.targets.emulator.platform import MAX_SPEC_BYTES, Entries, Platform
 
-TRAP, BRANCH = "trap", "branch"
-ARM_MODES = (TRAP, BRANCH)
 MODES = {TRAP: VALUES["SDT_TRAP"], BRANCH: VALUES["SDT_BRANCH"]}
 NOT_OURS, FIRED = VALUES["SDT_TRAP_NOT_OURS"], VALUES["SDT_TRAP_FIRED"]
-FIRING = ("call", "tail", "cond", "goto")  # site forms that fire (an is-enabled check reads 0 or 1)
 
 
 @record

@@ -15,6 +15,7 @@ from sdtgen.limits import MAX_RINGS
 from sdtgen.probes import ProbeSpec
 from sdtgen.targets.base import (
     ACTIONS,
+    BRANCH,
     EXHAUSTIVE,
     MODULES,
     Booted,
@@ -31,7 +32,7 @@ from sdtgen.targets.base import (
 from sdtgen.targets.emulator.machine import GuestFault, Machine
 from sdtgen.targets.emulator.machine import Interrupted as MachineInterrupted
 from sdtgen.targets.emulator.platform import Platform, runtime_entries
-from sdtgen.targets.emulator.runtime import BRANCH, ProbeRuntime
+from sdtgen.targets.emulator.runtime import ProbeRuntime
 from sdtgen.trace.model import Lost
 
 
