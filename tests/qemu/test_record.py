@@ -1,5 +1,5 @@
 """`sdtgen record` against what a line can carry: capture files of frames written here from the documented
-layout (tests/qemu/serial_line.py), for a real gcc-built kernel's probes. Whatever the line or the kernel sends,
+layout (tests/serial_line.py), for a real gcc-built kernel's probes. Whatever the line or the kernel sends,
 record gives a trace babeltrace2 opens, with every packet that holds and none that does not, or one error line
 and no trace at all; never a traceback, a temporary directory left behind, or memory beyond what came."""
 
