@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 from helpers import CROSS, ROOT, need_tool, run
+from qemu_helpers import ALL
 
 from sdtgen import arch as arches
 
@@ -42,9 +43,16 @@ def test_a_store_made_again_after_the_handshake_leaves_no_hart_running_the_repla
     assert rounds(xmc, "xmc-again.elf") == (ROUNDS, 0, 0, True)
 
 
+@pytest.mark.skipif(not ALL, reason="a race that shows only some runs: make qemu")
 def test_qemu_runs_an_instruction_replaced_before_both_harts_ran_fence_i(xmc):
-    n, leaked, stale, site = rounds(xmc, "xmc.elf")
-    assert n == ROUNDS and site  # memory held the nop all along
-    # Seen: 6 to 27 windows of 4,000 (each running the addi on every call). None: this QEMU drops a translation a
-    # store raced, and the patch protocol's step 5 (docs/runtime.md) is no longer needed with it.
-    assert leaked > 0 and stale >= leaked, (leaked, stale)
+    """Seen under load: 6 to 27 windows of 4,000 (each running the addi on every call); on a quiet host a run of
+    4,000 can see none, so up to five runs are made. None in all five: this QEMU may drop a translation a store
+    raced, and the patch protocol's step 5 (docs/runtime.md) may no longer be needed with it."""
+    seen = []
+    for _ in range(5):
+        n, leaked, stale, site = rounds(xmc, "xmc.elf")
+        assert n == ROUNDS and site  # memory held the nop all along
+        seen.append((leaked, stale))
+        if leaked:
+            break
+    assert leaked > 0 and stale >= leaked, seen
