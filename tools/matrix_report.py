@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from matrix import Cell, Column, Row
+if TYPE_CHECKING:  # the matrix's records, named here only in annotations: matrix imports this module
+    from matrix import Cell, Column, Row
 
 MARK = {"ok": "✓", "broken": "✗", "refused": "!"}
 LEGEND = ("Each cell: reloc table / offset table. ✓ every site where the table says (folded ICF twins "
