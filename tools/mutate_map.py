@@ -18,7 +18,8 @@ from pathlib import Path
 # Source file -> test files that exercise it without naming it (each entry says why in a word).
 EXTRA: dict[str, list[str]] = {
     # D programs compiled to aggregation tables: run by the boot tests through `--aggregate`.
-    "sdtgen/runtime/sdt_aggregate.c": ["tests/boot/test_aggregate_boot.py", "tests/boot/test_boot_aggregate.py"],
+    "sdtgen/runtime/sdt_aggregate.c": ["tests/boot/test_aggregation_tables.py",
+                                       "tests/boot/test_aggregation_printed.py"],
     # The packet rings: every boot that records reads them.
     "sdtgen/runtime/sdt_transport.c": ["tests/boot/test_datapath.py", "tests/boot/test_session_end.py"],
     # The patch protocol: static functions only, reached through arming and disarming.
