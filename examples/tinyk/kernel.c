@@ -16,6 +16,11 @@
  * interrupts and threads record them (docs/control.md's `flush`). The probe's breakpoint (--arm trap)
  * nests in the timer's trap: start.S keeps sstatus, which the nested trap and its sret overwrite.
  *
+ * CPUs are numbered as Linux numbers them, independently of hart ids: the hart OpenSBI let in first (any one) is
+ * CPU 0 and runs the control core, the others follow in hart order; that number is the runtime's CPU (sdt_cpu's
+ * index, the host's --cpu) and the SBI calls that name a hart (IPIs, starting it) take its hart id. So the last
+ * CPU, whose clock samples, is never the control core's when there are two or more, whichever hart booted.
+ *
  * What S-mode needs that an M-mode kernel does by itself:
  *   - rdtime works only because M-mode (OpenSBI) sets mcounteren.TM;
  *   - an IPI is an SBI call (the IPI extension), arriving as a supervisor software interrupt;
@@ -29,7 +34,7 @@
 SDT_PROVIDER_DECLARE(tk);
 SDT_PROBE_DEFINE2(tk, clock, tick, sample, "unsigned long", "int");
 
-#define MAX_CPUS 8	/* harts 0..7 (start.S's stacks) */
+#define MAX_CPUS 8	/* harts 0..7 (start.S's stacks), CPUs 0..7 */
 #define RING (64 << 10)	/* each CPU's trace ring */
 #define PACKET (4 << 10)
 #define UART ((volatile unsigned char *)0x10000000ul)
@@ -55,7 +60,8 @@ typedef unsigned long word;
 /* One CPU's data: tp holds its address. */
 struct percpu {
 	struct sdt_cpu area;	/* the runtime's area: cpu_area() gives it */
-	unsigned cpu;
+	unsigned cpu;	/* the logical id: its index in percpu[] and the runtime's */
+	unsigned hart;	/* what SBI calls it */
 	volatile int online;
 	volatile unsigned long synced;	/* the sync generation this CPU has serialized for */
 	void (*volatile job)(void *);	/* posted by another CPU (the control core's start), cleared when done */
@@ -75,6 +81,7 @@ static struct percpu percpu[MAX_CPUS];
 static unsigned char rings[MAX_CPUS][RING] __attribute__((aligned(64)));
 static struct sdt_control_cpu control[MAX_CPUS];
 static unsigned ncpus;
+static unsigned boot_hart;	/* CPU 0's hart */
 static volatile unsigned long sync_gen;
 static volatile unsigned sync_from;
 static int uart_lock;
@@ -142,7 +149,7 @@ static long sbi(long ext, long fid, long a0, long a1, long a2)
 static void send_ipi(unsigned cpu)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	sbi(SBI_EXT_IPI, 0, 1l << cpu, 0, 0);
+	sbi(SBI_EXT_IPI, 0, 1l << percpu[cpu].hart, 0, 0);	/* a hart mask, from hart 0 */
 }
 
 /* -- the UART: the control channel, and the console --------------------------------------------- */
@@ -565,11 +572,17 @@ long sample_stop(void)
 
 /* -- boot ---------------------------------------------------------------------------------------- */
 
-static void cpu_init(unsigned hart)
+/* A hart's logical CPU: the boot hart is CPU 0, the others keep their order after it. */
+static unsigned cpu_of(unsigned hart)
 {
-	struct percpu *p = &percpu[hart];
+	return hart == boot_hart ? 0 : hart < boot_hart ? hart + 1 : hart;
+}
 
-	p->cpu = hart;
+static void cpu_init(unsigned cpu)
+{
+	struct percpu *p = &percpu[cpu];
+
+	p->cpu = cpu;
 	__asm__ __volatile__("mv tp, %0" ::"r"(p));
 	__asm__ __volatile__("csrs sie, %0" ::"r"(SIE_SSIE | SIE_STIE));
 }
@@ -578,7 +591,7 @@ void tinyk_secondary(word hart)
 {
 	struct percpu *p;
 
-	cpu_init((unsigned)hart);
+	cpu_init(cpu_of((unsigned)hart));	/* boot_hart was set before `released` */
 	p = self();
 	__atomic_store_n(&p->online, 1, __ATOMIC_RELEASE);
 	for (;;) {
@@ -593,12 +606,12 @@ void tinyk_secondary(word hart)
 	}
 }
 
-static int all_online(unsigned harts)
+static int all_online(unsigned cpus)
 {
 	unsigned k;
 
 	for (k = 0; k < MAX_CPUS; k++)
-		if ((harts >> k & 1) && !__atomic_load_n(&percpu[k].online, __ATOMIC_ACQUIRE))
+		if ((cpus >> k & 1) && !__atomic_load_n(&percpu[k].online, __ATOMIC_ACQUIRE))
 			return 0;
 	return 1;
 }
@@ -608,11 +621,16 @@ void tinyk_main(word hart)
 	static struct sdt_range text, readable;
 	static struct sdt_hooks hooks;
 	static struct sdt_control_ops ops;
-	unsigned k, harts = 0;
+	unsigned k, cpus = 0;
 	sdt_u64 until;
 
-	cpu_init((unsigned)hart);
-	puts_raw("tinyk: booting\r\n");	/* console bytes outside frames: a host shows them as they are */
+	boot_hart = (unsigned)hart;
+	for (k = 0; k < MAX_CPUS; k++)
+		percpu[cpu_of(k)].hart = k;
+	cpu_init(0);
+	puts_raw("tinyk: booting on hart ");	/* console bytes outside frames: a host shows them as they are */
+	put_decimal(hart);
+	puts_raw(", CPU 0\r\n");
 	text.start = (word)_stext;
 	text.size = (word)(_etext - _stext);
 	readable.start = RAM;
@@ -630,17 +648,17 @@ void tinyk_main(word hart)
 	hooks.clock_hz = TIMEBASE_HZ;
 	for (k = 0; k < MAX_CPUS; k++)
 		sdt_cpu_attach(&percpu[k].area, k, rings[k], RING, PACKET, SDT_DISCARD);
-	ncpus = (unsigned)hart + 1;
+	ncpus = 1;
 	sdt_init(&hooks);	/* before any other hart runs kernel code */
 	__atomic_store_n(&released, 1, __ATOMIC_RELEASE);
 	for (k = 0; k < MAX_CPUS; k++) {	/* OpenSBI may have left them stopped (HSM): start them here */
 		long e = k == hart ? 0 : sbi(SBI_EXT_HSM, 0, k, (long)(word)_start, 0);
 		if (e == 0 || e == SBI_ERR_ALREADY_AVAILABLE)	/* started now, or running already: it will check in */
-			harts |= 1u << k;
+			cpus |= 1u << cpu_of(k);
 	}
-	percpu[hart].online = 1;
+	percpu[0].online = 1;
 	/* Every hart that exists checks in: a second at most, since a busy host may run a vCPU's thread late. */
-	for (until = clock() + TIMEBASE_HZ; clock() < until && !all_online(harts);)
+	for (until = clock() + TIMEBASE_HZ; clock() < until && !all_online(cpus);)
 		;
 	for (ncpus = 0; ncpus < MAX_CPUS && percpu[ncpus].online; ncpus++)
 		;

@@ -6,6 +6,7 @@ run on one CPU or all, traced and tortured, each firing the native run's."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ import threading
 import time
 
 import pytest
-from helpers import CROSS, ROOT, SDTGEN, need_tool, run, sdtgen
+from helpers import CROSS, ROOT, SDTGEN, cross_tool, need_tool, run, sdtgen
 from native import Call, run_native
 
 from sdtgen import arch as arches
@@ -88,18 +89,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclasses.dataclass(frozen=True)
+class Running:
+    """A kernel QEMU runs on its own: its UART (``--serial``'s argument) and QEMU's monitor, TCP servers both."""
+
+    serial: str
+    monitor: int  # the port
+
+
 @contextlib.contextmanager
 def listening(image):
     """``image`` booted by QEMU on its own (two CPUs), its UART a TCP server: a kernel that is already running."""
     a = arches.by_name("riscv64")
-    port = free_port()
+    port, monitor = free_port(), free_port()
     qemu = subprocess.Popen([need_tool(a.qemu.binary, a.qemu.package), "-machine", "virt", "-smp", "2", "-m", "128M",
-                             *OPENSBI, "-nodefaults", "-display", "none", "-monitor", "none",
+                             *OPENSBI, "-nodefaults", "-display", "none",
+                             "-monitor", f"tcp:127.0.0.1:{monitor},server=on,wait=off",
                              "-serial", f"tcp:127.0.0.1:{port},server=on,wait=off", "-kernel", str(image)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)
     try:
-        yield f"tcp:127.0.0.1:{port}"
+        yield Running(f"tcp:127.0.0.1:{port}", monitor)
     finally:
         qemu.kill()
         qemu.wait()
@@ -108,14 +118,51 @@ def listening(image):
 @pytest.fixture
 def running_tinyk(tinyk):
     """tinyk booted by QEMU on its own, its UART a TCP server: a kernel that is already running."""
-    with listening(tinyk) as serial:
-        yield serial
+    with listening(tinyk) as running:
+        yield running
+
+
+def monitor(port: int, command: str) -> str:
+    """What QEMU's monitor answers ``command``."""
+    seen = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(command.encode() + b"\n")
+        while seen.count(b"(qemu) ") < 2:  # its banner's prompt, then the one after the answer
+            chunk = s.recv(65536)
+            assert chunk, f"QEMU's monitor closed after {seen!r}"
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def symbols(image) -> dict[str, tuple[int, int]]:
+    """nm's address and size of each sized symbol of ``image``."""
+    out = run([cross_tool("riscv64", "nm"), "-S", str(image)]).stdout
+    return {f[3]: (int(f[0], 16), int(f[1], 16)) for f in map(str.split, out.splitlines()) if len(f) == 4}
+
+
+def control_core_cpu(running: Running, image) -> int:
+    """The CPU tinyk's control core runs on, as QEMU sees it: the vCPU whose pc is in tinyk_main (the control core's
+    UART loop, nm gives its bounds), numbered as the kernel numbers it, by the entry of its percpu array that the
+    vCPU's tp points at (nm gives the array, the two vCPUs' tps an entry's size). Asked until one vCPU is in the loop
+    (the other waits for jobs in tinyk_secondary; either may be in a trap when asked)."""
+    syms = symbols(image)
+    (main, size), (percpu, _) = syms["tinyk_main"], syms["percpu"]
+    for _ in range(50):
+        shown = monitor(running.monitor, "info registers -a")
+        pcs = [int(v, 16) for v in re.findall(r"\n pc +([0-9a-f]+)", shown)]
+        tps = [int(v, 16) for v in re.findall(r"x4/tp +([0-9a-f]+)", shown)]
+        assert len(pcs) == len(tps) == 2 and tps[0] != tps[1], shown
+        looping = [tp for pc, tp in zip(pcs, tps, strict=True) if main <= pc < main + size]
+        if len(looping) == 1:
+            return (looping[0] - percpu) // abs(tps[0] - tps[1])
+        time.sleep(0.1)
+    raise AssertionError(f"no vCPU of QEMU's was in tinyk_main's loop: {shown}")
 
 
 def test_sdtgen_attach_arms_runs_and_traces_a_running_kernel_and_disarms_when_it_leaves(running_tinyk, tinyk,
                                                                                       tinyk_native, tmp_path):
     trace = tmp_path / "trace"
-    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--arm", "branch", "--enable", "tk:sched::",
+    r = sdtgen("attach", "--serial", running_tinyk.serial, tinyk, "--json", "--arm", "branch", "--enable", "tk:sched::",
                *run_args(CALLS[1:], cpu=0), "--trace", trace)
     assert r.returncode == 0, r.stderr
     events = [json.loads(line) for line in r.stdout.splitlines()]
@@ -123,7 +170,7 @@ def test_sdtgen_attach_arms_runs_and_traces_a_running_kernel_and_disarms_when_it
     assert fired(events, 0) == want and not fired(events, 1)
     shown = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
     assert [re.search(r" (tk:\S+): \{ cpu_id = 0,", line)[1] for line in shown] == [p for p, _ in want]
-    again = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", *run_args(CALLS, cpu=1))
+    again = sdtgen("attach", "--serial", running_tinyk.serial, tinyk, "--json", *run_args(CALLS, cpu=1))
     assert again.returncode == 0, again.stderr
     assert not [line for line in again.stdout.splitlines() if '"fire"' in line]  # the first session disarmed
 
@@ -148,15 +195,15 @@ def test_a_shell_on_the_same_uart_keeps_its_half_typed_line_while_attach_drives_
     """tinyk's console is its shell's and its control core's (sdt_control_claims): a line half typed at the
     shell stays half typed while `sdtgen attach` arms, runs and traces, none of attach's lines reaches the
     shell, and the shell finishes the line it had."""
-    assert b"before\r\n" in typed(running_tinyk, b"echo before\n", until=b"before\r\n")
-    typed(running_tinyk, b"echo mid")
-    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--enable", "tk:net::",
+    assert b"before\r\n" in typed(running_tinyk.serial, b"echo before\n", until=b"before\r\n")
+    typed(running_tinyk.serial, b"echo mid")
+    r = sdtgen("attach", "--serial", running_tinyk.serial, tinyk, "--json", "--enable", "tk:net::",
                *run_args(CALLS[:1], cpu=0))
     assert r.returncode == 0, r.stderr
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert fired(events, 0) == expected(tinyk_native, CALLS[:1])
     assert not [e for e in events if e["event"] == "console"]  # the shell heard none of attach's lines
-    shown = typed(running_tinyk, b"dle\n", until=b"\r\n")
+    shown = typed(running_tinyk.serial, b"dle\n", until=b"\r\n")
     assert shown == b"middle\r\n"
 
 
@@ -192,9 +239,11 @@ def test_attach_reads_every_event_a_kernel_recorded_on_its_own_cpu_before_it_lea
     attach leaves, every one has arrived, in order, once each (CPU 1's open packet flushed there), `lost` is a
     truthful 0, and the kernel's own count at its shell and babeltrace2's reading of the trace agree."""
     trace = tmp_path / "trace"
-    r, events, got = samples_attached(running_tinyk, tinyk, "--trace", trace)
+    r, events, got = samples_attached(running_tinyk.serial, tinyk, "--trace", trace)
     assert r.returncode == 0 and not r.stderr, r.stderr
-    assert samples_taken(running_tinyk) == {0: 0, 1: SAMPLES}  # the kernel's count, not the session's
+    control = control_core_cpu(running_tinyk, tinyk)  # QEMU's word, not the session's
+    assert control == 0, f"the control core runs on CPU {control}, whose clock samples: no job flushed its packet"
+    assert samples_taken(running_tinyk.serial) == {0: 0, 1: SAMPLES}  # the kernel's count, not the session's
     assert [e["value"] for e in events if e["event"] == "return"] == [SAMPLES]
     assert got == list(range(SAMPLES)), f"{len(got)} of {SAMPLES} samples arrived"
     assert not fired(events, 0) and not [e for e in events if e["event"] == "warning"]
@@ -211,7 +260,7 @@ def test_attach_i_shows_what_a_kernel_records_on_its_own_and_leaves_nothing_reco
     while armed arrives, numbered from 0 with no gap, and the next session, which arms nothing, finds none left in
     the ring (one recorded after the last drain would be read there, as its own); the kernel's count is the last
     word."""
-    a = subprocess.Popen([SDTGEN, "attach", "--serial", running_tinyk, str(tinyk), "-i", "--json", "--enable",
+    a = subprocess.Popen([SDTGEN, "attach", "--serial", running_tinyk.serial, str(tinyk), "-i", "--json", "--enable",
                           "tk:clock::", "--run", "sample_start", "--cpu", "0"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = []
@@ -229,7 +278,9 @@ def test_attach_i_shows_what_a_kernel_records_on_its_own_and_leaves_nothing_reco
     events = first + [json.loads(line) for line in out.splitlines()]
     got = [args[0] for probe, args in fired(events, 1) if probe == "tk:clock:tick:sample"]
     assert got == list(range(len(got))) and got, f"{len(got)} samples arrived, not each of 0 to {max(got, default=0)}"
-    r = sdtgen("attach", "--serial", running_tinyk, tinyk, "--json", "--run", "sample_stop", "--cpu", "0")
+    control = control_core_cpu(running_tinyk, tinyk)  # QEMU's word, not the session's
+    assert control == 0, f"the control core runs on CPU {control}, whose clock samples: no job flushed its packet"
+    r = sdtgen("attach", "--serial", running_tinyk.serial, tinyk, "--json", "--run", "sample_stop", "--cpu", "0")
     assert r.returncode == 0, r.stderr
     after = [json.loads(line) for line in r.stdout.splitlines()]
     left = fired(after, 1)
@@ -243,10 +294,9 @@ def test_attach_i_shows_what_a_kernel_records_on_its_own_and_leaves_nothing_reco
 @pytest.fixture(scope="module")
 def tinyk_unflushable(tmp_path_factory):
     """tinyk built with a copy of the runtime whose `flush` job closes no packet on the last CPU, CPU 1 (as when the
-    kernel's start op cannot run a job there, or the job comes inside a recorder), whichever CPU takes the commands:
-    OpenSBI enters tinyk on the hart that wins its lottery and so does tinyk's own (start.S), so on a busy host hart 1
-    boots it now and then and its control core runs on CPU 1, where `flush` closes the packet itself, not through the
-    start op. The copy only, in this test's own directory."""
+    kernel's start op cannot run a job there, or the job comes inside a recorder). tinyk's control core runs on CPU 0
+    whichever hart OpenSBI's lottery let in (the boot hart is CPU 0), so `flush` reaches CPU 1 through the start op.
+    The copy only, in this test's own directory."""
     need_tool(*CROSS["riscv64"])
     out = tmp_path_factory.mktemp("tinyk-unflushable")
     runtime = out / "runtime"
@@ -266,9 +316,9 @@ def test_a_cpu_whose_open_packet_flush_cannot_close_is_said_with_the_events_the_
     """The same session against a kernel whose flush cannot close CPU 1's packet: the samples in its open packet do
     not arrive (the first test would fail here), and attach says so, with exactly the count the kernel's own says is
     missing: what arrived and what is said missing are every sample the kernel took, once each."""
-    with listening(tinyk_unflushable) as serial:
-        r, events, got = samples_attached(serial, tinyk_unflushable)
-        taken = samples_taken(serial)
+    with listening(tinyk_unflushable) as running:
+        r, events, got = samples_attached(running.serial, tinyk_unflushable)
+        taken = samples_taken(running.serial)
     assert r.returncode == 0, r.stderr
     assert taken == {0: 0, 1: SAMPLES} and 0 < len(got) < SAMPLES  # the open packet's samples are missing
     assert got == list(range(len(got)))  # what arrived is every closed packet's, in order
