@@ -20,7 +20,7 @@ from sdtgen.targets.base import Summary
 from sdtgen.targets.emulator.torture import Torture
 
 KEYS = {"protocol", "cpus", "toggles", "asked", "calls", "firings", "faults", "torn", "wrong", "leaked", "windows",
-        "transient", "timed_out", "checked", "passed"}
+        "transient", "timed_out", "idle", "checked", "passed"}
 NAIVE = {"SDT_RUNTIME_CFLAGS": "-DSDT_NAIVE_PROTOCOL"}
 
 
@@ -45,6 +45,7 @@ def test_the_safe_protocol_never_tears_nor_faults_on_x86_64(kernel, cpus, toggle
     assert s.passed and s.protocol == "safe"
     # The test exercised what it claims: CPUs ran into the transient breakpoint, armed sites fired.
     assert s.transient > 0 and s.firings > 0
+    assert s.idle == 0 and s.calls >= cpus  # every calling CPU finished calls
     # Every disable disarmed: no CPU ran an armed site from the disable's return to the next enable.
     assert (s.leaked, s.windows) == (0, toggles // 2)
 

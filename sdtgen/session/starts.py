@@ -205,12 +205,16 @@ def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = 4, t
     summary (None: the kernel stopped, and the session said why). ``module``: loaded first (its functions
     callable); arm ``module`` cycles it. ``exhaustive`` (the emulator): every interleaving of every store with
     a fetch instead. ``progress``: the toggles so far on standard error while it runs, when that is a terminal."""
+    from sdtgen.targets import max_cpus
     from sdtgen.targets.base import Halted
-    from sdtgen.targets.emulator.smp import MAX_CPUS
 
     check_timeout(timeout)
-    if not 1 <= cpus < MAX_CPUS:
-        raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {MAX_CPUS - 1} (one more controls)")
+    most = max_cpus(kind) - 1  # one more CPU controls
+    if not 1 <= cpus <= most:
+        raise SdtError("", f"--cpus {cpus} is not a number of CPUs from 1 to {most} (one more controls)")
+    if qemu_args and kind != QEMU:
+        raise SdtError("", "QEMU arguments (--qemu-arg, or after --) are for --target qemu only",
+                       "leave them out, or give --target qemu")
     if toggles < 1 and not exhaustive:
         raise SdtError("", f"--toggles {toggles} is not a number of toggles: the test arms and disarms at least "
                        "once", "give 1 or more (the default is 100)")

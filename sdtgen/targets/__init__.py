@@ -38,6 +38,19 @@ SHARED: dict[str, tuple[str, ...]] = {
 }
 
 
+def max_cpus(kind: str) -> int:
+    """The most CPUs a target of ``kind`` can be given (its constructor refuses more, in the same words): the
+    emulator's engines, the hosted platform's threads, else the protocol's bound (a kernel says in its hello how
+    many it took)."""
+    if kind == EMULATOR:
+        from sdtgen.targets.emulator.smp import MAX_CPUS
+    elif kind == PROCESS:
+        from sdtgen.targets.process import MAX_CPUS
+    else:
+        from sdtgen.limits import MAX_CPUS
+    return MAX_CPUS
+
+
 def check_buffer_size(size: int) -> int:
     """BYTES per CPU: a power of two from MIN_BUFFER to MAX_BUFFER."""
     from sdtgen.errors import SdtError

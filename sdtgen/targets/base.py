@@ -166,17 +166,18 @@ class Summary:
     leaked: int = 0  # disarmed windows in which a calling CPU recorded
     windows: int = 0  # disarmed windows checked (on a kernel's control core: one per calling CPU)
     checked: int = 0  # exhaustive: (state, position) pairs executed
+    idle: int = 0  # calling CPUs that finished no call (the emulator counts each): their part proves nothing
 
     @property
     def passed(self) -> bool:
         return (self.faults == 0 and self.torn == 0 and self.wrong == 0 and self.leaked == 0 and not self.timed_out
-                and (self.firings > 0 or self.checked > 0))
+                and self.idle == 0 and (self.firings > 0 or self.checked > 0))
 
     def as_dict(self) -> dict:
         return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.done, "asked": self.toggles,
                 "calls": self.calls, "firings": self.firings, "faults": self.faults, "torn": self.torn,
                 "wrong": self.wrong, "leaked": self.leaked, "windows": self.windows, "transient": self.transient,
-                "timed_out": self.timed_out,
+                "timed_out": self.timed_out, "idle": self.idle,
                 "checked": self.checked, "passed": self.passed}
 
     def text(self) -> str:
@@ -191,6 +192,8 @@ class Summary:
             line += f", {self.leaked} of {self.windows} disarmed windows fired"
         elif self.done:  # a kernel that gives no CPU area (sdt_control_ops.area) cannot watch its callers
             line += ", no disarmed window watched (that a disable disarms was not checked)"
+        if self.idle:
+            line += f" ({self.idle} calling CPU" + ("s" if self.idle != 1 else "") + " finished no call)"
         if self.timed_out:
             line += f" (timed out after {self.done} of {self.toggles} toggles)"
         elif self.firings == 0:

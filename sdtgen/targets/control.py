@@ -21,6 +21,7 @@ from typing import Protocol
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import ERRORS, REPLIES, VALUES, WORD, parse_reply, reply_shapes
+from sdtgen.limits import MAX_CPUS  # a kernel's hello may say no more CPUs
 from sdtgen.targets.base import (
     ARM_MODES,
     IDLE,
@@ -37,7 +38,6 @@ from sdtgen.targets.base import (
     Summary,
     TortureJob,
 )
-from sdtgen.targets.listen import MAX_CPUS
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 from sdtgen.transport.frames import INFO, MAX_PAYLOAD, TABLES, TEXT, Console, FrameReader

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.targets.base import LEAVES, Host
+from sdtgen.targets.base import LEAVES, Host, Refused
 from sdtgen.targets.control import ChannelClosed, ControlTarget
 
 CONNECT_WAIT = 10.0  # seconds to keep trying a TCP connection (QEMU may still be starting)
@@ -180,9 +180,13 @@ class AttachTarget(ControlTarget):
         """The probes this session armed, disarmed while the kernel still answers, before the session's last flush and
         drain: every event the kernel records on its own CPUs until then is read, and none stays in a ring, unread and
         uncounted, for the next session to show as its own. Its programs stay attached until close, for the last
-        printa."""
+        printa. A disarm the kernel refuses is said, and the others still made."""
         for spec in reversed(self.armed):
-            self.disable(spec)
+            try:
+                self.disable(spec)
+            except Refused as e:
+                self.host.warning(f"the kernel refused to disarm {printable(spec)} on leaving ({printable(e.text)}): "
+                                  "it stays armed, and what it records is not read")
         self.armed = []
 
     def close(self) -> None:

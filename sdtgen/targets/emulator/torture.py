@@ -201,6 +201,7 @@ class Torture:
         self.target.drain()  # the records go to the host, which counts them: the summary adds what full rings lost
         self.summary.firings = self.target.consumer.total_lost
         self.summary.calls = sum(calls)
+        self.summary.idle = sum(1 for n in calls if n == 0)
         return self.summary
 
     def _control_step(self) -> bool:
