@@ -448,3 +448,23 @@ def test_exhaustive_runs_the_site_as_it_is_before_a_store_lands(arch_kernel, arc
         assert ex.summary.torn >= 1 and ex.control.read(site.addr, site.size) == other + old[len(other):]
     finally:
         session.close()
+
+
+@pytest.mark.parametrize(("target", "most"), [("emulator", 63), ("process", 63)])
+def test_cpus_are_bounded_by_the_targets_own_limit_less_the_cpu_that_controls(kernel, target, most):
+    """The emulator's engines and the hosted platform's threads each bound --cpus (one more CPU controls); on QEMU
+    the protocol's bound (SDT_MAX_CPUS) is the limit, not the emulator's."""
+    r = sdtgen("torture", kernel.image, "--target", target, "--run", "sched_run", "--arg", "1", "--cpus", most + 1)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"sdtgen: error: --cpus {most + 1} is not a number of CPUs from 1 to {most} (one more " \
+                               "controls)", r.stderr
+    from sdtgen.targets import max_cpus
+
+    assert max_cpus("qemu") == VALUES["SDT_MAX_CPUS"] > max_cpus("emulator")
+
+
+def test_qemu_arguments_are_refused_for_a_target_that_is_not_qemu(kernel):
+    r = sdtgen("torture", kernel.image, "--target", "emulator", "--run", "sched_run", "--arg", "1", "--", "-m", "1G")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["sdtgen: error: QEMU arguments (--qemu-arg, or after --) are for --target qemu "
+                                     "only; leave them out, or give --target qemu"], r.stderr
