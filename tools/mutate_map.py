@@ -27,6 +27,12 @@ EXTRA: dict[str, list[str]] = {
                                    "tests/test_torture.py"],
     # The kernel-log lines: static functions only, printed when a boot reports a damaged ring or a refusal.
     "sdtgen/runtime/sdt_report.c": ["tests/boot/test_guest_damage.py", "tests/boot/test_hostile_images.py"],
+    # The control core's program and table commands: static functions of a file sdt_control.c includes.
+    "sdtgen/runtime/sdt_control_programs.c": ["tests/runtime/test_control.py", "tests/targets/test_control_tables.py",
+                                              "tests/runtime/test_program_tables.py"],
+    # The runtime's shared state (its lock, the trap's entry count, the gone list): what every layer includes.
+    "sdtgen/runtime/sdt_state.c": ["tests/runtime/test_hold.py", "tests/runtime/test_patch_protocol.py",
+                                   "tests/runtime/test_process_modules.py", "tests/boot/test_modules.py"],
     # Modules in a Linux process (dlopen) as well as in the emulator and QEMU.
     "sdtgen/runtime/sdt_module.c": ["tests/runtime/test_process_modules.py"],
     # The emulated boot's consumer of the rings: reached through `sdtgen boot`.
