@@ -449,7 +449,7 @@ class ControlTarget:
             said = parse_reply("flush", line)
             if said is None or said[1]["cpu"] >= self.booted.cpus:
                 self.host.warning(f"the kernel's flush line {printable(line)!r} is not "
-                                              f"{reply_shapes('flush')} of one of its CPUs: left out")
+                                  f"{reply_shapes('flush')} of one of its CPUs: left out")
                 continue
             cpu, events = said[1]["cpu"], said[1]["events"]
             if cpu not in self._unflushed:
@@ -469,7 +469,7 @@ class ControlTarget:
             said = parse_reply("stats", line)
             if said is None or said[1]["cpu"] >= self.booted.cpus:
                 self.host.warning(f"the kernel's stats line {printable(line)!r} is not "
-                                              f"{reply_shapes('stats')} of one of its CPUs: left out")
+                                  f"{reply_shapes('stats')} of one of its CPUs: left out")
                 continue
             v = said[1]
             out[v["cpu"]] = Lost(v["discarded"], v["overwritten"])

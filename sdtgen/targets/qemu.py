@@ -232,7 +232,7 @@ class QemuTarget(ControlTarget):
         except Refused as e:
             if e.code != VALUES["SDT_ERR_UNSUPPORTED"]:  # a kernel that has phys and still cannot: said, not fatal
                 self.host.warning(f"the kernel refused `shared on` ({printable(e.text)}): packets go on "
-                                              "the serial line")
+                                  "the serial line")
             self.ram.close()
             self.ram = None
             return
@@ -242,7 +242,7 @@ class QemuTarget(ControlTarget):
         except ValueError as e:
             self.command(f"{WORD['shared']} {WORD['off']}", "shared")
             self.host.warning(f"the kernel's rings cannot be read in the machine's memory ({e}): packets "
-                                          "go on the serial line")
+                              "go on the serial line")
             self.ram.close()
             self.ram = None
             return
@@ -308,7 +308,7 @@ class QemuTarget(ControlTarget):
             arch = self.host.image.arch
             if status is not None and status not in (arch.qemu.exit_ok, 0):
                 self.host.warning(f"QEMU exited with status {status} after `exit 0`, not "
-                                              f"{arch.qemu.exit_ok}: the kernel did not power off cleanly")
+                                  f"{arch.qemu.exit_ok}: the kernel did not power off cleanly")
         if halted:
             self._show_console()
         if getattr(self, "ram", None) is not None:
