@@ -57,6 +57,9 @@ SDT_CFLAGS ?= $(CFLAGS)
 # for every image like the generated code, with the port of SDT_ARCH, into an archive the final link takes what
 # it uses from
 SDT_RUNTIME_SRCS ?= $(addprefix $(SDT_RUNTIME_DIR)/,$(sdt_runtime_files))
+# The hosted platform (a Linux process as the kernel: its hooks, and the main sdtgen drives it with) for a program
+# that links the runtime in user space, as fixtures/process does: compiled with your program, not the kernel flags
+SDT_HOSTED_SRCS ?= $(SDT_RUNTIME_DIR)/hosted/sdt_linux.c $(SDT_RUNTIME_DIR)/hosted/sdt_linux_main.c
 SDT_LD ?= $(LD)
 SDT_AR ?= $(AR)
 # Options of the runtime's own build only (e.g. -DSDT_NAIVE_PROTOCOL, the torture test's unsafe patching)
