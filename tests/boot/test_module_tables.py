@@ -303,3 +303,34 @@ def test_an_entry_that_starts_before_a_kernel_site_and_reaches_into_it_is_refuse
         assert [(x.addr, x.state, x.size) for x in t.runtime.sites] == before
     finally:
         s.close()
+
+
+def test_a_size_the_table_brings_longer_than_its_entry_is_not_taken_for_a_disabled_form(built, kernel):
+    """An entry's size is the runtime's to keep (gen writes 0; a module unloaded and loaded again brings the size
+    it was verified at, never more than its length). A table whose call entry (5 bytes, as readelf's
+    relocation placed it) says size 6, over code that is the 6-byte NOP x86 disables a 6-byte site with, is
+    refused at that entry alone and nothing is written: the byte after the entry's 5 is no site's."""
+    from sdtgen.layout import SITE
+    from sdtgen.modlink import link_module
+    from sdtgen.table import module_sites
+
+    s = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=io.StringIO()), modules=True)
+    try:
+        t = s.target
+        linked = link_module(t.image, str(built / "hkm.ko"), t.module_base)
+        for addr, data, _ in linked.segments:
+            t.machine.write(addr, data)
+        size = SITE.size(64)
+        entries = range(linked.bounds.sites[0], linked.bounds.sites[1], size)
+        e = next(e for e in entries if t.machine.read(e + SITE.offset("form", 64), 1)[0] == VALUES["SDT_FORM_CALL"])
+        site = e + struct.unpack("<i", t.machine.read(e, 4))[0]
+        assert t.machine.read(e + SITE.offset("length", 64), 1) == b"\x05"
+        nop6 = bytes.fromhex("660f1f440000")  # the 6-byte NOP of the Intel SDM's table of recommended NOPs
+        t.machine.write(site, nop6)
+        t.machine.write(e + SITE.offset("size", 64), b"\x06")
+        said = t.runtime.call(t.machine, "sdt_module_load", [t.module_struct(), linked.table, *linked.text])
+        after = t.machine.read(site, 6)
+        states = {x.addr: x.state for x in module_sites(t.machine.read, linked.bounds, "hkm", 64)}
+    finally:
+        s.close()
+    assert said >= 0 and states[site] == "refused" and after == nop6
