@@ -246,3 +246,91 @@ def test_bad_module_files_are_refused_in_one_line_before_anything_of_them_runs(b
         assert len(errors) + len(warnings) == len(proc.stderr.splitlines())
         assert [reported[path] in w for w in warnings] == ([True] if path in reported else []), proc.stderr
         assert "hkm_work" not in proc.stdout
+
+
+
+
+def relocated(raw: bytes, layout, by: int) -> bytes:
+    """A struct of ``layout`` copied ``by`` bytes below where ``raw`` was read: each self-relative s32 field (0
+    where it names nothing) made to name what it named."""
+    out, offs = bytearray(raw), layout.offsets(64)
+    for f in layout.fields:
+        for k in range(f.count if f.kind == "s32" else 0):
+            at = offs[f.name] + 4 * k
+            v = struct.unpack_from("<i", out, at)[0]
+            struct.pack_into("<i", out, at, v + by if v else 0)
+    return bytes(out)
+
+def test_an_entry_that_starts_before_a_kernel_site_and_reaches_into_it_is_refused(kernel):
+    """One fresh entry, a copy of one of the kernel's (form and length; its probe's descriptor copied beside it, so
+    that neither the entries nor the descriptors are the kernel's) moved one byte down, given with the kernel's
+    text: its bytes [site - 1, site - 1 + length) hold the kernel site's first bytes, though no site holds its
+    own first byte. The loader refuses it (SDT_ERR_MODULE_LOADED: the ranges meet, as the table's
+    addresses read by the host say) and no entry's state changes."""
+    from sdtgen.layout import PROBE, SITE
+
+    s = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=io.StringIO()), modules=True)
+    try:
+        t = s.target
+        size, at = SITE.size(64), SITE.offset("probe", 64)
+        sites = t.image.bounds.sites
+        code = next(x for x in t.image.elf.sections if x.name == ".text")
+        held = [(x.addr, x.addr + (x.size or x.length)) for x in t.runtime.sites]
+
+        def moved(e: int) -> tuple[int, bytes]:
+            raw = t.machine.read(e, size)
+            return e + struct.unpack_from("<i", raw)[0] - 1, raw
+
+        lone = [(a, raw, e) for e in range(sites[0], sites[1], size) for a, raw in [moved(e)]
+                if code.addr <= a and not any(lo <= a < hi for lo, hi in held)]
+        assert lone  # a kernel site whose byte before it is no site's
+        a, raw, e = lone[-1]
+        entry = bytearray(raw)
+        fresh, table, copy = t.module_struct() - 4096, t.module_struct() - 2048, t.module_struct() - 1024
+        desc, pcopy = e + at + struct.unpack_from("<i", raw, at)[0], copy + size
+        struct.pack_into("<ii", entry, 0, a - copy, pcopy - (copy + at))
+        for f in ("keep", "state", "size", "next"):  # as gen writes an entry
+            entry[SITE.offset(f, 64)] = 0
+        t.machine.write(copy, bytes(entry))
+        t.machine.write(pcopy, relocated(t.machine.read(desc, PROBE.size(64)), PROBE, desc - pcopy))
+        name = pcopy + PROBE.size(64)
+        t.machine.write(name, b"moved\0")
+        table_naming(t, table, (copy, copy + size), (pcopy, name), name)
+        before = [(x.addr, x.state, x.size) for x in t.runtime.sites]
+        said = t.runtime.call(t.machine, "sdt_module_load", [fresh, table, code.addr, code.size])
+        t.runtime.refresh()
+        assert said == VALUES["SDT_ERR_MODULE_LOADED"]
+        assert [(x.addr, x.state, x.size) for x in t.runtime.sites] == before
+    finally:
+        s.close()
+
+
+def test_a_size_the_table_brings_longer_than_its_entry_is_not_taken_for_a_disabled_form(built, kernel):
+    """An entry's size is the runtime's to keep (gen writes 0; a module unloaded and loaded again brings the size
+    it was verified at, never more than its length). A table whose call entry (5 bytes, as readelf's
+    relocation placed it) says size 6, over code that is the 6-byte NOP x86 disables a 6-byte site with, is
+    refused at that entry alone and nothing is written: the byte after the entry's 5 is no site's."""
+    from sdtgen.layout import SITE
+    from sdtgen.modlink import link_module
+    from sdtgen.table import module_sites
+
+    s = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=io.StringIO()), modules=True)
+    try:
+        t = s.target
+        linked = link_module(t.image, str(built / "hkm.ko"), t.module_base)
+        for addr, data, _ in linked.segments:
+            t.machine.write(addr, data)
+        size = SITE.size(64)
+        entries = range(linked.bounds.sites[0], linked.bounds.sites[1], size)
+        e = next(e for e in entries if t.machine.read(e + SITE.offset("form", 64), 1)[0] == VALUES["SDT_FORM_CALL"])
+        site = e + struct.unpack("<i", t.machine.read(e, 4))[0]
+        assert t.machine.read(e + SITE.offset("length", 64), 1) == b"\x05"
+        nop6 = bytes.fromhex("660f1f440000")  # the 6-byte NOP of the Intel SDM's table of recommended NOPs
+        t.machine.write(site, nop6)
+        t.machine.write(e + SITE.offset("size", 64), b"\x06")
+        said = t.runtime.call(t.machine, "sdt_module_load", [t.module_struct(), linked.table, *linked.text])
+        after = t.machine.read(site, 6)
+        states = {x.addr: x.state for x in module_sites(t.machine.read, linked.bounds, "hkm", 64)}
+    finally:
+        s.close()
+    assert said >= 0 and states[site] == "refused" and after == nop6

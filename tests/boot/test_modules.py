@@ -238,3 +238,23 @@ def test_a_trace_with_a_module_is_refused_before_anything_is_written(tmp_path, k
     r = sdtgen("boot", str(kernel.image), "--trace", str(tmp_path / "trace"), "--module", str(ko))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--trace with --module" in r.stderr
     assert not (tmp_path / "trace").exists()
+
+
+def test_the_relocation_time_hook_refuses_an_address_or_length_it_cannot_use_without_reading_it(kernel):
+    """sdt_reloc_nop reads ``length`` bytes at ``site`` only once it knows they can be an instruction: NULL, an
+    empty length, one longer than any architecture's site (SDT_SITE_MAX, 16 bytes in sdt_arch.h) and a range
+    that wraps past the top of the address space are each refused with the header's SDT_ERR_ARG, with no read
+    (the emulator maps no page at 0 or at the top: a read there would fault the call), and no word is reported."""
+    out = io.StringIO()
+    s = booted_with_modules(kernel.image, out)
+    try:
+        t = s.target
+        hook = s.image.symbols["sdt_reloc_nop"].value
+        stub = s.image.symbols["__dtrace_sdt_hk___boot"].value
+        text = s.image.symbols["sdt_reloc_nop"].value  # mapped code: only the length is wrong
+        results = [t.machine.call(hook, [site, length, stub, 0]) for site, length in
+                   [(0, 5), ((1 << 64) - 2, 5), (text, 0), (text, 17)]]
+    finally:
+        s.close()
+    assert [(r & 0xFFFFFFFF) - (1 << 32) for r in results] == [VALUES["SDT_ERR_ARG"]] * 4
+    assert not [x for x in out.getvalue().splitlines() if json.loads(x)["event"] == "warning"]
