@@ -70,3 +70,22 @@ def harness(harness_lib):
     h = Harness(harness_lib)
     h.attach()
     return h
+
+
+@pytest.fixture(scope="session")
+def process(tmp_path_factory):
+    """The control core in a Linux process: fixtures/process's kernel-proc (test_process.py builds its own)."""
+    from test_process import build_process
+
+    return build_process(tmp_path_factory.mktemp("process"))
+
+
+@pytest.fixture(scope="session")
+def library(tmp_path_factory):
+    """fixtures/module's mod.c as a shared object the process loads as a module (DLOPEN=1)."""
+    from helpers import SDTGEN
+    from module_native import MODULE
+
+    out = tmp_path_factory.mktemp("libhkm")
+    run(["make", "-C", str(MODULE), "DLOPEN=1", f"O={out}", f"SDTGEN={SDTGEN}"])
+    return out / "libhkm.so"

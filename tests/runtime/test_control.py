@@ -8,12 +8,10 @@ import ctypes
 import json
 
 import pytest
-from helpers import SDTGEN, need_tool, run
+from helpers import need_tool, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from module_native import MODULE
 from runtime_support import HERE, include_dir, runtime_dir
-from test_process import build_process
 
 from sdtgen.layout import ERRORS, REPLIES, REPLY_KINDS, VALUES, WORD, WORDS, parse_reply
 
@@ -247,19 +245,6 @@ def site_entries(library) -> int:
     (size,) = [int(line.split("]", 1)[1].split()[4], 16) for line in out.splitlines() if " set_sdt_sites_set " in line]
     return size // 20
 
-
-@pytest.fixture(scope="module")
-def process(tmp_path_factory):
-    """The control core in a Linux process: fixtures/process's kernel-proc."""
-    return build_process(tmp_path_factory.mktemp("process"))
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    """fixtures/module's mod.c as a shared object the process loads as a module (DLOPEN=1)."""
-    out = tmp_path_factory.mktemp("libhkm")
-    run(["make", "-C", str(MODULE), "DLOPEN=1", f"O={out}", f"SDTGEN={SDTGEN}"])
-    return out / "libhkm.so"
 
 
 @pytest.mark.parametrize("toggles", [1, 2, 3])

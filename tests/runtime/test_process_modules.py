@@ -9,10 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SDTGEN, run
+from helpers import run
 from module_native import MODULE, module_firings
 from probe_source import called_probes
-from test_process import build_process
 
 from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
@@ -21,17 +20,6 @@ from sdtgen.trace.packets import Decoder, split
 CALLS = [3, 0, 5]
 MASK = (1 << 64) - 1
 
-
-@pytest.fixture(scope="module")
-def process(tmp_path_factory):
-    return build_process(tmp_path_factory.mktemp("process"))
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory):
-    out = tmp_path_factory.mktemp("libhkm")
-    run(["make", "-C", str(MODULE), "DLOPEN=1", f"O={out}", f"SDTGEN={SDTGEN}"])
-    return out / "libhkm.so"
 
 
 @pytest.fixture(scope="module")
