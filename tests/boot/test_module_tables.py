@@ -106,6 +106,8 @@ DAMAGE = {
     "one probe's entries at one site, call then tail": (entry_as_other_form(1, 0, 1), "overlap at"),
     "one probe's entries at one site, tail then call": (entry_as_other_form(0, 1, 1), "overlap at"),
     "sites with no probes": (to_field(16, 12), "probes_end is 0x108 bytes before"),
+    # every site's probe still inside the bounds: only their not being whole probes refuses it
+    "probes_end partway into the probe after the last": (move_field(16, 8), "probes_end is 0x8 bytes past"),
 }
 
 
