@@ -106,6 +106,8 @@ DAMAGE = {
     "one probe's entries at one site, call then tail": (entry_as_other_form(1, 0, 1), "overlap at"),
     "one probe's entries at one site, tail then call": (entry_as_other_form(0, 1, 1), "overlap at"),
     "sites with no probes": (to_field(16, 12), "probes_end is 0x108 bytes before"),
+    # every site's probe still inside the bounds: only their not being whole probes refuses it
+    "probes_end partway into the probe after the last": (move_field(16, 8), "probes_end is 0x8 bytes past"),
 }
 
 
@@ -214,6 +216,28 @@ def test_a_table_whose_entries_are_in_use_is_refused_and_touches_nothing(built, 
     finally:
         s.close()
     assert session_firings(out) == native
+
+
+def test_an_empty_table_over_a_loaded_modules_text_is_refused_and_loads_nothing(built, kernel):
+    """A table of no sites and no probes (nothing its entries could meet), given with a fresh struct and the loaded
+    module's text: its text is that module's, so SDT_ERR_MODULE_LOADED, and the runtime's list of tables is as it
+    was (before the check of the structs, tables and texts in use returned, a load went on to take it)."""
+    s = open_session("emulator", str(kernel.image), Reporter(as_json=True, out=io.StringIO()), modules=True)
+    try:
+        t = s.target
+        s.load_module(str(built / "hkm.ko"))
+        linked = t.module
+        fresh, table = t.module_struct() - 4096, t.module_struct() - 2048
+        empty = (table + 1024, table + 1024)
+        table_naming(t, table, empty, empty, linked.table + 20)
+        before = [(x.addr, x.state, x.size) for x in t.runtime.sites]
+        said = t.runtime.call(t.machine, "sdt_module_load", [fresh, table, *linked.text])
+        assert said == VALUES["SDT_ERR_MODULE_LOADED"]
+        assert t.machine.read(fresh, 8) == bytes(8), "the refused load wrote its struct"
+        t.runtime.refresh()
+        assert [(x.addr, x.state, x.size) for x in t.runtime.sites] == before
+    finally:
+        s.close()
 
 
 def test_bad_module_files_are_refused_in_one_line_before_anything_of_them_runs(built, kernel, tmp_path):

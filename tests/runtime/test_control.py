@@ -267,6 +267,20 @@ def test_module_torture_leaves_the_module_loaded_whatever_the_number_of_toggles(
     assert enabled == [site_entries(library)] * 2, "the module is not loaded after the torture"
 
 
+def test_module_torture_checks_a_window_after_each_unload_and_nothing_fires_in_one(process, library, tmp_path):
+    """Mode `module` disarms at each unload (the even toggles): the window until the next load is checked on each
+    calling CPU that made its calls meanwhile, and the module's sites record nothing in it. Two hundred toggles,
+    one calling CPU: up to a hundred windows, and more than one (a CPU descheduled for a whole window, or not yet
+    calling, is not checked in it; a core that took only one toggle for an unload would check at most one per CPU)."""
+    (tmp_path / "trace").mkdir()
+    proc = run([str(process), "--trace", str(tmp_path / "trace"), "--cpus", "2", "--arm", "module", "--consumer",
+                "none", "dlopen", str(library), "enable", "hkm:::", "trap", "torture", "hkm_work,3",
+                "hkm:::", "200"], timeout=300)
+    (t,) = [x for x in map(json.loads, proc.stdout.splitlines()) if x["event"] == "torture"]
+    assert (t["toggles"], t["unloads"], t["loads"], t["torn"], t["faults"]) == (200, 100, 100, 0, 0)
+    assert t["leaked"] == 0 and 1 < t["windows"] <= 100, t
+
+
 def test_hello_counts_each_site_readelf_finds_once_and_a_refused_one_not_as_patched(core):
     """The harness's site table, as readelf dumps it from the built object: every entry zero, its instruction
     the entry itself (data, not the kernel's text), so sdt_init refuses it. hello counts them all refused and

@@ -76,3 +76,11 @@ def test_a_core_not_started_names_the_command_it_refuses(tmp_path):
     lib = built_core(tmp_path / "unstarted.so")  # a copy of its own: harness_start is never called
     assert lib.harness_line(b"lis" + ESC + b"hello") == VALUES["SDT_ERR_INIT"]
     assert replies(lib)[-1].startswith(f"{WORD['error']} {VALUES['SDT_ERR_INIT']} hello: ")
+
+
+def test_only_a_newline_or_carriage_return_ends_a_claimed_line_not_a_tab_or_another_control_byte(core):
+    """A command's words may be split by a tab, and stray control bytes below CR (a backspace, a form feed, a
+    vertical tab) are part of the host's line: the whole line to its newline is the core's, what follows the shell's."""
+    line = ESC + b"nonsense\t1\x08\x0b\x0c\x01 2\n"
+    assert split(core, line + b"ls\n") == (b"ls\n", line)
+    assert split(core, ESC + b"hello\r" + b"ls\n") == (b"ls\n", ESC + b"hello\r")
