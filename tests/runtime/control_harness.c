@@ -73,6 +73,22 @@ void *harness_program_memory(void)
 }
 #endif
 
+/* The runtime over harness_sum's one byte of text, a 1 kHz clock: what both starts give it. */
+static int init_runtime(void)
+{
+	static struct sdt_hooks hooks;
+	static struct sdt_range text;
+
+	text.start = (sdt_word)harness_sum;
+	text.size = 1;
+	hooks.text = &text;
+	hooks.ntext = 1;
+	hooks.clock_hz = 1000;
+	if (sdt_init(&hooks) < 0)
+		return -1;
+	return 0;
+}
+
 #ifdef HARNESS_CPUS
 #include <pthread.h>
 #include <sched.h>
@@ -157,17 +173,10 @@ int harness_drains(void)
 
 int harness_start_cpus(void)
 {
-	static struct sdt_hooks hooks;
-	static struct sdt_range text;
 	static struct sdt_control_ops ops;
 	static struct sdt_control_cpu two[2];
 
-	text.start = (sdt_word)harness_sum;
-	text.size = 1;
-	hooks.text = &text;
-	hooks.ntext = 1;
-	hooks.clock_hz = 1000;
-	if (sdt_init(&hooks) < 0)
+	if (init_runtime() < 0)
 		return -1;
 	ops.ncpus = 2;
 	ops.this_cpu = this_cpu2;
@@ -182,16 +191,9 @@ int harness_start_cpus(void)
 
 int harness_start(void)
 {
-	static struct sdt_hooks hooks;
-	static struct sdt_range text;
 	static struct sdt_control_ops ops;
 
-	text.start = (sdt_word)harness_sum;
-	text.size = 1;
-	hooks.text = &text;
-	hooks.ntext = 1;
-	hooks.clock_hz = 1000;
-	if (sdt_init(&hooks) < 0)
+	if (init_runtime() < 0)
 		return -1;
 	ops.ncpus = 1;
 	ops.this_cpu = this_cpu;
