@@ -79,13 +79,13 @@ qemu: $(STAMP)
 # The emulated torture test's random schedules at length (make test runs fewer toggles; the exhaustive
 # tests try every landing of every store either way).
 torture: $(STAMP)
-	SDTGEN_TORTURE_FULL=1 $(BIN)/pytest -q tests/test_torture.py
+	SDTGEN_TORTURE_FULL=1 $(BIN)/pytest -q tests/targets/emulator/test_torture.py
 
 # Loadable modules at length: the module's firings against the native run on every architecture in both arming
 # modes, and 1,000 unload/load cycles (2,000 toggles) under calling CPUs in the emulator and on QEMU (make test
 # runs one case each and a dozen toggles). Minutes on two cores.
 modules: $(STAMP)
-	SDTGEN_MODULE_MATRIX=1 SDTGEN_MODULE_TORTURE=1 $(BIN)/pytest -q tests/boot/test_modules.py \
+	SDTGEN_MODULE_MATRIX=1 SDTGEN_MODULE_TORTURE=1 $(BIN)/pytest -q tests/targets/emulator/test_modules.py \
 		tests/runtime/test_process_modules.py tests/qemu/test_qemu_modules.py
 
 # A real Linux kernel (Debian's linux-source-6.1: tinyconfig + ftrace + jump labels) in build/realworld;
@@ -116,7 +116,7 @@ test: $(STAMP) lint
 # the CLI's refusals, the emulated boot's output, the packets' decoder and the D compiler. No QEMU, no other
 # architecture: `make test` runs everything.
 QUICK_TESTS := tests/test_scan.py tests/test_codegen.py tests/test_check.py tests/test_listing.py tests/test_cli.py \
-	tests/test_header.py tests/boot/test_cli_output.py tests/trace/test_packets.py tests/dscript/test_compiler.py
+	tests/test_header.py tests/targets/emulator/test_cli_output.py tests/trace/test_packets.py tests/dscript/test_compiler.py
 
 quick: $(STAMP) lint
 	$(BIN)/pytest -q -n 2 --dist loadfile $(QUICK_TESTS)

@@ -18,29 +18,32 @@ from pathlib import Path
 # Source file -> test files that exercise it without naming it (each entry says why in a word).
 EXTRA: dict[str, list[str]] = {
     # D programs compiled to aggregation tables: run by the boot tests through `--aggregate`.
-    "sdtgen/runtime/sdt_aggregate.c": ["tests/boot/test_aggregation_tables.py",
-                                       "tests/boot/test_aggregation_printed.py"],
+    "sdtgen/runtime/sdt_aggregate.c": ["tests/targets/emulator/test_aggregation_tables.py",
+                                       "tests/targets/emulator/test_aggregation_printed.py"],
     # The packet rings: every boot that records reads them.
-    "sdtgen/runtime/sdt_transport.c": ["tests/boot/test_datapath.py", "tests/boot/test_session_end.py"],
+    "sdtgen/runtime/sdt_transport.c": ["tests/targets/emulator/test_datapath.py",
+                                       "tests/targets/emulator/test_session_end.py"],
     # The patch protocol: static functions only, reached through arming and disarming.
-    "sdtgen/runtime/sdt_patch.c": ["tests/runtime/test_patch_protocol.py", "tests/boot/test_patcher.py",
-                                   "tests/test_torture.py"],
+    "sdtgen/runtime/sdt_patch.c": ["tests/runtime/test_patch_protocol.py", "tests/targets/emulator/test_patcher.py",
+                                   "tests/targets/emulator/test_torture.py"],
     # The kernel-log lines: static functions only, printed when a boot reports a damaged ring or a refusal.
-    "sdtgen/runtime/sdt_report.c": ["tests/boot/test_guest_damage.py", "tests/boot/test_hostile_images.py"],
+    "sdtgen/runtime/sdt_report.c": ["tests/targets/emulator/test_guest_damage.py",
+                                    "tests/targets/emulator/test_hostile_images.py"],
     # The control core's program and table commands: static functions of a file sdt_control.c includes.
     "sdtgen/runtime/sdt_control_programs.c": ["tests/runtime/test_control.py", "tests/targets/test_control_tables.py",
                                               "tests/runtime/test_program_tables.py"],
     # The runtime's shared state (its lock, the trap's entry count, the gone list): what every layer includes.
     "sdtgen/runtime/sdt_state.c": ["tests/runtime/test_hold.py", "tests/runtime/test_patch_protocol.py",
-                                   "tests/runtime/test_process_modules.py", "tests/boot/test_modules.py"],
+                                   "tests/runtime/test_process_modules.py", "tests/targets/emulator/test_modules.py"],
     # Modules in a Linux process (dlopen) as well as in the emulator and QEMU.
     "sdtgen/runtime/sdt_module.c": ["tests/runtime/test_process_modules.py"],
     # The emulated boot's consumer of the rings: reached through `sdtgen boot`.
-    "sdtgen/transport/consumer.py": ["tests/boot/test_datapath.py", "tests/boot/test_session_end.py",
-                                "tests/boot/test_guest_damage.py"],
+    "sdtgen/transport/consumer.py": ["tests/targets/emulator/test_datapath.py",
+                                     "tests/targets/emulator/test_session_end.py",
+                                     "tests/targets/emulator/test_guest_damage.py"],
     # The per-CPU stream reader behind every trace format.
     "sdtgen/trace/streams.py": ["tests/trace/test_packets.py", "tests/trace/test_ctf.py",
-                                "tests/boot/test_guest_damage.py"],
+                                "tests/targets/emulator/test_guest_damage.py"],
 }
 
 _DEF = re.compile(r"^(?!static\b)[A-Za-z_][\w \t*]*?\b(sdt_\w+)\s*\(", re.M)

@@ -1,6 +1,6 @@
 /*
  * A probe of six arguments whose site agg_fire fires, linked into the fixture kernel for the emulated boots of
- * tests/boot/test_aggregation_tables.py, for programs compiled for any argument types (the runtime reads
+ * tests/targets/emulator/test_aggregation_tables.py, for programs compiled for any argument types (the runtime reads
  * registers; the program says how). The programs' and tables' memory is the emulated platform's.
  */
 #include <sdt.h>

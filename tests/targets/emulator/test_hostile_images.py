@@ -1,4 +1,5 @@
-"""Images crafted from a real gcc + GNU ld image (tests/boot/crafted_images.py) that the boot must refuse or survive.
+"""Images crafted from a real gcc + GNU ld image (crafted_images.py, beside this file) that the boot must refuse
+or survive.
 
 Each expectation is checked against readelf's reading of the crafted file, not sdtgen's.
 """

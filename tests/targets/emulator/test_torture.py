@@ -332,7 +332,7 @@ def test_exhaustive_a_riscv_site_straddling_two_words_is_written_with_its_own_ha
 @pytest.mark.parametrize("arch", ["x86_64", "i386"])
 def test_exhaustive_conditional_tail_sites(tmp_path, arch):
     """clang -Os's jcc to the stub: every landing of every store, on x86-64 and i386."""
-    from boot.test_conditional import build
+    from test_conditional import build
 
     _, image = build(tmp_path, arch)
     assert forms(str(image), "check_big") == {("cond", 6)}
