@@ -3,6 +3,7 @@ their links resolve, and every option the CLI has is documented."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -104,6 +105,48 @@ def test_every_relative_link_points_at_an_existing_file_and_heading():
             elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
                 broken.append(f"{doc.name}: {target} (no such heading)")
     assert broken == []
+
+
+# A path the documents name in the repository, up to the first character no path here has (so `sdt_module.c:34`
+# and `test_x.py::test_y` name their files). Not one preceded by a path (an installed copy, build/sdtgen/...).
+_REPO_PATH = re.compile(r"(?<![\w./-])((?:tests|sdtgen)/[\w./*-]*)")
+# A dotted name in the package: a module, or something a module defines (`sdtgen.dscript.tables.read_cpu`).
+_DOTTED = re.compile(r"(?<![\w./-])(sdtgen(?:\.\w+)+)")
+# An upper-case word in a path is a placeholder the reader fills in (`sdtgen/arch/NAME.py`): any file fits it.
+_PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9]+")
+
+
+def _path_exists(path: str) -> bool:
+    pattern = _PLACEHOLDER.sub("*", path.rstrip("/"))
+    return any(ROOT.glob(pattern)) if "*" in pattern else (ROOT / pattern).exists()
+
+
+def _dotted_exists(name: str) -> bool:
+    """``name`` is a module of the package or something one defines, or a file the package ships (sdtgen.mk)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr, None)
+        if obj is not None:
+            return True
+        break
+    return any((ROOT / "sdtgen").rglob(name))
+
+
+def test_every_test_and_package_path_the_documents_name_exists():
+    """A document that sends the reader to tests/... or sdtgen/... sends them somewhere: a test that proves what
+    the text says, or the module that does it. Files move; the sentences naming them must move too."""
+    missing = []
+    for doc in markdown_files():
+        text = doc.read_text()
+        missing += [f"{doc.name}: {p}" for p in sorted({p.rstrip(".") for p in _REPO_PATH.findall(text)})
+                    if not _path_exists(p.rstrip("."))]
+        missing += [f"{doc.name}: {n}" for n in sorted({n for n in _DOTTED.findall(text)}) if not _dotted_exists(n)]
+    assert missing == []
 
 
 def test_the_readme_links_every_document_in_docs():
