@@ -128,7 +128,7 @@ def test_a_number_of_cpus_out_of_range_is_one_line(kernel, cpus):
 
 
 def test_a_cpu_does_not_see_another_cpus_code_write_until_its_cache_is_flushed(tricks):
-    """The model: the translation cache is the instruction cache (docs/boot.md)."""
+    """The model: the translation cache is the instruction cache (docs/emulator.md)."""
     b = Booted(tricks, cpus=2)
     try:
         image, cpus = b.session.image, b.session.target.smp.cpus
