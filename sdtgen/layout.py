@@ -4,7 +4,7 @@ The site table and probe descriptors `gen` writes, the runtime's per-CPU
 control structure, the packets and events of its rings, the trap frame and
 the hooks a kernel supplies. Python reads them through ``Layout.struct``; the
 C declarations in the installed header ``sdt_runtime.h`` are rendered from
-here (``render_c``), and tests/test_layout.py compiles that header for every
+here (``render_c``), and tests/runtime/test_layouts.py compiles that header for every
 architecture and compares each ``offsetof`` with these offsets.
 
 Fields are naturally aligned; ``u64`` is 8-byte aligned on every

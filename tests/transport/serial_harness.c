@@ -1,6 +1,6 @@
 /*
  * The runtime's serial transport (sdt_serial.c) and rings (sdt_transport.c) built for this machine:
- * the byte stream a kernel would put on its UART, on stdout, for tests/qemu/test_frames.py.
+ * the byte stream a kernel would put on its UART, on stdout, for tests/transport/test_serial_frames.py.
  *
  *   serial_harness crc             CRC-32 of stdin (computed in two pieces), in hex
  *   serial_harness drain EVENTS    the info frame, a text frame, then EVENTS events of CPU 3, drained
