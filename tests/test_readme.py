@@ -107,9 +107,15 @@ def test_every_relative_link_points_at_an_existing_file_and_heading():
     assert broken == []
 
 
-# A path the documents name in the repository, up to the first character no path here has (so `sdt_module.c:34`
-# and `test_x.py::test_y` name their files). Not one preceded by a path (an installed copy, build/sdtgen/...).
-_REPO_PATH = re.compile(r"(?<![\w./-])((?:tests|sdtgen)/[\w./*-]*)")
+# A path the documents name in the repository: under one of its tracked top-level directories (tests/, sdtgen/,
+# tools/, fixtures/...; not build/, which a build writes), up to the first character no path here has (so
+# `sdt_module.c:34` and `test_x.py::test_y` name their files), and not part of a longer path (.venv/bin/...).
+def _repo_path_pattern() -> re.Pattern:
+    tracked = run(["git", "ls-files"], cwd=ROOT).stdout.splitlines()
+    tops = sorted({f.split("/")[0] for f in tracked if "/" in f and not f.startswith(".")})
+    return re.compile(rf"(?<![\w./-])((?:{'|'.join(map(re.escape, tops))})/[\w./*-]*)")
+
+
 # A dotted name in the package: a module, or something a module defines (`sdtgen.dscript.tables.read_cpu`).
 _DOTTED = re.compile(r"(?<![\w./-])(sdtgen(?:\.\w+)+)")
 # An upper-case word in a path is a placeholder the reader fills in (`sdtgen/arch/NAME.py`): any file fits it.
@@ -137,13 +143,15 @@ def _dotted_exists(name: str) -> bool:
     return any((ROOT / "sdtgen").rglob(name))
 
 
-def test_every_test_and_package_path_the_documents_name_exists():
-    """A document that sends the reader to tests/... or sdtgen/... sends them somewhere: a test that proves what
-    the text says, or the module that does it. Files move; the sentences naming them must move too."""
+def test_every_path_and_package_name_the_documents_give_exists():
+    """A document that sends the reader to tests/..., sdtgen/... or another of the repository's directories sends
+    them somewhere: a test that proves what the text says, the module that does it, the fixture it builds. Files
+    move; the sentences naming them must move too."""
+    repo_path = _repo_path_pattern()
     missing = []
     for doc in markdown_files():
         text = doc.read_text()
-        missing += [f"{doc.name}: {p}" for p in sorted({p.rstrip(".") for p in _REPO_PATH.findall(text)})
+        missing += [f"{doc.name}: {p}" for p in sorted({p.rstrip(".") for p in repo_path.findall(text)})
                     if not _path_exists(p.rstrip("."))]
         missing += [f"{doc.name}: {n}" for n in sorted({n for n in _DOTTED.findall(text)}) if not _dotted_exists(n)]
     assert missing == []
