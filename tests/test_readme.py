@@ -122,6 +122,10 @@ _DOTTED = re.compile(r"(?<![\w./-])(sdtgen(?:\.\w+)+)")
 _PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9]+")
 
 
+# A test the documents name by its function (`test_x.py::test_y`, or alone): the file name is a path above.
+_TEST_NAME = re.compile(r"(?<![\w/])(test_\w+)\b(?!\.)")
+
+
 def _path_exists(path: str) -> bool:
     pattern = _PLACEHOLDER.sub("*", path.rstrip("/"))
     return any(ROOT.glob(pattern)) if "*" in pattern else (ROOT / pattern).exists()
@@ -144,16 +148,19 @@ def _dotted_exists(name: str) -> bool:
 
 
 def test_every_path_and_package_name_the_documents_give_exists():
-    """A document that sends the reader to tests/..., sdtgen/... or another of the repository's directories sends
-    them somewhere: a test that proves what the text says, the module that does it, the fixture it builds. Files
-    move; the sentences naming them must move too."""
+    """A document that sends the reader to tests/..., sdtgen/... or another of the repository's directories, to a
+    test by its name or to a name in the package, sends them somewhere: a test that proves what the text says,
+    the module that does it, the fixture it builds. Files move; the sentences naming them must move too."""
     repo_path = _repo_path_pattern()
+    tests = set(re.findall(r"^\s*def (test_\w+)", "".join(p.read_text() for p in (ROOT / "tests").rglob("*.py")),
+                           re.M))
     missing = []
     for doc in markdown_files():
         text = doc.read_text()
         missing += [f"{doc.name}: {p}" for p in sorted({p.rstrip(".") for p in repo_path.findall(text)})
                     if not _path_exists(p.rstrip("."))]
-        missing += [f"{doc.name}: {n}" for n in sorted({n for n in _DOTTED.findall(text)}) if not _dotted_exists(n)]
+        missing += [f"{doc.name}: {n}" for n in sorted(set(_DOTTED.findall(text))) if not _dotted_exists(n)]
+        missing += [f"{doc.name}: {n}" for n in sorted(set(_TEST_NAME.findall(text)) - tests)]
     assert missing == []
 
 
