@@ -876,6 +876,7 @@ int sdt_init(const struct sdt_hooks *hooks);
  * Give CPU ``cpu`` its area and a ring of ``ring_bytes`` (a power of two,
  * at least two packets) cut into packets of ``packet_size`` (a power of two,
  * at least SDT_MIN_PACKET). ``policy``: SDT_DISCARD or SDT_OVERWRITE.
+ * SDT_ERR_CPU for a ``cpu`` of SDT_MAX_CPUS or more, SDT_ERR_ARG for the rest.
  */
 int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
 		   unsigned long packet_size, int policy);
@@ -1043,7 +1044,7 @@ struct sdt_control_cpu {
 
 /*
  * Start the control core with ``ops`` and ``cpus`` (ops->ncpus entries); after sdt_init. Returns 0, or
- * SDT_ERR_ARG / SDT_ERR_INIT. A kernel that never calls it pays nothing for having linked it.
+ * SDT_ERR_ARG / SDT_ERR_INIT, or SDT_ERR_CPU for more than SDT_MAX_CPUS CPUs. A kernel that never calls it pays nothing for having linked it.
  */
 int sdt_control_init(const struct sdt_control_ops *ops, struct sdt_control_cpu *cpus);
 /* Carry out one command (a NUL-terminated line, no newline), replying through ``reply``; returns 0 or the

@@ -980,6 +980,8 @@ SDT_CODE int sdt_control_init(const struct sdt_control_ops *given, struct sdt_co
 {
 	if (!given || !cpus || !given->ncpus)
 		return SDT_ERR_ARG;
+	if (given->ncpus > SDT_MAX_CPUS)	/* its hello would say CPUs no host takes */
+		return SDT_ERR_CPU;
 	sdt_copy(&ops, given, sizeof(ops));
 	storage = cpus;
 	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
