@@ -659,8 +659,8 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_SHARED", "shared", "shared on|off: on, the host reads the rings in the machine's memory (packets stay "
      "off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring"),
     ("SDT_CTL_AREA", "area", "a CPU's ring in memory: `area K AREA RING`"),
-    ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND [-]N`, COMMAND the word of the "
-     "command it answers"),
+    ("SDT_CTL_OK", "ok", "the last line of a reply that succeeded: `ok COMMAND N`, COMMAND the word of the "
+     "command it answers, N its count (never negative: a command that fails says `error`)"),
     ("SDT_CTL_ERROR", "error", "the last line of a reply that did not: `error CODE COMMAND: TEXT`, COMMAND the first "
      "word of the line it answers (at most 32 bytes; `?` for none)"),
     ("SDT_CTL_RETURN", "return", "a call returned: `return CPU VALUE`"),
@@ -668,6 +668,9 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_BYTES", "bytes", "memory read: `bytes HEX`"),
     ("SDT_CTL_CPU", "cpu", "a CPU's counts: `cpu K DISCARDED OVERWRITTEN`"),
     ("SDT_CTL_PROBE", "probe", "a probe: `probe KEY SITES ARMED SPEC`"),
+    ("SDT_CTL_REPORT", "report", "a line of the runtime's log, said unasked at any time: `report TEXT`"),
+    ("SDT_CTL_PANIC", "panic", "a CPU stopped on an exception outside any guarded call, said unasked: `panic CPU CAUSE "
+     "PC ADDR [torn]` (torn: PC is inside a probe site)"),
     ("SDT_CTL_TRAP", "trap", "arming mode: the breakpoint"),
     ("SDT_CTL_BRANCH", "branch", "arming mode: a branch to the recorder"),
     ("SDT_CTL_CYCLE", "cycle", "torture: off, branch, trap, off... in turn"),
@@ -690,12 +693,16 @@ WORDS: tuple[tuple[str, str, str], ...] = (
 WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 
 # -- the control protocol's replies: the lines a command answers with, beside its words ---------------------------
-# Each line a command's reply holds before its last: the command (its WORD key; "" for every command), the line's
-# word (a WORD key), and its fields in order, each NAME:KIND: KIND x a number in lowercase hexadecimal, w a word, r
-# the rest of the line. The control core writes every such line by this table (sdt_runtime.h: SDT_REPLY_*, the
-# word then the kinds, which sdt_control.c's say() follows); the host reads them by it (parse_reply).
+# Each line a reply holds: the command (its WORD key; "" for the last line of every command's reply; a line said
+# unasked at any time, `report` and `panic`, has its own word), the line's word (a WORD key), and its fields in
+# order, each NAME:KIND (REPLY_KINDS). The control core writes its lines by this table (sdt_runtime.h: SDT_REPLY_*,
+# the word then the kinds, which sdt_control.c's say() follows; SDT_FIELD_* where each field sits); platforms write
+# `report` and `panic` by it; the host reads every line by it (parse_reply; the hosted main's reply_field in C).
 REPLIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "ok", ("command:w", "count:x")),
+    ("", "error", ("code:d", "command:c", "text:r")),
+    ("report", "report", ("text:r",)),
+    ("panic", "panic", ("cpu:x", "cause:x", "pc:x", "addr:x", "torn:f")),
     ("hello", "hello", ("arch:w", "cpus:x", "clock:w", "clock_hz:x", "patched:x", "refused:x", "folded:x",
                         "protocol:w", "entries:x", "version:x")),
     ("run", "return", ("cpu:x", "value:x")),
@@ -710,7 +717,10 @@ REPLIES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("shared", "area", ("cpu:x", "area:x", "ring:x")),
     ("tables", "table", ("cpu:x", "agg:x", "bytes:x")),
 )
-REPLY_KINDS = {"x": "a number in hexadecimal", "w": "a word", "r": "the rest of the line"}
+REPLY_KINDS = {"x": "a number in lowercase hexadecimal", "d": "a number in decimal, maybe negative", "w": "a word",
+               "c": "a word and a colon (the colon no part of it)", "r": "the rest of the line, not empty",
+               "f": "a flag: the field's name as a word, or nothing (then 0), last but for the rest"}
+MAX_HEX = 16  # digits of an x field at most: a 64-bit number
 
 
 def reply_name(command: str, word: str) -> str:
@@ -720,7 +730,11 @@ def reply_name(command: str, word: str) -> str:
 
 
 def _shape(word: str, fields: tuple[str, ...]) -> str:
-    return "`" + " ".join((WORD[word], *(f.split(":")[0].upper() for f in fields))) + "`"
+    def one(field: str) -> str:
+        name, kind = field.split(":")
+        return f"[{name}]" if kind == "f" else name.upper() + (":" if kind == "c" else "")
+
+    return "`" + " ".join((WORD[word], *map(one, fields))) + "`"
 
 
 def reply_shapes(command: str) -> str:
@@ -728,9 +742,21 @@ def reply_shapes(command: str) -> str:
     return " or ".join(_shape(word, fields) for cmd, word, fields in REPLIES if cmd == command)
 
 
+def _field(kind: str, name: str, item: str) -> int | str | None:
+    """One word of a reply line as its field's kind reads it; None when it is not one."""
+    if kind == "x":
+        return int(item, 16) if 0 < len(item) <= MAX_HEX and all(c in "0123456789abcdef" for c in item) else None
+    if kind == "d":
+        digits = item.removeprefix("-")
+        return int(item) if 0 < len(digits) <= 20 and digits.isascii() and digits.isdigit() else None
+    if kind == "c":
+        return item[:-1] if len(item) > 1 and item.endswith(":") else None
+    return item or None  # w
+
+
 def parse_reply(command: str, line: str) -> tuple[str, dict[str, int | str]] | None:
-    """A line of ``command``'s reply read by REPLIES: its word (a WORD key) and its fields by name, numbers as ints;
-    None when it is none of the lines ``command`` answers with."""
+    """A line of ``command``'s reply read by REPLIES: its word (a WORD key) and its fields by name, numbers as ints
+    (a flag 1 or 0); None when it is none of the lines ``command`` answers with."""
     head, _, rest = line.partition(" ")
     for cmd, word, fields in REPLIES:
         if cmd != command or head != WORD[word]:
@@ -738,20 +764,30 @@ def parse_reply(command: str, line: str) -> tuple[str, dict[str, int | str]] | N
         values: dict[str, int | str] = {}
         for field in fields:
             name, kind = field.split(":")
-            if kind == "r" and rest:
+            if kind == "r":
+                if not rest:
+                    break
                 values[name], rest = rest, ""
                 continue
-            item, _, rest = rest.partition(" ")
-            if kind == "x" and item and len(item) <= 16 and all(c in "0123456789abcdef" for c in item):
-                values[name] = int(item, 16)
-            elif kind == "w" and item:
-                values[name] = item
-            else:
+            item, _, after = rest.partition(" ")
+            if kind == "f":
+                values[name] = int(item == name)
+                rest = after if item == name else rest
+                continue
+            value = _field(kind, name, item)
+            if value is None:
                 break
+            values[name], rest = value, after
         else:
             if not rest:
                 return word, values
     return None
+
+
+def field_name(command: str, word: str, field: str) -> str:
+    """The C name of where a field sits in its line (SDT_FIELD_*): its number among the line's fields, from 0."""
+    return f"SDT_FIELD_{reply_name(command, word)[len('SDT_REPLY_'):]}_{field.split(':')[0].upper()}"
+
 
 FORMS = {"call": VALUES["SDT_FORM_CALL"], "tail": VALUES["SDT_FORM_TAIL"], "cond": VALUES["SDT_FORM_COND"],
          "isen": VALUES["SDT_FORM_ISEN"], "goto": VALUES["SDT_FORM_GOTO"]}
@@ -789,8 +825,16 @@ def render_c() -> str:
         out.append(f'#define {name.ljust(width)} "{text}"\t/* {doc} */')
     for command, word, fields in REPLIES:  # the word, a space, the kinds of its fields (sdt_control.c's say())
         kinds = "".join(f.split(":")[1] for f in fields)
-        out.append(f'#define {reply_name(command, word).ljust(width)} SDT_CTL_{word.upper()} " {kinds}"\t/* '
+        name = reply_name(command, word)
+        out.append(f'#define {name.ljust(width)} SDT_CTL_{word.upper()} " {kinds}"\t/* '
                    f'{command or "every command"}: {_shape(word, fields)} */')
+        out.append(f"#define {('SDT_FIELDS_' + name[len('SDT_REPLY_'):]).ljust(width)} {len(fields)}\t/* its fields */")
+        for k, field in enumerate(fields):
+            out.append(f"#define {field_name(command, word, field).ljust(width)} {k}")
+            if field.endswith(":f"):  # a flag is its name as a word
+                flag = field.split(":")[0]
+                out.append(f'#define {("SDT_FLAG_" + name[len("SDT_REPLY_"):] + "_" + flag.upper()).ljust(width)} '
+                           f'"{flag}"')
     out.append("")
     for lay in LAYOUTS:
         out.append(f"/* {lay.doc} */")

@@ -328,13 +328,13 @@ static unsigned add(char *buf, unsigned n, unsigned size, const char *s)
 	return n;
 }
 
-/* A line of the runtime's log: `report LINE` (no initialized arrays: they would be memset calls). */
+/* A line of the runtime's log: REPLIES' `report TEXT` (no initialized arrays: they would be memset calls). */
 static void report(const struct sdt_site *site, const char *line)
 {
 	char buf[300];
 
 	(void)site;
-	reply(buf, add(buf, add(buf, 0, sizeof(buf), "report "), sizeof(buf), line));
+	reply(buf, add(buf, add(buf, 0, sizeof(buf), SDT_CTL_REPORT " "), sizeof(buf), line));
 }
 
 /* -- traps --------------------------------------------------------------------------------------- */
@@ -388,13 +388,13 @@ static void fault(word cause, word pc, word addr)
 	struct percpu *p = self();
 	static const char hex[] = "0123456789abcdef";
 	char line[80];
-	unsigned n = add(line, 0, sizeof(line), "panic "), i;
-	word v[4];
+	unsigned n = add(line, 0, sizeof(line), SDT_CTL_PANIC " "), i;
+	word v[SDT_FIELDS_PANIC];
 
-	v[0] = p->cpu;
-	v[1] = cause;
-	v[2] = pc;
-	v[3] = addr;
+	v[SDT_FIELD_PANIC_CPU] = p->cpu;
+	v[SDT_FIELD_PANIC_CAUSE] = cause;
+	v[SDT_FIELD_PANIC_PC] = pc;
+	v[SDT_FIELD_PANIC_ADDR] = addr;
 	if (p->guarded) {
 		p->fault.cause = cause;
 		p->fault.pc = pc;
@@ -402,7 +402,7 @@ static void fault(word cause, word pc, word addr)
 		p->area.nesting = 0;	/* a fault inside a recorder must not silence the CPU for good */
 		sdt_longjmp(p->recover, 1);
 	}
-	for (i = 0; i < 4; i++) {	/* `panic CPU CAUSE PC ADDR`: what a host shows of a kernel that stopped */
+	for (i = 0; i < SDT_FIELD_PANIC_TORN; i++) {	/* REPLIES' `panic CPU CAUSE PC ADDR`, no torn flag */
 		int shift = 60;
 		while (shift > 0 && !(v[i] >> shift))
 			shift -= 4;

@@ -202,13 +202,15 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_EXIT             "exit"	/* exit CODE: power off */
 #define SDT_CTL_SHARED           "shared"	/* shared on|off: on, the host reads the rings in the machine's memory (packets stay off the line): `area K AREA RING` per CPU, physical addresses of its struct sdt_cpu and its ring */
 #define SDT_CTL_AREA             "area"	/* a CPU's ring in memory: `area K AREA RING` */
-#define SDT_CTL_OK               "ok"	/* the last line of a reply that succeeded: `ok COMMAND [-]N`, COMMAND the word of the command it answers */
+#define SDT_CTL_OK               "ok"	/* the last line of a reply that succeeded: `ok COMMAND N`, COMMAND the word of the command it answers, N its count (never negative: a command that fails says `error`) */
 #define SDT_CTL_ERROR            "error"	/* the last line of a reply that did not: `error CODE COMMAND: TEXT`, COMMAND the first word of the line it answers (at most 32 bytes; `?` for none) */
 #define SDT_CTL_RETURN           "return"	/* a call returned: `return CPU VALUE` */
 #define SDT_CTL_FAULT            "fault"	/* a call faulted: `fault CPU CAUSE PC ADDR` */
 #define SDT_CTL_BYTES            "bytes"	/* memory read: `bytes HEX` */
 #define SDT_CTL_CPU              "cpu"	/* a CPU's counts: `cpu K DISCARDED OVERWRITTEN` */
 #define SDT_CTL_PROBE            "probe"	/* a probe: `probe KEY SITES ARMED SPEC` */
+#define SDT_CTL_REPORT           "report"	/* a line of the runtime's log, said unasked at any time: `report TEXT` */
+#define SDT_CTL_PANIC            "panic"	/* a CPU stopped on an exception outside any guarded call, said unasked: `panic CPU CAUSE PC ADDR [torn]` (torn: PC is inside a probe site) */
 #define SDT_CTL_TRAP             "trap"	/* arming mode: the breakpoint */
 #define SDT_CTL_BRANCH           "branch"	/* arming mode: a branch to the recorder */
 #define SDT_CTL_CYCLE            "cycle"	/* torture: off, branch, trap, off... in turn */
@@ -234,17 +236,88 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_PROCESS_OVERWRITE    "overwrite"	/* --overflow's value for SDT_OVERWRITE */
 #define SDT_PROCESS_CONTROL      "--control"	/* --control: the control protocol itself, command lines on standard input and the serial transport's frames on standard output, until standard input ends */
 #define SDT_REPLY_OK             SDT_CTL_OK " wx"	/* every command: `ok COMMAND COUNT` */
+#define SDT_FIELDS_OK            2	/* its fields */
+#define SDT_FIELD_OK_COMMAND     0
+#define SDT_FIELD_OK_COUNT       1
+#define SDT_REPLY_ERROR          SDT_CTL_ERROR " dcr"	/* every command: `error CODE COMMAND: TEXT` */
+#define SDT_FIELDS_ERROR         3	/* its fields */
+#define SDT_FIELD_ERROR_CODE     0
+#define SDT_FIELD_ERROR_COMMAND  1
+#define SDT_FIELD_ERROR_TEXT     2
+#define SDT_REPLY_REPORT         SDT_CTL_REPORT " r"	/* report: `report TEXT` */
+#define SDT_FIELDS_REPORT        1	/* its fields */
+#define SDT_FIELD_REPORT_TEXT    0
+#define SDT_REPLY_PANIC          SDT_CTL_PANIC " xxxxf"	/* panic: `panic CPU CAUSE PC ADDR [torn]` */
+#define SDT_FIELDS_PANIC         5	/* its fields */
+#define SDT_FIELD_PANIC_CPU      0
+#define SDT_FIELD_PANIC_CAUSE    1
+#define SDT_FIELD_PANIC_PC       2
+#define SDT_FIELD_PANIC_ADDR     3
+#define SDT_FIELD_PANIC_TORN     4
+#define SDT_FLAG_PANIC_TORN      "torn"
 #define SDT_REPLY_HELLO          SDT_CTL_HELLO " wxwxxxxwxx"	/* hello: `hello ARCH CPUS CLOCK CLOCK_HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION` */
+#define SDT_FIELDS_HELLO         10	/* its fields */
+#define SDT_FIELD_HELLO_ARCH     0
+#define SDT_FIELD_HELLO_CPUS     1
+#define SDT_FIELD_HELLO_CLOCK    2
+#define SDT_FIELD_HELLO_CLOCK_HZ 3
+#define SDT_FIELD_HELLO_PATCHED  4
+#define SDT_FIELD_HELLO_REFUSED  5
+#define SDT_FIELD_HELLO_FOLDED   6
+#define SDT_FIELD_HELLO_PROTOCOL 7
+#define SDT_FIELD_HELLO_ENTRIES  8
+#define SDT_FIELD_HELLO_VERSION  9
 #define SDT_REPLY_RUN_RETURN     SDT_CTL_RETURN " xx"	/* run: `return CPU VALUE` */
+#define SDT_FIELDS_RUN_RETURN    2	/* its fields */
+#define SDT_FIELD_RUN_RETURN_CPU 0
+#define SDT_FIELD_RUN_RETURN_VALUE 1
 #define SDT_REPLY_RUN_FAULT      SDT_CTL_FAULT " xxxx"	/* run: `fault CPU CAUSE PC ADDR` */
+#define SDT_FIELDS_RUN_FAULT     4	/* its fields */
+#define SDT_FIELD_RUN_FAULT_CPU  0
+#define SDT_FIELD_RUN_FAULT_CAUSE 1
+#define SDT_FIELD_RUN_FAULT_PC   2
+#define SDT_FIELD_RUN_FAULT_ADDR 3
 #define SDT_REPLY_READ_BYTES     SDT_CTL_BYTES " w"	/* read: `bytes HEX` */
+#define SDT_FIELDS_READ_BYTES    1	/* its fields */
+#define SDT_FIELD_READ_BYTES_HEX 0
 #define SDT_REPLY_READ_FAULT     SDT_CTL_FAULT " "	/* read: `fault` */
+#define SDT_FIELDS_READ_FAULT    0	/* its fields */
 #define SDT_REPLY_FLUSH_UNFLUSHED SDT_CTL_UNFLUSHED " xx"	/* flush: `unflushed CPU EVENTS` */
+#define SDT_FIELDS_FLUSH_UNFLUSHED 2	/* its fields */
+#define SDT_FIELD_FLUSH_UNFLUSHED_CPU 0
+#define SDT_FIELD_FLUSH_UNFLUSHED_EVENTS 1
 #define SDT_REPLY_STATS_CPU      SDT_CTL_CPU " xxx"	/* stats: `cpu CPU DISCARDED OVERWRITTEN` */
+#define SDT_FIELDS_STATS_CPU     3	/* its fields */
+#define SDT_FIELD_STATS_CPU_CPU  0
+#define SDT_FIELD_STATS_CPU_DISCARDED 1
+#define SDT_FIELD_STATS_CPU_OVERWRITTEN 2
 #define SDT_REPLY_LIST_PROBE     SDT_CTL_PROBE " xxxr"	/* list: `probe KEY SITES ARMED SPEC` */
+#define SDT_FIELDS_LIST_PROBE    4	/* its fields */
+#define SDT_FIELD_LIST_PROBE_KEY 0
+#define SDT_FIELD_LIST_PROBE_SITES 1
+#define SDT_FIELD_LIST_PROBE_ARMED 2
+#define SDT_FIELD_LIST_PROBE_SPEC 3
 #define SDT_REPLY_TORTURE        SDT_CTL_TORTURE " wxxxxxxxx"	/* torture: `torture PROTOCOL CPUS TOGGLES CALLS FAULTS TORN WRONG LEAKED WINDOWS` */
+#define SDT_FIELDS_TORTURE       9	/* its fields */
+#define SDT_FIELD_TORTURE_PROTOCOL 0
+#define SDT_FIELD_TORTURE_CPUS   1
+#define SDT_FIELD_TORTURE_TOGGLES 2
+#define SDT_FIELD_TORTURE_CALLS  3
+#define SDT_FIELD_TORTURE_FAULTS 4
+#define SDT_FIELD_TORTURE_TORN   5
+#define SDT_FIELD_TORTURE_WRONG  6
+#define SDT_FIELD_TORTURE_LEAKED 7
+#define SDT_FIELD_TORTURE_WINDOWS 8
 #define SDT_REPLY_SHARED_AREA    SDT_CTL_AREA " xxx"	/* shared: `area CPU AREA RING` */
+#define SDT_FIELDS_SHARED_AREA   3	/* its fields */
+#define SDT_FIELD_SHARED_AREA_CPU 0
+#define SDT_FIELD_SHARED_AREA_AREA 1
+#define SDT_FIELD_SHARED_AREA_RING 2
 #define SDT_REPLY_TABLES_TABLE   SDT_CTL_TABLE " xxx"	/* tables: `table CPU AGG BYTES` */
+#define SDT_FIELDS_TABLES_TABLE  3	/* its fields */
+#define SDT_FIELD_TABLES_TABLE_CPU 0
+#define SDT_FIELD_TABLES_TABLE_AGG 1
+#define SDT_FIELD_TABLES_TABLE_BYTES 2
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -803,6 +876,7 @@ int sdt_init(const struct sdt_hooks *hooks);
  * Give CPU ``cpu`` its area and a ring of ``ring_bytes`` (a power of two,
  * at least two packets) cut into packets of ``packet_size`` (a power of two,
  * at least SDT_MIN_PACKET). ``policy``: SDT_DISCARD or SDT_OVERWRITE.
+ * SDT_ERR_CPU for a ``cpu`` of SDT_MAX_CPUS or more, SDT_ERR_ARG for the rest.
  */
 int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
 		   unsigned long packet_size, int policy);
@@ -970,7 +1044,7 @@ struct sdt_control_cpu {
 
 /*
  * Start the control core with ``ops`` and ``cpus`` (ops->ncpus entries); after sdt_init. Returns 0, or
- * SDT_ERR_ARG / SDT_ERR_INIT. A kernel that never calls it pays nothing for having linked it.
+ * SDT_ERR_ARG / SDT_ERR_INIT, or SDT_ERR_CPU for more than SDT_MAX_CPUS CPUs. A kernel that never calls it pays nothing for having linked it.
  */
 int sdt_control_init(const struct sdt_control_ops *ops, struct sdt_control_cpu *cpus);
 /* Carry out one command (a NUL-terminated line, no newline), replying through ``reply``; returns 0 or the

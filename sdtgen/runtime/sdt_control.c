@@ -100,7 +100,8 @@ static SDT_CODE void send(struct out *o)
 #define SAID(s) ((sdt_u64)(sdt_word)(s))
 
 /* One line of a reply as sdtgen/layout.py's REPLIES shapes it, ``shape`` its SDT_REPLY_*: the word, a space, then
- * one kind a field (x: a number, in hexadecimal; w, r: a string, given by SAID); ``v`` the fields in order. */
+ * one kind a field (x: a number, in hexadecimal; w, r: a string, given by SAID); ``v`` the fields, each at its
+ * SDT_FIELD_*. (The `error` line has kinds of its own: error_head writes it.) */
 static SDT_CODE void say(struct out *o, const char *shape, const sdt_u64 *v)
 {
 	while (*shape && *shape != ' ' && o->n < LINE)
@@ -116,13 +117,13 @@ static SDT_CODE void say(struct out *o, const char *shape, const sdt_u64 *v)
 	send(o);
 }
 
-/* `ok COMMAND N`: the last line of a command that succeeded, with its count. */
+/* `ok COMMAND N`: the last line of a command that succeeded, with its count (unsigned: a failure says `error`). */
 static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
 {
-	sdt_u64 v[2];
+	sdt_u64 v[SDT_FIELDS_OK];
 
-	v[0] = SAID(what);
-	v[1] = n;
+	v[SDT_FIELD_OK_COMMAND] = SAID(what);
+	v[SDT_FIELD_OK_COUNT] = n;
 	say(o, SDT_REPLY_OK, v);
 	return 0;
 }
@@ -130,6 +131,8 @@ static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
 /* `error CODE COMMAND: TEXT`: the code in decimal (SDT_ERR_*, negative), as a person at a shell reads it too, and
  * the command refused (its first word as it came, at most ECHO bytes, each byte not printable ASCII as `?`; `?` for
  * none), so a host can tell whose reply it reads. This is the line up to TEXT. */
+_SDT_LAYOUT(SDT_FIELD_ERROR_CODE == 0 && SDT_FIELD_ERROR_COMMAND == 1 && SDT_FIELD_ERROR_TEXT == 2 &&
+	    SDT_FIELDS_ERROR == 3);	/* the order error_head and error write REPLIES' `error` line in */
 static SDT_CODE void error_head(struct out *o, int code)
 {
 	char d[12];
@@ -431,10 +434,10 @@ static SDT_CODE int cmd_shared(struct out *o, struct words *w)
 	shared = 1;
 	for (k = 0; k < ops.ncpus; k++, n++) {
 		struct sdt_cpu *c = ops.area(k);
-		sdt_u64 v[3];
-		v[0] = k;
-		v[1] = ops.phys(c);
-		v[2] = ops.phys((const void *)(sdt_word)c->ring);
+		sdt_u64 v[SDT_FIELDS_SHARED_AREA];
+		v[SDT_FIELD_SHARED_AREA_CPU] = k;
+		v[SDT_FIELD_SHARED_AREA_AREA] = ops.phys(c);
+		v[SDT_FIELD_SHARED_AREA_RING] = ops.phys((const void *)(sdt_word)c->ring);
 		say(o, SDT_REPLY_SHARED_AREA, v);
 	}
 	return ok(o, SDT_CTL_SHARED, n);
@@ -445,7 +448,7 @@ static SDT_CODE int cmd_hello(struct out *o, struct words *w)
 	extern const char sdt_protocol[];
 	const struct sdt_site *s;
 	unsigned long patched = 0, refused = 0, folded = 0;
-	sdt_u64 v[10];
+	sdt_u64 v[SDT_FIELDS_HELLO];
 
 	(void)w;
 	for (s = __start_set_sdt_sites_set; (sdt_word)s < sdt_bound(__stop_set_sdt_sites_set); s++) {
@@ -454,16 +457,16 @@ static SDT_CODE int cmd_hello(struct out *o, struct words *w)
 		patched += s->state == SDT_SITE_OFF || s->state == SDT_SITE_TRAP || s->state == SDT_SITE_BRANCH ||
 			   s->state == SDT_SITE_CHANGED;
 	}
-	v[0] = SAID(sdt_arch_name);
-	v[1] = ops.ncpus;
-	v[2] = SAID(ops.clock_name ? ops.clock_name : "clock");
-	v[3] = sdt_hooks.clock_hz;
-	v[4] = patched;
-	v[5] = refused;
-	v[6] = folded;
-	v[7] = SAID(sdt_protocol);
-	v[8] = (sdt_word)&sdt_runtime_entries;	/* where the kernel's image is: a relocated one says how far */
-	v[9] = SDT_CONTROL_VERSION;	/* a host of another protocol says so, instead of misreading replies */
+	v[SDT_FIELD_HELLO_ARCH] = SAID(sdt_arch_name);
+	v[SDT_FIELD_HELLO_CPUS] = ops.ncpus;
+	v[SDT_FIELD_HELLO_CLOCK] = SAID(ops.clock_name ? ops.clock_name : "clock");
+	v[SDT_FIELD_HELLO_CLOCK_HZ] = sdt_hooks.clock_hz;
+	v[SDT_FIELD_HELLO_PATCHED] = patched;
+	v[SDT_FIELD_HELLO_REFUSED] = refused;
+	v[SDT_FIELD_HELLO_FOLDED] = folded;
+	v[SDT_FIELD_HELLO_PROTOCOL] = SAID(sdt_protocol);
+	v[SDT_FIELD_HELLO_ENTRIES] = (sdt_word)&sdt_runtime_entries;	/* where the kernel's image is: a relocated one says how far */
+	v[SDT_FIELD_HELLO_VERSION] = SDT_CONTROL_VERSION;	/* a host of another protocol says so, instead of misreading replies */
 	say(o, SDT_REPLY_HELLO, v);
 	return ok(o, SDT_CTL_HELLO, 0);
 }
@@ -525,16 +528,17 @@ static SDT_CODE int cmd_mode(struct out *o, struct words *w)
 static SDT_CODE void said_return(struct out *o, unsigned k)
 {
 	struct cpu *c = cpu_at(k);
-	sdt_u64 v[4];
+	sdt_u64 v[SDT_FIELDS_RUN_FAULT > SDT_FIELDS_RUN_RETURN ? SDT_FIELDS_RUN_FAULT : SDT_FIELDS_RUN_RETURN];
 
-	v[0] = k;
 	if (c->faulted) {
-		v[1] = c->fault.cause;
-		v[2] = c->fault.pc;
-		v[3] = c->fault.addr;
+		v[SDT_FIELD_RUN_FAULT_CPU] = k;
+		v[SDT_FIELD_RUN_FAULT_CAUSE] = c->fault.cause;
+		v[SDT_FIELD_RUN_FAULT_PC] = c->fault.pc;
+		v[SDT_FIELD_RUN_FAULT_ADDR] = c->fault.addr;
 		say(o, SDT_REPLY_RUN_FAULT, v);
 	} else {
-		v[1] = c->value;
+		v[SDT_FIELD_RUN_RETURN_CPU] = k;
+		v[SDT_FIELD_RUN_RETURN_VALUE] = c->value;
 		say(o, SDT_REPLY_RUN_RETURN, v);
 	}
 }
@@ -625,7 +629,7 @@ static SDT_CODE int cmd_read(struct out *o, struct words *w)
 static SDT_CODE int cmd_flush(struct out *o, struct words *w)
 {
 	unsigned here = this_cpu(), k, n = 0;
-	sdt_u64 v[2];
+	sdt_u64 v[SDT_FIELDS_FLUSH_UNFLUSHED];
 
 	(void)w;
 	for (k = 0; k < ops.ncpus; k++)	/* a CPU that cannot be started is marked done: its packet stays open */
@@ -644,8 +648,8 @@ static SDT_CODE int cmd_flush(struct out *o, struct words *w)
 			n++;
 			continue;
 		}
-		v[0] = k;
-		v[1] = events;
+		v[SDT_FIELD_FLUSH_UNFLUSHED_CPU] = k;
+		v[SDT_FIELD_FLUSH_UNFLUSHED_EVENTS] = events;
 		say(o, SDT_REPLY_FLUSH_UNFLUSHED, v);
 	}
 	return ok(o, SDT_CTL_FLUSH, n);
@@ -660,10 +664,10 @@ static SDT_CODE int cmd_stats(struct out *o, struct words *w)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not say where its CPUs' areas are");
 	for (k = 0; k < ops.ncpus; k++) {
 		const struct sdt_cpu *a = ops.area(k);
-		sdt_u64 v[3];
-		v[0] = k;
-		v[1] = a ? a->discarded : 0;
-		v[2] = a ? a->overwritten : 0;
+		sdt_u64 v[SDT_FIELDS_STATS_CPU];
+		v[SDT_FIELD_STATS_CPU_CPU] = k;
+		v[SDT_FIELD_STATS_CPU_DISCARDED] = a ? a->discarded : 0;
+		v[SDT_FIELD_STATS_CPU_OVERWRITTEN] = a ? a->overwritten : 0;
 		say(o, SDT_REPLY_STATS_CPU, v);
 	}
 	return ok(o, SDT_CTL_STATS, ops.ncpus);
@@ -685,7 +689,7 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 	for (p = t->probes; p < t->probes_end; p++) {
 		unsigned long sites = 0, armed = 0, len;
 		unsigned i;
-		sdt_u64 v[4];
+		sdt_u64 v[SDT_FIELDS_LIST_PROBE];
 		r = sdt_probe_matches(*spec ? spec : ":::", t, p);
 		if (r < 0)
 			return refused(o, r);
@@ -704,10 +708,10 @@ static SDT_CODE int cmd_list(struct out *o, struct words *w)
 				named[len++] = ':';
 		}
 		named[len] = 0;
-		v[0] = p->key;
-		v[1] = sites;
-		v[2] = armed;
-		v[3] = SAID(named);
+		v[SDT_FIELD_LIST_PROBE_KEY] = p->key;
+		v[SDT_FIELD_LIST_PROBE_SITES] = sites;
+		v[SDT_FIELD_LIST_PROBE_ARMED] = armed;
+		v[SDT_FIELD_LIST_PROBE_SPEC] = SAID(named);
 		say(o, SDT_REPLY_LIST_PROBE, v);
 		n++;
 	}
@@ -786,7 +790,7 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	const char *spec, *why;
 	int mode, r, started = 1;
 	struct cpu *me = cpu_at(here);
-	sdt_u64 v[9];
+	sdt_u64 v[SDT_FIELDS_TORTURE];
 
 	r = parse_call(w, &call, &why);
 	if (r)
@@ -852,15 +856,15 @@ static SDT_CODE int cmd_torture(struct out *o, struct words *w)
 	if (!started || r <= 0)
 			return !started ? error(o, SDT_ERR_CPU, "a CPU did not start its calls") :
 		       r < 0 ? refused(o, r) : error(o, SDT_ERR_SPEC, "the spec matches no site");
-	v[0] = SAID(sdt_protocol);
-	v[1] = ops.ncpus;
-	v[2] = toggles;
-	v[3] = calls;
-	v[4] = faults;
-	v[5] = torn;
-	v[6] = wrong;
-	v[7] = leaked;
-	v[8] = windows;
+	v[SDT_FIELD_TORTURE_PROTOCOL] = SAID(sdt_protocol);
+	v[SDT_FIELD_TORTURE_CPUS] = ops.ncpus;
+	v[SDT_FIELD_TORTURE_TOGGLES] = toggles;
+	v[SDT_FIELD_TORTURE_CALLS] = calls;
+	v[SDT_FIELD_TORTURE_FAULTS] = faults;
+	v[SDT_FIELD_TORTURE_TORN] = torn;
+	v[SDT_FIELD_TORTURE_WRONG] = wrong;
+	v[SDT_FIELD_TORTURE_LEAKED] = leaked;
+	v[SDT_FIELD_TORTURE_WINDOWS] = windows;
 	say(o, SDT_REPLY_TORTURE, v);
 	return ok(o, SDT_CTL_TORTURE, 1);
 }
@@ -976,6 +980,8 @@ SDT_CODE int sdt_control_init(const struct sdt_control_ops *given, struct sdt_co
 {
 	if (!given || !cpus || !given->ncpus)
 		return SDT_ERR_ARG;
+	if (given->ncpus > SDT_MAX_CPUS)	/* its hello would say CPUs no host takes */
+		return SDT_ERR_CPU;
 	sdt_copy(&ops, given, sizeof(ops));
 	storage = cpus;
 	__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);

@@ -50,10 +50,10 @@ static SDT_CODE int cmd_tables(struct out *o, struct words *w)
 	}
 	tables_ready = 1;
 	for (k = 0; k < ops.ncpus; k++) {
-		sdt_u64 v[3];
-		v[0] = k;
-		v[1] = (sdt_word)agg_of(k, &bytes);
-		v[2] = bytes;
+		sdt_u64 v[SDT_FIELDS_TABLES_TABLE];
+		v[SDT_FIELD_TABLES_TABLE_CPU] = k;
+		v[SDT_FIELD_TABLES_TABLE_AGG] = (sdt_word)agg_of(k, &bytes);
+		v[SDT_FIELD_TABLES_TABLE_BYTES] = bytes;
 		say(o, SDT_REPLY_TABLES_TABLE, v);
 	}
 	return ok(o, SDT_CTL_TABLES, ops.ncpus);

@@ -25,6 +25,8 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 {
 	unsigned long n = packet_size ? ring_bytes / packet_size : 0;
 
+	if (cpu >= SDT_MAX_CPUS)	/* the number its packets carry: no host takes one past the protocol's bound */
+		return SDT_ERR_CPU;
 	if (!c || !ring || packet_size < SDT_MIN_PACKET || (packet_size & (packet_size - 1)) || n < 2 ||
 	    (n & (n - 1)) || n * packet_size != ring_bytes || ((sdt_word)ring & 7) ||
 	    (policy != SDT_DISCARD && policy != SDT_OVERWRITE))

@@ -79,7 +79,13 @@ class Timeout(Exception):
 
 
 class Panic(Exception):
-    """The kernel stopped a CPU on an exception outside any call it guards."""
+    """The kernel stopped a CPU on an exception outside any call it guards: its ``panic`` line, and the line's
+    fields as REPLIES reads them (None: a line of another shape, shown as it stands)."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        said = parse_reply("panic", line)
+        self.fields = said[1] if said is not None else None
 
 
 class ControlTarget:
@@ -136,9 +142,10 @@ class ControlTarget:
                 line = item.payload.decode("utf-8", "replace")
                 if len(item.payload) > MAX_LINE or "\n" in line:
                     self._bad_frame(f"a text frame of {len(item.payload)} bytes, which no line of the control core is")
-                elif line.startswith("report "):
-                    self.host.log(0, line[len("report "):])
-                elif line.startswith("panic "):
+                elif (head := line.partition(" ")[0]) == WORD["report"]:
+                    said = parse_reply("report", line)
+                    self.host.log(0, str(said[1]["text"]) if said is not None else "")
+                elif head == WORD["panic"]:
                     self.halted = True
                     raise Panic(line)
                 else:
@@ -261,14 +268,13 @@ class ControlTarget:
                          fix="give it longer with --timeout, or see the kernel's console for where it stopped"
                          ) from None
         except Panic as e:
-            words = str(e).split()
-            cpu = words[1] if len(words) > 1 else "?"
-            detail = ""
-            if len(words) >= 4:
-                pc = _hex(words[3])
-                detail = (f": exception {printable(words[2])} at {pc:#x} "
-                          f"({self.host.image.symbolize(self._linked(pc))})" if pc is not None else "")
-            raise Halted(f"CPU {printable(cpu)} stopped on an exception outside any call{detail}") from None
+            v = e.fields
+            if v is None:
+                raise Halted(f"a CPU stopped on an exception outside any call: {printable(str(e))}") from None
+            pc = int(v["pc"])
+            torn = " inside a probe site" if v["torn"] else ""
+            raise Halted(f"CPU {v['cpu']} stopped on an exception outside any call: exception {int(v['cause']):x} at "
+                         f"{pc:#x}{torn} ({self.host.image.symbolize(self._linked(pc))})") from None
         except KeyboardInterrupt as e:
             if isinstance(e, Interrupted):
                 raise
@@ -641,31 +647,21 @@ def tables_of_frame(frames: list[bytes], cpu: int, addr: int, given: int, arch):
 
 def answers(line: str) -> tuple[str, int | None, str]:
     """(the command a reply's last line names, its error code or None for ``ok``, the error's text) of
-    ``ok COMMAND N`` or ``error CODE COMMAND: TEXT`` (sdtgen/layout.py, SDT_CTL_OK and SDT_CTL_ERROR)."""
-    word, _, rest = line.partition(" ")
-    if word == WORD["ok"]:
-        return rest.split(" ", 1)[0], None, ""
-    code, _, rest = rest.partition(" ")
-    named, _, why = rest.partition(" ")
-    try:
-        number = int(code)
-    except ValueError:
-        number = VALUES["SDT_ERR_USAGE"]
-    return named.removesuffix(":"), number, why
+    ``ok COMMAND N`` or ``error CODE COMMAND: TEXT``, read by sdtgen/layout.py's REPLIES. A last line of neither
+    shape is the command's failure, said: its second word taken for the command it names."""
+    said = parse_reply("", line)
+    if said is None:
+        named = line.split(" ")[1].removesuffix(":") if line.count(" ") else ""
+        return named, VALUES["SDT_ERR_USAGE"], f"the kernel's last line {printable(line)!r} is not {reply_shapes('')}"
+    word, v = said
+    return str(v["command"]), None if word == "ok" else int(v["code"]), str(v.get("text", ""))
 
 
 def _cpus(asked: range) -> str:
     return f"CPU {asked[0]}" if len(asked) == 1 else f"CPUs 0 to {asked[-1]}"
 
 
-def _hex(word: str) -> int | None:
-    try:
-        return int(word, 16) if word and all(c in "0123456789abcdef" for c in word) else None
-    except ValueError:
-        return None
-
-
 def _count(line: str) -> int:
     """The number an ``ok WHAT N`` line ends with (REPLIES' `ok COMMAND COUNT`)."""
     said = parse_reply("", line)
-    return 0 if said is None else said[1]["count"]
+    return 0 if said is None else int(said[1].get("count", 0))

@@ -16,6 +16,7 @@ from helpers import ROOT, SDTGEN, run
 from probe_source import called_probes
 
 from sdtgen.event_format import event_format
+from sdtgen.layout import VALUES
 from sdtgen.probes import probe_key
 from sdtgen.trace.packets import Decoder, split
 
@@ -68,6 +69,16 @@ def test_threads_that_exit_without_detaching_give_their_cpu_back(program, tmp_pa
     lines, fired, _ = program_run(program, tmp_path, "churn", "100")
     assert sorted(fired) == [("hp:churn:thread:once", [k]) for k in range(100)]
     assert lines[-1]["unattached"] == 0 and lines[-1]["cpus"] <= 64
+
+
+def test_a_cpu_number_past_the_hosted_bound_is_refused_and_the_last_one_taken(program, tmp_path):
+    """SDT_LINUX_MAX_CPUS (sdt_runtime.h, within SDT_MAX_CPUS) sizes the platform's CPUs: asking for the CPU past
+    it is refused (-1), not a slot written past the platform's array; the last one is given."""
+    bound = VALUES["SDT_LINUX_MAX_CPUS"]
+    assert bound <= VALUES["SDT_MAX_CPUS"]
+    lines, _, _ = program_run(program, tmp_path, "bound")
+    assert lines[1] == {"past": -1, "last": bound - 1}
+    assert lines[-1]["cpus"] == bound  # the consumer reads up to the last slot, and no further
 
 
 def test_a_thread_on_its_way_out_gives_its_cpu_back_before_its_number_is_free(program, tmp_path):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from forged_peer import Flood, Peer, entries, hello, text, usual
-from helpers import SDTGEN, need_tool
+from helpers import SDTGEN, need_tool, run
 from serial_line import P, encode
 
 from sdtgen.layout import VALUES
@@ -261,3 +261,23 @@ def test_attach_closes_every_cpus_open_packet_before_it_leaves_and_says_what_it_
                                      "call on that CPU, or it was recording): the 5 events in it are not read"]
     sent = [w for w in peer.seen if w]
     assert "flush" in sent and sent.index("flush") < len(sent) - 1 - sent[::-1].index("drain"), sent
+
+
+def symbol(image, name: str) -> int:
+    """Where readelf says the image's function ``name`` is."""
+    for line in run(["readelf", "-sW", str(image)]).stdout.splitlines():
+        w = line.split()
+        if w[-1:] == [name] and "FUNC" in w:
+            return int(w[1], 16)
+    raise AssertionError(f"no {name} in the image")
+
+
+@pytest.mark.parametrize("torn", ["", " torn"])
+def test_a_panic_line_is_said_as_the_cpu_the_exception_and_the_function_it_stopped_in(image, torn):
+    """`panic CPU CAUSE PC ADDR [torn]` (REPLIES), as a platform says it in the middle of a command's reply."""
+    pc = symbol(image, "kmain") + 4
+    peer = Peer(lambda line: text(f"panic 1 e {pc:x} 0{torn}") if line.startswith("enable") else None, usual(image))
+    r = attach(peer, image, "--timeout", "5", "--enable", "hk:::")
+    assert r.returncode == 1
+    assert (f"CPU 1 stopped on an exception outside any call: exception e at {pc:#x}"
+            f"{' inside a probe site' if torn else ''} (kmain+0x4)") in r.stderr, r.stderr

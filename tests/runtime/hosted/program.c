@@ -12,6 +12,8 @@
  *   int3-default the same without a handler of its own: SIGTRAP kills it
  *   fork         a child forked before its parent arms hp:churn::once runs that site as it was: its
  *                exit status is the events its CPU 0 recorded
+ *   bound        the main thread asks for CPU SDT_LINUX_MAX_CPUS, then SDT_LINUX_MAX_CPUS - 1: what
+ *                sdt_linux_attach answers each, as {"past": R, "last": R}
  *   leader       the main thread fires hp:churn::once(0) and exits (a zombie whose number still names it
  *                until the process ends); a thread it started waits for that, fires once(1) and ends the run
  * The last line is the platform's statistics as JSON.
@@ -163,6 +165,9 @@ int main(int argc, char **argv)
 				return 3;
 			pthread_join(t, 0);
 		}
+	} else if (!strcmp(what, "bound")) {
+		int past = sdt_linux_attach(SDT_LINUX_MAX_CPUS);
+		printf("{\"past\": %d, \"last\": %d}\n", past, sdt_linux_attach(SDT_LINUX_MAX_CPUS - 1));
 	} else if (!strcmp(what, "heap")) {
 		char *a, *b;
 		sdt_linux_attach(-1);
