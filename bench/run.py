@@ -308,7 +308,7 @@ def fixture_build(work: Path, variant: str, fixture: str = "kernel") -> Path:
     return link_image(partial, d, b)
 
 
-def run_loop(image: Path, arm: str, n: int, count: int = 0, patch: bool = True) -> tuple[float, int]:
+def run_loop(image: Path, arm: str, n: int, count: int = 0, patch: bool | None = None) -> tuple[float, int]:
     """Emulated seconds (best of 5) of sched_run(n) on a booted image, hk:sched:run:tick armed with ``arm``
     (or nothing armed); with ``count``, guest instructions of ``count`` iterations of its loop. The ring is
     read between runs only (--no-stream): what is timed is the guest."""
@@ -575,7 +575,7 @@ def unicorn_rates(image: Path, arm: str, n: int) -> dict[int, float]:
     2 and 4 CPUs, best of 3; measured once a run, for the rows of several CPUs and QEMU's."""
     rates = {}
     for cpus in (1, 2, 4):
-        s = open_session("emulator", str(image), quiet(), cpus=cpus, arm=arm, schedule="parallel")
+        s = open_session("emulator", str(image), quiet(), cpus=cpus, arm=arm)
         try:
             s.enable("hk:sched:run:tick")
             s.run("sched_run", [100])  # every CPU's code translated before the clock starts
@@ -672,7 +672,7 @@ def smp_floor_rows(image: Path, n: int, one: float) -> list[Row]:
     m = 3_000_000 if n < 100_000 else 30_000_000
     loops = {}
     for cpus in (1, 2):
-        s = open_session("emulator", str(image), quiet(), cpus=cpus, schedule="parallel")
+        s = open_session("emulator", str(image), quiet(), cpus=cpus)
         try:
             s.run("sched_run", [100])
             loops[cpus] = cpus * m / min(timed(lambda s=s: s.run("sched_run", [m]))[0] for _ in range(3))

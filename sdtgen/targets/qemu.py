@@ -178,7 +178,7 @@ class QemuTarget(ControlTarget):
     """The host's image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
 
     def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
-                 timeout: float, transport: str = "shared", module: str | None = None) -> None:
+                 timeout: float, transport: str, module: str | None) -> None:
         from sdtgen.transport.geometry import packet_size_for
 
         image = host.image

@@ -46,8 +46,9 @@ class EmulatorTarget:
     capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE})
     damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
 
-    def __init__(self, host: Host, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
-                 seed: int = 0, schedule: str = "parallel", stream: bool = True, modules: bool = False) -> None:
+    def __init__(self, host: Host, *, patch: bool, buffer_size: int, overflow: str, cpus: int, seed: int,
+                 schedule: str, stream: bool, modules: bool) -> None:
+        # Every option is required: the defaults are the factory's alone (sdtgen.targets.DEFAULTS and OWN).
         from sdtgen.targets.emulator.smp import MAX_CPUS, SCHEDULES
 
         if not 1 <= cpus <= MAX_CPUS:
