@@ -269,7 +269,7 @@ class QemuTarget(ControlTarget):
         out = os.path.join(self.logs, "module")
         with open(out, "wb") as f:
             f.write(header.ljust(MODULE_HEADER, b"\0") + flat(self.module))
-        if image.arch.name == "riscv64":  # QEMU 7's virt machine makes its fw_cfg after -fw_cfg files are taken
+        if image.arch.qemu.module_in_ram:  # a fw_cfg file would not arrive (see QemuMachine.module_in_ram)
             align = VALUES["SDT_MODULE_FILE_ALIGN"]  # the kernel takes it from there (bare: a physical address)
             at = (image.symbols["_end"].value + align - 1) & -align
             return ["-device", f"loader,file={out},addr={at:#x},force-raw=on"]
