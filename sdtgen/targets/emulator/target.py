@@ -231,9 +231,14 @@ class EmulatorTarget:
         self.runtime.actions.append((pattern, func, symbol))
 
     def remove_action(self, spec: str, func: int) -> None:
-        """The action on ``spec`` calling ``func`` taken back (its enabling was refused)."""
+        """The action on ``spec`` calling ``func`` added last taken back (its enabling was refused), and that one
+        only: one given twice stays once, as DTrace takes back the one enabling it was asked to, not its twins."""
         pattern = ProbeSpec.parse(spec)
-        self.runtime.actions = [a for a in self.runtime.actions if (a[0], a[1]) != (pattern, func)]
+        actions = self.runtime.actions
+        for i in reversed(range(len(actions))):
+            if (actions[i][0], actions[i][1]) == (pattern, func):
+                del actions[i]
+                return
 
     # -- modules ------------------------------------------------------------------------------------
     def load_module(self, path: str):
