@@ -40,21 +40,22 @@ def add_torture(sub) -> None:
                                       "through the image's runtime")
     t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime); "
                                  "with --target process, the program")
-    from sdtgen.session.starts import TORTURE_ARMS
+    from sdtgen.session.starts import TORTURE_ARM, TORTURE_ARMS, TORTURE_CPUS, TORTURE_TOGGLES
     from sdtgen.targets import PROCESS
 
     t.add_argument("--run", action=_Ordered, required=True, metavar="SYMBOL[:TYPE]",
                    help="the function every CPU calls over and over; TYPE (long, int, ...) reads its result")
     t.add_argument("--arg", action=_Ordered, metavar="N",
                    help="an argument of the preceding --run, an integer (repeat for each, in order)")
-    t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
-    t.add_argument("--toggles", type=int, default=100, metavar="K",
-                   help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--cpus", type=int, default=TORTURE_CPUS, metavar="N",
+                   help=f"how many CPUs call it (default {TORTURE_CPUS})")
+    t.add_argument("--toggles", type=int, default=TORTURE_TOGGLES, metavar="K",
+                   help=f"how many times the control CPU arms or disarms SYMBOL's probes (default {TORTURE_TOGGLES})")
     t.add_argument("--spec", default="", metavar="SPEC",
                    help="the probes to arm and disarm (default: those with sites in SYMBOL)")
-    t.add_argument("--arm", choices=TORTURE_ARMS, default="branch",
-                   help="how they are armed (default branch); module: with --module, the spec stays enabled and the "
-                        "control CPU unloads and loads the module in turn, --toggles times")
+    t.add_argument("--arm", choices=TORTURE_ARMS, default=TORTURE_ARM,
+                   help=f"how they are armed (default {TORTURE_ARM}); module: with --module, the spec stays enabled "
+                        "and the control CPU unloads and loads the module in turn, --toggles times")
     t.add_argument("--module", metavar="FILE", help="in the emulator: load the module FILE first (as `boot --module`); "
                    "--run may name its functions")
     t.add_argument("--target", choices=(EMULATOR, QEMU, PROCESS), default=EMULATOR,

@@ -194,12 +194,16 @@ def record_session(image: str, serial: str, trace: str, as_json: bool = False, q
 
 # -- torture ---------------------------------------------------------------------------------------------
 TORTURE_ARMS = ("trap", "branch", "module")  # --arm of torture: module cycles a module loaded with --module
+# torture's own defaults, which its command line reads too: the CPUs that call (one more controls), the toggles,
+# how the probes are armed.
+TORTURE_CPUS, TORTURE_TOGGLES, TORTURE_ARM = 4, 100, "branch"
 
 
-def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = 4, toggles: int = 100,
-            seed: int = OWN[EMULATOR]["seed"], timeout: float = DEFAULT_TIMEOUT, exhaustive: bool = False,
-            spec: str = "", arm: str = "branch", module: str | None = None, serial: str | None = None,
-            qemu_args: list[str] | tuple[str, ...] = (), progress: bool = False) -> Summary | None:
+def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = TORTURE_CPUS,
+            toggles: int = TORTURE_TOGGLES, seed: int = OWN[EMULATOR]["seed"], timeout: float = DEFAULT_TIMEOUT,
+            exhaustive: bool = False, spec: str = "", arm: str = TORTURE_ARM, module: str | None = None,
+            serial: str | None = None, qemu_args: list[str] | tuple[str, ...] = (),
+            progress: bool = False) -> Summary | None:
     """``cpus`` CPUs call ``run`` with ``args`` over and over on a target of ``kind`` while one more arms
     (``arm``) and disarms ``spec`` (default: the probes with sites in the function) ``toggles`` times, the
     summary (None: the kernel stopped, and the session said why). ``module``: loaded first (its functions
