@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO := build/demo
 PROCESS := build/process
 
-.PHONY: all venv demo process test quick lint matrix fuzz bench realworld qemu modules torture mutate clean
+.PHONY: all venv demo process test quick lint matrix fuzz bench bench-startup realworld qemu modules torture mutate clean
 
 all: test
 
@@ -65,6 +65,10 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py
+
+# The start-up rows alone (sdtgen --version, scan of the fixture object), replaced in BENCHMARKS.md.
+bench-startup: $(STAMP)
+	$(BIN)/python bench/run.py --only startup
 
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)

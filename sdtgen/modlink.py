@@ -74,7 +74,7 @@ def placed(path: str, arch, base: int, tmp: str, kernel: str | None = None, rela
     ld = f"{arch.toolchain.cross_prefix}ld"
     cmd = [ld, "-N", "-e", "0", "-T", script, "--no-warn-rwx-segments", "-o", out, path]
     cmd += ["-R", kernel] if kernel else [f"--defsym={name}=0" for name in _undefined(path)]
-    cmd += [] if relax or arch.name != "riscv64" else ["--no-relax"]
+    cmd += [] if relax or not arch.relaxes else ["--no-relax"]
     cmd += [f"--defsym={name}={value:#x}" for name, value in (define or {}).items()]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)

@@ -14,10 +14,10 @@ from sdtgen.session.starts import open_session
 class Booted:
     """A session on the emulated boot whose JSON events are kept for the test to read."""
 
-    def __init__(self, image, patch: bool = True, **options) -> None:
+    def __init__(self, image, **options) -> None:
+        """``options``: the emulator target's (sdtgen.targets.OWN and DEFAULTS), the factory's defaults for the rest."""
         self.buffer = io.StringIO()
-        self.session = open_session("emulator", str(image), Reporter(as_json=True, out=self.buffer), patch=patch,
-                                    **options)
+        self.session = open_session("emulator", str(image), Reporter(as_json=True, out=self.buffer), **options)
 
     def events(self) -> list[dict]:
         out = [json.loads(line) for line in self.buffer.getvalue().splitlines()]

@@ -14,6 +14,10 @@ import os
 from sdtgen.arch.base import Arch
 from sdtgen.errors import SdtError
 
+# The architecture a command takes when none is given (`sdtgen linker-script final`): the registry's first, named
+# here so that the command line need not import every module to learn it.
+DEFAULT = "x86_64"
+
 _cache: dict[str, object] = {}  # not functools.cache: functools is an import sdtgen's start-up does without
 
 

@@ -96,6 +96,10 @@ class QemuMachine:
     accel: tuple[str, ...] = ("-accel", "tcg,thread=multi")  # one host thread per vCPU (MTTCG)
     exit_ok: int = 0  # QEMU's exit status when the platform powers off after `exit 0`
     ram_base: int = 0  # where the machine's RAM starts: the memory backend's first byte (shared rings)
+    # How a module file reaches the kernel's loader: a fw_cfg file (SDT_MODULE_FILE_NAME), or True: put in RAM by
+    # QEMU's loader device at the first SDT_MODULE_FILE_ALIGN boundary after the image (RISC-V: QEMU 7's virt
+    # machine makes its fw_cfg after the -fw_cfg files are taken, so a module given that way never arrives).
+    module_in_ram: bool = False
 
 
 @record(frozen=True)
@@ -221,6 +225,10 @@ class Arch:
     kernel_base: int = 0  # where sdtgen's final script links the kernel
     max_args: int = 6  # integer arguments `--run` passes
     relaxes: bool = False  # the final link may shorten calls and delete bytes (RISC-V)
+    # Another CPU's instruction fetch may see any subset of the bytes one store to code writes (x86: a
+    # cross-modifying store is not atomic to the fetch); False: all of them or none (an aligned 4-byte store of
+    # one instruction, AArch64 and RISC-V).
+    fetch_sees_torn_stores: bool = False
     # The counter events are stamped with, as the clock hook of sdtgen's platforms reads it (CTF's clock name).
     clock_name: str = ""
 

@@ -90,7 +90,8 @@ class RiscV64(Arch):
                           "elf64-littleriscv", "riscv", "reachable with -mcmodel=medany")
     # virt with -bios none: every hart starts in M-mode at 0x80000000 (where RAM starts); the SiFive test
     # device powers off.
-    qemu = QemuMachine("qemu-system-riscv64", "qemu-system-misc", "virt", ("-bios", "none"), ram_base=0x80000000)
+    qemu = QemuMachine("qemu-system-riscv64", "qemu-system-misc", "virt", ("-bios", "none"), ram_base=0x80000000,
+                       module_in_ram=True)
     reloc_names: ClassVar[dict[int, str]] = {
         R_RISCV_32: "R_RISCV_32", R_RISCV_64: "R_RISCV_64", R_RISCV_BRANCH: "R_RISCV_BRANCH",
         R_RISCV_JAL: "R_RISCV_JAL", R_RISCV_CALL: "R_RISCV_CALL", R_RISCV_CALL_PLT: "R_RISCV_CALL_PLT",

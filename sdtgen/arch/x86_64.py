@@ -103,6 +103,7 @@ class X86_64(Arch):
     qemu = QemuMachine("qemu-system-x86_64", "qemu-system-x86", "pc",
                        ("-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"), exit_ok=1)
 
+    fetch_sees_torn_stores = True  # i386 inherits it
     reloc_names: ClassVar[dict[int, str]] = dict(enumerate(f"R_X86_64_{n}" for n in _RELOC_NAMES.split()))
     # R_X86_64_64, PC32, 32, 32S, PC64
     data_relocs: ClassVar[dict[int, tuple[int, bool]]] = {1: (8, False), 2: (4, True), 10: (4, False),

@@ -20,7 +20,8 @@ def add_linker_script(sub) -> None:
     ls.add_argument("kind", choices=("final", "partial", "sdt_text", "sdt_data"),
                     help="final: the image's (from a template); partial: ld -r's; sdt_text, sdt_data: the sections "
                          "a kernel's own final script INCLUDEs")
-    ls.add_argument("--arch", default="x86_64", choices=arch_names, help="the final script's architecture")
+    ls.add_argument("--arch", default=arches.DEFAULT, choices=arch_names,
+                    help=f"the final script's architecture (default {arches.DEFAULT})")
     ls.add_argument("--keep", action="append", metavar="SECTION",
                     help="partial: leave the kernel's own text section SECTION (.text.NAME) out of the merged .text, "
                          "as its final script sees it without sdtgen (repeatable)")

@@ -7,7 +7,8 @@ import argparse
 
 from sdtgen.commands import EXIT_FAIL, EXIT_OK, emit_json, int_arg
 from sdtgen.errors import printable
-from sdtgen.limits import DEFAULT_BUFFER, DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
+from sdtgen.limits import DEFAULT_TIMEOUT, MAX_BUFFER, MIN_BUFFER
+from sdtgen.targets import DEFAULTS, EMULATOR, OWN, QEMU  # the one set of defaults, the factory's
 
 
 def add_boot(sub) -> None:
@@ -24,12 +25,13 @@ def add_boot(sub) -> None:
     b.add_argument("--no-stream", action="store_true",
                    help="read the buffers only when a run ends, not as packets fill")
     b.add_argument("--no-patch", action="store_true", help="leave every site a call to its empty stub")
-    b.add_argument("--cpus", type=int, default=1, metavar="N",
+    b.add_argument("--cpus", type=int, default=DEFAULTS["cpus"], metavar="N",
                    help="run N CPUs on the guest's memory; each --run calls the function on all of them")
-    b.add_argument("--schedule", choices=("parallel", "seeded"), default="parallel",
+    b.add_argument("--schedule", choices=("parallel", "seeded"), default=OWN[EMULATOR]["schedule"],
                    help="parallel: each CPU on a host thread of its own (the default); seeded: interleaved in "
                         "instruction quanta a seed decides, replayable")
-    b.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the seeded schedule")
+    b.add_argument("--seed", type=int, default=OWN[EMULATOR]["seed"], metavar="S",
+                   help="the seed of the seeded schedule")
     b.set_defaults(func=cmd_boot, actions=None)
 
 
@@ -38,21 +40,22 @@ def add_torture(sub) -> None:
                                       "through the image's runtime")
     t.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote and the runtime); "
                                  "with --target process, the program")
-    from sdtgen.session.starts import TORTURE_ARMS
-    from sdtgen.targets import EMULATOR, PROCESS, QEMU
+    from sdtgen.session.starts import TORTURE_ARM, TORTURE_ARMS, TORTURE_CPUS, TORTURE_TOGGLES
+    from sdtgen.targets import PROCESS
 
     t.add_argument("--run", action=_Ordered, required=True, metavar="SYMBOL[:TYPE]",
                    help="the function every CPU calls over and over; TYPE (long, int, ...) reads its result")
     t.add_argument("--arg", action=_Ordered, metavar="N",
                    help="an argument of the preceding --run, an integer (repeat for each, in order)")
-    t.add_argument("--cpus", type=int, default=4, metavar="N", help="how many CPUs call it (default 4)")
-    t.add_argument("--toggles", type=int, default=100, metavar="K",
-                   help="how many times the control CPU arms or disarms SYMBOL's probes (default 100)")
+    t.add_argument("--cpus", type=int, default=TORTURE_CPUS, metavar="N",
+                   help=f"how many CPUs call it (default {TORTURE_CPUS})")
+    t.add_argument("--toggles", type=int, default=TORTURE_TOGGLES, metavar="K",
+                   help=f"how many times the control CPU arms or disarms SYMBOL's probes (default {TORTURE_TOGGLES})")
     t.add_argument("--spec", default="", metavar="SPEC",
                    help="the probes to arm and disarm (default: those with sites in SYMBOL)")
-    t.add_argument("--arm", choices=TORTURE_ARMS, default="branch",
-                   help="how they are armed (default branch); module: with --module, the spec stays enabled and the "
-                        "control CPU unloads and loads the module in turn, --toggles times")
+    t.add_argument("--arm", choices=TORTURE_ARMS, default=TORTURE_ARM,
+                   help=f"how they are armed (default {TORTURE_ARM}); module: with --module, the spec stays enabled "
+                        "and the control CPU unloads and loads the module in turn, --toggles times")
     t.add_argument("--module", metavar="FILE", help="in the emulator: load the module FILE first (as `boot --module`); "
                    "--run may name its functions")
     t.add_argument("--target", choices=(EMULATOR, QEMU, PROCESS), default=EMULATOR,
@@ -65,7 +68,8 @@ def add_torture(sub) -> None:
     t.add_argument("--exhaustive", action="store_true",
                    help="instead: at every store the runtime makes to SYMBOL's sites, start another CPU at every "
                         "instruction boundary of the site, in every order the store's bytes can land (emulator)")
-    t.add_argument("--seed", type=int, default=0, metavar="S", help="the seed of the interleaving and the toggles")
+    t.add_argument("--seed", type=int, default=OWN[EMULATOR]["seed"], metavar="S",
+                   help="the seed of the interleaving and the toggles")
     t.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"stop toggling after this long, and say so (default {DEFAULT_TIMEOUT:g})")
     t.add_argument("--json", action="store_true", help="the summary as one JSON object")
@@ -78,12 +82,12 @@ def add_qemu(sub) -> None:
     _add_run_options(q, "(a breakpoint the kernel's sdt_trap handles; the default)")
     from sdtgen.targets.qemu import MAX_CPUS, TRANSPORTS
 
-    q.add_argument("--cpus", type=int, default=1, metavar="N",
+    q.add_argument("--cpus", type=int, default=DEFAULTS["cpus"], metavar="N",
                    help=f"QEMU's -smp (1 to {MAX_CPUS}); each --run calls the function on every vCPU at once")
     q.add_argument("--qemu-arg", action="append", metavar="ARG",
                    help="an argument for QEMU (repeat for each; or give them all after --): memory (-m), -bios, "
                         "disks; the user's replace sdtgen's own")
-    q.add_argument("--transport", choices=TRANSPORTS, default=TRANSPORTS[0],
+    q.add_argument("--transport", choices=TRANSPORTS, default=OWN[QEMU]["transport"],
                    help="how packets reach the host: read in the machine's RAM, which QEMU shares with sdtgen "
                         "(the default, where the kernel says where its rings are), or sent on the serial line")
     q.add_argument("--module", action=_Ordered, metavar="FILE",
@@ -150,10 +154,10 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     b.add_argument("--arm", choices=ARM_MODES, default=TRAP,
                    help=f"how probes are armed: trap {trap_help} or branch "
                         "(a call to the probe's recorder in the guest)")
-    b.add_argument("--buffer-size", type=int_arg, default=DEFAULT_BUFFER, metavar="BYTES",
+    b.add_argument("--buffer-size", type=int_arg, default=DEFAULTS["buffer_size"], metavar="BYTES",
                    help=f"each CPU's trace buffer: a power of two from {MIN_BUFFER} to {MAX_BUFFER} "
-                        f"(default {DEFAULT_BUFFER})")
-    b.add_argument("--overflow", choices=POLICIES, default=POLICIES[0],
+                        f"(default {DEFAULTS['buffer_size']})")
+    b.add_argument("--overflow", choices=POLICIES, default=DEFAULTS["overflow"],
                    help="when a CPU's buffer is full: drop new records (the default; the buffer is read as each "
                         "packet fills, so a host that keeps up loses none) or overwrite the oldest (a flight "
                         "recorder, read when a run ends)")

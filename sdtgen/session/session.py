@@ -34,7 +34,7 @@ from sdtgen.targets.base import (
     ARM_MODES,
     EXHAUSTIVE,
     LEAVES,
-    LISTEN,
+    LISTENS,
     MODULES,
     CallFault,
     Halted,
@@ -533,7 +533,7 @@ class Session:
 
     def listen(self) -> None:
         """A kernel that streams by itself: what it sends, read until its line ends (`sdtgen record`)."""
-        if LISTEN not in self.target.capabilities:
+        if LISTENS not in self.target.capabilities:
             raise SdtError("", "this target takes commands: it streams nothing by itself", "use sdtgen record")
         self.target.listen()
         self._emit_pending()

@@ -15,7 +15,7 @@ from sdtgen.limits import DEFAULT_TIMEOUT, MAX_TIMEOUT
 from sdtgen.plaindata import record
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
-from sdtgen.targets import ATTACH, EMULATOR, LISTEN, PROCESS, QEMU, open_target, target_options
+from sdtgen.targets import ATTACH, EMULATOR, LISTEN, OWN, PROCESS, QEMU, open_target, target_options
 from sdtgen.targets.base import Summary
 
 # The kinds that SIGTERM and SIGHUP stop as Ctrl-C does while they run, so the kernel is left as it should be
@@ -194,12 +194,16 @@ def record_session(image: str, serial: str, trace: str, as_json: bool = False, q
 
 # -- torture ---------------------------------------------------------------------------------------------
 TORTURE_ARMS = ("trap", "branch", "module")  # --arm of torture: module cycles a module loaded with --module
+# torture's own defaults, which its command line reads too: the CPUs that call (one more controls), the toggles,
+# how the probes are armed.
+TORTURE_CPUS, TORTURE_TOGGLES, TORTURE_ARM = 4, 100, "branch"
 
 
-def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = 4, toggles: int = 100,
-            seed: int = 0, timeout: float = DEFAULT_TIMEOUT, exhaustive: bool = False, spec: str = "",
-            arm: str = "branch", module: str | None = None, serial: str | None = None,
-            qemu_args: list[str] | tuple[str, ...] = (), progress: bool = False) -> Summary | None:
+def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = TORTURE_CPUS,
+            toggles: int = TORTURE_TOGGLES, seed: int = OWN[EMULATOR]["seed"], timeout: float = DEFAULT_TIMEOUT,
+            exhaustive: bool = False, spec: str = "", arm: str = TORTURE_ARM, module: str | None = None,
+            serial: str | None = None, qemu_args: list[str] | tuple[str, ...] = (),
+            progress: bool = False) -> Summary | None:
     """``cpus`` CPUs call ``run`` with ``args`` over and over on a target of ``kind`` while one more arms
     (``arm``) and disarms ``spec`` (default: the probes with sites in the function) ``toggles`` times, the
     summary (None: the kernel stopped, and the session said why). ``module``: loaded first (its functions
@@ -227,7 +231,7 @@ def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = 4, t
                        "give both --module FILE and --arm module (or --exhaustive with --module)")
     import io
 
-    options: dict = {"cpus": cpus + 1, "buffer_size": None, "overflow": "drop"}
+    options: dict = {"cpus": cpus + 1}  # the rest the factory's defaults
     if kind == EMULATOR:  # replayable: the seed decides the interleaving and the toggles
         options.update(seed=seed, schedule="seeded", modules=module is not None)
     elif kind == QEMU:

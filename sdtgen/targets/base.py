@@ -13,7 +13,9 @@ firing and every enabling stay the session's, as libdtrace's consumer reaches th
 functions and barectf's platform gets callbacks: neither hands the lower side the upper object.
 
 What only some targets can do is declared, not probed: each target's ``capabilities`` names the optional
-verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES), each a small protocol below.
+verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES), each a small protocol below. (A capability
+is named for what the target does, as its protocol is: LISTENS is not the kind of target sdtgen.targets.LISTEN
+opens, which has it.)
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ ARM_MODES = (TRAP, BRANCH)
 # The optional verbs a target declares in its ``capabilities`` (each a protocol below).
 MODULES = "modules"  # load_module, unload_module: a kernel that loads modules
 ACTIONS = "actions"  # add_action, remove_action: a guest function called when a probe fires
-LISTEN = "listen"  # listen: a kernel that streams by itself, read to the line's end
+LISTENS = "listens"  # listen: a kernel that streams by itself, read to the line's end
 IDLE = "idle"  # idle: what the kernel sends while no command runs, read
 EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fetch, checked
 LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
@@ -223,7 +225,7 @@ class Target(Protocol):
     """The kernel's side of a session (see the module's docstring)."""
 
     booted: Booted
-    capabilities: frozenset[str]  # the optional verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES)
+    capabilities: frozenset[str]  # the optional verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES)
     damaged: int  # packets, frames and counters the guest or the line spoiled: left out, and counted
 
     def enable(self, spec: str, mode: str) -> int: ...
@@ -289,11 +291,13 @@ class Actions(Protocol):
 
     def add_action(self, spec: str, func: int, symbol: str) -> None: ...
 
-    def remove_action(self, spec: str, func: int) -> None: ...
+    def remove_action(self, spec: str, func: int) -> None:
+        """The action on ``spec`` calling ``func`` added last taken back, that one only (another the same stays)."""
+        ...
 
 
 class Listens(Protocol):
-    """LISTEN: a kernel that streams by itself."""
+    """LISTENS: a kernel that streams by itself."""
 
     def listen(self) -> None:
         """What it sends, read to the line's end."""

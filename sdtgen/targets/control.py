@@ -17,7 +17,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import ERRORS, REPLIES, VALUES, WORD, parse_reply, reply_shapes
@@ -42,6 +42,9 @@ from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 from sdtgen.transport.frames import INFO, MAX_PAYLOAD, TABLES, TEXT, Console, FrameReader
 from sdtgen.transport.packet_sink import PacketSink
+
+if TYPE_CHECKING:  # modlink (and the ELF reader it needs) is imported when a module is placed
+    from sdtgen.modlink import LinkedModule
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
@@ -93,6 +96,9 @@ class ControlTarget:
 
     capabilities = frozenset({MODULES, IDLE})
     expects_modules = False  # QEMU given a module: its enablings arm it when it loads
+    # The module the host placed for the kernel's loader before it booted (QEMU's --module), or none: the one
+    # `module load` may name (a kernel attached to was given none by this host).
+    module: LinkedModule | None = None
 
     def __init__(self, host: Host, channel: Channel, *, timeout: float, announced: bool) -> None:
         self.host = host
@@ -497,7 +503,7 @@ class ControlTarget:
         from sdtgen.modlink import module_probes
         from sdtgen.targets.base import LoadedModule
 
-        linked = getattr(self, "module", None)
+        linked = self.module
         if linked is None or os.path.abspath(path) != os.path.abspath(linked.path):
             raise SdtError(path, "is not the module this kernel was given at boot", "give it with --module")
         if self.bias:
@@ -508,7 +514,7 @@ class ControlTarget:
         return LoadedModule(linked.name, n, dict(linked.functions), module_probes(linked, arch.bits, arch.little))
 
     def unload_module(self, name: str) -> int:
-        linked = getattr(self, "module", None)
+        linked = self.module
         if linked is None or linked.name != name:
             raise SdtError("", f"no module {printable(name)!r} is loaded", "load it with --module FILE")
         return _count(self.command(f"{WORD['module']} unload", "module unload")[-1])

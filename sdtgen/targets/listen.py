@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from sdtgen.errors import SdtError
 from sdtgen.limits import MAX_CPUS  # CPU numbers a recording takes: 0 to MAX_CPUS - 1
-from sdtgen.targets.base import LISTEN, Booted, Host
+from sdtgen.targets.base import LISTENS, Booted, Host
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
 from sdtgen.transport.frames import INFO, MAX_PACKET, TEXT, Console, Frame, FrameError, FrameReader, Info, info
@@ -26,7 +26,7 @@ DEFAULT_HZ = 1_000_000_000  # a clock rate for a kernel that never said its own
 class ListenTarget:
     """The kernel whose bytes ``source`` yields; the clock known from its info frame, or its first packet on."""
 
-    capabilities = frozenset({LISTEN})
+    capabilities = frozenset({LISTENS})
 
     def __init__(self, host: Host, source: Iterator[bytes]) -> None:
         self.host = host

@@ -177,8 +177,13 @@ MODULE_HEADER = VALUES["SDT_MODULE_FILE_HEADER"]  # the module file's struct sdt
 class QemuTarget(ControlTarget):
     """The host's image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
 
+    # What close() stops and removes, declared here since a boot that fails part way closes what it has made.
+    qemu: Child | None = None
+    ram: SharedRam | None = None
+    logs = ""
+
     def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
-                 timeout: float, transport: str = "shared", module: str | None = None) -> None:
+                 timeout: float, transport: str, module: str | None) -> None:
         from sdtgen.transport.geometry import packet_size_for
 
         image = host.image
@@ -198,7 +203,7 @@ class QemuTarget(ControlTarget):
         self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
         self.serial = serial
         self.ram: SharedRam | None = None
-        self.expects_modules, self.module = module is not None, None
+        self.expects_modules = module is not None
         try:
             extra = self._module_file(image, module) if module is not None else []
             if transport == "shared":
@@ -269,7 +274,7 @@ class QemuTarget(ControlTarget):
         out = os.path.join(self.logs, "module")
         with open(out, "wb") as f:
             f.write(header.ljust(MODULE_HEADER, b"\0") + flat(self.module))
-        if image.arch.name == "riscv64":  # QEMU 7's virt machine makes its fw_cfg after -fw_cfg files are taken
+        if image.arch.qemu.module_in_ram:  # a fw_cfg file would not arrive (see QemuMachine.module_in_ram)
             align = VALUES["SDT_MODULE_FILE_ALIGN"]  # the kernel takes it from there (bare: a physical address)
             at = (image.symbols["_end"].value + align - 1) & -align
             return ["-device", f"loader,file={out},addr={at:#x},force-raw=on"]
@@ -295,7 +300,7 @@ class QemuTarget(ControlTarget):
 
     def close(self) -> None:
         """Power the machine off (or stop QEMU if it does not answer); nothing is left running."""
-        qemu = getattr(self, "qemu", None)
+        qemu = self.qemu
         halted = self.halted
         if hasattr(self, "packets"):
             self.packets.close()
@@ -311,10 +316,11 @@ class QemuTarget(ControlTarget):
                                   f"{arch.qemu.exit_ok}: the kernel did not power off cleanly")
         if halted:
             self._show_console()
-        if getattr(self, "ram", None) is not None:
+        if self.ram is not None:
             self.ram.close()
             self.ram = None
-        shutil.rmtree(getattr(self, "logs", ""), ignore_errors=True)
+        if self.logs:
+            shutil.rmtree(self.logs, ignore_errors=True)
 
     def _power_off(self, qemu: Child) -> int | None:
         """`exit 0`, and QEMU's status once it ended; None when the kernel cannot power off."""

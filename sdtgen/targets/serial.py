@@ -157,7 +157,7 @@ class AttachTarget(ControlTarget):
     capabilities = ControlTarget.capabilities | {LEAVES}
 
     def __init__(self, host: Host, line: Line, *, buffer_size: int, overflow: str, timeout: float,
-                 announced: bool = False) -> None:
+                 announced: bool) -> None:
         """``announced``: the kernel says its hello unasked (one just booted), and is not asked for it."""
         from sdtgen.transport.geometry import packet_size_for
 

@@ -21,7 +21,7 @@ from sdtgen.errors import SdtError
 from sdtgen.layout import VALUES
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
-from sdtgen.targets.process import ProcessTarget
+from sdtgen.targets import open_target
 
 HERE = Path(__file__).resolve().parent / "anyprogram"
 PROTOS = {"tiny_push": ("long", ["long"]), "tiny_pop": ("long", ["long"]), "tiny_sum": ("unsigned long",
@@ -73,8 +73,7 @@ def test_the_process_target_bounds_cpus_where_the_hosted_platform_does(tiny):
     assert refused.stderr.splitlines() == [f"tiny: --cpus {bound + 1} is not a number of CPUs from 1 to {bound} (the "
                                            "hosted platform's SDT_LINUX_MAX_CPUS)"]
     with pytest.raises(SdtError, match=f"--cpus {bound + 1} is not a number of CPUs from 1 to {bound}$"):
-        Session(str(tiny), Reporter(out=io.StringIO()),
-                lambda s: ProcessTarget(s, cpus=bound + 1, buffer_size=1 << 16, overflow="drop", timeout=30))
+        Session(str(tiny), Reporter(out=io.StringIO()), lambda host: open_target("process", host, cpus=bound + 1))
 
 
 def serve(tiny: Path, base: Path) -> subprocess.Popen:

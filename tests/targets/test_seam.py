@@ -14,7 +14,7 @@ from sdtgen.targets import base
 
 ROOT = Path(sdtgen.targets.__file__).parent
 SESSION = ROOT.parent / "session"
-CAPABILITIES = {base.MODULES: base.Modules, base.ACTIONS: base.Actions, base.LISTEN: base.Listens,
+CAPABILITIES = {base.MODULES: base.Modules, base.ACTIONS: base.Actions, base.LISTENS: base.Listens,
                 base.IDLE: base.Idles, base.EXHAUSTIVE: base.Exhaustive, base.LEAVES: base.Leaves}
 
 
@@ -63,3 +63,28 @@ def test_the_session_probes_no_target_with_getattr(path):
     probes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
               and n.func.id in ("getattr", "hasattr") and n.args and "target" in ast.unparse(n.args[0])]
     assert [ast.unparse(n) for n in probes] == []
+
+
+def self_probes(source: str) -> list[str]:
+    """getattr(self, NAME, ...) calls in ``source``: an attribute of a target's own probed instead of declared."""
+    return [ast.unparse(n) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name) and n.func.id == "getattr" and n.args
+            and ast.unparse(n.args[0]) == "self"]
+
+
+@pytest.mark.parametrize("path", _modules(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_target_declares_its_own_attributes_rather_than_probing_them(path):
+    """ControlTarget.module (the module the host placed for the kernel's loader) and QEMU's process, shared RAM and
+    logs are declared on the class with their empty value: no target asks getattr(self, ...) whether it has one."""
+    assert self_probes(path.read_text()) == []
+    assert self_probes('linked = getattr(self, "module", None)') == ['getattr(self, "module", None)'.replace('"', "'")]
+
+
+def test_a_capability_is_never_named_as_a_kind_of_target():
+    """Each name means one thing: the kinds the factory opens (sdtgen.targets: ..., LISTEN) and the capabilities a
+    target declares (sdtgen.targets.base: ..., LISTENS) share neither a constant's name nor a value."""
+    kinds = {n for n, v in vars(sdtgen.targets).items() if n.isupper() and isinstance(v, str)
+             and v in sdtgen.targets.KINDS}
+    capabilities = {n for n, v in vars(base).items() if n.isupper() and isinstance(v, str) and v in CAPABILITIES}
+    assert kinds == {"EMULATOR", "QEMU", "ATTACH", "PROCESS", "LISTEN"} and len(capabilities) == len(CAPABILITIES)
+    assert kinds & capabilities == set() and set(sdtgen.targets.KINDS) & set(CAPABILITIES) == set()

@@ -38,6 +38,16 @@ STEPS = (("sdt_enable", "branch"), ("sdt_disable", None), ("sdt_enable", "trap")
 SCRATCH_STACK = 0x2000  # below the observer's stack top: where its one instruction may push
 
 
+def landings(arch, address: int, data: bytes) -> list[list[tuple[int, int]]]:
+    """The (address, byte) sets of one store of ``data`` at ``address`` that another CPU's fetch may see: each
+    subset where the architecture's fetch may see a torn store (Arch.fetch_sees_torn_stores: x86), else all or
+    none."""
+    pairs = [(address + i, b) for i, b in enumerate(data)]
+    if arch.fetch_sees_torn_stores and len(pairs) > 1:
+        return [list(c) for n in range(len(pairs) + 1) for c in itertools.combinations(pairs, n)]
+    return [[], pairs]
+
+
 class Exhaustive:
     """The check on an emulated boot (sdtgen/targets/emulator/target.py) of two CPUs: the last makes the changes."""
 
@@ -128,12 +138,6 @@ class Exhaustive:
             if address < site.addr + site.size and site.addr < address + len(data):
                 self._observe(site, old, new, address, data)
 
-    def _landings(self, address: int, data: bytes) -> list[list[tuple[int, int]]]:
-        """The (address, byte) sets of a store another CPU's fetch may see: each subset on x86, else all or none."""
-        pairs = [(address + i, b) for i, b in enumerate(data)]
-        if self.arch.name in ("x86_64", "i386") and len(pairs) > 1:
-            return [list(c) for n in range(len(pairs) + 1) for c in itertools.combinations(pairs, n)]
-        return [[], pairs]
 
     def _observe(self, site: TableSite, old: bytes, new: bytes, address: int, data: bytes) -> None:
         m, s = self.control, site
@@ -141,7 +145,7 @@ class Exhaustive:
         legit = legit_instructions(self.arch, s.addr, old, new)
         boundaries = {a for a, _ in legit}
         try:
-            for landed in self._landings(address, data):
+            for landed in landings(self.arch, address, data):
                 state = bytearray(before)
                 for a, b in landed:
                     if s.addr <= a < s.addr + s.size:

@@ -34,7 +34,7 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Smp:
-    def __init__(self, machine: Machine, cpus: int, seed: int = 0, schedule: str = "parallel") -> None:
+    def __init__(self, machine: Machine, cpus: int, seed: int, schedule: str) -> None:
         self.cpus = [machine] + [machine.sibling(k) for k in range(1, cpus)]
         self.rng = random.Random(seed)
         self.schedule = schedule

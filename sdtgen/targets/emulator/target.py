@@ -46,8 +46,9 @@ class EmulatorTarget:
     capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE})
     damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
 
-    def __init__(self, host: Host, *, patch: bool = True, buffer_size: int, overflow: str, cpus: int = 1,
-                 seed: int = 0, schedule: str = "parallel", stream: bool = True, modules: bool = False) -> None:
+    def __init__(self, host: Host, *, patch: bool, buffer_size: int, overflow: str, cpus: int, seed: int,
+                 schedule: str, stream: bool, modules: bool) -> None:
+        # Every option is required: the defaults are the factory's alone (sdtgen.targets.DEFAULTS and OWN).
         from sdtgen.targets.emulator.smp import MAX_CPUS, SCHEDULES
 
         if not 1 <= cpus <= MAX_CPUS:
@@ -230,9 +231,14 @@ class EmulatorTarget:
         self.runtime.actions.append((pattern, func, symbol))
 
     def remove_action(self, spec: str, func: int) -> None:
-        """The action on ``spec`` calling ``func`` taken back (its enabling was refused)."""
+        """The action on ``spec`` calling ``func`` added last taken back (its enabling was refused), and that one
+        only: one given twice stays once, as DTrace takes back the one enabling it was asked to, not its twins."""
         pattern = ProbeSpec.parse(spec)
-        self.runtime.actions = [a for a in self.runtime.actions if (a[0], a[1]) != (pattern, func)]
+        actions = self.runtime.actions
+        for i in reversed(range(len(actions))):
+            if (actions[i][0], actions[i][1]) == (pattern, func):
+                del actions[i]
+                return
 
     # -- modules ------------------------------------------------------------------------------------
     def load_module(self, path: str):

@@ -369,7 +369,7 @@ def checker(image: str, symbol: str = "sched_run"):
     from sdtgen.targets.emulator.exhaustive import Exhaustive
 
     session = open_session("emulator", image, Reporter(as_json=True, out=io.StringIO(), quiet=True), arm="branch",
-                           cpus=2, seed=0, schedule="seeded")
+                           cpus=2, schedule="seeded")
     ex = Exhaustive(session.target, symbol)
     ex.rt.on_trap_result = ex.trapped.append
     site = ex.sites[0]
