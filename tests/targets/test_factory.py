@@ -52,9 +52,8 @@ FACTORY = REPO / "sdtgen" / "targets" / "__init__.py"
 PATHS = sorted(p for where in ("sdtgen", "bench", "tests") for p in (REPO / where).rglob("*.py"))
 # What builds a session or a target with options: the factory, the session's start, the tests' boot.
 BUILDERS = {"open_target", "target_options", "open_session", "Booted"}
-# Restated defaults left where they are, by file name and text: tests/boot is being moved (its next commit reads
-# the constant).
-LEFT = {"test_aggregation_tables.py: buffer_size=1 << 20"}
+# Restated defaults left where they are, by file name and text: none.
+LEFT: set[str] = set()
 
 
 def _target_classes() -> dict[str, type]:

@@ -99,8 +99,7 @@ def images(tmp_path_factory):
 def test_the_cpus_tables_hold_exactly_what_the_native_firings_make(images, native_exe, arch, mode):
     image = images(arch)
     firings = [e for e in run_native(native_exe, CALLS) if "probe" in e]
-    s = open_session("emulator", str(image), Reporter(as_json=True, out=io.StringIO()), cpus=CPUS, arm=mode,
-                     buffer_size=1 << 20)
+    s = open_session("emulator", str(image), Reporter(as_json=True, out=io.StringIO()), cpus=CPUS, arm=mode)
     try:
         programs = GuestPrograms(s)
         compiled = compile_script(SCRIPT, s.probes, s.image.arch.bits, source="test")
