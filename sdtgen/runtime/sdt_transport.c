@@ -26,14 +26,6 @@ static SDT_CODE int ring_valid(const void *ring, unsigned long ring_bytes, unsig
 {
 	unsigned long n = packet_size ? ring_bytes / packet_size : 0;
 
-<<<<<<< HEAD
-	if (cpu >= SDT_MAX_CPUS)	/* the number its packets carry: no host takes one past the protocol's bound */
-		return SDT_ERR_CPU;
-	if (!c || !ring || packet_size < SDT_MIN_PACKET || (packet_size & (packet_size - 1)) || n < 2 ||
-	    (n & (n - 1)) || n * packet_size != ring_bytes || ((sdt_word)ring & 7) ||
-	    (policy != SDT_DISCARD && policy != SDT_OVERWRITE))
-		return SDT_ERR_ARG;
-=======
 	return ring && packet_size >= SDT_MIN_PACKET && !(packet_size & (packet_size - 1)) && n >= 2 &&
 	       !(n & (n - 1)) && n * packet_size == ring_bytes && !((sdt_word)ring & 7) &&
 	       (policy == SDT_DISCARD || policy == SDT_OVERWRITE);
@@ -44,7 +36,6 @@ static SDT_CODE int ring_valid(const void *ring, unsigned long ring_bytes, unsig
 static SDT_CODE void area_reset(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
 				unsigned long packet_size, int policy, unsigned session)
 {
->>>>>>> h-d34core
 	c->self = (sdt_word)c;
 	c->cpu = cpu;
 	c->ring = (sdt_word)ring;
@@ -65,6 +56,8 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 	struct sdt_cpu *at;
 	int identity = !ring && !ring_bytes && !packet_size && !policy;
 
+	if (cpu >= SDT_MAX_CPUS)	/* the number its packets carry: no host takes one past the protocol's bound */
+		return SDT_ERR_CPU;
 	if (!c || (!identity && !ring_valid(ring, ring_bytes, packet_size, policy)))
 		return SDT_ERR_ARG;
 	area_reset(c, cpu, ring, ring_bytes, packet_size, policy, 0);
