@@ -13,7 +13,7 @@ firing and every enabling stay the session's, as libdtrace's consumer reaches th
 functions and barectf's platform gets callbacks: neither hands the lower side the upper object.
 
 What only some targets can do is declared, not probed: each target's ``capabilities`` names the optional
-verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES), each a small protocol below.
+verbs it has (MODULES, ACTIONS, LISTEN, IDLE, EXHAUSTIVE, LEAVES, SALVAGES), each a small protocol below.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ LISTEN = "listen"  # listen: a kernel that streams by itself, read to the line's
 IDLE = "idle"  # idle: what the kernel sends while no command runs, read
 EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fetch, checked
 LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
+SALVAGES = "salvages"  # rings: the machine's memory and its CPU areas, read after a crash (docs/post-mortem.md)
 
 
 @record(frozen=True)
@@ -68,6 +69,9 @@ class Host:
     # The packets' checks, once the target knows the kernel's clock rate, CPUs and packet size (None: each CPU's
     # first packet says it) and the largest packet it takes.
     open_streams: Callable[..., Streams]
+    # A call ended the kernel's work without stopping its machine (the emulator's guest faulted, or did not
+    # return), said before the target reads anything through the kernel's own code: the post-mortem's moment.
+    crashed: Callable[[str], None] = lambda why: None
 
 
 class Halted(Exception):
@@ -318,6 +322,27 @@ class Exhaustive(Protocol):
     instruction boundary another CPU may fetch at, in every order the store's bytes can land."""
 
     def exhaustive(self, symbol: str, module: bool) -> Summary: ...
+
+
+@record(frozen=True)
+class Rings:
+    """Where a post-mortem reads: the machine's memory (``read(addr, size)``, ValueError where it has none), each
+    CPU's struct sdt_cpu (CPU k's at ``areas[k]``) and its ring (``rings[k]``, or None: where the area says, less
+    ``delta``), as the host addresses them; ``delta``: the kernel's addresses less the host's, when the host knows
+    it (then each area's self field is checked against it)."""
+
+    read: Callable[[int, int], bytes]
+    areas: tuple[int, ...]
+    rings: tuple[int | None, ...]
+    delta: int | None = None
+
+
+class Salvages(Protocol):
+    """SALVAGES: the rings can be read from outside the kernel, whatever state it is in."""
+
+    def rings(self) -> Rings | None:
+        """The memory and areas, or None when this machine's cannot be read now (said why, once)."""
+        ...
 
 
 @record(frozen=True)

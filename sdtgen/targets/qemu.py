@@ -21,7 +21,7 @@ import tempfile
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD, parse_reply, reply_shapes
 from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
-from sdtgen.targets.base import Halted, Host, Refused
+from sdtgen.targets.base import SALVAGES, Halted, Host, Refused, Rings
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
 from sdtgen.trace.streams import MIN_PACKET
@@ -177,6 +177,8 @@ MODULE_HEADER = VALUES["SDT_MODULE_FILE_HEADER"]  # the module file's struct sdt
 class QemuTarget(ControlTarget):
     """The host's image booted on QEMU; the rings attached as the host asks when the kernel lets it."""
 
+    capabilities = ControlTarget.capabilities | {SALVAGES}
+
     def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
                  timeout: float, transport: str = "shared", module: str | None = None) -> None:
         from sdtgen.transport.geometry import packet_size_for
@@ -249,6 +251,14 @@ class QemuTarget(ControlTarget):
         arch = self.host.image.arch
         self.consumer = Consumer(self.ram, arch.bits, rings, self.host.packet, self.streams)
         self.poll = self.consume_shared
+
+    def rings(self) -> Rings | None:
+        """The shared RAM and each CPU's area, as `shared on` said them, for a post-mortem (the mapping outlives
+        QEMU); None on the serial transport."""
+        if self.ram is None or getattr(self, "consumer", None) is None:
+            return None
+        return Rings(self.ram.read, tuple(r.area for r in self.consumer.rings),
+                     tuple(r.ring for r in self.consumer.rings))
 
     def consume_shared(self) -> None:
         """Every CPU's closed packets, read where the kernel wrote them."""
