@@ -90,7 +90,7 @@ class Session:
         self.last_target: Target | None = None  # the target once the session is closed: what it counted
         self.sink = None
         self.post_mortem_trace = post_mortem  # (path, format) of --post-mortem: the rings' trace after a crash
-        self.salvaged = None  # what the post-mortem read (sdtgen.transport.salvage.Salvage), once it ran
+        self.salvaged = None  # what the post-mortem read, session id -> Salvage (sdtgen/session/post_mortem.py)
         self.faults = 0
         self.halted = False
         self.hits: dict[str, int] = {}
@@ -578,10 +578,11 @@ class Session:
             self.post_mortem(why, final=False)
 
     def post_mortem(self, why: str, final: bool) -> None:
-        """Each CPU's ring read out of the machine's memory, once, as the kernel left it when it panicked, hung or
-        died (``why``): every packet the rings still hold and the open packets' complete events, each checked
-        (sdtgen/transport/salvage.py). Said in one line; written to --post-mortem's trace; and when the kernel
-        cannot go on (``final``), what the session had not read yet goes to its own output and --trace too."""
+        """Each session's rings read out of the machine's memory, once, as the kernel left them when it panicked,
+        hung or died (``why``): every packet they still hold and the open packets' complete events, each checked
+        (sdtgen/session/post_mortem.py). Said in one line a session; written to --post-mortem's trace (each
+        session's its own); and when the kernel cannot go on (``final``), what the session had not read yet of the
+        default session goes to its own output and --trace too."""
         target = self.target
         if self.salvaged is not None or target is None or SALVAGES not in target.capabilities:
             return
@@ -589,31 +590,38 @@ class Session:
         if rings is None:
             if self.post_mortem_trace is not None:
                 self.reporter.warning("post-mortem: the machine's memory cannot be read (its RAM is not shared with "
-                                      "the host): no post-mortem trace is written")
+                                      "the host, and QEMU cannot save it): no post-mortem trace is written")
             return
-        from sdtgen.transport.salvage import salvage
+        from sdtgen.session.post_mortem import read_sessions, session_path
 
         arch = self.image.arch
-        got = self.salvaged = salvage(rings, self.decoder, target.booted.clock_hz, arch.bits, arch.little)
-        if final and self.streams is not None:  # the tail no consumer read: the output ends where the kernel did
-            for cpu, c in sorted(got.cpus.items()):
-                for data, read in c.packets:
-                    if read.packet.seq > self.streams.last_seq(cpu):
-                        self.on_packet(cpu, data, read.packet.seq)
-            self._emit_pending()
-        path = None
-        if self.post_mortem_trace is not None:
-            path, fmt = self.post_mortem_trace
-            sink = self._open_trace(path, fmt, target)
-            try:
+        read = read_sessions(rings, self.decoder, target.booted.clock_hz, arch.bits, arch.little,
+                             self.reporter.warning)
+        self.salvaged = {r.id: r.salvage for r in read}
+        if not read and self.post_mortem_trace is not None:
+            self.reporter.warning("post-mortem: no session's CPU areas are known (the kernel never said where they "
+                                  "are, and the image has no sdt_session_table): no post-mortem trace is written")
+        for r in read:
+            got = r.salvage
+            if final and r.id == 0 and self.streams is not None:  # the tail no consumer read: the output ends there
                 for cpu, c in sorted(got.cpus.items()):
-                    for data, read in c.packets:
-                        sink.packet(cpu, data, read.packet, read.events if sink.needs_events else None)
-                sink.finish(got.lost())
-            except BaseException:
-                sink.abort()
-                raise
-        self.reporter.post_mortem(why, got, path)
+                    for data, packet in c.packets:
+                        if packet.packet.seq > self.streams.last_seq(cpu):
+                            self.on_packet(cpu, data, packet.packet.seq)
+                self._emit_pending()
+            path = None
+            if self.post_mortem_trace is not None:
+                path, fmt = session_path(self.post_mortem_trace[0], r.name, r.id), self.post_mortem_trace[1]
+                sink = self._open_trace(path, fmt, target)
+                try:
+                    for cpu, c in sorted(got.cpus.items()):
+                        for data, packet in c.packets:
+                            sink.packet(cpu, data, packet.packet, packet.events if sink.needs_events else None)
+                    sink.finish(got.lost())
+                except BaseException:
+                    sink.abort()
+                    raise
+            self.reporter.post_mortem(why, got, path, None if r.id == 0 else r.name)
 
     def leave(self) -> None:
         """A kernel the session leaves running (attach): what the session armed, disarmed before its last drain."""

@@ -326,15 +326,18 @@ class Exhaustive(Protocol):
 
 @record(frozen=True)
 class Rings:
-    """Where a post-mortem reads: the machine's memory (``read(addr, size)``, ValueError where it has none), each
-    CPU's struct sdt_cpu (CPU k's at ``areas[k]``) and its ring (``rings[k]``, or None: where the area says, less
-    ``delta``), as the host addresses them; ``delta``: the kernel's addresses less the host's, when the host knows
-    it (then each area's self field is checked against it)."""
+    """Where a post-mortem reads: the machine's memory (``read(addr, size)``, ValueError where it has none); the
+    default session's CPU areas the host was told of (CPU k's struct sdt_cpu at ``areas[k]``, its ring at
+    ``rings[k]``, both the host's addresses; empty when it was told of none); ``host``, a kernel address as the
+    host reads it, when the host knows how the kernel's memory maps (then each area's self field is checked, and
+    a ring not given is where its area says); ``registry``, the host's address of the runtime's
+    sdt_session_table when the image has one (every session's areas are found there)."""
 
     read: Callable[[int, int], bytes]
-    areas: tuple[int, ...]
-    rings: tuple[int | None, ...]
-    delta: int | None = None
+    areas: tuple[int, ...] = ()
+    rings: tuple[int | None, ...] = ()
+    host: Callable[[int], int] | None = None
+    registry: int | None = None
 
 
 class Salvages(Protocol):

@@ -27,6 +27,7 @@ from sdtgen.trace.packets import MIN_PACKET, Decoder, Event, PacketError
 from sdtgen.trace.streams import MAX_COUNT, Read, Streams
 
 ReadFn = Callable[[int, int], bytes]  # (address, bytes): the machine's memory; ValueError where it has none
+HostFn = Callable[[int], int]  # a kernel address as the host reads it; ValueError for one it cannot map
 MAX_PACKET = 1 << 20  # the largest packet believed (the serial transport's bound): a larger one is damage
 MAX_RING = 1 << 30  # the most bytes of one CPU's ring read: an area that says more is damage, not a ring to read
 
@@ -88,12 +89,13 @@ def _pow2(n: int) -> bool:
 class Salvager:
     """Reads rings out of the memory ``read`` gives, for the kernel whose packets ``decoder`` decodes."""
 
-    def __init__(self, read: ReadFn, decoder: Decoder, clock_hz: int, cpus: int, bits: int, little: bool) -> None:
+    def __init__(self, read: ReadFn, decoder: Decoder, clock_hz: int, cpus: int, bits: int, little: bool,
+                 session: int = 0) -> None:
         self.read = read
+        self.session = session  # the stream_id its packets carry: the session whose rings these are
         self.decoder = decoder
         self.bits, self.little = bits, little
         self.order = "little" if little else "big"
-        self.mask = (1 << 64) - 1
         self.cpu = CPU.struct(bits, little)
         self.cpu_names = CPU.names()
         self.packet = PACKET.struct(bits, little)
@@ -119,10 +121,10 @@ class Salvager:
             return None
         return dict(zip(self.cpu_names, self.cpu.unpack(raw), strict=True))
 
-    def _area_problem(self, addr: int, a: dict[str, int], cpu: int, delta: int | None) -> str | None:
+    def _area_problem(self, addr: int, a: dict[str, int], cpu: int, host: HostFn | None) -> str | None:
         """What is wrong with an area, so that none of its ring is read; None when it can be."""
-        if delta is not None and a["self"] != (addr + delta) & self.mask:
-            return f"its self field says {a['self']:#x}, not {(addr + delta) & self.mask:#x}"
+        if host is not None and _host(host, a["self"]) != addr:
+            return f"its self field says {a['self']:#x}, which is not where it is"
         if a["cpu"] != cpu:
             return f"it says it is CPU {a['cpu']}'s"
         n, size = a["packets"], a["packet_size"]
@@ -143,18 +145,24 @@ class Salvager:
         return a["ring"] + (seq % a["packets"]) * a["packet_size"]
 
     # -- one CPU ------------------------------------------------------------------------------------------
-    def cpu_ring(self, cpu: int, addr: int, ring: int | None, delta: int | None) -> CpuSalvage | None:
-        """CPU ``cpu``'s ring, its area at ``addr`` and its packets at ``ring`` (None: where the area says, less
-        ``delta``): every packet it still holds that checks, then its open packet's events as far as they parse."""
+    def cpu_ring(self, cpu: int, addr: int, ring: int | None, host: HostFn | None) -> CpuSalvage | None:
+        """CPU ``cpu``'s ring, its area at ``addr`` and its packets at ``ring`` (None: where the area says, as
+        ``host`` maps it): every packet it still holds that checks, then its open packet's events as far as they
+        parse."""
         a = self._area(addr)
         if a is None:
             return None
-        problem = self._area_problem(addr, a, cpu, delta)
+        problem = self._area_problem(addr, a, cpu, host)
         if problem is not None:
             self._distrust(f"CPU {cpu}'s struct sdt_cpu at {addr:#x} is damaged: {problem}")
             return None
         if ring is None:
-            ring = (a["ring"] - (delta or 0)) & self.mask
+            if not a["ring"]:  # a CPU that said who it is and was given no ring: nothing recorded, nothing lost
+                return None
+            ring = _host(host, a["ring"]) if host is not None else None
+            if ring is None:
+                self._distrust(f"CPU {cpu}'s ring at {a['ring']:#x} is not in memory the host can read")
+                return None
         out = self.result.cpus[cpu] = CpuSalvage(cpu)
         w, c = a["write_seq"], a["commit_seq"]
         here = ring - a["ring"]  # the host's address of a byte of the ring, less the kernel's
@@ -173,10 +181,19 @@ class Salvager:
             return None
 
     def _take(self, out: CpuSalvage, data: bytes | None, seq: int) -> bool:
-        """One packet through the one reader of packets: kept when it checks, else counted with why."""
+        """One packet through the one reader of packets: kept when it checks, else counted with why. Its stream is
+        its session's; the trace of one session holds one stream class, so it is written as stream 0."""
         if data is None:
             self._distrust(f"packet {seq} of CPU {out.cpu} cannot be read")
             return False
+        if self.session and len(data) >= self.packet.size:
+            stream = self.offsets["stream_id"]
+            said = int.from_bytes(data[stream:stream + 4], self.order)
+            if said != self.session:
+                self._distrust(f"packet {seq} of CPU {out.cpu} says it is session {said}'s, in session "
+                               f"{self.session}'s ring")
+                return False
+            data = self._stream0(data)
         read = self.streams.read(out.cpu, data, True, seq)  # a packet that fails is counted (and said) there
         if read is None:
             self.result.distrusted += 1
@@ -204,13 +221,17 @@ class Salvager:
             mid = (lo + hi + 1) // 2
             packet = self._closed(data, a, ends[:mid])
             try:
-                self.decoder.events(packet)
+                self.decoder.events(self._stream0(packet))  # whose stream it is, _take checks
                 lo, best = mid, packet
             except PacketError:
                 hi = mid - 1
         out.cut = max(claimed, walked) - lo
         if lo and best is not None:
             self._take(out, best, a["write_seq"])
+
+    def _stream0(self, data: bytes) -> bytes:
+        stream = self.offsets["stream_id"]
+        return data[:stream] + bytes(4) + data[stream + 4:]
 
     def _walk(self, data: bytes, offset: int) -> list[int]:
         """Where each event of the open packet ends, up to the first that is not one (a size too small or past
@@ -246,9 +267,19 @@ class Salvager:
         return bytes(out)
 
 
-def salvage(rings: Rings, decoder: Decoder, clock_hz: int, bits: int, little: bool) -> Salvage:
-    """Every CPU's ring, CPU k's struct sdt_cpu at ``rings.areas[k]``, read out of the memory ``rings.read`` gives."""
-    s = Salvager(rings.read, decoder, clock_hz, len(rings.areas), bits, little)
-    for cpu, (addr, ring) in enumerate(zip(rings.areas, rings.rings, strict=True)):
-        s.cpu_ring(cpu, addr, ring, rings.delta)
+def _host(host: HostFn, addr: int) -> int | None:
+    try:
+        return host(addr)
+    except ValueError:
+        return None
+
+
+def salvage(rings: Rings, decoder: Decoder, clock_hz: int, bits: int, little: bool, session: int = 0) -> Salvage:
+    """Every CPU's ring of one session, CPU k's struct sdt_cpu at ``rings.areas[k]`` (0: none), read out of the
+    memory ``rings.read`` gives."""
+    s = Salvager(rings.read, decoder, clock_hz, len(rings.areas), bits, little, session)
+    given = rings.rings or (None,) * len(rings.areas)
+    for cpu, (addr, ring) in enumerate(zip(rings.areas, given, strict=True)):
+        if addr:
+            s.cpu_ring(cpu, addr, ring, rings.host)
     return s.result

@@ -69,7 +69,7 @@ def test_a_damaged_packet_is_counted_and_said_never_trusted(kernel, native_exe, 
         per_packet = (size - head) // ((EVENT.size(bits) + 16 + 7) & ~7)
         target.machine.write(ring + size + head + EVENT.offset("id", bits), b"\xff\xff\xff\xff")
         session.run("vfs_lookup", [BAD])
-        got = session.salvaged
+        got = session.salvaged[0]
     finally:
         session.close()
     native = native_firings(native_exe, ticks)

@@ -38,6 +38,11 @@ from sdtgen.targets.emulator.runtime import ProbeRuntime
 from sdtgen.trace.model import Lost
 
 
+def _same(addr: int) -> int:
+    """The emulator's memory: the kernel's addresses are the host's."""
+    return addr
+
+
 def fault_of(e: GuestFault) -> CallFault:
     return CallFault(e.what, e.pc, isinstance(e, MachineInterrupted))
 
@@ -400,7 +405,7 @@ class EmulatorTarget:
     def rings(self) -> Rings:
         """The machine's memory and the platform's CPU areas, for a post-mortem."""
         return Rings(self._read_memory, tuple(self.platform.area(k) for k in range(self.cpus)),
-                     tuple(self.platform.ring(k) for k in range(self.cpus)), 0)
+                     tuple(self.platform.ring(k) for k in range(self.cpus)), _same)
 
     def _read_memory(self, addr: int, size: int) -> bytes:
         try:
