@@ -88,3 +88,29 @@ def test_the_post_mortem_path_is_checked_before_the_kernel_starts(kernel, tmp_pa
         trace_session("emulator", Tracing(str(kernel.image), [], post_mortem=str(kernel.image)))
     with pytest.raises(SdtError, match="--post-mortem reads the machine's memory"):
         trace_session("attach", Tracing(str(kernel.image), [], post_mortem=str(tmp_path / "pm")), "/dev/null")
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("self", 0x1234, "its self field says 0x1234"),
+    ("write_seq", 1 << 40, "1099511627776 packets opened"),
+    ("packets", 3, "it says 3 packets of"),
+])
+def test_an_area_that_does_not_check_is_not_read_and_said(kernel, native_exe, tmp_path, field, value, said):
+    """CPU 0's struct sdt_cpu damaged in memory: none of its ring is read, the damage counted and said; CPU 1's read."""
+    from sdtgen.layout import CPU
+
+    ticks = 20
+    session = open_session("emulator", str(kernel.image), Reporter(out=io.StringIO(), err=io.StringIO()), cpus=2,
+                           post_mortem=(str(tmp_path / "pm"), "ctf"))
+    try:
+        session.enable("hk:sched::")
+        session.run("sched_run", [ticks])
+        target, bits = session.target, session.image.arch.bits
+        target.machine.write(target.platform.area(0) + CPU.offset(field, bits), value.to_bytes(8, "little"))
+        session.run("vfs_lookup", [BAD])
+        got = session.salvaged[0]
+    finally:
+        session.close()
+    assert got.distrusted == 1 and said in got.why[0] and "CPU 0's struct sdt_cpu" in got.why[0], got.why
+    assert 0 not in got.cpus and [(e.probe, list(e.args)) for e in got.cpus[1].events] == \
+        native_firings(native_exe, ticks)
