@@ -14,12 +14,14 @@ import pytest
 from helpers import FIXTURE, ROOT, SDTGEN, run
 from native_oracle import build_fixture_native
 from post_mortem_read import bt2_rows, events_by_cpu, native_firings
+from qemu_helpers import ALL, EVERY
 
 from sdtgen.layout import CPU, PACKET
 from sdtgen.transport.salvage import salvage
 
 PANIC_SRC = ROOT / "fixtures" / "qemu" / "panic" / "panic.c"
-ARCHES = ("x86_64", "riscv64")  # the breakpoint protocol's architecture, and one-store patches
+# The breakpoint protocol's architecture and one-store patches; `make qemu` (SDTGEN_QEMU_ALL=1) all four.
+ARCHES = EVERY if ALL else ("x86_64", "riscv64")
 CPUS = 2
 
 
@@ -89,6 +91,17 @@ def test_a_kernel_the_timeout_gives_up_on_is_read_as_it_hangs(panicking, native_
     assert rc == 1
     (said,) = [e for e in events if e["event"] == "post-mortem"]
     assert "hang_after: did not return" in said["why"], said
+    native = native_firings(native_exe, ticks)
+    assert events_by_cpu(bt2_rows(tmp_path / "pm")) == {cpu: native for cpu in range(CPUS)}
+
+
+def test_a_machine_that_ends_is_read_in_the_ram_the_host_still_maps(panicking, native_exe, tmp_path):
+    ticks = 60
+    rc, events, _ = qemu(panicking("x86_64"), "--enable", "hk:sched::", "--run", "die_after", "--arg", ticks, "--arg",
+                         CPUS, "--post-mortem", tmp_path / "pm")
+    assert rc == 1
+    (said,) = [e for e in events if e["event"] == "post-mortem"]
+    assert "QEMU" in said["why"], said
     native = native_firings(native_exe, ticks)
     assert events_by_cpu(bt2_rows(tmp_path / "pm")) == {cpu: native for cpu in range(CPUS)}
 
