@@ -567,7 +567,10 @@ class Session:
             else:
                 self.reporter.error(f"{what}: {h}", h.fix)
                 why = str(h)
-            self.post_mortem(why, final=True)
+            try:
+                self.post_mortem(why, final=True)
+            except (SdtError, OSError) as e:  # the trace could not be written: said, and the halt still raised
+                self.reporter.error(f"post-mortem: {e}")
             raise
 
     # -- post-mortem (docs/post-mortem.md) ----------------------------------------------------------------

@@ -329,15 +329,17 @@ class Rings:
     """Where a post-mortem reads: the machine's memory (``read(addr, size)``, ValueError where it has none); the
     default session's CPU areas the host was told of (CPU k's struct sdt_cpu at ``areas[k]``, its ring at
     ``rings[k]``, both the host's addresses; empty when it was told of none); ``host``, a kernel address as the
-    host reads it, when the host knows how the kernel's memory maps (then each area's self field is checked, and
-    a ring not given is where its area says); ``registry``, the host's address of the runtime's
-    sdt_session_table when the image has one (every session's areas are found there)."""
+    host reads it, when the host knows exactly how the kernel's memory maps (then each area's self field is
+    checked); ``registry``, the host's address of the runtime's sdt_session_table when the image has one (every
+    session's areas are found there); ``kernel``, the best the host knows of the mapping, by which it follows the
+    registry's addresses (the image's segments: a kernel's memory mapped as its data is)."""
 
     read: Callable[[int, int], bytes]
     areas: tuple[int, ...] = ()
     rings: tuple[int | None, ...] = ()
     host: Callable[[int], int] | None = None
     registry: int | None = None
+    kernel: Callable[[int], int] | None = None
 
 
 class Salvages(Protocol):

@@ -152,13 +152,13 @@ class Salvager:
         a = self._area(addr)
         if a is None:
             return None
+        if ring is None and not a["ring"] and not a["packets"] and a["cpu"] == cpu:
+            return None  # a CPU that said who it is and was given no ring: nothing recorded, nothing lost
         problem = self._area_problem(addr, a, cpu, host)
         if problem is not None:
             self._distrust(f"CPU {cpu}'s struct sdt_cpu at {addr:#x} is damaged: {problem}")
             return None
         if ring is None:
-            if not a["ring"]:  # a CPU that said who it is and was given no ring: nothing recorded, nothing lost
-                return None
             ring = _host(host, a["ring"]) if host is not None else None
             if ring is None:
                 self._distrust(f"CPU {cpu}'s ring at {a['ring']:#x} is not in memory the host can read")

@@ -106,6 +106,34 @@ def test_a_machine_that_ends_is_read_in_the_ram_the_host_still_maps(panicking, n
     assert events_by_cpu(bt2_rows(tmp_path / "pm")) == {cpu: native for cpu in range(CPUS)}
 
 
+def native_of(native_exe, call: str, arg: int, provider: str) -> list[tuple[str, list]]:
+    from native import Call, run_native
+
+    return [(e["probe"], e["args"]) for e in run_native(native_exe, [Call(call, (arg,))])
+            if "probe" in e and e["probe"].startswith(provider)]
+
+
+@pytest.mark.parametrize("transport", ["shared", "serial"])
+def test_each_session_is_read_into_its_own_trace_found_by_the_registry(transport, panicking, native_exe, tmp_path):
+    """The kernel opens its own flight recorder (panic.c's flight_open: session "flight", the scheduler's probes,
+    overwrite) beside the host's default session (the vfs probes): after the panic each session's trace holds its own
+    filter of the native run. On the serial transport no RAM is shared and the kernel never said where its areas
+    are: QEMU saves the RAM (pmemsave) and the runtime's registry, sdt_session_table, says where every session is."""
+    ticks = 50
+    rc, events, _ = qemu(panicking("x86_64"), "--transport", transport, "--run", "flight_open:long", "--arg", CPUS,
+                         "--cpu", "0", "--enable", "hk:vfs::", "--run", "vfs_lookup_id", "--arg", "1",
+                         "--run", "panic_after", "--arg", ticks, "--arg", CPUS, "--post-mortem", tmp_path / "pm")
+    assert rc == 1
+    (opened,) = [e for e in events if e["event"] == "return" and e["symbol"] == "flight_open"]
+    assert opened["value"] == 1  # the first session after the default one
+    said = {e["session"]: e for e in events if e["event"] == "post-mortem"}
+    assert sorted(said) == ["default", "flight"] and said["flight"]["trace"] == f"{tmp_path / 'pm'}-flight"
+    assert all(e["distrusted"] == 0 for e in said.values()), said
+    vfs, sched = native_of(native_exe, "vfs_lookup_id", 1, "hk:vfs:"), native_firings(native_exe, ticks)
+    assert vfs and events_by_cpu(bt2_rows(tmp_path / "pm")) == {cpu: vfs for cpu in range(CPUS)}
+    assert events_by_cpu(bt2_rows(tmp_path / "pm-flight")) == {cpu: sched for cpu in range(CPUS)}
+
+
 def test_a_damaged_packet_is_counted_never_trusted_and_an_event_in_flight_is_cut(panicking, native_exe, tmp_path):
     """After the panic, in the machine's RAM: bytes of a closed packet overwritten, then a recorder said to be
     writing (nesting): the salvage leaves the packet out, counted with why, and cuts the open packet's last event."""
@@ -148,3 +176,36 @@ def test_a_damaged_packet_is_counted_never_trusted_and_an_event_in_flight_is_cut
         assert packet == 1024
     finally:
         session.close()
+
+
+def test_a_registry_that_does_not_check_is_said_and_its_session_not_read(panicking, tmp_path):
+    """The flight recorder's struct sdt_session damaged in RAM after the panic (its magic): one warning says so,
+    its rings are not read, and the default session's still are."""
+    import io
+
+    from sdtgen.layout import REGISTRY, SESSION
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.session.starts import open_session
+    from sdtgen.targets.base import Halted
+
+    out = io.StringIO()
+    session = open_session("qemu", str(panicking("x86_64")), Reporter(as_json=True, out=out), cpus=CPUS)
+    try:
+        assert session.run("flight_open:long", [CPUS], cpu=0) == 1
+        session.enable("hk:sched::")
+        with pytest.raises(Halted):
+            session.run("panic_after", [20, CPUS])
+        target, bits = session.target, session.image.arch.bits
+        rings = target.rings()
+        table = rings.registry
+        flight = int.from_bytes(target.ram.read(table + REGISTRY.offset("sessions", bits) + 8, 8), "little")
+        target.ram.write(rings.kernel(flight) + SESSION.offset("magic", bits), b"\0\0\0\0")
+        session.salvaged = None  # read again, as the damage left it
+        session.post_mortem("again", final=False)
+    finally:
+        session.close()
+    said = [json.loads(x) for x in out.getvalue().splitlines()]
+    warnings = [e["text"] for e in said if e["event"] == "warning" and "sdt_session" in e["text"]]
+    assert len(warnings) == 1 and "session 1's struct sdt_session" in warnings[0] and "damaged" in warnings[0]
+    again = [e for e in said if e["event"] == "post-mortem" and e["why"] == "again"]
+    assert [e["session"] for e in again] == ["default"] and again[0]["cpus"]["0"]["events"] == 20

@@ -403,9 +403,12 @@ class EmulatorTarget:
             return None
 
     def rings(self) -> Rings:
-        """The machine's memory and the platform's CPU areas, for a post-mortem."""
+        """The machine's memory and the platform's CPU areas, for a post-mortem; the runtime's registry of sessions
+        (sdt_session_table) where the image has one."""
+        table = self.image.symbols.get("sdt_session_table")
         return Rings(self._read_memory, tuple(self.platform.area(k) for k in range(self.cpus)),
-                     tuple(self.platform.ring(k) for k in range(self.cpus)), _same)
+                     tuple(self.platform.ring(k) for k in range(self.cpus)), _same,
+                     table.value if table is not None else None, _same)
 
     def _read_memory(self, addr: int, size: int) -> bytes:
         try:
