@@ -114,3 +114,49 @@ def test_an_area_that_does_not_check_is_not_read_and_said(kernel, native_exe, tm
     assert got.distrusted == 1 and said in got.why[0] and "CPU 0's struct sdt_cpu" in got.why[0], got.why
     assert 0 not in got.cpus and [(e.probe, list(e.args)) for e in got.cpus[1].events] == \
         native_firings(native_exe, ticks)
+
+
+SESSIONS = r"""
+#include <sdt.h>
+#include <sdt_runtime.h>
+SDT_PROBE_DEFINE1(pm, , , tick, "long");
+SDT_PROBE_DEFINE1(pm, , , other, "long");
+static struct sdt_session flight;
+static char memory[32768] __attribute__((aligned(64)));
+long flight_open(long cpus)	/* the kernel's own flight recorder of pm:::tick, overwriting */
+{
+	struct sdt_session_config cfg = {.ncpus = (sdt_u32)cpus, .policy = SDT_OVERWRITE};
+	cfg.ring_bytes = 4096;
+	cfg.packet_size = 1024;
+	int id = sdt_session_open(&flight, "flight", &cfg, memory, sizeof(memory)), n;
+	if (id < 0)
+		return id;
+	n = sdt_session_enable(&flight, "pm:::tick", SDT_TRAP);
+	return n < 0 ? n : id;
+}
+long crash(long n)	/* both probes n times, then a read of no memory */
+{
+	for (long i = 0; i < n; i++) {
+		SDT_PROBE1(pm, , , tick, i);
+		SDT_PROBE1(pm, , , other, i);
+	}
+	return *(volatile long *)0x10;
+}
+"""
+
+
+def test_each_session_of_the_emulated_kernel_is_read_into_its_own_trace(tmp_path):
+    """A kernel that opens its own flight recorder (pm:::tick) beside the host's default session (pm:::other): the
+    registry, sdt_session_table, found by the image's symbols, gives the flight recorder's areas; each trace holds
+    its own session's events up to the fault."""
+    from helpers import build_c_kernel
+
+    image = build_c_kernel(tmp_path, "x86_64", SESSIONS)
+    n = 40
+    proc = sdtgen("boot", image, "--run", "flight_open", "--arg", "1", "--enable", "pm:::other", "--run", "crash",
+                  "--arg", str(n), "--post-mortem", str(tmp_path / "pm"), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    said = {e["session"]: e for e in map(json.loads, proc.stdout.splitlines()) if e["event"] == "post-mortem"}
+    assert sorted(said) == ["default", "flight"] and not any(e["distrusted"] for e in said.values()), said
+    assert events_by_cpu(bt2_rows(tmp_path / "pm")) == {0: [("pm:::other", [i]) for i in range(n)]}
+    assert events_by_cpu(bt2_rows(tmp_path / "pm-flight")) == {0: [("pm:::tick", [i]) for i in range(n)]}
