@@ -176,6 +176,7 @@ def _ring(ram: SharedRam, line: str, k: int, bits: int, buffer_size: int, packet
 
 
 PF_W = 2  # a writable ELF segment
+MAX_SOCKET = 100  # bytes of a UNIX socket's path QEMU takes (sun_path holds 108, with its NUL)
 REGISTRY_SYMBOL = "sdt_session_table"  # the runtime's registry of sessions (docs/post-mortem.md)
 MODULE_AREA_SYMBOL = "sdt_module_area"  # where the fixture's loader copies a module (fixtures/qemu/platform.c)
 MODULE_HEADER = VALUES["SDT_MODULE_FILE_HEADER"]  # the module file's struct sdt_module_file, then zeros
@@ -215,7 +216,8 @@ class QemuTarget(ControlTarget):
             if transport == "shared":
                 self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu.ram_base)
             self.memory = None if "-m" in user and user_memory(user) is None else memory  # what pmemsave saves
-            self.qmp = os.path.join(self.logs, "qmp")
+            qmp = os.path.join(self.logs, "qmp")
+            self.qmp = qmp if len(qmp.encode()) < MAX_SOCKET else None  # a longer path QEMU refuses, and exits
             self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user + extra,
                                            self.ram.path if self.ram else None, self.qmp))
             super().__init__(host, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
@@ -278,7 +280,7 @@ class QemuTarget(ControlTarget):
         if self.ram is not None and getattr(self, "consumer", None) is not None:
             return Rings(self.ram.read, tuple(r.area for r in self.consumer.rings),
                          tuple(r.ring for r in self.consumer.rings), None, registry, self._phys)
-        if registry is None or self.memory is None:
+        if registry is None or self.memory is None or self.qmp is None:
             return None
         if self.saved is None:
             out = os.path.join(self.logs, "ram")
