@@ -16,7 +16,7 @@ from native_oracle import build_fixture_native
 from post_mortem_read import bt2_rows, events_by_cpu, native_firings
 from qemu_helpers import ALL, EVERY
 
-from sdtgen.layout import CPU, PACKET
+from sdtgen.layout import CPU, EVENT, PACKET
 from sdtgen.transport.salvage import salvage
 
 PANIC_SRC = ROOT / "fixtures" / "qemu" / "panic" / "panic.c"
@@ -135,8 +135,9 @@ def test_each_session_is_read_into_its_own_trace_found_by_the_registry(transport
 
 
 def test_a_damaged_packet_is_counted_never_trusted_and_an_event_in_flight_is_cut(panicking, native_exe, tmp_path):
-    """After the panic, in the machine's RAM: bytes of a closed packet overwritten, then a recorder said to be
-    writing (nesting): the salvage leaves the packet out, counted with why, and cuts the open packet's last event."""
+    """After the panic, in the machine's RAM: bytes of a closed packet overwritten, an event of an open packet made
+    no probe's, and a recorder said to be writing (nesting): the salvage leaves the packet out, counted with why, cuts
+    the open packet at the event that does not parse, and cuts the other open packet's last event."""
     import io
 
     from sdtgen.session.reporter import Reporter
@@ -165,12 +166,21 @@ def test_a_damaged_packet_is_counted_never_trusted_and_an_event_in_flight_is_cut
         first = whole.cpus[1].packets[0][1]
         assert first.packet.seq == 1 and 0 < len(first.events) < ticks
         target.ram.write(ring + PACKET.offset("magic", arch.bits), b"\xde\xad\xbe\xef")
+        # CPU 1's open packet: an event in its middle given an id no probe has, so it and those after it are cut.
+        open_events = len(whole.cpus[1].packets[-1][1].events)
+        bad = open_events // 2
+        area1 = target.consumer.rings[1].area
+        current, ring_virt = (int.from_bytes(target.ram.read(area1 + CPU.offset(f, arch.bits), 8), "little")
+                              for f in ("current", "ring"))
+        at = ring + (current - ring_virt) + PACKET.size(arch.bits) + bad * 32  # each tick event: 32 bytes
+        target.ram.write(at + EVENT.offset("id", arch.bits), b"\xff\xff\xff\xff")
         # CPU 0: a recorder writing its last event.
         area = target.consumer.rings[0].area
         target.ram.write(area + CPU.offset("nesting", arch.bits), (1).to_bytes(8, "little"))
         got = salvaged()
         assert got.distrusted == 1 and "magic 0xefbeadde" in got.why[0], got.why
-        assert firings(got.cpus[1]) == native[len(first.events):]
+        assert firings(got.cpus[1]) == native[len(first.events):ticks - open_events + bad]
+        assert got.cpus[1].cut == open_events - bad and not got.cpus[1].in_flight
         assert got.cpus[0].in_flight and got.cpus[0].cut == 1
         assert firings(got.cpus[0]) == native[:-1]
         assert packet == 1024
