@@ -32,10 +32,6 @@ MAX_PACKET = 1 << 20  # the largest packet believed (the serial transport's boun
 MAX_RING = 1 << 30  # the most bytes of one CPU's ring read: an area that says more is damage, not a ring to read
 
 
-class Unreadable(ValueError):
-    """An address the machine's memory does not have."""
-
-
 @record
 class CpuSalvage:
     """What was read of one CPU: its packets, as the trace takes them, in order; its events; its counts."""
@@ -58,9 +54,6 @@ class Salvage:
     cpus: dict[int, CpuSalvage] = factory(dict)
     distrusted: int = 0
     why: list[str] = factory(list)
-
-    def events(self) -> int:
-        return sum(len(c.events) for c in self.cpus.values())
 
     def lost(self) -> dict[int, Lost]:
         return {cpu: c.lost for cpu, c in sorted(self.cpus.items())}
