@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sdtgen.layout import CPU, EVENT, PACKET
+from sdtgen.layout import CPU, PACKET
 from sdtgen.plaindata import factory, record
 from sdtgen.targets.base import Rings
 from sdtgen.trace.model import Lost
@@ -92,7 +92,6 @@ class Salvager:
         self.cpu = CPU.struct(bits, little)
         self.cpu_names = CPU.names()
         self.packet = PACKET.struct(bits, little)
-        self.event = EVENT.struct(bits, little)
         self.offsets = PACKET.offsets(bits)
         self.result = Salvage()
         # The reader says the first damage of each CPU (the Salvage's ``why``) and counts the rest.
@@ -202,7 +201,7 @@ class Salvager:
         if data is None:
             self._distrust(f"the open packet of CPU {out.cpu} cannot be read")
             return
-        ends = self._walk(data, min(a["offset"], size))
+        ends = self.decoder.event_ends(data, min(a["offset"], size))
         walked = len(ends)
         claimed = a["events"]
         if a["nesting"] and ends and ends[-1] == a["offset"]:
@@ -225,22 +224,6 @@ class Salvager:
     def _stream0(self, data: bytes) -> bytes:
         stream = self.offsets["stream_id"]
         return data[:stream] + bytes(4) + data[stream + 4:]
-
-    def _walk(self, data: bytes, offset: int) -> list[int]:
-        """Where each event of the open packet ends, up to the first that is not one (a size too small or past
-        the packet's content, an id no probe of the image has)."""
-        ends: list[int] = []
-        at, head = self.packet.size, self.event.size
-        while at + head <= offset:
-            _, key, size, _ = self.event.unpack_from(data, at)
-            f = self.decoder.formats.get(key)
-            if f is None or size < max(head, f.size) or at + size > offset:
-                break
-            if not f.strings and size > (f.size + 7) & ~7:
-                break
-            ends.append(at + size)
-            at = (at + size + 7) & ~7
-        return ends
 
     def _closed(self, data: bytes, a: dict[str, int], ends: list[int]) -> bytes:
         """The open packet with its first ``len(ends)`` events, closed as close_packet closes one."""
