@@ -32,6 +32,7 @@ def add_boot(sub) -> None:
                         "instruction quanta a seed decides, replayable")
     b.add_argument("--seed", type=int, default=OWN[EMULATOR]["seed"], metavar="S",
                    help="the seed of the seeded schedule")
+    _add_post_mortem(b, "a call faults or does not return")
     b.set_defaults(func=cmd_boot, actions=None)
 
 
@@ -95,6 +96,7 @@ def add_qemu(sub) -> None:
                         "file) and load it at this point (`module load`); the specs enabled so far arm it")
     q.add_argument("--unload", action=_Ordered, metavar="NAME", help="unload module NAME at this point (`module "
                    "unload`: the loader keeps its memory, a later --module of the same FILE loads it again)")
+    _add_post_mortem(q, "the kernel panics, does not answer in time, or its machine ends")
     q.set_defaults(func=cmd_qemu, actions=None)
 
 
@@ -173,6 +175,12 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
 
 
+def _add_post_mortem(b: argparse.ArgumentParser, when: str) -> None:
+    b.add_argument("--post-mortem", metavar="PATH",
+                   help=f"when {when}: every CPU's ring read out of the machine's memory, each packet checked, "
+                        "written to PATH (the format from the extension as --trace's; docs/post-mortem.md)")
+
+
 class _Ordered(argparse.Action):
     """Keeps --enable/--disable/--run (with its --arg and --cpu)/--script/--action/--aggregate in command-line order in
     ``args.actions``."""
@@ -207,7 +215,7 @@ def _tracing(args: argparse.Namespace):
     from sdtgen.session.starts import Tracing
 
     return Tracing(args.image, args.actions or [], args.interactive, args.json, args.quiet, args.arm, args.timeout,
-                   args.trace, args.trace_format, args.interval)
+                   args.trace, args.trace_format, args.interval, getattr(args, "post_mortem", None))
 
 
 def cmd_boot(args: argparse.Namespace) -> int:

@@ -173,6 +173,22 @@ class Reporter:
                 self.warning(f"{n} error{'' if n == 1 else 's'} on CPU {cpu}: a clause divided by zero or met a "
                              "string it could not read, and that firing did nothing more")
 
+    def post_mortem(self, why: str, salvage, path: str | None, session: str | None = None) -> None:
+        """What a post-mortem read of a session's rings (sdtgen/transport/salvage.py; ``session``: its name, None for
+        the default session): one line, and a warning with the packets it could not trust."""
+        where = f"; written to {printable(path)}" if path else ""
+        of = f" of session {printable(session)}" if session else ""
+        event = {"event": "post-mortem", "session": session or "default", "why": why, "trace": path,
+                 "distrusted": salvage.distrusted,
+                 "why_distrusted": salvage.why[:1],
+                 "cpus": {str(cpu): {"events": len(c.events), "cut": c.cut, "in_flight": c.in_flight}
+                          for cpu, c in sorted(salvage.cpus.items())}}
+        self._emit(event, f"post-mortem{of} ({printable(why)}): {salvage.summary()}{where}")
+        if salvage.distrusted and not self.as_json:
+            n = salvage.distrusted
+            self.warning(f"post-mortem{of}: {n} packet{'s' if n != 1 else ''} not trusted, left out: "
+                         f"{salvage.why[0] if salvage.why else 'damaged'}")
+
     def error(self, text: str, fix: str = "") -> None:
         """What ended the session (the kernel stopped answering, its machine ended), and what to do."""
         self._diagnose({"event": "error", "text": text, "fix": fix}, ERROR, printable(text), printable(fix))

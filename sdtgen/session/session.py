@@ -36,6 +36,7 @@ from sdtgen.targets.base import (
     LEAVES,
     LISTENS,
     MODULES,
+    SALVAGES,
     CallFault,
     Halted,
     Host,
@@ -78,7 +79,8 @@ class Session:
 
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
                  timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
-                 precheck: Callable[[Session], None] | None = None) -> None:
+                 precheck: Callable[[Session], None] | None = None,
+                 post_mortem: tuple[str, str] | None = None) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.mode = check_arm(arm)
@@ -87,6 +89,8 @@ class Session:
         self.target: Target | None = None
         self.last_target: Target | None = None  # the target once the session is closed: what it counted
         self.sink = None
+        self.post_mortem_trace = post_mortem  # (path, format) of --post-mortem: the rings' trace after a crash
+        self.salvaged = None  # what the post-mortem read, session id -> Salvage (sdtgen/session/post_mortem.py)
         self.faults = 0
         self.halted = False
         self.hits: dict[str, int] = {}
@@ -116,8 +120,9 @@ class Session:
                                     for p in self.probes], arch.bits, arch.little)
             if precheck is not None:  # the caller's own checks, against the image, before anything runs
                 precheck(self)
-            if trace is not None:
-                self._check_trace(*trace)
+            for out in (trace, post_mortem):
+                if out is not None:
+                    self._check_trace(*out)
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
                 self.target = start(self.host())
@@ -147,7 +152,7 @@ class Session:
         """What a target sees of this session: the image, how it arms first, and the sinks below."""
         r = self.reporter
         return Host(self.image, self.mode, self.on_packet, self.on_log, r.console, r.line, r.warning, self.on_action,
-                    self.on_fault, self.open_streams)
+                    self.on_fault, self.open_streams, self.on_crash)
 
     def on_fault(self, what: str, fault: CallFault, cpu: int) -> None:
         """The runtime's own call ``what`` (sdt_flush, say) faulted on ``cpu``: said, and counted as a fault."""
@@ -241,11 +246,11 @@ class Session:
         arch = self.image.arch
         open_trace(path, fmt, TraceMeta(arch.name, "clock", 1, 1, ()), arch.bits, arch.little).abort()
 
-    def _open_trace(self, path: str, fmt: str):
+    def _open_trace(self, path: str, fmt: str, target: Target | None = None):
         from sdtgen.trace.model import TraceMeta, TraceProbe
         from sdtgen.trace.sink import open_trace
 
-        arch, booted = self.image.arch, self.target.booted
+        arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes)
         return open_trace(path, fmt, meta, arch.bits, arch.little)
@@ -555,11 +560,71 @@ class Session:
             self.halted = True
             if h.fault is not None and running is not None:
                 self.reporter.fault(running, h.fault, self._place(h.fault), self.last_fired)
+                why = f"{running}: {h.fault.what}"
             elif h.fault is not None:
                 self.reporter.error(f"{what}: {h.fault.what}", h.fix)
+                why = f"{what}: {h.fault.what}"
             else:
                 self.reporter.error(f"{what}: {h}", h.fix)
+                why = str(h)
+            try:
+                self.post_mortem(why, final=True)
+            except (SdtError, OSError) as e:  # the trace could not be written: said, and the halt still raised
+                self.reporter.error(f"post-mortem: {e}")
             raise
+
+    # -- post-mortem (docs/post-mortem.md) ----------------------------------------------------------------
+    def on_crash(self, why: str) -> None:
+        """A target's call faulted or hung and the kernel goes on (the emulator): the rings read as the crash left
+        them, when --post-mortem asks."""
+        if self.post_mortem_trace is not None:
+            self.post_mortem(why, final=False)
+
+    def post_mortem(self, why: str, final: bool) -> None:
+        """Each session's rings read out of the machine's memory, once, as the kernel left them when it panicked,
+        hung or died (``why``): every packet they still hold and the open packets' complete events, each checked
+        (sdtgen/session/post_mortem.py). Said in one line a session; written to --post-mortem's trace (each
+        session's its own); and when the kernel cannot go on (``final``), what the session had not read yet of the
+        default session goes to its own output and --trace too."""
+        target = self.target
+        if self.salvaged is not None or target is None or SALVAGES not in target.capabilities:
+            return
+        rings = target.rings()
+        if rings is None:
+            if self.post_mortem_trace is not None:
+                self.reporter.warning("post-mortem: the machine's memory cannot be read (its RAM is not shared with "
+                                      "the host, and QEMU cannot save it): no post-mortem trace is written")
+            return
+        from sdtgen.session.post_mortem import read_sessions, session_path
+
+        arch = self.image.arch
+        read = read_sessions(rings, self.decoder, target.booted.clock_hz, arch.bits, arch.little,
+                             self.reporter.warning)
+        self.salvaged = {r.id: r.salvage for r in read}
+        if not read and self.post_mortem_trace is not None:
+            self.reporter.warning("post-mortem: no session's CPU areas are known (the kernel never said where they "
+                                  "are, and the image has no sdt_session_table): no post-mortem trace is written")
+        for r in read:
+            got = r.salvage
+            if final and r.id == 0 and self.streams is not None:  # the tail no consumer read: the output ends there
+                for cpu, c in sorted(got.cpus.items()):
+                    for data, packet in c.packets:
+                        if packet.packet.seq > self.streams.last_seq(cpu):
+                            self.on_packet(cpu, data, packet.packet.seq)
+                self._emit_pending()
+            path = None
+            if self.post_mortem_trace is not None:
+                path, fmt = session_path(self.post_mortem_trace[0], r.name, r.id), self.post_mortem_trace[1]
+                sink = self._open_trace(path, fmt, target)
+                try:
+                    for cpu, c in sorted(got.cpus.items()):
+                        for data, packet in c.packets:
+                            sink.packet(cpu, data, packet.packet, packet.events if sink.needs_events else None)
+                    sink.finish(got.lost())
+                except BaseException:
+                    sink.abort()
+                    raise
+            self.reporter.post_mortem(why, got, path, None if r.id == 0 else r.name)
 
     def leave(self) -> None:
         """A kernel the session leaves running (attach): what the session armed, disarmed before its last drain."""

@@ -26,14 +26,14 @@ INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
                  trace: tuple[str, str] | None = None, precheck: Callable[[Session], None] | None = None,
-                 **options) -> Session:
+                 post_mortem: tuple[str, str] | None = None, **options) -> Session:
     """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
     defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,
     and a control core's answer."""
     check_timeout(timeout)
     chosen = target_options(kind, timeout=timeout, **options)
     return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
-                   trace=trace, precheck=precheck)
+                   trace=trace, precheck=precheck, post_mortem=post_mortem)
 
 
 def check_timeout(timeout: float) -> float:
@@ -84,6 +84,7 @@ class Tracing:
     trace: str | None = None
     trace_format: str | None = None
     interval: float | None = None
+    post_mortem: str | None = None  # --post-mortem PATH: the rings' trace after a panic, hang or death
 
 
 def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) -> bool:
@@ -98,6 +99,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
     drive.check_actions(t.actions)
     interval = check_interval(t.interval, t.interactive, t.actions)
     trace = trace_option(t.image, t.trace, t.trace_format)
+    post_mortem = post_mortem_option(kind, t.image, t.post_mortem, t.trace)
     scripts = {value: read_script(value) for kind_, value, _ in t.actions if kind_ == "script"}
     files = drive.module_files(t.actions, scripts)  # --module's and the scripts' `module FILE`
     if trace is not None and files:
@@ -117,7 +119,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
             session = open_session(kind, t.image, Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
                                    timeout=t.timeout, trace=trace, precheck=lambda s: drive.precheck(s, t.actions,
                                                                                                      scripts),
-                                   **target)
+                                   post_mortem=post_mortem, **target)
         except Halted:  # the session said why
             return False
         try:
@@ -154,6 +156,24 @@ def trace_option(image: str, path: str | None, fmt: str | None) -> tuple[str, st
 
     check_distinct([("image", image), ("trace", path)])
     return path, fmt or guess_format(path) or "ctf"
+
+
+def post_mortem_option(kind: str, image: str, path: str | None, trace: str | None) -> tuple[str, str] | None:
+    """(path, format) of --post-mortem, checked: a target whose machine's memory the host reads, a path apart
+    from the image's and the trace's; the format from the extension (.json chrome, .pftrace perfetto, else ctf)."""
+    from sdtgen.trace.sink import guess_format
+
+    if path is None:
+        return None
+    if kind not in (EMULATOR, QEMU):
+        raise SdtError("", f"--post-mortem reads the machine's memory, which `{kind}` does not give the host",
+                       "use it with `sdtgen boot` or `sdtgen qemu`")
+    if not path.strip():
+        raise SdtError("", "--post-mortem needs a path", "give --post-mortem PATH (a directory for ctf)")
+    from sdtgen.atomic import check_distinct
+
+    check_distinct([("image", image), ("post-mortem trace", path)] + ([("trace", trace)] if trace else []))
+    return path, guess_format(path) or "ctf"
 
 
 # -- record ----------------------------------------------------------------------------------------------

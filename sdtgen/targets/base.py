@@ -13,7 +13,7 @@ firing and every enabling stay the session's, as libdtrace's consumer reaches th
 functions and barectf's platform gets callbacks: neither hands the lower side the upper object.
 
 What only some targets can do is declared, not probed: each target's ``capabilities`` names the optional
-verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES), each a small protocol below. (A capability
+verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES, SALVAGES), each a small protocol below. (A capability
 is named for what the target does, as its protocol is: LISTENS is not the kind of target sdtgen.targets.LISTEN
 opens, which has it.)
 """
@@ -43,6 +43,7 @@ LISTENS = "listens"  # listen: a kernel that streams by itself, read to the line
 IDLE = "idle"  # idle: what the kernel sends while no command runs, read
 EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fetch, checked
 LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
+SALVAGES = "salvages"  # rings: the machine's memory and its CPU areas, read after a crash (docs/post-mortem.md)
 
 
 @record(frozen=True)
@@ -70,6 +71,9 @@ class Host:
     # The packets' checks, once the target knows the kernel's clock rate, CPUs and packet size (None: each CPU's
     # first packet says it) and the largest packet it takes.
     open_streams: Callable[..., Streams]
+    # A call ended the kernel's work without stopping its machine (the emulator's guest faulted, or did not
+    # return), said before the target reads anything through the kernel's own code: the post-mortem's moment.
+    crashed: Callable[[str], None] = lambda why: None
 
 
 class Halted(Exception):
@@ -322,6 +326,32 @@ class Exhaustive(Protocol):
     instruction boundary another CPU may fetch at, in every order the store's bytes can land."""
 
     def exhaustive(self, symbol: str, module: bool) -> Summary: ...
+
+
+@record(frozen=True)
+class Rings:
+    """Where a post-mortem reads: the machine's memory (``read(addr, size)``, ValueError where it has none); the
+    default session's CPU areas the host was told of (CPU k's struct sdt_cpu at ``areas[k]``, its ring at
+    ``rings[k]``, both the host's addresses; empty when it was told of none); ``host``, a kernel address as the
+    host reads it, when the host knows exactly how the kernel's memory maps (then each area's self field is
+    checked); ``registry``, the host's address of the runtime's sdt_session_table when the image has one (every
+    session's areas are found there); ``kernel``, the best the host knows of the mapping, by which it follows the
+    registry's addresses (the image's segments: a kernel's memory mapped as its data is)."""
+
+    read: Callable[[int, int], bytes]
+    areas: tuple[int, ...] = ()
+    rings: tuple[int | None, ...] = ()
+    host: Callable[[int], int] | None = None
+    registry: int | None = None
+    kernel: Callable[[int], int] | None = None
+
+
+class Salvages(Protocol):
+    """SALVAGES: the rings can be read from outside the kernel, whatever state it is in."""
+
+    def rings(self) -> Rings | None:
+        """The memory and areas, or None when this machine's cannot be read now (said why, once)."""
+        ...
 
 
 @record(frozen=True)

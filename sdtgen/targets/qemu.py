@@ -18,12 +18,14 @@ import re
 import shutil
 import tempfile
 
+from sdtgen.elf.reader import PT_LOAD
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD, parse_reply, reply_shapes
 from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
-from sdtgen.targets.base import Halted, Host, Refused
+from sdtgen.targets.base import SALVAGES, Halted, Host, Refused, Rings
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
+from sdtgen.targets.qemu_monitor import MonitorError, RamFile, pmemsave, qmp_option
 from sdtgen.trace.streams import MIN_PACKET
 from sdtgen.transport.consumer import Consumer, Ring
 from sdtgen.transport.shared_ram import SharedRam
@@ -99,10 +101,11 @@ def user_memory(args: list[str]) -> int | None:
 
 
 def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: int, logs: str,
-                 user: list[str], ram_file: str | None = None) -> list[str]:
+                 user: list[str], ram_file: str | None = None, qmp: str | None = None) -> list[str]:
     """QEMU's command line: sdtgen's defaults for the architecture, less what the user's own replace, then the
     user's; serial port ``serial`` on standard input and output, the ones before it in files under ``logs``;
-    the RAM in ``ram_file``, shared with the host (QEMU merges a second -machine into the first)."""
+    the RAM in ``ram_file``, shared with the host (QEMU merges a second -machine into the first); QEMU's machine
+    protocol on the socket ``qmp`` (a post-mortem saves the RAM through it when it is not shared)."""
     given = {REPLACEABLE[a] for a in user if a in REPLACEABLE}
     ours = [("-machine", arch.qemu.machine), ("-smp", str(cpus)), ("-m", f"{memory >> 20}M")]
     ours += list(zip(arch.qemu.accel[::2], arch.qemu.accel[1::2], strict=True))
@@ -112,6 +115,8 @@ def qemu_command(binary: str, arch, image: str, cpus: int, memory: int, serial: 
         if flag not in given:
             argv += [flag, value]
     argv += ["-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none"]
+    if qmp is not None:
+        argv += qmp_option(qmp)
     if ram_file is not None:
         argv += ["-object", f"memory-backend-file,id={RAM_ID},size={memory},mem-path={ram_file},share=on",
                  "-machine", f"memory-backend={RAM_ID}"]
@@ -170,6 +175,9 @@ def _ring(ram: SharedRam, line: str, k: int, bits: int, buffer_size: int, packet
     return Ring(area, ring, buffer_size // packet_size, packet_size)
 
 
+PF_W = 2  # a writable ELF segment
+MAX_SOCKET = 100  # bytes of a UNIX socket's path QEMU takes (sun_path holds 108, with its NUL)
+REGISTRY_SYMBOL = "sdt_session_table"  # the runtime's registry of sessions (docs/post-mortem.md)
 MODULE_AREA_SYMBOL = "sdt_module_area"  # where the fixture's loader copies a module (fixtures/qemu/platform.c)
 MODULE_HEADER = VALUES["SDT_MODULE_FILE_HEADER"]  # the module file's struct sdt_module_file, then zeros
 
@@ -181,6 +189,9 @@ class QemuTarget(ControlTarget):
     qemu: Child | None = None
     ram: SharedRam | None = None
     logs = ""
+    saved: RamFile | None = None  # the RAM as QEMU saved it for a post-mortem (not shared)
+
+    capabilities = ControlTarget.capabilities | {SALVAGES}
 
     def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
                  timeout: float, transport: str, module: str | None) -> None:
@@ -203,13 +214,17 @@ class QemuTarget(ControlTarget):
         self.logs = tempfile.mkdtemp(prefix="sdtgen-qemu-")
         self.serial = serial
         self.ram: SharedRam | None = None
+        self.memory, self.qmp = None, None
         self.expects_modules = module is not None
         try:
             extra = self._module_file(image, module) if module is not None else []
             if transport == "shared":
                 self.ram = SharedRam(_ram_path(self.logs), memory, arch.qemu.ram_base)
+            self.memory = None if "-m" in user and user_memory(user) is None else memory  # what pmemsave saves
+            qmp = os.path.join(self.logs, "qmp")
+            self.qmp = qmp if len(qmp.encode()) < MAX_SOCKET else None  # a longer path QEMU refuses, and exits
             self.qemu = Child(qemu_command(binary, arch, image.path, cpus, memory, serial, self.logs, user + extra,
-                                           self.ram.path if self.ram else None))
+                                           self.ram.path if self.ram else None, self.qmp))
             super().__init__(host, ChildChannel(self.qemu, "QEMU"), timeout=timeout, announced=True)
         except Halted as h:
             self._show_console()
@@ -254,6 +269,51 @@ class QemuTarget(ControlTarget):
         arch = self.host.image.arch
         self.consumer = Consumer(self.ram, arch.bits, rings, self.host.packet, self.streams)
         self.poll = self.consume_shared
+
+    def rings(self) -> Rings | None:
+        """For a post-mortem: the shared RAM (its mapping outlives QEMU) and each CPU's area as `shared on` said them;
+        else the RAM saved through QEMU's monitor (pmemsave) into a file, when the image has the runtime's registry
+        to find the areas by. None when neither can be read (said why)."""
+        image = self.host.image
+        table = image.symbols.get(REGISTRY_SYMBOL)
+        registry = None
+        if table is not None:
+            try:
+                registry = self._phys((table.value + self.bias) & self._mask)
+            except ValueError:
+                registry = None
+        if self.ram is not None and getattr(self, "consumer", None) is not None:
+            return Rings(self.ram.read, tuple(r.area for r in self.consumer.rings),
+                         tuple(r.ring for r in self.consumer.rings), None, registry, self._phys)
+        if registry is None or self.memory is None or self.qmp is None:
+            return None
+        if self.saved is None:
+            out = os.path.join(self.logs, "ram")
+            try:
+                pmemsave(self.qmp, image.arch.qemu.ram_base, self.memory, out)
+            except MonitorError as e:
+                self.host.warning(f"post-mortem: QEMU could not save the machine's RAM: {e}")
+                return None
+            self.saved = RamFile(out, image.arch.qemu.ram_base)
+        return Rings(self.saved.read, (), (), None, registry, self._phys)
+
+    @property
+    def _mask(self) -> int:
+        return (1 << self.host.image.arch.bits) - 1
+
+    def _phys(self, addr: int) -> int:
+        """A kernel address as the machine's physical one: by the image's loadable segment that holds it (less how
+        far the running kernel moved), else as its writable data is mapped (a kernel's memory mapped at one offset,
+        as its linker script and the platform's phys say). ValueError for an image that says nothing of it."""
+        at = (addr - self.bias) & self._mask
+        loads = [s for s in self.host.image.elf.segments if s.type == PT_LOAD and s.memsz]
+        for s in loads:
+            if s.vaddr <= at < s.vaddr + s.memsz:
+                return s.paddr + (at - s.vaddr)
+        data = [s for s in loads if s.flags & PF_W]
+        if not data:
+            raise ValueError(f"{addr:#x} is in no loadable segment of the image")
+        return (at - data[-1].vaddr + data[-1].paddr) & self._mask
 
     def consume_shared(self) -> None:
         """Every CPU's closed packets, read where the kernel wrote them."""
@@ -319,6 +379,9 @@ class QemuTarget(ControlTarget):
         if self.ram is not None:
             self.ram.close()
             self.ram = None
+        if self.saved is not None:
+            self.saved.close()
+            self.saved = None
         if self.logs:
             shutil.rmtree(self.logs, ignore_errors=True)
 

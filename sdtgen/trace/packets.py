@@ -128,6 +128,22 @@ class Decoder:
             counts[e.probe] = counts.get(e.probe, 0) + 1
         return p, counts, events[-1].probe if events else None
 
+    def event_ends(self, data: bytes | memoryview, end: int) -> list[int]:
+        """Where each event after the packet header ends, up to byte ``end`` or the first that is not one of this
+        image's (an id no probe has, a size below its header's or its fields', past its fields' padding, or past
+        ``end``): how a packet whose content no header says yet (one still open in a ring) is framed. Whether the
+        events are whole is for ``events`` to say."""
+        out: list[int] = []
+        at, head = self.header.size, self.event.size
+        while at + head <= end:
+            _, key, size, _ = self.event.unpack_from(data, at)
+            f = self.formats.get(key)
+            if f is None or size < max(head, f.size) or at + size > end or (not f.strings and size > (f.size + 7) & ~7):
+                break
+            out.append(at + size)
+            at = (at + size + 7) & ~7  # events start 8-aligned
+        return out
+
     @staticmethod
     def _counted(p: Packet, n: int, used: int, where: str) -> Packet:
         if n != p.events:

@@ -137,6 +137,11 @@ class Streams:
                         f"damaged: {st.discarded} and {st.overwritten} are kept")
         return Lost(st.discarded, st.overwritten)
 
+    def last_seq(self, cpu: int) -> int:
+        """The number of the last packet of ``cpu`` taken (0: none yet)."""
+        st = self._cpus.get(cpu)
+        return st.seq if st is not None else 0
+
     def last_lost(self) -> dict[int, Lost]:
         """Each CPU's lost counts: the last believed, no fewer discarded than its last packet said."""
         return {cpu: Lost(st.discarded, st.overwritten) for cpu, st in sorted(self._cpus.items())}

@@ -108,3 +108,20 @@ def test_a_packet_whose_content_exceeds_its_packet_size_is_refused():
         data[size_at:size_at + 8] = size.to_bytes(8, "little")
         with pytest.raises(PacketError, match="its sizes"):
             decoder().events(bytes(data))
+
+
+def test_an_open_packets_events_are_framed_up_to_the_first_that_is_not_one():
+    """event_ends (the post-mortem's framing of a packet no header closed): each event's end, stopping at an id no
+    probe has, at a size below the event's fields or past its padding, or at one that runs past the bytes given."""
+    head, step = PACKET.size(64), EVENT.size(64) + 8
+    whole = packet([(10 + i, i % 3, i) for i in range(5)])
+    d = decoder()
+    assert d.event_ends(whole, head + 5 * step) == [head + (k + 1) * step for k in range(5)]
+    assert d.event_ends(whole, head + 5 * step - 1) == [head + (k + 1) * step for k in range(4)]  # the last cut short
+    for field, value, width in (("id", len(TYPES) + 7, 4),  # event 2: an id of no probe,
+                                ("size", EVENT.size(64), 2),  # a size below its fields,
+                                ("size", step + 8, 2)):  # or past their padding
+        bad = bytearray(whole)
+        at = head + 2 * step + EVENT.offset(field, 64)
+        bad[at:at + width] = value.to_bytes(width, "little")
+        assert d.event_ends(bytes(bad), head + 5 * step) == [head + step, head + 2 * step], (field, value)

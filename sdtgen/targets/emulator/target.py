@@ -18,6 +18,7 @@ from sdtgen.targets.base import (
     BRANCH,
     EXHAUSTIVE,
     MODULES,
+    SALVAGES,
     Booted,
     CallFault,
     DamagedTables,
@@ -26,6 +27,7 @@ from sdtgen.targets.base import (
     ProbeState,
     Refused,
     Returned,
+    Rings,
     Summary,
     TortureJob,
 )
@@ -36,6 +38,11 @@ from sdtgen.targets.emulator.runtime import ProbeRuntime
 from sdtgen.trace.model import Lost
 
 
+def _same(addr: int) -> int:
+    """The emulator's memory: the kernel's addresses are the host's."""
+    return addr
+
+
 def fault_of(e: GuestFault) -> CallFault:
     return CallFault(e.what, e.pc, isinstance(e, MachineInterrupted))
 
@@ -43,7 +50,7 @@ def fault_of(e: GuestFault) -> CallFault:
 class EmulatorTarget:
     """The host's image booted in the emulator on ``cpus`` CPUs (``modules``: with room for a module)."""
 
-    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE})
+    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE, SALVAGES})
     damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
 
     def __init__(self, host: Host, *, patch: bool, buffer_size: int, overflow: str, cpus: int, seed: int,
@@ -371,6 +378,9 @@ class EmulatorTarget:
         except MachineInterrupted as e:
             self._drain_after_interrupt()
             raise Interrupted(fault_of(e)) from None
+        faulted = [r for r in results if isinstance(r, GuestFault)]
+        if faulted:  # the rings as the fault left them, read before the runtime's own sdt_flush runs again
+            self.host.crashed(f"{self.image.symbolize(func).removesuffix('+0x0')}: {faulted[0].what}")
         self.drain()
         cpus = range(self.cpus) if cpu is None else [cpu]
         return [Returned(k, 0, fault_of(r)) if isinstance(r, GuestFault) else Returned(k, r)
@@ -397,6 +407,20 @@ class EmulatorTarget:
             return self.machine.read(addr, size)
         except GuestFault:
             return None
+
+    def rings(self) -> Rings:
+        """The machine's memory and the platform's CPU areas, for a post-mortem; the runtime's registry of sessions
+        (sdt_session_table) where the image has one."""
+        table = self.image.symbols.get("sdt_session_table")
+        return Rings(self._read_memory, tuple(self.platform.area(k) for k in range(self.cpus)),
+                     tuple(self.platform.ring(k) for k in range(self.cpus)), _same,
+                     table.value if table is not None else None, _same)
+
+    def _read_memory(self, addr: int, size: int) -> bytes:
+        try:
+            return self.machine.read(addr, size)
+        except GuestFault as e:
+            raise ValueError(e.what) from None
 
     def torture(self, job: TortureJob) -> Summary:
         """The torture on this boot's CPUs, the last of which toggles (a boot for it: seeded, one CPU more than call;
