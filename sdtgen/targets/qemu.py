@@ -190,6 +190,7 @@ class QemuTarget(ControlTarget):
     ram: SharedRam | None = None
     logs = ""
     saved: RamFile | None = None  # the RAM as QEMU saved it for a post-mortem (not shared)
+    consumer: Consumer | None = None  # the rings read in shared RAM, once `shared on` gave their areas
 
     capabilities = ControlTarget.capabilities | {SALVAGES}
 
@@ -282,7 +283,7 @@ class QemuTarget(ControlTarget):
                 registry = self._phys((table.value + self.bias) & self._mask)
             except ValueError:
                 registry = None
-        if self.ram is not None and getattr(self, "consumer", None) is not None:
+        if self.ram is not None and self.consumer is not None:
             return Rings(self.ram.read, tuple(r.area for r in self.consumer.rings),
                          tuple(r.ring for r in self.consumer.rings), None, registry, self._phys)
         if registry is None or self.memory is None or self.qmp is None:
