@@ -152,8 +152,8 @@ PROBE = Layout("sdt_probe", "One probe: an entry of the linker set set_sdt_probe
     Field("xargtype", "s32", "translated types (the _XLATE forms); 0 where there is none", count=6),
     Field("recorder", "s32", "the recorder gen wrote for the probe (what branch arming calls)"),
     Field("key", "u32", "the event id of its records: FNV-1a of the stub's symbol, never 0"),
-    Field("program", "s32", "the probe's struct sdt_slot, which gen defines beside its recorder (its program NULL: "
-          "every firing is recorded; sdt_enable_program sets it), relative to this field"),
+    Field("program", "s32", "the probe's struct sdt_slot, which gen defines beside its recorder (who takes its "
+          "firings, each session's program), relative to this field"),
 ))
 
 # -- the runtime's transport ------------------------------------------------------------------
@@ -179,11 +179,16 @@ CPU = Layout("sdt_cpu", "One CPU's recording state and ring of packets (sdt_cpu_
     Field("clock_last", "u64", "the clock at the last event"),
     Field("agg", "u64", "address of this CPU's struct sdt_agg (sdt_agg_attach, after sdt_cpu_attach); 0: probes "
           "with a program are not recorded here"),
+    Field("next_area", "u64", "the default session's next CPU area (sdt_cpu_attach links them; the registry holds "
+          "the first); 0 at the end, and in the areas of other sessions"),
+    Field("session", "u64", "the id of the session this area records for (its packets' stream_id)"),
+    Field("visit", "u64", "odd while this CPU's recorder serves the sessions of a probe's slot (the slow path): "
+          "closing a session or detaching a program waits for it to move"),
 ))
 
 PACKET = Layout("sdt_packet", "The header of every packet: CTF 1.8's packet header and context, as they stand.", (
     Field("magic", "u32", "SDT_PACKET_MAGIC (0xC1FC1FC1)"),
-    Field("stream_id", "u32", "0: one stream class"),
+    Field("stream_id", "u32", "the session whose ring holds it (0: the default session)"),
     Field("timestamp_begin", "u64", "the clock when the packet opened"),
     Field("timestamp_end", "u64", "the clock when it closed"),
     Field("content_size", "u64", "bits of the packet holding data (header included)"),
@@ -356,16 +361,23 @@ PROGRAM = Layout("sdt_program", "A program's header: what sdt_enable_program ver
     Field("guard_span", "u64", ""),
 ))
 
-SLOT = Layout("sdt_slot", "A probe's program slot (writable; gen defines one beside each recorder): the program "
-              "its firings run, and the program's guard, copied here so the recorder tests it without reading the "
-              "program's memory.", (
-    Field("program", "ptr", "NULL: every firing is recorded", c="const struct sdt_program *%s"),
-    Field("guard_lo", "u64", "sdt_program.guard_lo"),
-    Field("guard_span", "u64", "sdt_program.guard_span"),
-    Field("guard_arg", "u8", "sdt_program.guard_arg"),
-    Field("guard_shift", "u8", "sdt_program.guard_shift"),
-    Field("guard_flip", "u8", "sdt_program.guard_flip"),
-    Field("pad", "u8", "0", count=5),
+SLOT = Layout("sdt_slot", "A probe's slot (writable; gen defines one, {0}, beside each recorder): who takes its "
+              "firings (docs/sessions.md). The recorder reads route alone: 0, only the default session takes the "
+              "probe, with no program (the fast path: one compare); else it makes the guard and serves every session "
+              "in sessions, each through its own program.", (
+    Field("route", "ptr", "0: only session 0 takes this probe, with no program; else the recorder's slow path",
+          c="sdt_word %s"),
+    Field("guard_lo", "u64", "session 0's program's guard_lo (while session 0 is the only taker)"),
+    Field("guard_span", "u64", "its guard_span; ~0 (no guard) whenever another session takes the probe, so a "
+          "guard never hides an event from another session"),
+    Field("guard_arg", "u8", "its guard_arg"),
+    Field("guard_shift", "u8", "its guard_shift"),
+    Field("guard_flip", "u8", "its guard_flip"),
+    Field("pad", "u8", "0"),
+    Field("sessions", "u32", "the sessions that enable the probe, a bit each (bit 0: the default session): its "
+          "sites are armed while this is not 0"),
+    Field("program", "ptr", "each session's program (SDT_MAX_SESSIONS of them); NULL: every firing is recorded in "
+          "that session", c="const struct sdt_program *%s", count=8),
 ))
 
 INSN = Layout("sdt_insn", "One instruction: dst = a OP b (b: a register, or imm with SDT_OP_IMM). Jumps go "
@@ -634,7 +646,6 @@ STRING = {name: text for name, text, _ in STRINGS}
 PROCESS_ARG = {name[len("SDT_PROCESS_"):].lower(): text for name, text, _ in STRINGS
                if name.startswith("SDT_PROCESS_")}  # cpus, buffer, packet, overflow, discard, overwrite, control
 
-VALUES = {name: value for name, value, _ in CONSTANTS}
 # The control protocol's words: commands, what their replies start with, and the arming modes they name.
 WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_HELLO", "hello", "hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, "
@@ -690,7 +701,6 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_SWITCH", "switch", "switch: sdt_agg_switch, `ok switch N`"),
     ("SDT_CTL_TAKE", "take", "take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED`"),
 )
-WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 
 # -- the control protocol's replies: the lines a command answers with, beside its words ---------------------------
 # Each line a reply holds: the command (its WORD key; "" for the last line of every command's reply; a line said
@@ -721,6 +731,85 @@ REPLY_KINDS = {"x": "a number in lowercase hexadecimal", "d": "a number in decim
                "c": "a word and a colon (the colon no part of it)", "r": "the rest of the line, not empty",
                "f": "a flag: the field's name as a word, or nothing (then 0), last but for the rest"}
 MAX_HEX = 16  # digits of an x field at most: a 64-bit number
+
+# -- sessions (docs/sessions.md): several tracers at once, and the registry a host finds them by -------------------
+SESSION_CONFIG = Layout("sdt_session_config", "What sdt_session_open carves from the memory it is given.", (
+    Field("ncpus", "u32", "CPUs 0 .. ncpus-1 record in the session (at most SDT_MAX_CPUS); a firing on a CPU "
+          "numbered higher is counted in misplaced"),
+    Field("policy", "u32", "SDT_DISCARD or SDT_OVERWRITE when a ring is full"),
+    Field("ring_bytes", "u64", "each CPU's ring (as sdt_cpu_attach takes it)"),
+    Field("packet_size", "u64", "bytes of a packet, a power of two, at least SDT_MIN_PACKET"),
+    Field("agg_bytes", "u64", "each CPU's aggregation memory (0: none; else at least SDT_AGG_MIN_BYTES): a probe "
+          "with a program records nothing in a session without it"),
+    Field("snapshot_packets", "u64", "packets a snapshot keeps of each CPU (0: no snapshot area)"),
+))
+
+SESSION = Layout("sdt_session", "One session, in memory the kernel gives sdt_session_open (the default session is "
+                 "the runtime's own): what the registry lists and a host reads after a crash.", (
+    Field("magic", "u32", "SDT_SESSION_MAGIC while it is open"),
+    Field("id", "u32", "its number: 0 the default session, 1 .. SDT_MAX_SESSIONS-1 the others (stream_id)"),
+    Field("name", "u8", "1..15 bytes of [A-Za-z0-9_-], NUL-padded", count=16),
+    Field("state", "u32", "SDT_SESSION_OPEN or SDT_SESSION_CLOSING (SDT_SESSION_CLOSED once closed)"),
+    Field("ncpus", "u32", "entries of cpus (the default session: 0, its areas are the registry's list)"),
+    Field("policy", "u32", "SDT_DISCARD or SDT_OVERWRITE"),
+    Field("pad", "u32", "0"),
+    Field("cpus", "u64", "address of its struct sdt_cpu array, indexed by CPU number"),
+    Field("ring_bytes", "u64", "each CPU's ring"),
+    Field("packet_size", "u64", "bytes of a packet"),
+    Field("agg_bytes", "u64", "each CPU's aggregation memory after its struct sdt_agg (0: none)"),
+    Field("memory", "u64", "address of the memory the kernel gave"),
+    Field("bytes", "u64", "bytes of it"),
+    Field("used", "u64", "bytes of it the session uses"),
+    Field("misplaced", "u64", "firings on a CPU numbered ncpus or higher: not recorded"),
+    Field("snapshot", "u64", "address of the snapshot area (0: none)"),
+    Field("snapshot_packets", "u64", "packets it keeps of each CPU"),
+))
+
+REGISTRY = Layout("sdt_registry", "The runtime's list of sessions, the variable sdt_session_table: what a host finds "
+                  "by symbol in a machine's memory, a kernel running or dead.", (
+    Field("magic", "u32", "SDT_REGISTRY_MAGIC once sdt_init ran"),
+    Field("version", "u32", "SDT_REGISTRY_VERSION"),
+    Field("max", "u32", "SDT_MAX_SESSIONS: entries of sessions"),
+    Field("pad", "u32", "0"),
+    Field("sessions", "u64", "address of each open struct sdt_session by id (0: free); 0 is the default session",
+          count=8),
+    Field("areas", "u64", "the default session's first CPU area (struct sdt_cpu, then next_area)"),
+))
+LAYOUTS += (SESSION_CONFIG, SESSION, REGISTRY)
+CONSTANTS += (
+    ("SDT_MAX_SESSIONS", 8, "sessions at once, the default one included (a probe's sessions are a 32-bit mask)"),
+    ("SDT_SESSION_NAME", 16, "bytes of a session's name field: 1..15 bytes of [A-Za-z0-9_-], then NULs"),
+    ("SDT_SESSION_MAGIC", 0x53455353, "\"SSES\" in a little-endian word: an open struct sdt_session"),
+    ("SDT_SESSION_OPEN", 1, "the session records"),
+    ("SDT_SESSION_CLOSING", 2, "sdt_session_close is taking it apart"),
+    ("SDT_SESSION_CLOSED", 3, "closed: its memory is the kernel's again"),
+    ("SDT_REGISTRY_MAGIC", 0x47455253, "\"SREG\" in a little-endian word: struct sdt_registry"),
+    ("SDT_REGISTRY_VERSION", 1, "the registry's layout"),
+    ("SDT_ERR_MEMORY", -27, "the memory given is short of what the session's configuration needs (or beyond the "
+     "kernel's budget): nothing was set up"),
+    ("SDT_ERR_FULL", -28, "SDT_MAX_SESSIONS sessions are open already"),
+    ("SDT_ERR_EXISTS", -29, "a session of that name is open already"),
+    ("SDT_ERR_NAME", -30, "not a session name: 1..15 bytes of [A-Za-z0-9_-]"),
+    ("SDT_ERR_SESSION", -31, "no such session: not open (never opened, or closed), or the default session where "
+     "only another can be meant"),
+    ("SDT_CTL_AT", ord("@"), "`@NAME COMMAND...`: the session-scoped commands (enable disable penable pdisable "
+     "drain stats tables switch take flush) act on session NAME; without it, on the default session"),
+)
+WORDS += (
+    ("SDT_CTL_SESSION", "session", "session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory from "
+     "the kernel's session_memory) or session close NAME: `ok session ID`; a line of `sessions`"),
+    ("SDT_CTL_SESSIONS", "sessions", "sessions: `session ID NAME POLICY CPUS RING PACKET EVENTS DISCARDED "
+     "OVERWRITTEN MISPLACED SPECS` per open session, the default one first"),
+    ("SDT_CTL_OPEN", "open", "session open"),
+    ("SDT_CTL_CLOSE", "close", "session close"),
+)
+REPLIES += (
+    ("sessions", "session", ("id:x", "name:w", "policy:x", "cpus:x", "ring:x", "packet:x", "events:x",
+                             "discarded:x", "overwritten:x", "misplaced:x", "specs:x")),
+)
+# Every constant and word, the sessions' included, by name.
+VALUES = {name: value for name, value, _ in CONSTANTS}
+WORD = {name[len("SDT_CTL_"):].lower(): text for name, text, _ in WORDS}
 
 
 def reply_name(command: str, word: str) -> str:

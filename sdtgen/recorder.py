@@ -18,7 +18,7 @@ from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
 
 RECORDER_PREFIX = "__sdt_rec_"
-PROGRAM_PREFIX = "__sdt_prog_"  # the probe's program slot (sdt_probe.program): NULL, or what sdt_enable_program set
+PROGRAM_PREFIX = "__sdt_prog_"  # the probe's slot (sdt_probe.program): its sessions and their programs
 
 
 def _stores(types: tuple[str, ...], bits: int) -> tuple[int, list[str]]:
@@ -54,7 +54,7 @@ PREAMBLE = """
 #include <sdt_runtime.h>
 
 #define SDT_RECORD __attribute__((weak, used, noinline, no_instrument_function, section(".text.sdt_record")))
-/* A probe's program slot: weak, so two generated objects calling one probe share one. */
+/* A probe's slot: weak, so two generated objects calling one probe share one. */
 #define SDT_PROGRAM_SLOT __attribute__((weak, used))
 /* The recorder's two paths, each a function of its own, so the recorder saves nothing before it branches. */
 #define SDT_RECORD_PART __attribute__((noinline, no_instrument_function, section(".text.sdt_record")))
@@ -64,10 +64,13 @@ PREAMBLE = """
 def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> str:
     """One recorder per (stub symbol, argument types).
 
-    The recorder itself only looks at the probe's slot: with no program it jumps to the part that writes the
-    event (a compare and a branch more than the event alone); with one, it makes the program's guard and
-    returns when the firing fails it, with nothing saved or called (its two paths are tail calls), else jumps
-    to the part that runs the program and writes the event if the program says so.
+    The recorder itself only looks at the probe's slot's route: 0 (only the default session takes the probe,
+    with no program) jumps to the part that writes the event into this CPU's default area (a compare and a
+    branch more than the event alone); else it makes the guard (the default session's program's, while it is
+    the only taker) and returns when the firing fails it, with nothing saved or called (its two paths are tail
+    calls), else jumps to the part that serves every session of the slot (docs/sessions.md): for each, its
+    area of this CPU, its program there if it has one, and the event written into its ring if the program
+    says so, all inside a visit of this CPU's area (what a session closing waits on).
     """
     out = [PREAMBLE]
     for symbol, types in probes:
@@ -100,14 +103,29 @@ def render_recorders(probes: list[tuple[str, tuple[str, ...]]], bits: int) -> st
         out.append("{")
         out.append("\tstruct sdt_cpu *c = sdt_hooks.cpu_area();\t/* this CPU's, until sdt_cpu_put */")
         out.append("")
-        out.append(f"\tif (sdt_program_fire(c, &{slot}, {key}, {passed}))")
-        out.append(f"\t\t{event}(c{''.join(f', a{k}' for k in range(n))});")
+        out.append("\tif (c) {")
+        out.append("\t\tsdt_word visit = sdt_visit_begin(c);")
+        out.append(f"\t\tsdt_u32 m = sdt_slot_sessions(&{slot});")
+        out.append("\t\tunsigned s;")
+        out.append("")
+        out.append("\t\tfor (s = 0; m; s++, m >>= 1) {\t/* no ctz: it may be a libgcc call */")
+        out.append("\t\t\tconst struct sdt_program *p;")
+        out.append("\t\t\tstruct sdt_cpu *to;")
+        out.append("\t\t\tif (!(m & 1))")
+        out.append("\t\t\t\tcontinue;")
+        out.append("\t\t\tto = sdt_session_cpu(c, s);")
+        out.append(f"\t\t\tp = __atomic_load_n(&{slot}.program[s & (SDT_MAX_SESSIONS - 1)], __ATOMIC_ACQUIRE);")
+        out.append(f"\t\t\tif (to && (!p || sdt_program_fire(to, p, {key}, {passed})))")
+        out.append(f"\t\t\t\t{event}(to{''.join(f', a{k}' for k in range(n))});")
+        out.append("\t\t}")
+        out.append("\t\tsdt_visit_end(c, visit);")
+        out.append("\t}")
         out.append("\tsdt_cpu_put(c);")
         out.append("}")
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params});")
         out.append(f"SDT_RECORD void {RECORDER_PREFIX}{symbol}({params})")
         out.append("{")
-        out.append(f"\tif (__builtin_expect({slot}.program != 0, 0)) {{")
+        out.append(f"\tif (__builtin_expect({slot}.route != 0, 0)) {{")
         out.append(f"\t\tif (sdt_guard(&{slot}, {passed}))")
         out.append(f"\t\t\t{run}({args});")
         out.append("\t\treturn;")

@@ -26,7 +26,7 @@
  * (#if SDT_RUNTIME_VERSION == 1 ... #endif), so an update says "look here" instead of breaking the build
  * somewhere else. tests/runtime/test_runtime_version.py holds every size this version promises.
  */
-#define SDT_RUNTIME_VERSION 1
+#define SDT_RUNTIME_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -186,6 +186,20 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_MODULE_FILE_ALIGN    0x1000	/* RISC-V: QEMU's loader device puts the module file at the image's end rounded up to this */
 #define SDT_MAX_CPUS             0x1000	/* CPUs a kernel may have: the most its hello may say, the CPU numbers a recording takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for */
 #define SDT_LINUX_MAX_CPUS       64	/* the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one */
+#define SDT_MAX_SESSIONS         8	/* sessions at once, the default one included (a probe's sessions are a 32-bit mask) */
+#define SDT_SESSION_NAME         16	/* bytes of a session's name field: 1..15 bytes of [A-Za-z0-9_-], then NULs */
+#define SDT_SESSION_MAGIC        0x53455353	/* "SSES" in a little-endian word: an open struct sdt_session */
+#define SDT_SESSION_OPEN         1	/* the session records */
+#define SDT_SESSION_CLOSING      2	/* sdt_session_close is taking it apart */
+#define SDT_SESSION_CLOSED       3	/* closed: its memory is the kernel's again */
+#define SDT_REGISTRY_MAGIC       0x47455253	/* "SREG" in a little-endian word: struct sdt_registry */
+#define SDT_REGISTRY_VERSION     1	/* the registry's layout */
+#define SDT_ERR_MEMORY           (-27)	/* the memory given is short of what the session's configuration needs (or beyond the kernel's budget): nothing was set up */
+#define SDT_ERR_FULL             (-28)	/* SDT_MAX_SESSIONS sessions are open already */
+#define SDT_ERR_EXISTS           (-29)	/* a session of that name is open already */
+#define SDT_ERR_NAME             (-30)	/* not a session name: 1..15 bytes of [A-Za-z0-9_-] */
+#define SDT_ERR_SESSION          (-31)	/* no such session: not open (never opened, or closed), or the default session where only another can be meant */
+#define SDT_CTL_AT               64	/* `@NAME COMMAND...`: the session-scoped commands (enable disable penable pdisable drain stats tables switch take flush) act on session NAME; without it, on the default session */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved; VERSION: SDT_CONTROL_VERSION) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
@@ -226,6 +240,10 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_TABLE            "table"	/* a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves) */
 #define SDT_CTL_SWITCH           "switch"	/* switch: sdt_agg_switch, `ok switch N` */
 #define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
+#define SDT_CTL_SESSION          "session"	/* session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory from the kernel's session_memory) or session close NAME: `ok session ID`; a line of `sessions` */
+#define SDT_CTL_SESSIONS         "sessions"	/* sessions: `session ID NAME POLICY CPUS RING PACKET EVENTS DISCARDED OVERWRITTEN MISPLACED SPECS` per open session, the default one first */
+#define SDT_CTL_OPEN             "open"	/* session open */
+#define SDT_CTL_CLOSE            "close"	/* session close */
 #define SDT_MODULE_FILE_NAME     "opt/sdtgen/module"	/* the fw_cfg file carrying the module file (-fw_cfg name=...) */
 #define SDT_COMMANDS_FILE_NAME   "opt/sdtgen/commands"	/* the fw_cfg file of control lines a kernel runs at boot, one a line (a recording nobody commands: sdtgen record) */
 #define SDT_PROCESS_CPUS         "--cpus"	/* --cpus N: the process's CPUs, N threads (the main thread CPU 0, the others started at once) */
@@ -318,6 +336,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_FIELD_TABLES_TABLE_CPU 0
 #define SDT_FIELD_TABLES_TABLE_AGG 1
 #define SDT_FIELD_TABLES_TABLE_BYTES 2
+#define SDT_REPLY_SESSIONS_SESSION SDT_CTL_SESSION " xwxxxxxxxxx"	/* sessions: `session ID NAME POLICY CPUS RING PACKET EVENTS DISCARDED OVERWRITTEN MISPLACED SPECS` */
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -360,7 +379,7 @@ struct sdt_probe {
 	sdt_s32 xargtype[6];	/* translated types (the _XLATE forms); 0 where there is none */
 	sdt_s32 recorder;	/* the recorder gen wrote for the probe (what branch arming calls) */
 	sdt_u32 key;	/* the event id of its records: FNV-1a of the stub's symbol, never 0 */
-	sdt_s32 program;	/* the probe's struct sdt_slot, which gen defines beside its recorder (its program NULL: every firing is recorded; sdt_enable_program sets it), relative to this field */
+	sdt_s32 program;	/* the probe's struct sdt_slot, which gen defines beside its recorder (who takes its firings, each session's program), relative to this field */
 };
 _SDT_LAYOUT(sizeof(struct sdt_probe) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_probe, stub) == 0);
@@ -396,8 +415,11 @@ struct sdt_cpu {
 	sdt_u64 nesting;	/* 1 while a recorder runs on this CPU: a firing inside it is discarded */
 	sdt_u64 clock_last;	/* the clock at the last event */
 	sdt_u64 agg;	/* address of this CPU's struct sdt_agg (sdt_agg_attach, after sdt_cpu_attach); 0: probes with a program are not recorded here */
+	sdt_u64 next_area;	/* the default session's next CPU area (sdt_cpu_attach links them; the registry holds the first); 0 at the end, and in the areas of other sessions */
+	sdt_u64 session;	/* the id of the session this area records for (its packets' stream_id) */
+	sdt_u64 visit;	/* odd while this CPU's recorder serves the sessions of a probe's slot (the slow path): closing a session or detaching a program waits for it to move */
 };
-_SDT_LAYOUT(sizeof(struct sdt_cpu) == 136);
+_SDT_LAYOUT(sizeof(struct sdt_cpu) == 160);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, self) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, cpu) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, ring) == 16);
@@ -415,11 +437,14 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, overwritten) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, nesting) == 112);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, clock_last) == 120);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, agg) == 128);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, next_area) == 136);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, session) == 144);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, visit) == 152);
 
 /* The header of every packet: CTF 1.8's packet header and context, as they stand. */
 struct sdt_packet {
 	sdt_u32 magic;	/* SDT_PACKET_MAGIC (0xC1FC1FC1) */
-	sdt_u32 stream_id;	/* 0: one stream class */
+	sdt_u32 stream_id;	/* the session whose ring holds it (0: the default session) */
 	sdt_u64 timestamp_begin;	/* the clock when the packet opened */
 	sdt_u64 timestamp_end;	/* the clock when it closed */
 	sdt_u64 content_size;	/* bits of the packet holding data (header included) */
@@ -568,24 +593,41 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_pad) == 27);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_lo) == 32);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_program, guard_span) == 40);
 
-/* A probe's program slot (writable; gen defines one beside each recorder): the program its firings run, and the program's guard, copied here so the recorder tests it without reading the program's memory. */
+/* A probe's slot (writable; gen defines one, {0}, beside each recorder): who takes its firings (docs/sessions.md). The recorder reads route alone: 0, only the default session takes the probe, with no program (the fast path: one compare); else it makes the guard and serves every session in sessions, each through its own program. */
 struct sdt_slot {
-	const struct sdt_program *program;	/* NULL: every firing is recorded */
-	sdt_u64 guard_lo;	/* sdt_program.guard_lo */
-	sdt_u64 guard_span;	/* sdt_program.guard_span */
-	sdt_u8 guard_arg;	/* sdt_program.guard_arg */
-	sdt_u8 guard_shift;	/* sdt_program.guard_shift */
-	sdt_u8 guard_flip;	/* sdt_program.guard_flip */
-	sdt_u8 pad[5];	/* 0 */
+	sdt_word route;	/* 0: only session 0 takes this probe, with no program; else the recorder's slow path */
+	sdt_u64 guard_lo;	/* session 0's program's guard_lo (while session 0 is the only taker) */
+	sdt_u64 guard_span;	/* its guard_span; ~0 (no guard) whenever another session takes the probe, so a guard never hides an event from another session */
+	sdt_u8 guard_arg;	/* its guard_arg */
+	sdt_u8 guard_shift;	/* its guard_shift */
+	sdt_u8 guard_flip;	/* its guard_flip */
+	sdt_u8 pad;	/* 0 */
+	sdt_u32 sessions;	/* the sessions that enable the probe, a bit each (bit 0: the default session): its sites are armed while this is not 0 */
+	const struct sdt_program *program[8];	/* each session's program (SDT_MAX_SESSIONS of them); NULL: every firing is recorded in that session */
 };
-_SDT_LAYOUT(sizeof(struct sdt_slot) == 32);
-_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, program) == 0);
+#if __SIZEOF_POINTER__ == 8
+_SDT_LAYOUT(sizeof(struct sdt_slot) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, route) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_lo) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_span) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_arg) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_shift) == 25);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_flip) == 26);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, pad) == 27);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, sessions) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, program) == 32);
+#else
+_SDT_LAYOUT(sizeof(struct sdt_slot) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, route) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_lo) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_span) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_arg) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_shift) == 25);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, guard_flip) == 26);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, pad) == 27);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, sessions) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_slot, program) == 32);
+#endif
 
 /* One instruction: dst = a OP b (b: a register, or imm with SDT_OP_IMM). Jumps go forward only, so a program runs at most ninsns steps. */
 struct sdt_insn {
@@ -856,6 +898,79 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, text) == 16);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, text_size) == 24);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_module_file, size) == 32);
 
+/* What sdt_session_open carves from the memory it is given. */
+struct sdt_session_config {
+	sdt_u32 ncpus;	/* CPUs 0 .. ncpus-1 record in the session (at most SDT_MAX_CPUS); a firing on a CPU numbered higher is counted in misplaced */
+	sdt_u32 policy;	/* SDT_DISCARD or SDT_OVERWRITE when a ring is full */
+	sdt_u64 ring_bytes;	/* each CPU's ring (as sdt_cpu_attach takes it) */
+	sdt_u64 packet_size;	/* bytes of a packet, a power of two, at least SDT_MIN_PACKET */
+	sdt_u64 agg_bytes;	/* each CPU's aggregation memory (0: none; else at least SDT_AGG_MIN_BYTES): a probe with a program records nothing in a session without it */
+	sdt_u64 snapshot_packets;	/* packets a snapshot keeps of each CPU (0: no snapshot area) */
+};
+_SDT_LAYOUT(sizeof(struct sdt_session_config) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, ncpus) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, policy) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, ring_bytes) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, packet_size) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, agg_bytes) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, snapshot_packets) == 32);
+
+/* One session, in memory the kernel gives sdt_session_open (the default session is the runtime's own): what the registry lists and a host reads after a crash. */
+struct sdt_session {
+	sdt_u32 magic;	/* SDT_SESSION_MAGIC while it is open */
+	sdt_u32 id;	/* its number: 0 the default session, 1 .. SDT_MAX_SESSIONS-1 the others (stream_id) */
+	sdt_u8 name[16];	/* 1..15 bytes of [A-Za-z0-9_-], NUL-padded */
+	sdt_u32 state;	/* SDT_SESSION_OPEN or SDT_SESSION_CLOSING (SDT_SESSION_CLOSED once closed) */
+	sdt_u32 ncpus;	/* entries of cpus (the default session: 0, its areas are the registry's list) */
+	sdt_u32 policy;	/* SDT_DISCARD or SDT_OVERWRITE */
+	sdt_u32 pad;	/* 0 */
+	sdt_u64 cpus;	/* address of its struct sdt_cpu array, indexed by CPU number */
+	sdt_u64 ring_bytes;	/* each CPU's ring */
+	sdt_u64 packet_size;	/* bytes of a packet */
+	sdt_u64 agg_bytes;	/* each CPU's aggregation memory after its struct sdt_agg (0: none) */
+	sdt_u64 memory;	/* address of the memory the kernel gave */
+	sdt_u64 bytes;	/* bytes of it */
+	sdt_u64 used;	/* bytes of it the session uses */
+	sdt_u64 misplaced;	/* firings on a CPU numbered ncpus or higher: not recorded */
+	sdt_u64 snapshot;	/* address of the snapshot area (0: none) */
+	sdt_u64 snapshot_packets;	/* packets it keeps of each CPU */
+};
+_SDT_LAYOUT(sizeof(struct sdt_session) == 120);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, id) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, name) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, state) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, ncpus) == 28);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, policy) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, pad) == 36);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, cpus) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, ring_bytes) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, packet_size) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, agg_bytes) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, memory) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, bytes) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, used) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, misplaced) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot) == 104);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_packets) == 112);
+
+/* The runtime's list of sessions, the variable sdt_session_table: what a host finds by symbol in a machine's memory, a kernel running or dead. */
+struct sdt_registry {
+	sdt_u32 magic;	/* SDT_REGISTRY_MAGIC once sdt_init ran */
+	sdt_u32 version;	/* SDT_REGISTRY_VERSION */
+	sdt_u32 max;	/* SDT_MAX_SESSIONS: entries of sessions */
+	sdt_u32 pad;	/* 0 */
+	sdt_u64 sessions[8];	/* address of each open struct sdt_session by id (0: free); 0 is the default session */
+	sdt_u64 areas;	/* the default session's first CPU area (struct sdt_cpu, then next_area) */
+};
+_SDT_LAYOUT(sizeof(struct sdt_registry) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_registry, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_registry, version) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_registry, max) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_registry, pad) == 12);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_registry, sessions) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_registry, areas) == 80);
+
 /* END LAYOUTS */
 
 /*
@@ -876,6 +991,9 @@ int sdt_init(const struct sdt_hooks *hooks);
  * Give CPU ``cpu`` its area and a ring of ``ring_bytes`` (a power of two,
  * at least two packets) cut into packets of ``packet_size`` (a power of two,
  * at least SDT_MIN_PACKET). ``policy``: SDT_DISCARD or SDT_OVERWRITE.
+ * ``ring`` NULL with every size 0 and SDT_DISCARD gives the CPU only its identity (its number, for the sessions
+ * it records in): the default session records nothing there, and counts nothing, until a ring is attached. The
+ * area stays on the default session's list (the registry's) for good: give areas that live as long as the kernel.
  * SDT_ERR_CPU for a ``cpu`` of SDT_MAX_CPUS or more, SDT_ERR_ARG for the rest.
  */
 int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
@@ -1035,6 +1153,10 @@ struct sdt_control_ops {
 	/* Send one frame of ``type`` on the control line (sdt_serial_frame_parts under the line's lock): `take`'s
 	 * SDT_FRAME_TABLES. NULL: `take` refused. */
 	void (*frame)(unsigned type, const void *head, unsigned long head_len, const void *body, unsigned long body_len);
+	/* Memory for the session of id ``id`` (`session open`, docs/sessions.md): *bytes of it (set: the kernel's
+	 * budget for a session of that id), 8-byte aligned, the session's until `session close`; the same each call.
+	 * A session asking more than *bytes is refused with SDT_ERR_MEMORY. NULL: a host opens no session. */
+	void *(*session_memory)(unsigned id, unsigned long *bytes);
 };
 
 /* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */
@@ -1105,8 +1227,51 @@ int sdt_program_verify(const void *program, unsigned long bytes);
 int sdt_agg_switch(void);
 /* The recorders call it for a probe whose slot holds a program (and whose guard passed): 1 when the firing is to
  * be recorded. */
-int sdt_program_fire(struct sdt_cpu *c, const struct sdt_slot *slot, sdt_u32 key, sdt_word a0, sdt_word a1,
+int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *p, sdt_u32 key, sdt_word a0, sdt_word a1,
 		     sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5);
+
+/*
+ * Sessions: several tracers at once (docs/sessions.md). The default session (id 0) is what the functions above
+ * act on: the areas the kernel attached, the default aggregation tables. A session of the kernel's own (ids 1 ..
+ * SDT_MAX_SESSIONS-1) has its own enabled probes and programs, per-CPU rings (geometry and policy), aggregation
+ * tables and counters, all carved from ``memory`` (``bytes`` of it, 8-byte aligned) as ``cfg`` says; ``s`` is the
+ * kernel's storage for it. A site is armed while any session enables one of its probes; a firing is recorded once
+ * in each session that takes it, after that session's own program. Returns the session's id, or SDT_ERR_NAME (a
+ * name is 1..15 bytes of [A-Za-z0-9_-]; "default" is the default session's), SDT_ERR_EXISTS (the name, or ``s``,
+ * is open), SDT_ERR_FULL, SDT_ERR_MEMORY (short of sdt_session_bytes(cfg)), SDT_ERR_ARG (a geometry
+ * sdt_cpu_attach or sdt_agg_attach refuses, no CPUs), SDT_ERR_INIT: nothing is set up then. A CPU finds its area
+ * of a session by its number (the cpu of the area hooks.cpu_area returns).
+ */
+int sdt_session_open(struct sdt_session *s, const char *name, const struct sdt_session_config *cfg, void *memory,
+		     unsigned long bytes);
+/* The bytes of memory sdt_session_open takes for ``cfg`` (0: a configuration it refuses, or one past memory). */
+unsigned long sdt_session_bytes(const struct sdt_session_config *cfg);
+/*
+ * Disable everything session ``s`` enabled (the sites another session keeps stay armed), take it off the
+ * registry, and return once no CPU is inside a recorder or a program for it: its memory is the kernel's again.
+ * Returns the sites it let go, or SDT_ERR_SESSION (not an open session of the kernel's: the default session
+ * cannot be closed). Thread context; not from a probe's context.
+ */
+int sdt_session_close(struct sdt_session *s);
+/* The open session named ``name`` ("default": the default session), or NULL. */
+struct sdt_session *sdt_session_find(const char *name);
+/*
+ * What sdt_enable, sdt_disable, sdt_enable_program, sdt_disable_program, sdt_agg_switch and sdt_flush do, for
+ * session ``s`` (those are these on the default session). SDT_ERR_SESSION when ``s`` is not open; a session other
+ * than the default takes only probes with a slot (SDT_ERR_PROG_SLOT otherwise: tables from an older gen).
+ */
+int sdt_session_enable(struct sdt_session *s, const char *spec, int mode);
+int sdt_session_disable(struct sdt_session *s, const char *spec);
+int sdt_session_enable_program(struct sdt_session *s, const char *spec, int mode, const void *program,
+			       unsigned long bytes);
+int sdt_session_disable_program(struct sdt_session *s, const char *spec);
+int sdt_session_switch(struct sdt_session *s);
+int sdt_session_flush(struct sdt_session *s);
+/* The registry a host finds by symbol (struct sdt_registry): every open session, and the default session's areas. */
+extern struct sdt_registry sdt_session_table;
+/* The recorders' slow path: session ``id``'s area of the CPU whose default area is ``c`` (``c`` itself for id 0),
+ * or NULL (the session closed, or the CPU is past its ncpus: counted in its misplaced). */
+struct sdt_cpu *sdt_session_cpu(struct sdt_cpu *c, unsigned id);
 
 /* SDT_PROBES_ENABLED() reads it: true while any site is armed. */
 #ifdef __cplusplus
@@ -1179,17 +1344,18 @@ static inline __attribute__((always_inline)) void sdt_event_trim(struct sdt_cpu 
 }
 
 /*
- * A slot's guard, which the recorders make before anything else when the slot holds a program: 0 when the
- * firing fails the first test of the program's predicate (it does nothing then). The program is read with
- * acquire, so the guard the enabling wrote before it is the one tested.
+ * A slot's guard, which the recorders make before anything else when the slot routes firings past the fast path:
+ * 0 when the firing fails the first test of the default session's program's predicate (it does nothing then).
+ * The route is read with acquire, so the guard the enabling wrote before it is the one tested; the runtime keeps
+ * no guard (a span of every value) while another session takes the probe.
  */
 static inline __attribute__((always_inline)) int sdt_guard(const struct sdt_slot *s, sdt_word a0, sdt_word a1,
 							    sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
 {
 	sdt_u64 y;
 
-	if (!__atomic_load_n(&s->program, __ATOMIC_ACQUIRE) || s->guard_span == ~(sdt_u64)0)
-		return 1;	/* no program (detached meanwhile), or one without a guard */
+	if (!__atomic_load_n(&s->route, __ATOMIC_ACQUIRE) || s->guard_span == ~(sdt_u64)0)
+		return 1;	/* the default session alone again meanwhile, or no guard (none, or other sessions) */
 	switch (s->guard_arg) {
 	case 0:
 		y = a0;
@@ -1218,6 +1384,36 @@ static inline __attribute__((always_inline)) void sdt_event_end(struct sdt_cpu *
 {
 	__asm__ __volatile__("" ::: "memory");
 	c->nesting = 0;
+}
+
+/*
+ * The recorders' slow path is a visit of this CPU's default area ``c``: its visit is odd from sdt_visit_begin
+ * (before the slot's sessions and programs are read) to sdt_visit_end, which is how a session closing or a program
+ * detached knows when no CPU still writes for it (the runtime's side makes sync_cores, so this side pays no
+ * fence). A visit nested in one (an interrupt's firing) leaves the count alone: the outer one covers it.
+ */
+static inline __attribute__((always_inline)) sdt_word sdt_visit_begin(struct sdt_cpu *c)
+{
+	volatile sdt_word *v = (volatile sdt_word *)&c->visit;	/* its low word (32-bit CPUs are little-endian) */
+	sdt_word was = *v;
+
+	if (!(was & 1))
+		*v = was + 1;
+	__asm__ __volatile__("" ::: "memory");
+	return was;
+}
+
+static inline __attribute__((always_inline)) void sdt_visit_end(struct sdt_cpu *c, sdt_word was)
+{
+	if (!(was & 1))
+		__atomic_store_n((sdt_word *)&c->visit, was + 2, __ATOMIC_RELEASE);
+}
+
+/* The sessions of a slot the slow path serves, read inside the visit (with acquire: each session's program and
+ * area are set before its bit). */
+static inline __attribute__((always_inline)) sdt_u32 sdt_slot_sessions(const struct sdt_slot *s)
+{
+	return __atomic_load_n(&s->sessions, __ATOMIC_ACQUIRE);
 }
 
 #ifdef __cplusplus

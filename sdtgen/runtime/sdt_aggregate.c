@@ -35,14 +35,12 @@ static SDT_CODE void clear_half(struct sdt_agg *g, unsigned h)
 	g->used[h] = g->entries[h] = g->dropped[h] = 0;
 }
 
-SDT_CODE int sdt_agg_attach(struct sdt_cpu *c, struct sdt_agg *g, void *mem, unsigned long bytes)
+/* ``g`` over ``mem`` (bytes checked), for area ``c``: both halves empty. */
+static SDT_CODE void agg_init(struct sdt_cpu *c, struct sdt_agg *g, void *mem, unsigned long bytes)
 {
-	struct sdt_agg *at;
 	sdt_word half = (bytes / 2) & ~(sdt_word)7, nindex = 8, index_bytes;
 	unsigned h;
 
-	if (!c || !g || !mem || ((sdt_word)mem & 7) || ((sdt_word)g & 7) || bytes < SDT_AGG_MIN_BYTES)
-		return SDT_ERR_ARG;
 	while (nindex * 2 <= half / 64)	/* one slot for every 64 bytes of a half */
 		nindex *= 2;
 	index_bytes = (nindex * 4 + 7) & ~(sdt_word)7;
@@ -58,6 +56,15 @@ SDT_CODE int sdt_agg_attach(struct sdt_cpu *c, struct sdt_agg *g, void *mem, uns
 		clear_half(g, h);
 	}
 	g->errors = g->nested = 0;
+}
+
+SDT_CODE int sdt_agg_attach(struct sdt_cpu *c, struct sdt_agg *g, void *mem, unsigned long bytes)
+{
+	struct sdt_agg *at;
+
+	if (!c || !g || !mem || ((sdt_word)mem & 7) || ((sdt_word)g & 7) || bytes < SDT_AGG_MIN_BYTES)
+		return SDT_ERR_ARG;
+	agg_init(c, g, mem, bytes);
 	take();
 	for (at = agg_list; at && at != g; at = (struct sdt_agg *)(sdt_word)at->next)
 		;
@@ -72,18 +79,33 @@ SDT_CODE int sdt_agg_attach(struct sdt_cpu *c, struct sdt_agg *g, void *mem, uns
 
 /* Wait until no CPU runs a program it began before the caller's last store: each CPU's seq is even, or has moved.
  * sync_cores first, so every CPU has either made its odd seq visible or will see what the caller stored. */
+static SDT_CODE void agg_settled(struct sdt_agg *g)
+{
+	sdt_word s = sdt_seq_load(&g->seq);
+
+	if (s & 1)
+		while (sdt_seq_load(&g->seq) == s)
+			;
+}
+
 static SDT_CODE void quiesce(void)
 {
 	struct sdt_agg *g;
 
 	if (sdt_hooks.sync_cores)
 		sdt_hooks.sync_cores();
-	for (g = agg_list; g; g = (struct sdt_agg *)(sdt_word)g->next) {
-		sdt_word s = sdt_seq_load(&g->seq);
-		if (s & 1)
-			while (sdt_seq_load(&g->seq) == s)
-				;
-	}
+	for (g = agg_list; g; g = (struct sdt_agg *)(sdt_word)g->next)
+		agg_settled(g);
+}
+
+/* ``g``'s CPU adds to its other half from now on (the one frozen since the last switch, cleared: the consumer has
+ * read it). */
+static SDT_CODE void agg_flip(struct sdt_agg *g)
+{
+	unsigned next = (unsigned)(g->want & 1) ^ 1;
+
+	clear_half(g, next);
+	sdt_seq_store(&g->want, next);
 }
 
 SDT_CODE int sdt_agg_switch(void)
@@ -92,11 +114,8 @@ SDT_CODE int sdt_agg_switch(void)
 	int n = 0;
 
 	take();
-	for (g = agg_list; g; g = (struct sdt_agg *)(sdt_word)g->next, n++) {
-		unsigned next = (unsigned)(g->want & 1) ^ 1;
-		clear_half(g, next);	/* frozen since the last switch: the consumer has read it */
-		sdt_seq_store(&g->want, next);
-	}
+	for (g = agg_list; g; g = (struct sdt_agg *)(sdt_word)g->next, n++)
+		agg_flip(g);
 	quiesce();	/* from here on every CPU adds to its new half; the old one is the consumer's */
 	give();
 	return n;

@@ -67,9 +67,12 @@ static SDT_CODE int programs_in_use(void)
 
 	for (p = __start_set_sdt_probes_set; (sdt_word)p < sdt_bound(__stop_set_sdt_probes_set); p++) {
 		const struct sdt_slot *slot = p->program ? (const struct sdt_slot *)sdt_rel(&p->program) : 0;
-		sdt_word at = slot ? (sdt_word)__atomic_load_n(&slot->program, __ATOMIC_ACQUIRE) : 0;
-		if (at >= (sdt_word)prog && at < (sdt_word)prog + prog_used)
-			return 1;
+		unsigned id;
+		for (id = 0; slot && id < SDT_MAX_SESSIONS; id++) {	/* any session's */
+			sdt_word at = (sdt_word)__atomic_load_n(&slot->program[id], __ATOMIC_ACQUIRE);
+			if (at >= (sdt_word)prog && at < (sdt_word)prog + prog_used)
+				return 1;
+		}
 	}
 	return 0;
 }

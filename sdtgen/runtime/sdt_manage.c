@@ -358,6 +358,7 @@ SDT_CODE int sdt_init(const struct sdt_hooks *hooks)
 	if (sdt_hooks.sync_cores)
 		sdt_hooks.sync_cores();
 	kernel.patched = (sdt_u32)patched;
+	sessions_init();
 	ready = 1;
 	return patched;
 }
@@ -483,6 +484,7 @@ SDT_CODE int sdt_probe_matches(const char *spec, const struct sdt_module *t, con
 struct remembered {
 	char text[SDT_MODULE_SPEC_BYTES];
 	int mode;	/* SDT_TRAP or SDT_BRANCH; 0: the spec was disabled */
+	unsigned session;	/* the session that enabled (disabled) it */
 };
 
 static struct remembered specs[SDT_MODULE_SPECS];
@@ -495,23 +497,33 @@ static SDT_CODE int same_text(const char *a, const char *b)
 	return *a == *b;
 }
 
-/*
- * After sdt_enable (``mode``) or sdt_disable (0) of ``text``, under the lock: the list a loaded module replays.
- * An earlier entry of the same text is superseded; a disable with nothing left enabled leaves nothing to replay.
- */
-static SDT_CODE void remember(const char *text, int mode)
+/* Forget the entries of session ``id`` (with ``text`` only, unless it is NULL); how many of the session's are left. */
+static SDT_CODE unsigned forget(int id, const char *text)
 {
-	unsigned i, n = 0;
+	unsigned i, n, left = 0;
 
 	for (i = 0; i < nspecs;)
-		if (same_text(specs[i].text, text)) {
+		if (specs[i].session == (unsigned)id && (!text || same_text(specs[i].text, text))) {
 			for (n = i; n + 1 < nspecs; n++)
 				sdt_copy(&specs[n], &specs[n + 1], sizeof(specs[n]));	/* a struct copy may be a memcpy */
 			nspecs--;
 		} else {
+			left += specs[i].session == (unsigned)id;
 			i++;
 		}
-	if (!mode && !nspecs)
+	return left;
+}
+
+/*
+ * After session ``id``'s enable (``mode``) or disable (0) of ``text``, under the lock: the list a loaded module
+ * replays. An earlier entry of the session with the same text is superseded; a disable with nothing of the
+ * session's left enabled leaves nothing to replay.
+ */
+static SDT_CODE void remember(int id, const char *text, int mode)
+{
+	unsigned n;
+
+	if (!forget(id, text) && !mode)
 		return;
 	for (n = 0; text[n] && n < SDT_MODULE_SPEC_BYTES; n++)
 		;
@@ -521,6 +533,7 @@ static SDT_CODE void remember(const char *text, int mode)
 		return;
 	}
 	sdt_copy(specs[nspecs].text, text, n + 1);
+	specs[nspecs].session = (unsigned)id;
 	specs[nspecs++].mode = mode;
 }
 
@@ -534,16 +547,83 @@ static SDT_CODE void remembered_mode(int mode)
 			specs[i].mode = mode;
 }
 
-/* The state the remembered specs give site ``s`` of module ``m``: the last spec matching its probe decides. */
-static SDT_CODE unsigned replayed_state(const struct sdt_module *m, const struct sdt_site *s)
+/* The state the remembered specs give site ``s`` of module ``m``, and the sessions that take its probe (*taken):
+ * for each session the last of its specs matching the probe decides; the site is armed as the last spec that
+ * enabled it says. */
+static SDT_CODE unsigned replayed_state(const struct sdt_module *m, const struct sdt_site *s, sdt_u32 *taken)
 {
 	unsigned state = SDT_SITE_OFF, i;
 	struct spec sp;
 
+	*taken = 0;
 	for (i = 0; i < nspecs; i++)
-		if (!parse_spec(specs[i].text, &sp) && matches(&sp, m, sdt_site_probe(s)))
-			state = specs[i].mode == SDT_BRANCH ? SDT_SITE_BRANCH : specs[i].mode ? SDT_SITE_TRAP : SDT_SITE_OFF;
-	return state;
+		if (!parse_spec(specs[i].text, &sp) && matches(&sp, m, sdt_site_probe(s))) {
+			sdt_u32 bit = 1u << (specs[i].session & (SDT_MAX_SESSIONS - 1));
+			*taken = specs[i].mode ? *taken | bit : *taken & ~bit;
+			if (specs[i].mode)
+				state = specs[i].mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP;
+		}
+	return *taken ? state : SDT_SITE_OFF;
+}
+
+/* -- slots: who takes a probe's firings (docs/sessions.md) ------------------------------------------------- */
+
+static SDT_CODE struct sdt_slot *probe_slot(const struct sdt_probe *p)
+{
+	return p->program ? (struct sdt_slot *)sdt_rel(&p->program) : 0;
+}
+
+/*
+ * The route of ``slot`` after its sessions or programs changed (under the lock). The default session alone with no
+ * program: 0, the recorder's fast path. Else 1: the slow path serves the sessions (none: a firing on the way while
+ * the sites are disarmed is recorded nowhere). The default session's program's guard is copied in only while the
+ * route is 0 (no recorder reads it then); any other session present, there is no guard (a span of every value).
+ */
+static SDT_CODE void slot_settle(struct sdt_slot *slot)
+{
+	const struct sdt_program *p0 = slot->program[0];
+
+	if (slot->sessions == 1 && !p0) {
+		__atomic_store_n(&slot->route, (sdt_word)0, __ATOMIC_RELEASE);
+		return;
+	}
+	if (slot->sessions == 1 && !slot->route) {	/* the default session's program alone: its guard first */
+		slot->guard_lo = p0->guard_lo;
+		slot->guard_arg = p0->guard_arg;
+		slot->guard_shift = p0->guard_shift;
+		slot->guard_flip = p0->guard_flip;
+		__atomic_store_n(&slot->guard_span, p0->guard_span, __ATOMIC_RELAXED);
+	} else if (slot->sessions != 1) {
+		__atomic_store_n(&slot->guard_span, ~(sdt_u64)0, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&slot->route, (sdt_word)1, __ATOMIC_RELEASE);
+}
+
+/* Session ``id`` takes the probe of ``slot`` with program ``prog`` (NULL: every firing), under the lock: the
+ * guard gone first when another session joins, the program before the session's bit (the recorder reads the bit
+ * with acquire, then the program). */
+static SDT_CODE void slot_join(struct sdt_slot *slot, int id, const struct sdt_program *prog)
+{
+	if (id)
+		__atomic_store_n(&slot->guard_span, ~(sdt_u64)0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slot->program[id], prog, __ATOMIC_RELEASE);
+	__atomic_store_n(&slot->sessions, slot->sessions | 1u << id, __ATOMIC_RELEASE);
+	slot_settle(slot);
+}
+
+/* Session ``id`` lets the probe of ``slot`` go (its program stays in the slot until the caller waited for the
+ * recorders that read the bit: see slot_forget). */
+static SDT_CODE void slot_leave(struct sdt_slot *slot, int id)
+{
+	__atomic_store_n(&slot->sessions, slot->sessions & ~(1u << id), __ATOMIC_RELEASE);
+	slot_settle(slot);
+}
+
+/* Once no recorder reads session ``id``'s bit (visits_wait after slot_leave): its program is gone from the slot. */
+static SDT_CODE void slot_forget(struct sdt_slot *slot, int id)
+{
+	if (!(slot->sessions & 1u << id) && slot->program[id])
+		__atomic_store_n(&slot->program[id], (const struct sdt_program *)0, __ATOMIC_RELEASE);
 }
 
 /* -- arming ---------------------------------------------------------------------------------- */
@@ -598,34 +678,40 @@ static SDT_CODE void run_marked(void)
 	sdt_probes_enabled = armed != 0;
 }
 
-/* Mark every usable site of the probes spec ``sp`` matches to become ``state`` (under the lock): the sites
- * that will be in it, counted. */
-static SDT_CODE int mark_matching(const struct spec *sp, unsigned state, unsigned *far)
+/* A site whose probe no session takes any more (its slot's sessions 0; no slot: the default session let it go) is
+ * marked to be disarmed: 1 when it will be (as mark counts), and 1 for a site another session keeps armed. */
+static SDT_CODE int let_go(struct sdt_module *t, struct sdt_site *s, const struct sdt_slot *slot, unsigned *far)
+{
+	if (slot && slot->sessions)
+		return 1;
+	return mark(t, s, SDT_SITE_OFF, far);
+}
+
+/*
+ * Whether every probe ``sp`` matches has a slot, which a session other than the default one needs (its bit lives
+ * there): 0, or SDT_ERR_PROG_SLOT (under the lock, before anything changes).
+ */
+static SDT_CODE int slots_for(const struct spec *sp)
 {
 	struct sdt_module *t;
 	struct sdt_site *s;
-	const struct sdt_probe *last = 0;
-	int hit = 0, count = 0;
 
-	for_each_site(t, s) {
-		const struct sdt_probe *p = sdt_site_probe(s);
-		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
-			continue;
-		if (p != last) {
-			last = p;
-			hit = matches(sp, t, p);
-		}
-		if (hit)
-			count += mark(t, s, state, far);
-	}
-	return count;
+	for_each_site(t, s)
+		if ((s->state == SDT_SITE_OFF || is_armed(s->state)) && !probe_slot(sdt_site_probe(s)) &&
+		    matches(sp, t, sdt_site_probe(s)))
+			return SDT_ERR_PROG_SLOT;
+	return 0;
 }
 
-static SDT_CODE int change(const char *text, int arm, int mode)
+/* Session ``x`` enables (``arm``, with ``mode``) or disables the probes ``text`` matches: the sites armed (let go). */
+static SDT_CODE int change(const struct sdt_session *x, const char *text, int arm, int mode)
 {
 	struct spec sp;
-	unsigned far = 0;
-	int count;
+	struct sdt_module *t;
+	struct sdt_site *s;
+	const struct sdt_probe *last = 0;
+	unsigned far = 0, state = mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP;
+	int count = 0, hit = 0, id;
 
 	if (!text)
 		return SDT_ERR_ARG;
@@ -636,9 +722,36 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 	if (parse_spec(text, &sp))
 		return SDT_ERR_SPEC;
 	take();
-	count = mark_matching(&sp, arm ? (mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP) : SDT_SITE_OFF, &far);
+	id = session_id(x);	/* under the lock: a session closing meanwhile is closed */
+	count = id < 0 ? SDT_ERR_SESSION : id ? slots_for(&sp) : 0;
+	if (count) {
+		give();
+		return count;
+	}
+	for_each_site(t, s) {
+		const struct sdt_probe *p = sdt_site_probe(s);
+		struct sdt_slot *slot;
+		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
+			continue;
+		if (p != last) {
+			last = p;
+			hit = matches(&sp, t, p);
+		}
+		if (!hit)
+			continue;
+		slot = probe_slot(p);
+		if (arm) {	/* its bit before its sites: an armed site's firing finds the session */
+			if (slot && !(slot->sessions & 1u << id))
+				slot_join(slot, id, slot->program[id]);
+			count += mark(t, s, state, &far);
+		} else {
+			if (slot && (slot->sessions & 1u << id))
+				slot_leave(slot, id);
+			count += let_go(t, s, slot, &far);
+		}
+	}
 	run_marked();
-	remember(text, arm ? mode : 0);
+	remember(id, text, arm ? mode : 0);
 	give();
 	if (far)
 		sdt_report("sites out of branch range of their recorder were armed with the breakpoint");
@@ -647,12 +760,12 @@ static SDT_CODE int change(const char *text, int arm, int mode)
 
 SDT_CODE int sdt_enable(const char *spec, int mode)
 {
-	return change(spec, 1, mode);
+	return change(&default_session, spec, 1, mode);
 }
 
 SDT_CODE int sdt_disable(const char *spec)
 {
-	return change(spec, 0, 0);
+	return change(&default_session, spec, 0, 0);
 }
 
 SDT_CODE int sdt_set_mode(int mode)

@@ -208,9 +208,15 @@ SDT_CODE int sdt_module_load(struct sdt_module *m, const struct sdt_module_table
 	/* every spec enabled so far, applied to it in one run (armed sites counted as sdt_enable counts them) */
 	for (s = m->sites; s < m->sites_end; s++)
 		if (s->state == SDT_SITE_OFF) {
-			unsigned state = replayed_state(m, s);
-			if (state != SDT_SITE_OFF)
-				mark(m, s, state, &far);
+			sdt_u32 taken, id;
+			unsigned state = replayed_state(m, s, &taken);
+			struct sdt_slot *slot = probe_slot(sdt_site_probe(s));
+			if (state == SDT_SITE_OFF)
+				continue;
+			for (id = 0; slot && id < SDT_MAX_SESSIONS; id++)	/* each session's bit before the site */
+				if ((taken & 1u << id) && !(slot->sessions & 1u << id))
+					slot_join(slot, id, slot->program[id]);
+			mark(m, s, state, &far);
 		}
 	run_marked();
 	give();
@@ -250,15 +256,26 @@ SDT_CODE int sdt_module_unload(struct sdt_module *m)
 	 * might have found it in sdt_trap has left */
 	__atomic_store_n(&x->next, m->next, __ATOMIC_RELEASE);
 	trap_wait();
-	for (p = m->probes; p < m->probes_end; p++) {
+	for (p = m->probes; p < m->probes_end; p++) {	/* no session takes its probes now */
 		struct sdt_slot *slot = probe_slot(p);
-		if (slot && slot->program) {
-			__atomic_store_n(&slot->program, (const struct sdt_program *)0, __ATOMIC_RELEASE);
-			programs = 1;
+		unsigned id;
+		if (!slot)
+			continue;
+		if (slot->sessions) {
+			__atomic_store_n(&slot->sessions, 0u, __ATOMIC_RELEASE);
+			slot_settle(slot);
 		}
+		for (id = 0; id < SDT_MAX_SESSIONS; id++)
+			programs |= slot->program[id] != 0;
 	}
 	if (programs)
-		quiesce();	/* no CPU still runs a program of its probes */
+		visits_wait();	/* no recorder still runs a program of its probes (the programs' memory is the host's) */
+	for (p = m->probes; p < m->probes_end; p++) {
+		struct sdt_slot *slot = probe_slot(p);
+		unsigned id;
+		for (id = 0; slot && id < SDT_MAX_SESSIONS; id++)
+			slot_forget(slot, id);
+	}
 	m->state = SDT_MODULE_UNLOADED;
 	m->next = 0;
 	give();

@@ -516,17 +516,18 @@ error:
 
 /* -- the firing path ------------------------------------------------------------------------------------------ */
 
-SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_slot *slot, sdt_u32 key, sdt_word a0, sdt_word a1,
-			      sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
+SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *p, sdt_u32 key, sdt_word a0,
+			      sdt_word a1, sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
 {
 	struct sdt_agg *g;
-	const struct sdt_program *p;
 	sdt_u64 arg[8];
 	sdt_word s;
 	int rec = 1;
 
 	if (__builtin_expect(!c, 0))
 		return 0;
+	if (!p)
+		return 1;	/* no program: every firing is recorded */
 	g = (struct sdt_agg *)(sdt_word)c->agg;
 	if (__builtin_expect(!g, 0)) {	/* this CPU was given no program state: the firing cannot be judged */
 		if (!c->nesting)
@@ -538,35 +539,15 @@ SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_slot *slot, sd
 		g->nested++;
 		return 0;
 	}
-	__atomic_store_n((sdt_word *)&g->seq, s + 1, __ATOMIC_RELAXED);	/* before the slot is read: see quiesce() */
+	__atomic_store_n((sdt_word *)&g->seq, s + 1, __ATOMIC_RELAXED);	/* before the half is read: see quiesce() */
 	__asm__ __volatile__("" ::: "memory");
-	p = __atomic_load_n(&slot->program, __ATOMIC_ACQUIRE);
-	if (p) {
-		arg[0] = a0, arg[1] = a1, arg[2] = a2, arg[3] = a3, arg[4] = a4, arg[5] = a5, arg[6] = arg[7] = 0;
-		rec = program_run(p, g, (unsigned)(sdt_seq_load(&g->want) & 1), key, arg);
-	}
+	arg[0] = a0, arg[1] = a1, arg[2] = a2, arg[3] = a3, arg[4] = a4, arg[5] = a5, arg[6] = arg[7] = 0;
+	rec = program_run(p, g, (unsigned)(sdt_seq_load(&g->want) & 1), key, arg);
 	sdt_seq_store(&g->seq, s + 2);	/* release: the half's entries are complete before seq moves */
 	return rec;
 }
 
 /* -- attaching programs to probes ------------------------------------------------------------------------------ */
-
-static SDT_CODE struct sdt_slot *probe_slot(const struct sdt_probe *p)
-{
-	return p->program ? (struct sdt_slot *)sdt_rel(&p->program) : 0;
-}
-
-/* Attach verified program ``prog`` to a slot that holds none: its guard first, so a recorder that sees the program
- * (it loads it with acquire) sees its guard. */
-static SDT_CODE void slot_attach(struct sdt_slot *slot, const struct sdt_program *prog)
-{
-	slot->guard_lo = prog->guard_lo;
-	slot->guard_span = prog->guard_span;
-	slot->guard_arg = prog->guard_arg;
-	slot->guard_shift = prog->guard_shift;
-	slot->guard_flip = prog->guard_flip;
-	__atomic_store_n(&slot->program, prog, __ATOMIC_RELEASE);
-}
 
 /* Whether program ``prog`` is for probe ``p`` (among the probes a spec matched): its list, or all when empty. */
 static SDT_CODE int program_for(const struct sdt_program *prog, const struct sdt_probe *p)
@@ -588,7 +569,9 @@ static SDT_CODE int program_for(const struct sdt_program *prog, const struct sdt
 	return 0;
 }
 
-SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program, unsigned long bytes)
+/* Session ``x`` attaches verified program ``prog`` to every probe ``text`` matches (among its keys) and arms them. */
+static SDT_CODE int program_enable(const struct sdt_session *x, const char *text, int mode, const void *program,
+				  unsigned long bytes)
 {
 	const struct sdt_program *prog = (const struct sdt_program *)program;
 	struct spec sp;
@@ -596,7 +579,7 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
 	unsigned far = 0;
-	int r, hit = 0, count = 0, pass;
+	int r, hit = 0, count = 0, pass, id;
 
 	if (!text || !program)
 		return SDT_ERR_ARG;
@@ -610,6 +593,11 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 	if (r)
 		return r;
 	take();
+	id = session_id(x);	/* under the lock: a session closing meanwhile is closed */
+	if (id < 0) {
+		give();
+		return SDT_ERR_SESSION;
+	}
 	/* pass 0 checks every matched probe, so nothing changes unless all of them can take the program; pass 1
 	 * attaches it and arms their sites */
 	for (pass = 0; pass < 2; pass++) {
@@ -628,15 +616,15 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 			slot = probe_slot(p);
 			if (pass == 0) {
 				r = !slot ? SDT_ERR_PROG_SLOT : p->nargs < prog->nargs ? SDT_ERR_PROG_ARGS :
-				    slot->program && slot->program != prog ? SDT_ERR_PROG_BUSY : 0;
+				    slot->program[id] && slot->program[id] != prog ? SDT_ERR_PROG_BUSY : 0;
 				if (r) {
 					give();
 					return r;
 				}
 				continue;
 			}
-			if (slot->program != prog)
-				slot_attach(slot, prog);
+			if (slot->program[id] != prog || !(slot->sessions & 1u << id))
+				slot_join(slot, id, prog);
 			count += mark(t, s, mode == SDT_BRANCH ? SDT_SITE_BRANCH : SDT_SITE_TRAP, &far);
 		}
 	}
@@ -647,14 +635,16 @@ SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program,
 	return count;
 }
 
-SDT_CODE int sdt_disable_program(const char *text)
+/* Session ``x`` lets go of every probe ``text`` matches and detaches its programs from them: the sites no session
+ * keeps are disarmed first, and the programs leave the slots once no recorder reads the session's bit. */
+static SDT_CODE int program_disable(const struct sdt_session *x, const char *text)
 {
 	struct spec sp;
 	struct sdt_module *t;
 	struct sdt_site *s;
 	const struct sdt_probe *last = 0;
 	unsigned far = 0;
-	int count;
+	int count = 0, hit = 0, id;
 
 	if (!text)
 		return SDT_ERR_ARG;
@@ -663,19 +653,50 @@ SDT_CODE int sdt_disable_program(const char *text)
 	if (parse_spec(text, &sp))
 		return SDT_ERR_SPEC;
 	take();
-	count = mark_matching(&sp, SDT_SITE_OFF, &far);
-	run_marked();	/* disarmed first: no new firing reaches a slot cleared below */
+	id = session_id(x);
+	if (id < 0) {
+		give();
+		return SDT_ERR_SESSION;
+	}
+	for_each_site(t, s) {
+		const struct sdt_probe *p = sdt_site_probe(s);
+		struct sdt_slot *slot;
+		if (s->state != SDT_SITE_OFF && !is_armed(s->state))
+			continue;
+		if (p != last) {
+			last = p;
+			hit = matches(&sp, t, p);
+		}
+		if (!hit)
+			continue;
+		slot = probe_slot(p);
+		if (slot && (slot->sessions & 1u << id))
+			slot_leave(slot, id);
+		count += let_go(t, s, slot, &far);
+	}
+	run_marked();	/* disarmed first: no new firing reaches a program detached below */
+	visits_wait();	/* no recorder still reads the session's bit it cleared */
+	last = 0;
 	for_each_site(t, s) {
 		const struct sdt_probe *p = sdt_site_probe(s);
 		struct sdt_slot *slot;
 		if (s->state == SDT_SITE_REFUSED)	/* an entry sdt_init refused may name no probe: not read */
 			continue;
 		slot = probe_slot(p);
-		if (p != last && slot && slot->program && matches(&sp, t, p))
-			__atomic_store_n(&slot->program, (const struct sdt_program *)0, __ATOMIC_RELEASE);
+		if (p != last && slot && slot->program[id] && matches(&sp, t, p))
+			slot_forget(slot, id);
 		last = p;
 	}
-	quiesce();	/* no CPU still runs a program it read from a slot cleared above */
 	give();
 	return count;
+}
+
+SDT_CODE int sdt_enable_program(const char *text, int mode, const void *program, unsigned long bytes)
+{
+	return program_enable(&default_session, text, mode, program, bytes);
+}
+
+SDT_CODE int sdt_disable_program(const char *text)
+{
+	return program_disable(&default_session, text);
 }

@@ -21,6 +21,7 @@ SDT_INLINE_ATOMICS_BEGIN	/* a kernel links no libgcc (sdt_internal.h) */
 #include "sdt_manage.c"	/* management: boot-time patching, arming by spec, sdt_trap */
 #include "sdt_aggregate.c"	/* event definition: per-CPU aggregation tables */
 #include "sdt_program.c"	/* event definition: predicates and aggregations, programs attached to probes */
+#include "sdt_session.c"	/* management: sessions, each its own probes, programs, rings and tables */
 #include "sdt_module.c"	/* management: loadable modules' tables added and taken away */
 
 SDT_INLINE_ATOMICS_END

@@ -6,6 +6,9 @@
 
 struct sdt_hooks sdt_hooks;
 volatile _Bool sdt_probes_enabled;
+/* The sessions a host finds by symbol, running or after a crash (docs/sessions.md): filled by sdt_init, the
+ * default session's areas linked by sdt_cpu_attach, the others' entries by sdt_session_open and close. */
+__attribute__((used)) struct sdt_registry sdt_session_table;
 
 static int lock;
 
@@ -113,6 +116,28 @@ static SDT_CODE void trap_wait(void)
 		;
 }
 
+/*
+ * Wait until every CPU that was inside a recorder's slow path (serving a slot's sessions and programs) when the
+ * caller last changed a slot or the registry has left it: its area's visit is even, or has moved. sync_cores
+ * first (membarrier, or an IPI to every CPU): each CPU has then either made its odd visit visible or will read
+ * the slots as the caller left them, so the recorder pays no fence for it.
+ */
+static SDT_CODE void visits_wait(void)
+{
+	struct sdt_cpu *c;
+
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (sdt_hooks.sync_cores)
+		sdt_hooks.sync_cores();
+	for (c = (struct sdt_cpu *)sdt_seq_load(&sdt_session_table.areas); c;
+	     c = (struct sdt_cpu *)(sdt_word)c->next_area) {
+		sdt_word v = sdt_seq_load(&c->visit);
+		if (v & 1)
+			while (sdt_seq_load(&c->visit) == v)
+				;
+	}
+}
+
 /* Whether ``a`` lies in the code of one of the last modules unloaded. */
 static SDT_CODE int in_gone(sdt_word a)
 {
@@ -122,4 +147,34 @@ static SDT_CODE int in_gone(sdt_word a)
 		if (a - gone[i].start < gone[i].size && gone[i].size - (a - gone[i].start) >= sdt_arch_bp_len)
 			return 1;
 	return 0;
+}
+
+/* -- sessions ------------------------------------------------------------------------------------------------- */
+
+/* The id of open session ``s``, or -1 when ``s`` is not one (NULL, never opened, closed, closing). */
+static SDT_CODE int session_id(const struct sdt_session *s)
+{
+	if (!s || s->magic != SDT_SESSION_MAGIC || s->id >= SDT_MAX_SESSIONS || s->state != SDT_SESSION_OPEN ||
+	    sdt_session_table.sessions[s->id] != (sdt_word)s)
+		return -1;
+	return (int)s->id;
+}
+
+/* The registry as sdt_init leaves it: the default session (id 0, "default") open, no other. */
+static SDT_CODE void sessions_init(void)
+{
+	static const char name[] = "default";
+	unsigned k;
+
+	default_session.id = 0;
+	for (k = 0; k < SDT_SESSION_NAME; k++)
+		default_session.name[k] = k < sizeof(name) ? (sdt_u8)name[k] : 0;
+	default_session.state = SDT_SESSION_OPEN;
+	default_session.magic = SDT_SESSION_MAGIC;
+	sdt_session_table.version = SDT_REGISTRY_VERSION;
+	sdt_session_table.max = SDT_MAX_SESSIONS;
+	for (k = 1; k < SDT_MAX_SESSIONS; k++)
+		sdt_session_table.sessions[k] = 0;
+	sdt_seq_store(&sdt_session_table.sessions[0], (sdt_word)&default_session);
+	__atomic_store_n(&sdt_session_table.magic, SDT_REGISTRY_MAGIC, __ATOMIC_RELEASE);
 }

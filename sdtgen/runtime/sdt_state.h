@@ -55,4 +55,12 @@ static struct gone {
 static unsigned gone_next;
 static int in_gone(sdt_word a);
 
+/* Sessions (docs/sessions.md): the default one is the runtime's own; the registry (sdt_session_table) lists the
+ * open ones by id. session_id: the id of open session ``s``, or -1. */
+static struct sdt_session default_session;
+static int session_id(const struct sdt_session *s);
+static void sessions_init(void);
+/* Wait until no CPU is still inside a recorder's slow path it entered before the call (its area's visit). */
+static void visits_wait(void);
+
 #endif

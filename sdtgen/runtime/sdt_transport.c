@@ -20,21 +20,26 @@
 /* The offset of a CPU with no packet open: past any packet, so every event takes the slow path. */
 #define SDT_CLOSED(c) ((c)->packet_size + 8)
 
-SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
-			    unsigned long packet_size, int policy)
+/* Whether a ring of ``ring_bytes`` cut in ``packet_size`` packets, at ``ring``, with ``policy``, is one the writer
+ * takes. */
+static SDT_CODE int ring_valid(const void *ring, unsigned long ring_bytes, unsigned long packet_size, int policy)
 {
 	unsigned long n = packet_size ? ring_bytes / packet_size : 0;
 
-	if (cpu >= SDT_MAX_CPUS)	/* the number its packets carry: no host takes one past the protocol's bound */
-		return SDT_ERR_CPU;
-	if (!c || !ring || packet_size < SDT_MIN_PACKET || (packet_size & (packet_size - 1)) || n < 2 ||
-	    (n & (n - 1)) || n * packet_size != ring_bytes || ((sdt_word)ring & 7) ||
-	    (policy != SDT_DISCARD && policy != SDT_OVERWRITE))
-		return SDT_ERR_ARG;
+	return ring && packet_size >= SDT_MIN_PACKET && !(packet_size & (packet_size - 1)) && n >= 2 &&
+	       !(n & (n - 1)) && n * packet_size == ring_bytes && !((sdt_word)ring & 7) &&
+	       (policy == SDT_DISCARD || policy == SDT_OVERWRITE);
+}
+
+/* Area ``c`` of CPU ``cpu`` records for session ``session`` into ``ring`` (NULL: nothing, the area is only the
+ * CPU's identity), as an empty ring. Its place on the default session's list (next_area, visit) is not touched. */
+static SDT_CODE void area_reset(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
+				unsigned long packet_size, int policy, unsigned session)
+{
 	c->self = (sdt_word)c;
 	c->cpu = cpu;
 	c->ring = (sdt_word)ring;
-	c->packets = n;
+	c->packets = packet_size ? ring_bytes / packet_size : 0;
 	c->packet_size = packet_size;
 	c->policy = (sdt_u64)policy;
 	c->write_seq = c->commit_seq = c->read_seq = 0;
@@ -42,7 +47,53 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 	c->offset = SDT_CLOSED(c);
 	c->events = c->discarded = c->overwritten = c->nesting = c->clock_last = 0;
 	c->agg = 0;	/* sdt_agg_attach, after this, gives it its program state */
+	c->session = session;
+}
+
+SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigned long ring_bytes,
+			    unsigned long packet_size, int policy)
+{
+	struct sdt_cpu *at;
+	int identity = !ring && !ring_bytes && !packet_size && !policy;
+
+	if (cpu >= SDT_MAX_CPUS)	/* the number its packets carry: no host takes one past the protocol's bound */
+		return SDT_ERR_CPU;
+	if (!c || (!identity && !ring_valid(ring, ring_bytes, packet_size, policy)))
+		return SDT_ERR_ARG;
+	area_reset(c, cpu, ring, ring_bytes, packet_size, policy, 0);
+	/* On the default session's list once (the registry's: what a closing session waits on, and what a host reads
+	 * after a crash); a second attach of the area keeps its place. The list only grows, so it is walked without a
+	 * lock, and CPUs attaching their areas at once each push theirs with compare-and-swap. */
+	for (at = (struct sdt_cpu *)sdt_seq_load(&sdt_session_table.areas); at && at != c;
+	     at = (struct sdt_cpu *)(sdt_word)at->next_area)
+		;
+	if (!at) {
+		sdt_word head = sdt_seq_load(&sdt_session_table.areas);
+		c->visit = 0;
+		do
+			c->next_area = head;
+		while (!__atomic_compare_exchange_n((sdt_word *)&sdt_session_table.areas, &head, (sdt_word)c, 0,
+						    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE));
+	}
 	return 0;
+}
+
+/* -- sessions: where a firing goes, and waiting for the recorders that may still write ------------------------ */
+
+SDT_CODE struct sdt_cpu *sdt_session_cpu(struct sdt_cpu *c, unsigned id)
+{
+	struct sdt_session *x;
+
+	if (!id)
+		return c;
+	x = id < SDT_MAX_SESSIONS ? (struct sdt_session *)sdt_seq_load(&sdt_session_table.sessions[id]) : 0;
+	if (!x)
+		return 0;	/* closed meanwhile: its bit is gone from the slot too */
+	if (c->cpu >= x->ncpus) {
+		__atomic_add_fetch((sdt_word *)&x->misplaced, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return (struct sdt_cpu *)(sdt_word)x->cpus + c->cpu;
 }
 
 static SDT_CODE struct sdt_packet *slot(const struct sdt_cpu *c, sdt_word seq)
@@ -79,7 +130,7 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 	}
 	sdt_seq_store(&c->write_seq, next + 1);
 	pk->magic = SDT_PACKET_MAGIC;
-	pk->stream_id = 0;
+	pk->stream_id = (sdt_u32)c->session;
 	pk->timestamp_begin = pk->timestamp_end = sdt_hooks.clock();
 	pk->content_size = 0;
 	pk->packet_size = c->packet_size * 8;
@@ -97,7 +148,7 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 {
 	struct sdt_event *e;
 
-	if (!c)
+	if (!c || !c->ring)	/* no area, or only the CPU's identity (sdt_cpu_attach with no ring): not recorded */
 		return 0;
 	if (c->nesting) {
 		c->discarded++;
@@ -127,21 +178,39 @@ discard:
 	return 0;
 }
 
-SDT_CODE void sdt_flush(void)
+/* Close the open packet of ``c`` (this CPU's area of some session) if it holds events. */
+static SDT_CODE void flush_area(struct sdt_cpu *c)
 {
-	struct sdt_cpu *c;
-
-	if (!sdt_hooks.cpu_area)	/* before sdt_init */
-		return;
-	c = sdt_hooks.cpu_area();	/* this CPU's until sdt_cpu_put: closing its packet is one event's work */
-	if (c && !c->nesting) {
+	if (c && c->ring && !c->nesting) {
 		c->nesting = 1;
 		if (c->current && c->events)
 			close_packet(c);
 		__asm__ __volatile__("" ::: "memory");
 		c->nesting = 0;
 	}
+}
+
+/* This CPU's open packet of session ``id`` closed (the caller checked the id is open), inside a visit: a session
+ * closing waits for it as for a recorder. */
+static SDT_CODE void flush_session(unsigned id)
+{
+	struct sdt_cpu *c;
+	sdt_word v;
+
+	if (!sdt_hooks.cpu_area)	/* before sdt_init */
+		return;
+	c = sdt_hooks.cpu_area();	/* this CPU's until sdt_cpu_put: closing its packet is one event's work */
+	if (c) {
+		v = sdt_visit_begin(c);
+		flush_area(sdt_session_cpu(c, id));
+		sdt_visit_end(c, v);
+	}
 	sdt_cpu_put(c);
+}
+
+SDT_CODE void sdt_flush(void)
+{
+	flush_session(0);
 }
 
 SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)

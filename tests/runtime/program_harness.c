@@ -58,11 +58,13 @@ int h_fire(const void *program, unsigned long bytes, unsigned key, const sdt_u64
 		return r;
 	for (k = 0; k < 6; k++)
 		a[k] = (sdt_word)args[k];
-	harness_slot.program = 0;
-	slot_attach(&harness_slot, (const struct sdt_program *)program);
+	harness_slot.route = 0;	/* as gen leaves it: nobody takes the probe */
+	harness_slot.sessions = 0;
+	harness_slot.program[0] = 0;
+	slot_join(&harness_slot, 0, (const struct sdt_program *)program);	/* the default session's program */
 	if (!sdt_guard(&harness_slot, a[0], a[1], a[2], a[3], a[4], a[5]))
 		return 2;
-	return sdt_program_fire(&area, &harness_slot, key, a[0], a[1], a[2], a[3], a[4], a[5]);
+	return sdt_program_fire(&area, harness_slot.program[0], key, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 /* Strings are read only inside these ranges (n 0: anywhere), as a kernel's readable hook says. */

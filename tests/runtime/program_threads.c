@@ -71,7 +71,7 @@ static void sync_cores(void)
 
 static void fire(struct cpu *c, sdt_word a0, sdt_word a1)
 {
-	sdt_program_fire(&c->area, &probe_slot, key, a0, a1, c->id, 0, 0, 0);
+	sdt_program_fire(&c->area, probe_slot.program[0], key, a0, a1, c->id, 0, 0, 0);
 }
 
 static void on_signal(int sig)
@@ -169,7 +169,7 @@ int main(int argc, char **argv)
 		return 4;
 	}
 	probe_slot.guard_span = ~(sdt_u64)0;
-	probe_slot.program = (const struct sdt_program *)program;
+	probe_slot.program[0] = (const struct sdt_program *)program;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigaction(SIGUSR1, &sa, 0);

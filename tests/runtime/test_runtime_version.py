@@ -11,7 +11,7 @@ from helpers import ROOT, cross_tool, readelf_symbols, run
 
 INCLUDE = ROOT / "sdtgen" / "include"
 
-VERSION = 1  # what the header says; a new one gets its own row in SIZES
+VERSION = 2  # what the header says; a new one gets its own row in SIZES
 
 # The structures a kernel sizes (it allocates them, or fills them and passes them in), by (version, pointer bits).
 KERNEL_SIZED = ("sdt_cpu", "sdt_agg", "sdt_module", "sdt_control_cpu", "sdt_hooks", "sdt_control_ops", "sdt_frame",
@@ -21,6 +21,11 @@ SIZES = {
               "sdt_control_ops": 120, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
     (1, 32): {"sdt_cpu": 136, "sdt_agg": 152, "sdt_module": 64, "sdt_control_cpu": 192, "sdt_hooks": 64,
               "sdt_control_ops": 60, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
+    # 2: sessions (docs/sessions.md): struct sdt_cpu's next_area, session and visit; sdt_control_ops's session_memory
+    (2, 64): {"sdt_cpu": 160, "sdt_agg": 152, "sdt_module": 96, "sdt_control_cpu": 192, "sdt_hooks": 104,
+              "sdt_control_ops": 128, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
+    (2, 32): {"sdt_cpu": 160, "sdt_agg": 152, "sdt_module": 64, "sdt_control_cpu": 192, "sdt_hooks": 64,
+              "sdt_control_ops": 64, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
 }
 BITS = {"x86_64": 64, "i386": 32, "aarch64": 64, "riscv64": 64}
 

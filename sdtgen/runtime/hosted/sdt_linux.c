@@ -884,7 +884,7 @@ int sdt_linux_module_reload(int load)
 int sdt_linux_start(const struct sdt_linux_options *options)
 {
 	struct sigaction sa;
-	struct sdt_cpu probe;
+	static struct sdt_cpu probe;	/* only checks the geometry, but stays on the runtime's list of areas */
 	static sdt_u64 scratch;
 	int r;
 
