@@ -26,6 +26,7 @@ from sdtgen.targets.base import (
     ARM_MODES,
     IDLE,
     MODULES,
+    SESSIONS,
     Booted,
     CallFault,
     DamagedTables,
@@ -35,6 +36,7 @@ from sdtgen.targets.base import (
     ProbeState,
     Refused,
     Returned,
+    SessionState,
     Summary,
     TortureJob,
 )
@@ -45,6 +47,7 @@ from sdtgen.transport.packet_sink import PacketSink
 
 if TYPE_CHECKING:  # modlink (and the ELF reader it needs) is imported when a module is placed
     from sdtgen.modlink import LinkedModule
+    from sdtgen.targets.base import OwnSession
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
@@ -59,6 +62,12 @@ TORTURE_FIRST = 5  # torture's first batch: 5 periods of toggles, timed to size 
 HELLO_WORDS = 1 + len(next(fields for command, _, fields in REPLIES if command == "hello"))  # the hello's words
 STRAY_SAID = 8  # replies that answer no command sdtgen sent, said one by one before they are only counted
 MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
+# The commands a `@NAME` prefix makes act on session NAME (docs/sessions.md; layout.py's SDT_CTL_AT): the host's own
+# session's, once it opened one. The others (run, read, mode, module, ...) are the kernel's, whoever asks.
+SCOPED = frozenset(WORD[w] for w in ("enable", "disable", "penable", "pdisable", "drain", "stats", "tables", "switch",
+                                     "take", "flush"))
+AT = chr(VALUES["SDT_CTL_AT"])
+POLICY_NAMES = {VALUES["SDT_DISCARD"]: "drop", VALUES["SDT_OVERWRITE"]: "overwrite"}  # --overflow's words
 
 
 class ChannelClosed(Exception):
@@ -94,8 +103,13 @@ class Panic(Exception):
 class ControlTarget:
     """The kernel at the other end of ``channel``, which has said (or is asked for) its hello."""
 
-    capabilities = frozenset({MODULES, IDLE})
+    capabilities = frozenset({MODULES, IDLE, SESSIONS})
     expects_modules = False  # QEMU given a module: its enablings arm it when it loads
+    # The session the host opened for itself (--session), whose id its packets carry: every session-scoped command
+    # acts on it; None: the default session's, id 0, as before sessions.
+    own: OwnSession | None = None
+    own_id = 0
+    foreign = 0  # packets of another session than the host's that came to it: left out, counted, said once
     # The module the host placed for the kernel's loader before it booted (QEMU's --module), or none: the one
     # `module load` may name (a kernel attached to was given none by this host).
     module: LinkedModule | None = None
@@ -105,7 +119,7 @@ class ControlTarget:
         self.channel = channel
         self.timeout = timeout
         self.reader = FrameReader()
-        self.packets = PacketSink([host.packet], self._packet_problem)
+        self.packets = PacketSink([self._take_packet], self._packet_problem)
         self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
         self._said_frames = False  # the first damaged frame was said: the others are counted
         self.stray_replies = 0  # replies that answered no command sdtgen was waiting on
@@ -248,6 +262,10 @@ class ControlTarget:
             raise Halted(f"{what}: the kernel stopped answering earlier")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         name = text.split(" ", 1)[0]
+        if name.startswith(AT):  # `@NAME COMMAND`: a session named by the caller, its reply named by the command
+            name = text.split(" ", 2)[1] if text.count(" ") else name
+        elif self.own is not None and name in SCOPED:
+            text = f"{AT}{self.own.name} {text}"
         try:
             self.channel.write(ESCAPE + text.encode("utf-8", "surrogateescape") + b"\n")
             while True:
@@ -371,7 +389,69 @@ class ControlTarget:
     @property
     def damaged(self) -> int:
         """Frames the line spoiled or the kernel sent wrong, and packets whose verdict never came."""
-        return self.reader.corrupt + self.packets.stray + self.packets.damaged + self.bad_frames
+        return self.reader.corrupt + self.packets.stray + self.packets.damaged + self.bad_frames + self.foreign
+
+    # -- packets --------------------------------------------------------------------------------
+    def _take_packet(self, cpu: int, data: bytes, *seq: int) -> bool:
+        """A closed packet of ``cpu``, handed to the host when its stream_id is the session this host reads (its own,
+        or the default one): a packet of another session came where only this host's should (a line shared with
+        another consumer, a kernel that sent the wrong ring), so it is left out, counted and said once."""
+        if len(data) >= 8:
+            stream = int.from_bytes(bytes(data[4:8]), "little" if self.host.image.arch.little else "big")
+            if stream != self.own_id:
+                self.foreign += 1
+                if self.foreign == 1:
+                    mine = f"session {self.own.name!r} (id {self.own_id})" if self.own else "the default session (id 0)"
+                    self.host.warning(f"a packet of CPU {cpu} came from session id {stream}, not {mine}, which this "
+                                      "host reads: left out (further ones are only counted)")
+                return False
+        return self.host.packet(cpu, data, *seq)
+
+    # -- sessions (docs/sessions.md) ----------------------------------------------------------------
+    def open_own(self, own: OwnSession) -> int:
+        """`session open NAME BYTES PACKET POLICY [AGGBYTES]`: the host's own session beside the kernel's, its id;
+        every session-scoped command acts on it from now on. Refused: the runtime's words, as one line."""
+        policy = VALUES["SDT_OVERWRITE"] if own.policy == "overwrite" else VALUES["SDT_DISCARD"]
+        tables = f" {own.tables:x}" if own.tables else ""
+        try:
+            line = self.command(f"{WORD['session']} {WORD['open']} {own.name} {own.ring:x} {own.packet:x} {policy:x}"
+                                f"{tables}", "session open")[-1]
+        except Refused as e:
+            raise SdtError(self.host.image.path, f"the kernel refused to open session {printable(own.name)!r}: "
+                           f"{printable(e.text)}", _OPEN_FIX.get(e.code, "see `sdtgen sessions` for the sessions "
+                                                                          "it has")) from None
+        self.own, self.own_id = own, _count(line)
+        return self.own_id
+
+    def close_own(self) -> None:
+        """`session close NAME`: the host's own session closed, its memory the kernel's again (the kernel's other
+        sessions record on); said when the kernel refuses. Nothing is scoped after it."""
+        own, self.own = self.own, None
+        if own is None or self.halted:
+            return
+        try:
+            self.command(f"{WORD['session']} {WORD['close']} {own.name}", "session close")
+        except Refused as e:
+            self.host.warning(f"the kernel refused to close session {printable(own.name)!r} ({printable(e.text)}): "
+                              "it stays open, and its memory the runtime's")
+        except Halted:
+            pass
+
+    def sessions(self) -> list[SessionState]:
+        """`sessions`: each session the kernel has open, the default one first; a line of another shape is said and
+        left out."""
+        out = []
+        for line in self.command(WORD["sessions"], "sessions")[:-1]:
+            said = parse_reply("sessions", line)
+            if said is None:
+                self.host.warning(f"the kernel's sessions line {printable(line)!r} is not {reply_shapes('sessions')}: "
+                                  "left out")
+                continue
+            v = said[1]
+            out.append(SessionState(v["id"], str(v["name"]), POLICY_NAMES.get(int(v["policy"]), str(v["policy"])),
+                                    v["cpus"], v["ring"], v["packet"], v["events"], v["discarded"], v["overwritten"],
+                                    v["misplaced"], v["specs"]))
+        return out
 
     # -- commands ---------------------------------------------------------------------------------
     def attach_rings(self, buffer_size: int, packet_size: int, overflow: str, memory: int) -> bool:
@@ -613,6 +693,7 @@ class ControlTarget:
         return out
 
     def close(self) -> None:
+        self.close_own()
         self.channel.close()
 
 
@@ -661,6 +742,15 @@ def answers(line: str) -> tuple[str, int | None, str]:
         return named, VALUES["SDT_ERR_USAGE"], f"the kernel's last line {printable(line)!r} is not {reply_shapes('')}"
     word, v = said
     return str(v["command"]), None if word == "ok" else int(v["code"]), str(v.get("text", ""))
+
+
+# What to do when the kernel refuses `session open`, by its code.
+_OPEN_FIX = {
+    VALUES["SDT_ERR_MEMORY"]: "give a smaller --buffer-size, or the kernel a larger session budget (session_memory)",
+    VALUES["SDT_ERR_FULL"]: "close a session first (`sdtgen sessions` lists them)",
+    VALUES["SDT_ERR_EXISTS"]: "give --session another name (`sdtgen sessions` lists those open)",
+    VALUES["SDT_ERR_NAME"]: "give a name of 1 to 15 letters, digits, '_' or '-'",
+}
 
 
 def _cpus(asked: range) -> str:

@@ -78,6 +78,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
         '\tdomain = "kernel";',
         '\ttracer_name = "sdtgen";',
         f"\tarchitecture = {_literal(meta.arch)};",
+        f"\tsession = {_literal(meta.session)};",  # the runtime's session its packets come from (their stream_id)
         "};",
         "",
         "clock {",
@@ -92,7 +93,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
         f" := {clock};",
         "",
         "stream {",
-        "\tid = 0;",
+        f"\tid = {meta.session_id};",
         "\tpacket.context := struct {",
         f"\t\t{clock} timestamp_begin;",
         f"\t\t{clock} timestamp_end;",
@@ -115,7 +116,8 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
     ]
     for probe in meta.probes:
         f = event_format(probe.key, probe.spec, probe.arg_types, bits)
-        lines += ["", "event {", f"\tname = {_literal(probe.spec)};", f"\tid = {probe.key};", "\tstream_id = 0;"]
+        lines += ["", "event {", f"\tname = {_literal(probe.spec)};", f"\tid = {probe.key};",
+                  f"\tstream_id = {meta.session_id};"]
         fields = [f"\t\tstring arg{k};" if t.kind == "str" else f"\t\t{_integer(t, bits)} arg{k};"
                   for k, t in enumerate(f.argtypes)]  # in the probe's order, as the recorder stores them
         lines += ["\tfields := struct {", *fields, "\t};"] if fields else ["\tfields := struct { };"]

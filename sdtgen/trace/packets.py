@@ -61,8 +61,11 @@ def _run_of(f: EventFormat, header: int) -> tuple[struct.Struct, struct.Struct]:
 class Decoder:
     """Packets of one architecture into events, by each probe's key."""
 
-    def __init__(self, formats: Iterable[EventFormat], bits: int, little: bool = True) -> None:
+    def __init__(self, formats: Iterable[EventFormat], bits: int, little: bool = True, stream: int = 0) -> None:
+        """``stream``: the session whose packets these are (docs/sessions.md: a packet's stream_id is its session's
+        id; 0, the default session); a packet of another is refused."""
         self.formats = {f.key: f for f in formats}
+        self.stream = stream
         self.bits = bits
         self.little = little
         self.header = PACKET.struct(bits, little)
@@ -85,8 +88,8 @@ class Decoder:
         content, size = content_bits // 8, size_bits // 8
         if magic != MAGIC:
             raise PacketError(f"{where}packet magic {magic:#x} is not {MAGIC:#x}")
-        if stream != 0:
-            raise PacketError(f"{where}packet {seq} of CPU {cpu}: stream id {stream}, not 0")
+        if stream != self.stream:
+            raise PacketError(f"{where}packet {seq} of CPU {cpu}: stream id {stream}, not {self.stream}")
         if content_bits % 8 or size_bits % 64 or not self.header.size <= content <= size:
             raise PacketError(f"{where}packet {seq} of CPU {cpu}: its sizes (content {content_bits} bits, packet "
                               f"{size_bits} bits) are not a packet's")

@@ -15,7 +15,8 @@ from sdtgen.targets import base
 ROOT = Path(sdtgen.targets.__file__).parent
 SESSION = ROOT.parent / "session"
 CAPABILITIES = {base.MODULES: base.Modules, base.ACTIONS: base.Actions, base.LISTENS: base.Listens,
-                base.IDLE: base.Idles, base.EXHAUSTIVE: base.Exhaustive, base.LEAVES: base.Leaves}
+                base.IDLE: base.Idles, base.EXHAUSTIVE: base.Exhaustive, base.LEAVES: base.Leaves,
+                base.SESSIONS: base.Sessions}
 
 
 def _modules(where: Path) -> list[Path]:
