@@ -138,12 +138,13 @@ def _literal(text: str) -> str:
     return '"' + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else "?" for c in escaped) + '"'
 
 
-def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool) -> bytes:
+def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool, stream: int = 0) -> bytes:
     """A packet with no event: the opening one (sequence number 0, discarded count 0: where a stream's counts
-    start) and the closing one (the CPU's last discarded count: the events it lost after its last packet)."""
+    start) and the closing one (the CPU's last discarded count: the events it lost after its last packet), of the
+    stream (the session's id) the runtime's packets beside it carry."""
     size = PACKET.size(bits)
-    return PACKET.struct(bits, little).pack(VALUES["SDT_PACKET_MAGIC"], 0, ts, ts, size * 8, size * 8, seq, discarded,
-                                            cpu, 0)
+    return PACKET.struct(bits, little).pack(VALUES["SDT_PACKET_MAGIC"], stream, ts, ts, size * 8, size * 8, seq,
+                                            discarded, cpu, 0)
 
 
 class CtfSink:
@@ -202,7 +203,7 @@ class CtfSink:
             f = open(path, mode)  # noqa: SIM115
         self.files[cpu] = f
         if first:
-            f.write(empty_packet(cpu, packet.begin, 0, 0, self.bits, self.little))
+            f.write(empty_packet(cpu, packet.begin, 0, 0, self.bits, self.little, self.meta.session_id))
         return f
 
     def finish(self, lost: dict[int, Lost]) -> None:
@@ -212,7 +213,7 @@ class CtfSink:
         try:
             for cpu, (seq, end, discarded) in self.last.items():
                 final = max(discarded, lost[cpu].discarded if cpu in lost else 0)
-                closing = empty_packet(cpu, end, seq + 1, final, self.bits, self.little)
+                closing = empty_packet(cpu, end, seq + 1, final, self.bits, self.little, self.meta.session_id)
                 f = self.files.pop(cpu, None)
                 if f is None:
                     with open(self.out.path(f"stream_{cpu}"), "ab") as f:

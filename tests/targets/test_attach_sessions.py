@@ -113,6 +113,41 @@ def test_a_packet_of_another_session_is_left_out_counted_and_said(image):
     assert json.loads(r.stdout.splitlines()[-1])["damaged"] == 1
 
 
+def traced_session(image, path, fmt: str) -> tuple[str, subprocess.CompletedProcess]:
+    """An attach with --session mine tracing to ``path``: its one packet (stream_id OPEN_ID) in the trace."""
+    key, spec = probe_without_args(image)
+    peer = answers(image, drained=Packet(0, 1, [event(10, key), event(12, key)], 5, 20, stream=OPEN_ID).sent())
+    r = attach(peer, image, "--session", "mine", "--enable", spec, "--trace", str(path), "--trace-format", fmt, "-q")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    return spec, r
+
+
+def test_babeltrace2_reads_a_sessions_trace_and_its_environment_names_the_session(image, tmp_path):
+    """The packets keep their stream_id (the session's id) as they stand: the metadata declares that stream, so the
+    reference reader reads every event, and its environment says which session they come from."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "trace"))
+    from test_ctf import read_bt2
+
+    spec, _ = traced_session(image, tmp_path / "trace", "ctf")
+    read = read_bt2(tmp_path / "trace")
+    assert read[0]["trace"]["session"] == "mine"
+    assert [(e["name"], e["ts"]) for e in read[1:]] == [(spec, 10), (spec, 12)]
+
+
+def test_perfetto_names_each_cpus_track_with_its_session(image, tmp_path):
+    from helpers import need_module
+
+    pb = need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
+    traced_session(image, tmp_path / "t.pftrace", "perfetto")
+    trace = pb.Trace()
+    trace.ParseFromString((tmp_path / "t.pftrace").read_bytes())
+    names = [p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")]
+    assert names == ["CPU 0 (session mine)"]
+
+
 @pytest.mark.parametrize("name", ["default", "has space", "x" * 16, ""])
 def test_a_session_name_the_runtime_would_refuse_is_refused_before_the_kernel_is_asked(image, name):
     peer = answers(image)
