@@ -108,7 +108,8 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
                        "leave out --trace (the firings are shown), or trace the kernel's own probes without the module")
     if t.session is not None:
         target["own"] = own_session(kind, t.session, target.get("buffer_size"), target.get("overflow"),
-                                    t.interactive or any(k == "aggregate" for k, _, _ in t.actions))
+                                    t.interactive or any(k == "aggregate" or (k == "enable" and "/" in v)
+                                                         for k, v, _ in t.actions))  # a predicate's program too
     if kind == EMULATOR:
         target["modules"] = bool(files) or t.interactive  # the module area mapped (-i: the console's `module`)
     elif kind == QEMU and files:

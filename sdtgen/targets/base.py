@@ -365,6 +365,10 @@ class Sessions(Protocol):
         """Every session the kernel has open, the default one first (`sessions`)."""
         ...
 
+    def read_session(self, name: str, take: PacketFn) -> SessionState:
+        """Another session's packets read by name (the kernel's flight recorder): drained into ``take``."""
+        ...
+
 
 class Exhaustive(Protocol):
     """EXHAUSTIVE: every store the runtime makes to ``symbol``'s sites (or the loaded module's) against every

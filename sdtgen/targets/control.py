@@ -33,6 +33,7 @@ from sdtgen.targets.base import (
     Halted,
     Host,
     Interrupted,
+    PacketFn,
     ProbeState,
     Refused,
     Returned,
@@ -110,6 +111,7 @@ class ControlTarget:
     own: OwnSession | None = None
     own_id = 0
     foreign = 0  # packets of another session than the host's that came to it: left out, counted, said once
+    _reading: tuple[int, PacketFn] | None = None  # while read_session drains another session: its id, its taker
     # The module the host placed for the kernel's loader before it booted (QEMU's --module), or none: the one
     # `module load` may name (a kernel attached to was given none by this host).
     module: LinkedModule | None = None
@@ -398,6 +400,8 @@ class ControlTarget:
         another consumer, a kernel that sent the wrong ring), so it is left out, counted and said once."""
         if len(data) >= 8:
             stream = int.from_bytes(bytes(data[4:8]), "little" if self.host.image.arch.little else "big")
+            if self._reading is not None and stream == self._reading[0]:
+                return self._reading[1](cpu, data, *seq)
             if stream != self.own_id:
                 self.foreign += 1
                 if self.foreign == 1:
@@ -437,11 +441,32 @@ class ControlTarget:
         except Halted:
             pass
 
+    def read_session(self, name: str, take: PacketFn) -> SessionState:
+        """Session ``name``'s packets (another's than the host's own: the kernel's flight recorder, say), read by
+        name: each CPU's open packet closed (`@NAME flush`) and every closed one drained (`@NAME drain`) into
+        ``take``; the session as `sessions` said it before. Its packets are the only others taken meanwhile."""
+        found = [s for s in self.sessions() if s.name == name]
+        if not found:
+            raise SdtError(self.host.image.path, f"the kernel has no session {printable(name)!r} open",
+                           "see `sdtgen sessions` for those it has")
+        self._reading = (found[0].id, take)
+        try:
+            for word in ("flush", "drain"):
+                self.command(f"{AT}{name} {WORD[word]}", f"{word} {printable(name)}")
+        finally:
+            self._reading = None
+        return found[0]
+
     def sessions(self) -> list[SessionState]:
         """`sessions`: each session the kernel has open, the default one first; a line of another shape is said and
         left out."""
         out = []
-        for line in self.command(WORD["sessions"], "sessions")[:-1]:
+        try:
+            lines = self.command(WORD["sessions"], "sessions")
+        except Refused as e:
+            raise SdtError(self.host.image.path, f"the kernel cannot list its sessions: {printable(e.text)}",
+                           _OPEN_FIX.get(e.code, "")) from None
+        for line in lines[:-1]:
             said = parse_reply("sessions", line)
             if said is None:
                 self.host.warning(f"the kernel's sessions line {printable(line)!r} is not {reply_shapes('sessions')}: "
@@ -750,6 +775,8 @@ _OPEN_FIX = {
     VALUES["SDT_ERR_FULL"]: "close a session first (`sdtgen sessions` lists them)",
     VALUES["SDT_ERR_EXISTS"]: "give --session another name (`sdtgen sessions` lists those open)",
     VALUES["SDT_ERR_NAME"]: "give a name of 1 to 15 letters, digits, '_' or '-'",
+    VALUES["SDT_ERR_UNKNOWN"]: "its control core has no sessions: rebuild the kernel with this sdtgen's runtime "
+                               "(`sdtgen runtime-dir`), or leave out --session",
 }
 
 
