@@ -13,7 +13,6 @@ output (sdtgen/targets/process.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -111,6 +110,7 @@ class ControlTarget:
     own: OwnSession | None = None
     own_id = 0
     foreign = 0  # packets of another session than the host's that came to it: left out, counted, said once
+    _said_undrained = False  # the kernel refused to drain the host's session: said once
     _reading: tuple[int, PacketFn] | None = None  # while read_session drains another session: its id, its taker
     # The module the host placed for the kernel's loader before it booted (QEMU's --module), or none: the one
     # `module load` may name (a kernel attached to was given none by this host).
@@ -552,8 +552,13 @@ class ControlTarget:
     def drain(self) -> None:
         """Every CPU's open packet closed (`flush`, on each CPU), then every closed packet read."""
         self._flush()
-        with contextlib.suppress(Refused):  # a kernel whose own consumer reads its rings refuses it
+        try:
             self.command(WORD["drain"], "drain")
+        except Refused as e:  # a kernel whose own consumer reads its rings refuses it for the default session
+            if self.own is not None and not self._said_undrained:
+                self._said_undrained = True
+                self.host.warning(f"the kernel does not send session {printable(self.own.name)!r}'s packets on the "
+                                  f"line ({printable(e.text)}): what it recorded is not read")
 
     def _flush(self) -> None:
         """`flush`: what each CPU recorded in its open packet, closed so it is read; a CPU whose packet stays open is
