@@ -126,6 +126,7 @@ class ControlTarget:
         self._said_frames = False  # the first damaged frame was said: the others are counted
         self.stray_replies = 0  # replies that answered no command sdtgen was waiting on
         self._unflushed: set[int] = set()  # CPUs whose open packet `flush` could not close, said once each
+        self._consumers: dict = {}  # session id -> the Consumer of its rings read through `read` (line_memory.py)
         self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
         self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
         self._lines: list[str] = []
@@ -451,11 +452,41 @@ class ControlTarget:
                            "see `sdtgen sessions` for those it has")
         self._reading = (found[0].id, take)
         try:
-            for word in ("flush", "drain"):
-                self.command(f"{AT}{name} {WORD[word]}", f"{word} {printable(name)}")
+            self.command(f"{AT}{name} {WORD['flush']}", f"flush {printable(name)}")
+            try:
+                self.command(f"{AT}{name} {WORD['drain']}", f"drain {printable(name)}")
+            except Refused as e:
+                if e.code != VALUES["SDT_ERR_UNSUPPORTED"] or not self._in_memory(found[0].id, take):
+                    raise SdtError(self.host.image.path, f"session {printable(name)!r} cannot be read: "
+                                   f"{printable(e.text)}") from None
         finally:
             self._reading = None
         return found[0]
+
+    def _in_memory(self, sid: int, take: PacketFn) -> bool:
+        """Session ``sid``'s closed packets read where the kernel wrote them, through `read` (its control core does
+        not send them on the line: sdtgen/transport/line_memory.py), each handed to ``take``. False, said, when the
+        image has no registry or what the kernel's memory holds cannot be believed."""
+        from sdtgen.transport.consumer import Consumer
+        from sdtgen.transport.line_memory import LineMemory, SessionError, session_rings
+
+        arch = self.host.image.arch
+        try:
+            consumer = self._consumers.get(sid)
+            if consumer is None:
+                sym = self.host.image.symbols.get("sdt_session_table")
+                if sym is None:
+                    raise SessionError("the image has no symbol sdt_session_table (the runtime's registry)")
+                memory = LineMemory(self.read, arch.little)
+                rings = session_rings(memory, self._address(sym.value), sid, self.booted.cpus, arch.bits)
+                consumer = self._consumers[sid] = Consumer(memory, arch.bits, rings, take, self.streams)
+            consumer.on_packet = take
+            for k in range(len(consumer.rings)):
+                consumer.consume(k)
+        except SessionError as e:
+            self.host.warning(f"session {sid}'s packets cannot be read in the kernel's memory: {e}")
+            return False
+        return True
 
     def sessions(self) -> list[SessionState]:
         """`sessions`: each session the kernel has open, the default one first; a line of another shape is said and
@@ -555,7 +586,11 @@ class ControlTarget:
         try:
             self.command(WORD["drain"], "drain")
         except Refused as e:  # a kernel whose own consumer reads its rings refuses it for the default session
-            if self.own is not None and not self._said_undrained:
+            if self.own is None:
+                return
+            if e.code == VALUES["SDT_ERR_UNSUPPORTED"] and self._in_memory(self.own_id, self._take_packet):
+                return  # its packets are read where the kernel wrote them
+            if not self._said_undrained:
                 self._said_undrained = True
                 self.host.warning(f"the kernel does not send session {printable(self.own.name)!r}'s packets on the "
                                   f"line ({printable(e.text)}): what it recorded is not read")
