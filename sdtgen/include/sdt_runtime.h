@@ -161,7 +161,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_FRAME_INFO           73	/* the frame a reader needs first: struct sdt_frame_info */
 #define SDT_CONTROL_MAGIC        0x4c544353	/* "SCTL" in a little-endian word */
 #define SDT_CONTROL_LINE         0x400	/* bytes of the longest command line the control core takes */
-#define SDT_CONTROL_VERSION      2	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE) */
+#define SDT_CONTROL_VERSION      3	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: sessions, `@NAME`) */
 #define SDT_CONTROL_ESCAPE       30	/* the byte (ASCII RS) a host sends before every command line: a console shared with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims) */
 #define SDT_ERR_USAGE            (-5)	/* the command's words are not what it takes */
 #define SDT_ERR_UNKNOWN          (-6)	/* not a command the control core knows */
@@ -197,6 +197,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_ERR_MEMORY           (-27)	/* the memory given is short of what the session's configuration needs (or beyond the kernel's budget): nothing was set up */
 #define SDT_ERR_FULL             (-28)	/* SDT_MAX_SESSIONS sessions are open already */
 #define SDT_ERR_EXISTS           (-29)	/* a session of that name is open already */
+#define SDT_LINUX_SESSION_MEMORY 0x4000000	/* the hosted platform's budget for each session a host opens (session_memory: reserved, not touched until used) */
 #define SDT_ERR_NAME             (-30)	/* not a session name: 1..15 bytes of [A-Za-z0-9_-] */
 #define SDT_ERR_SESSION          (-31)	/* no such session: not open (never opened, or closed), or the default session where only another can be meant */
 #define SDT_CTL_AT               64	/* `@NAME COMMAND...`: the session-scoped commands (enable disable penable pdisable drain stats tables switch take flush) act on session NAME; without it, on the default session */
@@ -240,8 +241,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CTL_TABLE            "table"	/* a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves) */
 #define SDT_CTL_SWITCH           "switch"	/* switch: sdt_agg_switch, `ok switch N` */
 #define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
-#define SDT_CTL_SESSION          "session"	/* session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory from the kernel's session_memory) or session close NAME: `ok session ID`; a line of `sessions` */
-#define SDT_CTL_SESSIONS         "sessions"	/* sessions: `session ID NAME POLICY CPUS RING PACKET EVENTS DISCARDED OVERWRITTEN MISPLACED SPECS` per open session, the default one first */
+#define SDT_CTL_SESSION          "session"	/* session open NAME BYTES PACKET POLICY [AGGBYTES] (memory from the kernel's session_memory): `ok session ID`; session close NAME (one the control core opened): `ok session N`, N the sites it disarmed; a line of `sessions` */
+#define SDT_CTL_SESSIONS         "sessions"	/* sessions: `session ID NAME POLICY CPUS RING PACKET PACKETS DISCARDED OVERWRITTEN MISPLACED PROBES` per open session, the default one first (PACKETS opened, DISCARDED and OVERWRITTEN summed over its CPUs; PROBES it takes) */
 #define SDT_CTL_OPEN             "open"	/* session open */
 #define SDT_CTL_CLOSE            "close"	/* session close */
 #define SDT_MODULE_FILE_NAME     "opt/sdtgen/module"	/* the fw_cfg file carrying the module file (-fw_cfg name=...) */
@@ -336,7 +337,19 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_FIELD_TABLES_TABLE_CPU 0
 #define SDT_FIELD_TABLES_TABLE_AGG 1
 #define SDT_FIELD_TABLES_TABLE_BYTES 2
-#define SDT_REPLY_SESSIONS_SESSION SDT_CTL_SESSION " xwxxxxxxxxx"	/* sessions: `session ID NAME POLICY CPUS RING PACKET EVENTS DISCARDED OVERWRITTEN MISPLACED SPECS` */
+#define SDT_REPLY_SESSIONS_SESSION SDT_CTL_SESSION " xwxxxxxxxxx"	/* sessions: `session ID NAME POLICY CPUS RING PACKET PACKETS DISCARDED OVERWRITTEN MISPLACED PROBES` */
+#define SDT_FIELDS_SESSIONS_SESSION 11	/* its fields */
+#define SDT_FIELD_SESSIONS_SESSION_ID 0
+#define SDT_FIELD_SESSIONS_SESSION_NAME 1
+#define SDT_FIELD_SESSIONS_SESSION_POLICY 2
+#define SDT_FIELD_SESSIONS_SESSION_CPUS 3
+#define SDT_FIELD_SESSIONS_SESSION_RING 4
+#define SDT_FIELD_SESSIONS_SESSION_PACKET 5
+#define SDT_FIELD_SESSIONS_SESSION_PACKETS 6
+#define SDT_FIELD_SESSIONS_SESSION_DISCARDED 7
+#define SDT_FIELD_SESSIONS_SESSION_OVERWRITTEN 8
+#define SDT_FIELD_SESSIONS_SESSION_MISPLACED 9
+#define SDT_FIELD_SESSIONS_SESSION_PROBES 10
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {

@@ -62,6 +62,8 @@ static char input[SDT_CONTROL_LINE + 1];	/* sdt_control_input's line so far */
 static unsigned long inlen;
 static int overlong;
 static char strings[SDT_MAX_ARGS][SDT_MAX_STRING + 1];	/* a call's string arguments */
+/* The session the command acts on: `@NAME COMMAND` names it, NULL the default session (docs/sessions.md). */
+static struct sdt_session *scope;
 
 typedef sdt_word (*kernel_fn)(sdt_word, sdt_word, sdt_word, sdt_word, sdt_word, sdt_word);
 
@@ -329,7 +331,10 @@ static SDT_CODE void job_flush(void *arg)
 {
 	struct cpu *c = (struct cpu *)arg;
 
-	sdt_flush();
+	if (scope)
+		sdt_session_flush(scope);
+	else
+		sdt_flush();
 	sdt_store_release(&c->done, 1);
 }
 
@@ -398,6 +403,14 @@ static SDT_CODE void wait_for(unsigned k)
 }
 
 /* -- commands ---------------------------------------------------------------------------------- */
+
+/* CPU k's area of the session the command acts on (the default session's: the kernel's), or NULL. */
+static SDT_CODE const struct sdt_cpu *area_of(unsigned k)
+{
+	if (scope)
+		return k < scope->ncpus ? (const struct sdt_cpu *)(sdt_word)scope->cpus + k : 0;
+	return ops.area ? ops.area(k) : 0;
+}
 
 static SDT_CODE unsigned this_cpu(void)
 {
@@ -492,6 +505,8 @@ static SDT_CODE int refused(struct out *o, int r)
 {
 	return error(o, r, r == SDT_ERR_SPEC ? "the probe spec is not provider:module:function:name" :
 		     r == SDT_ERR_INIT ? "the runtime is not initialized" :
+		     r == SDT_ERR_SESSION ? "no such session (closed)" :
+		     r == SDT_ERR_PROG_SLOT ? "a matched probe has no slot: a session other than the default takes none" :
 		     r == SDT_ERR_MODE ? "not an arming mode" : "the runtime refused it");
 }
 
@@ -505,8 +520,11 @@ static SDT_CODE int arm(struct out *o, struct words *w, enum arm what)
 	if (what != ARM_DISABLE && !(mode = mode_of(w, 0)))
 		return error(o, SDT_ERR_USAGE, what == ARM_MODE ? "usage: mode trap|branch" :
 			     "usage: enable trap|branch SPEC");
-	r = what == ARM_DISABLE ? sdt_disable(rest(w)) : what == ARM_MODE ? sdt_set_mode(mode) :
-	    sdt_enable(rest(w), mode);
+	if (scope && what == ARM_MODE)
+		return error(o, SDT_ERR_USAGE, "mode is every session's: no @NAME");
+	r = what == ARM_MODE ? sdt_set_mode(mode) :
+	    scope ? (what == ARM_DISABLE ? sdt_session_disable(scope, rest(w)) : sdt_session_enable(scope, rest(w), mode)) :
+	    what == ARM_DISABLE ? sdt_disable(rest(w)) : sdt_enable(rest(w), mode);
 	return r < 0 ? refused(o, r) : ok(o, names[what], (unsigned long)r);
 }
 
@@ -639,9 +657,10 @@ static SDT_CODE int cmd_flush(struct out *o, struct words *w)
 	for (k = 0; k < ops.ncpus; k++)
 		if (k != here && ops.start)
 			wait_for(k);
-	drain();
+	if (!scope)
+		drain();
 	for (k = 0; k < ops.ncpus; k++) {
-		const struct sdt_cpu *a = ops.area ? ops.area(k) : 0;
+		const struct sdt_cpu *a = area_of(k);
 		sdt_u64 events = a && __atomic_load_n(&a->current, __ATOMIC_ACQUIRE) ?
 				 __atomic_load_n(&a->events, __ATOMIC_ACQUIRE) : 0;
 		if (!events) {
@@ -660,10 +679,10 @@ static SDT_CODE int cmd_stats(struct out *o, struct words *w)
 	unsigned k;
 
 	(void)w;
-	if (!ops.area)
+	if (!ops.area && !scope)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not say where its CPUs' areas are");
 	for (k = 0; k < ops.ncpus; k++) {
-		const struct sdt_cpu *a = ops.area(k);
+		const struct sdt_cpu *a = area_of(k);
 		sdt_u64 v[SDT_FIELDS_STATS_CPU];
 		v[SDT_FIELD_STATS_CPU_CPU] = k;
 		v[SDT_FIELD_STATS_CPU_DISCARDED] = a ? a->discarded : 0;
@@ -888,6 +907,9 @@ static SDT_CODE int cmd_module(struct out *o, struct words *w)
 static SDT_CODE int cmd_drain(struct out *o, struct words *w)
 {
 	(void)w;
+	if (scope)
+		return error(o, SDT_ERR_UNSUPPORTED, "a session's packets are read in the machine's memory, not drained "
+			     "on the line (docs/sessions.md)");
 	if (!ops.drain)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel's own consumer reads the rings");
 	drain();
@@ -908,6 +930,7 @@ static SDT_CODE int cmd_exit(struct out *o, struct words *w)
 }
 
 #include "sdt_control_programs.c"	/* program, pbytes, penable, pdisable, tables, switch, take */
+#include "sdt_control_sessions.c"	/* session open, session close, sessions */
 
 /* -- the commands, by their words --------------------------------------------------------------------------- */
 
@@ -939,7 +962,13 @@ static const struct command {
 	{SDT_CTL_PDISABLE, cmd_pdisable},
 	{SDT_CTL_SWITCH, cmd_switch},
 	{SDT_CTL_TAKE, cmd_take},
+	{SDT_CTL_SESSION, cmd_session},
+	{SDT_CTL_SESSIONS, cmd_sessions},
 };
+
+/* The commands `@NAME` may come before: those that act on one session. */
+static const char *const scoped[] = {SDT_CTL_ENABLE, SDT_CTL_DISABLE, SDT_CTL_PENABLE, SDT_CTL_PDISABLE, SDT_CTL_DRAIN,
+				     SDT_CTL_STATS, SDT_CTL_TABLES, SDT_CTL_SWITCH, SDT_CTL_TAKE, SDT_CTL_FLUSH};
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -966,6 +995,24 @@ static SDT_CODE __attribute__((noinline)) int command(struct out *o, const char 
 	unsigned long len, i;
 	const char *c = word(&w, &len);
 
+	scope = 0;
+	if (len && c[0] == (char)SDT_CTL_AT) {	/* @NAME COMMAND: the command on session NAME */
+		o->cmd = c;
+		o->cmdlen = len;
+		if (!session_word(c + 1, len - 1) || !(scope = sdt_session_find(session_name)))
+			return error(o, SDT_ERR_SESSION, "no session of that name is open (sessions)");
+		c = word(&w, &len);
+		o->cmd = c;
+		o->cmdlen = len;
+		for (i = 0; i < sizeof(scoped) / sizeof(scoped[0]); i++)
+			if (is(c, len, scoped[i]))
+				break;
+		if (i == sizeof(scoped) / sizeof(scoped[0]))
+			return error(o, SDT_ERR_USAGE, "@NAME comes before enable, disable, penable, pdisable, drain, "
+				     "stats, tables, switch, take or flush");
+		if (scope->id == 0)	/* @default: the commands as they are without it */
+			scope = 0;
+	}
 	o->cmd = c;
 	o->cmdlen = len;
 	for (i = 0; i < NCOMMANDS; i++)

@@ -36,6 +36,18 @@ static SDT_CODE int cmd_tables(struct out *o, struct words *w)
 	unsigned k;
 
 	(void)w;
+	if (scope) {	/* a session's tables were carved when it opened: where they are */
+		for (k = 0; k < scope->ncpus; k++) {
+			sdt_u64 v[3];
+			v[0] = k;
+			v[1] = area_of(k)->agg;
+			v[2] = scope->agg_bytes;
+			if (!v[1])
+				return error(o, SDT_ERR_STATE, "the session has no tables (session open ... AGGBYTES)");
+			say(o, SDT_REPLY_TABLES_TABLE, v);
+		}
+		return ok(o, SDT_CTL_TABLES, scope->ncpus);
+	}
 	if (!ops.agg_memory || !ops.area)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel gives no aggregation memory");
 	for (k = 0; k < ops.ncpus; k++)
@@ -156,13 +168,14 @@ static SDT_CODE int cmd_penable(struct out *o, struct words *w)
 		return error(o, SDT_ERR_ARG, "not a program in reserved program memory");
 	if (addr + bytes - (sdt_word)prog > prog_sealed)	/* what the runtime verifies it trusts: sealed first */
 		prog_sealed = addr + bytes - (sdt_word)prog;
-	r = sdt_enable_program(rest(w), mode, (const void *)addr, bytes);
+	r = scope ? sdt_session_enable_program(scope, rest(w), mode, (const void *)addr, bytes) :
+	    sdt_enable_program(rest(w), mode, (const void *)addr, bytes);
 	return r < 0 ? program_refused(o, r) : ok(o, SDT_CTL_PENABLE, (unsigned long)r);
 }
 
 static SDT_CODE int cmd_pdisable(struct out *o, struct words *w)
 {
-	int r = sdt_disable_program(rest(w));
+	int r = scope ? sdt_session_disable_program(scope, rest(w)) : sdt_disable_program(rest(w));
 
 	return r < 0 ? program_refused(o, r) : ok(o, SDT_CTL_PDISABLE, (unsigned long)r);
 }
@@ -170,6 +183,10 @@ static SDT_CODE int cmd_pdisable(struct out *o, struct words *w)
 static SDT_CODE int cmd_switch(struct out *o, struct words *w)
 {
 	(void)w;
+	if (scope) {
+		int r = sdt_session_switch(scope);
+		return r < 0 ? refused(o, r) : ok(o, SDT_CTL_SWITCH, (unsigned long)r);
+	}
 	if (!tables_ready)
 		return error(o, SDT_ERR_STATE, "no tables are attached (tables)");
 	return ok(o, SDT_CTL_SWITCH, (unsigned long)sdt_agg_switch());
@@ -186,11 +203,13 @@ static SDT_CODE int cmd_take(struct out *o, struct words *w)
 		return error(o, SDT_ERR_USAGE, "usage: take CPU");
 	if (k >= ops.ncpus)
 		return error(o, SDT_ERR_CPU, "no such CPU");
-	if (!tables_ready)
-		return error(o, SDT_ERR_STATE, "no tables are attached (tables)");
+	g = scope ? (area_of((unsigned)k) ? (struct sdt_agg *)(sdt_word)area_of((unsigned)k)->agg : 0) :
+	    tables_ready ? agg_of((unsigned)k, &bytes) : 0;
+	if (!g)
+		return error(o, SDT_ERR_STATE, scope ? "the session has no tables (session open ... AGGBYTES)" :
+			     "no tables are attached (tables)");
 	if (!ops.frame)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel cannot send a frame on this line");
-	g = agg_of((unsigned)k, &bytes);
 	sdt_copy(&taken, g, sizeof(taken));	/* the writer changes its own half's fields meanwhile */
 	h = (unsigned)(taken.want & 1) ^ 1;
 	used = taken.used[h] <= taken.arena_size ? (sdt_word)taken.used[h] : 0;

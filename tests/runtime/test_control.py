@@ -18,7 +18,8 @@ from sdtgen.layout import ERRORS, REPLIES, REPLY_KINDS, VALUES, WORD, WORDS, par
 KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
     "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit",
-    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module", "flush")]
+    "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module", "flush", "session",
+    "sessions")]
 
 
 @pytest.fixture(scope="module")

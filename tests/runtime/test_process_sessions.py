@@ -1,0 +1,134 @@
+"""Sessions over the control core (docs/sessions.md), driven through the real process: fixtures/process's kernel-proc
+with `--control` (the hosted main, the control protocol on standard input and output) opens two sessions of the
+host's own beside the default session, arms each with its own spec, runs the fixture's kmain on both CPUs, and
+lists them. Every reply line parses by sdtgen/layout.py's REPLIES; each session's counts say what the run put in it
+(the default session took nothing), and the refusals (a budget exceeded, an unknown session, a command that is not a
+session's, closing a session twice) are clear errors."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+from helpers import need_tool, readelf_symbols
+
+from sdtgen.layout import FRAME_HEADER, PROCESS_ARG, VALUES, WORD, parse_reply
+
+ESC = chr(VALUES["SDT_CONTROL_ESCAPE"])
+CPUS = 2
+
+
+def control(process: Path, commands: list[str]) -> bytes:
+    """The process's standard output (frames) for ``commands``, each sent as a host sends it."""
+    # no address space randomization (setarch -R): the run that said where the program is loaded and the run that
+    # calls into it load it at the same address
+    proc = subprocess.run([need_tool("setarch", "util-linux"), "-R", str(process), PROCESS_ARG["cpus"], str(CPUS),
+                           PROCESS_ARG["control"]],
+                          input="".join(f"{ESC}{c}\n" for c in commands).encode(), capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def text_lines(out: bytes) -> list[str]:
+    """The text frames on the process's standard output, each checked by its CRC (an independent reader of the
+    frame format: header, payload, zlib's CRC-32 of bytes 4.. of the header and the payload)."""
+    head, lines, at = FRAME_HEADER.struct(64), [], 0
+    while at + head.size <= len(out):
+        sync, kind, _, _, length = head.unpack_from(out, at)
+        assert sync == VALUES["SDT_FRAME_SYNC"], at
+        payload = out[at + head.size:at + head.size + length]
+        (crc,) = struct.unpack_from("<I", out, at + head.size + length)
+        assert crc == zlib.crc32(out[at + 4:at + head.size] + payload), at
+        if kind == VALUES["SDT_FRAME_TEXT"]:
+            lines.append(payload.decode())
+        at += head.size + length + 4
+    return lines
+
+
+def replies(lines: list[str], commands: list[str]) -> list[list[str]]:
+    """The lines of each command's reply, up to its `ok` or `error` line (after the hello said unasked)."""
+    assert lines[0].startswith(WORD["hello"] + " ") and lines[1].startswith(WORD["ok"] + " ")
+    out, at = [], 2
+    for _ in commands:
+        reply = []
+        while True:
+            reply.append(lines[at])
+            at += 1
+            if reply[-1].split()[0] in (WORD["ok"], WORD["error"]):
+                break
+        out.append(reply)
+    return out
+
+
+def test_two_host_sessions_beside_the_default_one(process):
+    symbols = {name: value for value, _, _, _, _, name in readelf_symbols(process)}
+    hello = parse_reply("hello", text_lines(control(process, []))[0])[1]
+    kmain = symbols["kmain"] + hello["entries"] - symbols["sdt_runtime_entries"]  # PIE: where it was loaded
+    big = VALUES["SDT_LINUX_SESSION_MEMORY"]  # each CPU's ring that big: twice the budget
+    commands = [
+        "session open flt 10000 1000 1",  # 64 KiB rings of 4 KiB packets, overwrite
+        "session open sched 4000 1000 0 10000",  # 16 KiB rings, discard, 64 KiB of tables a CPU
+        f"session open huge {big:x} 1000 0",
+        "session open flt 4000 1000 0",
+        "@flt enable branch hk:::",
+        "@sched enable trap hk:sched::",
+        f"run all {kmain:x} 1 3",
+        "@flt flush",
+        "@sched flush",
+        "sessions",
+        "@flt stats",
+        "@sched tables",
+        "@sched switch",
+        "@nosuch stats",
+        "@flt mode trap",
+        "@flt drain",
+        "session close sched",
+        "session close sched",
+        "session close default",
+        "sessions",
+    ]
+    pairs = list(zip(commands, replies(text_lines(control(process, commands)), commands), strict=True))
+    for command, reply in pairs:  # every line parses as its command's REPLIES say
+        word = command.split()[1] if command.startswith("@") else command.split()[0]
+        for line in reply[:-1]:
+            assert parse_reply(word, line) is not None, (command, line)
+        assert parse_reply("", reply[-1]) is not None or reply[-1].startswith(WORD["error"] + " "), reply
+
+    def got(command: str, nth: int = 0) -> list[str]:
+        return [r for c, r in pairs if c == command][nth]
+
+    def ok(command: str, nth: int = 0) -> int:
+        word, fields = parse_reply("", got(command, nth)[-1])
+        assert word == "ok", (command, got(command, nth))
+        return fields["count"]
+
+    def error(command: str, nth: int = 0) -> int:
+        return int(got(command, nth)[-1].split()[1])
+
+    def listed(nth: int) -> dict[str, dict]:
+        return {f["name"]: f for f in (parse_reply("sessions", line)[1] for line in got("sessions", nth)[:-1])}
+
+    assert (ok("session open flt 10000 1000 1"), ok("session open sched 4000 1000 0 10000")) == (1, 2)
+    assert error(f"session open huge {big:x} 1000 0") == VALUES["SDT_ERR_MEMORY"]
+    assert error("session open flt 4000 1000 0") == VALUES["SDT_ERR_EXISTS"]
+    assert ok("@flt enable branch hk:::") > ok("@sched enable trap hk:sched::") > 0
+    rows = listed(0)
+    assert list(rows) == ["default", "flt", "sched"] and ok("sessions") == 3
+    assert [rows[n]["id"] for n in rows] == [0, 1, 2]
+    assert (rows["flt"]["policy"], rows["flt"]["ring"], rows["flt"]["packet"]) == (1, 0x10000, 0x1000)
+    assert (rows["sched"]["policy"], rows["sched"]["cpus"]) == (0, CPUS)
+    # kmain on both CPUs fires hk probes: flt took every one (a packet on each CPU at least), sched its own
+    assert rows["flt"]["packets"] >= CPUS and rows["sched"]["packets"] >= 1
+    assert rows["default"]["packets"] == 0  # the default session enabled nothing
+    assert rows["flt"]["probes"] > rows["sched"]["probes"] > 0 and rows["default"]["probes"] == 0
+    assert all(rows[n]["discarded"] == rows[n]["overwritten"] == rows[n]["misplaced"] == 0 for n in rows)
+    assert ok("@flt stats") == CPUS and ok("@sched tables") == CPUS and ok("@sched switch") == CPUS
+    assert error("@nosuch stats") == VALUES["SDT_ERR_SESSION"]
+    assert error("@flt mode trap") == VALUES["SDT_ERR_USAGE"]
+    assert error("@flt drain") == VALUES["SDT_ERR_UNSUPPORTED"]
+    assert ok("session close sched") == 0  # flt keeps every site sched took
+    assert error("session close sched", 1) == VALUES["SDT_ERR_SESSION"]
+    assert error("session close default") == VALUES["SDT_ERR_SESSION"]
+    assert list(listed(1)) == ["default", "flt"] and ok("sessions", 1) == 2
