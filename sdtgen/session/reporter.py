@@ -197,14 +197,14 @@ class Reporter:
         """The sessions a kernel has open (SessionState each), one line each, as `lttng list` shows its sessions."""
         if not self.as_json:
             self._emit({}, f"{'ID':>3}  {'NAME':15s} {'POLICY':9s} {'CPUS':>4} {'RING':>9} {'PACKET':>7} "
-                           f"{'EVENTS':>10} {'DISCARDED':>9} {'OVERWRITTEN':>11} {'MISPLACED':>9} {'SPECS':>5}")
+                           f"{'PACKETS':>10} {'DISCARDED':>9} {'OVERWRITTEN':>11} {'MISPLACED':>9} {'PROBES':>6}")
         for s in states:
             self._emit({"event": "session", "id": s.id, "name": s.name, "policy": s.policy, "cpus": s.cpus,
-                        "ring": s.ring, "packet": s.packet, "events": s.events, "discarded": s.discarded,
-                        "overwritten": s.overwritten, "misplaced": s.misplaced, "specs": s.specs},
+                        "ring": s.ring, "packet": s.packet, "packets": s.packets, "discarded": s.discarded,
+                        "overwritten": s.overwritten, "misplaced": s.misplaced, "probes": s.probes},
                        f"{s.id:3d}  {printable(s.name):15s} {printable(s.policy):9s} {s.cpus:4d} {s.ring:9d} "
-                       f"{s.packet:7d} {s.events:10d} {s.discarded:9d} {s.overwritten:11d} {s.misplaced:9d} "
-                       f"{s.specs:5d}")
+                       f"{s.packet:7d} {s.packets:10d} {s.discarded:9d} {s.overwritten:11d} {s.misplaced:9d} "
+                       f"{s.probes:6d}")
 
     def armed(self, verb: str, spec: str, sites: int) -> None:
         self._emit({"event": verb, "spec": spec, "sites": sites}, f"{verb} {sites} site(s)")

@@ -134,9 +134,9 @@ class DamagedTables:
 @record(frozen=True)
 class SessionState:
     """One session a kernel's runtime has open (the control core's `sessions` line, docs/sessions.md): its id (the
-    stream_id of its packets; 0 the default session), name, ring policy ("drop" or "overwrite"), CPUs, each CPU's
-    ring and packet bytes, events recorded, lost (discarded when a ring was full, overwritten unread), firings on a
-    CPU past its CPUs (misplaced), and the specs it enables."""
+    stream_id of its packets; 0 the default session), name, ring policy ("drop" or "overwrite"), CPUs, the first
+    CPU's ring and packet bytes, packets opened over its CPUs, events lost (discarded when a ring was full,
+    overwritten unread), firings on a CPU past its CPUs (misplaced), and the probes it takes."""
 
     id: int
     name: str
@@ -144,11 +144,11 @@ class SessionState:
     cpus: int
     ring: int
     packet: int
-    events: int
+    packets: int
     discarded: int
     overwritten: int
     misplaced: int
-    specs: int
+    probes: int
 
 
 @record(frozen=True)

@@ -505,8 +505,8 @@ class ControlTarget:
                 continue
             v = said[1]
             out.append(SessionState(v["id"], str(v["name"]), POLICY_NAMES.get(int(v["policy"]), str(v["policy"])),
-                                    v["cpus"], v["ring"], v["packet"], v["events"], v["discarded"], v["overwritten"],
-                                    v["misplaced"], v["specs"]))
+                                    v["cpus"], v["ring"], v["packet"], v["packets"], v["discarded"], v["overwritten"],
+                                    v["misplaced"], v["probes"]))
         return out
 
     # -- commands ---------------------------------------------------------------------------------

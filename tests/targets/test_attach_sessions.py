@@ -89,7 +89,7 @@ def test_sessions_lists_what_the_kernel_says_it_has(image):
         peer.close()
     assert (r.returncode, r.stderr) == (0, ""), r.stderr
     got = [e for e in map(json.loads, r.stdout.splitlines()) if e["event"] == "session"]
-    assert [(s["id"], s["name"], s["policy"], s["cpus"], s["ring"], s["events"], s["overwritten"]) for s in got] == [
+    assert [(s["id"], s["name"], s["policy"], s["cpus"], s["ring"], s["packets"], s["overwritten"]) for s in got] == [
         (0, "default", "drop", 2, 0x100000, 0x2a, 0), (1, "flight", "overwrite", 2, 0x10000, 0x3e8, 7),
         (OPEN_ID, "mine", "drop", 2, 0x100000, 0, 0)]
     assert "session" not in {x.split()[0] for x in peer.seen if x}  # listing opens and closes nothing
