@@ -24,7 +24,7 @@ def native_exe(tmp_path_factory):
 
 
 def opened(kernel_proc, out: io.StringIO):
-    return open_session("process", str(kernel_proc), Reporter(as_json=True, out=out), own=own(), cpus=1, timeout=60)
+    return open_session("process", str(kernel_proc), Reporter(as_json=True, out=out), own=own(), timeout=60)
 
 
 def test_each_session_holds_its_own_filter_of_the_native_run_and_closing_one_loses_nothing_of_the_other(
