@@ -815,6 +815,8 @@ _OPEN_FIX = {
     VALUES["SDT_ERR_FULL"]: "close a session first (`sdtgen sessions` lists them)",
     VALUES["SDT_ERR_EXISTS"]: "give --session another name (`sdtgen sessions` lists those open)",
     VALUES["SDT_ERR_NAME"]: "give a name of 1 to 15 letters, digits, '_' or '-'",
+    VALUES["SDT_ERR_UNSUPPORTED"]: "the kernel gives its control core no memory for sessions: give "
+                                   "sdt_control_ops.session_memory (docs/sessions.md)",
     VALUES["SDT_ERR_UNKNOWN"]: "its control core has no sessions: rebuild the kernel with this sdtgen's runtime "
                                "(`sdtgen runtime-dir`), or leave out --session",
 }
