@@ -63,15 +63,18 @@ def run_calls(session, calls: list[Call]) -> None:
 
 
 class KernelSession:
-    """The kernel-side session ``name`` of ``spec``: opened on the line, its packets read by name (docs/sessions.md)
-    and decoded by its id."""
+    """The kernel-side session ``name``: opened on the line with ``spec`` enabled (None: one the kernel opened at
+    boot, found by name), its packets read by name (docs/sessions.md) and decoded by its id."""
 
-    def __init__(self, session, name: str, spec: str, policy: int = 0) -> None:
+    def __init__(self, session, name: str, spec: str | None, policy: int = 0) -> None:
         self.session, self.name = session, name
         t = session.target
-        line = command(t, f"session open {name} {RING:x} {packet_size_for(RING):x} {policy:x}")[-1]
-        self.id = int(parse_reply("", line)[1]["count"])
-        command(t, f"@{name} enable branch {spec}")
+        if spec is None:
+            self.id = next(x.id for x in t.sessions() if x.name == name)
+        else:
+            line = command(t, f"session open {name} {RING:x} {packet_size_for(RING):x} {policy:x}")[-1]
+            self.id = int(parse_reply("", line)[1]["count"])
+            command(t, f"@{name} enable branch {spec}")
         arch = session.image.arch
         self.decoder = Decoder([event_format(p.key, p.spec, p.args, arch.bits, arch.little)
                                 for p in session.image.probes() if p.key], arch.bits, arch.little, stream=self.id)
