@@ -432,6 +432,7 @@ class ControlTarget:
         """`session close NAME`: the host's own session closed, its memory the kernel's again (the kernel's other
         sessions record on); said when the kernel refuses. Nothing is scoped after it."""
         own, self.own = self.own, None
+        self._consumers.pop(self.own_id, None)  # its id may be another session's next
         if own is None or self.halted:
             return
         try:
