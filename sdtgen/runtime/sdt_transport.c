@@ -80,7 +80,9 @@ SDT_CODE int sdt_cpu_attach(struct sdt_cpu *c, unsigned cpu, void *ring, unsigne
 
 /* -- sessions: where a firing goes, and waiting for the recorders that may still write ------------------------ */
 
-SDT_CODE struct sdt_cpu *sdt_session_cpu(struct sdt_cpu *c, unsigned id)
+/* Session ``id``'s area of the CPU whose default area is ``c``, or NULL; ``firing``: a CPU past the session's
+ * counts in its misplaced. */
+static SDT_CODE struct sdt_cpu *session_area(struct sdt_cpu *c, unsigned id, int firing)
 {
 	struct sdt_session *x;
 
@@ -90,10 +92,16 @@ SDT_CODE struct sdt_cpu *sdt_session_cpu(struct sdt_cpu *c, unsigned id)
 	if (!x)
 		return 0;	/* closed meanwhile: its bit is gone from the slot too */
 	if (c->cpu >= x->ncpus) {
-		__atomic_add_fetch((sdt_word *)&x->misplaced, 1, __ATOMIC_RELAXED);
+		if (firing)
+			__atomic_add_fetch((sdt_word *)&x->misplaced, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
 	return (struct sdt_cpu *)(sdt_word)x->cpus + c->cpu;
+}
+
+SDT_CODE struct sdt_cpu *sdt_session_cpu(struct sdt_cpu *c, unsigned id)
+{
+	return session_area(c, id, 1);
 }
 
 static SDT_CODE struct sdt_packet *slot(const struct sdt_cpu *c, sdt_word seq)
@@ -202,7 +210,7 @@ static SDT_CODE void flush_session(unsigned id)
 	c = sdt_hooks.cpu_area();	/* this CPU's until sdt_cpu_put: closing its packet is one event's work */
 	if (c) {
 		v = sdt_visit_begin(c);
-		flush_area(sdt_session_cpu(c, id));
+		flush_area(session_area(c, id, 0));	/* not a firing: a CPU past the session's is not misplaced */
 		sdt_visit_end(c, v);
 	}
 	sdt_cpu_put(c);

@@ -175,6 +175,17 @@ def test_the_aggregation_session_counts_every_firing_of_its_probes(ran):
     assert sum(totals.dropped.values()) == 0
 
 
+def test_a_cpu_past_a_sessions_cpus_records_nothing_there_and_is_counted(ran):
+    """"few" has one CPU: CPU 0's ticks are in its ring, the other CPUs' ticks are its misplaced count."""
+    lines, d, _ = ran
+    fired = oracle(d)
+    assert said(lines, "open_few")["returned"] == 4
+    events, area = ring_events(d, "few", 4, 0)
+    want = as_events([r for r in fired[0] if r[1] == "tick"])
+    assert differ(events, want) == (len(want), len(want), None) and area["discarded"] == 0
+    assert said(lines, "few_misplaced")["returned"] == sum(1 for k in (1, 2) for r in fired[k] if r[1] == "tick")
+
+
 def test_a_session_closed_while_its_cpus_record_writes_nothing_after(ran):
     lines, _, _ = ran
     assert said(lines, "close_net")["returned"] == 0  # flight and the default session keep every site armed

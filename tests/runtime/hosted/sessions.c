@@ -58,7 +58,7 @@ __attribute__((noinline)) void tick(long i, long k)
 	SDT_PROBE2(sb, sched, run, tick, i, k);
 }
 
-static struct sdt_session flight, net, agg;
+static struct sdt_session flight, net, agg, few;	/* few: CPU 0 only, sb::: */
 static void *flight_mem, *net_mem, *agg_mem;
 static unsigned long net_bytes;
 static const char *dir;
@@ -234,6 +234,7 @@ static void *worker(void *arg)
 		pthread_barrier_wait(&gate);	/* the next one begins */
 	}
 	sdt_session_flush(&flight);
+	sdt_session_flush(&few);
 	fclose(oracle);
 	sdt_linux_detach();
 	return 0;
@@ -287,6 +288,12 @@ static void run(const void *program, unsigned long program_bytes, const void *ag
 	bytes = sdt_session_bytes(&cfg);
 	agg_mem = memory(bytes);
 	said("open_agg", sdt_session_open(&agg, "agg", &cfg, agg_mem, bytes), 1);
+	cfg.ncpus = 1;	/* the threads' CPUs past 0 fire into no area of it: counted as misplaced */
+	cfg.agg_bytes = 0;
+	cfg.ring_bytes = 4ul << 20;
+	bytes = sdt_session_bytes(&cfg);
+	said("open_few", sdt_session_open(&few, "few", &cfg, memory(bytes), bytes), 1);
+	said("enable_few", sdt_session_enable(&few, "sb:::", SDT_BRANCH), 1);
 	said("enable_default", sdt_enable("sb:::", SDT_BRANCH), 1);
 	said("enable_flight", sdt_session_enable(&flight, ":::", SDT_BRANCH), 1);
 	said("enable_net", sdt_session_enable_program(&net, "sa:::", SDT_BRANCH, program, program_bytes), 1);
@@ -319,6 +326,8 @@ static void run(const void *program, unsigned long program_bytes, const void *ag
 		changed += ((unsigned char *)net_mem)[k] != PATTERN;
 	said("switch_agg", sdt_session_switch(&agg), 1);
 	dump_session(&flight, "flight");
+	dump_session(&few, "few");
+	printf("{\"call\": \"few_misplaced\", \"returned\": %lu, \"unchanged\": 1}\n", (unsigned long)few.misplaced);
 	c = (const struct sdt_cpu *)(unsigned long)agg.cpus;
 	for (k = 0; k < NCPU; k++) {
 		const struct sdt_agg *g = (const struct sdt_agg *)(unsigned long)c[k].agg;
