@@ -148,6 +148,14 @@ def test_perfetto_names_each_cpus_track_with_its_session(image, tmp_path):
     assert names == ["CPU 0 (session mine)"]
 
 
+def test_chromes_process_name_says_the_session(image, tmp_path):
+    traced_session(image, tmp_path / "t.json", "chrome")
+    trace = json.loads((tmp_path / "t.json").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    [named] = [e["args"]["name"] for e in events if e.get("name") == "process_name"]
+    assert named.endswith(", session mine"), named
+
+
 @pytest.mark.parametrize("name", ["default", "has space", "x" * 16, ""])
 def test_a_session_name_the_runtime_would_refuse_is_refused_before_the_kernel_is_asked(image, name):
     peer = answers(image)

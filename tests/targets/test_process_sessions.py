@@ -78,3 +78,29 @@ def test_the_hosts_aggregation_counts_in_its_own_session_and_its_printout_says_s
             want[probe.rsplit(":", 1)[1]] = want.get(probe.rsplit(":", 1)[1], 0) + 1
     rows = {r["keys"][0]: r["value"] for r in printed["aggregations"][0]["rows"]}
     assert rows == want
+
+
+def test_on_two_cpus_at_once_each_session_holds_each_cpus_own_filter(kernel_proc, native_exe):
+    """Both threads run sched_run at once while the kernel's session takes every probe and the host's its predicate:
+    each CPU's part of each session is its own filter of the native run."""
+    from session_pair import HOST_SPEC, host_wants, native
+
+    out = io.StringIO()
+    s = open_session("process", str(kernel_proc), Reporter(as_json=True, out=out), own=own(), cpus=2, timeout=60)
+    try:
+        firings = Firings(kernel_proc, s.target.bias)
+        kern = KernelSession(s, "kern", ":::")
+        s.enable(HOST_SPEC)
+        s.run("sched_run", [5])  # on every CPU at once
+        s.drain()
+        theirs = kern.read(firings)
+        cpus = [e.cpu for e in sorted(kern.events, key=lambda e: (e.ts, e.cpu))]
+        lost = kern.lost()
+    finally:
+        s.close()
+    every = native(native_exe, [Call("sched_run", (5,))])
+    for cpu in (0, 1):
+        assert [f for f, c in zip(theirs, cpus, strict=True) if c == cpu] == every
+        assert [firings(e["probe"], e["args"]) for e in map(json.loads, out.getvalue().splitlines())
+                if e.get("event") == "fire" and e["cpu"] == cpu] == [f for f in every if host_wants(*f)]
+    assert lost == [(0, 0), (0, 0)]
