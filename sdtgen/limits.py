@@ -16,6 +16,7 @@ MAX_TIMEOUT = 7 * 24 * 3600.0  # a week: what the watchdog's deadline can hold
 MIN_BUFFER = 2048  # bytes of one CPU's trace buffer (--buffer-size): two packets of 1 KiB
 MAX_BUFFER = 64 << 20
 DEFAULT_BUFFER = 1 << 20  # sixteen 64 KiB packets per CPU
+SESSION_TABLES = 64 << 10  # bytes of each CPU's aggregation tables in a --session that aggregates
 MAX_RINGS = 1 << 30  # bytes of every CPU's trace buffer together (--cpus x --buffer-size)
 
 

@@ -1,5 +1,5 @@
-"""The tracing commands: boot, torture, qemu, attach and record (docs/cli.md). Each parses its options into what
-the session takes (sdtgen/session/starts.py: the checks, the target, the session) and prints what comes back."""
+"""The tracing commands: boot, torture, qemu, attach, record and sessions (docs/cli.md). Each parses its options into
+what the session takes (sdtgen/session/starts.py: the checks, the target, the session) and prints what comes back."""
 
 from __future__ import annotations
 
@@ -125,6 +125,18 @@ def add_record(sub) -> None:
     rc.set_defaults(func=cmd_record)
 
 
+def add_sessions(sub) -> None:
+    ss = sub.add_parser("sessions", help="list the sessions a running kernel's runtime has open (name, policy, CPUs, "
+                        "rings, events, lost, specs: docs/sessions.md), through its control core")
+    ss.add_argument("image", help="the linked kernel image")
+    ss.add_argument("--serial", required=True, metavar="LINE", help="the kernel's control line, as `sdtgen attach` "
+                    "takes it")
+    ss.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                    help=f"how long the kernel has to answer (default {DEFAULT_TIMEOUT:g})")
+    ss.add_argument("--json", action="store_true", help="one JSON line a session")
+    ss.set_defaults(func=cmd_sessions)
+
+
 def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
     """The options `boot`, `qemu` and `attach` share: what to arm and run, the buffers, the trace, the output.
     Each choice is its owner's: the arming modes the targets', the overflow policies the factory's, the trace
@@ -150,6 +162,10 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
                    help="aggregate in the kernel: DTrace clauses, provider:module:function:name [/predicate/] "
                         "@name[keys] = count()|sum(x)|min(x)|max(x)|avg(x)|quantize(x)|lquantize(x, lo, hi, step); "
                         "printed as printa does when the session ends (see docs/aggregations.md)")
+    b.add_argument("--session", metavar="NAME", help="trace in a session of its own, NAME, beside the kernel's "
+                   "(qemu, attach): opened with --buffer-size and --overflow, closed when the kernel is left or "
+                   "powered off; without it, the default session (docs/sessions.md)")
+    b.add_argument("--sessions", action=_Ordered, nargs=0, help="list the sessions the kernel has open at this point")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
@@ -201,6 +217,8 @@ class _Ordered(argparse.Action):
                 call.cpu = int_arg(values)
         elif self.dest == "run":
             actions.append(("run", values, Call()))
+        elif self.dest == "sessions":
+            actions.append(("sessions", "", None))
         elif self.dest == "aggregate" or (self.dest == "enable" and "/" in values):  # SPEC /predicate/
             from sdtgen.session.aggregations import Prepared
 
@@ -215,7 +233,8 @@ def _tracing(args: argparse.Namespace):
     from sdtgen.session.starts import Tracing
 
     return Tracing(args.image, args.actions or [], args.interactive, args.json, args.quiet, args.arm, args.timeout,
-                   args.trace, args.trace_format, args.interval, getattr(args, "post_mortem", None))
+                   args.trace, args.trace_format, args.interval, getattr(args, "post_mortem", None),
+                   args.session)
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
@@ -240,6 +259,12 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     ok = trace_session("attach", _tracing(args), args.serial, buffer_size=args.buffer_size, overflow=args.overflow)
     return EXIT_OK if ok else EXIT_FAIL
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from sdtgen.session.starts import list_sessions
+
+    return EXIT_OK if list_sessions(args.image, args.serial, args.timeout, args.json) else EXIT_FAIL
 
 
 def cmd_torture(args: argparse.Namespace) -> int:

@@ -178,6 +178,11 @@ class Console(cmd.Cmd):
         self.session.unload_module(self._one(arg, "unload NAME", "a module name"))
         return False
 
+    def do_sessions(self, arg: str) -> bool:
+        """sessions: the sessions the kernel has open (name, policy, CPUs, rings, events, lost, specs)."""
+        self.session.reporter.sessions(self.session.sessions())
+        return False
+
     def do_stats(self, arg: str) -> bool:
         """stats: firings per probe so far."""
         self.session.stats()

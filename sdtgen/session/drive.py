@@ -96,6 +96,8 @@ def perform(session, kind: str, value: str, extra) -> None:
         session.unload_module(value)
     elif kind == "aggregate":
         session.aggregate(value, extra.compiled)
+    elif kind == "sessions":
+        session.reporter.sessions(session.sessions())
     else:
         raise AssertionError(kind)
 

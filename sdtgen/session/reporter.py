@@ -152,15 +152,18 @@ class Reporter:
             event["damaged"] = damaged
         self._emit(event, lines)
 
-    def aggregations(self, totals) -> None:
+    def aggregations(self, totals, session: str | None = None) -> None:
         """The merged aggregations: as dtrace's printa prints them, or one JSON event; the updates the CPUs' full
-        tables could not take, said as dtrace says them."""
+        tables could not take, said as dtrace says them. ``session``: the runtime's session they were aggregated in,
+        when not the default one: a heading (a JSON field) says it."""
         from sdtgen.dscript.printa import as_json, print_all
 
         if self.as_json:
-            self._emit({"event": "aggregations", **as_json(totals)}, None)
+            self._emit({"event": "aggregations", **({"session": session} if session else {}), **as_json(totals)}, None)
             return
         text = print_all(totals).rstrip("\n")
+        if text and session:
+            text = f"session {printable(session)}:\n{text}"
         if text:  # as dtrace: an aggregation with no rows prints nothing
             self._emit({}, text)
         for cpu, n in sorted(totals.dropped.items()):
@@ -205,6 +208,19 @@ class Reporter:
     def probe(self, pid: int, spec: str, sites: int, armed: bool) -> None:
         self._emit({"event": "probe", "id": pid, "probe": spec, "sites": sites, "armed": armed},
                    f"{pid:4d}  {printable(spec):40s} {sites:3d} site(s)  {'armed' if armed else '-'}")
+
+    def sessions(self, states: list) -> None:
+        """The sessions a kernel has open (SessionState each), one line each, as `lttng list` shows its sessions."""
+        if not self.as_json:
+            self._emit({}, f"{'ID':>3}  {'NAME':15s} {'POLICY':9s} {'CPUS':>4} {'RING':>9} {'PACKET':>7} "
+                           f"{'PACKETS':>10} {'DISCARDED':>9} {'OVERWRITTEN':>11} {'MISPLACED':>9} {'PROBES':>6}")
+        for s in states:
+            self._emit({"event": "session", "id": s.id, "name": s.name, "policy": s.policy, "cpus": s.cpus,
+                        "ring": s.ring, "packet": s.packet, "packets": s.packets, "discarded": s.discarded,
+                        "overwritten": s.overwritten, "misplaced": s.misplaced, "probes": s.probes},
+                       f"{s.id:3d}  {printable(s.name):15s} {printable(s.policy):9s} {s.cpus:4d} {s.ring:9d} "
+                       f"{s.packet:7d} {s.packets:10d} {s.discarded:9d} {s.overwritten:11d} {s.misplaced:9d} "
+                       f"{s.probes:6d}")
 
     def armed(self, verb: str, spec: str, sites: int) -> None:
         self._emit({"event": verb, "spec": spec, "sites": sites}, f"{verb} {sites} site(s)")

@@ -37,6 +37,7 @@ from sdtgen.targets.base import (
     LISTENS,
     MODULES,
     SALVAGES,
+    SESSIONS,
     CallFault,
     Halted,
     Host,
@@ -47,7 +48,7 @@ from sdtgen.targets.base import (
     Target,
     TortureJob,
 )
-from sdtgen.trace.model import Lost
+from sdtgen.trace.model import DEFAULT_SESSION, Lost
 from sdtgen.trace.order import TimeOrder
 from sdtgen.trace.packets import Decoder
 from sdtgen.trace.streams import Streams
@@ -111,6 +112,8 @@ class Session:
         self.module_functions: dict[str, int] = {}
         self._aggregations = None  # what --aggregate compiled and armed (sdtgen/session/aggregations.py)
         self._target_lock = threading.RLock()  # one command at a time: --interval's printing runs on a thread
+        self.own: str | None = None  # the session the host opened for itself (--session), None: the default one
+        self.own_id = 0  # its id: the stream_id of its packets
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -136,6 +139,9 @@ class Session:
             self.reporter.release_console(show=False)
             self.booting = False
             booted = self.target.booted
+            if SESSIONS in self.target.capabilities and self.target.own is not None:  # --session: its packets only
+                self.own, self.own_id = self.target.own.name, self.target.own_id
+                self.decoder.stream = self.own_id
             self.cpus = booted.cpus
             self.reporter.per_cpu = self.cpus > 1
             self._report_boot(booted)
@@ -252,7 +258,8 @@ class Session:
 
         arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
-        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes)
+        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, self.own or DEFAULT_SESSION,
+                         self.own_id)
         return open_trace(path, fmt, meta, arch.bits, arch.little)
 
     # -- places ---------------------------------------------------------------------------------
@@ -383,6 +390,14 @@ class Session:
             raise SdtError(self.image.path, f"the runtime refused to arm with {mode}: {printable(e.text)}") from None
         self.mode = mode
 
+    def sessions(self) -> list:
+        """The sessions the kernel has open (SessionState each, the default one first): a target without sessions
+        (the emulator, a kernel that only streams) is said in one line."""
+        if SESSIONS not in self.target.capabilities:
+            raise SdtError(self.image.path, "this target has no sessions to list (the emulator runs no control core)",
+                           "use qemu, attach or the process target")
+        return self._guard(self.target.sessions, "sessions")
+
     def list_probes(self, spec: str = ""):
         """The probes ``spec`` matches as the kernel's runtime keeps them: sites, and how many are armed."""
         if spec:
@@ -419,7 +434,7 @@ class Session:
         """The merged aggregations, as printa prints them (or as JSON)."""
         totals = self.snapshot()
         if totals is not None:
-            self.reporter.aggregations(totals)
+            self.reporter.aggregations(totals, self.own)
 
     def clear(self) -> None:
         """DTrace's clear(): the host's totals start again."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Iterator
 
 from sdtgen.errors import SdtError
@@ -85,6 +86,7 @@ class Tracing:
     trace_format: str | None = None
     interval: float | None = None
     post_mortem: str | None = None  # --post-mortem PATH: the rings' trace after a panic, hang or death
+    session: str | None = None  # --session NAME: the host's own session beside the kernel's (docs/sessions.md)
 
 
 def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) -> bool:
@@ -106,6 +108,10 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
         raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
                        "module's probes are known, so a reader could not read their events",
                        "leave out --trace (the firings are shown), or trace the kernel's own probes without the module")
+    if t.session is not None:
+        target["own"] = own_session(kind, t.session, target.get("buffer_size"), target.get("overflow"),
+                                    t.interactive or any(k == "aggregate" or (k == "enable" and "/" in v)
+                                                         for k, v, _ in t.actions))  # a predicate's program too
     if kind == EMULATOR:
         target["modules"] = bool(files) or t.interactive  # the module area mapped (-i: the console's `module`)
     elif kind == QEMU and files:
@@ -129,6 +135,51 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
         finally:
             session.close()
     return not (session.faults or session.damaged or session.refused_modules)
+
+
+SESSION_NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")  # what the runtime takes (docs/sessions.md: SDT_ERR_NAME)
+
+
+def own_session(kind: str, name: str, buffer_size: int | None, overflow: str | None, tables: bool):
+    """--session NAME's OwnSession, checked before the kernel starts: a target whose runtime has sessions (a control
+    core's), a name the runtime takes and not the default session's; each CPU's ring of --buffer-size bytes (its
+    packets sized as the default session's), --overflow's policy, and tables when it aggregates."""
+    from sdtgen.errors import printable
+    from sdtgen.limits import SESSION_TABLES
+    from sdtgen.targets import DEFAULTS
+    from sdtgen.targets.base import OwnSession
+    from sdtgen.trace.model import DEFAULT_SESSION
+    from sdtgen.transport.geometry import packet_size_for
+
+    if kind not in (QEMU, ATTACH, PROCESS):
+        raise SdtError("", f"--session opens a session through the kernel's control core, which the {kind} has not",
+                       "use `sdtgen qemu` or `sdtgen attach`, or leave out --session (the default session)")
+    if not SESSION_NAME.fullmatch(name) or name == DEFAULT_SESSION:
+        raise SdtError("", f"--session {printable(name)!r} is not a session name the runtime takes",
+                       "give 1 to 15 letters, digits, '_' or '-', other than 'default' (the kernel's own session)")
+    ring = buffer_size or DEFAULTS["buffer_size"]
+    return OwnSession(name, ring, packet_size_for(ring), overflow or DEFAULTS["overflow"],
+                      SESSION_TABLES if tables else 0)
+
+
+def list_sessions(image: str, serial: str, timeout: float = DEFAULT_TIMEOUT, as_json: bool = False) -> bool:
+    """`sdtgen sessions`: the sessions of the kernel running on ``serial``, listed; False if it could not be asked
+    (the session said why)."""
+    from sdtgen.targets.base import Halted
+
+    reporter = Reporter(as_json=as_json)
+    with opened_line(serial, duplex=True) as line, termination(ATTACH):
+        try:
+            session = open_session(ATTACH, image, reporter, timeout=timeout, line=line)
+        except Halted:
+            return False
+        try:
+            reporter.sessions(session.sessions())
+        except Halted:
+            return False
+        finally:
+            session.close()
+    return True
 
 
 def check_interval(interval: float | None, interactive: bool, actions: list) -> float | None:

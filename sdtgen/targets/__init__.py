@@ -21,12 +21,13 @@ POLICIES = ("drop", "overwrite")  # --overflow: a full ring drops new records, o
 # What every kind that records takes, and its default: each CPU's ring, what a full one does, how long the kernel
 # has to answer (a control core's reply; the emulator's calls take the session's --timeout).
 DEFAULTS: dict[str, Any] = {"buffer_size": DEFAULT_BUFFER, "overflow": "drop", "timeout": DEFAULT_TIMEOUT, "cpus": 1}
-# Each kind's own options and their defaults (a kind takes only the common options it names in SHARED).
+# Each kind's own options and their defaults (a kind takes only the common options it names in SHARED). ``own``: the
+# session the host opens for itself beside the kernel's (an OwnSession, --session; None: the default session's).
 OWN: dict[str, dict[str, Any]] = {
     EMULATOR: {"patch": True, "seed": 0, "schedule": "parallel", "stream": True, "modules": False},
-    QEMU: {"qemu_args": (), "transport": "shared", "module": None},
-    ATTACH: {"line": None, "announced": False},
-    PROCESS: {},
+    QEMU: {"qemu_args": (), "transport": "shared", "module": None, "own": None},
+    ATTACH: {"line": None, "announced": False, "own": None},
+    PROCESS: {"own": None},
     LISTEN: {"source": None},
 }
 SHARED: dict[str, tuple[str, ...]] = {

@@ -13,9 +13,9 @@ firing and every enabling stay the session's, as libdtrace's consumer reaches th
 functions and barectf's platform gets callbacks: neither hands the lower side the upper object.
 
 What only some targets can do is declared, not probed: each target's ``capabilities`` names the optional
-verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES, SALVAGES), each a small protocol below. (A capability
-is named for what the target does, as its protocol is: LISTENS is not the kind of target sdtgen.targets.LISTEN
-opens, which has it.)
+verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES, SALVAGES, SESSIONS), each a small protocol
+below. (A capability is named for what the target does, as its protocol is: LISTENS is not the kind of target
+sdtgen.targets.LISTEN opens, which has it.)
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ IDLE = "idle"  # idle: what the kernel sends while no command runs, read
 EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fetch, checked
 LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
 SALVAGES = "salvages"  # rings: the machine's memory and its CPU areas, read after a crash (docs/post-mortem.md)
+SESSIONS = "sessions"  # open_own, sessions: a runtime with several tracers at once, the host's one of them
 
 
 @record(frozen=True)
@@ -132,6 +133,39 @@ class DamagedTables:
 
     cpu: int
     what: str
+
+
+@record(frozen=True)
+class SessionState:
+    """One session a kernel's runtime has open (the control core's `sessions` line, docs/sessions.md): its id (the
+    stream_id of its packets; 0 the default session), name, ring policy ("drop" or "overwrite"), CPUs, the first
+    CPU's ring and packet bytes, packets opened over its CPUs, events lost (discarded when a ring was full,
+    overwritten unread), firings on a CPU past its CPUs (misplaced), and the probes it takes."""
+
+    id: int
+    name: str
+    policy: str
+    cpus: int
+    ring: int
+    packet: int
+    packets: int
+    discarded: int
+    overwritten: int
+    misplaced: int
+    probes: int
+
+
+@record(frozen=True)
+class OwnSession:
+    """The session a host opens for itself beside the kernel's (``--session NAME``): each CPU's ring of ``ring``
+    bytes cut in packets of ``packet``, ``policy`` ("drop" or "overwrite"), ``tables`` bytes of each CPU's
+    aggregation tables (0: none)."""
+
+    name: str
+    ring: int
+    packet: int
+    policy: str
+    tables: int = 0
 
 
 @record(frozen=True)
@@ -319,6 +353,25 @@ class Leaves(Protocol):
     before its last flush and drain, so nothing it records after them stays unread for the next session."""
 
     def leave(self) -> None: ...
+
+
+class Sessions(Protocol):
+    """SESSIONS: a runtime with several sessions (docs/sessions.md). ``open_own`` opens the host's own session beside
+    the kernel's and makes every session-scoped verb (enable, disable, programs, tables, drain, lost) act on it; the
+    packets taken from then on are its own (their stream_id its id: another's are left out, counted in ``damaged``
+    and said). ``close`` closes it before the kernel is left or powered off."""
+
+    def open_own(self, own: OwnSession) -> int:
+        """`session open`: the session's id (Refused: the runtime's code, SDT_ERR_MEMORY, FULL, EXISTS, NAME)."""
+        ...
+
+    def sessions(self) -> list[SessionState]:
+        """Every session the kernel has open, the default one first (`sessions`)."""
+        ...
+
+    def read_session(self, name: str, take: PacketFn) -> SessionState:
+        """Another session's packets read by name (the kernel's flight recorder): drained into ``take``."""
+        ...
 
 
 class Exhaustive(Protocol):

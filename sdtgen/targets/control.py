@@ -13,7 +13,6 @@ output (sdtgen/targets/process.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -26,15 +25,18 @@ from sdtgen.targets.base import (
     ARM_MODES,
     IDLE,
     MODULES,
+    SESSIONS,
     Booted,
     CallFault,
     DamagedTables,
     Halted,
     Host,
     Interrupted,
+    PacketFn,
     ProbeState,
     Refused,
     Returned,
+    SessionState,
     Summary,
     TortureJob,
 )
@@ -45,6 +47,7 @@ from sdtgen.transport.packet_sink import PacketSink
 
 if TYPE_CHECKING:  # modlink (and the ELF reader it needs) is imported when a module is placed
     from sdtgen.modlink import LinkedModule
+    from sdtgen.targets.base import OwnSession
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
@@ -59,6 +62,12 @@ TORTURE_FIRST = 5  # torture's first batch: 5 periods of toggles, timed to size 
 HELLO_WORDS = 1 + len(next(fields for command, _, fields in REPLIES if command == "hello"))  # the hello's words
 STRAY_SAID = 8  # replies that answer no command sdtgen sent, said one by one before they are only counted
 MAX_REPLY = 1 << 24  # bytes of one command's reply at most (a `list` of 16,000 probes fits): more is not an answer
+# The commands a `@NAME` prefix makes act on session NAME (docs/sessions.md; layout.py's SDT_CTL_AT): the host's own
+# session's, once it opened one. The others (run, read, mode, module, ...) are the kernel's, whoever asks.
+SCOPED = frozenset(WORD[w] for w in ("enable", "disable", "penable", "pdisable", "drain", "stats", "tables", "switch",
+                                     "take", "flush"))
+AT = chr(VALUES["SDT_CTL_AT"])
+POLICY_NAMES = {VALUES["SDT_DISCARD"]: "drop", VALUES["SDT_OVERWRITE"]: "overwrite"}  # --overflow's words
 
 
 class ChannelClosed(Exception):
@@ -94,8 +103,15 @@ class Panic(Exception):
 class ControlTarget:
     """The kernel at the other end of ``channel``, which has said (or is asked for) its hello."""
 
-    capabilities = frozenset({MODULES, IDLE})
+    capabilities = frozenset({MODULES, IDLE, SESSIONS})
     expects_modules = False  # QEMU given a module: its enablings arm it when it loads
+    # The session the host opened for itself (--session), whose id its packets carry: every session-scoped command
+    # acts on it; None: the default session's, id 0, as before sessions.
+    own: OwnSession | None = None
+    own_id = 0
+    foreign = 0  # packets of another session than the host's that came to it: left out, counted, said once
+    _said_undrained = False  # the kernel refused to drain the host's session: said once
+    _reading: tuple[int, PacketFn] | None = None  # while read_session drains another session: its id, its taker
     # The module the host placed for the kernel's loader before it booted (QEMU's --module), or none: the one
     # `module load` may name (a kernel attached to was given none by this host).
     module: LinkedModule | None = None
@@ -105,11 +121,12 @@ class ControlTarget:
         self.channel = channel
         self.timeout = timeout
         self.reader = FrameReader()
-        self.packets = PacketSink([host.packet], self._packet_problem)
+        self.packets = PacketSink([self._take_packet], self._packet_problem)
         self.bad_frames = 0  # frames of no type the host knows, text frames no reply is, info frames of a wrong size
         self._said_frames = False  # the first damaged frame was said: the others are counted
         self.stray_replies = 0  # replies that answered no command sdtgen was waiting on
         self._unflushed: set[int] = set()  # CPUs whose open packet `flush` could not close, said once each
+        self._consumers: dict = {}  # session id -> the Consumer of its rings read through `read` (line_memory.py)
         self._tables: dict[int, tuple[int, int]] = {}  # CPU -> (its struct sdt_agg, the bytes of its tables)
         self._taken: list[bytes] = []  # SDT_FRAME_TABLES frames since the last `take` was sent (at most 2 kept)
         self._lines: list[str] = []
@@ -248,6 +265,10 @@ class ControlTarget:
             raise Halted(f"{what}: the kernel stopped answering earlier")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         name = text.split(" ", 1)[0]
+        if name.startswith(AT):  # `@NAME COMMAND`: a session named by the caller, its reply named by the command
+            name = text.split(" ", 2)[1] if text.count(" ") else name
+        elif self.own is not None and name in SCOPED:
+            text = f"{AT}{self.own.name} {text}"
         try:
             self.channel.write(ESCAPE + text.encode("utf-8", "surrogateescape") + b"\n")
             while True:
@@ -371,7 +392,123 @@ class ControlTarget:
     @property
     def damaged(self) -> int:
         """Frames the line spoiled or the kernel sent wrong, and packets whose verdict never came."""
-        return self.reader.corrupt + self.packets.stray + self.packets.damaged + self.bad_frames
+        return self.reader.corrupt + self.packets.stray + self.packets.damaged + self.bad_frames + self.foreign
+
+    # -- packets --------------------------------------------------------------------------------
+    def _take_packet(self, cpu: int, data: bytes, *seq: int) -> bool:
+        """A closed packet of ``cpu``, handed to the host when its stream_id is the session this host reads (its own,
+        or the default one): a packet of another session came where only this host's should (a line shared with
+        another consumer, a kernel that sent the wrong ring), so it is left out, counted and said once."""
+        if len(data) >= 8:
+            stream = int.from_bytes(bytes(data[4:8]), "little" if self.host.image.arch.little else "big")
+            if self._reading is not None and stream == self._reading[0]:
+                return self._reading[1](cpu, data, *seq)
+            if stream != self.own_id:
+                self.foreign += 1
+                if self.foreign == 1:
+                    mine = f"session {self.own.name!r} (id {self.own_id})" if self.own else "the default session (id 0)"
+                    self.host.warning(f"a packet of CPU {cpu} came from session id {stream}, not {mine}, which this "
+                                      "host reads: left out (further ones are only counted)")
+                return False
+        return self.host.packet(cpu, data, *seq)
+
+    # -- sessions (docs/sessions.md) ----------------------------------------------------------------
+    def open_own(self, own: OwnSession) -> int:
+        """`session open NAME BYTES PACKET POLICY [AGGBYTES]`: the host's own session beside the kernel's, its id;
+        every session-scoped command acts on it from now on. Refused: the runtime's words, as one line."""
+        policy = VALUES["SDT_OVERWRITE"] if own.policy == "overwrite" else VALUES["SDT_DISCARD"]
+        tables = f" {own.tables:x}" if own.tables else ""
+        try:
+            line = self.command(f"{WORD['session']} {WORD['open']} {own.name} {own.ring:x} {own.packet:x} {policy:x}"
+                                f"{tables}", "session open")[-1]
+        except Refused as e:
+            raise SdtError(self.host.image.path, f"the kernel refused to open session {printable(own.name)!r}: "
+                           f"{printable(e.text)}", _OPEN_FIX.get(e.code, "see `sdtgen sessions` for the sessions "
+                                                                          "it has")) from None
+        self.own, self.own_id = own, _count(line)
+        return self.own_id
+
+    def close_own(self) -> None:
+        """`session close NAME`: the host's own session closed, its memory the kernel's again (the kernel's other
+        sessions record on); said when the kernel refuses. Nothing is scoped after it."""
+        own, self.own = self.own, None
+        self._consumers.pop(self.own_id, None)  # its id may be another session's next
+        if own is None or self.halted:
+            return
+        try:
+            self.command(f"{WORD['session']} {WORD['close']} {own.name}", "session close")
+        except Refused as e:
+            self.host.warning(f"the kernel refused to close session {printable(own.name)!r} ({printable(e.text)}): "
+                              "it stays open, and its memory the runtime's")
+        except Halted:
+            pass
+
+    def read_session(self, name: str, take: PacketFn) -> SessionState:
+        """Session ``name``'s packets (another's than the host's own: the kernel's flight recorder, say), read by
+        name: each CPU's open packet closed (`@NAME flush`) and every closed one drained (`@NAME drain`) into
+        ``take``; the session as `sessions` said it before. Its packets are the only others taken meanwhile."""
+        found = [s for s in self.sessions() if s.name == name]
+        if not found:
+            raise SdtError(self.host.image.path, f"the kernel has no session {printable(name)!r} open",
+                           "see `sdtgen sessions` for those it has")
+        self._reading = (found[0].id, take)
+        try:
+            self.command(f"{AT}{name} {WORD['flush']}", f"flush {printable(name)}")
+            try:
+                self.command(f"{AT}{name} {WORD['drain']}", f"drain {printable(name)}")
+            except Refused as e:
+                if e.code != VALUES["SDT_ERR_UNSUPPORTED"] or not self._in_memory(found[0].id, take):
+                    raise SdtError(self.host.image.path, f"session {printable(name)!r} cannot be read: "
+                                   f"{printable(e.text)}") from None
+        finally:
+            self._reading = None
+        return found[0]
+
+    def _in_memory(self, sid: int, take: PacketFn) -> bool:
+        """Session ``sid``'s closed packets read where the kernel wrote them, through `read` (its control core does
+        not send them on the line: sdtgen/transport/line_memory.py), each handed to ``take``. False, said, when the
+        image has no registry or what the kernel's memory holds cannot be believed."""
+        from sdtgen.transport.consumer import Consumer
+        from sdtgen.transport.line_memory import LineMemory, SessionError, session_rings
+
+        arch = self.host.image.arch
+        try:
+            consumer = self._consumers.get(sid)
+            if consumer is None:
+                sym = self.host.image.symbols.get("sdt_session_table")
+                if sym is None:
+                    raise SessionError("the image has no symbol sdt_session_table (the runtime's registry)")
+                memory = LineMemory(self.read, arch.little)
+                rings = session_rings(memory, self._address(sym.value), sid, self.booted.cpus, arch.bits)
+                consumer = self._consumers[sid] = Consumer(memory, arch.bits, rings, take, self.streams)
+            consumer.on_packet = take
+            for k in range(len(consumer.rings)):
+                consumer.consume(k)
+        except SessionError as e:
+            self.host.warning(f"session {sid}'s packets cannot be read in the kernel's memory: {e}")
+            return False
+        return True
+
+    def sessions(self) -> list[SessionState]:
+        """`sessions`: each session the kernel has open, the default one first; a line of another shape is said and
+        left out."""
+        out = []
+        try:
+            lines = self.command(WORD["sessions"], "sessions")
+        except Refused as e:
+            raise SdtError(self.host.image.path, f"the kernel cannot list its sessions: {printable(e.text)}",
+                           _OPEN_FIX.get(e.code, "")) from None
+        for line in lines[:-1]:
+            said = parse_reply("sessions", line)
+            if said is None:
+                self.host.warning(f"the kernel's sessions line {printable(line)!r} is not {reply_shapes('sessions')}: "
+                                  "left out")
+                continue
+            v = said[1]
+            out.append(SessionState(v["id"], str(v["name"]), POLICY_NAMES.get(int(v["policy"]), str(v["policy"])),
+                                    v["cpus"], v["ring"], v["packet"], v["packets"], v["discarded"], v["overwritten"],
+                                    v["misplaced"], v["probes"]))
+        return out
 
     # -- commands ---------------------------------------------------------------------------------
     def attach_rings(self, buffer_size: int, packet_size: int, overflow: str, memory: int) -> bool:
@@ -447,8 +584,17 @@ class ControlTarget:
     def drain(self) -> None:
         """Every CPU's open packet closed (`flush`, on each CPU), then every closed packet read."""
         self._flush()
-        with contextlib.suppress(Refused):  # a kernel whose own consumer reads its rings refuses it
+        try:
             self.command(WORD["drain"], "drain")
+        except Refused as e:  # a kernel whose own consumer reads its rings refuses it for the default session
+            if self.own is None:
+                return
+            if e.code == VALUES["SDT_ERR_UNSUPPORTED"] and self._in_memory(self.own_id, self._take_packet):
+                return  # its packets are read where the kernel wrote them
+            if not self._said_undrained:
+                self._said_undrained = True
+                self.host.warning(f"the kernel does not send session {printable(self.own.name)!r}'s packets on the "
+                                  f"line ({printable(e.text)}): what it recorded is not read")
 
     def _flush(self) -> None:
         """`flush`: what each CPU recorded in its open packet, closed so it is read; a CPU whose packet stays open is
@@ -613,6 +759,7 @@ class ControlTarget:
         return out
 
     def close(self) -> None:
+        self.close_own()
         self.channel.close()
 
 
@@ -661,6 +808,19 @@ def answers(line: str) -> tuple[str, int | None, str]:
         return named, VALUES["SDT_ERR_USAGE"], f"the kernel's last line {printable(line)!r} is not {reply_shapes('')}"
     word, v = said
     return str(v["command"]), None if word == "ok" else int(v["code"]), str(v.get("text", ""))
+
+
+# What to do when the kernel refuses `session open`, by its code.
+_OPEN_FIX = {
+    VALUES["SDT_ERR_MEMORY"]: "give a smaller --buffer-size, or the kernel a larger session budget (session_memory)",
+    VALUES["SDT_ERR_FULL"]: "close a session first (`sdtgen sessions` lists them)",
+    VALUES["SDT_ERR_EXISTS"]: "give --session another name (`sdtgen sessions` lists those open)",
+    VALUES["SDT_ERR_NAME"]: "give a name of 1 to 15 letters, digits, '_' or '-'",
+    VALUES["SDT_ERR_UNSUPPORTED"]: "the kernel gives its control core no memory for sessions: give "
+                                   "sdt_control_ops.session_memory (docs/sessions.md)",
+    VALUES["SDT_ERR_UNKNOWN"]: "its control core has no sessions: rebuild the kernel with this sdtgen's runtime "
+                               "(`sdtgen runtime-dir`), or leave out --session",
+}
 
 
 def _cpus(asked: range) -> str:

@@ -12,7 +12,7 @@ import os
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import PROCESS_ARG, VALUES
-from sdtgen.targets.base import Halted, Host
+from sdtgen.targets.base import Halted, Host, OwnSession
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
 
@@ -22,7 +22,8 @@ MAX_CPUS = VALUES["SDT_LINUX_MAX_CPUS"]  # the hosted platform's threads with a 
 class ProcessTarget(ControlTarget):
     """The image run as a process with ``cpus`` threads, each a CPU with a ring of ``buffer_size`` bytes."""
 
-    def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, timeout: float) -> None:
+    def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, timeout: float,
+                 own: OwnSession | None) -> None:
         from sdtgen.transport.geometry import packet_size_for
 
         path = host.image.path
@@ -47,9 +48,17 @@ class ProcessTarget(ControlTarget):
         except BaseException:
             self.child.stop()
             raise
+        if own is not None:
+            try:
+                self.open_own(own)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         """The process's standard input closed: it ends; stopped if it does not."""
+        if self.child.proc.poll() is None and hasattr(self, "booted"):
+            self.close_own()  # the host's session closed first: the kernel's own sessions stay whole
         self.packets.close()
         if self.child.proc.poll() is None:
             with contextlib.suppress(OSError):

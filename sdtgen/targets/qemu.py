@@ -22,7 +22,7 @@ from sdtgen.elf.reader import PT_LOAD
 from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CONTROL_INFO, CPU, MODULE_FILE, STRING, VALUES, WORD, parse_reply, reply_shapes
 from sdtgen.limits import MAX_CPUS  # a kernel says in its hello how many of the vCPUs it took
-from sdtgen.targets.base import SALVAGES, Halted, Host, Refused, Rings
+from sdtgen.targets.base import SALVAGES, Halted, Host, OwnSession, Refused, Rings
 from sdtgen.targets.child import Child, ChildChannel
 from sdtgen.targets.control import ControlTarget
 from sdtgen.targets.qemu_monitor import MonitorError, RamFile, pmemsave, qmp_option
@@ -195,7 +195,7 @@ class QemuTarget(ControlTarget):
     capabilities = ControlTarget.capabilities | {SALVAGES}
 
     def __init__(self, host: Host, *, cpus: int, buffer_size: int, overflow: str, qemu_args: list[str],
-                 timeout: float, transport: str, module: str | None) -> None:
+                 timeout: float, transport: str, module: str | None, own: OwnSession | None) -> None:
         from sdtgen.transport.geometry import packet_size_for
 
         image = host.image
@@ -240,7 +240,13 @@ class QemuTarget(ControlTarget):
             ours = self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, memory)
             if self.ram is not None:
                 self.ram.unlink()  # QEMU has it open by now
-                self._share_rings(buffer_size, packet_size_for(buffer_size) if ours else None)
+                if own is None:
+                    self._share_rings(buffer_size, packet_size_for(buffer_size) if ours else None)
+                else:  # the default session's rings are the kernel's to read; the host's session's come on the line
+                    self.ram.close()
+                    self.ram = None
+            if own is not None:
+                self.open_own(own)
         except BaseException:
             self.close()
             raise
@@ -368,6 +374,7 @@ class QemuTarget(ControlTarget):
         if qemu is not None:
             status = None
             if qemu.proc.poll() is None and hasattr(self, "booted") and not halted:
+                self.close_own()  # the host's session closed first: the kernel's own sessions stay whole
                 status = self._power_off(qemu)
             qemu.stop()
             self.qemu = None

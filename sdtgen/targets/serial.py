@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.targets.base import LEAVES, Host, Refused
+from sdtgen.targets.base import LEAVES, Host, OwnSession, Refused
 from sdtgen.targets.control import ChannelClosed, ControlTarget
 
 CONNECT_WAIT = 10.0  # seconds to keep trying a TCP connection (QEMU may still be starting)
@@ -157,14 +157,17 @@ class AttachTarget(ControlTarget):
     capabilities = ControlTarget.capabilities | {LEAVES}
 
     def __init__(self, host: Host, line: Line, *, buffer_size: int, overflow: str, timeout: float,
-                 announced: bool) -> None:
+                 announced: bool, own: OwnSession | None) -> None:
         """``announced``: the kernel says its hello unasked (one just booted), and is not asked for it."""
         from sdtgen.transport.geometry import packet_size_for
 
         super().__init__(host, line, timeout=timeout, announced=announced)
         self.armed: list[str] = []
         self.programs: list[str] = []  # specs this session enabled a program with
-        self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, 0)
+        if own is None:
+            self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, 0)
+        else:  # the default session's rings are the kernel's: the host records in its own session's
+            self.open_own(own)
 
     def enable(self, spec: str, mode: str) -> int:
         n = super().enable(spec, mode)
@@ -201,4 +204,5 @@ class AttachTarget(ControlTarget):
                 pass
         self.armed = []
         self.programs = []
+        self.close_own()  # the kernel runs on: its memory given back, the kernel's own sessions recording on
         self.packets.close()  # a packet still waiting for its verdict is stray, and said

@@ -14,7 +14,7 @@ import os
 
 from sdtgen.atomic import Staged
 from sdtgen.event_format import event_format
-from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
+from sdtgen.trace.model import DEFAULT_SESSION, Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
 
 PID = 1
@@ -45,7 +45,8 @@ class ChromeSink:
     def _begin(self, meta: TraceMeta, bits: int) -> None:
         """The metadata events, and each probe's template."""
         head: list[dict] = [{"ph": "M", "name": "process_name", "pid": PID,
-                             "args": {"name": f"sdtgen kernel ({meta.arch})"}}]
+                             "args": {"name": f"sdtgen kernel ({meta.arch})" + (
+                                 "" if meta.session == DEFAULT_SESSION else f", session {meta.session}")}}]
         for cpu in range(meta.cpus):
             head.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid(cpu), "args": {"name": f"CPU {cpu}"}})
             head.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid(cpu),

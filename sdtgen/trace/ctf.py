@@ -78,6 +78,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
         '\tdomain = "kernel";',
         '\ttracer_name = "sdtgen";',
         f"\tarchitecture = {_literal(meta.arch)};",
+        f"\tsession = {_literal(meta.session)};",  # the runtime's session its packets come from (their stream_id)
         "};",
         "",
         "clock {",
@@ -92,7 +93,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
         f" := {clock};",
         "",
         "stream {",
-        "\tid = 0;",
+        f"\tid = {meta.session_id};",
         "\tpacket.context := struct {",
         f"\t\t{clock} timestamp_begin;",
         f"\t\t{clock} timestamp_end;",
@@ -115,7 +116,8 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
     ]
     for probe in meta.probes:
         f = event_format(probe.key, probe.spec, probe.arg_types, bits)
-        lines += ["", "event {", f"\tname = {_literal(probe.spec)};", f"\tid = {probe.key};", "\tstream_id = 0;"]
+        lines += ["", "event {", f"\tname = {_literal(probe.spec)};", f"\tid = {probe.key};",
+                  f"\tstream_id = {meta.session_id};"]
         fields = [f"\t\tstring arg{k};" if t.kind == "str" else f"\t\t{_integer(t, bits)} arg{k};"
                   for k, t in enumerate(f.argtypes)]  # in the probe's order, as the recorder stores them
         lines += ["\tfields := struct {", *fields, "\t};"] if fields else ["\tfields := struct { };"]
@@ -136,12 +138,13 @@ def _literal(text: str) -> str:
     return '"' + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else "?" for c in escaped) + '"'
 
 
-def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool) -> bytes:
+def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool, stream: int = 0) -> bytes:
     """A packet with no event: the opening one (sequence number 0, discarded count 0: where a stream's counts
-    start) and the closing one (the CPU's last discarded count: the events it lost after its last packet)."""
+    start) and the closing one (the CPU's last discarded count: the events it lost after its last packet), of the
+    stream (the session's id) the runtime's packets beside it carry."""
     size = PACKET.size(bits)
-    return PACKET.struct(bits, little).pack(VALUES["SDT_PACKET_MAGIC"], 0, ts, ts, size * 8, size * 8, seq, discarded,
-                                            cpu, 0)
+    return PACKET.struct(bits, little).pack(VALUES["SDT_PACKET_MAGIC"], stream, ts, ts, size * 8, size * 8, seq,
+                                            discarded, cpu, 0)
 
 
 class CtfSink:
@@ -200,7 +203,7 @@ class CtfSink:
             f = open(path, mode)  # noqa: SIM115
         self.files[cpu] = f
         if first:
-            f.write(empty_packet(cpu, packet.begin, 0, 0, self.bits, self.little))
+            f.write(empty_packet(cpu, packet.begin, 0, 0, self.bits, self.little, self.meta.session_id))
         return f
 
     def finish(self, lost: dict[int, Lost]) -> None:
@@ -210,7 +213,7 @@ class CtfSink:
         try:
             for cpu, (seq, end, discarded) in self.last.items():
                 final = max(discarded, lost[cpu].discarded if cpu in lost else 0)
-                closing = empty_packet(cpu, end, seq + 1, final, self.bits, self.little)
+                closing = empty_packet(cpu, end, seq + 1, final, self.bits, self.little, self.meta.session_id)
                 f = self.files.pop(cpu, None)
                 if f is None:
                     with open(self.out.path(f"stream_{cpu}"), "ab") as f:

@@ -11,6 +11,7 @@ from typing import Literal
 from sdtgen.plaindata import record
 
 FORMATS = ("ctf", "perfetto", "chrome")
+DEFAULT_SESSION = "default"  # the runtime's default session's name (docs/sessions.md): what a trace of it says
 Format = Literal["ctf", "perfetto", "chrome"]
 
 
@@ -35,6 +36,8 @@ class TraceMeta:
     clock_hz: int  # clock ticks a second
     cpus: int
     probes: tuple[TraceProbe, ...]
+    session: str = DEFAULT_SESSION  # the runtime's session the trace's packets come from (docs/sessions.md)
+    session_id: int = 0  # its id: the packets' stream_id
 
 
 @record

@@ -19,7 +19,7 @@ import os
 from sdtgen.atomic import Staged
 from sdtgen.errors import SdtError
 from sdtgen.event_format import ArgType, event_format
-from sdtgen.trace.model import Lost, TraceMeta, ticks_to_ns
+from sdtgen.trace.model import DEFAULT_SESSION, Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
 
 SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
@@ -51,6 +51,8 @@ class PerfettoSink:
     def __init__(self, path: str | os.PathLike[str], meta: TraceMeta, bits: int) -> None:
         self.pb = _protos()
         self.meta = meta
+        # Which runtime session the tracks hold (docs/sessions.md): said in their names when not the default one.
+        self.of_session = "" if meta.session == DEFAULT_SESSION else f" (session {meta.session})"
         self.out = Staged(path, "Perfetto trace")
         try:
             self.f = open(self.out.path(), "wb")  # noqa: SIM115 (closed in finish or abort)
@@ -94,7 +96,7 @@ class PerfettoSink:
             self.tracks.add(cpu)
             d = self._packet(trace).track_descriptor
             d.uuid = cpu_track(cpu)
-            d.name = f"CPU {cpu}"
+            d.name = f"CPU {cpu}{self.of_session}"
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         trace = self.pb.Trace()
@@ -138,7 +140,7 @@ class PerfettoSink:
             d = self._packet(trace).track_descriptor
             d.uuid = LOST_TRACKS + cpu_track(cpu)
             d.parent_uuid = cpu_track(cpu)
-            d.name = f"CPU {cpu} lost events"
+            d.name = f"CPU {cpu}{self.of_session} lost events"
             d.counter.SetInParent()
             c = self._packet(trace)
             c.timestamp = ticks_to_ns(self.first.get(cpu, 0), self.meta.clock_hz)

@@ -303,9 +303,10 @@ def tinyk_unflushable(tmp_path_factory):
     shutil.copytree(run([SDTGEN, "runtime-dir"]).stdout.strip(), runtime)
     control = runtime / "sdt_control.c"
     text = control.read_text()
-    job = "\tstruct cpu *c = (struct cpu *)arg;\n\n\tsdt_flush();\n\tsdt_store_release(&c->done, 1);\n}"
+    job = ("\tstruct cpu *c = (struct cpu *)arg;\n\n\tif (scope)\n\t\tsdt_session_flush(scope);\n\telse\n"
+           "\t\tsdt_flush();\n\tsdt_store_release(&c->done, 1);\n}")
     assert text.count(job) == 1, "sdt_control.c's flush job changed: update this test's copy"
-    not_on_cpu_1 = job.replace("\tsdt_flush();", "\tif (c != cpu_at(ops.ncpus - 1))\n\t\tsdt_flush();")
+    not_on_cpu_1 = job.replace("\telse\n\t\tsdt_flush();", "\telse if (c != cpu_at(ops.ncpus - 1))\n\t\tsdt_flush();")
     control.write_text(text.replace(job, not_on_cpu_1))
     run(["make", "-C", str(ROOT / "examples" / "tinyk"), f"O={out}", f"SDTGEN={SDTGEN}", f"SDT_RUNTIME_DIR={runtime}"])
     return out / "tinyk.elf"

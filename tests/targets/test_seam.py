@@ -16,7 +16,8 @@ ROOT = Path(sdtgen.targets.__file__).parent
 SESSION = ROOT.parent / "session"
 CAPABILITIES = {base.MODULES: base.Modules, base.ACTIONS: base.Actions, base.LISTENS: base.Listens,
                 base.IDLE: base.Idles, base.EXHAUSTIVE: base.Exhaustive, base.LEAVES: base.Leaves,
-                base.SALVAGES: base.Salvages}
+                base.SALVAGES: base.Salvages,
+                base.SESSIONS: base.Sessions}
 
 
 def _modules(where: Path) -> list[Path]:

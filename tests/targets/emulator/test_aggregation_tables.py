@@ -28,8 +28,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from native_oracle import Call, run_native
 
+from sdtgen.arch import by_name
 from sdtgen.dscript import compile_script
 from sdtgen.errors import SdtError
+from sdtgen.layout import SLOT
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import open_session
 
@@ -123,7 +125,9 @@ def test_the_cpus_tables_hold_exactly_what_the_native_firings_make(images, nativ
 
         # Detached and disarmed: the slots are NULL again, the sites off; armed plainly, every firing records.
         assert programs.disable("hk:::") > 0
-        assert all(s.target.machine.read_pointer(p.program) == 0 for p in s.probes)
+        bits = by_name(arch).bits  # every session's program in the slot NULL (docs/sessions.md)
+        programs_at, width = SLOT.offset("program", bits), bits // 8
+        assert all(s.target.machine.read(p.program + programs_at, 8 * width) == bytes(8 * width) for p in s.probes)
         s.enable("hk:sched:run:tick")
         before = s.hits.get("hk:sched:run:tick", 0)
         s.run("sched_run:long", [7])

@@ -183,7 +183,7 @@ def test_the_console_stays_after_bad_lines(kernel):
     assert "more than four fields" in errors[1]
     # Every command the console has, help and action among them.
     assert errors[2] == ("sdtgen: error: unknown command 'frob'; use one of: action, aggregate, arm, clear, disable, "
-                         "enable, exit, help, list, module, printa, quit, run, stats, unload")
+                         "enable, exit, help, list, module, printa, quit, run, sessions, stats, unload")
 
 
 # -- --json is JSON Lines only ----------------------------------------------------------------

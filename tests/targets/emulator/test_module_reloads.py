@@ -13,6 +13,8 @@ import pytest
 from helpers import SDTGEN, run
 from module_native import MODULE, booted_with_modules, module_firings, session_firings
 
+from sdtgen.layout import SLOT
+
 CALLS = [3, 0, 5]
 
 
@@ -86,14 +88,15 @@ def test_an_unloaded_modules_probes_drop_their_programs(kernel, ko, native):
         t = s.target
         t.runtime.refresh()
         (dev,) = {x.probe for x in t.runtime.sites if x.probe.spec == "hkm:drv:work:dev"}
-        assert dev.program and t.machine.read(dev.program, 8) != bytes(8)  # the program is in its slot
+        programs = dev.program + SLOT.offset("program", 64)  # each session's program (docs/sessions.md)
+        assert dev.program and t.machine.read(programs, 8) != bytes(8)  # the program is in its slot
         s.unload_module("hkm")
-        slot = t.machine.read(dev.program, 8)
+        slot = t.machine.read(programs, 8 * SLOT.fields[-1].count)
         s.load_module(ko)
         s.enable("hkm:::")
         for n in CALLS:
             s.run("hkm_work", [n])
     finally:
         s.close()
-    assert slot == bytes(8)
+    assert slot == bytes(8 * SLOT.fields[-1].count)
     assert session_firings(out) == native
