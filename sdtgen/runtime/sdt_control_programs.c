@@ -38,11 +38,11 @@ static SDT_CODE int cmd_tables(struct out *o, struct words *w)
 	(void)w;
 	if (scope) {	/* a session's tables were carved when it opened: where they are */
 		for (k = 0; k < scope->ncpus; k++) {
-			sdt_u64 v[3];
-			v[0] = k;
-			v[1] = area_of(k)->agg;
-			v[2] = scope->agg_bytes;
-			if (!v[1])
+			sdt_u64 v[SDT_FIELDS_TABLES_TABLE];
+			v[SDT_FIELD_TABLES_TABLE_CPU] = k;
+			v[SDT_FIELD_TABLES_TABLE_AGG] = area_of(k)->agg;
+			v[SDT_FIELD_TABLES_TABLE_BYTES] = scope->agg_bytes;
+			if (!v[SDT_FIELD_TABLES_TABLE_AGG])
 				return error(o, SDT_ERR_STATE, "the session has no tables (session open ... AGGBYTES)");
 			say(o, SDT_REPLY_TABLES_TABLE, v);
 		}

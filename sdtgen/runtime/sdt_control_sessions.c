@@ -114,27 +114,29 @@ static SDT_CODE int cmd_sessions(struct out *o, struct words *w)
 			__atomic_load_n((sdt_word *)&sdt_session_table.sessions[id], __ATOMIC_ACQUIRE);
 		unsigned ncpus = !x ? 0 : id ? x->ncpus : ops.ncpus;
 		const struct sdt_cpu *first = 0;
-		sdt_u64 v[12];
+		sdt_u64 v[SDT_FIELDS_SESSIONS_SESSION];
 		if (!x)
 			continue;
-		v[0] = id;
-		v[1] = SAID((const char *)x->name);
-		v[6] = v[7] = v[8] = 0;
+		v[SDT_FIELD_SESSIONS_SESSION_ID] = id;
+		v[SDT_FIELD_SESSIONS_SESSION_NAME] = SAID((const char *)x->name);
+		v[SDT_FIELD_SESSIONS_SESSION_PACKETS] = 0;
+		v[SDT_FIELD_SESSIONS_SESSION_DISCARDED] = 0;
+		v[SDT_FIELD_SESSIONS_SESSION_OVERWRITTEN] = 0;
 		for (k = 0; k < ncpus; k++) {
 			const struct sdt_cpu *a = id ? (const struct sdt_cpu *)(sdt_word)x->cpus + k : ops.area ? ops.area(k) : 0;
 			if (!a)
 				continue;
 			first = first ? first : a;
-			v[6] += a->write_seq;
-			v[7] += a->discarded;
-			v[8] += a->overwritten;
+			v[SDT_FIELD_SESSIONS_SESSION_PACKETS] += a->write_seq;
+			v[SDT_FIELD_SESSIONS_SESSION_DISCARDED] += a->discarded;
+			v[SDT_FIELD_SESSIONS_SESSION_OVERWRITTEN] += a->overwritten;
 		}
-		v[2] = first ? first->policy : 0;
-		v[3] = ncpus;
-		v[4] = first ? first->packets * first->packet_size : 0;
-		v[5] = first ? first->packet_size : 0;
-		v[9] = x->misplaced;
-		v[10] = session_probes(id);
+		v[SDT_FIELD_SESSIONS_SESSION_POLICY] = first ? first->policy : 0;
+		v[SDT_FIELD_SESSIONS_SESSION_CPUS] = ncpus;
+		v[SDT_FIELD_SESSIONS_SESSION_RING] = first ? first->packets * first->packet_size : 0;
+		v[SDT_FIELD_SESSIONS_SESSION_PACKET] = first ? first->packet_size : 0;
+		v[SDT_FIELD_SESSIONS_SESSION_MISPLACED] = x->misplaced;
+		v[SDT_FIELD_SESSIONS_SESSION_PROBES] = session_probes(id);
 		say(o, SDT_REPLY_SESSIONS_SESSION, v);
 		n++;
 	}
