@@ -1170,6 +1170,10 @@ struct sdt_control_ops {
 	 * budget for a session of that id), 8-byte aligned, the session's until `session close`; the same each call.
 	 * A session asking more than *bytes is refused with SDT_ERR_MEMORY. NULL: a host opens no session. */
 	void *(*session_memory)(unsigned id, unsigned long *bytes);
+	/* Send area ``c``'s closed packets now (sdt_serial_drain of it, under the line's lock): `@NAME drain` of a
+	 * session the host opened, whose areas are the runtime's, not the kernel's. NULL: `@NAME drain` refused, and
+	 * a host reads a session's packets in the machine's memory. */
+	void (*drain_area)(struct sdt_cpu *c);
 };
 
 /* Storage the control core keeps for one CPU (the kernel gives ncpus of them: no allocation). */

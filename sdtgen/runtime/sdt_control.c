@@ -907,9 +907,15 @@ static SDT_CODE int cmd_module(struct out *o, struct words *w)
 static SDT_CODE int cmd_drain(struct out *o, struct words *w)
 {
 	(void)w;
-	if (scope)
-		return error(o, SDT_ERR_UNSUPPORTED, "a session's packets are read in the machine's memory, not drained "
-			     "on the line (docs/sessions.md)");
+	if (scope) {	/* a session's areas are the runtime's: the kernel sends each one the control core names */
+		unsigned k;
+		if (!ops.drain_area)
+			return error(o, SDT_ERR_UNSUPPORTED, "the kernel does not send a session's packets on the line "
+				     "(no drain_area): read them in its memory (docs/sessions.md)");
+		for (k = 0; k < scope->ncpus; k++)
+			ops.drain_area((struct sdt_cpu *)(sdt_word)scope->cpus + k);
+		return ok(o, SDT_CTL_DRAIN, scope->ncpus);
+	}
 	if (!ops.drain)
 		return error(o, SDT_ERR_UNSUPPORTED, "the kernel's own consumer reads the rings");
 	drain();

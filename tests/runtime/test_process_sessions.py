@@ -127,8 +127,81 @@ def test_two_host_sessions_beside_the_default_one(process):
     assert ok("@flt stats") == CPUS and ok("@sched tables") == CPUS and ok("@sched switch") == CPUS
     assert error("@nosuch stats") == VALUES["SDT_ERR_SESSION"]
     assert error("@flt mode trap") == VALUES["SDT_ERR_USAGE"]
-    assert error("@flt drain") == VALUES["SDT_ERR_UNSUPPORTED"]
+    assert ok("@flt drain") == CPUS  # each CPU's area of the session sent on the line
     assert ok("session close sched") == 0  # flt keeps every site sched took
     assert error("session close sched", 1) == VALUES["SDT_ERR_SESSION"]
     assert error("session close default") == VALUES["SDT_ERR_SESSION"]
     assert list(listed(1)) == ["default", "flt"] and ok("sessions", 1) == 2
+
+
+def frames(out: bytes) -> list[tuple[int, bytes]]:
+    """Every frame on the process's standard output in order, (type, payload), each checked by its CRC."""
+    head, found, at = FRAME_HEADER.struct(64), [], 0
+    while at + head.size <= len(out):
+        sync, kind, _, _, length = head.unpack_from(out, at)
+        assert sync == VALUES["SDT_FRAME_SYNC"], at
+        payload = out[at + head.size:at + head.size + length]
+        (crc,) = struct.unpack_from("<I", out, at + head.size + length)
+        assert crc == zlib.crc32(out[at + 4:at + head.size] + payload), at
+        found.append((kind, payload))
+        at += head.size + length + 4
+    return found
+
+
+def packets_before_each_reply(out: bytes) -> list[list[tuple[int, int, int, int]]]:
+    """For each reply's last line (`ok`/`error`), the packets framed since the one before: (stream_id, cpu_id,
+    packet_seq_num, its verdict's keep), read by the header's CTF layout (magic, stream id, ..., seq at 40, cpu at
+    56) and the verdict frame that follows each packet."""
+    out_lists, now, pending = [], [], None
+    for kind, payload in frames(out):
+        if kind == VALUES["SDT_FRAME_PACKET"]:
+            magic, stream = struct.unpack_from("<II", payload, 0)
+            assert magic == VALUES["SDT_PACKET_MAGIC"]
+            (seq,) = struct.unpack_from("<Q", payload, 40)
+            (cpu,) = struct.unpack_from("<I", payload, 56)
+            pending = (stream, cpu, seq)
+        elif kind == VALUES["SDT_FRAME_VERDICT"]:
+            seq, cpu, keep = struct.unpack("<QII", payload)
+            assert pending is not None and (pending[2], pending[1]) == (seq, cpu)
+            now.append((*pending, keep))
+            pending = None
+        elif kind == VALUES["SDT_FRAME_TEXT"] and payload.split()[0].decode() in (WORD["ok"], WORD["error"]):
+            out_lists.append(now)
+            now = []
+    return out_lists
+
+
+def test_a_sessions_drain_sends_each_of_its_packets_once_with_its_own_stream_id(process):
+    symbols = {name: value for value, _, _, _, _, name in readelf_symbols(process)}
+    hello = parse_reply("hello", text_lines(control(process, []))[0])[1]
+    kmain = symbols["kmain"] + hello["entries"] - symbols["sdt_runtime_entries"]
+    commands = [
+        "session open flt 10000 1000 1",
+        "session open sched 4000 1000 0",  # discard: a ring drained on the line is free again
+        "@flt enable branch hk:::",
+        "@sched enable trap hk:sched::",
+        f"run all {kmain:x} 1 3",
+        "@flt flush",
+        "@sched flush",
+        "sessions",
+        "@sched drain",
+        "@sched drain",
+        "@flt drain",
+        "drain",
+    ]
+    out = control(process, commands)
+    lines = replies(text_lines(out), commands)
+    said = lines[commands.index("sessions")][:-1]
+    listed = {f["name"]: f for f in (parse_reply("sessions", line)[1] for line in said)}
+    sent = packets_before_each_reply(out)[1:]  # the hello's own `ok` ends the first list; then one per command
+    first, again = sent[commands.index("@sched drain")], sent[commands.index("@sched drain") + 1]
+    flt, default = sent[commands.index("@flt drain")], sent[commands.index("drain")]
+    assert [c.split()[0] for c, r in zip(commands, lines, strict=True) if r[-1].split()[0] != WORD["ok"]] == []
+    # every packet the session closed, once, each with its own session's id and kept whole
+    assert len(first) == listed["sched"]["packets"] > 0 and {p[0] for p in first} == {listed["sched"]["id"]}
+    assert all(keep == 1 for *_, keep in first)
+    for cpu in {p[1] for p in first}:  # each CPU's packets in order from 1, none skipped
+        assert [p[2] for p in first if p[1] == cpu] == list(range(1, 1 + sum(p[1] == cpu for p in first)))
+    assert again == []  # consumed: a second drain finds nothing
+    assert len(flt) == listed["flt"]["packets"] and {p[0] for p in flt} == {listed["flt"]["id"]}
+    assert default == []  # the default session enabled nothing
