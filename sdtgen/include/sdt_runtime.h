@@ -186,6 +186,12 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_MODULE_FILE_ALIGN    0x1000	/* RISC-V: QEMU's loader device puts the module file at the image's end rounded up to this */
 #define SDT_MAX_CPUS             0x1000	/* CPUs a kernel may have: the most its hello may say, the CPU numbers a recording takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for */
 #define SDT_LINUX_MAX_CPUS       64	/* the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one */
+#define SDT_TASK_KEY             0	/* the key of a task event (no probe's: a probe's key is never 0); its arguments: the task id and context (words), its name (a string; unreadable: no name) */
+#define SDT_CONTEXT_KERNEL       1	/* the kernel's own context: a kernel thread, its boot, its idle loop */
+#define SDT_CONTEXT_TASK         2	/* on behalf of a task: a user task's system call or fault, or the user task itself */
+#define SDT_CONTEXT_INTERRUPT    3	/* an interrupt (or exception) handler, whatever it interrupted */
+#define SDT_CONTEXT_UNSAID       0xffffffffu	/* sdt_cpu.task_context when its open packet said no task yet */
+#define SDT_TASK_EVENT_MAX       160	/* bytes a task event takes at most (header, two words, a name of SDT_MAX_STRING bytes and its NUL, to 8 bytes): an event fits a packet with one before it */
 #define SDT_CTL_HELLO            "hello"	/* hello: `hello ARCH CPUS CLOCK HZ PATCHED REFUSED FOLDED PROTOCOL ENTRIES VERSION`, also said unasked at boot (ENTRIES: where sdt_runtime_entries is, which says how far a relocated image moved; VERSION: SDT_CONTROL_VERSION) */
 #define SDT_CTL_RING             "ring"	/* ring BYTES PACKET POLICY MEMORY: attach every CPU's ring */
 #define SDT_CTL_ENABLE           "enable"	/* enable trap|branch SPEC: `ok enable N`, N sites armed */
@@ -396,8 +402,10 @@ struct sdt_cpu {
 	sdt_u64 nesting;	/* 1 while a recorder runs on this CPU: a firing inside it is discarded */
 	sdt_u64 clock_last;	/* the clock at the last event */
 	sdt_u64 agg;	/* address of this CPU's struct sdt_agg (sdt_agg_attach, after sdt_cpu_attach); 0: probes with a program are not recorded here */
+	sdt_u64 task;	/* the task id the open packet's last task event said */
+	sdt_u64 task_context;	/* its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet opened) */
 };
-_SDT_LAYOUT(sizeof(struct sdt_cpu) == 136);
+_SDT_LAYOUT(sizeof(struct sdt_cpu) == 152);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, self) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, cpu) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, ring) == 16);
@@ -415,6 +423,8 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, overwritten) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, nesting) == 112);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, clock_last) == 120);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, agg) == 128);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, task) == 136);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, task_context) == 144);
 
 /* The header of every packet: CTF 1.8's packet header and context, as they stand. */
 struct sdt_packet {
@@ -496,9 +506,10 @@ struct sdt_hooks {
 	sdt_u32 nreadable;	/* entries of readable */
 	sdt_u32 ntext;	/* entries of text */
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
+	sdt_u64 (*task)(sdt_u32 *context, const char **name);	/* the current task: its id (0: none, e.g. an interrupt or the kernel's own thread), its SDT_CONTEXT_* in *context and, when name is not NULL (the runtime asks only when it says the task anew), its name in *name (NULL: it has none); called with the CPU held (cpu_area), with a probe in it discarded; NULL: events carry no task */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 104);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 112);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
@@ -513,8 +524,9 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 80);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 92);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, task) == 104);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 64);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 72);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 8);
@@ -529,6 +541,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 44);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, task) == 64);
 #endif
 
 /* A program's header: what sdt_enable_program verifies and attaches to probes. After it: ninsns instructions, naggs aggregation descriptors, nconsts 64-bit constants, nprobes probe keys (u32, ascending), then the string table. */
@@ -1131,7 +1144,7 @@ static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
 		sdt_hooks.cpu_release(c);
 }
 
-/* A record that does not fit the open packet: open the next one, or discard (NULL). */
+/* A record that does not fit the open packet (open the next one, or discard: NULL), or of a kernel with a task hook. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
@@ -1154,7 +1167,9 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	if (__builtin_expect(c == 0, 0))
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
-	if (__builtin_expect((c->nesting | (off + size > c->packet_size) |
+	/* one test: a firing inside a recorder, an event that does not fit, a size no event has, or a kernel that
+	 * gives its tasks (the slow path says the task first when it changed: docs/tasks.md) */
+	if (__builtin_expect((c->nesting | (off + size > c->packet_size) | (sdt_word)sdt_hooks.task |
 			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
