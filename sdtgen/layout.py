@@ -417,7 +417,7 @@ AGG_ENTRY = Layout("sdt_agg_entry", "An entry in an arena, 8-byte aligned; nkeys
     Field("pad", "u32", "0"),
 ))
 
-# -- task context (docs/tasks.md): who a firing ran for ------------------------------------------------
+# -- task context (docs/runtime.md): who a firing ran for ------------------------------------------------
 # A kernel that knows its tasks gives the hook; the writer notes on each CPU the task its open packet last said
 # and writes a task event (key SDT_TASK_KEY: id, context, name) before the first event of another task, and
 # before the first event of every packet, so a packet (or a ring's tail) decodes alone. A kernel without the hook
@@ -649,7 +649,7 @@ CONSTANTS += (
     ("SDT_LINUX_MAX_CPUS", 64, "the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most "
      "SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one"),
 )
-CONSTANTS += (  # task context (docs/tasks.md)
+CONSTANTS += (  # task context (docs/runtime.md)
     ("SDT_TASK_KEY", 0, "the key of a task event (no probe's: a probe's key is never 0); its arguments: the task "
      "id and context (words), its name (a string; unreadable: no name)"),
     ("SDT_CONTEXT_KERNEL", 1, "the kernel's own context: a kernel thread, its boot, its idle loop"),

@@ -1168,7 +1168,7 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
 	/* one test: a firing inside a recorder, an event that does not fit, a size no event has, or a kernel that
-	 * gives its tasks (the slow path says the task first when it changed: docs/tasks.md) */
+	 * gives its tasks (the slow path says the task first when it changed: docs/runtime.md, Task context) */
 	if (__builtin_expect((c->nesting | (off + size > c->packet_size) | (sdt_word)sdt_hooks.task |
 			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);

@@ -127,7 +127,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
 
 
 def _task_event(bits: int) -> list[str]:
-    """The task event (docs/tasks.md) as the runtime writes it (key SDT_TASK_KEY: the id and context words, the
+    """The task event (docs/runtime.md) as the runtime writes it (key SDT_TASK_KEY: the id and context words, the
     name): what the events after it in its packet ran for, said as LTTng's statedump says a process."""
     word = f"integer {{ size = {bits}; align = {bits}; signed = false; }}"
     labels = ", ".join(f"{name} = {value}" for value, name in CONTEXTS.items())

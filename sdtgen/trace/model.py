@@ -36,7 +36,7 @@ CONTEXTS = {v: n[len("SDT_CONTEXT_"):].lower() for n, v in VALUES.items()
 
 @record(frozen=True)
 class Task:
-    """Who a firing ran for, as the kernel's task hook said it (docs/tasks.md): an event recorded by a kernel
+    """Who a firing ran for, as the kernel's task hook said it (docs/runtime.md): an event recorded by a kernel
     with no hook, or before its packet said any, has none (None), which is not task 0."""
 
     id: int  # the kernel's task id; 0: none (an interrupt, the kernel's own context)

@@ -37,7 +37,7 @@ class Event(NamedTuple):
     cpu: int
     probe: str
     args: tuple[int | str | None, ...]  # a str is the string copied at the firing; None: NULL or unreadable
-    task: Task | None  # what its packet's last task event before it said; None: no task said (docs/tasks.md)
+    task: Task | None  # what its packet's last task event before it said; None: no task said (docs/runtime.md)
 
 
 @record(frozen=True)

@@ -1,5 +1,5 @@
 /*
- * The writer's task context (docs/tasks.md) as a kernel with a task hook drives it: one CPU, a ring of
+ * The writer's task context (docs/runtime.md) as a kernel with a task hook drives it: one CPU, a ring of
  * 1024-byte packets, and a current task the script sets, as a scheduler would between firings. Each word of
  * the script is `t:ID:CONTEXT:NAME` (the task from now on; NAME `-`: it has none) or `e` (a firing: an event
  * of key 1 holding its number, from 0). The packets are then written to stdout as they stand (the open one

@@ -121,7 +121,7 @@ def test_a_forked_child_keeps_its_text_as_it_was_when_the_parent_patches_its_own
 
 
 def test_each_firing_carries_the_thread_that_fired_it(program, tmp_path):
-    """Task context (docs/tasks.md): 12 threads one after another, so several share a CPU (and packet), each
+    """Task context (docs/runtime.md): 12 threads one after another, so several share a CPU (and packet), each
     named by pthread_setname_np; every event's task is the id gettid gave that thread and the name
     pthread_getname_np read back, as the thread itself printed them, context `task`."""
     n, rounds = 12, 300

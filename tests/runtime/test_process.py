@@ -359,7 +359,7 @@ def test_babeltrace2_reads_the_streams_as_they_stand(process, native_all, tmp_pa
     (clock,) = [x["clock"] for x in read if "clock" in x]
     assert clock == {"name": "tsc_ns", "frequency": 1_000_000_000}  # gen's --clock-hz, as the process's clock ticks
     rows = [x for x in read if "name" in x and x["name"] != TASK_EVENT]
-    # Each packet's task event (docs/tasks.md), before its first firing: the thread's id, context and name.
+    # Each packet's task event (docs/runtime.md), before its first firing: the thread's id, context and name.
     tasks = {(x["cpu"], x["ts"]): x["fields"] for x in read if x.get("name") == TASK_EVENT}
     assert sorted({(cpu, f["tid"], f["context"], f["procname"]) for (cpu, _), f in tasks.items()}) == \
         sorted({(e.cpu, e.task.id, e.task.context, e.task.name) for e in r.events})
@@ -402,7 +402,7 @@ def test_packets_of_any_size_the_runtime_takes_reach_the_trace(process, native_a
 
 # -- overflow: what a ring keeps and what it counts ------------------------------------------------------
 TICK = 16 + 16  # a sched:run:tick event: its header and two words
-# Each packet says its task first (docs/tasks.md): a header, the thread's id and context, its name (the
+# Each packet says its task first (docs/runtime.md): a header, the thread's id and context, its name (the
 # executable's, kernel-proc, which the threads the process starts inherit) and a NUL, to the next 8 bytes.
 TASK = (16 + 16 + len("kernel-proc") + 1 + 7) // 8 * 8
 PER_PACKET = (1024 - 64 - TASK) // TICK  # 28: events of a 1024-byte packet after its task event

@@ -1,4 +1,4 @@
-"""Task context in the writer (docs/tasks.md), driven as a kernel's scheduler would (tests/runtime/task_switch.c,
+"""Task context in the writer (docs/runtime.md), driven as a kernel's scheduler would (tests/runtime/task_switch.c,
 built with sdt_transport.c for this machine): the current task changes between firings on one CPU, and every
 event decodes with the task the script had set when it fired, each packet alone (the first event of every
 packet says its task), the hook's name asked only where a task event was written; a kernel without the hook
