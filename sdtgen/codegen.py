@@ -63,7 +63,7 @@ def gen_files(obj: str | Path, stubs: str | Path, table: str | Path, mode: str =
         tag = _anchor_tag(elf, result) if mode == "reloc" else ""
         gen = generate(result, mode, tag=tag, module=module)
         report_undefined(result, strict)
-        meta = _ctf_metadata(elf, result, ctf) if ctf else None
+        meta = _ctf_metadata(elf, result, ctf, module is None) if ctf else None
         anchored = _anchored_object(elf, gen.anchors) if gen.anchors else None
     outputs = [(stubs, gen.stubs.encode()), (table, gen.table.encode())]
     roles = ["stubs", "table"]
@@ -86,8 +86,9 @@ def _check_clock(ctf: MetadataRequest) -> None:
                        "use letters, digits and _")
 
 
-def _ctf_metadata(elf: ElfFile, result: ScanResult, ctf: MetadataRequest) -> str:
-    """The TSDL text for the object's probes, as the runtime's packets will carry their events."""
+def _ctf_metadata(elf: ElfFile, result: ScanResult, ctf: MetadataRequest, tasks: bool) -> str:
+    """The TSDL text for the object's probes, as the runtime's packets will carry their events (a module's: its
+    event blocks, appended to the kernel's, which declares the task event already)."""
     from sdtgen import arch as arches
     from sdtgen.trace.ctf import metadata
     from sdtgen.trace.model import TraceMeta, TraceProbe
@@ -96,7 +97,7 @@ def _ctf_metadata(elf: ElfFile, result: ScanResult, ctf: MetadataRequest) -> str
     name = ctf.clock_name or arch.clock_name or "clock"
     probes = tuple(TraceProbe(probe_key(p.symbol), p.provider, p.module, p.function, p.name, p.args)
                    for p in sorted(result.probes.values(), key=lambda p: (p.spec, p.symbol)))
-    return metadata(TraceMeta(arch.name, name, ctf.clock_hz, 0, probes), arch.bits, recorded_here=False)
+    return metadata(TraceMeta(arch.name, name, ctf.clock_hz, 0, probes), arch.bits, recorded_here=False, tasks=tasks)
 
 
 UNDEFINED_FIX = ("define it with SDT_PROBE_DEFINE in one file of the object (a misspelt probe name makes "

@@ -429,6 +429,25 @@ AGG_ENTRY = Layout("sdt_agg_entry", "An entry in an arena, 8-byte aligned; nkeys
     Field("pad", "u32", "0"),
 ))
 
+# -- task context (docs/runtime.md): who a firing ran for ------------------------------------------------
+# A kernel that knows its tasks gives the hook; the writer notes on each CPU the task its open packet last said
+# and writes a task event (key SDT_TASK_KEY: id, context, name) before the first event of another task, and
+# before the first event of every packet, so a packet (or a ring's tail) decodes alone. A kernel without the hook
+# pays one load, folded into the writer's one test.
+HOOKS = Layout(HOOKS.name, HOOKS.doc, (
+    *HOOKS.fields,
+    Field("task", "fn", "the current task: its id (0: none, e.g. an interrupt or the kernel's own thread), its "
+          "SDT_CONTEXT_* in *context and, when name is not NULL (the runtime asks only when it says the task "
+          "anew), its name in *name (NULL: it has none); called with the CPU held (cpu_area), with a probe in it "
+          "discarded; NULL: events carry no task", c="sdt_u64 (*%s)(sdt_u32 *context, const char **name)"),
+))
+CPU = Layout(CPU.name, CPU.doc, (
+    *CPU.fields,
+    Field("task", "u64", "the task id the open packet's last task event said"),
+    Field("task_context", "u64", "its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet "
+          "opened)"),
+))
+
 LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, PROGRAM, SLOT, INSN, AGG_DESC, AGG, AGG_ENTRY,
            MODULE_TABLE, MODULE, ENTRIES, FRAME_HEADER, VERDICT, INFO, CONTROL_INFO)
 
@@ -642,6 +661,16 @@ CONSTANTS += (
      "takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for"),
     ("SDT_LINUX_MAX_CPUS", 64, "the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most "
      "SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one"),
+)
+CONSTANTS += (  # task context (docs/runtime.md)
+    ("SDT_TASK_KEY", 0, "the key of a task event (no probe's: a probe's key is never 0); its arguments: the task "
+     "id and context (words), its name (a string; unreadable: no name)"),
+    ("SDT_CONTEXT_KERNEL", 1, "the kernel's own context: a kernel thread, its boot, its idle loop"),
+    ("SDT_CONTEXT_TASK", 2, "on behalf of a task: a user task's system call or fault, or the user task itself"),
+    ("SDT_CONTEXT_INTERRUPT", 3, "an interrupt (or exception) handler, whatever it interrupted"),
+    ("SDT_CONTEXT_UNSAID", 0xFFFFFFFF, "sdt_cpu.task_context when its open packet said no task yet"),
+    ("SDT_TASK_EVENT_MAX", 160, "bytes a task event takes at most (header, two words, a name of SDT_MAX_STRING "
+     "bytes and its NUL, to 8 bytes): an event fits a packet with one before it"),
 )
 STRING = {name: text for name, text, _ in STRINGS}
 PROCESS_ARG = {name[len("SDT_PROCESS_"):].lower(): text for name, text, _ in STRINGS

@@ -186,6 +186,12 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_MODULE_FILE_ALIGN    0x1000	/* RISC-V: QEMU's loader device puts the module file at the image's end rounded up to this */
 #define SDT_MAX_CPUS             0x1000	/* CPUs a kernel may have: the most its hello may say, the CPU numbers a recording takes (0 to SDT_MAX_CPUS - 1), the most CPUs a host asks a target for */
 #define SDT_LINUX_MAX_CPUS       64	/* the hosted platform's CPUs (threads with a CPU at once, sdt_linux.c), at most SDT_MAX_CPUS: its main refuses --cpus past it, and so does the process target before it starts one */
+#define SDT_TASK_KEY             0	/* the key of a task event (no probe's: a probe's key is never 0); its arguments: the task id and context (words), its name (a string; unreadable: no name) */
+#define SDT_CONTEXT_KERNEL       1	/* the kernel's own context: a kernel thread, its boot, its idle loop */
+#define SDT_CONTEXT_TASK         2	/* on behalf of a task: a user task's system call or fault, or the user task itself */
+#define SDT_CONTEXT_INTERRUPT    3	/* an interrupt (or exception) handler, whatever it interrupted */
+#define SDT_CONTEXT_UNSAID       0xffffffffu	/* sdt_cpu.task_context when its open packet said no task yet */
+#define SDT_TASK_EVENT_MAX       160	/* bytes a task event takes at most (header, two words, a name of SDT_MAX_STRING bytes and its NUL, to 8 bytes): an event fits a packet with one before it */
 #define SDT_MAX_SESSIONS         8	/* sessions at once, the default one included (a probe's sessions are a 32-bit mask) */
 #define SDT_SESSION_NAME         16	/* bytes of a session's name field: 1..15 bytes of [A-Za-z0-9_-], then NULs */
 #define SDT_SESSION_MAGIC        0x53455353	/* "SSES" in a little-endian word: an open struct sdt_session */
@@ -431,8 +437,10 @@ struct sdt_cpu {
 	sdt_u64 next_area;	/* the default session's next CPU area (sdt_cpu_attach links them; the registry holds the first); 0 at the end, and in the areas of other sessions */
 	sdt_u64 session;	/* the id of the session this area records for (its packets' stream_id) */
 	sdt_u64 visit;	/* odd while this CPU's recorder serves the sessions of a probe's slot (the slow path): closing a session or detaching a program waits for it to move */
+	sdt_u64 task;	/* the task id the open packet's last task event said */
+	sdt_u64 task_context;	/* its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet opened) */
 };
-_SDT_LAYOUT(sizeof(struct sdt_cpu) == 160);
+_SDT_LAYOUT(sizeof(struct sdt_cpu) == 176);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, self) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, cpu) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, ring) == 16);
@@ -453,6 +461,8 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, agg) == 128);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, next_area) == 136);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, session) == 144);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, visit) == 152);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, task) == 160);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, task_context) == 168);
 
 /* The header of every packet: CTF 1.8's packet header and context, as they stand. */
 struct sdt_packet {
@@ -534,9 +544,10 @@ struct sdt_hooks {
 	sdt_u32 nreadable;	/* entries of readable */
 	sdt_u32 ntext;	/* entries of text */
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
+	sdt_u64 (*task)(sdt_u32 *context, const char **name);	/* the current task: its id (0: none, e.g. an interrupt or the kernel's own thread), its SDT_CONTEXT_* in *context and, when name is not NULL (the runtime asks only when it says the task anew), its name in *name (NULL: it has none); called with the CPU held (cpu_area), with a probe in it discarded; NULL: events carry no task */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 104);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 112);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 16);
@@ -551,8 +562,9 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 80);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 92);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, task) == 104);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_hooks) == 64);
+_SDT_LAYOUT(sizeof(struct sdt_hooks) == 72);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_open) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text_close) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, sync_cores) == 8);
@@ -567,6 +579,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, text) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, nreadable) == 44);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, ntext) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, clock_hz) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_hooks, task) == 64);
 #endif
 
 /* A program's header: what sdt_enable_program verifies and attaches to probes. After it: ninsns instructions, naggs aggregation descriptors, nconsts 64-bit constants, nprobes probe keys (u32, ascending), then the string table. */
@@ -1314,7 +1327,7 @@ static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
 		sdt_hooks.cpu_release(c);
 }
 
-/* A record that does not fit the open packet: open the next one, or discard (NULL). */
+/* A record that does not fit the open packet (open the next one, or discard: NULL), or of a kernel with a task hook. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
@@ -1337,7 +1350,9 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	if (__builtin_expect(c == 0, 0))
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
-	if (__builtin_expect((c->nesting | (off + size > c->packet_size) |
+	/* one test: a firing inside a recorder, an event that does not fit, a size no event has, or a kernel that
+	 * gives its tasks (the slow path says the task first when it changed: docs/runtime.md, Task context) */
+	if (__builtin_expect((c->nesting | (off + size > c->packet_size) | (sdt_word)sdt_hooks.task |
 			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;

@@ -47,6 +47,8 @@ static SDT_CODE void area_reset(struct sdt_cpu *c, unsigned cpu, void *ring, uns
 	c->offset = SDT_CLOSED(c);
 	c->events = c->discarded = c->overwritten = c->nesting = c->clock_last = 0;
 	c->agg = 0;	/* sdt_agg_attach, after this, gives it its program state */
+	c->task = 0;
+	c->task_context = SDT_CONTEXT_UNSAID;
 	c->session = session;
 }
 
@@ -148,13 +150,54 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 	pk->events = 0;
 	c->current = (sdt_word)pk;
 	c->offset = sizeof(*pk);
+	c->task_context = SDT_CONTEXT_UNSAID;	/* its first event says its task (a kernel with the hook) */
 	return 1;
 }
 
-/* The writer's slow path: a nested firing, or an event that does not fit the open packet (or none is open). */
-SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
+/* Reserve ``size`` bytes at the open packet's next event (there is room), stamped with ``key`` and the clock.
+ * The caller counts it in ``events`` when it is a firing's (a task event is not one: the packet's count is
+ * its firings). */
+static SDT_CODE struct sdt_event *reserve(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 {
 	struct sdt_event *e;
+
+	c->offset = (c->offset + 7) & ~7ull;
+	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
+	c->offset += size;
+	e->timestamp = c->clock_last = sdt_hooks.clock();
+	e->id = key;
+	e->size = (sdt_u16)size;
+	e->unreadable = 0;
+	return e;
+}
+
+/* The task event: what the events after it in this packet ran for (there is room for SDT_TASK_EVENT_MAX). */
+static SDT_CODE void say_task(struct sdt_cpu *c, sdt_u64 id, sdt_u32 context, const char *name)
+{
+	struct sdt_event *e = reserve(c, SDT_TASK_KEY, SDT_TASK_EVENT_MAX);
+	sdt_word *a = (sdt_word *)(e + 1);
+	char *to = (char *)(a + 2);
+
+	a[0] = (sdt_word)id;
+	a[1] = context;
+	to += sdt_event_string(e, to, 2, name);
+	c->offset -= e->size - (sdt_u32)(to - (char *)e);
+	e->size = (sdt_u16)(to - (char *)e);
+	c->task = id;
+	c->task_context = context;
+}
+
+/*
+ * The writer's slow path: a nested firing, an event that does not fit the open packet (or none is open), or a
+ * kernel with a task hook: its task is asked for every event (with nesting set, so a probe in the hook is
+ * discarded, not recursed into) and said before the event when the open packet last said another, or none.
+ */
+SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
+{
+	sdt_u64 task = 0;
+	sdt_u32 context = 0;
+	const char *name = 0;
+	sdt_u64 room = 0;
 
 	if (!c || !c->ring)	/* no area, or only the CPU's identity (sdt_cpu_attach with no ring): not recorded */
 		return 0;
@@ -164,21 +207,27 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	}
 	c->nesting = 1;
 	__asm__ __volatile__("" ::: "memory");
-	if (size < sizeof(struct sdt_event) || size > 0xffff || size > c->packet_size - sizeof(struct sdt_packet))
+	if (sdt_hooks.task) {
+		task = sdt_hooks.task(&context, 0);
+		room = SDT_TASK_EVENT_MAX;
+	}
+	if (size < sizeof(struct sdt_event) || size > 0xffff || size + room > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;	/* its header would not fit it, its size field cannot say it, or no packet holds it */
-	if (c->current && ((c->offset + 7) & ~7ull) + size > c->packet_size)
+	if (room && c->current && c->task == task && c->task_context == context)
+		room = 0;	/* the open packet said this task last */
+	if (c->current && ((c->offset + 7) & ~7ull) + room + size > c->packet_size) {
 		close_packet(c);
+		if (sdt_hooks.task)
+			room = SDT_TASK_EVENT_MAX;	/* a new packet says its task first */
+	}
 	if (!c->current && !open_packet(c))
 		goto discard;
-	c->offset = (c->offset + 7) & ~7ull;
-	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
-	c->offset += size;
+	if (room) {
+		(void)sdt_hooks.task(&context, &name);	/* asked again, its name with it: the same task (this CPU's) */
+		say_task(c, task, context, name);
+	}
 	c->events++;
-	e->timestamp = c->clock_last = sdt_hooks.clock();
-	e->id = key;
-	e->size = (sdt_u16)size;
-	e->unreadable = 0;
-	return e;
+	return reserve(c, key, size);
 discard:
 	c->discarded++;
 	__asm__ __volatile__("" ::: "memory");

@@ -30,10 +30,11 @@ from sdtgen.atomic import Staged
 from sdtgen.errors import SdtError, printable
 from sdtgen.event_format import ArgType, event_format
 from sdtgen.layout import PACKET, VALUES
-from sdtgen.trace.model import Lost, TraceMeta
+from sdtgen.trace.model import CONTEXTS, Lost, TraceMeta
 from sdtgen.trace.packets import Event, Packet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+TASK_EVENT = "sdt:task"  # the task event's name in the metadata
 _CONTENT = PACKET.offset("content_size", 64)  # the same on every architecture: the header's fields are fixed-width
 
 
@@ -49,9 +50,10 @@ def is_ctf_trace(directory: Path) -> bool:
         return False
 
 
-def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
+def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool = True) -> str:
     """The TSDL text describing the runtime's packets and every probe's events (with this machine's name,
-    ``recorded_here``, when the trace is recorded here, not described at build time)."""
+    ``recorded_here``, when the trace is recorded here, not described at build time), and the task event
+    (``tasks``; not in a module's, whose event blocks follow its kernel's)."""
     from sdtgen import arch as arches
 
     if not _IDENTIFIER.fullmatch(meta.clock_name):
@@ -114,6 +116,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
         "\t};",
         "};",
     ]
+    lines += _task_event(bits) if tasks else []
     for probe in meta.probes:
         f = event_format(probe.key, probe.spec, probe.arg_types, bits)
         lines += ["", "event {", f"\tname = {_literal(probe.spec)};", f"\tid = {probe.key};",
@@ -123,6 +126,16 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True) -> str:
         lines += ["\tfields := struct {", *fields, "\t};"] if fields else ["\tfields := struct { };"]
         lines.append("};")
     return "\n".join(lines) + "\n"
+
+
+def _task_event(bits: int) -> list[str]:
+    """The task event (docs/runtime.md) as the runtime writes it (key SDT_TASK_KEY: the id and context words, the
+    name): what the events after it in its packet ran for, said as LTTng's statedump says a process."""
+    word = f"integer {{ size = {bits}; align = {bits}; signed = false; }}"
+    labels = ", ".join(f"{name} = {value}" for value, name in CONTEXTS.items())
+    return ["", "event {", f"\tname = {_literal(TASK_EVENT)};", f"\tid = {VALUES['SDT_TASK_KEY']};",
+            "\tstream_id = 0;", "\tfields := struct {", f"\t\t{word} tid;",
+            f"\t\tenum : {word} {{ {labels} }} context;", "\t\tstring procname;", "\t};", "};"]
 
 
 def _integer(t: ArgType, bits: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sdtgen.layout import VALUES
 from sdtgen.plaindata import record
 
 FORMATS = ("ctf", "perfetto", "chrome")
@@ -27,6 +28,24 @@ class TraceProbe:
     @property
     def spec(self) -> str:
         return f"{self.provider}:{self.module}:{self.function}:{self.name}"
+
+
+# The contexts a task event says (layout.py: SDT_CONTEXT_*), by value.
+CONTEXTS = {v: n[len("SDT_CONTEXT_"):].lower() for n, v in VALUES.items()
+            if n.startswith("SDT_CONTEXT_") and n != "SDT_CONTEXT_UNSAID"}
+
+
+@record(frozen=True)
+class Task:
+    """Who a firing ran for, as the kernel's task hook said it (docs/runtime.md): an event recorded by a kernel
+    with no hook, or before its packet said any, has none (None), which is not task 0."""
+
+    id: int  # the kernel's task id; 0: none (an interrupt, the kernel's own context)
+    context: str  # CONTEXTS: kernel, task or interrupt
+    name: str | None  # the kernel's name of it; None when it has none
+
+    def __str__(self) -> str:
+        return f"{self.name or '?'}/{self.id}" + ("" if self.context == "task" else f" ({self.context})")
 
 
 @record(frozen=True)

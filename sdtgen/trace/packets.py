@@ -15,12 +15,15 @@ from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
 
-from sdtgen.event_format import EventFormat, align
+from sdtgen.event_format import EventFormat, align, event_format
 from sdtgen.layout import EVENT, PACKET, VALUES
 from sdtgen.plaindata import record, replace
+from sdtgen.trace.model import CONTEXTS, Task
 
 MAGIC = VALUES["SDT_PACKET_MAGIC"]
 MIN_PACKET = VALUES["SDT_MIN_PACKET"]
+TASK_KEY = VALUES["SDT_TASK_KEY"]  # a task event's: no probe's
+TASK_TYPES = ("unsigned long", "unsigned long", "char *")  # its id, its context, its name (the runtime's say_task)
 
 
 class PacketError(ValueError):
@@ -34,6 +37,7 @@ class Event(NamedTuple):
     cpu: int
     probe: str
     args: tuple[int | str | None, ...]  # a str is the string copied at the firing; None: NULL or unreadable
+    task: Task | None  # what its packet's last task event before it said; None: no task said (docs/runtime.md)
 
 
 @record(frozen=True)
@@ -66,6 +70,9 @@ class Decoder:
         id; 0, the default session); a packet of another is refused."""
         self.formats = {f.key: f for f in formats}
         self.stream = stream
+        if TASK_KEY in self.formats:
+            raise ValueError(f"key {TASK_KEY:#x} is the task event's, no probe's")
+        self.task = event_format(TASK_KEY, "task", TASK_TYPES, bits, little)
         self.bits = bits
         self.little = little
         self.header = PACKET.struct(bits, little)
@@ -105,20 +112,22 @@ class Decoder:
         a packet a trace reader would refuse: an event of no probe's id, or longer than its fields (past their
         8-byte alignment), a string without its end, times out of order, content past the last event's padding."""
         p = self.packet(data, where)
-        one = self._one_probe(data, p, where)
+        task, at = self._leading_task(data, p, where)
+        one = self._one_probe(data, p, where, at)
         if one is None:
-            events, used = self._each(data, p, where)
+            events, n, used = self._each(data, p, where)
         else:
-            f, _, body, times, used = one
-            events = self._run(p, f, body, times)
-        return self._counted(p, len(events), used, where), events
+            f, n, body, times, used = one
+            events = self._run(p, f, body, times, task)
+        return self._counted(p, n, used, where), events
 
     def counts(self, data: bytes | memoryview, where: str = "") -> tuple[Packet, dict[str, int], str | None]:
         """A packet's header (``used`` filled in), how many events of each probe it holds and the last one's probe:
         what a consumer that shows no event needs (a packet of one probe's events is counted without reading
         them), checked as ``events`` checks it."""
         p = self.packet(data, where)
-        one = self._one_probe(data, p, where)
+        _, at = self._leading_task(data, p, where)
+        one = self._one_probe(data, p, where, at)
         if one is not None:
             f, n, _, _, used = one
             return self._counted(p, n, used, where), {f.spec: n}, f.spec
@@ -151,12 +160,35 @@ class Decoder:
                               "says")
         return p if used == p.used else replace(p, used=used)
 
-    def _one_probe(self, data: bytes | memoryview, p: Packet,
-                   where: str) -> tuple[EventFormat, int, memoryview, list[int], int] | None:
+    def _leading_task(self, data: bytes | memoryview, p: Packet, where: str) -> tuple[Task | None, int]:
+        """The task event a packet of a kernel with the task hook starts with, and where the event after it
+        starts; (None, the first event's place) for a packet that starts otherwise."""
+        at, head = self.header.size, self.event.size
+        if p.content - at < head or self.event.unpack_from(data, at)[1] != TASK_KEY:
+            return None, at
+        _, _, size, unreadable = self.event.unpack_from(data, at)
+        task, _ = self._task(data, at, p, size, unreadable, where)
+        return task, (at + size + 7) & ~7
+
+    def _task(self, data, at: int, p: Packet, size: int, unreadable: int, where: str) -> tuple[Task, int]:
+        """The task event at ``at``: what it says, and the size of its fields."""
+        here = f"{where}packet {p.seq} of CPU {p.cpu}: task event at byte {at}"
+        (tid, context, name), fields = self._args(self.task, data, at + self.event.size,
+                                                  min(at + size, p.content), unreadable, f"{here}: ")
+        if at + fields > p.content or not fields <= size <= (fields + 7) & ~7:
+            raise PacketError(f"{here} has size {size}")
+        if context not in CONTEXTS:
+            raise PacketError(f"{here} says context {context}, which is none of the runtime's "
+                              f"({', '.join(f'{v} {n}' for v, n in CONTEXTS.items())})")
+        return Task(tid, CONTEXTS[context], name), fields
+
+    def _one_probe(self, data: bytes | memoryview, p: Packet, where: str,
+                   at: int) -> tuple[EventFormat, int, memoryview, list[int], int] | None:
         """(the probe, how many events, their bytes, their times, where the last one's fields end) for a packet that
-        holds one probe's events only, all without strings (a probe firing in a loop), their times in order; None
-        for any other packet (and for anything amiss but the times: the event by event read says what)."""
-        at, end, head = self.header.size, p.content, self.event.size
+        holds from ``at`` on one probe's events only, all without strings (a probe firing in a loop), their times in
+        order; None for any other packet (and for anything amiss but the times: the event by event read says
+        what)."""
+        end, head = p.content, self.event.size
         if end - at < head:
             return None
         _, key, size, unreadable = self.event.unpack_from(data, at)
@@ -189,10 +221,11 @@ class Decoder:
             runs = self._runs[f.key] = _run_of(f, self.event.size)
         return runs
 
-    def _run(self, p: Packet, f: EventFormat, body: memoryview, times: list[int]) -> list[Event]:
+    def _run(self, p: Packet, f: EventFormat, body: memoryview, times: list[int], task: Task | None) -> list[Event]:
         """The events of a packet of one probe's events, read at once."""
         args = self._runs_of(f)[1]
-        return list(map(_new, repeat(Event), zip(times, repeat(p.cpu), repeat(f.spec), args.iter_unpack(body))))
+        return list(map(_new, repeat(Event), zip(times, repeat(p.cpu), repeat(f.spec), args.iter_unpack(body),
+                                                  repeat(task))))
 
     @staticmethod
     def _times(times: list[int], p: Packet, where: str) -> None:
@@ -208,11 +241,15 @@ class Decoder:
             raise PacketError(f"{where}packet {p.seq} of CPU {p.cpu}: its last event's time {last} is after the "
                               f"packet ends ({p.end})")
 
-    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> tuple[list[Event], int]:
-        """The events one by one, and where the last one's fields end. A reader finds each event by its fields
-        (the next at the next multiple of 8) and stops where the content ends: so an event's size may be its
-        fields' and their padding to 8 bytes, no more, and the content must end in the last event's padding."""
+    def _each(self, data: bytes | memoryview, p: Packet, where: str) -> tuple[list[Event], int, int]:
+        """The events one by one, how many (the packet's count: its firings, not its task events) and where the
+        last one's fields end. A reader finds each event by its fields (the next at the next multiple of 8) and
+        stops where the content ends: so an event's size may be its fields' and their padding to 8 bytes, no
+        more, and the content must end in the last event's padding. A task event says the task of the events
+        after it."""
         out: list[Event] = []
+        task: Task | None = None
+        times = []
         at, end = self.header.size, p.content
         used = at
         head = self.event.size
@@ -224,6 +261,12 @@ class Decoder:
                 raise PacketError(f"{here} runs past its content")
             ts, key, size, unreadable = unpack(data, at)
             f = formats.get(key)
+            if f is None and key == TASK_KEY:
+                task, fields = self._task(data, at, p, size, unreadable, where)
+                times.append(ts)
+                used = at + fields
+                at = (at + size + 7) & ~7
+                continue
             if f is None:
                 raise PacketError(f"{here} has id {key:#x}, which is no probe's of the image")
             if not f.strings:
@@ -233,13 +276,13 @@ class Decoder:
                 args, fields = self._args(f, data, at + head, min(at + size, end), unreadable, f"{here}: ")
             if at + fields > end or not fields <= size <= (fields + 7) & ~7:
                 raise PacketError(f"{here} has size {size}")
-            out.append(_new(Event, (ts, p.cpu, f.spec, args)))
+            out.append(_new(Event, (ts, p.cpu, f.spec, args, task)))
+            times.append(ts)
             used = at + fields
             at = (at + size + 7) & ~7  # events start 8-aligned
-        times = [e.ts for e in out]
         if times and (times[0] < p.begin or times[-1] > p.end or times != sorted(times)):
             self._times(times, p, where)
-        return out, used
+        return out, len(out), used
 
     def _args(self, f: EventFormat, data, at: int, end: int, unreadable: int, where: str) -> tuple[tuple, int]:
         """The arguments of an event with strings (its leading integers at ``at``, then the rest in the probe's

@@ -18,7 +18,8 @@ from probe_source import called_probes
 from sdtgen.event_format import event_format
 from sdtgen.layout import VALUES
 from sdtgen.probes import probe_key
-from sdtgen.trace.packets import Decoder, split
+from sdtgen.trace.model import Task
+from sdtgen.trace.packets import Decoder, Event, split
 
 HERE = Path(__file__).resolve().parent / "hosted"
 
@@ -31,13 +32,17 @@ def program(tmp_path_factory) -> Path:
     return out / "program"
 
 
-def events(trace: Path) -> list[tuple[str, list]]:
+def decoded(trace: Path) -> list[Event]:
     """Every CPU's events, CPU by CPU, decoded by the probes the program's source declares."""
     dec = Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64) for p in called_probes(HERE)], 64)
     out = []
     for path in sorted(trace.glob("stream_*"), key=lambda p: int(p.name.split("_")[1])):
-        out += [(e.probe, list(e.args)) for data in split(path.read_bytes(), dec) for e in dec.events(data)[1]]
+        out += [e for data in split(path.read_bytes(), dec) for e in dec.events(data)[1]]
     return out
+
+
+def events(trace: Path) -> list[tuple[str, list]]:
+    return [(e.probe, list(e.args)) for e in decoded(trace)]
 
 
 def program_run(program: Path, tmp: Path, *args: str, check: bool = True):
@@ -113,3 +118,17 @@ def test_a_forked_child_keeps_its_text_as_it_was_when_the_parent_patches_its_own
     lines, fired, _ = program_run(program, tmp_path, "fork")
     assert {"child": 0} in lines
     assert fired == [("hp:churn:thread:once", [8])]
+
+
+def test_each_firing_carries_the_thread_that_fired_it(program, tmp_path):
+    """Task context (docs/runtime.md): 12 threads one after another, so several share a CPU (and packet), each
+    named by pthread_setname_np; every event's task is the id gettid gave that thread and the name
+    pthread_getname_np read back, as the thread itself printed them, context `task`."""
+    n, rounds = 12, 300
+    lines, _, _ = program_run(program, tmp_path, "tasks", str(n), str(rounds))
+    said = {x["k"]: Task(x["tid"], "task", x["name"]) for x in lines if "tid" in x}
+    assert sorted(said) == list(range(n)) and len({t.id for t in said.values()}) == n
+    fired = decoded(tmp_path / "trace")
+    assert sorted(e.args for e in fired) == [(k, i) for k in range(n) for i in range(rounds)]
+    assert [e for e in fired if e.task != said[e.args[0]]] == []
+    assert len({e.cpu for e in fired}) < n  # tasks shared CPUs: the writer said each anew where it changed

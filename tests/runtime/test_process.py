@@ -22,6 +22,7 @@ from probe_source import called_probes
 from sdtgen.event_format import event_format
 from sdtgen.probes import probe_key
 from sdtgen.table import SITE_SIZE
+from sdtgen.trace.ctf import TASK_EVENT
 from sdtgen.trace.packets import Decoder, split
 
 PROCESS = ROOT / "fixtures" / "process"
@@ -357,7 +358,11 @@ def test_babeltrace2_reads_the_streams_as_they_stand(process, native_all, tmp_pa
     read = r.babeltrace2()
     (clock,) = [x["clock"] for x in read if "clock" in x]
     assert clock == {"name": "tsc_ns", "frequency": 1_000_000_000}  # gen's --clock-hz, as the process's clock ticks
-    rows = [x for x in read if "name" in x]
+    rows = [x for x in read if "name" in x and x["name"] != TASK_EVENT]
+    # Each packet's task event (docs/runtime.md), before its first firing: the thread's id, context and name.
+    tasks = {(x["cpu"], x["ts"]): x["fields"] for x in read if x.get("name") == TASK_EVENT}
+    assert sorted({(cpu, f["tid"], f["context"], f["procname"]) for (cpu, _), f in tasks.items()}) == \
+        sorted({(e.cpu, e.task.id, e.task.context, e.task.name) for e in r.events})
     # Each event's fields in its probe's order, as the metadata declares them (px:name:gen:set: a string, an int).
     assert [list(x["fields"]) for x in rows] == [[f"arg{k}" for k in range(len(x["fields"]))] for x in rows]
     assert "px:name:gen:set" in {x["name"] for x in rows}
@@ -397,7 +402,10 @@ def test_packets_of_any_size_the_runtime_takes_reach_the_trace(process, native_a
 
 # -- overflow: what a ring keeps and what it counts ------------------------------------------------------
 TICK = 16 + 16  # a sched:run:tick event: its header and two words
-PER_PACKET = (1024 - 64) // TICK  # 30: events of a 1024-byte packet, which they fill exactly
+# Each packet says its task first (docs/runtime.md): a header, the thread's id and context, its name (the
+# executable's, kernel-proc, which the threads the process starts inherit) and a NUL, to the next 8 bytes.
+TASK = (16 + 16 + len("kernel-proc") + 1 + 7) // 8 * 8
+PER_PACKET = (1024 - 64 - TASK) // TICK  # 28: events of a 1024-byte packet after its task event
 RING = ["--buffer", "2048", "--packet", "1024", "--consumer", "none"]  # two packets, read only when told
 
 
@@ -412,9 +420,9 @@ def test_discard_keeps_the_oldest_and_counts_the_rest(process, native_all, tmp_p
     shown, lost = r.firings(), r.line("cpu")["discarded"]
     assert shown == fired[:min(n, 2 * PER_PACKET)]  # the ring holds two packets: the first ones fired
     assert len(shown) + lost == len(fired)
-    for p in r.packets:  # a packet's events fill it exactly, and the last one holds the rest
+    for p in r.packets:  # a packet's events fill it, and the last one holds the rest
         events = min(PER_PACKET, len(shown) - PER_PACKET * (p.seq - 1))
-        assert (p.events, p.content) == (events, 64 + TICK * events)
+        assert (p.events, p.content) == (events, 64 + TASK + TICK * events)
 
 
 def test_the_consumer_thread_reads_closed_packets_while_the_program_runs(process, native_all, tmp_path):
@@ -434,12 +442,14 @@ def test_discard_records_again_once_the_consumer_has_read_and_says_where_it_lost
     r = Run(process, tmp_path, *RING, "enable", "hk:sched:run:tick", "branch", "run", "sched_run,100", "drain",
             "run", "sched_run,5")
     assert r.line("drained")["packets"] == 2
-    assert r.firings() == ticks(native_all, 100)[:60] + ticks(native_all, 5)
-    assert r.line("cpu")["discarded"] == 40
-    assert [(p.seq, p.discarded) for p in r.packets] == [(1, 0), (2, 0), (3, 40)]  # lost between 2 and 3
+    kept = 2 * PER_PACKET
+    assert r.firings() == ticks(native_all, 100)[:kept] + ticks(native_all, 5)
+    assert r.line("cpu")["discarded"] == 100 - kept
+    assert [(p.seq, p.discarded) for p in r.packets] == [(1, 0), (2, 0), (3, 100 - kept)]  # lost between 2 and 3
     rows = r.babeltrace2()
-    assert [x["discarded"] for x in rows if "discarded" in x] == [40]
-    assert [x["fields"]["arg0"] for x in rows if "name" in x] == [a[0] for _, a in r.firings()]
+    assert [x["discarded"] for x in rows if "discarded" in x] == [100 - kept]
+    assert [x["fields"]["arg0"] for x in rows if x.get("name", TASK_EVENT) != TASK_EVENT] == \
+        [a[0] for _, a in r.firings()]
 
 
 @pytest.mark.parametrize("n", [2 * PER_PACKET + 1, 100, 3 * PER_PACKET])

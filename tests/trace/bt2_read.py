@@ -13,6 +13,8 @@ import bt2
 def value(v):
     if isinstance(v, bt2._StringFieldConst):
         return str(v)
+    if isinstance(v, bt2._EnumerationFieldConst):  # its labels, as babeltrace2 prints them
+        return "|".join(sorted(v.labels)) if v.labels else int(v)
     if isinstance(v, bt2._IntegerFieldConst):
         return int(v)
     if isinstance(v, bt2._StructureFieldConst):

@@ -49,7 +49,7 @@ def native(tmp_path_factory) -> dict[str, list[int]]:
 
 
 def decoder() -> Decoder:
-    return Decoder([event_format(key, f"t:t:t:{key}", (t,), 64) for key, t in enumerate(TYPES)], 64)
+    return Decoder([event_format(key, f"t:t:t:{key}", (t,), 64) for key, t in enumerate(TYPES, 1)], 64)
 
 
 def packet(events: list[tuple[int, int, int]], cpu: int = 3, seq: int = 7) -> bytes:
@@ -65,7 +65,7 @@ def packet(events: list[tuple[int, int, int]], cpu: int = 3, seq: int = 7) -> by
 
 def test_a_packet_of_one_probe_reads_as_c_converts_each_word(native):
     d = decoder()
-    for key, t in enumerate(TYPES):
+    for key, t in enumerate(TYPES, 1):
         p, events = d.events(packet([(1000 + i, key, w) for i, w in enumerate(WORDS)]))
         assert p.events == len(WORDS)
         assert [e.args for e in events] == [(v,) for v in native[t]], t
@@ -73,18 +73,18 @@ def test_a_packet_of_one_probe_reads_as_c_converts_each_word(native):
 
 
 def test_a_packet_of_several_probes_reads_the_same(native):
-    mixed = [(len(TYPES) * i + key, key, w) for i, w in enumerate(WORDS) for key in range(len(TYPES))]
+    mixed = [(len(TYPES) * i + key, key, w) for i, w in enumerate(WORDS) for key in range(1, len(TYPES) + 1)]
     _, events = decoder().events(packet(mixed))
-    assert [e.args[0] for e in events] == [native[TYPES[key]][i] for i in range(len(WORDS))
-                                           for key in range(len(TYPES))]
+    assert [e.args[0] for e in events] == [native[TYPES[key - 1]][i] for i in range(len(WORDS))
+                                           for key in range(1, len(TYPES) + 1)]
     assert [e.ts for e in events] == [ts for ts, _, _ in mixed]
 
 
 def test_an_event_of_another_size_among_one_probes_is_refused_where_it_is():
-    data = bytearray(packet([(1, 0, 5)] * 4))
+    data = bytearray(packet([(1, 1, 5)] * 4))
     header, event = PACKET.struct(64, True).size, EVENT.struct(64, True)
     at = header + 2 * (event.size + 8)
-    event.pack_into(data, at, 1, 0, 200, 0)  # the third event says it runs past the content
+    event.pack_into(data, at, 1, 1, 200, 0)  # the third event says it runs past the content
     with pytest.raises(PacketError, match=f"event at byte {at} has size 200"):
         decoder().events(bytes(data))
 
@@ -100,7 +100,7 @@ def test_counts_say_how_many_events_of_each_probe_a_packet_holds_and_the_last():
 
 
 def test_a_packet_whose_content_exceeds_its_packet_size_is_refused():
-    data = bytearray(packet([(1, 0, 5)]))
+    data = bytearray(packet([(1, 1, 5)]))
     head = PACKET.struct(64, True)
     size_at = PACKET.offset("packet_size", 64)
     content = head.unpack_from(data)[PACKET.names().index("content_size")]

@@ -30,7 +30,7 @@ def packet(seq: int, size: int = MIN_PACKET, discarded: int = 0, cpu: int = 0) -
 
 
 def streams(said: list[str], **kw) -> Streams:
-    return Streams(Decoder([event_format(0, "t:t:t:e", ("long",), 64)], 64), GHZ, 1, on_damage=said.append, **kw)
+    return Streams(Decoder([event_format(1, "t:t:t:e", ("long",), 64)], 64), GHZ, 1, on_damage=said.append, **kw)
 
 
 @pytest.mark.parametrize("hz", [1, GHZ, (1 << 63) - 1])

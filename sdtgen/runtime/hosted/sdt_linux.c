@@ -20,6 +20,8 @@
  *   readable      the readable mappings of /proc/self/maps: read at start, when a thread attaches, on
  *                 sdt_linux_refresh, and by the consumer after it read a string recorded unreadable
  *   text ranges   the executable segments of the program: a site outside them is refused
+ *   task          the calling thread: its id (gettid, kept in TLS from its first firing), SDT_CONTEXT_TASK, and
+ *                 its name (prctl PR_GET_NAME, what pthread_setname_np set) when the runtime asks for it
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +35,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -67,6 +70,8 @@ static struct sdt_linux_options opt;
 static struct slot slots[SDT_LINUX_MAX_CPUS];
 static unsigned slots_seen;	/* the highest slot used, plus one */
 static TLS __thread struct slot *self;
+static TLS __thread int task_tid;	/* this thread's id, from its first firing (0: not asked yet) */
+static TLS __thread char task_name[16];	/* its name when the runtime last asked for it */
 static TLS __thread int attaching;	/* a lazy attach in progress on this thread: a firing inside it records nothing */
 static int started, text_mode, wake_fd = -1, consumer_running;
 static volatile int consumer_stop;
@@ -380,6 +385,20 @@ static struct sdt_cpu *cpu_area(void)
 	return __builtin_expect(s != 0, 1) ? &s->area : lazy_area();
 }
 
+/* A thread is a task: its id and, when the runtime says the task anew, its name as it is now. Only gettid and
+ * prctl: async-signal-safe (the breakpoint handler records too). */
+static sdt_u64 task(sdt_u32 *context, const char **name)
+{
+	if (__builtin_expect(!task_tid, 0))
+		task_tid = my_tid();
+	*context = SDT_CONTEXT_TASK;
+	if (name) {
+		task_name[0] = 0;
+		*name = prctl(PR_GET_NAME, task_name, 0, 0, 0) ? 0 : task_name;
+	}
+	return (sdt_u64)task_tid;
+}
+
 static const struct segment *segment_of(unsigned long lo, unsigned long hi)
 {
 	unsigned i;
@@ -690,6 +709,7 @@ static void after_fork_child(void)
 	unsigned i;
 
 	consumer_running = 0;
+	task_tid = 0;	/* the child is another task */
 	if (text_mode != SDT_LINUX_TEXT_ALIAS)
 		return;
 	for (i = 0; i < nsegments; i++) {
@@ -933,6 +953,7 @@ int sdt_linux_start(const struct sdt_linux_options *options)
 	hooks.ntext = nsegments;
 	program_segments = nsegments;
 	hooks.clock_hz = 1000000000;
+	hooks.task = task;
 	sdt_linux_refresh();
 	r = sdt_init(&hooks);
 	if (r < 0)

@@ -14,6 +14,9 @@
  *                exit status is the events its CPU 0 recorded
  *   bound        the main thread asks for CPU SDT_LINUX_MAX_CPUS, then SDT_LINUX_MAX_CPUS - 1: what
  *                sdt_linux_attach answers each, as {"past": R, "last": R}
+ *   tasks N R    N named threads (task-K) one after another, each saying {"k", "tid", "name"} as gettid and
+ *                pthread_getname_np give them, then firing hp:task:thread:fire(k, i) R times: tasks that share
+ *                a CPU, each firing's task what the thread said
  *   leader       the main thread fires hp:churn::once(0) and exits (a zombie whose number still names it
  *                until the process ends); a thread it started waits for that, fires once(1) and ends the run
  * The last line is the platform's statistics as JSON.
@@ -33,6 +36,7 @@
 SDT_PROVIDER_DEFINE(hp);
 SDT_PROBE_DEFINE2(hp, late, loop, step, "int", "char *");
 SDT_PROBE_DEFINE1(hp, churn, thread, once, "int");
+SDT_PROBE_DEFINE2(hp, task, thread, fire, "int", "int");
 SDT_PROBE_DEFINE2(hp, heap, str, copy, "char *", "int");
 
 __attribute__((noinline)) void late_loop(int n)
@@ -62,6 +66,27 @@ static void *churn_thread(void *k)
 {
 	churn_once((int)(long)k);
 	return 0;	/* no detach: its CPU is taken back when it is seen gone */
+}
+
+static int task_rounds;
+
+__attribute__((noinline)) void task_fire(int k, int i)
+{
+	SDT_PROBE2(hp, task, thread, fire, k, i);
+}
+
+static void *task_thread(void *arg)
+{
+	int k = (int)(long)arg, i;
+	char name[16];
+
+	snprintf(name, sizeof(name), "task-%d", k);
+	pthread_setname_np(pthread_self(), name);
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	printf("{\"k\": %d, \"tid\": %d, \"name\": \"%s\"}\n", k, (int)gettid(), name);
+	for (i = 0; i < task_rounds; i++)
+		task_fire(k, i);
+	return 0;
 }
 
 __attribute__((noinline)) void heap_copy(const char *s, int k)
@@ -162,6 +187,16 @@ int main(int argc, char **argv)
 		for (k = 0; k < (!strcmp(what, "late") ? 1 : n); k++) {
 			if (pthread_create(&t, 0, !strcmp(what, "late") ? late_thread : churn_thread,
 					   (void *)(long)(!strcmp(what, "late") ? n : k)))
+				return 3;
+			pthread_join(t, 0);
+		}
+	} else if (!strcmp(what, "tasks")) {
+		int n = atoi(argv[i + 2]), k;
+		pthread_t t;
+		task_rounds = atoi(argv[i + 3]);
+		sdt_enable("hp:task::", SDT_BRANCH);
+		for (k = 0; k < n; k++) {
+			if (pthread_create(&t, 0, task_thread, (void *)(long)k))
 				return 3;
 			pthread_join(t, 0);
 		}
