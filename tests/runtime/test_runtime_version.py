@@ -22,10 +22,11 @@ SIZES = {
     (1, 32): {"sdt_cpu": 136, "sdt_agg": 152, "sdt_module": 64, "sdt_control_cpu": 192, "sdt_hooks": 64,
               "sdt_control_ops": 60, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
     # 2: sessions (docs/sessions.md): struct sdt_cpu's next_area, session and visit; sdt_control_ops's session_memory
-    (2, 64): {"sdt_cpu": 160, "sdt_agg": 152, "sdt_module": 96, "sdt_control_cpu": 192, "sdt_hooks": 104,
-              "sdt_control_ops": 128, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
-    (2, 32): {"sdt_cpu": 160, "sdt_agg": 152, "sdt_module": 64, "sdt_control_cpu": 192, "sdt_hooks": 64,
-              "sdt_control_ops": 64, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
+    # and drain_area; task context (docs/runtime.md): sdt_cpu's task and task_context, sdt_hooks's task
+    (2, 64): {"sdt_cpu": 176, "sdt_agg": 152, "sdt_module": 96, "sdt_control_cpu": 192, "sdt_hooks": 112,
+              "sdt_control_ops": 136, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
+    (2, 32): {"sdt_cpu": 176, "sdt_agg": 152, "sdt_module": 64, "sdt_control_cpu": 192, "sdt_hooks": 72,
+              "sdt_control_ops": 68, "sdt_frame": 88, "sdt_range": 16, "sdt_control_fault": 24},
 }
 BITS = {"x86_64": 64, "i386": 32, "aarch64": 64, "riscv64": 64}
 
