@@ -116,7 +116,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         "\t};",
         "};",
     ]
-    lines += _task_event(bits) if tasks else []
+    lines += _task_event(bits, meta.session_id) if tasks else []
     for probe in meta.probes:
         f = event_format(probe.key, probe.spec, probe.arg_types, bits)
         lines += ["", "event {", f"\tname = {_literal(probe.spec)};", f"\tid = {probe.key};",
@@ -128,13 +128,13 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
     return "\n".join(lines) + "\n"
 
 
-def _task_event(bits: int) -> list[str]:
+def _task_event(bits: int, stream: int) -> list[str]:
     """The task event (docs/runtime.md) as the runtime writes it (key SDT_TASK_KEY: the id and context words, the
     name): what the events after it in its packet ran for, said as LTTng's statedump says a process."""
     word = f"integer {{ size = {bits}; align = {bits}; signed = false; }}"
     labels = ", ".join(f"{name} = {value}" for value, name in CONTEXTS.items())
     return ["", "event {", f"\tname = {_literal(TASK_EVENT)};", f"\tid = {VALUES['SDT_TASK_KEY']};",
-            "\tstream_id = 0;", "\tfields := struct {", f"\t\t{word} tid;",
+            f"\tstream_id = {stream};", "\tfields := struct {", f"\t\t{word} tid;",
             f"\t\tenum : {word} {{ {labels} }} context;", "\t\tstring procname;", "\t};", "};"]
 
 

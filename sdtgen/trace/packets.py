@@ -146,7 +146,7 @@ class Decoder:
         at, head = self.header.size, self.event.size
         while at + head <= end:
             _, key, size, _ = self.event.unpack_from(data, at)
-            f = self.formats.get(key)
+            f = self.task if key == TASK_KEY else self.formats.get(key)  # a task event frames as any other
             if f is None or size < max(head, f.size) or at + size > end or (not f.strings and size > (f.size + 7) & ~7):
                 break
             out.append(at + size)

@@ -14,6 +14,7 @@
 #include <sdt_runtime.h>
 
 struct sdt_hooks sdt_hooks;	/* sdt_state.c's, which this program does not link */
+struct sdt_registry sdt_session_table;	/* sdt_state.c's too: sdt_cpu_attach puts the area on its list */
 
 #define PACKET 1024
 #define PACKETS 256

@@ -114,7 +114,7 @@ def test_an_open_packets_events_are_framed_up_to_the_first_that_is_not_one():
     """event_ends (the post-mortem's framing of a packet no header closed): each event's end, stopping at an id no
     probe has, at a size below the event's fields or past its padding, or at one that runs past the bytes given."""
     head, step = PACKET.size(64), EVENT.size(64) + 8
-    whole = packet([(10 + i, i % 3, i) for i in range(5)])
+    whole = packet([(10 + i, 1 + i % 3, i) for i in range(5)])  # keys from 1: key 0 is the task event's
     d = decoder()
     assert d.event_ends(whole, head + 5 * step) == [head + (k + 1) * step for k in range(5)]
     assert d.event_ends(whole, head + 5 * step - 1) == [head + (k + 1) * step for k in range(4)]  # the last cut short
@@ -125,3 +125,17 @@ def test_an_open_packets_events_are_framed_up_to_the_first_that_is_not_one():
         at = head + 2 * step + EVENT.offset(field, 64)
         bad[at:at + width] = value.to_bytes(width, "little")
         assert d.event_ends(bytes(bad), head + 5 * step) == [head + step, head + 2 * step], (field, value)
+
+
+def test_an_open_packet_that_starts_with_its_task_event_is_framed_past_it():
+    """A kernel with the task hook starts every packet with a task event (key SDT_TASK_KEY, two words and a name):
+    the post-mortem's framing steps over it to the firings after it."""
+    head, step = PACKET.size(64), EVENT.size(64) + 8
+    name = b"kworker\0"
+    task_size = EVENT.size(64) + 16 + len(name)
+    task = (EVENT.struct(64).pack(9, VALUES["SDT_TASK_KEY"], task_size, 0) + (42).to_bytes(8, "little")
+            + (2).to_bytes(8, "little") + name)
+    whole = packet([(10 + i, 1 + i % 3, i) for i in range(2)])
+    data = whole[:head] + task + b"\0" * (-len(task) % 8) + whole[head:]
+    first = head + ((task_size + 7) & ~7)
+    assert decoder().event_ends(data, first + 2 * step) == [head + task_size, first + step, first + 2 * step]
