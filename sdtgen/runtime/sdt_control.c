@@ -1003,13 +1003,13 @@ static SDT_CODE __attribute__((noinline)) int command(struct out *o, const char 
 
 	scope = 0;
 	if (len && c[0] == (char)SDT_CTL_AT) {	/* @NAME COMMAND: the command on session NAME */
-		o->cmd = c;
-		o->cmdlen = len;
-		if (!session_word(c + 1, len - 1) || !(scope = sdt_session_find(session_name)))
+		const char *at = c;
+		unsigned long at_len = len;
+		c = word(&w, &len);	/* the reply names the command after @NAME, as a host waits for it */
+		o->cmd = len ? c : at;
+		o->cmdlen = len ? len : at_len;
+		if (!session_word(at + 1, at_len - 1) || !(scope = sdt_session_find(session_name)))
 			return error(o, SDT_ERR_SESSION, "no session of that name is open (sessions)");
-		c = word(&w, &len);
-		o->cmd = c;
-		o->cmdlen = len;
 		for (i = 0; i < sizeof(scoped) / sizeof(scoped[0]); i++)
 			if (is(c, len, scoped[i]))
 				break;

@@ -81,7 +81,7 @@ static SDT_CODE int cmd_session(struct out *o, struct words *w)
 		return session_refused(o, SDT_ERR_MEMORY);
 	r = sdt_session_open(&owned[id], session_name, &cfg, mem, budget);
 	if (r >= 0 && (unsigned)r != id) {	/* the kernel opened one meanwhile: this memory is another id's */
-		sdt_session_close(&owned[r]);
+		sdt_session_close(&owned[id]);
 		return session_refused(o, SDT_ERR_FULL);
 	}
 	return r < 0 ? session_refused(o, r) : ok(o, SDT_CTL_SESSION, (unsigned long)r);

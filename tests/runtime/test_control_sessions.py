@@ -126,6 +126,8 @@ def test_two_host_sessions_beside_the_default_one(process):
     assert all(rows[n]["discarded"] == rows[n]["overwritten"] == rows[n]["misplaced"] == 0 for n in rows)
     assert ok("@flt stats") == CPUS and ok("@sched tables") == CPUS and ok("@sched switch") == CPUS
     assert error("@nosuch stats") == VALUES["SDT_ERR_SESSION"]
+    # the error names the command after @NAME, the one a host waits for a reply to
+    assert parse_reply("", got("@nosuch stats")[-1])[1]["command"] == "stats"
     assert error("@flt mode trap") == VALUES["SDT_ERR_USAGE"]
     assert ok("@flt drain") == CPUS  # each CPU's area of the session sent on the line
     assert ok("session close sched") == 0  # flt keeps every site sched took
