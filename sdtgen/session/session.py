@@ -9,6 +9,7 @@ commands and bytes reach the kernel (sdtgen/targets/base.py).
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable
 
@@ -252,14 +253,17 @@ class Session:
         arch = self.image.arch
         open_trace(path, fmt, TraceMeta(arch.name, "clock", 1, 1, ()), arch.bits, arch.little).abort()
 
-    def _open_trace(self, path: str, fmt: str, target: Target | None = None):
+    def _open_trace(self, path: str, fmt: str, target: Target | None = None,
+                    session: tuple[str, int] | None = None):
+        """A trace of the host's own session (the default one without --session), or of ``session`` (its name and
+        the stream id its packets carry in the trace: a post-mortem writes every session's as stream 0)."""
         from sdtgen.trace.model import TraceMeta, TraceProbe
         from sdtgen.trace.sink import open_trace
 
         arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
-        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, self.own or DEFAULT_SESSION,
-                         self.own_id)
+        name, stream = session or (self.own or DEFAULT_SESSION, self.own_id)
+        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
         return open_trace(path, fmt, meta, arch.bits, arch.little)
 
     # -- places ---------------------------------------------------------------------------------
@@ -613,15 +617,20 @@ class Session:
         from sdtgen.session.post_mortem import read_sessions, session_path
 
         arch = self.image.arch
-        read = read_sessions(rings, self.decoder, target.booted.clock_hz, arch.bits, arch.little,
-                             self.reporter.warning)
+        # the salvage writes every session's packets as stream 0 (one stream class a trace): its decoder takes
+        # that stream, whatever session --session made the live decoder's
+        decoder = copy.copy(self.decoder)
+        decoder.stream = 0
+        read = read_sessions(rings, decoder, target.booted.clock_hz, arch.bits, arch.little, self.reporter.warning)
         self.salvaged = {r.id: r.salvage for r in read}
         if not read and self.post_mortem_trace is not None:
             self.reporter.warning("post-mortem: no session's CPU areas are known (the kernel never said where they "
                                   "are, and the image has no sdt_session_table): no post-mortem trace is written")
         for r in read:
             got = r.salvage
-            if final and r.id == 0 and self.streams is not None:  # the tail no consumer read: the output ends there
+            # the default session's tail no consumer read: the output ends there (with --session the output is the
+            # host's own session's, whose tail is in the post-mortem trace and its line)
+            if final and r.id == 0 and self.own is None and self.streams is not None:
                 for cpu, c in sorted(got.cpus.items()):
                     for data, packet in c.packets:
                         if packet.packet.seq > self.streams.last_seq(cpu):
@@ -630,7 +639,7 @@ class Session:
             path = None
             if self.post_mortem_trace is not None:
                 path, fmt = session_path(self.post_mortem_trace[0], r.name, r.id), self.post_mortem_trace[1]
-                sink = self._open_trace(path, fmt, target)
+                sink = self._open_trace(path, fmt, target, (r.name, 0))  # salvage's packets: stream 0
                 try:
                     for cpu, c in sorted(got.cpus.items()):
                         for data, packet in c.packets:

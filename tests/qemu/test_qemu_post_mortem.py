@@ -219,3 +219,18 @@ def test_a_registry_that_does_not_check_is_said_and_its_session_not_read(panicki
     assert len(warnings) == 1 and "session 1's struct sdt_session" in warnings[0] and "damaged" in warnings[0]
     again = [e for e in said if e["event"] == "post-mortem" and e["why"] == "again"]
     assert [e["session"] for e in again] == ["default"] and again[0]["cpus"]["0"]["events"] == 20
+
+
+def test_the_hosts_own_session_is_read_after_a_panic_as_any_other(panicking, native_exe, tmp_path):
+    """--session with --post-mortem: the host's own session's rings, read out of the panicked machine, are its own
+    filter of the native run, none distrusted (its packets carry its session's id, the post-mortem's trace one
+    stream)."""
+    ticks = 50
+    rc, events, err = qemu(panicking("x86_64"), "--session", "mine", "--buffer-size", "65536", "--enable",
+                           "hk:sched::", "--run", "panic_after", "--arg", ticks, "--arg", CPUS, "--post-mortem",
+                           tmp_path / "pm")
+    assert rc == 1, err
+    said = {e["session"]: e for e in events if e["event"] == "post-mortem"}
+    assert "mine" in said and all(e["distrusted"] == 0 for e in said.values()), said
+    native = native_firings(native_exe, ticks)
+    assert events_by_cpu(bt2_rows(tmp_path / "pm-mine")) == {cpu: native for cpu in range(CPUS)}
