@@ -670,6 +670,8 @@ static SDT_CODE int program_disable(const struct sdt_session *x, const char *tex
 		if (!hit)
 			continue;
 		slot = probe_slot(p);
+		if (!slot && id)
+			continue;	/* a probe with no slot is the default session's alone: another never took it */
 		if (slot && (slot->sessions & 1u << id))
 			slot_leave(slot, id);
 		count += let_go(t, s, slot, &far);
