@@ -54,7 +54,12 @@ def find_sessions(read: Callable[[int, int], bytes], table: int, host: Callable[
         at = reg[f"sessions[{sid}]"]
         if not at:
             continue
-        s = _struct(read, host(at), SESSION, bits, little, out, f"session {sid}'s struct sdt_session")
+        try:  # an address the host cannot map is damage, said, not a traceback
+            place = host(at)
+        except ValueError as e:
+            out.problems.append(f"session {sid}'s struct sdt_session at {at:#x} is not in the machine's memory: {e}")
+            continue
+        s = _struct(read, place, SESSION, bits, little, out, f"session {sid}'s struct sdt_session")
         if s is None:
             continue
         name = bytes(s[f"name[{k}]"] for k in range(VALUES["SDT_SESSION_NAME"])).rstrip(b"\0").decode("ascii",
@@ -91,8 +96,8 @@ def _listed(read, host, first: int, bits: int, little: bool, out: Found) -> tupl
         if seen > MAX_CPUS:
             out.problems.append(f"the default session's list of CPU areas does not end after {MAX_CPUS}")
             return None
-        where = host(at)
         try:
+            where = host(at)
             cpu = int.from_bytes(read(where + off["cpu"], 8), order)
             at = int.from_bytes(read(where + off["next_area"], 8), order)
         except ValueError as e:
@@ -111,4 +116,8 @@ def _array(host, cpus: int, ncpus: int, bits: int, out: Found, name: str) -> tup
         out.problems.append(f"session {name} says {ncpus} CPUs at {cpus:#x}: its rings are not read")
         return None
     size = CPU.size(bits)
-    return tuple(host(cpus + k * size) for k in range(ncpus))
+    try:
+        return tuple(host(cpus + k * size) for k in range(ncpus))
+    except ValueError as e:
+        out.problems.append(f"session {name}'s CPU areas at {cpus:#x} are not in the machine's memory: {e}")
+        return None

@@ -160,3 +160,29 @@ def test_each_session_of_the_emulated_kernel_is_read_into_its_own_trace(tmp_path
     assert sorted(said) == ["default", "flight"] and not any(e["distrusted"] for e in said.values()), said
     assert events_by_cpu(bt2_rows(tmp_path / "pm")) == {0: [("pm:::other", [i]) for i in range(n)]}
     assert events_by_cpu(bt2_rows(tmp_path / "pm-flight")) == {0: [("pm:::tick", [i]) for i in range(n)]}
+
+
+def test_a_registry_that_points_outside_the_machines_memory_is_said_not_a_traceback():
+    """A damaged sdt_session_table whose session address the host cannot map: one problem said, that session not
+    read, no exception (the host's address map raises ValueError for memory the machine does not have)."""
+    from sdtgen.layout import REGISTRY, VALUES
+    from sdtgen.transport.registry import find_sessions
+
+    fields = dict.fromkeys(REGISTRY.names(), 0)
+    fields.update({"magic": VALUES["SDT_REGISTRY_MAGIC"], "version": VALUES["SDT_REGISTRY_VERSION"],
+                   "max": VALUES["SDT_MAX_SESSIONS"], "sessions[1]": 0xDEAD0000})
+    memory = REGISTRY.struct(64, True).pack(*fields.values())
+
+    def read(at: int, size: int) -> bytes:
+        if at + size > len(memory):
+            raise ValueError(f"{at:#x} is past the machine's memory")
+        return memory[at:at + size]
+
+    def host(at: int) -> int:
+        if at >= len(memory):
+            raise ValueError(f"{at:#x} is not the machine's")
+        return at
+
+    found = find_sessions(read, 0, host, 64, True)
+    assert found.sessions == [] and len(found.problems) == 1
+    assert "0xdead0000" in found.problems[0] and "not in the machine's memory" in found.problems[0]
