@@ -904,8 +904,7 @@ int sdt_linux_module_reload(int load)
 int sdt_linux_start(const struct sdt_linux_options *options)
 {
 	struct sigaction sa;
-	static struct sdt_cpu probe;	/* only checks the geometry, but stays on the runtime's list of areas */
-	static sdt_u64 scratch;
+	struct sdt_session_config geometry = {0};	/* the runtime's own check of a ring, with no area attached */
 	int r;
 
 	opt = *options;
@@ -914,7 +913,11 @@ int sdt_linux_start(const struct sdt_linux_options *options)
 	if (!opt.packet_size)
 		opt.packet_size = 4096;
 	page = sysconf(_SC_PAGESIZE);
-	if (sdt_cpu_attach(&probe, 0, &scratch, opt.ring_bytes, opt.packet_size, opt.policy)) {
+	geometry.ncpus = 1;
+	geometry.policy = (sdt_u32)opt.policy;
+	geometry.ring_bytes = opt.ring_bytes;
+	geometry.packet_size = opt.packet_size;
+	if (!sdt_session_bytes(&geometry)) {
 		say("sdt_linux: ", "ring_bytes and packet_size are not a ring the runtime takes (powers of two, "
 		    "a packet of SDT_MIN_PACKET bytes or more, two packets or more)", "");
 		return -1;
