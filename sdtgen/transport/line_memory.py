@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from sdtgen.layout import CPU, REGISTRY, SESSION, VALUES
 from sdtgen.transport.consumer import Ring
+from sdtgen.transport.salvage import MAX_PACKET, MAX_RING  # what a ring read out of memory may be at most
 
 ReadFn = Callable[[int, int], bytes | None]  # (address, bytes): what the kernel's `read` answers (None: nothing there)
 
@@ -71,8 +72,9 @@ def session_rings(memory: LineMemory, registry: int, sid: int, cpus: int, bits: 
     s = dict(zip(SESSION.names(), SESSION.struct(bits, little).unpack(memory.read(at, SESSION.size(bits))),
                  strict=True))
     n, size, ring = s["ncpus"], s["packet_size"], s["ring_bytes"]
-    if (s["magic"] != VALUES["SDT_SESSION_MAGIC"] or s["id"] != sid or not 1 <= n <= cpus or size < 1
-            or size & (size - 1) or ring % size or ring // size < 2 or (ring // size) & (ring // size - 1)):
+    if (s["magic"] != VALUES["SDT_SESSION_MAGIC"] or s["id"] != sid or not 1 <= n <= cpus
+            or not VALUES["SDT_MIN_PACKET"] <= size <= MAX_PACKET or size & (size - 1) or ring % size
+            or not ring // size >= 2 or ring > MAX_RING or (ring // size) & (ring // size - 1)):
         raise SessionError(f"the session at {at:#x} is not an open session {sid} of at most {cpus} CPUs with a ring "
                            f"the runtime takes (magic {s['magic']:#x}, id {s['id']}, {n} CPUs, ring {ring}, packet "
                            f"{size})")
