@@ -31,20 +31,25 @@ def control(process: Path, commands: list[str]) -> bytes:
     return proc.stdout
 
 
-def text_lines(out: bytes) -> list[str]:
-    """The text frames on the process's standard output, each checked by its CRC (an independent reader of the
-    frame format: header, payload, zlib's CRC-32 of bytes 4.. of the header and the payload)."""
-    head, lines, at = FRAME_HEADER.struct(64), [], 0
+def frames(out: bytes) -> list[tuple[int, bytes]]:
+    """Every frame on the process's standard output in order, (type, payload), each checked by its CRC (an
+    independent reader of the frame format: header, payload, zlib's CRC-32 of bytes 4.. of the header and the
+    payload)."""
+    head, found, at = FRAME_HEADER.struct(64), [], 0
     while at + head.size <= len(out):
         sync, kind, _, _, length = head.unpack_from(out, at)
         assert sync == VALUES["SDT_FRAME_SYNC"], at
         payload = out[at + head.size:at + head.size + length]
         (crc,) = struct.unpack_from("<I", out, at + head.size + length)
         assert crc == zlib.crc32(out[at + 4:at + head.size] + payload), at
-        if kind == VALUES["SDT_FRAME_TEXT"]:
-            lines.append(payload.decode())
+        found.append((kind, payload))
         at += head.size + length + 4
-    return lines
+    return found
+
+
+def text_lines(out: bytes) -> list[str]:
+    """The text frames on the process's standard output, each checked by its CRC (frames())."""
+    return [payload.decode() for kind, payload in frames(out) if kind == VALUES["SDT_FRAME_TEXT"]]
 
 
 def replies(lines: list[str], commands: list[str]) -> list[list[str]]:
@@ -134,20 +139,6 @@ def test_two_host_sessions_beside_the_default_one(process):
     assert error("session close sched", 1) == VALUES["SDT_ERR_SESSION"]
     assert error("session close default") == VALUES["SDT_ERR_SESSION"]
     assert list(listed(1)) == ["default", "flt"] and ok("sessions", 1) == 2
-
-
-def frames(out: bytes) -> list[tuple[int, bytes]]:
-    """Every frame on the process's standard output in order, (type, payload), each checked by its CRC."""
-    head, found, at = FRAME_HEADER.struct(64), [], 0
-    while at + head.size <= len(out):
-        sync, kind, _, _, length = head.unpack_from(out, at)
-        assert sync == VALUES["SDT_FRAME_SYNC"], at
-        payload = out[at + head.size:at + head.size + length]
-        (crc,) = struct.unpack_from("<I", out, at + head.size + length)
-        assert crc == zlib.crc32(out[at + 4:at + head.size] + payload), at
-        found.append((kind, payload))
-        at += head.size + length + 4
-    return found
 
 
 def packets_before_each_reply(out: bytes) -> list[list[tuple[int, int, int, int]]]:
