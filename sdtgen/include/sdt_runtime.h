@@ -190,7 +190,8 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CONTEXT_KERNEL       1	/* the kernel's own context: a kernel thread, its boot, its idle loop */
 #define SDT_CONTEXT_TASK         2	/* on behalf of a task: a user task's system call or fault, or the user task itself */
 #define SDT_CONTEXT_INTERRUPT    3	/* an interrupt (or exception) handler, whatever it interrupted */
-#define SDT_CONTEXT_UNSAID       0xffffffffu	/* sdt_cpu.task_context when its open packet said no task yet */
+#define SDT_CONTEXT_STALE        0x80000000u	/* the bit of sdt_cpu.task_context sdt_task_switch sets: the writer asks the hook before its next event, and says the task only if it changed */
+#define SDT_CONTEXT_UNSAID       0xffffffffu	/* sdt_cpu.task_context when its open packet said no task yet (the stale bit set) */
 #define SDT_TASK_EVENT_MAX       160	/* bytes a task event takes at most (header, two words, a name of SDT_MAX_STRING bytes and its NUL, to 8 bytes): an event fits a packet with one before it */
 #define SDT_MAX_SESSIONS         8	/* sessions at once, the default one included (a probe's sessions are a 32-bit mask) */
 #define SDT_SESSION_NAME         16	/* bytes of a session's name field: 1..15 bytes of [A-Za-z0-9_-], then NULs */
@@ -438,7 +439,7 @@ struct sdt_cpu {
 	sdt_u64 session;	/* the id of the session this area records for (its packets' stream_id) */
 	sdt_u64 visit;	/* odd while this CPU's recorder serves the sessions of a probe's slot (the slow path): closing a session or detaching a program waits for it to move */
 	sdt_u64 task;	/* the task id the open packet's last task event said */
-	sdt_u64 task_context;	/* its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet opened) */
+	sdt_u64 task_context;	/* its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet opened, with the hook), its SDT_CONTEXT_STALE bit set by sdt_task_switch */
 };
 _SDT_LAYOUT(sizeof(struct sdt_cpu) == 176);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, self) == 0);
@@ -544,7 +545,7 @@ struct sdt_hooks {
 	sdt_u32 nreadable;	/* entries of readable */
 	sdt_u32 ntext;	/* entries of text */
 	sdt_u64 clock_hz;	/* ticks a second of clock (for trace metadata) */
-	sdt_u64 (*task)(sdt_u32 *context, const char **name);	/* the current task: its id (0: none, e.g. an interrupt or the kernel's own thread), its SDT_CONTEXT_* in *context and, when name is not NULL (the runtime asks only when it says the task anew), its name in *name (NULL: it has none); called with the CPU held (cpu_area), with a probe in it discarded; NULL: events carry no task */
+	sdt_u64 (*task)(sdt_u32 *context, const char **name);	/* the current task: its id (0: none, e.g. an interrupt or the kernel's own thread), its SDT_CONTEXT_* in *context and, when name is not NULL (the runtime asks only when it says the task anew), its name in *name (NULL: it has none); asked at each packet's first event and after sdt_task_switch, with the CPU held (cpu_area), a probe in it discarded; NULL: events carry no task */
 };
 #if __SIZEOF_POINTER__ == 8
 _SDT_LAYOUT(sizeof(struct sdt_hooks) == 112);
@@ -1327,8 +1328,11 @@ static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
 		sdt_hooks.cpu_release(c);
 }
 
-/* A record that does not fit the open packet (open the next one, or discard: NULL), or of a kernel with a task hook. */
+/* A record that does not fit the open packet (open the next one, or discard: NULL), or with a task to say. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
+/* The kernel's scheduler says this CPU now runs another task (or context): the next event of each session on it
+ * asks the task hook. Called with the CPU held (preemption off), e.g. in the context switch; not from a probe. */
+void sdt_task_switch(void);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes
  * used. */
@@ -1350,9 +1354,9 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 	if (__builtin_expect(c == 0, 0))
 		return 0;
 	off = (c->offset + 7) & ~7ull;	/* events start 8-aligned; the last one's end is the content's */
-	/* one test: a firing inside a recorder, an event that does not fit, a size no event has, or a kernel that
-	 * gives its tasks (the slow path says the task first when it changed: docs/runtime.md, Task context) */
-	if (__builtin_expect((c->nesting | (off + size > c->packet_size) | (sdt_word)sdt_hooks.task |
+	/* one test: a firing inside a recorder, an event that does not fit, a size no event has, or a task to ask
+	 * the hook for (a packet's first event, or the CPU changed task: docs/runtime.md, Task context) */
+	if (__builtin_expect((c->nesting | (off + size > c->packet_size) | (sdt_word)(c->task_context >> 31) |
 			      (size - sizeof(struct sdt_event) > 0xffff - sizeof(struct sdt_event))) != 0, 0))
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;

@@ -150,7 +150,8 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 	pk->events = 0;
 	c->current = (sdt_word)pk;
 	c->offset = sizeof(*pk);
-	c->task_context = SDT_CONTEXT_UNSAID;	/* its first event says its task (a kernel with the hook) */
+	/* its first event says its task (a kernel with the hook); without one, nothing sends the writer here */
+	c->task_context = sdt_hooks.task ? SDT_CONTEXT_UNSAID : 0;
 	return 1;
 }
 
@@ -189,8 +190,10 @@ static SDT_CODE void say_task(struct sdt_cpu *c, sdt_u64 id, sdt_u32 context, co
 
 /*
  * The writer's slow path: a nested firing, an event that does not fit the open packet (or none is open), or a
- * kernel with a task hook: its task is asked for every event (with nesting set, so a probe in the hook is
- * discarded, not recursed into) and said before the event when the open packet last said another, or none.
+ * task to ask for (the packet said none yet, or sdt_task_switch set the stale bit): the hook is asked (with
+ * nesting set, so a probe in it is discarded, not recursed into) and the task said before the event when the
+ * open packet last said another, or none. A kernel with the hook that never calls sdt_task_switch has its task
+ * said at each packet's start only.
  */
 SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 {
@@ -213,8 +216,11 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	}
 	if (size < sizeof(struct sdt_event) || size > 0xffff || size + room > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;	/* its header would not fit it, its size field cannot say it, or no packet holds it */
-	if (room && c->current && c->task == task && c->task_context == context)
+	if (room && c->current && c->task_context != SDT_CONTEXT_UNSAID && c->task == task &&
+	    (c->task_context & ~(sdt_u64)SDT_CONTEXT_STALE) == context) {
 		room = 0;	/* the open packet said this task last */
+		c->task_context = context;	/* and it is not stale any more */
+	}
 	if (c->current && ((c->offset + 7) & ~7ull) + room + size > c->packet_size) {
 		close_packet(c);
 		if (sdt_hooks.task)
@@ -268,6 +274,29 @@ static SDT_CODE void flush_session(unsigned id)
 SDT_CODE void sdt_flush(void)
 {
 	flush_session(0);
+}
+
+/* This CPU's area of every open session marked: its next event asks the task hook. Only this CPU writes its areas
+ * and the caller holds it, so a plain read-modify-write suffices: an interrupt's own mark in between stands for
+ * the task it returns to, which the interrupted writer says in any case. */
+SDT_CODE void sdt_task_switch(void)
+{
+	struct sdt_cpu *c, *x;
+	unsigned id;
+
+	if (!sdt_hooks.cpu_area || !sdt_hooks.task)
+		return;
+	c = sdt_hooks.cpu_area();
+	if (c) {
+		sdt_word v = sdt_visit_begin(c);	/* a session closing waits for this as for a recorder */
+		for (id = 0; id < SDT_MAX_SESSIONS; id++) {
+			x = session_area(c, id, 0);
+			if (x && x->ring)
+				x->task_context |= SDT_CONTEXT_STALE;
+		}
+		sdt_visit_end(c, v);
+	}
+	sdt_cpu_put(c);
 }
 
 SDT_CODE const struct sdt_packet *sdt_consume(struct sdt_cpu *c, sdt_u64 *seq)

@@ -1,9 +1,11 @@
 /*
  * The writer's task context (docs/runtime.md) as a kernel with a task hook drives it: one CPU, a ring of
- * 1024-byte packets, and a current task the script sets, as a scheduler would between firings. Each word of
+ * 1024-byte packets, and a current task the script sets, as a scheduler would between firings (and says so:
+ * sdt_task_switch). Each word of
  * the script is `t:ID:CONTEXT:NAME` (the task from now on; NAME `-`: it has none) or `e` (a firing: an event
  * of key 1 holding its number, from 0). The packets are then written to stdout as they stand (the open one
- * flushed); stderr: the events discarded, and how many times the runtime asked the hook for the task's name.
+ * flushed); stderr: the events discarded, how many times the runtime asked the hook for the task's name, for the
+ * task at all, and the switches the script made.
  *
  *   task_switch [--no-hook] WORD...
  */
@@ -25,7 +27,7 @@ static sdt_u64 ticks, task_id;
 static sdt_u32 task_context;
 static char task_name[256];
 static int task_named;
-static unsigned long names_asked;
+static unsigned long names_asked, asked, switches;
 
 static sdt_u64 clock_fn(void)
 {
@@ -40,6 +42,7 @@ static struct sdt_cpu *area(void)
 static sdt_u64 task(sdt_u32 *context, const char **name)
 {
 	*context = task_context;
+	asked++;
 	if (name) {
 		names_asked++;
 		*name = task_named ? task_name : 0;
@@ -67,6 +70,8 @@ int main(int argc, char **argv)
 			task_context = (sdt_u32)strtoul(end + 1, &end, 0);
 			task_named = strcmp(end + 1, "-") != 0;
 			snprintf(task_name, sizeof(task_name), "%s", end + 1);
+			sdt_task_switch();	/* the scheduler says the CPU runs another task */
+			switches++;
 		} else {
 			struct sdt_cpu *c = sdt_hooks.cpu_area();
 			struct sdt_event *e = sdt_event_begin(c, 1, sizeof(*e) + sizeof(sdt_word));
@@ -84,6 +89,6 @@ int main(int argc, char **argv)
 			return 3;
 		sdt_consume_done(&cpu, seq);
 	}
-	fprintf(stderr, "%llu %lu\n", (unsigned long long)cpu.discarded, names_asked);
+	fprintf(stderr, "%llu %lu %lu %lu\n", (unsigned long long)cpu.discarded, names_asked, asked, switches);
 	return 0;
 }

@@ -1,8 +1,9 @@
 """Task context in the writer (docs/runtime.md), driven as a kernel's scheduler would (tests/runtime/task_switch.c,
 built with sdt_transport.c for this machine): the current task changes between firings on one CPU, and every
 event decodes with the task the script had set when it fired, each packet alone (the first event of every
-packet says its task), the hook's name asked only where a task event was written; a kernel without the hook
-records no task, which is said as none, not task 0. The truth is the script, not the runtime."""
+packet says its task), the hook asked only at a packet's start and after the scheduler said it switched
+(sdt_task_switch), its name only where a task event was written; a kernel without the hook records no task,
+which is said as none, not task 0. The truth is the script, not the runtime."""
 
 from __future__ import annotations
 
@@ -50,9 +51,16 @@ def script(seed: int, firings: int) -> tuple[list[str], list[Task | None]]:
 
 
 def recorded(program, words: list[str], *flags: str) -> tuple[list[bytes], int, int]:
+    packets, discarded, names, _ = asked(program, words, *flags)
+    return packets, discarded, names
+
+
+def asked(program, words: list[str], *flags: str) -> tuple[list[bytes], int, int, tuple[int, int]]:
+    """The packets, events discarded, names asked, and (times the hook was asked, switches the script said)."""
     proc = subprocess.run([str(program), *flags, *words], capture_output=True, check=True, timeout=60)
-    discarded, names = map(int, proc.stderr.split())
-    return [proc.stdout[at:at + SIZE] for at in range(0, len(proc.stdout), SIZE)], discarded, names
+    discarded, names, hook, switches = map(int, proc.stderr.split())
+    return ([proc.stdout[at:at + SIZE] for at in range(0, len(proc.stdout), SIZE)], discarded, names,
+            (hook, switches))
 
 
 def decoder() -> Decoder:
@@ -77,6 +85,14 @@ def test_each_event_carries_the_task_it_fired_in_and_each_packet_decodes_alone(p
     said = sum(1 for p in packets for e in _raw(p) if e == TASK_KEY)
     changes = sum(1 for a, b in pairwise(fired) if a != b) + 1
     assert names == said <= changes + len(packets)  # the name asked only for a task event, one each change
+
+
+def test_the_hook_is_asked_at_a_packets_start_and_after_a_switch_never_at_every_event(program):
+    """The writer's fast path reads no hook: a kernel's task costs a call only where the task may have changed."""
+    words = [w for k in range(60) for w in (f"t:{k % 3 + 1}:2:task-{k % 3}", *["e"] * 50)]
+    packets, _, names, (hook, switches) = asked(program, words)
+    assert switches == 60 and len(words) > 10 * (len(packets) + switches)  # asking at every event would show
+    assert hook <= len(packets) + switches + names  # a name is asked with the task, once more
 
 
 def _raw(packet: bytes) -> list[int]:

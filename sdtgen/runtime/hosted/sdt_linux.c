@@ -71,6 +71,7 @@ static struct slot slots[SDT_LINUX_MAX_CPUS];
 static unsigned slots_seen;	/* the highest slot used, plus one */
 static TLS __thread struct slot *self;
 static TLS __thread int task_tid;	/* this thread's id, from its first firing (0: not asked yet) */
+static int task_fork_handled;	/* task_after_fork registered (once, however often the runtime starts) */
 static TLS __thread char task_name[16];	/* its name when the runtime last asked for it */
 static TLS __thread int attaching;	/* a lazy attach in progress on this thread: a firing inside it records nothing */
 static int started, text_mode, wake_fd = -1, consumer_running;
@@ -383,6 +384,15 @@ static struct sdt_cpu *cpu_area(void)
 	struct slot *s = self;
 
 	return __builtin_expect(s != 0, 1) ? &s->area : lazy_area();
+}
+
+/* A thread is a task, and each thread has its own area (cpu_area), so an area's task changes only in a child of
+ * fork(): its thread is another task, which its next event says. */
+static void task_after_fork(void)
+{
+	task_tid = 0;
+	if (self)
+		sdt_task_switch();
 }
 
 /* A thread is a task: its id and, when the runtime says the task anew, its name as it is now. Only gettid and
@@ -709,7 +719,6 @@ static void after_fork_child(void)
 	unsigned i;
 
 	consumer_running = 0;
-	task_tid = 0;	/* the child is another task */
 	if (text_mode != SDT_LINUX_TEXT_ALIAS)
 		return;
 	for (i = 0; i < nsegments; i++) {
@@ -957,6 +966,9 @@ int sdt_linux_start(const struct sdt_linux_options *options)
 	program_segments = nsegments;
 	hooks.clock_hz = 1000000000;
 	hooks.task = task;
+	if (!task_fork_handled && pthread_atfork(0, 0, task_after_fork))
+		fatal("pthread_atfork: ");
+	task_fork_handled = 1;
 	sdt_linux_refresh();
 	r = sdt_init(&hooks);
 	if (r < 0)
