@@ -24,7 +24,7 @@
 #include "cpu_loop.h"
 #include "session_tally.h"
 
-#define INNER 3	/* loops of each armed case a round */
+#define INNER 8	/* loops of each armed case a round: short ones, many (one of them meets a quiet machine) */
 #define PAIRS 8	/* loops of each disarmed case a round */
 #define MAX_ROUNDS 64
 #define RING (16ul << 20)	/* a loop's events fit: its rings are read after each */

@@ -194,13 +194,16 @@ def measure(work: Path, small: bool) -> Measured:
             m.unavailable[name] = str(e)
     sessions, flight = build_sessions(work), build_flight(work)
     skeys, fkeys = probe_keys(sessions), probe_keys(flight)
-    n, n_off, inner, iterations, outer = (50_000, 50_000, 2, 5_000, 2) if small else (200_000, 100_000, 3, 20_000, 7)
+    # Short loops, many, each figure a round's best: a loop a few hundred microseconds long meets a quiet moment of
+    # a shared machine where a long one does not. The rings are read between loops, outside the time.
+    n, n_off, iterations, inner, cpu_rounds, outer = (20_000, 20_000, 2_000, 2, 5, 2) if small else \
+        (20_000, 20_000, 2_000, 7, 15, 7)
     native = native_mix(work, iterations)
     trace = Path(tempfile.mkdtemp(prefix="sdtgen-bench-sessions-"))
     try:
         for _ in range(outer):
             for name, exe in cpus.items():  # before, with sessions, now: in turn
-                out = json.loads(run([str(exe), str(n), str(n_off), "1", str(inner), str(trace)]))
+                out = json.loads(run([str(exe), str(n), str(n_off), "1", str(cpu_rounds), str(trace)]))
                 if out["read"] != out["fired"] or out["discarded"]:
                     m.problems.append(f"cpu-sdtgen ({name}) read {out['read']} of {out['fired']} events, "
                                       f"{out['discarded']} discarded")

@@ -20,7 +20,7 @@ ss = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = ss  # its dataclasses look their module up
 _spec.loader.exec_module(ss)
 
-INNER = 3  # loops of each case a round, in bench/sessions.c and bench/flight.c
+INNER = 8  # loops of each case a round, in bench/sessions.c and bench/flight.c
 
 
 def run_json(*cmd: object) -> dict:
