@@ -5,7 +5,7 @@
  *
  *   cpu-sessions N N_OFF ROUNDS     one JSON line
  *
- * A round measures, in turn (each the best of INNER loops of N firings, every session's rings read after each):
+ * A round measures, in turn (each the best of INNER loops of N / k firings, every session's rings read after each):
  *   "k1"  the default session alone enables the probe (the recorder's fast path: what a firing cost before sessions)
  *   "one" one session other than the default alone (the slow path: the visit, the session mask, its area)
  *   "k2", "k4", "k8"  the default session and 1, 3, 7 others (SDT_MAX_SESSIONS is 8, the default one included)
@@ -60,10 +60,13 @@ static void read_sessions(void)
 	}
 }
 
-/* The probe armed in sessions first .. first + k - 1 (0: the default session), N firings timed, disarmed. */
+/* The probe armed in sessions first .. first + k - 1 (0: the default session), INNER loops of N / k firings timed
+ * (each loop as long as one session's: as likely to meet another process on its core), disarmed. */
 static double recorded(int first, int k, long n)
 {
 	double best = 1e30;
+
+	n /= k;
 
 	for (int s = first; s < first + k; s++)
 		if (sdt_session_enable(by_id[s], spec, SDT_BRANCH) < 1)

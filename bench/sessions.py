@@ -165,7 +165,8 @@ def check_sessions(out: dict, keys: dict[int, str]) -> tuple[list[str], str]:
 
 def check_flight(out: dict, keys: dict[int, str], native: Counter) -> tuple[list[str], str, float]:
     """bench/flight.c's flight recorder and default session each held every firing of every loop it recorded:
-    loops x the native run's count of each probe; and the events an iteration."""
+    loops x the native run's count of each probe; the lapped flight recorder's events read and overwritten are
+    every firing, and it did lap; and the events an iteration."""
     problems = []
     for case in ("flight", "default"):
         read = out["read"][case]
@@ -174,6 +175,11 @@ def check_flight(out: dict, keys: dict[int, str], native: Counter) -> tuple[list
         if got != want or read["torn"] or out["read"][f"{case}_lost"]:
             problems.append(f"the {case} session read {dict(got)} ({read['torn']} torn, {out['read'][f'{case}_lost']}"
                             f" lost), the native run's firings x {out['loops'][case]} loops are {dict(want)}")
+    read, lost = out["read"]["lapped"], out["read"]["lapped_lost"]
+    fired = sum(native.values()) * out["loops"]["lapped"]
+    if read["events"] + lost != fired or not lost or read["torn"]:
+        problems.append(f"the lapped flight recorder read {read['events']} events and lost {lost} to overwrite "
+                        f"({read['torn']} torn), the native run's firings x {out['loops']['lapped']} loops are {fired}")
     per = sum(native.values()) / out["iterations"]
     read = out["read"]["flight"]
     said = f"{read['events']:,} events of {len(native)} probes, each the native run's count x " \

@@ -33,14 +33,18 @@ def sessions_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_session_that_takes_a_probe_records_each_firing_once(sessions_exe: Path) -> None:
-    """Cases k1, one, k2, k4, k8: the default session takes the probe in k1, k2, k4 and k8; session 1 in one, k2,
-    k4 and k8; sessions 2 and 3 in k4 and k8; sessions 4 to 7 in k8 alone: each loop's N firings once in each."""
+    """Cases k1 and one (the default session, then session 1, alone: loops of N), k2, k4 and k8 (the default
+    session and sessions 1 .. k-1: loops of N / k): each loop's firings once in each session that takes them."""
     n, rounds = 20_000, 2
     out = run_json(sessions_exe, n, 1_000, rounds)
     keys = {spec: str(key) for key, spec in ss.probe_keys(sessions_exe).items()}
-    cases = {0: 4, 1: 4, 2: 2, 3: 2, 4: 1, 5: 1, 6: 1, 7: 1}  # the cases each session takes the probe in
+    cases = {"k1": (0,), "one": (1,), "k2": range(2), "k4": range(4), "k8": range(8)}
+    fired = [sum(n // max(len(takers), 1) for takers in cases.values() if s in takers) * INNER * rounds
+             for s in range(ss.MAX_SESSIONS)]
+    assert fired[0] == fired[1] == (n + n // 2 + n // 4 + n // 8) * INNER * rounds
+    assert fired[7] == n // 8 * INNER * rounds
     for s, read in enumerate(out["read"]):
-        want = {keys[ss.PROBE]: cases[s] * INNER * n * rounds}
+        want = {keys[ss.PROBE]: fired[s]}
         if s == 1:  # the other probe's site, armed by session 1 while the disarmed probe is timed: once a round
             want[keys[ss.OTHER]] = rounds
         assert read["keys"] == want, f"session {s}"
@@ -73,7 +77,10 @@ def test_the_flight_recorder_records_every_firing_of_the_mix(tmp_path: Path) -> 
         read = out["read"][case]
         assert {keys[int(k)]: v for k, v in read["keys"].items()} == {p: v * INNER * rounds for p, v in native.items()}
         assert (read["torn"], out["read"][f"{case}_lost"]) == (0, 0)
-    assert out["loops"] == {"off": INNER * rounds, "flight": INNER * rounds, "default": INNER * rounds}
+    lapped = out["read"]["lapped"]  # 64 KiB rings: what was read and what was overwritten are every firing
+    assert out["read"]["lapped_lost"] > 0 and lapped["torn"] == 0
+    assert lapped["events"] + out["read"]["lapped_lost"] == sum(native.values()) * INNER * rounds
+    assert out["loops"] == {case: INNER * rounds for case in ("off", "flight", "default", "lapped")}
     problems, _, per = ss.check_flight(out, keys, native)
     assert problems == [] and per == sum(native.values()) / iterations
 
