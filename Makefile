@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO := build/demo
 PROCESS := build/process
 
-.PHONY: all venv demo process test quick lint matrix fuzz bench bench-startup realworld qemu modules torture mutate clean
+.PHONY: all venv demo process test quick lint matrix fuzz bench bench-startup bench-sessions realworld qemu modules torture mutate clean
 
 all: test
 
@@ -69,6 +69,11 @@ bench: $(BENCH_STAMP)
 # The start-up rows alone (sdtgen --version, scan of the fixture object), replaced in BENCHMARKS.md.
 bench-startup: $(STAMP)
 	$(BIN)/python bench/run.py --only startup
+
+# The session rows alone (a firing into k sessions, a disarmed probe beside another session's armed site, the
+# flight recorder over bench/mix.c, against the tree before sessions), replaced or added in BENCHMARKS.md.
+bench-sessions: $(STAMP)
+	$(BIN)/python bench/run.py --only sessions
 
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)

@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -119,20 +120,27 @@ def startup_rows(fixture: Path) -> list[Row]:
                 f"python -c pass: {floor:.4f} s", ours / floor, "<= 3x", ours / floor <= 3)]
 
 
-def update_rows(path: Path, rows: list[Row], note: str) -> None:
-    """The rows of ``path`` (BENCHMARKS.md) whose measure is one of ``rows``' replaced by them, ``note`` added
-    below the header's run line: the rest stay as the last whole run wrote them."""
+def update_rows(path: Path, rows: list[Row], note: str, append: bool = False) -> None:
+    """The rows of ``path`` (BENCHMARKS.md) whose measure is one of ``rows``' replaced by them (``append``: those it
+    has not yet added after its last row), ``note`` added below the header's run line in place of the last note of
+    the same rows (its words before " are from "): the rest stay as the last whole run wrote them."""
     lines = path.read_text().splitlines()
     fresh = {r.what.split(" (")[0]: "| " + " | ".join(r.cells()) + " |" for r in rows}
-    missing = set(fresh)
+    missing = list(fresh)
     for i, line in enumerate(lines):
         measure = line.split(" | ")[0].removeprefix("| ").split(" (")[0]
         if line.startswith("| ") and measure in fresh:
             lines[i] = fresh[measure]
-            missing.discard(measure)
-    if missing:
+            missing.remove(measure)
+    if missing and not append:
         raise SystemExit(f"{path}: no row {', '.join(sorted(missing))}: run `make bench` once")
-    lines = [line for line in lines if not line.startswith("The start-up rows ")]
+    order = list(fresh)
+    for m in missing:  # after the row before it in ``rows`` (there by now), or after the table's last row
+        before = order[:order.index(m)]
+        at = [i for i, line in enumerate(lines) if line.startswith("| ") and
+              (not before or line.split(" | ")[0].removeprefix("| ").split(" (")[0] == before[-1])]
+        lines.insert(at[-1] + 1, fresh[m])
+    lines = [line for line in lines if not line.startswith(note.split(" are from ")[0] + " are from ")]
     lines.insert(next(i for i, line in enumerate(lines) if line.startswith("Run by ")) + 1, note)
     path.write_text("\n".join(lines) + "\n")
 
@@ -988,6 +996,85 @@ def cpu_rows(work: Path, small: bool) -> list[Row]:
     return rows
 
 
+# -- sessions on the real CPU -----------------------------------------------------------------------------------
+def session_rows(work: Path, small: bool) -> list[Row]:
+    """Sessions on this machine's CPU (bench/sessions.py): a firing into the default session against the same
+    program built by the tree before sessions, into k sessions against k times one, a disarmed probe while another
+    session keeps a site armed, and an always-on flight recorder of the fixture kernel's every probe under
+    bench/mix.c. Each figure is the median of the per-round ratios of interleaved rounds, their spread said."""
+    import sessions as ss
+
+    m = ss.measure(work / "sessions", small)
+    for k, reason in m.unavailable.items():
+        print(f"bench: the session row against the {k} tree is left out: {reason}", file=sys.stderr)
+    spread = f"median of {m.rounds} rounds"
+
+    def noise(lo: float, hi: float) -> str:
+        return f"{spread}, per round {lo:.3g}x to {hi:.3g}x"
+
+    valid = not m.problems
+    for p in m.problems:
+        print(f"bench: {p}", file=sys.stderr)
+    bad = "" if valid else " (INVALID: the rings did not hold what was fired)"
+    rows = []
+    cpu, s, f = m.cpu, m.sessions, m.flight
+    now = statistics.median(cpu["now"])
+    if "pre" in cpu:
+        r, lo, hi = ss.median_ratio(cpu["now"], cpu["pre"])
+        rows.append(Row(f"sessions, real CPU: an event into the default session alone (the recorder's fast path) "
+                        f"against the tree before sessions ({noise(lo, hi)}){bad}", f"{now:.1f} ns/event",
+                        f"{ss.PRE_SESSIONS[:7]}, the same program: {statistics.median(cpu['pre']):.1f} ns/event", r,
+                        "<= 1.05x", valid and r <= 1.05))
+        if "no_task" in cpu:
+            r, lo, hi = ss.median_ratio(cpu["no_task"], cpu["pre"])
+            rows.append(Row(f"  the tree with sessions, before task context ({noise(lo, hi)})",
+                            f"{statistics.median(cpu['no_task']):.1f} ns/event",
+                            f"{ss.PRE_SESSIONS[:7]}: {statistics.median(cpu['pre']):.1f} ns/event", r, "(reported)",
+                            None))
+    k1 = statistics.median(s["k1"])
+    r, lo, hi = ss.median_ratio(s["one"], s["k1"])
+    rows.append(Row(f"sessions, real CPU: an event into one session other than the default, the slow path "
+                    f"({noise(lo, hi)}){bad}", f"{statistics.median(s['one']):.1f} ns/event",
+                    f"the default session alone: {k1:.1f} ns/event", r, "<= 1.05x", valid and r <= 1.05))
+    for k in (2, 4, 8):
+        r, lo, hi = ss.median_ratio(s[f"k{k}"], s["k1"], k)
+        rows.append(Row(f"sessions, real CPU: an event into {k} sessions, the default one and {k - 1} more "
+                        f"({noise(lo, hi)}){bad}", f"{statistics.median(s[f'k{k}']):.1f} ns/firing",
+                        f"{k} x the default session alone: {k * k1:.1f} ns", r, "<= 1x", valid and r <= 1))
+    for form, key in (("call", "off"), ("asm goto", "goto")):
+        r, lo, hi = ss.median_ratio(s[f"{key}_other"], s[key])
+        rows.append(Row(f"sessions, real CPU: a disarmed probe, {form} form, while another session keeps another "
+                        f"probe's site armed ({noise(lo, hi)}){bad}", f"{statistics.median(s[f'{key}_other']):.3f} ns",
+                        f"nothing armed: {statistics.median(s[key]):.3f} ns", r, "<= 1.02x", valid and r <= 1.02))
+    rows.append(Row("sessions, real CPU: every session's rings read back", m.read, "what each case fired",
+                    1.0 if valid else 0.0, "all, none lost", valid))
+    off, on, alone = (statistics.median(f[k]) for k in ("off", "flight", "default"))
+    epi = m.events_per_iteration
+    r, lo, hi = ss.median_ratio(f["flight"], f["off"])
+    rows.append(Row(f"flight recorder, real CPU: the fixture kernel as a process running bench/mix.c, every probe "
+                    f"recorded always-on into a session of its own, overwrite ({epi:.1f} events an iteration; "
+                    f"{noise(lo, hi)}){bad}", f"{on:.1f} ns/iteration", f"without it: {off:.1f} ns/iteration", r,
+                    "(measured)", None))
+    per_flight = [(a - b) / epi for a, b in zip(f["flight"], f["off"], strict=True)]
+    per_alone = [(a - b) / epi for a, b in zip(f["default"], f["off"], strict=True)]
+    r, lo, hi = ss.median_ratio(per_flight, per_alone)
+    rows.append(Row(f"  its overhead an event ({noise(lo, hi)})", f"{(on - off) / epi:.1f} ns/event",
+                    f"the default session recording the same: {(alone - off) / epi:.1f} ns/event", r, "<= 1.05x",
+                    valid and r <= 1.05))
+    per_lapped = [(a - b) / epi for a, b in zip(f["lapped"], f["off"], strict=True)]
+    r, lo, hi = ss.median_ratio(per_lapped, per_alone)
+    rows.append(Row(f"  its overhead an event with 64 KiB rings, lapped many times a loop ({noise(lo, hi)})",
+                    f"{(statistics.median(f['lapped']) - off) / epi:.1f} ns/event",
+                    f"the default session recording the same: {(alone - off) / epi:.1f} ns/event", r, "<= 1.05x",
+                    valid and r <= 1.05))
+    rows.append(Row("  its overhead a second of the mix", f"+{(on - off) / off:.1f} s each second of the mix",
+                    f"the mix alone: 1 s, firing {epi * 1e3 / off:,.0f} M probes a second", on / off, "(measured)",
+                    None))
+    rows.append(Row("  the flight recorder's rings read back", m.flight_read, "the native run of the same mix",
+                    1.0 if valid else 0.0, "all, none lost", valid))
+    return rows
+
+
 # -- trace writers -----------------------------------------------------------------------
 def trace_rows(work: Path, small: bool) -> list[Row]:
     """Events a second each trace sink takes, fed the packets a real boot recorded (bench/mix.c: over half the
@@ -1058,9 +1145,10 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--work", default=str(ROOT / "build" / "bench"))
     ap.add_argument("--small", action="store_true", help="a small large object, to try the harness quickly")
-    ap.add_argument("--only", choices=["aggregation", "cpu", "modules", "qemu-aggregation", "startup", "tables"],
-                    help="measure one group of rows and print them (startup: also replaced in --out, the other "
-                         "rows left as the last whole run wrote them)")
+    ap.add_argument("--only", choices=["aggregation", "cpu", "modules", "qemu-aggregation", "sessions", "startup",
+                                       "tables"],
+                    help="measure one group of rows and print them (startup and sessions: also replaced in --out, the "
+                         "other rows left as the last whole run wrote them)")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -1075,6 +1163,16 @@ def main() -> int:
         return 0
     if args.only == "cpu":
         print_rows(cpu_rows(work, args.small))
+        return 0
+    if args.only == "sessions":
+        load = os.getloadavg()[0]
+        rows = session_rows(work, args.small)
+        print_rows(rows)
+        if not args.small:
+            update_rows(Path(args.out), rows, f"The session rows (sessions, flight recorder) are from `make "
+                        f"bench-sessions` on {time.strftime('%Y-%m-%d', time.gmtime())}, load average {load:.1f} to "
+                        f"{os.getloadavg()[0]:.1f}; their ratios are to baselines measured in that run.", append=True)
+            print(f"updated {args.out}", file=sys.stderr)
         return 0
     if args.only == "startup":
         import compileall
@@ -1118,7 +1216,8 @@ def main() -> int:
     rows += patch_rows(link_many(work, "many-merged", merged), link_many(work, "many", many))
     rows += probe_cost_rows(work, args.small) + guarded_loop_rows(work) + asm_goto_rows(work)
     rows += trace_rows(work, args.small) + datapath_rows(work, args.small) + [memory_row(work, args.small)]
-    rows += aggregation_rows(work, args.small) + cpu_rows(work, args.small) + module_rows(work, args.small)
+    rows += aggregation_rows(work, args.small) + cpu_rows(work, args.small) + session_rows(work, args.small)
+    rows += module_rows(work, args.small)
     rows += smp_rows(work, args.small) + qemu_rows(work, args.small) + qemu_aggregation_rows(work, args.small)
     header = print_rows(rows)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, " \
