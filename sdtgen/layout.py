@@ -433,8 +433,8 @@ AGG_ENTRY = Layout("sdt_agg_entry", "An entry in an arena, 8-byte aligned; nkeys
 # A kernel that knows its tasks gives the hook; the writer notes on each CPU the task its open packet last said
 # and writes a task event (key SDT_TASK_KEY: id, context, name) before the first event of every packet, so a
 # packet (or a ring's tail) decodes alone, and before the first event after the kernel said its CPU changed task
-# (sdt_task_switch) when the task is another. The writer asks the hook only then: its one test reads the area's
-# task_context (its stale bit), so a kernel with or without the hook pays one load on the fast path.
+# (sdt_task_switch). The writer asks the hook only then: its one test reads the area's task_context (UNSAID's top
+# bit), so a kernel with or without the hook pays one load on the fast path.
 HOOKS = Layout(HOOKS.name, HOOKS.doc, (
     *HOOKS.fields,
     Field("task", "fn", "the current task: its id (0: none, e.g. an interrupt or the kernel's own thread), its "
@@ -447,7 +447,7 @@ CPU = Layout(CPU.name, CPU.doc, (
     *CPU.fields,
     Field("task", "u64", "the task id the open packet's last task event said"),
     Field("task_context", "u64", "its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet "
-          "opened, with the hook), its SDT_CONTEXT_STALE bit set by sdt_task_switch"),
+          "opened, with the hook, or sdt_task_switch)"),
 ))
 
 LAYOUTS = (SITE, PROBE, CPU, PACKET, EVENT, RANGE, FRAME, HOOKS, PROGRAM, SLOT, INSN, AGG_DESC, AGG, AGG_ENTRY,
@@ -670,10 +670,8 @@ CONSTANTS += (  # task context (docs/runtime.md)
     ("SDT_CONTEXT_KERNEL", 1, "the kernel's own context: a kernel thread, its boot, its idle loop"),
     ("SDT_CONTEXT_TASK", 2, "on behalf of a task: a user task's system call or fault, or the user task itself"),
     ("SDT_CONTEXT_INTERRUPT", 3, "an interrupt (or exception) handler, whatever it interrupted"),
-    ("SDT_CONTEXT_STALE", 0x80000000, "the bit of sdt_cpu.task_context sdt_task_switch sets: the writer asks the "
-     "hook before its next event, and says the task only if it changed"),
-    ("SDT_CONTEXT_UNSAID", 0xFFFFFFFF, "sdt_cpu.task_context when its open packet said no task yet (the stale bit "
-     "set)"),
+    ("SDT_CONTEXT_UNSAID", 0xFFFFFFFF, "sdt_cpu.task_context when the writer says the task before the next event "
+     "(its open packet said none yet, or sdt_task_switch): the writer's one test reads its top bit"),
     ("SDT_TASK_EVENT_MAX", 160, "bytes a task event takes at most (header, two words, a name of SDT_MAX_STRING "
      "bytes and its NUL, to 8 bytes): an event fits a packet with one before it"),
 )

@@ -77,6 +77,10 @@ void sdt_linux_detach(void);
 /* Read the readable ranges again (memory mapped since: heap, thread stacks). Async-signal-safe. */
 void sdt_linux_refresh(void);
 
+/* The calling thread was renamed (pthread_setname_np, prctl PR_SET_NAME) after it fired: its next event says its
+ * new name. The runtime keeps a thread's name from its first event on, as LTTng-UST keeps its procname. */
+void sdt_linux_task_renamed(void);
+
 /* Read every closed packet now, from the calling thread; returns the packets read. */
 unsigned long sdt_linux_drain(void);
 

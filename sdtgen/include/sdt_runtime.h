@@ -190,8 +190,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_CONTEXT_KERNEL       1	/* the kernel's own context: a kernel thread, its boot, its idle loop */
 #define SDT_CONTEXT_TASK         2	/* on behalf of a task: a user task's system call or fault, or the user task itself */
 #define SDT_CONTEXT_INTERRUPT    3	/* an interrupt (or exception) handler, whatever it interrupted */
-#define SDT_CONTEXT_STALE        0x80000000u	/* the bit of sdt_cpu.task_context sdt_task_switch sets: the writer asks the hook before its next event, and says the task only if it changed */
-#define SDT_CONTEXT_UNSAID       0xffffffffu	/* sdt_cpu.task_context when its open packet said no task yet (the stale bit set) */
+#define SDT_CONTEXT_UNSAID       0xffffffffu	/* sdt_cpu.task_context when the writer says the task before the next event (its open packet said none yet, or sdt_task_switch): the writer's one test reads its top bit */
 #define SDT_TASK_EVENT_MAX       160	/* bytes a task event takes at most (header, two words, a name of SDT_MAX_STRING bytes and its NUL, to 8 bytes): an event fits a packet with one before it */
 #define SDT_MAX_SESSIONS         8	/* sessions at once, the default one included (a probe's sessions are a 32-bit mask) */
 #define SDT_SESSION_NAME         16	/* bytes of a session's name field: 1..15 bytes of [A-Za-z0-9_-], then NULs */
@@ -439,7 +438,7 @@ struct sdt_cpu {
 	sdt_u64 session;	/* the id of the session this area records for (its packets' stream_id) */
 	sdt_u64 visit;	/* odd while this CPU's recorder serves the sessions of a probe's slot (the slow path): closing a session or detaching a program waits for it to move */
 	sdt_u64 task;	/* the task id the open packet's last task event said */
-	sdt_u64 task_context;	/* its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet opened, with the hook), its SDT_CONTEXT_STALE bit set by sdt_task_switch */
+	sdt_u64 task_context;	/* its SDT_CONTEXT_*; SDT_CONTEXT_UNSAID when the packet said none yet (a packet opened, with the hook, or sdt_task_switch) */
 };
 _SDT_LAYOUT(sizeof(struct sdt_cpu) == 176);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_cpu, self) == 0);
@@ -1330,8 +1329,9 @@ static inline __attribute__((always_inline)) void sdt_cpu_put(struct sdt_cpu *c)
 
 /* A record that does not fit the open packet (open the next one, or discard: NULL), or with a task to say. */
 void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size);
-/* The kernel's scheduler says this CPU now runs another task (or context): the next event of each session on it
- * asks the task hook. Called with the CPU held (preemption off), e.g. in the context switch; not from a probe. */
+/* The kernel says this CPU now runs another task (or context), or its task was renamed: the next event of each
+ * session on it says the task anew. Called with the CPU held (preemption off), e.g. in the context switch; not
+ * from a probe. */
 void sdt_task_switch(void);
 /* Copy string argument ``k`` to ``to`` in event ``e``: at most SDT_MAX_STRING bytes and a NUL, never past
  * readable memory (a NULL or unreadable string sets bit k of e->unreadable and reads "<unreadable>"); the bytes

@@ -190,10 +190,9 @@ static SDT_CODE void say_task(struct sdt_cpu *c, sdt_u64 id, sdt_u32 context, co
 
 /*
  * The writer's slow path: a nested firing, an event that does not fit the open packet (or none is open), or a
- * task to ask for (the packet said none yet, or sdt_task_switch set the stale bit): the hook is asked (with
- * nesting set, so a probe in it is discarded, not recursed into) and the task said before the event when the
- * open packet last said another, or none. A kernel with the hook that never calls sdt_task_switch has its task
- * said at each packet's start only.
+ * task to say (the packet said none yet, or sdt_task_switch): the hook is asked (with nesting set, so a probe in
+ * it is discarded, not recursed into) and the task said before the event. A kernel with the hook that never
+ * calls sdt_task_switch has its task said at each packet's start only.
  */
 SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 {
@@ -216,11 +215,8 @@ SDT_CODE void *sdt_event_slow(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 	}
 	if (size < sizeof(struct sdt_event) || size > 0xffff || size + room > c->packet_size - sizeof(struct sdt_packet))
 		goto discard;	/* its header would not fit it, its size field cannot say it, or no packet holds it */
-	if (room && c->current && c->task_context != SDT_CONTEXT_UNSAID && c->task == task &&
-	    (c->task_context & ~(sdt_u64)SDT_CONTEXT_STALE) == context) {
-		room = 0;	/* the open packet said this task last */
-		c->task_context = context;	/* and it is not stale any more */
-	}
+	if (room && c->current && c->task == task && c->task_context == context)
+		room = 0;	/* the open packet said this task last (and nothing since said it may have changed) */
 	if (c->current && ((c->offset + 7) & ~7ull) + room + size > c->packet_size) {
 		close_packet(c);
 		if (sdt_hooks.task)
@@ -276,9 +272,9 @@ SDT_CODE void sdt_flush(void)
 	flush_session(0);
 }
 
-/* This CPU's area of every open session marked: its next event asks the task hook. Only this CPU writes its areas
- * and the caller holds it, so a plain read-modify-write suffices: an interrupt's own mark in between stands for
- * the task it returns to, which the interrupted writer says in any case. */
+/* This CPU's area of every open session marked: its next event says the task anew (a switch, or a rename: the
+ * same id with another name). Only this CPU writes its areas and the caller holds it: an interrupt's own mark
+ * while a writer says a task stands for the task it returns to, which that writer says in any case. */
 SDT_CODE void sdt_task_switch(void)
 {
 	struct sdt_cpu *c, *x;
@@ -292,7 +288,7 @@ SDT_CODE void sdt_task_switch(void)
 		for (id = 0; id < SDT_MAX_SESSIONS; id++) {
 			x = session_area(c, id, 0);
 			if (x && x->ring)
-				x->task_context |= SDT_CONTEXT_STALE;
+				x->task_context = SDT_CONTEXT_UNSAID;
 		}
 		sdt_visit_end(c, v);
 	}

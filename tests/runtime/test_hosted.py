@@ -123,12 +123,19 @@ def test_a_forked_child_keeps_its_text_as_it_was_when_the_parent_patches_its_own
 def test_each_firing_carries_the_thread_that_fired_it(program, tmp_path):
     """Task context (docs/runtime.md): 12 threads one after another, so several share a CPU (and packet), each
     named by pthread_setname_np; every event's task is the id gettid gave that thread and the name
-    pthread_getname_np read back, as the thread itself printed them, context `task`."""
+    pthread_getname_np read back, as the thread itself printed them, context `task`; half way each renames itself
+    and says so (sdt_linux_task_renamed), and its later events carry the new name."""
     n, rounds = 12, 300
     lines, _, _ = program_run(program, tmp_path, "tasks", str(n), str(rounds))
     said = {x["k"]: Task(x["tid"], "task", x["name"]) for x in lines if "tid" in x}
-    assert sorted(said) == list(range(n)) and len({t.id for t in said.values()}) == n
+    renamed = {x["k"]: (x["from"], x["name"]) for x in lines if "from" in x}
+    assert sorted(said) == sorted(renamed) == list(range(n)) and len({t.id for t in said.values()}) == n
+
+    def task(k: int, i: int) -> Task:
+        start, name = renamed[k]
+        return Task(said[k].id, "task", name) if i >= start else said[k]
+
     fired = decoded(tmp_path / "trace")
     assert sorted(e.args for e in fired) == [(k, i) for k in range(n) for i in range(rounds)]
-    assert [e for e in fired if e.task != said[e.args[0]]] == []
+    assert [e for e in fired if e.task != task(*e.args)] == []
     assert len({e.cpu for e in fired}) < n  # tasks shared CPUs: the writer said each anew where it changed

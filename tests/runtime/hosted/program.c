@@ -16,7 +16,8 @@
  *                sdt_linux_attach answers each, as {"past": R, "last": R}
  *   tasks N R    N named threads (task-K) one after another, each saying {"k", "tid", "name"} as gettid and
  *                pthread_getname_np give them, then firing hp:task:thread:fire(k, i) R times: tasks that share
- *                a CPU, each firing's task what the thread said
+ *                a CPU, each firing's task what the thread said; half way it renames itself (and tells the
+ *                runtime: sdt_linux_task_renamed) and says {"k", "from", "name"}
  *   leader       the main thread fires hp:churn::once(0) and exits (a zombie whose number still names it
  *                until the process ends); a thread it started waits for that, fires once(1) and ends the run
  * The last line is the platform's statistics as JSON.
@@ -84,7 +85,14 @@ static void *task_thread(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	pthread_getname_np(pthread_self(), name, sizeof(name));
 	printf("{\"k\": %d, \"tid\": %d, \"name\": \"%s\"}\n", k, (int)gettid(), name);
-	for (i = 0; i < task_rounds; i++)
+	for (i = 0; i < task_rounds / 2; i++)
+		task_fire(k, i);
+	snprintf(name, sizeof(name), "renamed-%d", k);	/* after it fired: the runtime is told */
+	pthread_setname_np(pthread_self(), name);
+	sdt_linux_task_renamed();
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	printf("{\"k\": %d, \"from\": %d, \"name\": \"%s\"}\n", k, i, name);
+	for (; i < task_rounds; i++)
 		task_fire(k, i);
 	return 0;
 }
