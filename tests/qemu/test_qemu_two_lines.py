@@ -1,0 +1,105 @@
+"""Two hosts on two lines at once, each holding its own session (docs/control.md, "Two hosts on two lines"): the
+fixture kernel on QEMU's pc machine with a second control line (fixtures/qemu/second_line.c: COM2's lines passed to
+sdt_control_line by the kernel's own code), two `sdtgen attach --serial ... --session A|B` running at once, one on
+each line, on the same probe with predicates that split its firings. Each session's firings are its own filter of
+the native run of every call both hosts made, on each vCPU; the other host enabling, disabling and closing its
+session meanwhile takes nothing from it. x86-64 (`make qemu`, SDTGEN_QEMU_ALL=1: i386 too); QEMU's virt boards
+(AArch64, RISC-V) have one UART."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+from helpers import FIXTURE, ROOT, SDTGEN
+from native_oracle import Call, build_fixture_native
+from qemu_helpers import ALL
+from session_pair import native
+
+SECOND_LINE = ROOT / "fixtures" / "qemu" / "second_line.c"
+ARCHES = ("x86_64", "i386") if ALL else ("x86_64",)
+CPUS = 2
+SPEC = "hk:mem:alloc:entry"  # both hosts' probe: one site, each session with its own predicate
+HOSTS = {  # the session, its predicate, and the sizes it allocates (each on every vCPU at once)
+    "A": ("/arg0 < 1000/", [16, 100, 999] * 8),
+    "B": ("/arg0 >= 1000/", [1000, 5000, 1 << 20]),
+}
+VISITS = 3  # host B comes and goes (opens its session, enables, runs, disables, closes) while host A records
+
+
+def wants(host: str, probe: str, args: list) -> bool:
+    return probe == SPEC and (args[0] < 1000) == (host == "A")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def native_exe(tmp_path_factory):
+    return build_fixture_native(tmp_path_factory.mktemp("native"))
+
+
+@pytest.fixture
+def two_lines(qemu_kernel, tmp_path):
+    """``boot(arch)``: the fixture kernel with its second line booted by QEMU on CPUS vCPUs, each line a TCP server:
+    (the image, the first line, the second)."""
+    from sdtgen import arch as arches
+    from sdtgen.targets.qemu import qemu_command
+
+    started = []
+
+    def boot(arch: str):
+        sources = " ".join([*(str(p) for p in sorted(FIXTURE.glob("*.c"))), str(SECOND_LINE)])
+        image = qemu_kernel(arch, KERNEL_SRCS=sources)
+        lines = [f"tcp:127.0.0.1:{free_port()},server=on,wait=off" for _ in range(2)]
+        a = arches.by_name(arch)
+        argv = qemu_command(a.qemu.binary, a, str(image), CPUS, 128 << 20, 0, str(tmp_path), ["-serial", lines[1]])
+        argv[argv.index("stdio")] = lines[0]
+        started.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        return image, lines[0].split(",")[0], lines[1].split(",")[0]
+
+    yield boot
+    for q in started:
+        q.kill()
+        q.wait()
+
+
+def host(image, line: str, name: str) -> subprocess.Popen:
+    predicate, sizes = HOSTS[name]
+    runs = [w for size in sizes for w in ("--run", "kmem_alloc", "--arg", str(size))]
+    return subprocess.Popen([SDTGEN, "attach", "--serial", line, str(image), "--json", "--session", name,
+                             "--buffer-size", "65536", "--enable", f"{SPEC} {predicate}", *runs, "--sessions"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def events_of(name: str, p: subprocess.Popen) -> list[dict]:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0 and "Traceback" not in err, f"host {name}: {err[-3000:]}"
+    return [json.loads(x) for x in out.splitlines()]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_two_hosts_on_two_lines_each_hold_their_own_filter_of_the_native_run(two_lines, native_exe, arch):
+    image, first, second = two_lines(arch)
+    a = host(image, first, "A")
+    visits = [events_of("B", host(image, second, "B")) for _ in range(VISITS)]  # while A runs
+    got = {"A": [events_of("A", a)], "B": visits}
+    every = [Call("kmem_alloc", (size,)) for name in HOSTS for size in HOSTS[name][1]]
+    for name, runs in got.items():
+        calls = [Call("kmem_alloc", (size,)) for size in HOSTS[name][1]]
+        want = [f for f in native(native_exe, calls) if wants(name, *f)]
+        assert want and [f for f in native(native_exe, every) if wants(name, *f)] == want  # the other's: none
+        for events in runs:
+            for cpu in range(CPUS):
+                fired = [(e["probe"], e["args"]) for e in events if e["event"] == "fire" and e["cpu"] == cpu]
+                assert fired == want, f"host {name}, CPU {cpu}"
+            assert not [e for e in events if e["event"] == "warning"]
+            listed = [e["name"] for e in events if e["event"] == "session"]
+            assert listed[0] == "default" and name in listed
