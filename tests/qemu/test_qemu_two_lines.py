@@ -1,10 +1,11 @@
 """Two hosts on two lines at once, each holding its own session (docs/control.md, "Two hosts on two lines"): the
 fixture kernel on QEMU's pc machine with a second control line (fixtures/qemu/second_line.c: COM2's lines passed to
-sdt_control_line by the kernel's own code), two `sdtgen attach --serial ... --session A|B` running at once, one on
-each line, on the same probe with predicates that split its firings. Each session's firings are its own filter of
-the native run of every call both hosts made, on each vCPU; the other host enabling, disabling and closing its
-session meanwhile takes nothing from it. x86-64 (`make qemu`, SDTGEN_QEMU_ALL=1: i386 too); QEMU's virt boards
-(AArch64, RISC-V) have one UART."""
+sdt_control_line by the kernel's own code) and its own flight recorder of every probe (flight.c), two `sdtgen attach
+--serial ... --session A|B` running at once, one on each line, on the same probe with predicates that split its
+firings. Each session's firings are its own filter of the native run of every call both hosts made, on each vCPU;
+the other host enabling, disabling and closing its session meanwhile takes nothing from it, and the flight recorder's
+packets stay in its rings (none comes on either line). x86-64 (`make qemu`, SDTGEN_QEMU_ALL=1: i386 too); QEMU's
+virt boards (AArch64, RISC-V) have one UART."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import subprocess
 import time
 
 import pytest
-from helpers import FIXTURE, ROOT, SDTGEN
+from helpers import SDTGEN
 from native_oracle import Call, build_fixture_native
 from qemu_helpers import ALL
 from session_pair import native
+from whole_kernel import whole_kernel
 
-SECOND_LINE = ROOT / "fixtures" / "qemu" / "second_line.c"
 ARCHES = ("x86_64", "i386") if ALL else ("x86_64",)
 CPUS = 2
 SPEC = "hk:mem:alloc:entry"  # both hosts' probe: one site, each session with its own predicate
@@ -55,8 +56,7 @@ def two_lines(qemu_kernel, tmp_path):
     started = []
 
     def boot(arch: str):
-        sources = " ".join([*(str(p) for p in sorted(FIXTURE.glob("*.c"))), str(SECOND_LINE)])
-        image = qemu_kernel(arch, KERNEL_SRCS=sources)
+        image = whole_kernel(qemu_kernel, arch)
         lines = [f"tcp:127.0.0.1:{free_port()},server=on,wait=off" for _ in range(2)]
         a = arches.by_name(arch)
         argv = qemu_command(a.qemu.binary, a, str(image), CPUS, 128 << 20, 0, str(tmp_path), ["-serial", lines[1]])
