@@ -8,18 +8,17 @@ that record on (docs/sessions.md)."""
 from __future__ import annotations
 
 import pytest
+from filtered_session import TABLES, FilteredSession
 from native_oracle import Call, build_fixture_native
 from qemu_helpers import ALL, EVERY, Qemu
 from session_pair import RING, Firings, KernelSession, command, native
 
-from sdtgen.dscript import compile_script
-from sdtgen.layout import VALUES, parse_reply
+from sdtgen.layout import VALUES
 from sdtgen.targets.base import OwnSession
 from sdtgen.transport.geometry import packet_size_for
 
 ARCHES = EVERY if ALL else ("x86_64", "aarch64")
 CPUS = 2
-TABLES = 64 << 10  # each CPU's aggregation tables, in the sessions that run a program
 # (the call, the vCPU it runs on: None, every one at once): while all three record, then with the streaming session
 # closed. Calls that change the kernel's data (reference counts, the allocator) run on CPU 0 alone, so each vCPU's
 # firings are the native run of the calls it made, in their order.
@@ -33,23 +32,6 @@ AGGREGATE = "hk:sched:: { @n[probename] = count(); }\nhk:mem:: { @n[probename] =
 
 def stream_wants(probe: str, args: list) -> bool:
     return probe.startswith("hk:sched:") and bool(args) and args[0] >= 2
-
-
-class FilteredSession(KernelSession):
-    """A session opened on the line with its own tables and ``text`` (SPEC /predicate/) enabled as a program of its
-    own (`program`, `pbytes`, `@NAME penable`), as another host holding it would."""
-
-    def __init__(self, session, name: str, text: str) -> None:
-        t = session.target
-        line = command(t, f"session open {name} {RING:x} {packet_size_for(RING):x} {VALUES['SDT_DISCARD']:x} "
-                          f"{TABLES:x}")[-1]
-        compiled = compile_script(text, session.probes, session.image.arch.bits, source=name)
-        for p in compiled.programs:
-            at = t.load_program(p.code)
-            for spec in p.specs:
-                command(t, f"@{name} penable branch {at:x} {len(p.code):x} {spec}")
-        super().__init__(session, name, None)
-        assert self.id == int(parse_reply("", line)[1]["count"])
 
 
 def run_on(session, calls: list) -> None:

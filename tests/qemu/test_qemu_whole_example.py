@@ -5,8 +5,9 @@ attach --session agg` on the kernel's second line (fixtures/qemu/second_line.c) 
 panics on every vCPU (fixtures/qemu/panic/panic.c), and `--post-mortem` shows what every CPU did last. Each session
 is exact against the native run of the same C (tests/native_oracle.py): the engineer's stream and its post-mortem
 trace its filter, the aggregation the native counts, the flight recorder's last events of each vCPU the native
-run's last events of that vCPU. x86-64 (`make qemu`, SDTGEN_QEMU_ALL=1: i386 too; QEMU's virt boards have one UART,
-so no second host: tests/qemu/test_qemu_three_sessions.py holds three sessions on one line there)."""
+run's last events of that vCPU. x86-64 (`make qemu`, SDTGEN_QEMU_ALL=1: i386 too). QEMU's virt boards (AArch64,
+RISC-V) have one UART, so no second host: under `make qemu` the same sessions run there on the one line, the
+engineer's opened on it as its host would and the host's own --session aggregating."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ import pytest
 from helpers import SDTGEN
 from native_oracle import Call, build_fixture_native
 from post_mortem_read import bt2_rows
-from qemu_helpers import ALL
+from qemu_helpers import ALL, Qemu
 from session_pair import native
-from whole_kernel import whole_kernel
+from whole_kernel import TWO_LINES, whole_kernel
 
-ARCHES = ("x86_64", "i386") if ALL else ("x86_64",)
+ARCHES = TWO_LINES if ALL else ("x86_64",)
+ONE_LINE = ("aarch64", "riscv64")  # under `make qemu`
 CPUS = 4
 TICKS = 1000  # each vCPU's sched_run before its panic: far more than the flight recorder's 4 KiB ring holds
 STREAM = "hk:sched:run:tick /arg0 >= 2/"
@@ -143,17 +145,23 @@ def test_the_flight_recorder_a_stream_and_an_aggregation_then_a_panic_each_exact
     listed = {e["name"]: e for e in events if e["event"] == "session"}
     assert sorted(listed) == ["agg", "default", "eng", "flight"] and listed["flight"]["policy"] == "overwrite"
     said = {e["session"]: e for e in events if e["event"] == "post-mortem"}
-    assert all(e["distrusted"] == 0 for e in said.values()), said
-    assert sorted(said["flight"]["cpus"]) == [str(k) for k in range(CPUS)]  # what every CPU did last
 
+    streamed = by_cpu([{"name": e["probe"], "cpu": e["cpu"], "fields": dict(enumerate(e["args"]))}
+                       for e in events if e["event"] == "fire"])
+    check(native_exe, tmp_path / "pm", said, streamed, printed)
+
+
+def check(native_exe, pm, said: dict, streamed: dict, printed: dict) -> None:
+    """Each session against the native run: the engineer's (``streamed``, and its post-mortem trace), the
+    aggregation's printout, the flight recorder's post-mortem trace (``said``: the post-mortem's events by session)."""
+    assert sorted(said) == ["agg", "default", "eng", "flight"] and all(e["distrusted"] == 0 for e in said.values())
+    assert sorted(said["flight"]["cpus"]) == [str(k) for k in range(CPUS)]  # what every CPU did last
     made = [*ENGINEER, *SECOND, Call("sched_run", (TICKS,))]  # panic_after: sched_run(TICKS) on each vCPU
     every = native(native_exe, made)
     # The engineer's session: its filter of the native run, what it streamed then what the post-mortem read.
     want = [f for f in every if stream_wants(*f)]
-    streamed = by_cpu([{"name": e["probe"], "cpu": e["cpu"], "fields": dict(enumerate(e["args"]))}
-                       for e in events if e["event"] == "fire"])
     shown = [f for f in native(native_exe, ENGINEER) if stream_wants(*f)]  # read after each of the engineer's runs
-    salvaged = by_cpu(bt2_rows(tmp_path / "pm-eng"))
+    salvaged = by_cpu(bt2_rows(pm.with_name("pm-eng")))
     assert sorted(salvaged) == list(range(CPUS))
     for cpu in range(CPUS):
         assert salvaged[cpu] == want, f"CPU {cpu}"
@@ -166,9 +174,49 @@ def test_the_flight_recorder_a_stream_and_an_aggregation_then_a_panic_each_exact
     assert printed["session"] == "agg"
     assert {r["keys"][0]: r["value"] for r in printed["aggregations"][0]["rows"]} == counts
     # The flight recorder: each vCPU's last events, the native run's last ones, up to the panic.
-    flight = by_cpu(bt2_rows(tmp_path / "pm-flight"))
+    flight = by_cpu(bt2_rows(pm.with_name("pm-flight")))
     assert sorted(flight) == list(range(CPUS))
     for cpu in range(CPUS):
         got = flight[cpu]
         assert 50 < len(got) < TICKS and got == every[-len(got):], f"CPU {cpu}: {len(got)} events"
         assert said["flight"]["cpus"][str(cpu)]["events"] == len(got)
+
+
+@pytest.mark.skipif(not ALL, reason="the virt boards' one-line case runs under `make qemu` (SDTGEN_QEMU_ALL=1)")
+@pytest.mark.parametrize("arch", ONE_LINE)
+def test_on_a_board_with_one_line_the_same_sessions_each_exact(qemu_kernel, native_exe, arch, tmp_path):
+    """The kernel's flight recorder from boot; the engineer's session (STREAM) opened on the one line as its host
+    would open it; the host's own --session aggregating; the calls of both; the panic; the post-mortem."""
+    from filtered_session import TABLES, FilteredSession
+    from session_pair import RING, Firings
+
+    from sdtgen.targets.base import Halted, OwnSession
+    from sdtgen.transport.geometry import packet_size_for
+
+    image = whole_kernel(qemu_kernel, arch)
+    pm = tmp_path / "pm"
+    q = Qemu(image, own=OwnSession("agg", RING, packet_size_for(RING), "drop", TABLES), cpus=CPUS,
+             post_mortem=(str(pm), "ctf"))
+    s = q.session
+    try:
+        firings = Firings(image)
+        s.aggregate(AGGREGATE)
+        eng = FilteredSession(s, "eng", STREAM)
+        for call in [*ENGINEER, *SECOND]:
+            s.run(call.function, list(call.args))
+            if call in ENGINEER:
+                eng.read(firings)
+        s.printa()
+        listed = sorted(x.name for x in s.sessions())
+        with pytest.raises(Halted):
+            s.run("panic_after", [TICKS, CPUS])
+    finally:
+        q.close()
+    assert listed == ["agg", "default", "eng", "flight"]
+    events = q.events()
+    said = {e["session"]: e for e in events if e["event"] == "post-mortem"}
+    [printed] = [e for e in events if e["event"] == "aggregations"]
+    streamed: dict[int, list] = {}
+    for e in sorted(eng.events, key=lambda e: (e.ts, e.cpu)):
+        streamed.setdefault(e.cpu, []).append(firings(e.probe, e.args))
+    check(native_exe, pm, said, streamed, printed)
