@@ -103,3 +103,36 @@ def test_two_hosts_on_two_lines_each_hold_their_own_filter_of_the_native_run(two
             assert not [e for e in events if e["event"] == "warning"]
             listed = [e["name"] for e in events if e["event"] == "session"]
             assert listed[0] == "default" and name in listed
+
+
+def replies(sock: socket.socket, line: bytes) -> tuple[str, int | None]:
+    """``line`` sent on a line as a host sends it (the escape first): (the command the last line of its reply names,
+    its error code or None), a reply to another command (the hello the kernel announced at boot) passed over."""
+    from sdtgen.layout import VALUES
+    from sdtgen.targets.control import answers
+    from sdtgen.transport.frames import TEXT, FrameReader
+
+    sock.sendall(bytes([VALUES["SDT_CONTROL_ESCAPE"]]) + line + b"\n")
+    reader = FrameReader()
+    while True:
+        data = sock.recv(4096)
+        assert data, "the line closed"
+        for f in reader.feed(data):
+            text = getattr(f, "payload", b"").decode("ascii", "replace") if getattr(f, "type", None) == TEXT else ""
+            if text.startswith(("ok ", "error ")) and answers(text)[0] == line.split(b" ")[0].decode():
+                return answers(text)[:2]
+
+
+def test_the_second_line_refuses_a_line_too_long_as_the_first_does_and_goes_on(two_lines):
+    """A line past SDT_CONTROL_LINE on each line: the same refusal (error SDT_ERR_LONG naming the command), the
+    first line's by the control core's sdt_control_input, the second's by the kernel's own line (second_line.c);
+    each line then answers its next command."""
+    from sdtgen.layout import VALUES
+
+    _, *lines = two_lines("x86_64")
+    long = b"list " + b"x" * VALUES["SDT_CONTROL_LINE"]
+    for line in lines:
+        host, port = line.removeprefix("tcp:").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            assert replies(sock, long) == ("list", VALUES["SDT_ERR_LONG"]), line
+            assert replies(sock, b"sessions") == ("sessions", None), line
