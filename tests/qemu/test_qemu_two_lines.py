@@ -46,27 +46,31 @@ def native_exe(tmp_path_factory):
     return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
-@pytest.fixture
-def two_lines(qemu_kernel, tmp_path):
+@pytest.fixture(scope="module")
+def two_lines(qemu_kernel, tmp_path_factory):
     """``boot(arch)``: the fixture kernel with its second line booted by QEMU on CPUS vCPUs, each line a TCP server:
-    (the image, the first line, the second)."""
+    (the image, the first line, the second); one machine an architecture, shared by this module's tests."""
     from sdtgen import arch as arches
     from sdtgen.targets.qemu import qemu_command
 
-    started = []
+    started: dict[str, tuple] = {}
+    machines = []
 
     def boot(arch: str):
-        image = whole_kernel(qemu_kernel, arch)
-        lines = [f"tcp:127.0.0.1:{free_port()},server=on,wait=off" for _ in range(2)]
-        a = arches.by_name(arch)
-        argv = qemu_command(a.qemu.binary, a, str(image), CPUS, 128 << 20, 0, str(tmp_path), ["-serial", lines[1]])
-        argv[argv.index("stdio")] = lines[0]
-        started.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(0.5)
-        return image, lines[0].split(",")[0], lines[1].split(",")[0]
+        if arch not in started:
+            image = whole_kernel(qemu_kernel, arch)
+            lines = [f"tcp:127.0.0.1:{free_port()},server=on,wait=off" for _ in range(2)]
+            a = arches.by_name(arch)
+            argv = qemu_command(a.qemu.binary, a, str(image), CPUS, 128 << 20, 0, str(tmp_path_factory.mktemp(arch)),
+                                ["-serial", lines[1]])
+            argv[argv.index("stdio")] = lines[0]
+            machines.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(0.5)
+            started[arch] = (image, lines[0].split(",")[0], lines[1].split(",")[0])
+        return started[arch]
 
     yield boot
-    for q in started:
+    for q in machines:
         q.kill()
         q.wait()
 
