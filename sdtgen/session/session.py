@@ -511,6 +511,8 @@ class Session:
         with self._lock:
             self._order.expect(range(self.cpus) if cpu is None else [cpu])
         results = self._guard(lambda: self.target.run(func, args, cpu, self.timeout), printable(symbol), symbol)
+        if self.own is not None:  # the host's own session: what the call recorded is read now, shown before its
+            self.drain()          # results, as the default session's packets come with them (a stream, not a tail)
         self._emit_pending()
         first, wanted = None, 0 if cpu is None else cpu
         for r in results:

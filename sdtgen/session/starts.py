@@ -170,7 +170,7 @@ def list_sessions(image: str, serial: str, timeout: float = DEFAULT_TIMEOUT, as_
     reporter = Reporter(as_json=as_json)
     with opened_line(serial, duplex=True) as line, termination(ATTACH):
         try:
-            session = open_session(ATTACH, image, reporter, timeout=timeout, line=line)
+            session = open_session(ATTACH, image, reporter, timeout=timeout, line=line, rings=False)
         except Halted:
             return False
         try:

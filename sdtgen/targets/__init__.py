@@ -23,10 +23,12 @@ POLICIES = ("drop", "overwrite")  # --overflow: a full ring drops new records, o
 DEFAULTS: dict[str, Any] = {"buffer_size": DEFAULT_BUFFER, "overflow": "drop", "timeout": DEFAULT_TIMEOUT, "cpus": 1}
 # Each kind's own options and their defaults (a kind takes only the common options it names in SHARED). ``own``: the
 # session the host opens for itself beside the kernel's (an OwnSession, --session; None: the default session's).
+# ``rings`` (attach): the default session's rings attached when the kernel lets the host (False: a host that only
+# asks, as `sdtgen sessions` does, sets nothing up).
 OWN: dict[str, dict[str, Any]] = {
     EMULATOR: {"patch": True, "seed": 0, "schedule": "parallel", "stream": True, "modules": False},
     QEMU: {"qemu_args": (), "transport": "shared", "module": None, "own": None},
-    ATTACH: {"line": None, "announced": False, "own": None},
+    ATTACH: {"line": None, "announced": False, "own": None, "rings": True},
     PROCESS: {"own": None},
     LISTEN: {"source": None},
 }

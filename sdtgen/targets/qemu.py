@@ -35,7 +35,10 @@ EXIT_WAIT = 5.0  # seconds QEMU has to power off after `exit`
 REPLACEABLE = {"-machine": "-machine", "-M": "-machine", "-cpu": "-cpu", "-bios": "-bios", "-m": "-m",
                "-smp": "-smp", "-accel": "-accel"}
 MEMORY_BASE = 128 << 20  # bytes of guest RAM besides the rings: the image, stacks, QEMU's firmware tables
-OURS = ("-serial", "-kernel", "-nographic", "-monitor", "-display", "-chardev", "-daemonize")  # sdtgen wires these
+OURS = ("-kernel", "-nographic", "-monitor", "-display", "-chardev", "-daemonize")  # sdtgen wires these
+# A user's own -serial is a port after sdtgen's (a second line, for another host: docs/control.md), never the
+# standard input and output sdtgen's control line is.
+STDIO_SERIAL = ("stdio", "mon:stdio")
 MAX_SERIAL = 4
 RAM_ID = "sdtgen-ram"  # the memory backend's id
 TRANSPORTS = ("shared", "serial")
@@ -81,8 +84,11 @@ def _ram_path(logs: str) -> str:
 
 def check_qemu_args(args: list[str]) -> list[str]:
     """The user's own QEMU arguments, refused where they would take the serial ports sdtgen wires."""
-    for a in args:
-        if a in OURS or a.split("=", 1)[0] in OURS:
+    for k, a in enumerate(args):
+        ours = a in OURS or a.split("=", 1)[0] in OURS
+        if a == "-serial" and (k + 1 == len(args) or args[k + 1].split(",", 1)[0] in STDIO_SERIAL):
+            ours = True  # a port of its own after sdtgen's is the user's; standard input and output are sdtgen's
+        if ours:
             raise SdtError("", f"--qemu-arg {printable(a)}: sdtgen wires QEMU's serial ports, console and kernel "
                            "itself", "leave it out (the image names its control port with SDT_CONTROL_SERIAL)")
         if not a.isprintable():

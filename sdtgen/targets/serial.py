@@ -157,15 +157,17 @@ class AttachTarget(ControlTarget):
     capabilities = ControlTarget.capabilities | {LEAVES}
 
     def __init__(self, host: Host, line: Line, *, buffer_size: int, overflow: str, timeout: float,
-                 announced: bool, own: OwnSession | None) -> None:
-        """``announced``: the kernel says its hello unasked (one just booted), and is not asked for it."""
+                 announced: bool, own: OwnSession | None, rings: bool) -> None:
+        """``announced``: the kernel says its hello unasked (one just booted), and is not asked for it. ``rings``:
+        the default session's rings attached (False: a host that only lists what the kernel has)."""
         from sdtgen.transport.geometry import packet_size_for
 
         super().__init__(host, line, timeout=timeout, announced=announced)
         self.armed: list[str] = []
         self.programs: list[str] = []  # specs this session enabled a program with
         if own is None:
-            self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, 0)
+            if rings:
+                self.attach_rings(buffer_size, packet_size_for(buffer_size), overflow, 0)
         else:  # the default session's rings are the kernel's: the host records in its own session's
             self.open_own(own)
 
