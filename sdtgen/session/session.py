@@ -398,8 +398,8 @@ class Session:
         """The sessions the kernel has open (SessionState each, the default one first): a target without sessions
         (the emulator, a kernel that only streams) is said in one line."""
         if SESSIONS not in self.target.capabilities:
-            raise SdtError(self.image.path, "this target has no sessions to list (the emulator runs no control core)",
-                           "use qemu, attach or the process target")
+            raise SdtError(self.image.path, "this target has no sessions to list (a kernel that only streams)",
+                           "use boot, qemu, attach or the process target")
         return self._guard(self.target.sessions, "sessions")
 
     def list_probes(self, spec: str = ""):

@@ -151,9 +151,9 @@ def own_session(kind: str, name: str, buffer_size: int | None, overflow: str | N
     from sdtgen.trace.model import DEFAULT_SESSION
     from sdtgen.transport.geometry import packet_size_for
 
-    if kind not in (QEMU, ATTACH, PROCESS):
-        raise SdtError("", f"--session opens a session through the kernel's control core, which the {kind} has not",
-                       "use `sdtgen qemu` or `sdtgen attach`, or leave out --session (the default session)")
+    if kind not in (QEMU, ATTACH, PROCESS, EMULATOR):
+        raise SdtError("", f"--session opens a session in the kernel's runtime, which the {kind} cannot reach",
+                       "use `sdtgen boot`, `qemu` or `attach`, or leave out --session (the default session)")
     if not SESSION_NAME.fullmatch(name) or name == DEFAULT_SESSION:
         raise SdtError("", f"--session {printable(name)!r} is not a session name the runtime takes",
                        "give 1 to 15 letters, digits, '_' or '-', other than 'default' (the kernel's own session)")

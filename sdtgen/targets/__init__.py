@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {"buffer_size": DEFAULT_BUFFER, "overflow": "drop", "
 # Each kind's own options and their defaults (a kind takes only the common options it names in SHARED). ``own``: the
 # session the host opens for itself beside the kernel's (an OwnSession, --session; None: the default session's).
 OWN: dict[str, dict[str, Any]] = {
-    EMULATOR: {"patch": True, "seed": 0, "schedule": "parallel", "stream": True, "modules": False},
+    EMULATOR: {"patch": True, "seed": 0, "schedule": "parallel", "stream": True, "modules": False, "own": None},
     QEMU: {"qemu_args": (), "transport": "shared", "module": None, "own": None},
     ATTACH: {"line": None, "announced": False, "own": None},
     PROCESS: {"own": None},
