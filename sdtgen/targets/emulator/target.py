@@ -315,10 +315,11 @@ class EmulatorTarget:
         self.runtime.scope_struct = self.sessions_open.opened[sid].struct if sid else 0
 
     @contextmanager
-    def scoped(self, name: str):
-        """The session-scoped verbs act on session ``name`` (one the emulated kernel opened) meanwhile."""
+    def scoped(self, name: str | None):
+        """The session-scoped verbs act on session ``name`` (one the emulated kernel opened; None: the default
+        session) meanwhile."""
         before = self.scope
-        self._scope(self.sessions_open.named(name).id)
+        self._scope(self.sessions_open.named(name).id if name is not None else 0)
         try:
             yield
         finally:
@@ -565,14 +566,15 @@ class EmulatorTarget:
         if self.cpus < 2:
             raise SdtError("", "the emulated torture needs a CPU that calls and one that toggles",
                            "boot with --cpus 2 or more")
-        t = Torture(self, job.func, job.args, job.mask, job.toggles, job.timeout, job.spec, job.mode, job.progress)
+        t = Torture(self, job.func, job.args, job.mask, job.toggles, job.timeout, job.spec, job.mode, job.progress,
+                    job.keep, job.take)
         t.prepare(job.symbol)
         return t.run()
 
-    def exhaustive(self, symbol: str, module: bool) -> Summary:
+    def exhaustive(self, symbol: str, module: bool, keep: str = "", take=lambda: None) -> Summary:
         from sdtgen.targets.emulator.exhaustive import exhaustive
 
-        return exhaustive(self, symbol, module=module)
+        return exhaustive(self, symbol, module=module, keep=keep, take=take)
 
     def close(self) -> None:
         for m in self.smp.cpus[1:] if self.smp is not None else []:
