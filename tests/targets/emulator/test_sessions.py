@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 
 import pytest
-from helpers import SDTGEN
+from helpers import ARCHES, SDTGEN
 from native_oracle import Call
 from session_pair import CALLS, HOST_SPEC, Firings, host_wants, native
 
@@ -26,6 +27,7 @@ from sdtgen.transport.geometry import packet_size_for
 
 RING = 1 << 16
 SYS_TIMEOUT = 120
+FULL = os.environ.get("SDTGEN_TORTURE_FULL") == "1"  # `make torture`: the other three architectures too
 # sched_run keeps no state between calls, so both CPUs run it at once; the others change the kernel's state (its
 # objects' counts, its allocator, its processes), so they run on CPU 0 alone, after it.
 BOTH = [Call("sched_run", (5,))]
@@ -88,8 +90,10 @@ def three_sessions(image, cpus: int = 2):
     return (*got, printed)
 
 
-def test_three_sessions_at_once_on_two_cpus_each_hold_their_own_filter_of_the_native_run(kernel, native_exe):
-    flight, stream, listed, [printed] = three_sessions(kernel.image)
+@pytest.mark.parametrize("arch", ARCHES if FULL else ["x86_64"])
+def test_three_sessions_at_once_on_two_cpus_each_hold_their_own_filter_of_the_native_run(arch_kernel, native_exe,
+                                                                                         arch):
+    flight, stream, listed, [printed] = three_sessions(arch_kernel(arch).image)
     each = {0: native(native_exe, BOTH + FIRST), 1: native(native_exe, BOTH)}
     assert len(each[0]) > 10 and len(each[1]) < len(each[0])
     for cpu, every in each.items():

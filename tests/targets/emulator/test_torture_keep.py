@@ -40,7 +40,7 @@ def check_kept(t: dict, native_exe) -> None:
 
 
 def test_a_second_session_keeps_its_sites_armed_and_loses_no_firing_while_the_first_toggles_them(kernel, native_exe):
-    code, t = torture(kernel.image, "--cpus", "2", "--toggles", "300" if FULL else "30", "--spec", "hk:sched:run:")
+    code, t = torture(kernel.image, "--cpus", "2", "--toggles", "300" if FULL else "20", "--spec", "hk:sched:run:")
     check_kept(t, native_exe)
     assert code == 0 and t["passed"]
 
