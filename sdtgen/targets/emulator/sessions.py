@@ -34,7 +34,8 @@ class Opened:
     id: int
     name: str
     struct: int
-    memory: tuple[int, int]
+    memory: tuple[int, int]  # (0, 0): a session the kernel opened in memory of its own
+    slot: int = 0  # the platform's storage it has (0: none, the kernel's own)
     consumer: Consumer | None = None
 
 
@@ -77,7 +78,8 @@ class Sessions:
         self.platform = target.platform
         self.arch = target.image.arch
         self.pool = Pool(*self.platform.session_pool())
-        self.opened: dict[int, Opened] = {}
+        self.opened: dict[int, Opened] = {}  # the sessions the emulator opened, by id
+        self.kernels: dict[int, Opened] = {}  # the sessions the kernel opened itself, as the registry said
         self.memory = StoppedMemory(target.machine, self.arch.little)
 
     # -- calls ----------------------------------------------------------------------------------------
@@ -95,19 +97,49 @@ class Sessions:
         return r
 
     def named(self, name: str) -> Opened:
+        """Session ``name``: one the emulator opened, or one the kernel opened itself (found in the registry)."""
         for s in self.opened.values():
             if s.name == name:
                 return s
-        raise SdtError(self.t.image.path, f"the emulated boot opened no session {printable(name)!r}",
-                       "see `--sessions` for the sessions it has")
+        for sid, at in self._registry().items():
+            st = self._session_at(at)
+            if sid not in self.opened and _name(st) == name:
+                known = self.kernels.get(sid)
+                if known is None or known.struct != at or known.name != name:
+                    known = self.kernels[sid] = Opened(sid, name, at, (0, 0))
+                return known
+        raise SdtError(self.t.image.path, f"the runtime has no session {printable(name)!r} open",
+                       "see --sessions for the sessions it has")
+
+    def get(self, sid: int) -> Opened:
+        return self.opened[sid] if sid in self.opened else self.kernels[sid]
+
+    def _registry(self) -> dict[int, int]:
+        """The address of each open session's struct sdt_session, by id, as sdt_session_table says."""
+        table = self._table()
+        off, bits = REGISTRY.offset("sessions", self.arch.bits), self.arch.bits
+        out = {}
+        for sid in range(VALUES["SDT_MAX_SESSIONS"]):
+            at = self.memory.load(table + off + 8 * sid, 8) & ((1 << bits) - 1)
+            if at:
+                out[sid] = at
+        return out
+
+    def _table(self) -> int:
+        table = self.t.image.symbols.get("sdt_session_table")
+        if table is None:
+            raise SdtError(self.t.image.path, "the image has no symbol sdt_session_table (the runtime's registry of "
+                           "sessions)", "link this sdtgen's runtime, with its symbols")
+        return table.value
 
     # -- open, close --------------------------------------------------------------------------------------
     def open(self, name: str, ring: int, packet: int, policy: str, tables: int) -> int:
         """sdt_session_open with every CPU of the boot: the session's id (Refused: the runtime's error)."""
-        sid = next((k for k in range(1, VALUES["SDT_MAX_SESSIONS"]) if k not in self.opened), 0)
-        if not sid:
+        used = {o.slot for o in self.opened.values()}
+        slot = next((k for k in range(1, VALUES["SDT_MAX_SESSIONS"]) if k not in used), 0)
+        if not slot:
             raise Refused(VALUES["SDT_ERR_FULL"], ERRORS[VALUES["SDT_ERR_FULL"]])
-        struct, config, text = self.platform.session_slot(sid)
+        struct, config, text = self.platform.session_slot(slot)
         m = self.t.machine
         m.write(config, self.platform.config_bytes({"ncpus": self.t.cpus, "policy": POLICY[policy], "ring_bytes": ring,
                                                     "packet_size": packet, "agg_bytes": tables,
@@ -118,7 +150,7 @@ class Sessions:
         m.write(text, data + b"\0")
         got = self._call("sdt_session_open", [struct, text, config, piece[0], piece[1]])
         self.pool.take(piece)
-        self.opened[got] = Opened(got, name, struct, piece)
+        self.opened[got] = Opened(got, name, struct, piece, slot)
         return got
 
     def close(self, sid: int) -> int:
@@ -149,20 +181,16 @@ class Sessions:
         """Each CPU's open packet of the session closed (sdt_session_flush closes the calling CPU's)."""
         for k in range(self.t.cpus):
             if k not in self.t._broken:
-                self._call("sdt_session_flush", [self.opened[sid].struct], cpu=k)
+                self._call("sdt_session_flush", [self.get(sid).struct], cpu=k)
 
     # -- reading ------------------------------------------------------------------------------------------
     def consumer(self, sid: int, take: Callable, streams: Streams | None) -> Consumer:
         """The consumer of session ``sid``'s rings, found through the registry (every field checked); ``streams``
         checks its packets (None: checks of its own, each loss and damage said)."""
-        s = self.opened[sid]
+        s = self.get(sid)
         if s.consumer is None:
-            table = self.t.image.symbols.get("sdt_session_table")
-            if table is None:
-                raise SdtError(self.t.image.path, "the image has no symbol sdt_session_table (the runtime's "
-                               "registry of sessions)", "link this sdtgen's runtime, with its symbols")
             try:
-                rings = session_rings(self.memory, table.value, sid, self.t.cpus, self.arch.bits)
+                rings = session_rings(self.memory, self._table(), sid, self.t.cpus, self.arch.bits)
             except SessionError as e:
                 raise SdtError(self.t.image.path, f"session {s.name!r} cannot be read: {e}") from None
             if streams is None:
@@ -184,19 +212,19 @@ class Sessions:
         """(session id, CPU) of the struct sdt_cpu at ``addr`` in an open session, if it is one."""
         size = CPU.size(self.arch.bits)
         for s in self.opened.values():
-            cpus = self._session(s)["cpus"]
+            cpus = self._session_at(s.struct)["cpus"]
             k, off = divmod(addr - cpus, size)
             if off == 0 and 0 <= k < self.t.cpus:
                 return s.id, k
         return None
 
-    def _session(self, s: Opened) -> dict[str, int]:
+    def _session_at(self, at: int) -> dict[str, int]:
         st = SESSION.struct(self.arch.bits, self.arch.little)
-        return dict(zip(SESSION.names(), st.unpack(self.t.machine.read(s.struct, st.size)), strict=True))
+        return dict(zip(SESSION.names(), st.unpack(self.t.machine.read(at, st.size)), strict=True))
 
     def agg_areas(self, sid: int) -> list[tuple[int, int]]:
         """(struct sdt_agg, table bytes) of each CPU of session ``sid``, as the runtime carved them."""
-        s = self._session(self.opened[sid])
+        s = self._session_at(self.get(sid).struct)
         off, size, out = CPU.offsets(self.arch.bits), CPU.size(self.arch.bits), []
         for k in range(s["ncpus"]):
             out.append((self.memory.load(s["cpus"] + k * size + off["agg"], 8), s["agg_bytes"]))
@@ -205,12 +233,9 @@ class Sessions:
     def states(self) -> list[SessionState]:
         """Every session the registry lists, the default one first: its counters summed over its CPUs, and the
         probes whose slots hold its bit (docs/sessions.md's `sessions` line, read in memory)."""
-        table = self.t.image.symbols.get("sdt_session_table")
-        if table is None:
-            raise SdtError(self.t.image.path, "the image has no symbol sdt_session_table (the runtime's registry of "
-                           "sessions)", "link this sdtgen's runtime, with its symbols")
+        table = self._table()
         bits, little, read = self.arch.bits, self.arch.little, self.t.machine.read
-        found = find_sessions(read, table.value, lambda a: a, bits, little)
+        found = find_sessions(read, table, lambda a: a, bits, little)
         for problem in found.problems:
             self.t.host.warning(f"the runtime's registry: {problem}")
         slots = [p.program for p in self.t.runtime.probes() if p.program]
@@ -218,7 +243,7 @@ class Sessions:
         st = SESSION.struct(bits, little)
         out = []
         for f in found.sessions:
-            at = self.memory.load(table.value + REGISTRY.offset("sessions", bits) + 8 * f.id, 8)
+            at = self.memory.load(table + REGISTRY.offset("sessions", bits) + 8 * f.id, 8)
             x = dict(zip(SESSION.names(), st.unpack(read(at, st.size)), strict=True))
             areas = [a for a in f.areas if a]
             c = [self._area(a) for a in areas]
@@ -243,3 +268,9 @@ def _joined(pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((at, n))
     return out
+
+
+def _name(fields: dict[str, int]) -> str:
+    """The name a struct sdt_session's fields hold."""
+    return bytes(fields[f"name[{k}]"] for k in range(VALUES["SDT_SESSION_NAME"])).split(b"\0")[0].decode("ascii",
+                                                                                                     "replace")

@@ -312,7 +312,7 @@ class EmulatorTarget:
 
     def _scope(self, sid: int) -> None:
         self.scope = sid
-        self.runtime.scope_struct = self.sessions_open.opened[sid].struct if sid else 0
+        self.runtime.scope_struct = self.sessions_open.get(sid).struct if sid else 0
 
     @contextmanager
     def scoped(self, name: str | None):
