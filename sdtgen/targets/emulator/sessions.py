@@ -17,6 +17,7 @@ from sdtgen.errors import SdtError, printable
 from sdtgen.layout import CPU, ERRORS, REGISTRY, SESSION, SLOT, VALUES
 from sdtgen.plaindata import record
 from sdtgen.targets.base import Refused, SessionState
+from sdtgen.targets.emulator.machine import GuestFault
 from sdtgen.trace.streams import Streams
 from sdtgen.transport.consumer import Consumer, StoppedMemory
 from sdtgen.transport.line_memory import SessionError, session_rings
@@ -70,8 +71,8 @@ class Pool:
 
 
 class Sessions:
-    """The sessions of an emulated boot: ``call(entry, args)`` runs a runtime entry on CPU 0, ``call_on(cpu, entry,
-    args)`` on one CPU, ``spec(text)`` puts a spec where the runtime reads it."""
+    """The sessions of an emulated boot (``target``, an EmulatorTarget): those the emulator opens as the kernel's
+    platform (``opened``) and those the kernel's own code opened, found by name in the registry (``kernels``)."""
 
     def __init__(self, target) -> None:
         self.t = target
@@ -83,7 +84,8 @@ class Sessions:
         self.memory = StoppedMemory(target.machine, self.arch.little)
 
     # -- calls ----------------------------------------------------------------------------------------
-    def _call(self, entry: str, args: list[int], cpu: int = 0) -> int:
+    def call(self, entry: str, args: list[int], cpu: int = 0) -> int:
+        """Runtime entry ``entry`` on CPU ``cpu``: its result (Refused: a negative one, the runtime's error)."""
         from sdtgen.targets.base import Interrupted
         from sdtgen.targets.emulator.machine import Interrupted as MachineInterrupted
         from sdtgen.targets.emulator.target import fault_of
@@ -102,7 +104,10 @@ class Sessions:
             if s.name == name:
                 return s
         for sid, at in self._registry().items():
-            st = self._session_at(at)
+            try:
+                st = self._session_at(at)
+            except GuestFault:  # an address no memory holds: a damaged registry, not the session asked for
+                continue
             if sid not in self.opened and _name(st) == name:
                 known = self.kernels.get(sid)
                 if known is None or known.struct != at or known.name != name:
@@ -144,11 +149,11 @@ class Sessions:
         m.write(config, self.platform.config_bytes({"ncpus": self.t.cpus, "policy": POLICY[policy], "ring_bytes": ring,
                                                     "packet_size": packet, "agg_bytes": tables,
                                                     "snapshot_packets": 0}))
-        need = self._call("sdt_session_bytes", [config]) & ((1 << self.arch.bits) - 1)
+        need = self.call("sdt_session_bytes", [config]) & ((1 << self.arch.bits) - 1)
         piece = self.pool.fit(need)
         data = name.encode("ascii", "replace")[:31]
         m.write(text, data + b"\0")
-        got = self._call("sdt_session_open", [struct, text, config, piece[0], piece[1]])
+        got = self.call("sdt_session_open", [struct, text, config, piece[0], piece[1]])
         self.pool.take(piece)
         self.opened[got] = Opened(got, name, struct, piece, slot)
         return got
@@ -157,31 +162,31 @@ class Sessions:
         """sdt_session_close: the sites it alone kept disarmed; its memory the pool's again."""
         s = self.opened.pop(sid)
         try:
-            return self._call("sdt_session_close", [s.struct])
+            return self.call("sdt_session_close", [s.struct])
         finally:
             self.pool.give(s.memory)
 
     # -- what a session does ------------------------------------------------------------------------------
     def enable(self, sid: int, spec: int, mode: int) -> int:
-        return self._call("sdt_session_enable", [self.opened[sid].struct, spec, mode])
+        return self.call("sdt_session_enable", [self.opened[sid].struct, spec, mode])
 
     def disable(self, sid: int, spec: int) -> int:
-        return self._call("sdt_session_disable", [self.opened[sid].struct, spec])
+        return self.call("sdt_session_disable", [self.opened[sid].struct, spec])
 
     def enable_program(self, sid: int, spec: int, mode: int, program: int, size: int) -> int:
-        return self._call("sdt_session_enable_program", [self.opened[sid].struct, spec, mode, program, size])
+        return self.call("sdt_session_enable_program", [self.opened[sid].struct, spec, mode, program, size])
 
     def disable_program(self, sid: int, spec: int) -> int:
-        return self._call("sdt_session_disable_program", [self.opened[sid].struct, spec])
+        return self.call("sdt_session_disable_program", [self.opened[sid].struct, spec])
 
     def switch(self, sid: int) -> int:
-        return self._call("sdt_session_switch", [self.opened[sid].struct])
+        return self.call("sdt_session_switch", [self.opened[sid].struct])
 
     def flush(self, sid: int) -> None:
         """Each CPU's open packet of the session closed (sdt_session_flush closes the calling CPU's)."""
         for k in range(self.t.cpus):
             if k not in self.t._broken:
-                self._call("sdt_session_flush", [self.get(sid).struct], cpu=k)
+                self.call("sdt_session_flush", [self.get(sid).struct], cpu=k)
 
     # -- reading ------------------------------------------------------------------------------------------
     def consumer(self, sid: int, take: Callable, streams: Streams | None) -> Consumer:

@@ -190,7 +190,7 @@ class EmulatorTarget:
     def _flush_cpu(self, m: Machine) -> None:
         """What CPU ``m`` recorded so far, read now: an --action's result follows its firing."""
         if self.own is not None:
-            self.sessions_open._call("sdt_session_flush", [self.sessions_open.opened[self.own_id].struct], m.cpu)
+            self.sessions_open.call("sdt_session_flush", [self.sessions_open.opened[self.own_id].struct], m.cpu)
             self._own_consumer().consume(m.cpu)
             return
         self.runtime.flush(m)
