@@ -85,10 +85,12 @@ fuzz: $(STAMP)
 qemu: $(STAMP)
 	SDTGEN_QEMU_ALL=1 SDTGEN_QEMU_TOGGLES=10000 $(BIN)/pytest -q tests/qemu
 
-# The emulated torture test's random schedules at length (make test runs fewer toggles; the exhaustive
-# tests try every landing of every store either way).
+# The emulated torture test's random schedules at length, with a second session keeping sites too, and sessions on
+# every architecture (make test runs fewer toggles, on x86-64; the exhaustive tests try every landing of every
+# store either way).
 torture: $(STAMP)
-	SDTGEN_TORTURE_FULL=1 $(BIN)/pytest -q tests/targets/emulator/test_torture.py
+	SDTGEN_TORTURE_FULL=1 $(BIN)/pytest -q tests/targets/emulator/test_torture.py tests/targets/emulator/test_torture_keep.py \
+		tests/targets/emulator/test_sessions.py
 
 # Loadable modules at length: the module's firings against the native run on every architecture in both arming
 # modes, and 1,000 unload/load cycles (2,000 toggles) under calling CPUs in the emulator and on QEMU (make test

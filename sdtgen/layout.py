@@ -302,6 +302,20 @@ ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_
     Field("module_load", "fn", "sdt_module_load", c="int (*%s)(struct sdt_module *m, const struct sdt_module_table "
           "*table, const void *text, unsigned long text_size)"),
     Field("module_unload", "fn", "sdt_module_unload", c="int (*%s)(struct sdt_module *m)"),
+    # Sessions (docs/sessions.md): what a host booting the image opens one of its own with, in memory it maps.
+    Field("session_open", "fn", "sdt_session_open", c="int (*%s)(struct sdt_session *s, const char *name, "
+          "const struct sdt_session_config *cfg, void *memory, unsigned long bytes)"),
+    Field("session_close", "fn", "sdt_session_close", c="int (*%s)(struct sdt_session *s)"),
+    Field("session_enable", "fn", "sdt_session_enable", c="int (*%s)(struct sdt_session *s, const char *spec, "
+          "int mode)"),
+    Field("session_disable", "fn", "sdt_session_disable", c="int (*%s)(struct sdt_session *s, const char *spec)"),
+    Field("session_enable_program", "fn", "sdt_session_enable_program", c="int (*%s)(struct sdt_session *s, "
+          "const char *spec, int mode, const void *program, unsigned long bytes)"),
+    Field("session_disable_program", "fn", "sdt_session_disable_program", c="int (*%s)(struct sdt_session *s, "
+          "const char *spec)"),
+    Field("session_switch", "fn", "sdt_session_switch", c="int (*%s)(struct sdt_session *s)"),
+    Field("session_flush", "fn", "sdt_session_flush", c="int (*%s)(struct sdt_session *s)"),
+    Field("session_bytes", "fn", "sdt_session_bytes", c="unsigned long (*%s)(const struct sdt_session_config *cfg)"),
 ))
 
 # -- the serial transport's frames (sdt_serial.c writes them, sdtgen's frame reader reads them) -------------

@@ -54,6 +54,9 @@ def add_torture(sub) -> None:
                    help=f"how many times the control CPU arms or disarms SYMBOL's probes (default {TORTURE_TOGGLES})")
     t.add_argument("--spec", default="", metavar="SPEC",
                    help="the probes to arm and disarm (default: those with sites in SYMBOL)")
+    t.add_argument("--keep", default="", metavar="SPEC",
+                   help="a second session holds SPEC's probes armed throughout and counts their firings while the "
+                        "torture's session arms and disarms: none may be lost (docs/safety.md)")
     t.add_argument("--arm", choices=TORTURE_ARMS, default=TORTURE_ARM,
                    help=f"how they are armed (default {TORTURE_ARM}); module: with --module, the spec stays enabled "
                         "and the control CPU unloads and loads the module in turn, --toggles times")
@@ -278,7 +281,8 @@ def cmd_torture(args: argparse.Namespace) -> int:
     summary = torture("attach" if args.serial else args.target, args.image, run,
                       [parse_int(a) for a in call.args], cpus=args.cpus, toggles=args.toggles, seed=args.seed,
                       timeout=args.timeout, exhaustive=args.exhaustive, spec=args.spec, arm=args.arm,
-                      module=args.module, serial=args.serial, qemu_args=args.qemu_arg or [], progress=True)
+                      module=args.module, serial=args.serial, qemu_args=args.qemu_arg or [], progress=True,
+                      keep=args.keep)
     if summary is None:
         return EXIT_FAIL
     if args.json:

@@ -47,6 +47,10 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define _SDT_LAYOUT(e) __extension__ _Static_assert(e, "sdtgen layout")
 #endif
 
+/* Declared before the layouts, whose entry points (struct sdt_entries) take them. */
+struct sdt_session;
+struct sdt_session_config;
+
 /* BEGIN LAYOUTS: rendered from sdtgen/layout.py by `python -m sdtgen.layout --write`; do not edit */
 #define SDT_FORM_CALL            1	/* a call to the probe's stub */
 #define SDT_FORM_TAIL            2	/* a tail jump to it */
@@ -824,9 +828,18 @@ struct sdt_entries {
 	int (*agg_switch)(void);	/* sdt_agg_switch */
 	int (*module_load)(struct sdt_module *m, const struct sdt_module_table *table, const void *text, unsigned long text_size);	/* sdt_module_load */
 	int (*module_unload)(struct sdt_module *m);	/* sdt_module_unload */
+	int (*session_open)(struct sdt_session *s, const char *name, const struct sdt_session_config *cfg, void *memory, unsigned long bytes);	/* sdt_session_open */
+	int (*session_close)(struct sdt_session *s);	/* sdt_session_close */
+	int (*session_enable)(struct sdt_session *s, const char *spec, int mode);	/* sdt_session_enable */
+	int (*session_disable)(struct sdt_session *s, const char *spec);	/* sdt_session_disable */
+	int (*session_enable_program)(struct sdt_session *s, const char *spec, int mode, const void *program, unsigned long bytes);	/* sdt_session_enable_program */
+	int (*session_disable_program)(struct sdt_session *s, const char *spec);	/* sdt_session_disable_program */
+	int (*session_switch)(struct sdt_session *s);	/* sdt_session_switch */
+	int (*session_flush)(struct sdt_session *s);	/* sdt_session_flush */
+	unsigned long (*session_bytes)(const struct sdt_session_config *cfg);	/* sdt_session_bytes */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 120);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 192);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 16);
@@ -842,8 +855,17 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_attach) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_switch) == 96);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_load) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_unload) == 112);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_open) == 120);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_close) == 128);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_enable) == 136);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_disable) == 144);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_enable_program) == 152);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_disable_program) == 160);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_switch) == 168);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_flush) == 176);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_bytes) == 184);
 #else
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 64);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 12);
@@ -859,6 +881,15 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_attach) == 48);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, agg_switch) == 52);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_load) == 56);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, module_unload) == 60);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_open) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_close) == 68);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_enable) == 72);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_disable) == 76);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_enable_program) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_disable_program) == 84);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_switch) == 88);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_flush) == 92);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_bytes) == 96);
 #endif
 
 /* The header of every frame on a serial line; the payload and a CRC-32 (zlib's, of bytes 4..11 and the payload) follow. */

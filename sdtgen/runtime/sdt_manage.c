@@ -928,5 +928,7 @@ extern const char sdt_protocol[];
 __attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runtime_entries = {
 	SDT_ENTRIES_MAGIC, sdt_init, sdt_cpu_attach, sdt_enable, sdt_disable, sdt_set_mode, sdt_trap, sdt_flush,
 	sdt_protocol, sdt_enable_program, sdt_disable_program, sdt_agg_attach, sdt_agg_switch, sdt_module_load,
-	sdt_module_unload,
+	sdt_module_unload, sdt_session_open, sdt_session_close, sdt_session_enable, sdt_session_disable,
+	sdt_session_enable_program, sdt_session_disable_program, sdt_session_switch, sdt_session_flush,
+	sdt_session_bytes,
 };

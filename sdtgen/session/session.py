@@ -398,8 +398,8 @@ class Session:
         """The sessions the kernel has open (SessionState each, the default one first): a target without sessions
         (the emulator, a kernel that only streams) is said in one line."""
         if SESSIONS not in self.target.capabilities:
-            raise SdtError(self.image.path, "this target has no sessions to list (the emulator runs no control core)",
-                           "use qemu, attach or the process target")
+            raise SdtError(self.image.path, "this target has no sessions to list (a kernel that only streams)",
+                           "use boot, qemu, attach or the process target")
         return self._guard(self.target.sessions, "sessions")
 
     def list_probes(self, spec: str = ""):
@@ -534,28 +534,59 @@ class Session:
         return self._guard(lambda: self.target.read(addr, size), "read")
 
     def torture(self, target: str, args: list[int], spec: str, toggles: int, module: bool = False,
-                progress: Callable[[int], None] | None = None) -> Summary:
+                progress: Callable[[int], None] | None = None, keep: str = "") -> Summary:
         """Every CPU but one calls ``target`` over and over while that one arms (in this session's mode) and
         disarms ``spec`` ``toggles`` times (``module``: unloads and loads the module loaded, ``spec`` enabled
-        throughout); the rings' records are read at the end. ``progress``: told the toggles made, as they are."""
+        throughout); the rings' records are read at the end. ``progress``: told the toggles made, as they are.
+        ``keep``: the host's own session (--session) holds ``keep``'s probes throughout and counts their firings
+        (Summary's kept), while the toggles are the default session's."""
         func, rtype = self.check_run(target, args)
         self.check_spec(spec)
         mask = (1 << (32 if rtype in ("int", "uint") else self.image.arch.bits)) - 1
+        take = self._keeping(keep) if keep else (lambda: None)
         job = TortureJob(func, target.partition(":")[0], args, mask, spec, toggles, "module" if module else self.mode,
-                         self.timeout, *([progress] if progress is not None else []))
+                         self.timeout, *([progress] if progress is not None else [lambda done: None]), keep, take)
         summary = self._guard(lambda: self.target.torture(job), "torture")
         self._emit_pending()
         summary.firings += sum(self.hits.values())  # what the session saw, and what the target says never reached it
+        if keep:
+            self._kept(summary, keep)
         return summary
 
-    def exhaustive(self, target: str, args: list[int], module: bool = False) -> Summary:
+    KEPT = "kept"  # the keeping session's aggregation: @kept = count() on every probe it keeps
+
+    def _keeping(self, keep: str) -> Callable[[], None]:
+        """What makes the host's own session keep ``keep``'s probes: an aggregation counting their firings,
+        compiled now (refused before anything runs), armed when the target says."""
+        if SESSIONS not in self.target.capabilities or self.own is None:
+            raise SdtError("", "--keep needs a session of the host's own beside the torture's", "")
+        if filtered(keep):
+            raise SdtError("--keep", f"{printable(keep)!r} is not a probe spec", "give SPEC alone, no predicate")
+        text = f"{keep} {{ @{self.KEPT} = count(); }}"
+        compiled = self.compile_aggregate(text, "--keep")
+        return lambda: self.aggregate(text, compiled, "--keep")
+
+    def _kept(self, summary: Summary, keep: str) -> None:
+        totals = self._guard(self.aggregations.snapshot, "read the aggregations")
+        summary.keep = keep
+        if totals is not None:
+            [info] = [a for a in totals.aggregations if a.name == self.KEPT]
+            summary.kept = sum(v[0] for v in totals.rows.get(info.id, {}).values())
+            summary.kept_dropped = sum(totals.dropped.values())
+
+    def exhaustive(self, target: str, args: list[int], module: bool = False, keep: str = "") -> Summary:
         """At every store the runtime makes to ``target``'s sites (``module``: the loaded module's), another CPU
-        started at every instruction boundary of the site, in every order the store's bytes can land."""
+        started at every instruction boundary of the site, in every order the store's bytes can land. ``keep``:
+        the host's own session holds its probes armed meanwhile (none may be seen disarmed)."""
         self.check_run(target, args)
         if EXHAUSTIVE not in self.target.capabilities:
             raise SdtError("", "--exhaustive runs in the emulator only (it starts a CPU at every byte of a site)",
                            "leave out --target and --serial")
-        return self._guard(lambda: self.target.exhaustive(target.partition(":")[0], module), "torture")
+        symbol = target.partition(":")[0]
+        if keep:
+            take = self._keeping(keep)
+            return self._guard(lambda: self.target.exhaustive(symbol, module, keep, take), "torture")
+        return self._guard(lambda: self.target.exhaustive(symbol, module), "torture")
 
     def listen(self) -> None:
         """A kernel that streams by itself: what it sends, read until its line ends (`sdtgen record`)."""

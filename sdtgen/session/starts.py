@@ -137,6 +137,19 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
     return not (session.faults or session.damaged or session.refused_modules)
 
 
+KEEP_SESSION, KEEP_RING = "keep", 64 << 10  # torture --keep's second session, and each CPU's ring of it
+
+
+def keeping_session():
+    """torture --keep's second session: it counts in its aggregation tables, so its rings are small (a kernel's
+    session budget holds them: the QEMU fixture's is 2 MiB)."""
+    from sdtgen.limits import SESSION_TABLES
+    from sdtgen.targets.base import OwnSession
+    from sdtgen.transport.geometry import packet_size_for
+
+    return OwnSession(KEEP_SESSION, KEEP_RING, packet_size_for(KEEP_RING), "drop", SESSION_TABLES)
+
+
 SESSION_NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")  # what the runtime takes (docs/sessions.md: SDT_ERR_NAME)
 
 
@@ -151,9 +164,9 @@ def own_session(kind: str, name: str, buffer_size: int | None, overflow: str | N
     from sdtgen.trace.model import DEFAULT_SESSION
     from sdtgen.transport.geometry import packet_size_for
 
-    if kind not in (QEMU, ATTACH, PROCESS):
-        raise SdtError("", f"--session opens a session through the kernel's control core, which the {kind} has not",
-                       "use `sdtgen qemu` or `sdtgen attach`, or leave out --session (the default session)")
+    if kind not in (QEMU, ATTACH, PROCESS, EMULATOR):
+        raise SdtError("", f"--session opens a session in the kernel's runtime, which the {kind} cannot reach",
+                       "use `sdtgen boot`, `qemu` or `attach`, or leave out --session (the default session)")
     if not SESSION_NAME.fullmatch(name) or name == DEFAULT_SESSION:
         raise SdtError("", f"--session {printable(name)!r} is not a session name the runtime takes",
                        "give 1 to 15 letters, digits, '_' or '-', other than 'default' (the kernel's own session)")
@@ -274,12 +287,14 @@ def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = TORT
             toggles: int = TORTURE_TOGGLES, seed: int = OWN[EMULATOR]["seed"], timeout: float = DEFAULT_TIMEOUT,
             exhaustive: bool = False, spec: str = "", arm: str = TORTURE_ARM, module: str | None = None,
             serial: str | None = None, qemu_args: list[str] | tuple[str, ...] = (),
-            progress: bool = False) -> Summary | None:
+            progress: bool = False, keep: str = "") -> Summary | None:
     """``cpus`` CPUs call ``run`` with ``args`` over and over on a target of ``kind`` while one more arms
     (``arm``) and disarms ``spec`` (default: the probes with sites in the function) ``toggles`` times, the
     summary (None: the kernel stopped, and the session said why). ``module``: loaded first (its functions
     callable); arm ``module`` cycles it. ``exhaustive`` (the emulator): every interleaving of every store with
-    a fetch instead. ``progress``: the toggles so far on standard error while it runs, when that is a terminal."""
+    a fetch instead. ``progress``: the toggles so far on standard error while it runs, when that is a terminal.
+    ``keep``: a second session (KEEP_SESSION, the host's own) holds ``keep``'s probes armed throughout and counts
+    their firings, while the default session toggles (docs/safety.md)."""
     from sdtgen.targets import max_cpus
     from sdtgen.targets.base import Halted
 
@@ -300,9 +315,16 @@ def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = TORT
     if cycling != bool(module and not exhaustive) or (module and kind not in (EMULATOR, QEMU)):
         raise SdtError("", "--arm module cycles a module loaded with --module, in the emulator or on QEMU",
                        "give both --module FILE and --arm module (or --exhaustive with --module)")
+    if keep and (module or arm == "module"):
+        raise SdtError("", "--keep holds probes in a second session while the torture's arms and disarms them",
+                       "leave out --module and --arm module")
     import io
 
     options: dict = {"cpus": cpus + 1}  # the rest the factory's defaults
+    if keep:
+        if kind not in (EMULATOR, QEMU, PROCESS, ATTACH):
+            raise SdtError("", f"--keep opens a second session, which the {kind} target has not")
+        options["own"] = keeping_session()
     if kind == EMULATOR:  # replayable: the seed decides the interleaving and the toggles
         options.update(seed=seed, schedule="seeded", modules=module is not None)
     elif kind == QEMU:
@@ -323,7 +345,7 @@ def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = TORT
             symbol = run.partition(":")[0]
             if exhaustive:
                 with _progress(progress, lambda: f"torture --exhaustive: {symbol}'s sites"):
-                    return session.exhaustive(run, args, module=module is not None)
+                    return session.exhaustive(run, args, module=module is not None, keep=keep)
             spec = spec or (session.module_spec() if cycling else session.spec_of(symbol))
             made = [0]
             if kind == EMULATOR:  # it toggles here, one at a time
@@ -332,7 +354,7 @@ def torture(kind: str, path: str, run: str, args: list[int], *, cpus: int = TORT
                 status = lambda: f"torture: the kernel toggles {toggles} times on {cpus} CPU(s)"  # noqa: E731
             with _progress(progress, status, timeout):
                 return session.torture(run, args, spec, toggles, module=cycling,
-                                       progress=lambda done: made.__setitem__(0, done))
+                                       progress=lambda done: made.__setitem__(0, done), keep=keep)
         except Halted:
             return None
         finally:

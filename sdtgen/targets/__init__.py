@@ -26,7 +26,7 @@ DEFAULTS: dict[str, Any] = {"buffer_size": DEFAULT_BUFFER, "overflow": "drop", "
 # ``rings`` (attach): the default session's rings attached when the kernel lets the host (False: a host that only
 # asks, as `sdtgen sessions` does, sets nothing up).
 OWN: dict[str, dict[str, Any]] = {
-    EMULATOR: {"patch": True, "seed": 0, "schedule": "parallel", "stream": True, "modules": False},
+    EMULATOR: {"patch": True, "seed": 0, "schedule": "parallel", "stream": True, "modules": False, "own": None},
     QEMU: {"qemu_args": (), "transport": "shared", "module": None, "own": None},
     ATTACH: {"line": None, "announced": False, "own": None, "rings": True},
     PROCESS: {"own": None},

@@ -190,6 +190,13 @@ class Summary:
     armed. A **leak** is a disarmed window (from a disable's or an unload's return to the next arm) in which a site ran
     armed (the emulator watches every fetch) or a calling CPU recorded (a kernel's control core checks each caller's
     window): a disable that did not disarm.
+
+    With a keeping session (``--keep SPEC``): a second session counts every firing of SPEC's probes (an aggregation
+    of its own) while the torture's session arms and disarms the same sites. ``kept`` is what it counted over
+    ``kept_calls`` calls made while it held them (the callers' and the targets' reference calls); every call fires
+    the kept probes as often, so a firing lost to it leaves ``kept`` no multiple of ``kept_calls`` (the tests hold
+    it to the native run's count a call). ``kept_dropped``: updates its tables could not take; ``kept_disarmed``:
+    executions of a kept site the emulator saw disarmed (the torture's disarm took a site the other session keeps).
     """
 
     protocol: str
@@ -207,25 +214,42 @@ class Summary:
     windows: int = 0  # disarmed windows checked (on a kernel's control core: one per calling CPU)
     checked: int = 0  # exhaustive: (state, position) pairs executed
     idle: int = 0  # calling CPUs that finished no call (the emulator counts each): their part proves nothing
+    keep: str = ""  # the keeping session's spec ("": none)
+    kept: int = 0
+    kept_calls: int = 0
+    kept_dropped: int = 0
+    kept_disarmed: int = 0
+
+    @property
+    def kept_whole(self) -> bool:
+        """The keeping session counted every firing (as far as the summary can tell: see the class)."""
+        if not self.keep:
+            return True
+        if self.checked:
+            return self.kept_disarmed == 0
+        return (self.kept > 0 and self.kept_calls > 0 and self.kept % self.kept_calls == 0 and self.kept_dropped == 0
+                and self.kept_disarmed == 0)
 
     @property
     def passed(self) -> bool:
         return (self.faults == 0 and self.torn == 0 and self.wrong == 0 and self.leaked == 0 and not self.timed_out
-                and self.idle == 0 and (self.firings > 0 or self.checked > 0))
+                and self.idle == 0 and (self.firings > 0 or self.checked > 0) and self.kept_whole)
 
     def as_dict(self) -> dict:
         return {"protocol": self.protocol, "cpus": self.cpus, "toggles": self.done, "asked": self.toggles,
                 "calls": self.calls, "firings": self.firings, "faults": self.faults, "torn": self.torn,
                 "wrong": self.wrong, "leaked": self.leaked, "windows": self.windows, "transient": self.transient,
                 "timed_out": self.timed_out, "idle": self.idle,
-                "checked": self.checked, "passed": self.passed}
+                "checked": self.checked, "passed": self.passed,
+                **({"keep": self.keep, "kept": self.kept, "kept_calls": self.kept_calls,
+                    "kept_dropped": self.kept_dropped, "kept_disarmed": self.kept_disarmed} if self.keep else {})}
 
     def text(self) -> str:
         verdict = "ok" if self.passed else "FAILED"
         cpus = f"{self.cpus} CPU" + ("s" if self.cpus != 1 else "")
         if self.checked:
             return (f"{verdict}: {self.protocol} protocol, exhaustive: {self.checked} executions at every store, "
-                    f"{self.torn} torn, {self.faults} faults")
+                    f"{self.torn} torn, {self.faults} faults" + self._kept_text())
         line = (f"{verdict}: {self.protocol} protocol, {cpus}, {self.done} toggles: {self.calls} calls, "
                 f"{self.firings} firings, {self.faults} faults, {self.torn} torn, {self.wrong} wrong")
         if self.windows:
@@ -238,7 +262,21 @@ class Summary:
             line += f" (timed out after {self.done} of {self.toggles} toggles)"
         elif self.firings == 0:
             line += " (no site fired: give arguments that reach the probes)"
-        return line
+        return line + self._kept_text()
+
+    def _kept_text(self) -> str:
+        if not self.keep:
+            return ""
+        if self.checked:
+            return f"; {self.keep} kept armed by another session: {self.kept_disarmed} executions found it disarmed"
+        text = f"; kept by another session: {self.kept} firings of {self.keep} in {self.kept_calls} calls"
+        if self.kept_dropped:
+            text += f", {self.kept_dropped} its tables could not take"
+        if self.kept_disarmed:
+            text += f", {self.kept_disarmed} executions of a kept site found it disarmed"
+        if self.kept_calls and self.kept % self.kept_calls:
+            text += " (not the same number each call: firings were lost)"
+        return text
 
 
 @record(frozen=True)
@@ -246,7 +284,9 @@ class TortureJob:
     """A torture as the session asks for it (see Summary): every CPU but one calls ``func`` (``symbol``) with
     ``args`` over and over while the last arms (``mode``) and disarms ``spec`` ``toggles`` times (mode
     ``module``: unloads and loads the module, ``spec`` enabled throughout), for at most ``timeout`` seconds.
-    ``mask``: the bits of the return value compared. ``progress``: told the toggles made so far, as they are."""
+    ``mask``: the bits of the return value compared. ``progress``: told the toggles made so far, as they are.
+    ``keep``: the keeping session's spec ("": none); the target calls ``take`` once, before its calls begin (after
+    the reference call, when it makes one the host can order), so the keeping session holds its sites throughout."""
 
     func: int
     symbol: str
@@ -257,6 +297,8 @@ class TortureJob:
     mode: str
     timeout: float
     progress: Callable[[int], None] = lambda done: None
+    keep: str = ""
+    take: Callable[[], None] = lambda: None
 
 
 class Target(Protocol):
@@ -378,7 +420,10 @@ class Exhaustive(Protocol):
     """EXHAUSTIVE: every store the runtime makes to ``symbol``'s sites (or the loaded module's) against every
     instruction boundary another CPU may fetch at, in every order the store's bytes can land."""
 
-    def exhaustive(self, symbol: str, module: bool) -> Summary: ...
+    def exhaustive(self, symbol: str, module: bool, keep: str = "", take: Callable[[], None] = lambda: None) -> Summary:
+        """``keep``: the host's own session holds its probes armed (``take`` arms them) while the default session's
+        changes are checked."""
+        ...
 
 
 @record(frozen=True)

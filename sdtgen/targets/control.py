@@ -42,6 +42,7 @@ from sdtgen.targets.base import (
 )
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
+from sdtgen.transport.consumer import events_in
 from sdtgen.transport.frames import INFO, MAX_PAYLOAD, TABLES, TEXT, Console, FrameReader
 from sdtgen.transport.packet_sink import PacketSink
 
@@ -673,13 +674,33 @@ class ControlTarget:
         func, args, spec, toggles, mode = job.func, job.args, job.spec, job.toggles, job.mode
         deadline = time.monotonic() + job.timeout
         period = 3 if mode == "cycle" else 2  # a batch leaves every site (and a module) as it found them
-        summary: Summary | None = None
         batch = min(toggles, TORTURE_FIRST * period)
+        job.take()  # the keeping session holds its sites from before the first batch's reference call
+        mine = [0]  # with a keeping session: the events of the default session's packets, the torture's own
+
+        def count(cpu: int, data: bytes, *seq: int) -> bool:
+            mine[0] += events_in(data, self.host.image.arch.bits, self.host.image.arch.little)
+            return True
+
+        if job.keep:  # those packets are not the host's session's: counted and let go
+            self._reading = (0, count)
+        try:
+            summary = self._torture_batches(job, func, args, spec, toggles, mode, deadline, period, batch)
+        finally:
+            self._reading = None
+        summary.firings += mine[0]
+        return summary
+
+    def _torture_batches(self, job: TortureJob, func: int, args: list[int], spec: str, toggles: int, mode: str,
+                         deadline: float, period: int, batch: int) -> Summary:
+        summary: Summary | None = None
         while True:
             started = time.monotonic()
             got = self._torture_batch(func, args, spec, batch, mode, deadline - started)
             if summary is None:
                 summary = Summary(got.protocol, got.cpus, toggles)
+            if job.keep:  # each batch's reference call, on the commanding CPU, fires the kept probes too
+                summary.kept_calls += got.calls + 1
             summary.done += got.done
             summary.calls += got.calls
             summary.faults += got.faults

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sdtgen.layout import CPU
+from sdtgen.layout import CPU, PACKET
 from sdtgen.plaindata import record
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import Streams
@@ -29,6 +29,15 @@ from sdtgen.trace.streams import Streams
 # records between two polls. Counters further apart are damage, not a ring that went round that often.
 MAX_AHEAD = 1 << 32
 PacketFn = Callable[[int, bytes, int], None]  # (cpu, the packet, the number its slot holds)
+
+
+def events_in(data: bytes, bits: int, little: bool) -> int:
+    """The events a packet's header says it holds (0 for bytes too short to be a packet): what a host that lets a
+    session's packets go (torture --keep, the torture's own session) still counts."""
+    st = PACKET.struct(bits, little)
+    if len(data) < st.size:
+        return 0
+    return dict(zip(PACKET.names(), st.unpack(bytes(data[:st.size])), strict=True))["events"]
 
 
 class Memory(Protocol):

@@ -64,3 +64,22 @@ def test_qemu_arguments_come_after_dashes_or_each_as_qemu_arg_as_on_sdtgen_qemu(
         assert "--qemu-arg -serial: sdtgen wires QEMU's serial ports" in r.stderr
     code, t = torture(image, "--toggles", "2", "--", "-m", "256M")
     assert code == 0 and t["toggles"] == 2 and t["passed"]
+
+
+@pytest.mark.parametrize("arch", EVERY if ALL else ["riscv64"])
+def test_a_second_session_keeps_the_sites_and_loses_no_firing_while_the_default_session_toggles(qemu_kernel,
+                                                                                                native_exe, arch):
+    """--keep: the host's own session holds hk:sched:run:tick armed and counts its firings in its tables while the
+    control core's torture arms and disarms every hk:sched probe in the default session: nothing tears, no disarmed
+    window fires, and the count is the native run's a call times every call made (the callers' and each batch's
+    reference call). A disable that takes a kept site loses firings (checked by hand with a broken let_go)."""
+    from native_oracle import Call
+    from session_pair import native
+
+    toggles = TOGGLES if ALL else 20
+    code, t = torture(qemu_kernel(arch), "--toggles", str(toggles), "--keep", "hk:sched:run:tick")
+    assert (t["torn"], t["faults"], t["wrong"], t["leaked"]) == (0, 0, 0, 0)
+    each = sum(1 for probe, _ in native(native_exe, [Call("sched_run", (3,))]) if probe == "hk:sched:run:tick")
+    assert t["kept_calls"] > t["calls"] > 10 * toggles
+    assert t["kept"] == t["kept_calls"] * each and t["kept_dropped"] == 0
+    assert code == 0 and t["passed"]

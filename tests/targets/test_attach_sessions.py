@@ -162,11 +162,3 @@ def test_a_session_name_the_runtime_would_refuse_is_refused_before_the_kernel_is
     r = attach(peer, image, "--session", name, "--enable", "hk:vfs::")
     assert r.returncode == 2 and peer.seen == []
     assert r.stderr.startswith(f"sdtgen: error: --session '{name}' is not a session name the runtime takes"), r.stderr
-
-
-def test_boot_says_the_emulator_has_no_sessions_to_open(image):
-    r = subprocess.run([SDTGEN, "boot", str(image), "--session", "mine", "--run", "kmain", "--arg", "1"],
-                       capture_output=True, text=True, timeout=SYS_TIMEOUT)
-    assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.startswith("sdtgen: error: --session opens a session through the kernel's control core, which the "
-                               "emulator has not"), r.stderr

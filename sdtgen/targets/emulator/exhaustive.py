@@ -18,11 +18,17 @@ With a module (--module): the changes are the module's own, with a spec covering
 in branch mode: sdt_module_unload disarming its armed sites (an observer on the breakpoint must be resolved
 as the site's state, while the module is still the runtime's), and sdt_module_load arming them again as the
 spec says (a load while a spec arms it).
+
+With a keeping session (--keep SPEC): the host's own session holds SPEC's probes armed before the changes start,
+and the changes are the default session's: a kept site must never be disarmed, neither by a store an observer
+sees (running the site's disarmed instruction) nor once a change is made (``kept_disarmed`` counts both); its
+changes between the arming modes are checked as any.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.table import TableSite
@@ -51,13 +57,14 @@ def landings(arch, address: int, data: bytes) -> list[list[tuple[int, int]]]:
 class Exhaustive:
     """The check on an emulated boot (sdtgen/targets/emulator/target.py) of two CPUs: the last makes the changes."""
 
-    def __init__(self, target, symbol: str, module: bool = False) -> None:
+    def __init__(self, target, symbol: str, module: bool = False, keep: str = "",
+                 take: Callable[[], None] = lambda: None) -> None:
         self.target = target
         self.rt = target.runtime
         self.arch = target.image.arch
         self.control = target.smp.cpus[-1]
         self.observer = target.smp.cpus[0]
-        self.summary = Summary(target.entries.protocol, 1, 0)
+        self.summary = Summary(target.entries.protocol, 1, 0, keep=keep)
         self.module = target.module if module else None
         if self.module is not None:  # every site of the module
             lo, end = self.module.base, self.module.base + self.module.size
@@ -70,6 +77,15 @@ class Exhaustive:
                            "name a function with SDT probes in it (see `sdtgen probes IMAGE`)")
         self.watched: list[tuple[TableSite, bytes, bytes]] = []  # during a change: (site, old, new)
         self.trapped: list[int] = []
+        self.off = {s.addr: self.control.read(s.addr, s.size) for s in self.sites}  # each site disarmed
+        self.kept: set[int] = set()  # the sites the keeping session holds armed
+        if keep:
+            take()
+            self.rt.refresh()
+            self.kept = {s.addr for s in self.rt.sites if s.addr in self.off and s.state in ("trap", "branch")}
+            if not self.kept:
+                raise SdtError(target.image.path, f"--keep {printable(keep)} keeps no site of {printable(symbol)}",
+                               "give a spec of probes in the function checked")
 
     def run(self) -> Summary:
         more = ((self.module.text[0], self.module.text[0] + self.module.text[1]),) if self.module else ()
@@ -96,8 +112,11 @@ class Exhaustive:
         self._call(entry, args)
         self.watched = []
         for s in sites:  # every store of the change landed: the site is the new instruction, whole
-            if self.control.read(s.addr, s.size) != new[s.addr]:
+            now = self.control.read(s.addr, s.size)
+            if now != new[s.addr]:
                 self.summary.torn += 1
+            if s.addr in self.kept and now == self.off[s.addr]:
+                self.summary.kept_disarmed += 1  # the default session's change took a site another keeps
         self.rt.refresh()
 
     def _module_run(self) -> Summary:
@@ -179,6 +198,8 @@ class Exhaustive:
             return
         a, n = seen[0]
         code = o.read(a, n)
+        if site.addr in self.kept and a == site.addr and code == self.off[site.addr][:n]:
+            self.summary.kept_disarmed += 1  # a CPU found a kept site disarmed while it changed
         if (a, code) not in legit:
             self.summary.torn += 1
             return
@@ -192,6 +213,7 @@ class Exhaustive:
             self.summary.torn += 1
 
 
-def exhaustive(target, symbol: str, module: bool = False) -> Summary:
-    return Exhaustive(target, symbol, module).run()
+def exhaustive(target, symbol: str, module: bool = False, keep: str = "",
+               take: Callable[[], None] = lambda: None) -> Summary:
+    return Exhaustive(target, symbol, module, keep, take).run()
 

@@ -11,7 +11,9 @@ call its entry points. The emulator maps, below the CPUs' stacks:
   is reached), holding that CPU's struct sdt_cpu address: no register of the kernel's is used;
 - the data area: the hooks struct, the readable ranges, each CPU's struct sdt_cpu, scratch for the
   host's calls (a trap frame, a probe spec), the per-CPU pages, the rings, and what a kernel gives its
-  programs (docs/aggregations.md): each CPU's struct sdt_agg and table memory, and room for programs.
+  programs (docs/aggregations.md): each CPU's struct sdt_agg and table memory, and room for programs;
+  and what a kernel gives the sessions it opens (docs/sessions.md): each session id's struct sdt_session,
+  its configuration and name, and a pool of memory the sessions' areas, tables and rings are carved from.
 
 Every layout comes from sdtgen/layout.py; the runtime's entry points from the image's symbols.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import contextlib
 
 from sdtgen.errors import SdtError
-from sdtgen.layout import AGG, CPU, ENTRIES, FRAME, HOOKS, RANGE, VALUES
+from sdtgen.layout import AGG, CPU, ENTRIES, FRAME, HOOKS, RANGE, SESSION, SESSION_CONFIG, VALUES
 from sdtgen.plaindata import record
 from sdtgen.targets.emulator.machine import PAGE, Machine, Region
 from sdtgen.transport.geometry import packet_size_for
@@ -34,6 +36,10 @@ MAX_SPEC_BYTES = STRINGS_AT - SPEC_AT - 1
 HOOK_TRAPS = ("sync_cores", "notify", "report")
 AGG_TABLE_BYTES = 256 * 1024  # a CPU's aggregation tables (two halves): about a hundred quantize rows a half
 PROGRAM_AREA = 4 * VALUES["SDT_PROG_MAX_BYTES"]  # programs the host writes before sdt_enable_program
+SESSION_SLOT = 512  # a session id's struct sdt_session, its struct sdt_session_config and its name
+# The sessions' memory: room for two sessions as large as the default one with tables (a kernel's budget; what
+# does not fit is the runtime's SDT_ERR_MEMORY), at most SESSION_POOL_MOST, at least SESSION_POOL_LEAST.
+SESSION_POOL_LEAST, SESSION_POOL_MOST = 4 << 20, 256 << 20
 
 
 @record(frozen=True)
@@ -50,7 +56,10 @@ class Entries:
 FIELDS = {"init": "sdt_init", "cpu_attach": "sdt_cpu_attach", "enable": "sdt_enable", "disable": "sdt_disable",
           "set_mode": "sdt_set_mode", "trap": "sdt_trap", "flush": "sdt_flush", "module_load": "sdt_module_load",
           "module_unload": "sdt_module_unload", "enable_program": "sdt_enable_program",
-          "disable_program": "sdt_disable_program", "agg_attach": "sdt_agg_attach", "agg_switch": "sdt_agg_switch"}
+          "disable_program": "sdt_disable_program", "agg_attach": "sdt_agg_attach", "agg_switch": "sdt_agg_switch",
+          **{f"session_{verb}": f"sdt_session_{verb}"
+             for verb in ("open", "close", "enable", "disable", "enable_program", "disable_program", "switch", "flush",
+                          "bytes")}}
 
 
 def runtime_entries(image) -> Entries:
@@ -104,7 +113,10 @@ class Platform:
         self.aggs = self.rings + buffer_size * ncpu  # each CPU's struct sdt_agg, then the tables, page-aligned
         self.tables = _align(self.aggs + AGG.size(self.bits) * ncpu, PAGE)
         self.programs = self.tables + AGG_TABLE_BYTES * ncpu
-        size = _align(self.programs + PROGRAM_AREA, PAGE)
+        self.session_slots = _align(self.programs + PROGRAM_AREA, 64)
+        self.pool = _align(self.session_slots + SESSION_SLOT * VALUES["SDT_MAX_SESSIONS"], PAGE)
+        self.pool_bytes = session_pool(ncpu, buffer_size)
+        size = _align(self.pool + self.pool_bytes, PAGE)
         top = m0.stack_top - m0.stack_size - PAGE
         self.firmware = (top - PAGE) & ~(PAGE - 1)
         self.percpu = self.firmware - PAGE  # the virtual page each CPU sees as its own
@@ -142,6 +154,18 @@ class Platform:
     def program_area(self) -> tuple[int, int]:
         """(address, bytes) of the memory programs are written to."""
         return self.base + self.programs, PROGRAM_AREA
+
+    def session_slot(self, sid: int) -> tuple[int, int, int]:
+        """(struct sdt_session, struct sdt_session_config, name) of the kernel's storage for session id ``sid``."""
+        at = self.base + self.session_slots + sid * SESSION_SLOT
+        return at, at + _align(SESSION.size(self.bits), 8), at + SESSION_SLOT - 32
+
+    def session_pool(self) -> tuple[int, int]:
+        """(address, bytes) of the memory sessions are carved from."""
+        return self.base + self.pool, self.pool_bytes
+
+    def config_bytes(self, values: dict[str, int]) -> bytes:
+        return SESSION_CONFIG.struct(self.bits, self.little).pack(*(values[n] for n in SESSION_CONFIG.names()))
 
     def frame(self, cpu: int) -> int:
         return self.base + self.scratch + cpu * SCRATCH
@@ -212,6 +236,11 @@ class Platform:
     def read_frame(self, m: Machine, cpu: int) -> dict[str, int]:
         st = self._frame
         return dict(zip(self._frame_names, st.unpack(m.read(self.frame(cpu), st.size)), strict=True))
+
+
+def session_pool(cpus: int, buffer_size: int) -> int:
+    """Bytes of the sessions' pool for ``cpus`` CPUs of ``buffer_size``-byte rings (see SESSION_POOL_LEAST)."""
+    return min(max(2 * cpus * (buffer_size + AGG_TABLE_BYTES + 4096), SESSION_POOL_LEAST), SESSION_POOL_MOST)
 
 
 def _align(n: int, a: int) -> int:

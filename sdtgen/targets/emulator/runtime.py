@@ -65,6 +65,8 @@ class ProbeRuntime:
         self.actions: list[tuple[ProbeSpec, int, str]] = []
         self.active: set[tuple[int, str]] = set()
         self.on_packets: Callable[[int], None] = lambda cpu: None  # consume CPU's closed packets
+        self.on_area: Callable[[int], None] = lambda area: None  # a session's area (not the default's) closed one
+        self.scope_struct = 0  # the struct sdt_session enable and disable act on (0: the default session's entries)
         self.on_fired: Callable[[Machine], None] = lambda m: None  # a firing an action follows: show it first
         self.on_warning: Callable[[str], None] = lambda text: None
         self.on_action: Callable[[Machine, str, int], None] = lambda m, name, value: None
@@ -141,16 +143,24 @@ class ProbeRuntime:
         self.refresh()
         return n
 
+    def _arming(self, m: Machine, enable: bool, text: str, mode: int = 0) -> int:
+        """sdt_enable or sdt_disable, or the session's (sdt_session_enable, ...) when one is in scope."""
+        args = [self._spec(m, text)] + ([mode] if enable else [])
+        name = "sdt_enable" if enable else "sdt_disable"
+        if self.scope_struct:
+            return self.call(m, name.replace("sdt_", "sdt_session_"), [self.scope_struct, *args])
+        return self.call(m, name, args)
+
     def enable(self, pattern: ProbeSpec, text: str) -> int:
         m = self.machines[0]
-        n = self._check(self.call(m, "sdt_enable", [self._spec(m, text), MODES[self.mode]]), f"enable {text!r}")
+        n = self._check(self._arming(m, True, text, MODES[self.mode]), f"enable {text!r}")
         self._trap_actions()
         self.refresh()
         return n
 
     def disable(self, pattern: ProbeSpec, text: str, m: Machine | None = None) -> int:
         m = m or self.machines[0]
-        n = self._check(self.call(m, "sdt_disable", [self._spec(m, text)]), f"disable {text!r}")
+        n = self._check(self._arming(m, False, text), f"disable {text!r}")
         self.refresh()
         return n
 
@@ -166,7 +176,7 @@ class ProbeRuntime:
             m = self.machines[0]
             for pattern, _, _ in self.actions:
                 text = ":".join(pattern.fields)
-                self.call(m, "sdt_enable", [self._spec(m, text), MODES[TRAP]])
+                self._arming(m, True, text, MODES[TRAP])
 
     def flush(self, m: Machine) -> None:
         """sdt_flush on CPU ``m``: its open packet closed (and, through notify, consumed)."""
@@ -236,6 +246,8 @@ class ProbeRuntime:
             cpu = self.platform.cpu_of_area(a0)
             if cpu is not None:
                 self.on_packets(cpu)
+            else:
+                self.on_area(a0)
         elif name == "report":
             from sdtgen.table import read_string
 

@@ -10,6 +10,8 @@ the seeded schedule, and the torture test that sees every instruction a CPU fetc
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from sdtgen.errors import SdtError, printable
 from sdtgen.limits import MAX_RINGS
 from sdtgen.probes import ProbeSpec
@@ -19,21 +21,24 @@ from sdtgen.targets.base import (
     EXHAUSTIVE,
     MODULES,
     SALVAGES,
+    SESSIONS,
     Booted,
     CallFault,
     DamagedTables,
     Host,
     Interrupted,
+    OwnSession,
     ProbeState,
     Refused,
     Returned,
     Rings,
+    SessionState,
     Summary,
     TortureJob,
 )
 from sdtgen.targets.emulator.machine import GuestFault, Machine
 from sdtgen.targets.emulator.machine import Interrupted as MachineInterrupted
-from sdtgen.targets.emulator.platform import Platform, runtime_entries
+from sdtgen.targets.emulator.platform import Platform, runtime_entries, session_pool
 from sdtgen.targets.emulator.runtime import ProbeRuntime
 from sdtgen.trace.model import Lost
 
@@ -50,11 +55,17 @@ def fault_of(e: GuestFault) -> CallFault:
 class EmulatorTarget:
     """The host's image booted in the emulator on ``cpus`` CPUs (``modules``: with room for a module)."""
 
-    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE, SALVAGES})
+    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE, SALVAGES, SESSIONS})
     damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
+    # The session the host opened for itself (--session), whose id its packets carry; None: the default session's.
+    own: OwnSession | None = None
+    own_id = 0
+    # The session the session-scoped verbs (enable, disable, programs, tables, drain, lost) act on: the host's own,
+    # or, inside scoped(NAME), session NAME (one the emulated kernel opened); 0: the default session.
+    scope = 0
 
     def __init__(self, host: Host, *, patch: bool, buffer_size: int, overflow: str, cpus: int, seed: int,
-                 schedule: str, stream: bool, modules: bool) -> None:
+                 schedule: str, stream: bool, modules: bool, own: OwnSession | None) -> None:
         # Every option is required: the defaults are the factory's alone (sdtgen.targets.DEFAULTS and OWN).
         from sdtgen.targets.emulator.smp import MAX_CPUS, SCHEDULES
 
@@ -86,6 +97,8 @@ class EmulatorTarget:
         self.expects_modules = modules
         try:
             self._boot()
+            if own is not None:
+                self.open_own(own)
         except BaseException:
             self.close()
             raise
@@ -101,7 +114,7 @@ class EmulatorTarget:
         guest = sum(s.memsz for s in self.image.elf.segments if s.type == PT_LOAD) + self.cpus * STACK_SIZE
         threads = self.cpus * (2 if self.cpus > 1 and self.schedule == "parallel" else 1)  # watchdogs, CPUs
         check_address_space(self.image.path, self.cpus, tcg_buffer_for(self.image.elf), guest,
-                            self.cpus * self.buffer_size, threads)
+                            self.cpus * self.buffer_size + session_pool(self.cpus, self.buffer_size), threads)
 
     def _boot(self) -> None:
         from sdtgen.targets.emulator.clock import guest_clock
@@ -127,6 +140,7 @@ class EmulatorTarget:
         self.runtime.on_warning = self.host.warning
         self.runtime.on_action = lambda m, name, value: self.host.action(m.cpu, name, value)
         self.runtime.on_packets = self._consume_now
+        self.runtime.on_area = self._consume_area
         self.runtime.on_fired = self._flush_cpu
         self.runtime.on_report = self.host.log
         size = self.platform.packet_size  # the rings are the host's: where they are and their sizes are believed
@@ -154,21 +168,40 @@ class EmulatorTarget:
         states = [s.state for s in self.runtime.sites] if self.patched else []
         self.booted = Booted(arch.name, self.cpus, self.clock_name, self.clock_hz, states.count("off"),
                              states.count("refused"), states.count("folded"), self.entries.protocol)
+        from sdtgen.targets.emulator.sessions import Sessions
+
+        self.sessions_open = Sessions(self)
 
     # -- the consumer -------------------------------------------------------------------------------
     def _consume_now(self, cpu: int) -> None:
         """The notify hook: a packet of ``cpu`` closed (with --overflow drop, read as it closes)."""
-        if self.stream:
+        if self.stream and self.own is None:  # with the host's own session, the default one's are the kernel's
             self.consumer.consume(cpu)
+
+    def _consume_area(self, area: int) -> None:
+        """The notify hook on a session's area: the host's own session's packets read as they close."""
+        found = self.sessions_open.area_of(area)
+        if self.stream and found is not None and found[0] == self.own_id and self.own is not None:
+            self._own_consumer().consume(found[1])
+
+    def _own_consumer(self):
+        return self.sessions_open.consumer(self.own_id, self.host.packet, self._own_streams)
 
     def _flush_cpu(self, m: Machine) -> None:
         """What CPU ``m`` recorded so far, read now: an --action's result follows its firing."""
+        if self.own is not None:
+            self.sessions_open.call("sdt_session_flush", [self.sessions_open.opened[self.own_id].struct], m.cpu)
+            self._own_consumer().consume(m.cpu)
+            return
         self.runtime.flush(m)
         self.consumer.consume(m.cpu)
 
     def drain(self) -> None:
         """Every CPU's open packet closed and every closed packet read. A fault of sdt_flush (a kernel that broke
-        its CPU area or its ring) is the host's to say and count, once: that CPU is not flushed or read again."""
+        its CPU area or its ring) is the host's to say and count, once: that CPU is not flushed or read again.
+        With the host's own session open, its packets are what is read (the default session's are the kernel's)."""
+        if self.own is not None:
+            return self._drain_own()
         for m in self.smp.cpus:
             if m.cpu in self._broken:
                 continue
@@ -188,6 +221,21 @@ class EmulatorTarget:
                               f"(--buffer-size {self.buffer_size}, --overflow {self.overflow})")
             self._lost_shown = lost
 
+    def _drain_own(self) -> None:
+        try:
+            self.sessions_open.flush(self.own_id)
+        except MachineInterrupted as e:
+            raise Interrupted(fault_of(e)) from None
+        consumer = self._own_consumer()
+        for cpu in range(self.cpus):
+            if cpu not in self._broken:
+                consumer.consume(cpu)
+        lost = consumer.total_lost
+        if lost > self._lost_shown:
+            self.host.warning(f"{lost - self._lost_shown} record(s) lost: session {self.own.name!r}'s buffer was full "
+                              f"(--buffer-size {self.own.ring}, --overflow {self.own.policy})")
+            self._lost_shown = lost
+
     def _drain_after_interrupt(self) -> None:
         """What was recorded before Ctrl-C, read: the runtime's short sdt_flush calls deaf to a Ctrl-C that
         is still on its way (they keep their deadline); a fault there leaves the rest unread."""
@@ -202,7 +250,7 @@ class EmulatorTarget:
                 m.watchdog.deaf = False
 
     def lost(self) -> dict[int, Lost]:
-        return self.consumer.lost()
+        return self._own_consumer().lost() if self.own is not None else self.consumer.lost()
 
     # -- arming ----------------------------------------------------------------------------------
     def _need_patched(self, text: str) -> None:
@@ -218,6 +266,82 @@ class EmulatorTarget:
     def disable(self, spec: str) -> int:
         self._need_patched(spec)
         return self.runtime.disable(ProbeSpec.parse(spec), spec)
+
+    # -- sessions (docs/sessions.md) ----------------------------------------------------------------------
+    def open_session(self, name: str, ring: int, packet: int, policy: str, tables: int = 0) -> int:
+        """sdt_session_open as the emulated kernel calls it, in memory of its own: the session's id. Refused (the
+        runtime's SDT_ERR_MEMORY, FULL, EXISTS, NAME, ARG) as one line."""
+        from sdtgen.layout import VALUES
+
+        fix = {VALUES["SDT_ERR_MEMORY"]: f"give a smaller --buffer-size (the emulated kernel gives its sessions "
+                                         f"{self.platform.pool_bytes >> 10} KiB in all)",
+               VALUES["SDT_ERR_FULL"]: "close a session first (--sessions lists them)",
+               VALUES["SDT_ERR_EXISTS"]: "give --session another name (--sessions lists those open)",
+               VALUES["SDT_ERR_NAME"]: "give a name of 1 to 15 letters, digits, '_' or '-'"}
+        try:
+            return self.sessions_open.open(name, ring, packet, policy, tables)
+        except Refused as e:
+            raise SdtError(self.image.path, f"the runtime refused to open session {printable(name)!r}: "
+                           f"{printable(e.text)}", fix.get(e.code, "see --sessions for the sessions it has")) from None
+
+    def close_session(self, name: str) -> int:
+        """sdt_session_close: the sites only it kept disarmed (their count); its memory the emulator's again."""
+        s = self.sessions_open.named(name)
+        try:
+            n = self.sessions_open.close(s.id)
+        except Refused as e:
+            raise SdtError(self.image.path, f"the runtime refused to close session {printable(name)!r}: "
+                           f"{printable(e.text)}") from None
+        self.runtime.refresh()
+        return n
+
+    def open_own(self, own: OwnSession) -> int:
+        """The host's own session beside the kernel's: every session-scoped verb acts on it from now on."""
+        self.own_id = self.open_session(own.name, own.ring, own.packet, own.policy, own.tables)
+        self.own = own
+        self._own_streams = self.host.open_streams(self.clock_hz, self.cpus, own.packet)  # its packets' checks
+        self._scope(self.own_id)
+        return self.own_id
+
+    def close_own(self) -> None:
+        """The host's own session closed (what it alone armed disarmed), its memory the emulator's again."""
+        own, self.own = self.own, None
+        if own is not None and self.own_id in self.sessions_open.opened:
+            self.close_session(own.name)
+        self._scope(0)
+
+    def _scope(self, sid: int) -> None:
+        self.scope = sid
+        self.runtime.scope_struct = self.sessions_open.get(sid).struct if sid else 0
+
+    @contextmanager
+    def scoped(self, name: str | None):
+        """The session-scoped verbs act on session ``name`` (one the emulated kernel opened; None: the default
+        session) meanwhile."""
+        before = self.scope
+        self._scope(self.sessions_open.named(name).id if name is not None else 0)
+        try:
+            yield
+        finally:
+            self._scope(before)
+
+    def sessions(self) -> list[SessionState]:
+        """Every session the runtime has open, the default one first, as its registry and slots say."""
+        return self.sessions_open.states()
+
+    def read_session(self, name: str, take) -> SessionState:
+        """Session ``name``'s packets (one the emulated kernel opened): each CPU's open packet closed and every
+        closed one read where the runtime wrote it, into ``take``; the session as it was listed before."""
+        s = self.sessions_open.named(name)
+        state = next(x for x in self.sessions() if x.id == s.id)
+        try:
+            self.sessions_open.flush(s.id)
+        except MachineInterrupted as e:
+            raise Interrupted(fault_of(e)) from None
+        consumer = self.sessions_open.consumer(s.id, take, None)
+        for cpu in range(self.cpus):
+            consumer.consume(cpu)
+        return state
 
     def set_mode(self, mode: str) -> int:
         if mode == BRANCH and not self.patched:
@@ -302,7 +426,7 @@ class EmulatorTarget:
         """Each CPU's struct sdt_agg and table memory, in the platform's area, attached by a call on CPU 0."""
         from sdtgen.layout import ERRORS
 
-        if self._tables:
+        if self._tables or self.scope:  # a session's tables were carved when it opened
             return
         m = self.smp.cpus[0]
         for k in range(self.cpus):
@@ -342,11 +466,18 @@ class EmulatorTarget:
 
         self._need_patched(spec)
         m = self.smp.cpus[0]
+        if self.scope:
+            return self._program_call("sdt_session_enable_program", [self.runtime.scope_struct,
+                                                                     self.runtime._spec(m, spec), MODES[mode],
+                                                                     program, size])
         return self._program_call("sdt_enable_program", [self.runtime._spec(m, spec), MODES[mode], program, size])
 
     def disable_program(self, spec: str) -> int:
         self._need_patched(spec)
-        return self._program_call("sdt_disable_program", [self.runtime._spec(self.smp.cpus[0], spec)])
+        spec_at = self.runtime._spec(self.smp.cpus[0], spec)
+        if self.scope:
+            return self._program_call("sdt_session_disable_program", [self.runtime.scope_struct, spec_at])
+        return self._program_call("sdt_disable_program", [spec_at])
 
     def take_tables(self) -> list:
         """sdt_agg_switch on CPU 0 (every CPU is stopped between commands: none is adding), then each CPU's frozen
@@ -354,13 +485,18 @@ class EmulatorTarget:
         from sdtgen.dscript.tables import AggTableError, read_cpu
         from sdtgen.targets.emulator.platform import AGG_TABLE_BYTES
 
-        if not self._tables:
+        if self.scope:
+            self._program_call("sdt_session_switch", [self.runtime.scope_struct])
+            where = self.sessions_open.agg_areas(self.scope)
+        elif not self._tables:
             return []
-        self._program_call("sdt_agg_switch", [])
+        else:
+            self._program_call("sdt_agg_switch", [])
+            where = [(self.platform.agg(k), AGG_TABLE_BYTES) for k in range(self.cpus)]
         arch, out = self.image.arch, []
-        for k in range(self.cpus):
+        for k, (agg, size) in enumerate(where):
             try:
-                t = read_cpu(self.machine.read, self.platform.agg(k), arch.bits, arch.little, None, AGG_TABLE_BYTES)
+                t = read_cpu(self.machine.read, agg, arch.bits, arch.little, None, size)
                 out.append(t if t.cpu == k else DamagedTables(k, f"its table says it is CPU {t.cpu}'s"))
             except (AggTableError, GuestFault) as e:
                 out.append(DamagedTables(k, str(e)))
@@ -430,14 +566,15 @@ class EmulatorTarget:
         if self.cpus < 2:
             raise SdtError("", "the emulated torture needs a CPU that calls and one that toggles",
                            "boot with --cpus 2 or more")
-        t = Torture(self, job.func, job.args, job.mask, job.toggles, job.timeout, job.spec, job.mode, job.progress)
+        t = Torture(self, job.func, job.args, job.mask, job.toggles, job.timeout, job.spec, job.mode, job.progress,
+                    job.keep, job.take)
         t.prepare(job.symbol)
         return t.run()
 
-    def exhaustive(self, symbol: str, module: bool) -> Summary:
+    def exhaustive(self, symbol: str, module: bool, keep: str = "", take=lambda: None) -> Summary:
         from sdtgen.targets.emulator.exhaustive import exhaustive
 
-        return exhaustive(self, symbol, module=module)
+        return exhaustive(self, symbol, module=module, keep=keep, take=take)
 
     def close(self) -> None:
         for m in self.smp.cpus[1:] if self.smp is not None else []:

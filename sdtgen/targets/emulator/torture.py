@@ -26,6 +26,11 @@ breakpoint that sdt_trap resolves as the new one.
 unloads the module (sdt_module_unload: its sites disarmed while the CPUs run them) and loads it again in place
 (sdt_module_load: its sites verified again and armed by the spec) in turn, while every CPU calls the module's
 function; its sites are watched as any.
+
+``keep`` (--keep SPEC): the host's own session holds SPEC's probes (an aggregation counting their firings, armed
+after the reference call and the sites' two states are read) while the default session toggles: a kept site must
+run armed at every fetch (``kept_disarmed`` counts the fetches that found it disarmed), its disarmed windows are no
+leak, and every call of the workers fires the kept probes in full (``kept_calls``; the count is the session's).
 """
 
 from __future__ import annotations
@@ -49,13 +54,15 @@ class Watched:
     site: TableSite
     legit: frozenset[tuple[int, bytes]]  # (address, bytes) of every instruction a CPU may execute in the site
     off: bytes  # the site disarmed, as the runtime writes it
+    kept: bool = False  # another session holds it armed throughout
 
 
 class Torture:
     """Torture on an emulated boot (sdtgen/targets/emulator/target.py) of one more CPU than calls: the last toggles."""
 
     def __init__(self, target, func: int, args: list[int], mask: int, toggles: int, timeout: float,
-                 spec: str, mode: str = "branch", progress: Callable[[int], None] = lambda done: None) -> None:
+                 spec: str, mode: str = "branch", progress: Callable[[int], None] = lambda done: None,
+                 keep: str = "", take: Callable[[], None] = lambda: None) -> None:
         self.target = target
         self.smp = target.smp
         self.workers = self.smp.cpus[:-1]
@@ -67,7 +74,8 @@ class Torture:
         self.spec = spec
         self.mode = mode
         self.progress = progress  # told the toggles made, after each
-        self.summary = Summary(target.entries.protocol, len(self.workers), toggles)
+        self.summary = Summary(target.entries.protocol, len(self.workers), toggles, keep=keep)
+        self.keep, self.take = keep, take
         self.sites: dict[int, Watched] = {}
         self.expected = 0
         self.module = target.module if mode == "module" else None  # the LinkedModule cycled
@@ -76,7 +84,22 @@ class Torture:
 
     # -- setting up ------------------------------------------------------------------------
     def prepare(self, symbol: str) -> None:
-        """The sites, their two states as the runtime writes them, the reference value, the hooks."""
+        """The sites, their two states as the runtime writes them, the reference value, the hooks; then the keeping
+        session takes its probes (in its own scope: every toggle here and in run is the default session's)."""
+        with self.target.scoped(None):
+            self._prepare(symbol)
+        if self.keep:
+            self.take()
+            rt = self.target.runtime
+            rt.refresh()
+            armed = {s.addr for s in rt.sites if s.state in ("trap", "branch")}
+            for w in self.sites.values():
+                w.kept = w.site.addr in armed
+            if not any(w.kept for w in self.sites.values()):
+                raise SdtError(self.target.image.path, f"--keep {printable(self.keep)} keeps no site of "
+                               f"{printable(symbol)}", "give a spec of probes in the function under torture")
+
+    def _prepare(self, symbol: str) -> None:
         image = self.target.image
         rt = self.target.runtime
         if self.module is not None:  # every site of the module, armed by the spec
@@ -126,7 +149,10 @@ class Torture:
     def _fetched(self, uc, address: int, size: int, w: Watched) -> None:
         if (address, self.control.read(address, size)) not in w.legit:
             self.summary.torn += 1
-        if self.disarmed and self.control.read(w.site.addr, w.site.size) != w.off:
+        if w.kept:
+            if address == w.site.addr and self.control.read(w.site.addr, w.site.size) == w.off:
+                self.summary.kept_disarmed += 1  # another session's disarm took the site this one keeps
+        elif self.disarmed and self.control.read(w.site.addr, w.site.size) != w.off:
             self._leaked = True  # the disarm returned, and the site is armed still: it fires while disarmed
 
     def _window(self, disarmed: bool) -> None:
@@ -198,11 +224,35 @@ class Torture:
             self._round(running, calls, rounds, again=False)
         self._window(False)
         rt.refresh()
+        if self.keep:  # the host reads the keeping session: the default session's records are counted here
+            self._count_default()
         self.target.drain()  # the records go to the host, which counts them: the summary adds what full rings lost
-        self.summary.firings = self.target.consumer.total_lost
+        self.summary.firings += self.target.consumer.total_lost
         self.summary.calls = sum(calls)
+        self.summary.kept_calls = self.summary.calls if self.keep else 0
         self.summary.idle = sum(1 for n in calls if n == 0)
         return self.summary
+
+    def _count_default(self) -> None:
+        """The default session's records (the toggled probes' firings in its armed windows), counted by the
+        events each of its packets says it holds."""
+        from sdtgen.transport.consumer import events_in
+
+        consumer = self.target.consumer
+        taker = consumer.on_packet
+
+        def count(cpu: int, data: bytes, *seq: int) -> bool:
+            self.summary.firings += events_in(data, self.arch.bits, self.arch.little)
+            return True
+
+        consumer.on_packet = count
+        try:
+            for m in self.smp.cpus:
+                rt = self.target.runtime
+                rt.call(m, "sdt_flush", [])
+                consumer.consume(m.cpu)
+        finally:
+            consumer.on_packet = taker
 
     def _control_step(self) -> bool:
         try:
