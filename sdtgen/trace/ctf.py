@@ -20,7 +20,8 @@ says each change, which a reader shows as `sdt:task` events. So that every event
 LTTng's `vtid` context does, the trace of such a kernel (known by its first event: a task event) carries one
 more event context field, ``tid`` (the task the packet's last task event said; 2^64 - 1 where none was said):
 each packet is written with the field put after each event's header, its sizes in the header grown to hold it.
-The runtime's packets as they stand (a process's own stream files, `gen --ctf-metadata`) have no such field.
+The runtime's packets as they stand (a process's own stream files, `gen --ctf-metadata`) have no such field;
+runtime_stream() gives a stream of such a trace back as the runtime's packets (has_task_context() says which).
 """
 
 from __future__ import annotations
@@ -190,6 +191,35 @@ def with_task_context(data: bytes | memoryview, used: int, bits: int, little: bo
     size = max((content + 7) & ~7, int.from_bytes(data[_PACKET_SIZE:_PACKET_SIZE + 8], order) // 8)
     out[_PACKET_SIZE:_PACKET_SIZE + 8] = (size * 8).to_bytes(8, order)
     return bytes(out) + bytes(size - content)
+
+
+def has_task_context(directory: Path) -> bool:
+    """Whether the trace in ``directory`` (this writer's) carries the tid event context field."""
+    text = (Path(directory) / "metadata").read_text(encoding="utf-8")
+    return "\t\tuint64_t tid;\n\t};" in text.split("event.context := struct {", 1)[-1][:200]
+
+
+def runtime_stream(stream: bytes, bits: int, little: bool = True) -> bytes:
+    """A stream file of a trace with the tid event context (has_task_context) as the runtime's packets: each
+    event without the field, each packet's content size what is left (its packet size kept)."""
+    order = "little" if little else "big"
+    head, event, out, at = PACKET.size(bits), EVENT.struct(64, little), bytearray(), 0
+    while at + head <= len(stream):
+        content = int.from_bytes(stream[at + _CONTENT:at + _CONTENT + 8], order) // 8
+        size = int.from_bytes(stream[at + _PACKET_SIZE:at + _PACKET_SIZE + 8], order) // 8
+        if size < head or content > size:
+            break  # not this writer's: nothing past it is read
+        packet = bytearray(stream[at:at + head])
+        e = at + head
+        while e + _EVENT.size + 8 <= at + content:
+            length = event.unpack_from(stream, e)[2]
+            packet += bytes(-len(packet) % 8)
+            packet += stream[e:e + _EVENT.size] + stream[e + _EVENT.size + 8:min(e + length + 8, at + content)]
+            e = (e + length + 8 + 7) & ~7
+        packet[_CONTENT:_CONTENT + 8] = (len(packet) * 8).to_bytes(8, order)
+        out += packet + bytes(size - len(packet))
+        at += size
+    return bytes(out)
 
 
 def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool, stream: int = 0) -> bytes:
