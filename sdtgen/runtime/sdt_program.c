@@ -7,9 +7,10 @@
  * (sdt_program_verify) refuses anything that is not one: every field in range, every jump forward and
  * inside the program, every path ending in EXIT, no register read before every path to it wrote it, every
  * constant, string, set and aggregation it names inside its tables. Jumps going forward only, a run takes at
- * most ninsns steps. The evaluator reads the firing's arguments, its CPU and its probe, and strings only
- * through the kernel's readable ranges (the recorders' own rule); a division by zero or a string it cannot
- * read stops the clause (CATCH) and is counted in the CPU's ``errors``, never a fault.
+ * most ninsns steps. The evaluator reads the firing's arguments, its CPU and its probe, the current task (the
+ * kernel's sdt_hooks.task, asked once a run), and strings only through the kernel's readable ranges (the
+ * recorders' own rule); a division by zero, a string it cannot read or a task of a kernel without the hook stops
+ * the clause (CATCH) and is counted in the CPU's ``errors``, never a fault.
  *
  * A probe's program is found through its slot (struct sdt_slot), which gen defines beside its recorder: NULL (no
  * program) costs the recorder a compare and a branch. A program's guard, its predicate's first test, is copied
