@@ -2,7 +2,8 @@
 kcpu/N, in the kernel's context): the fixture kernel on several vCPUs, every CPU making the same calls. A predicate
 on `tid`, on `execname` and `curcontext`, records exactly the native run's firings on the CPU whose thread it
 names, and `@[tid] = count()` counts each thread's firings as the native run makes them; Perfetto's protos read
-each CPU's events on its thread's track."""
+each CPU's events on its thread's track (RISC-V, AArch64), babeltrace2 each event's tid in the CTF trace's event
+context (x86-64, i386: 64- and 32-bit words)."""
 
 from __future__ import annotations
 
@@ -29,12 +30,13 @@ def runs() -> list[str]:
 @pytest.mark.parametrize("arch", EVERY if ALL else ("riscv64", "x86_64"))
 def test_predicates_and_aggregations_on_the_task_select_each_cpus_thread(qemu_kernel, firings, arch, tmp_path):
     need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
+    trace = tmp_path / ("trace" if arch in ("x86_64", "i386") else "t.pftrace")
     events = qemu_json(qemu_kernel(arch, TASKS="1"), "--cpus", CPUS, "--arm", "branch",
                        "--enable", f"hk:sched:run:tick /tid == {BASE + 1}/",
                        "--enable", 'hk:proc:exit:done /execname == "kcpu/2" && curcontext == kernel/',
                        "--enable", "hk:mem:alloc:done /curcontext != kernel/",
                        "--aggregate", "hk:mem:alloc:entry @bytid[tid] = count()",
-                       "--trace", str(tmp_path / "t.pftrace"), *runs())
+                       "--trace", str(trace), *runs())
     fired: dict[int, list] = {cpu: [] for cpu in range(CPUS)}
     for e in events:
         if e["event"] == "fire":
@@ -48,7 +50,30 @@ def test_predicates_and_aggregations_on_the_task_select_each_cpus_thread(qemu_ke
     [bytid] = [a["rows"] for a in aggs["aggregations"] if a["name"] == "bytid"]
     entries = sum(1 for p, _ in firings if p == "hk:mem:alloc:entry")
     assert {row["keys"][0]: row["value"] for row in bytid} == {BASE + cpu: entries for cpu in range(CPUS)}
-    assert_thread_tracks(tmp_path / "t.pftrace", {1: len(ticks), 2: len(exits)})
+    if trace.suffix:
+        assert_thread_tracks(trace, {1: len(ticks), 2: len(exits)})
+    else:
+        assert_event_context(trace, fired)
+
+
+def assert_event_context(path, fired: dict[int, list]) -> None:
+    """babeltrace2 reads each CPU's firings with its thread's id in the event context, as its task events say."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "trace"))
+    from test_ctf import read_bt2
+
+    got: dict[int, list] = {cpu: [] for cpu in range(CPUS)}
+    for x in read_bt2(path):
+        if "name" not in x:
+            continue
+        assert x["tid"] == BASE + x["cpu"]
+        if x["name"] == "sdt:task":
+            assert (x["fields"]["tid"], x["fields"]["procname"]) == (BASE + x["cpu"], f"kcpu/{x['cpu']}")
+            continue
+        got[x["cpu"]].append((x["name"], [x["fields"][f"arg{k}"] for k in range(len(x["fields"]))]))
+    assert got == fired
 
 
 def assert_thread_tracks(path, counts: dict[int, int]) -> None:
