@@ -31,7 +31,9 @@ def runs() -> list[str]:
 def test_predicates_and_aggregations_on_the_task_select_each_cpus_thread(qemu_kernel, firings, arch, tmp_path):
     need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
     trace = tmp_path / ("trace" if arch in ("x86_64", "i386") else "t.pftrace")
-    events = qemu_json(qemu_kernel(arch, TASKS="1"), "--cpus", CPUS, "--arm", "branch",
+    # in a session of the host's own beside the kernel's default one: a session restricted to tasks by its programs
+    events = qemu_json(qemu_kernel(arch, TASKS="1"), "--cpus", CPUS, "--arm", "branch", "--session", "mine",
+                       "--buffer-size", 1 << 16,
                        "--enable", f"hk:sched:run:tick /tid == {BASE + 1}/",
                        "--enable", 'hk:proc:exit:done /execname == "kcpu/2" && curcontext == kernel/',
                        "--enable", "hk:mem:alloc:done /curcontext != kernel/",
@@ -46,7 +48,7 @@ def test_predicates_and_aggregations_on_the_task_select_each_cpus_thread(qemu_ke
     assert ticks and exits
     assert fired == {0: [], 1: ticks, 2: exits}
     [aggs] = [e for e in events if e["event"] == "aggregations"]
-    assert (aggs["dropped"], aggs["errors"], aggs["nested"]) == (0, 0, 0)
+    assert (aggs["session"], aggs["dropped"], aggs["errors"], aggs["nested"]) == ("mine", 0, 0, 0)
     [bytid] = [a["rows"] for a in aggs["aggregations"] if a["name"] == "bytid"]
     entries = sum(1 for p, _ in firings if p == "hk:mem:alloc:entry")
     assert {row["keys"][0]: row["value"] for row in bytid} == {BASE + cpu: entries for cpu in range(CPUS)}
