@@ -13,24 +13,34 @@ from native_oracle import Call, run_native
 CPUS = 2
 
 
+CALLS = [Call("sched_run", (5,)), Call("kmem_alloc", (100,)), Call("proc_exit", (42,))]
+
+
 @pytest.fixture(scope="module")
-def ticks(native_exe) -> int:
-    return sum(1 for e in run_native(native_exe, [Call("sched_run", (5,))]) if e.get("probe") == "hk:sched:run:tick")
+def fired(native_exe) -> dict[str, int]:
+    """The native run's firings of each probe."""
+    counts: dict[str, int] = {}
+    for e in run_native(native_exe, CALLS):
+        if "probe" in e:
+            counts[e["probe"]] = counts.get(e["probe"], 0) + 1
+    return counts
 
 
-@pytest.mark.parametrize("clause", ["--enable=hk:sched:run:tick /tid == 0/",
-                                    '--enable=hk:sched:run:tick /execname == ""/',
-                                    "--aggregate=hk:sched:run:tick @[curcontext] = count()"])
-def test_reading_the_task_of_a_kernel_without_the_hook_is_an_error_each_firing(kernel, ticks, clause):
-    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", clause, "--run", "sched_run:long", "--arg", "5")
+def test_reading_the_task_of_a_kernel_without_the_hook_is_an_error_each_firing(kernel, fired):
+    runs = [w for c in CALLS for w in ("--run", f"{c.function}:long", *[f"--arg={a}" for a in c.args])]
+    proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--json", "--enable", "hk:sched:run:tick /tid == 0/",
+                  "--enable", 'hk:mem:alloc:entry /execname == ""/',
+                  "--aggregate", "hk:proc:exit:done @[curcontext] = count()", *runs)
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert ticks and not [e for e in events if e["event"] == "fire"]
+    assert not [e for e in events if e["event"] == "fire"]
     [aggs] = [e for e in events if e["event"] == "aggregations"]
-    assert [a["rows"] for a in aggs["aggregations"] if a["rows"]] == [] and aggs["errors"] == ticks * CPUS
+    each = fired["hk:sched:run:tick"] + fired["hk:mem:alloc:entry"] + fired["hk:proc:exit:done"]
+    assert [a["rows"] for a in aggs["aggregations"] if a["rows"]] == [] and aggs["errors"] == each * CPUS
 
 
-def test_the_errors_are_said_with_what_may_have_made_them(kernel, ticks):
+def test_the_errors_are_said_with_what_may_have_made_them(kernel, fired):
+    ticks = fired["hk:sched:run:tick"]
     proc = sdtgen("boot", kernel.image, "--cpus", CPUS, "--enable", "hk:sched:run:tick /tid == 0/", "--run",
                   "sched_run:long", "--arg", "5")
     assert proc.returncode == 0, proc.stderr
