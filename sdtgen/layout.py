@@ -553,7 +553,14 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
     ("SDT_OP_ULE", 39, "dst = a <= b, unsigned"),
     ("SDT_OP_UGT", 40, "dst = a > b, unsigned"),
     ("SDT_OP_UGE", 41, "dst = a >= b, unsigned"),
-    ("SDT_OP_IMM", 0x80, "with a binary operation (SDT_OP_ADD and after): its right operand is imm, not register b"),
+    ("SDT_OP_LDTASK", 42, "dst = the current task's id (b SDT_TASK_ID) or its SDT_CONTEXT_* (b SDT_TASK_CONTEXT), "
+     "from sdt_hooks.task (a kernel without it: an error)"),
+    ("SDT_OP_TASKCMP", 43, "dst = -1, 0 or 1: the current task's name (none: \"\") against the string at imm (no "
+     "sdt_hooks.task, a name it cannot read: an error)"),
+    ("SDT_OP_IMM", 0x80, "with a binary operation (SDT_OP_ADD to SDT_OP_UGE): its right operand is imm, not "
+     "register b"),
+    ("SDT_TASK_ID", 0, "LDTASK: the task's id"),
+    ("SDT_TASK_CONTEXT", 1, "LDTASK: the task's SDT_CONTEXT_*"),
     ("SDT_EXT_WORD", 0, "LDARG: the register as it is (zero-extended to 64 bits)"),
     ("SDT_EXT_S8", 1, "LDARG: the low 8 bits, sign-extended"),
     ("SDT_EXT_S16", 2, "LDARG: the low 16 bits, sign-extended"),

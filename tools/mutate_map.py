@@ -32,6 +32,8 @@ EXTRA: dict[str, list[str]] = {
     # The control core's program and table commands: static functions of a file sdt_control.c includes.
     "sdtgen/runtime/sdt_control_programs.c": ["tests/runtime/test_control.py", "tests/targets/test_control_tables.py",
                                               "tests/runtime/test_program_tables.py"],
+    # Programs' task instructions (LDTASK, TASKCMP): reached through a kernel with the task hook, by D's tid.
+    "sdtgen/runtime/sdt_program.c": ["tests/targets/test_task_programs.py"],
     # The runtime's shared state (its lock, the trap's entry count, the gone list): what every layer includes.
     "sdtgen/runtime/sdt_state.c": ["tests/runtime/test_hold.py", "tests/runtime/test_patch_protocol.py",
                                    "tests/runtime/test_process_modules.py", "tests/targets/emulator/test_modules.py"],

@@ -16,6 +16,11 @@
  * interrupts and threads record them (docs/control.md's `flush`). The probe's breakpoint (--arm trap)
  * nests in the timer's trap: start.S keeps sstatus, which the nested trap and its sret overwrite.
  *
+ * Its tasks, as its task hook (task()) says them to the runtime (docs/runtime.md, Task context): tinyk has no
+ * scheduler, so each CPU runs one kernel thread, task CPU + 1 named cpuN, in the kernel's context; an interrupt
+ * (the clock's tick, an IPI) is no task's: id 0, SDT_CONTEXT_INTERRUPT. So `curcontext == interrupt` selects the
+ * clock's samples, and a trace shows each CPU's thread (Perfetto: a thread track each; CTF: a tid per event).
+ *
  * CPUs are numbered as Linux numbers them, independently of hart ids: the hart OpenSBI let in first (any one) is
  * CPU 0 and runs the control core, the others follow in hart order; that number is the runtime's CPU (sdt_cpu's
  * index, the host's --cpu) and the SBI calls that name a hart (IPIs, starting it) take its hart id. So the last
@@ -75,6 +80,7 @@ struct percpu {
 	sdt_jmp_buf recover;	/* where a fault in a guarded call jumps back to (sdt_setjmp: integer registers only) */
 	volatile int guarded;
 	struct sdt_control_fault fault;
+	int in_irq;	/* interrupts this CPU is inside (the task hook says them) */
 };
 
 static struct percpu percpu[MAX_CPUS];
@@ -422,11 +428,15 @@ void tinyk_trap(word cause, word tval, word *r)
 	int i;
 
 	if (cause == (SCAUSE_IRQ | IRQ_SSOFT)) {
+		self()->in_irq++;
 		ipi();
+		self()->in_irq--;
 		return;
 	}
 	if (cause == (SCAUSE_IRQ | IRQ_STIMER)) {
+		self()->in_irq++;
 		tick();
+		self()->in_irq--;
 		return;
 	}
 	if (cause == EXC_BREAKPOINT) {
@@ -446,6 +456,25 @@ void tinyk_trap(word cause, word tval, word *r)
 		}
 	}
 	fault(cause, r[0], tval);
+}
+
+/* The runtime's task hook: this CPU's kernel thread, or no task inside an interrupt. Called with the CPU held (in
+ * a recorder, which may run in the interrupt): it reads only this CPU's data. */
+static sdt_u64 task(sdt_u32 *context, const char **name)
+{
+	static const char names[MAX_CPUS][8] = {"cpu0", "cpu1", "cpu2", "cpu3", "cpu4", "cpu5", "cpu6", "cpu7"};
+	struct percpu *p = self();
+
+	if (p->in_irq) {
+		*context = SDT_CONTEXT_INTERRUPT;
+		if (name)
+			*name = 0;
+		return 0;
+	}
+	*context = SDT_CONTEXT_KERNEL;
+	if (name)
+		*name = names[p->cpu];
+	return p->cpu + 1;
 }
 
 /* -- what the control core asks of the kernel ------------------------------------------------------ */
@@ -646,6 +675,7 @@ void tinyk_main(word hart)
 	hooks.readable = &readable;
 	hooks.nreadable = 1;
 	hooks.clock_hz = TIMEBASE_HZ;
+	hooks.task = task;
 	for (k = 0; k < MAX_CPUS; k++)
 		sdt_cpu_attach(&percpu[k].area, k, rings[k], RING, PACKET, SDT_DISCARD);
 	ncpus = 1;

@@ -36,10 +36,14 @@ MAX_BYTES = VALUES["SDT_PROG_MAX_BYTES"]
 MAX_STRING = VALUES["SDT_MAX_STRING"]
 LQ_BOUND = 1 << 62  # the verifier's: |low| and levels * step below it
 NAMES = {"probeprov": "provider", "probemod": "module", "probefunc": "function", "probename": "name"}
-VARIABLES = "arg0..arg5, cpu, probeprov, probemod, probefunc or probename"
-# DTrace's built-in variables a kernel's program cannot read (it reads the firing's arguments, CPU and probe only)
+VARIABLES = "arg0..arg5, cpu, tid, curcontext, execname, probeprov, probemod, probefunc or probename"
+# The task context (docs/runtime.md, Task context): curcontext's values, as sdt_hooks.task says them. `user` is
+# SDT_CONTEXT_TASK (on behalf of a task: its system call, or the user task itself), also spelled `task`.
+CONTEXT_WORDS = {"kernel": VALUES["SDT_CONTEXT_KERNEL"], "user": VALUES["SDT_CONTEXT_TASK"],
+                 "task": VALUES["SDT_CONTEXT_TASK"], "interrupt": VALUES["SDT_CONTEXT_INTERRUPT"]}
+# DTrace's built-in variables a kernel's program cannot read (it reads the firing's arguments, CPU, probe and task)
 TIMES = ("timestamp", "vtimestamp", "walltimestamp")
-CONTEXT = ("pid", "ppid", "tid", "uid", "gid", "execname", "curthread", "curpsinfo", "curlwpsinfo", "zonename",
+CONTEXT = ("pid", "ppid", "uid", "gid", "curthread", "curpsinfo", "curlwpsinfo", "zonename",
            "errno", "caller", "ucaller", "epid", "id", "ipl", "uregs")
 
 
@@ -129,7 +133,12 @@ class StrConst:
     value: bytes
 
 
-Value = Const | PerProbe | Runtime | StrArg | Name | StrConst
+@record(frozen=True)
+class TaskName:
+    """execname: the current task's name, as the kernel's task hook gives it (compared only)."""
+
+
+Value = Const | PerProbe | Runtime | StrArg | Name | StrConst | TaskName
 
 
 def to_signed(v: int) -> int:
@@ -295,12 +304,19 @@ class Group:
             return Name(name)
         if name == "cpu":
             return Runtime(lambda r: self.e.op("LDCPU", r), 1, True)
+        if name in ("tid", "curcontext"):  # fallible: a kernel without the task hook counts an error
+            field = pf.TASK_FIELDS["id" if name == "tid" else "context"]
+            return Runtime(lambda r: self.e.op("LDTASK", r, b=field), 1, name != "tid", fallible=True)
+        if name in CONTEXT_WORDS:
+            return Const(CONTEXT_WORDS[name])
+        if name == "execname":
+            return TaskName()
         if name in TIMES:
             raise ClauseError(f"DTrace's {name} is not supported: a program reads no clock",
                               "record the firings (a clause without aggregations): the trace holds each one's time")
         if name in CONTEXT:
-            raise ClauseError(f"DTrace's {name} is not supported: a program reads only the firing's arguments, CPU "
-                              "and probe", f"pass it as a probe argument, or use {VARIABLES}")
+            raise ClauseError(f"DTrace's {name} is not supported: a program reads only the firing's arguments, CPU, "
+                              "probe and task", f"pass it as a probe argument, or use {VARIABLES}")
         k = arg_index(name)
         if k is None:
             raise ClauseError(f"unknown variable {name!r}", f"use {VARIABLES}")
@@ -323,6 +339,8 @@ class Group:
             raise ClauseError(f"{v.var} is a string, not an integer", "compare it with a string constant")
         if isinstance(v, StrConst):
             raise ClauseError("a string constant is not an integer")
+        if isinstance(v, TaskName):
+            raise ClauseError("execname is a string, not an integer", "compare it with a string constant, or use tid")
         return v
 
     def named_probes(self) -> str:
@@ -414,7 +432,7 @@ class Group:
         if node.op in ("&&", "||", "^^"):
             return self.logical(node, left)
         right = self.value(node.right)
-        strings = (StrArg, Name, StrConst)
+        strings = (StrArg, Name, StrConst, TaskName)
         if node.op in COMPARE and (isinstance(left, strings) or isinstance(right, strings)):
             return self.compare_strings(node, left, right)
         left, right = self.integer(left, node.left), self.integer(right, node.right)
@@ -486,6 +504,16 @@ class Group:
 
         if isinstance(left, (Name, StrConst)) and isinstance(right, (Name, StrConst)):
             return self.per_probe(lambda p: fold(op, order(text(left, p), text(right, p)) & MASK, 0, True), True)
+        if isinstance(left, TaskName) and isinstance(right, StrConst):
+            at, name = self.e.string(right.value), SIGNED_OPS[op][0]
+
+            def emit_task(r: int) -> None:
+                self.e.op("TASKCMP", r, imm=at)
+                self.e.op(name, r, r, imm=0, with_imm=True)
+            return Runtime(emit_task, 1, True, True, True)
+        if isinstance(left, TaskName) or isinstance(right, TaskName):
+            raise ClauseError("execname is compared only with a string constant",
+                              "compare each string with a constant")
         if not (isinstance(left, StrArg) and isinstance(right, StrConst)):
             raise ClauseError("a string argument is compared only with a string constant",
                               "compare each string with a constant")
@@ -592,10 +620,12 @@ class Group:
                 keys.append(Runtime(lambda r: self.e.op("LDPROBE", r), 1, False))
                 kinds.append(v.var)
                 continue
-            if isinstance(v, (StrArg, StrConst)):
-                what = f"arg{v.k} is a string ({v.ctype})" if isinstance(v, StrArg) else "a string constant"
+            if isinstance(v, (StrArg, StrConst, TaskName)):
+                what = f"arg{v.k} is a string ({v.ctype})" if isinstance(v, StrArg) else "execname is a string" \
+                    if isinstance(v, TaskName) else "a string constant"
                 raise ClauseError(f"{what}: an aggregation's keys are integers and probe names",
-                                  "key by an integer, or by probefunc/probename")
+                                  "key by an integer (tid: the trace's task events name each), or by "
+                                  "probefunc/probename")
             v = self.integer(v, key)
             keys.append(self.runtime(v))
             kinds.append("int" if v.signed else "uint")

@@ -19,7 +19,8 @@ FUNCS = {"count": VALUES["SDT_AGG_COUNT"], "sum": VALUES["SDT_AGG_SUM"], "min": 
          "max": VALUES["SDT_AGG_MAX"], "avg": VALUES["SDT_AGG_AVG"], "quantize": VALUES["SDT_AGG_QUANTIZE"],
          "lquantize": VALUES["SDT_AGG_LQUANTIZE"]}
 FUNC_NAMES = {v: k for k, v in FUNCS.items()}
-BINARY_FIRST = OPS["ADD"]
+BINARY_FIRST, BINARY_LAST = OPS["ADD"], OPS["UGE"]
+TASK_FIELDS = {"id": VALUES["SDT_TASK_ID"], "context": VALUES["SDT_TASK_CONTEXT"]}
 
 _HEADER = PROGRAM.struct(64)
 NO_GUARD = (0, 0, 0, 0, (1 << 64) - 1)  # a span of every value: every firing passes
@@ -44,10 +45,12 @@ class Insn:
                   "LDC": f"r{self.dst}, c{self.imm}", "LDARG": f"r{self.dst}, arg{self.a}, ext{self.b}",
                   "LDCPU": f"r{self.dst}", "LDPROBE": f"r{self.dst}", "STRCMP": f"r{self.dst}, arg{self.a}, "
                   f"s{self.imm}", "PIN": f"r{self.dst}, c{self.imm & 0xffff}+{self.imm >> 16}",
-                  "AGG": f"agg{self.b}, r{self.dst}.., r{self.a}"}
+                  "AGG": f"agg{self.b}, r{self.dst}.., r{self.a}",
+                  "LDTASK": f"r{self.dst}, " + ("context" if self.b == TASK_FIELDS["context"] else "id"),
+                  "TASKCMP": f"r{self.dst}, execname, s{self.imm}"}
         text = fields.get(name)
         if text is None:
-            text = f"r{self.dst}, r{self.a}" + (f", r{self.b}" if self.op >= BINARY_FIRST else "")
+            text = f"r{self.dst}, r{self.a}" + (f", r{self.b}" if BINARY_FIRST <= self.op <= BINARY_LAST else "")
         return f"{name} {text}".rstrip()
 
 

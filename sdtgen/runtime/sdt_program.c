@@ -7,9 +7,10 @@
  * (sdt_program_verify) refuses anything that is not one: every field in range, every jump forward and
  * inside the program, every path ending in EXIT, no register read before every path to it wrote it, every
  * constant, string, set and aggregation it names inside its tables. Jumps going forward only, a run takes at
- * most ninsns steps. The evaluator reads the firing's arguments, its CPU and its probe, and strings only
- * through the kernel's readable ranges (the recorders' own rule); a division by zero or a string it cannot
- * read stops the clause (CATCH) and is counted in the CPU's ``errors``, never a fault.
+ * most ninsns steps. The evaluator reads the firing's arguments, its CPU and its probe, the current task (the
+ * kernel's sdt_hooks.task, asked once a run), and strings only through the kernel's readable ranges (the
+ * recorders' own rule); a division by zero, a string it cannot read or a task of a kernel without the hook stops
+ * the clause (CATCH) and is counted in the CPU's ``errors``, never a fault.
  *
  * A probe's program is found through its slot (struct sdt_slot), which gen defines beside its recorder: NULL (no
  * program) costs the recorder a compare and a branch. A program's guard, its predicate's first test, is copied
@@ -145,6 +146,12 @@ static SDT_CODE int operands(const struct sdt_program *p, const struct sdt_insn 
 	case SDT_OP_LDPROBE:
 		*writes = 1;
 		return !a && !b && !imm;
+	case SDT_OP_LDTASK:
+		*writes = 1;
+		return !a && (b == SDT_TASK_ID || b == SDT_TASK_CONTEXT) && !imm;
+	case SDT_OP_TASKCMP:
+		*writes = 1;
+		return !a && !b && string_at(p, imm);
 	case SDT_OP_MOV:
 	case SDT_OP_NEG:
 	case SDT_OP_NOT:
@@ -322,14 +329,44 @@ static inline sdt_u64 extend(sdt_u64 q, unsigned ext)
 	return q;
 }
 
+/* The current task, asked of the kernel's hook at the first instruction of a run that reads it (its name only
+ * for one that compares it: a hook may pay for a name, e.g. a system call in a process). */
+struct task_now {
+	int asked;	/* 0: not yet; 1: the id and context; 2: the name too */
+	sdt_u32 context;
+	sdt_u64 id;
+	const char *name;
+};
+
+/* Ask the hook as the writer does: with the CPU held and ``nesting`` set on the area of the firing, so a probe
+ * inside the hook is discarded there (and counted), never recursed into. 0: the kernel gives no hook. */
+static SDT_CODE int ask_task(struct sdt_cpu *area, struct task_now *t, int name)
+{
+	sdt_word nesting;
+
+	if (!sdt_hooks.task)
+		return 0;
+	if (t->asked > name)
+		return 1;
+	nesting = (sdt_word)area->nesting;
+	area->nesting = 1;
+	__asm__ __volatile__("" ::: "memory");
+	t->name = 0;
+	t->id = sdt_hooks.task(&t->context, name ? &t->name : 0);
+	__asm__ __volatile__("" ::: "memory");
+	area->nesting = nesting;
+	t->asked = name ? 2 : 1;
+	return 1;
+}
+
 /*
  * Run program ``p`` for a firing of probe ``key`` with arguments ``arg`` on the CPU of ``g`` (its half ``h``
- * takes the aggregations): 1 when the firing is to be recorded. Threaded: each operation's code goes straight
+ * takes the aggregations; ``area`` the one it fired on, for the task hook): 1 when the firing is to be recorded. Threaded: each operation's code goes straight
  * to the next one's (GNU C's labels as values, as Linux's BPF interpreter). A verified program's jumps go
  * forward and its last instruction is EXIT; the checks on pc keep every run within ninsns steps for any bytes.
  */
-static SDT_CODE __attribute__((noinline)) int program_run(const struct sdt_program *p, struct sdt_agg *g, unsigned h,
-							  sdt_u32 key, const sdt_u64 *arg)
+static SDT_CODE __attribute__((noinline)) int program_run(const struct sdt_program *p, struct sdt_cpu *area,
+							  struct sdt_agg *g, unsigned h, sdt_u32 key, const sdt_u64 *arg)
 {
 #define OP(name) [SDT_OP_##name] = &&op_##name
 #define BIN(name) [SDT_OP_##name] = &&op_##name, [SDT_OP_##name | SDT_OP_IMM] = &&op_##name
@@ -338,11 +375,12 @@ static SDT_CODE __attribute__((noinline)) int program_run(const struct sdt_progr
 		OP(LDPROBE), OP(MOV), OP(NEG), OP(NOT), OP(LNOT), OP(STRCMP), OP(PIN), OP(AGG), BIN(ADD), BIN(SUB),
 		BIN(MUL), BIN(SDIV), BIN(UDIV), BIN(SMOD), BIN(UMOD), BIN(AND), BIN(OR), BIN(XOR), BIN(SHL), BIN(SHR),
 		BIN(SAR), BIN(EQ), BIN(NE), BIN(SLT), BIN(SLE), BIN(SGT), BIN(SGE), BIN(ULT), BIN(ULE), BIN(UGT),
-		BIN(UGE),
+		BIN(UGE), OP(LDTASK), OP(TASKCMP),
 	};
 #undef OP
 #undef BIN
 	const struct sdt_insn *ins = PROG_INSNS(p), *in;
+	struct task_now task;	/* no initializer: a compiler may make one a memcpy, which the runtime has not */
 	sdt_u64 r[SDT_PROG_REGS], y, q;
 	unsigned n = p->ninsns, pc = 0, resume = 0;
 	int rec = 0;
@@ -356,6 +394,7 @@ static SDT_CODE __attribute__((noinline)) int program_run(const struct sdt_progr
 		    goto *(ops[in->op] ? ops[in->op] : &&bad); } while (0)
 	if (!n)
 		return 0;
+	task.asked = 0;
 	in = &ins[0];
 	goto *(ops[in->op] ? ops[in->op] : &&bad);
 op_EXIT:
@@ -395,6 +434,22 @@ op_LDCPU:
 op_LDPROBE:
 	D = key;
 	NEXT();
+op_LDTASK:
+	if (!ask_task(area, &task, 0))
+		goto error;	/* a kernel without the hook: said as an error, never task 0 */
+	D = in->b == SDT_TASK_CONTEXT ? task.context : task.id;
+	NEXT();
+op_TASKCMP: {
+	int k;
+	if (!ask_task(area, &task, 1))
+		goto error;
+	/* no name (an interrupt, a kernel thread without one) compares as "" */
+	k = task.name ? compare_string(task.name, PROG_STRINGS(p) + IMM) : PROG_STRINGS(p)[IMM] ? -1 : 0;
+	if (k == 2)
+		goto error;
+	D = (sdt_u64)(long long)k;
+	NEXT();
+}
 op_MOV:
 	D = A;
 	NEXT();
@@ -542,7 +597,7 @@ SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *p, sd
 	__atomic_store_n((sdt_word *)&g->seq, s + 1, __ATOMIC_RELAXED);	/* before the half is read: see quiesce() */
 	__asm__ __volatile__("" ::: "memory");
 	arg[0] = a0, arg[1] = a1, arg[2] = a2, arg[3] = a3, arg[4] = a4, arg[5] = a5, arg[6] = arg[7] = 0;
-	rec = program_run(p, g, (unsigned)(sdt_seq_load(&g->want) & 1), key, arg);
+	rec = program_run(p, c, g, (unsigned)(sdt_seq_load(&g->want) & 1), key, arg);
 	sdt_seq_store(&g->seq, s + 2);	/* release: the half's entries are complete before seq moves */
 	return rec;
 }

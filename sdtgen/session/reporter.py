@@ -173,8 +173,9 @@ class Reporter:
         for cpu, n in sorted(totals.errors.items()):
             if n > self._errors_said.get(cpu, 0):  # the kernel's running count: said again only when it grew
                 self._errors_said[cpu] = n
-                self.warning(f"{n} error{'' if n == 1 else 's'} on CPU {cpu}: a clause divided by zero or met a "
-                             "string it could not read, and that firing did nothing more")
+                self.warning(f"{n} error{'' if n == 1 else 's'} on CPU {cpu}: a clause divided by zero, met a "
+                             "string it could not read or read the task (tid, curcontext, execname) of a kernel that "
+                             "gives no task hook, and that firing did nothing more")
 
     def post_mortem(self, why: str, salvage, path: str | None, session: str | None = None) -> None:
         """What a post-mortem read of a session's rings (sdtgen/transport/salvage.py; ``session``: its name, None for

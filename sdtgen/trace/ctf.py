@@ -14,6 +14,14 @@ unread as a gap in the sequence.
 An event: the header (timestamp, id = the probe's key) and context (size, the unreadable-string bits),
 8-byte aligned; then the arguments in the probe's order, each integer a register-sized word aligned to its
 size, each string NUL-ended.
+
+Tasks (docs/runtime.md, Task context): a kernel with the task hook starts every packet with a task event and
+says each change, which a reader shows as `sdt:task` events. So that every event says its task by itself, as
+LTTng's `vtid` context does, the trace of such a kernel (known by its first event: a task event) carries one
+more event context field, ``tid`` (the task the packet's last task event said; 2^64 - 1 where none was said):
+each packet is written with the field put after each event's header, its sizes in the header grown to hold it.
+The runtime's packets as they stand (a process's own stream files, `gen --ctf-metadata`) have no such field;
+runtime_stream() gives a stream of such a trace back as the runtime's packets (has_task_context() says which).
 """
 
 from __future__ import annotations
@@ -29,13 +37,16 @@ from typing import BinaryIO
 from sdtgen.atomic import Staged
 from sdtgen.errors import SdtError, printable
 from sdtgen.event_format import ArgType, event_format
-from sdtgen.layout import PACKET, VALUES
+from sdtgen.layout import EVENT, PACKET, VALUES
 from sdtgen.trace.model import CONTEXTS, Lost, TraceMeta
 from sdtgen.trace.packets import Event, Packet
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TASK_EVENT = "sdt:task"  # the task event's name in the metadata
 _CONTENT = PACKET.offset("content_size", 64)  # the same on every architecture: the header's fields are fixed-width
+_PACKET_SIZE = PACKET.offset("packet_size", 64)
+_EVENT = EVENT.struct(64)  # timestamp, id, size, unreadable: fixed-width too (its size is the same either order)
+NO_TASK = (1 << 64) - 1  # the tid field of an event before its packet said any task
 
 
 def is_ctf_trace(directory: Path) -> bool:
@@ -50,10 +61,12 @@ def is_ctf_trace(directory: Path) -> bool:
         return False
 
 
-def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool = True) -> str:
+def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool = True,
+             task_context: bool = False) -> str:
     """The TSDL text describing the runtime's packets and every probe's events (with this machine's name,
     ``recorded_here``, when the trace is recorded here, not described at build time), and the task event
-    (``tasks``; not in a module's, whose event blocks follow its kernel's)."""
+    (``tasks``; not in a module's, whose event blocks follow its kernel's); ``task_context``: every event's context
+    holds its ``tid`` (packets written by with_task_context)."""
     from sdtgen import arch as arches
 
     if not _IDENTIFIER.fullmatch(meta.clock_name):
@@ -113,6 +126,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         "\tevent.context := struct {",
         "\t\tuint16_t size;",
         "\t\tuint16_t unreadable;",
+        *(["\t\tuint64_t tid;"] if task_context else []),
         "\t};",
         "};",
     ]
@@ -151,6 +165,63 @@ def _literal(text: str) -> str:
     return '"' + "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else "?" for c in escaped) + '"'
 
 
+def with_task_context(data: bytes | memoryview, used: int, bits: int, little: bool) -> bytes:
+    """The packet (its bytes up to ``used``, where its last event's fields end) with each event's ``tid`` context
+    field put after its header: the task its packet's last task event said before it (a task event's own: the
+    one it says). Its content and packet sizes say the grown packet; events stay 8-byte aligned."""
+    order = "little" if little else "big"
+    word = bits // 8
+    head = PACKET.size(bits)
+    out = bytearray(data[:head])
+    at, task, event = head, NO_TASK, EVENT.struct(64, little)
+    while at + _EVENT.size <= used:
+        _, key, size, _ = event.unpack_from(data, at)
+        if size < _EVENT.size:
+            break  # not an event: the packet's checks let nothing such through; nothing past it is read
+        if key == VALUES["SDT_TASK_KEY"] and at + _EVENT.size + word <= used:
+            task = int.from_bytes(data[at + _EVENT.size:at + _EVENT.size + word], order)
+        out += bytes(-len(out) % 8)
+        end = min(at + size, used)
+        out += data[at:at + _EVENT.size]
+        out += task.to_bytes(8, order)
+        out += data[at + _EVENT.size:end]
+        at = (at + size + 7) & ~7
+    content = len(out)
+    out[_CONTENT:_CONTENT + 8] = (content * 8).to_bytes(8, order)
+    size = max((content + 7) & ~7, int.from_bytes(data[_PACKET_SIZE:_PACKET_SIZE + 8], order) // 8)
+    out[_PACKET_SIZE:_PACKET_SIZE + 8] = (size * 8).to_bytes(8, order)
+    return bytes(out) + bytes(size - content)
+
+
+def has_task_context(directory: Path) -> bool:
+    """Whether the trace in ``directory`` (this writer's) carries the tid event context field."""
+    text = (Path(directory) / "metadata").read_text(encoding="utf-8")
+    return "\t\tuint64_t tid;\n\t};" in text.split("event.context := struct {", 1)[-1][:200]
+
+
+def runtime_stream(stream: bytes, bits: int, little: bool = True) -> bytes:
+    """A stream file of a trace with the tid event context (has_task_context) as the runtime's packets: each
+    event without the field, each packet's content size what is left (its packet size kept)."""
+    order = "little" if little else "big"
+    head, event, out, at = PACKET.size(bits), EVENT.struct(64, little), bytearray(), 0
+    while at + head <= len(stream):
+        content = int.from_bytes(stream[at + _CONTENT:at + _CONTENT + 8], order) // 8
+        size = int.from_bytes(stream[at + _PACKET_SIZE:at + _PACKET_SIZE + 8], order) // 8
+        if size < head or content > size:
+            break  # not this writer's: nothing past it is read
+        packet = bytearray(stream[at:at + head])
+        e = at + head
+        while e + _EVENT.size + 8 <= at + content:
+            length = event.unpack_from(stream, e)[2]
+            packet += bytes(-len(packet) % 8)
+            packet += stream[e:e + _EVENT.size] + stream[e + _EVENT.size + 8:min(e + length + 8, at + content)]
+            e = (e + length + 8 + 7) & ~7
+        packet[_CONTENT:_CONTENT + 8] = (len(packet) * 8).to_bytes(8, order)
+        out += packet + bytes(size - len(packet))
+        at += size
+    return bytes(out)
+
+
 def empty_packet(cpu: int, ts: int, seq: int, discarded: int, bits: int, little: bool, stream: int = 0) -> bytes:
     """A packet with no event: the opening one (sequence number 0, discarded count 0: where a stream's counts
     start) and the closing one (the CPU's last discarded count: the events it lost after its last packet), of the
@@ -174,6 +245,7 @@ class CtfSink:
         self.last: dict[int, tuple[int, int, int]] = {}  # CPU -> (sequence number, end, discarded) of its last packet
         self._zeros = b""
         self.max_open = self.MAX_OPEN
+        self.tasks: bool | None = None  # every event with its tid (a kernel with the task hook); None: no event yet
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         """The packet as it stands, up to where its last event's fields end: a content that ran on into that
@@ -181,6 +253,13 @@ class CtfSink:
         event there, so the header then says where they end."""
         try:
             f = self._stream(cpu, packet)
+            if self.tasks is None and packet.used > PACKET.size(self.bits):  # its first event says: a task's or not
+                key = (EVENT.struct(64, self.little).unpack_from(data, PACKET.size(self.bits)))[1]
+                self.tasks = key == VALUES["SDT_TASK_KEY"]
+            if self.tasks:
+                f.write(with_task_context(data, packet.used, self.bits, self.little))
+                self.last[cpu] = (packet.seq, packet.end, packet.discarded)
+                return
             content = memoryview(data)[:packet.used]
             if packet.used != packet.content:
                 f.write(content[:_CONTENT])
@@ -235,7 +314,7 @@ class CtfSink:
                     with f:
                         f.write(closing)
             with open(self.out.path("metadata"), "w", encoding="utf-8") as f:
-                f.write(metadata(self.meta, self.bits))
+                f.write(metadata(self.meta, self.bits, task_context=bool(self.tasks)))
             self.out.commit()
         except OSError as e:
             self.abort()

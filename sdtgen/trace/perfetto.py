@@ -1,4 +1,5 @@
-"""A Perfetto protobuf trace: one track per CPU, an instant TrackEvent per event, arguments as debug annotations.
+"""A Perfetto protobuf trace: one track per CPU and one per task, an instant TrackEvent per event, arguments as
+debug annotations.
 
 Built with the perfetto package's own protos (an optional extra, `pip install 'sdtgen[perfetto]'`,
 since only this format needs it), so the messages are Perfetto's and nothing of its schema is kept here.
@@ -10,6 +11,13 @@ so an event carries only numbers: faster than the hand-written encoder of full s
 Time: TracePacket timestamps are nanoseconds of the trace's default clock, ``ticks * 10**9 // hz`` of
 the kernel's clock (model.ticks_to_ns). A CPU whose ring lost events gets a counter track under its
 own, ``CPU n lost events``, holding the count from its first event's time.
+
+Tasks (docs/runtime.md, Task context): an event of a task (a kernel with the task hook; its id not 0) goes on
+that task's thread track, as Perfetto shows a process's threads: a ThreadDescriptor (tid the task's id, its name
+from the task events, described again when it changes) under one process track for the kernel (a pid no Linux
+process has, as the kernel's tasks are not a process's threads), its CPU as the event's ``cpu`` annotation. An
+event of no task (a kernel without the hook, id 0: an interrupt, the kernel's own context) stays on its CPU's
+track.
 """
 
 from __future__ import annotations
@@ -24,6 +32,10 @@ from sdtgen.trace.packets import Event, Packet
 
 SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
 LOST_TRACKS = 1 << 32  # counter track uuids: this plus the CPU's track uuid
+KERNEL_TRACK = 1 << 33  # the kernel's process track, the tasks' parent
+TASK_TRACKS = 1 << 34  # task track uuids: this plus the task's number in order of appearance
+KERNEL_PID = 0x7FFF0000  # the kernel's tasks' pid: above Linux's PID_MAX_LIMIT (2^22), so no process's
+CPU_ARG = "cpu"  # the annotation that says a task's event's CPU
 
 
 def cpu_track(cpu: int) -> int:
@@ -65,7 +77,8 @@ class PerfettoSink:
         """The first packet: every probe's name, category and argument names, interned."""
         self.first: dict[int, int] = {}
         self.tracks: set[int] = set()
-        names = sorted({f"arg{i}" for p in meta.probes for i in range(len(p.arg_types))})
+        self.tasks: dict[int, tuple[int, str | None]] = {}  # task id -> its track's uuid, the name it says
+        names = sorted({f"arg{i}" for p in meta.probes for i in range(len(p.arg_types))} | {CPU_ARG})
         arg_iid = {n: i + 1 for i, n in enumerate(names)}  # iids are non-zero
         cat_iid = {c: i + 1 for i, c in enumerate(sorted({p.provider for p in meta.probes}))}
         self.fields = {}  # spec -> (name iid, category iid, [(argument name iid, value field)])
@@ -83,6 +96,7 @@ class PerfettoSink:
             interned.event_categories.add(iid=iid, name=c)
         for n, iid in arg_iid.items():
             interned.debug_annotation_names.add(iid=iid, name=n)
+        self.cpu_iid = arg_iid[CPU_ARG]
         self.f.write(trace.SerializeToString())
 
     def _packet(self, trace):
@@ -98,12 +112,39 @@ class PerfettoSink:
             d.uuid = cpu_track(cpu)
             d.name = f"CPU {cpu}{self.of_session}"
 
+    def _task_track(self, trace, task) -> int:
+        """The task's thread track, described before its first event and again when its name changed."""
+        uuid, said = self.tasks.get(task.id, (0, None))
+        if uuid and said == task.name:
+            return uuid
+        if not self.tasks:  # the kernel's process, the parent of every task's track
+            d = self._packet(trace).track_descriptor
+            d.uuid = KERNEL_TRACK
+            d.process.pid = KERNEL_PID
+            d.process.process_name = f"kernel{self.of_session}"
+        uuid = uuid or TASK_TRACKS + len(self.tasks)
+        self.tasks[task.id] = (uuid, task.name)
+        d = self._packet(trace).track_descriptor
+        d.uuid = uuid
+        d.parent_uuid = KERNEL_TRACK
+        name = f"{task.name or 'task'} {task.id}"
+        if task.id < 1 << 63:  # a thread's tid is an int64
+            d.thread.pid = KERNEL_PID
+            d.thread.tid = task.id
+            d.thread.thread_name = task.name or name
+        else:
+            d.name = name
+        return uuid
+
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         trace = self.pb.Trace()
         self._track(trace, cpu)
         hz, fields, add = self.meta.clock_hz, self.fields, trace.packet.add
         needs, instant = self.pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, self.pb.TrackEvent.TYPE_INSTANT
+        cpu_iid = self.cpu_iid
         for e in events or ():
+            task = e.task
+            track = self._task_track(trace, task) if task is not None and task.id else cpu_track(e.cpu)
             self.first.setdefault(e.cpu, e.ts)
             name, category, args = fields[e.probe]
             p = add()
@@ -113,13 +154,17 @@ class PerfettoSink:
             te = p.track_event
             te.type = instant
             te.name_iid = name
-            te.track_uuid = cpu_track(e.cpu)
+            te.track_uuid = track
             te.category_iids.append(category)
             annotate = te.debug_annotations.add
             for (iid, field), v in zip(args, e.args, strict=True):
                 a = annotate()
                 a.name_iid = iid
                 setattr(a, field, "<unreadable>" if v is None else v)
+            if track != cpu_track(e.cpu):  # a task's track: the CPU it ran on is the event's
+                a = annotate()
+                a.name_iid = cpu_iid
+                a.uint_value = e.cpu
         self.f.write(trace.SerializeToString())
 
     def finish(self, lost: dict[int, Lost]) -> None:

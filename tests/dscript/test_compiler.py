@@ -57,9 +57,15 @@ def refusal(text: str) -> str:
     ("hk:sched:run:tick @[arg0, arg1, cpu, arg0, arg1] = count()", r"clause 1 .*: @ has 5 keys, more than the 4 the "
      r"kernel's tables keep"),
     ("hk:sched:run:tick /arg6 > 0/", r"arg6: a probe has at most 6 arguments \(arg0\.\.arg5\)"),
-    ("hk:sched:run:tick /pdi == 3/", r"unknown variable 'pdi'; use arg0\.\.arg5, cpu, probeprov"),
+    ("hk:sched:run:tick /pdi == 3/", r"unknown variable 'pdi'; use arg0\.\.arg5, cpu, tid, curcontext, execname, "
+     r"probeprov"),
     ("hk:sched:run:tick /pid == 3/", r"DTrace's pid is not supported: a program reads only the firing's arguments, "
-     r"CPU and probe; pass it as a probe argument, or use arg0\.\.arg5"),
+     r"CPU, probe and task; pass it as a probe argument, or use arg0\.\.arg5"),
+    ("hk:sched:run:tick /execname > 3/", r"compares a string with an integer \(>\)"),
+    ("hk:sched:run:tick /execname == probefunc/", r"execname is compared only with a string constant"),
+    ("hk:sched:run:tick @[execname] = count()", r"execname is a string: an aggregation's keys are integers and probe "
+     r"names; key by an integer \(tid"),
+    ("hk:sched:run:tick @ = sum(execname)", r"execname is a string, not an integer"),
     ("hk:sched:run:tick @ = max(timestamp)", r"DTrace's timestamp is not supported: a program reads no clock; record "
      r"the firings"),
     ("hk:sched:run:tick @a = count()\nhk:mem:: @a = sum(arg0)", r"clause 2 .*: @a is count\(\) elsewhere, sum\(\) "

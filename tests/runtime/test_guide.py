@@ -113,6 +113,7 @@ def test_a_kernel_of_its_own_built_as_the_guide_says_boots_and_records_what_its_
 
     from sdtgen.event_format import event_format
     from sdtgen.image import Image
+    from sdtgen.trace.ctf import has_task_context, runtime_stream
     from sdtgen.trace.packets import Decoder, split
 
     symbols = {name: value for value, _, _, _, _, name in readelf_symbols(ported)}
@@ -133,21 +134,26 @@ def test_a_kernel_of_its_own_built_as_the_guide_says_boots_and_records_what_its_
     native = build_native(tmp_path, [PORTING / "work.c"], {"work": ("long", ["int", "int"])},
                           sdtgen("include-dir", check=True).stdout.strip())
     fired = []
+    assert has_task_context(trace)  # its task hook: every event says its hart's thread in the trace
     for hart in range(HARTS):
         expected = run_native(native, [Call("work", (hart, WORK))])
         assert f"work {hart} = {expected[-1]['return']}" in lines
-        packets = list(split((trace / f"stream_{hart}").read_bytes(), decoder))
-        events = [(e.probe, list(e.args)) for pk in packets for e in decoder.events(pk)[1]]
+        packets = list(split(runtime_stream((trace / f"stream_{hart}").read_bytes(), 64), decoder))
+        decoded = [e for pk in packets for e in decoder.events(pk)[1]]
+        events = [(e.probe, list(e.args)) for e in decoded]
         assert events == [(e["probe"], e["args"]) for e in expected if "probe" in e], f"hart {hart}"
+        assert {(e.task.id, e.task.context, e.task.name) for e in decoded} == {(hart + 1, "kernel", f"hart{hart}")}
         assert {p.discarded for p in map(decoder.packet, packets)} == {0}
         fired += [(hart, probe, args) for probe, args in events]
     # The CTF metadata gen wrote at build time (--clock-hz, --clock-name) names the kernel's clock, and
     # babeltrace2 reads the trace `sdtgen record` wrote (each event's arguments in its probe's order).
     metadata = next(ported.parent.glob("*metadata"))
     assert "\tname = rdtime;" in metadata.read_text() and "\tfreq = 10000000;" in metadata.read_text()
+    rows = [r for r in bt2_read(trace) if "name" in r and r["name"] != "sdt:task"]
     read = [(r["cpu"], r["name"], [r["fields"][f"arg{k}"] for k in range(len(r["fields"]))])
-            for r in bt2_read(trace) if "name" in r]  # every CPU's in time order: compared CPU by CPU
+            for r in rows]  # every CPU's in time order: compared CPU by CPU
     assert sorted(read, key=lambda r: r[0]) == fired
+    assert all(r["tid"] == r["cpu"] + 1 for r in rows)  # each event's context: its hart's thread
 
 
 def bt2_read(trace: Path) -> list[dict]:

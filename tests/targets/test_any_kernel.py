@@ -16,7 +16,7 @@ import threading
 import time
 
 import pytest
-from helpers import CROSS, ROOT, SDTGEN, cross_tool, need_tool, run, sdtgen
+from helpers import CROSS, ROOT, SDTGEN, cross_tool, need_module, need_tool, run, sdtgen
 from native import Call, run_native
 
 from sdtgen import arch as arches
@@ -168,7 +168,8 @@ def test_sdtgen_attach_arms_runs_and_traces_a_running_kernel_and_disarms_when_it
     events = [json.loads(line) for line in r.stdout.splitlines()]
     want = expected(tinyk_native, CALLS[1:])
     assert fired(events, 0) == want and not fired(events, 1)
-    shown = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+    shown = [line for line in run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+             if " sdt:task: " not in line]  # the thread each packet's events ran in (tinyk's task hook)
     assert [re.search(r" (tk:\S+): \{ cpu_id = 0,", line)[1] for line in shown] == [p for p, _ in want]
     again = sdtgen("attach", "--serial", running_tinyk.serial, tinyk, "--json", *run_args(CALLS, cpu=1))
     assert again.returncode == 0, again.stderr
@@ -249,8 +250,11 @@ def test_attach_reads_every_event_a_kernel_recorded_on_its_own_cpu_before_it_lea
     assert not fired(events, 0) and not [e for e in events if e["event"] == "warning"]
     [stats] = [e for e in events if e["event"] == "stats"]
     assert stats["lost"] == 0 and stats["hits"] == {"tk:clock:tick:sample": SAMPLES}
-    shown = run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+    shown = [line for line in run([need_tool("babeltrace2", "babeltrace2"), str(trace)]).stdout.splitlines()
+             if " sdt:task: " not in line]
     assert [int(re.search(r"cpu_id = 1, .*arg0 = (\d+)", line)[1]) for line in shown] == list(range(SAMPLES))
+    # tinyk's task hook: a sample is taken in the clock's interrupt, which is no task's
+    assert all(re.search(r"unreadable = 0, tid = 0 \}", line) for line in shown)
 
 
 def test_attach_i_shows_what_a_kernel_records_on_its_own_and_leaves_nothing_recorded_for_the_next_session(
@@ -404,3 +408,32 @@ def test_the_firmwares_banner_before_the_hello_is_not_shown_but_json_has_it(tiny
     lines = sdtgen(*argv, check=True).stdout.splitlines()
     assert lines[0].startswith("patched ") and not any(text in lines for text in banner)
     assert any(line.startswith("tk:net:") for line in lines) and lines[-1].startswith("net_rx(4) = ")
+
+
+def test_its_task_hook_puts_each_cpus_thread_on_a_track_of_its_own_and_its_interrupts_on_none(tinyk, tinyk_native,
+                                                                                               tmp_path):
+    """tinyk's tasks (its kernel.c's task()): CPU N's kernel thread is task N + 1 named cpuN; the clock's samples are
+    taken in an interrupt, no task's. Perfetto's protos show each CPU's firings of the native run on its thread's
+    track, and the samples on CPU 1's own track, as no task's."""
+    need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
+    samples = 20
+    r = sdtgen("qemu", tinyk, "--cpus", "2", "--json", "-q", "--trace", tmp_path / "t.pftrace", "--enable", "tk:::",
+               *run_args(CALLS), "--run", "sample", "--arg", str(samples), "--cpu", "0", "--", *OPENSBI)
+    assert r.returncode == 0, r.stderr
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "trace"))
+    from test_perfetto import parse
+
+    packets = parse(tmp_path / "t.pftrace")
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in packets if p.HasField("track_descriptor")}
+    on: dict[str, list] = {}
+    for p in packets:
+        if p.HasField("track_event") and p.track_event.name:
+            d = tracks[p.track_event.track_uuid]
+            where = f"{d.thread.thread_name}/{d.thread.tid}" if d.HasField("thread") else d.name
+            args = [getattr(a, a.WhichOneof("value")) for a in p.track_event.debug_annotations if a.name != "cpu"]
+            on.setdefault(where, []).append((p.track_event.name, args))
+    want = expected(tinyk_native, CALLS)
+    assert on == {"cpu0/1": want, "cpu1/2": want,  # an interrupt's events stay on their CPU's track
+                  "CPU 1": [("tk:clock:tick:sample", [k, 1]) for k in range(samples)]}

@@ -96,7 +96,7 @@ def fired(events: list[dict], cpu: int) -> list[tuple[str, list]]:
 
 
 BT2_EVENT = re.compile(r"\[\d+\] \(\+[^)]*\) \S+ (\S+): \{ cpu_id = (\d+), events = \d+ \}, "
-                       r"\{ size = \d+, unreadable = 0 \}, \{ ?(.*?) ?\}")
+                       r"\{ size = \d+, unreadable = 0, tid = (\d+) \}, \{ ?(.*?) ?\}")
 
 
 def bt2_value(text: str):
@@ -123,11 +123,16 @@ def test_attach_traces_it_and_every_cpu_fires_the_native_run(tiny, native, tmp_p
     assert [e["value"] for e in events if e["event"] == "return" and e["cpu"] == 0] == returns
     # babeltrace2, the reference CTF reader, reads the trace attach wrote: the same firings on each CPU.
     read = {cpu: [] for cpu in range(CPUS)}
+    said: dict[int, int] = {}  # CPU -> the thread its last task event said
     for line in run([babeltrace, "--clock-cycles", str(tmp_path / "trace")]).stdout.splitlines():
         m = BT2_EVENT.fullmatch(line)
         assert m, line
         if m[1] == TASK_EVENT:  # the thread the firings after it ran in (docs/runtime.md, Task context)
+            said[int(m[2])] = int(re.match(r"tid = (\d+),", m[4])[1])
+        # every event's context says the thread its CPU's last task event said
+        assert int(m[3]) == said[int(m[2])], line
+        if m[1] == TASK_EVENT:
             continue
-        args = [bt2_value(f.split(" = ", 1)[1]) for f in m[3].split(", ")] if m[3] else []
+        args = [bt2_value(f.split(" = ", 1)[1]) for f in m[4].split(", ")] if m[4] else []
         read[int(m[2])].append((m[1], args))
     assert all(read[cpu] == want for cpu in range(CPUS)), read

@@ -1,6 +1,7 @@
 """Read a CTF trace with babeltrace2's Python bindings; print JSON lines (run by Debian's python3).
 
-One line per message that matters: event (name, cpu, timestamp in clock cycles, fields), discarded
+One line per message that matters: event (name, cpu, timestamp in clock cycles, fields, and its tid when the
+stream's event context has one), discarded
 events (stream's cpu, count), and one line for the trace (env, clock).
 """
 
@@ -34,8 +35,12 @@ def main(path):
                               "clock": {"name": clock.name, "frequency": clock.frequency}}))
         elif isinstance(msg, bt2._EventMessageConst):
             ev = msg.event
-            print(json.dumps({"name": ev.name, "id": ev.cls.id, "ts": msg.default_clock_snapshot.value,
-                              "cpu": int(ev.packet.context_field["cpu_id"]), "fields": value(ev.payload_field)}))
+            row = {"name": ev.name, "id": ev.cls.id, "ts": msg.default_clock_snapshot.value,
+                   "cpu": int(ev.packet.context_field["cpu_id"]), "fields": value(ev.payload_field)}
+            context = ev.common_context_field  # the stream's event context: a tid when the trace has tasks
+            if context is not None and "tid" in context:
+                row["tid"] = int(context["tid"])
+            print(json.dumps(row))
         elif isinstance(msg, bt2._DiscardedEventsMessageConst):
             print(json.dumps({"discarded": msg.count, "cpu": int(msg.stream.name.rsplit("_", 1)[1])
                               if msg.stream.name else None}))
