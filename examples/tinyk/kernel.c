@@ -422,21 +422,35 @@ static void fault(word cause, word pc, word addr)
 }
 
 /* From trap_entry (start.S): r[0] is sepc, r[2] the sp, r[1] ra, r[10..15] a0..a5. */
+/* An interrupt's entry and exit change what the task hook says on this CPU: the runtime is told, so the events
+ * inside it, and the thread's after it, each say theirs (sdt_task_switch). */
+static void irq_enter(void)
+{
+	self()->in_irq++;
+	sdt_task_switch();
+}
+
+static void irq_exit(void)
+{
+	self()->in_irq--;
+	sdt_task_switch();
+}
+
 void tinyk_trap(word cause, word tval, word *r)
 {
 	struct sdt_frame f;
 	int i;
 
 	if (cause == (SCAUSE_IRQ | IRQ_SSOFT)) {
-		self()->in_irq++;
+		irq_enter();
 		ipi();
-		self()->in_irq--;
+		irq_exit();
 		return;
 	}
 	if (cause == (SCAUSE_IRQ | IRQ_STIMER)) {
-		self()->in_irq++;
+		irq_enter();
 		tick();
-		self()->in_irq--;
+		irq_exit();
 		return;
 	}
 	if (cause == EXC_BREAKPOINT) {
