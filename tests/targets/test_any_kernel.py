@@ -413,13 +413,15 @@ def test_the_firmwares_banner_before_the_hello_is_not_shown_but_json_has_it(tiny
 def test_its_task_hook_puts_each_cpus_thread_on_a_track_of_its_own_and_its_interrupts_on_none(tinyk, tinyk_native,
                                                                                                tmp_path):
     """tinyk's tasks (its kernel.c's task()): CPU N's kernel thread is task N + 1 named cpuN; the clock's samples are
-    taken in an interrupt, no task's. Perfetto's protos show each CPU's firings of the native run on its thread's
-    track, and the samples on CPU 1's own track, as no task's."""
+    taken in an interrupt, no task's, while CPU 1's thread runs the calls: the two interleave in CPU 1's packets,
+    and tinyk says each interrupt's entry and exit (sdt_task_switch). Perfetto's protos show each CPU's firings of
+    the native run on its thread's track, and the samples on CPU 1's own track, as no task's."""
     need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
-    samples = 20
     r = sdtgen("qemu", tinyk, "--cpus", "2", "--json", "-q", "--trace", tmp_path / "t.pftrace", "--enable", "tk:::",
-               *run_args(CALLS), "--run", "sample", "--arg", str(samples), "--cpu", "0", "--", *OPENSBI)
+               "--run", "sample_start", "--cpu", "0", *run_args(CALLS * 20), "--run", "sample_stop", "--cpu", "0",
+               "--", *OPENSBI)
     assert r.returncode == 0, r.stderr
+    samples = [e["value"] for e in map(json.loads, r.stdout.splitlines()) if e["event"] == "return"][-1]
     import sys
 
     sys.path.insert(0, str(ROOT / "tests" / "trace"))
@@ -434,6 +436,6 @@ def test_its_task_hook_puts_each_cpus_thread_on_a_track_of_its_own_and_its_inter
             where = f"{d.thread.thread_name}/{d.thread.tid}" if d.HasField("thread") else d.name
             args = [getattr(a, a.WhichOneof("value")) for a in p.track_event.debug_annotations if a.name != "cpu"]
             on.setdefault(where, []).append((p.track_event.name, args))
-    want = expected(tinyk_native, CALLS)
-    assert on == {"cpu0/1": want, "cpu1/2": want,  # an interrupt's events stay on their CPU's track
+    want = expected(tinyk_native, CALLS) * 20
+    assert samples > 0 and on == {"cpu0/1": want, "cpu1/2": want,  # an interrupt's events stay on their CPU's track
                   "CPU 1": [("tk:clock:tick:sample", [k, 1]) for k in range(samples)]}
