@@ -199,7 +199,11 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_SESSION_CLOSING      2	/* sdt_session_close is taking it apart */
 #define SDT_SESSION_CLOSED       3	/* closed: its memory is the kernel's again */
 #define SDT_REGISTRY_MAGIC       0x47455253	/* "SREG" in a little-endian word: struct sdt_registry */
-#define SDT_REGISTRY_VERSION     1	/* the registry's layout */
+#define SDT_REGISTRY_VERSION     2	/* the registry's layout (2: struct sdt_session says its snapshot area) */
+#define SDT_SNAPSHOT_MAGIC       0x50414e53	/* "SNAP" in a little-endian word: a struct sdt_snapshot written */
+#define SDT_SNAPSHOT_HEAD        128	/* bytes from a CPU's snapshot block to its first packet (struct sdt_snapshot, padded) */
+#define SDT_SNAPSHOT_MAX         0x1000	/* the most packets a snapshot keeps of a CPU (snapshot_packets) */
+#define SDT_ERR_BUSY             (-32)	/* a snapshot of the session is under way (on another CPU, or this one was stopped in it) or the session is closing: nothing was copied, the refusal counted in snapshot_busy */
 #define SDT_ERR_MEMORY           (-27)	/* the memory given is short of what the session's configuration needs (or beyond the kernel's budget): nothing was set up */
 #define SDT_ERR_FULL             (-28)	/* SDT_MAX_SESSIONS sessions are open already */
 #define SDT_ERR_EXISTS           (-29)	/* a session of that name is open already */
@@ -931,7 +935,7 @@ struct sdt_session_config {
 	sdt_u64 ring_bytes;	/* each CPU's ring (as sdt_cpu_attach takes it) */
 	sdt_u64 packet_size;	/* bytes of a packet, a power of two, at least SDT_MIN_PACKET */
 	sdt_u64 agg_bytes;	/* each CPU's aggregation memory (0: none; else at least SDT_AGG_MIN_BYTES): a probe with a program records nothing in a session without it */
-	sdt_u64 snapshot_packets;	/* packets a snapshot keeps of each CPU (0: no snapshot area) */
+	sdt_u64 snapshot_packets;	/* closed packets a snapshot keeps of each CPU, 0 .. SDT_SNAPSHOT_MAX (0: no snapshot area); each CPU's block holds one more, the open packet's complete events */
 };
 _SDT_LAYOUT(sizeof(struct sdt_session_config) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, ncpus) == 0);
@@ -958,10 +962,15 @@ struct sdt_session {
 	sdt_u64 bytes;	/* bytes of it */
 	sdt_u64 used;	/* bytes of it the session uses */
 	sdt_u64 misplaced;	/* firings on a CPU numbered ncpus or higher: not recorded */
-	sdt_u64 snapshot;	/* address of the snapshot area (0: none) */
-	sdt_u64 snapshot_packets;	/* packets it keeps of each CPU */
+	sdt_u64 snapshot;	/* address of the snapshot area (0: none): ncpus blocks of snapshot_bytes, CPU k's at snapshot + k * snapshot_bytes, each a struct sdt_snapshot then snapshot_packets + 1 packets */
+	sdt_u64 snapshot_packets;	/* closed packets a snapshot keeps of each CPU (its open packet's complete events are one more) */
+	sdt_u64 snapshot_bytes;	/* bytes of one CPU's block of the snapshot area */
+	sdt_u64 snapshots;	/* snapshots taken whole (sdt_snapshot returned 0) */
+	sdt_u64 snapshot_busy;	/* sdt_snapshot calls refused because a snapshot of the session was under way (or the session closing): SDT_ERR_BUSY */
+	sdt_u64 snapshot_lapped;	/* packets a snapshot dropped because the writer reused their slots while they were copied, over all snapshots */
+	sdt_u64 snapshot_lock;	/* 1 while a snapshot is taken or the session closes (taken by compare-and-swap, never waited for by sdt_snapshot) */
 };
-_SDT_LAYOUT(sizeof(struct sdt_session) == 120);
+_SDT_LAYOUT(sizeof(struct sdt_session) == 160);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, id) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, name) == 8);
@@ -979,6 +988,38 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, used) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, misplaced) == 96);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_packets) == 112);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_bytes) == 120);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshots) == 128);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_busy) == 136);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_lapped) == 144);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_lock) == 152);
+
+/* The head of one CPU's block of a session's snapshot area (sdt_snapshot writes it; its packets follow at SDT_SNAPSHOT_HEAD bytes from its start, each packet_size bytes). */
+struct sdt_snapshot {
+	sdt_u32 magic;	/* SDT_SNAPSHOT_MAGIC once a snapshot was taken */
+	sdt_u32 cpu;	/* the CPU whose packets these are */
+	sdt_u64 seq;	/* odd while sdt_snapshot writes the block, even when it is whole (2 per snapshot) */
+	sdt_u64 clock;	/* the clock when the CPU's packets were copied */
+	sdt_u64 first_seq;	/* the number (from 0) of the first packet kept; the others follow it one by one */
+	sdt_u64 packets;	/* packets kept: closed ones, then the open packet's complete events closed as one when open is 1 */
+	sdt_u64 open;	/* 1 when the last packet kept is the open packet, closed in the copy */
+	sdt_u64 cut;	/* events of the open packet left out: the one a recorder was writing (nesting) */
+	sdt_u64 lapped;	/* packets dropped in this snapshot: the writer reused their slots while they were copied */
+	sdt_u64 discarded;	/* the CPU's discarded count when its packets were copied */
+	sdt_u64 overwritten;	/* the CPU's overwritten count then */
+};
+_SDT_LAYOUT(sizeof(struct sdt_snapshot) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, cpu) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, seq) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, clock) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, first_seq) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, packets) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, open) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, cut) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, lapped) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, discarded) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, overwritten) == 72);
 
 /* The runtime's list of sessions, the variable sdt_session_table: what a host finds by symbol in a machine's memory, a kernel running or dead. */
 struct sdt_registry {
@@ -1298,6 +1339,17 @@ int sdt_session_enable_program(struct sdt_session *s, const char *spec, int mode
 int sdt_session_disable_program(struct sdt_session *s, const char *spec);
 int sdt_session_switch(struct sdt_session *s);
 int sdt_session_flush(struct sdt_session *s);
+/*
+ * Snapshot session ``s`` (opened with snapshot_packets N): for each of its CPUs, the last N closed packets of its
+ * ring and its open packet's complete events (closed as a packet in the copy) copied into that CPU's block of the
+ * session's snapshot area, oldest first; a packet the writer reused while it was copied is dropped and counted
+ * (struct sdt_snapshot's lapped, the session's snapshot_lapped). Recording goes on in the rings meanwhile. For a
+ * panic or assert path, on any CPU, with the others running or stopped: it takes no lock but the session's own
+ * snapshot word, by compare-and-swap, never waiting. Returns the packets kept over all CPUs; SDT_ERR_BUSY (counted
+ * in snapshot_busy) when a snapshot of it is under way or it is closing; SDT_ERR_ARG when it has no snapshot area
+ * (snapshot_packets 0, the default session); SDT_ERR_SESSION when ``s`` is not an open session.
+ */
+int sdt_snapshot(struct sdt_session *s);
 /* The registry a host finds by symbol (struct sdt_registry): every open session, and the default session's areas. */
 extern struct sdt_registry sdt_session_table;
 /* The recorders' slow path: session ``id``'s area of the CPU whose default area is ``c`` (``c`` itself for id 0),
