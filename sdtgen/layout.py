@@ -574,9 +574,9 @@ CONSTANTS += (
     ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
     ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
-    ("SDT_CONTROL_VERSION", 3, "the control protocol's version, the last word of the hello: raised whenever a "
+    ("SDT_CONTROL_VERSION", 4, "the control protocol's version, the last word of the hello: raised whenever a "
      "command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: "
-     "sessions, `@NAME`)"),
+     "sessions, `@NAME`; 4: snapshots, `snapshot NAME`)"),
     ("SDT_CONTROL_ESCAPE", 0x1E, "the byte (ASCII RS) a host sends before every command line: a console shared "
      "with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims)"),
     # the control core's own errors: a reply `error CODE COMMAND: TEXT` carries any SDT_ERR_*
@@ -860,18 +860,22 @@ CONSTANTS += (
      "drain stats tables switch take flush) act on session NAME; without it, on the default session"),
 )
 WORDS += (
-    ("SDT_CTL_SESSION", "session", "session open NAME BYTES PACKET POLICY [AGGBYTES] (memory from the kernel's "
-     "session_memory): `ok session ID`; session close NAME (one the control core opened): `ok session N`, N the "
-     "sites it disarmed; a line of `sessions`"),
+    ("SDT_CTL_SESSION", "session", "session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory "
+     "from the kernel's session_memory): `ok session ID`; session close NAME (one the control core opened): `ok "
+     "session N`, N the sites it disarmed; a line of `sessions`"),
     ("SDT_CTL_SESSIONS", "sessions", "sessions: `session ID NAME POLICY CPUS RING PACKET PACKETS DISCARDED "
      "OVERWRITTEN MISPLACED PROBES` per open session, the default one first (PACKETS opened, DISCARDED and "
      "OVERWRITTEN summed over its CPUs; PROBES it takes)"),
+    ("SDT_CTL_SNAPSHOT", "snapshot", "snapshot NAME: sdt_snapshot of session NAME (a host's trigger), then `snapshot "
+     "ID AREA BYTES PACKETS TAKEN LAPPED BUSY` (where its snapshot area is, each CPU's block's bytes, the closed "
+     "packets a block keeps, the session's snapshot counters) and `ok snapshot KEPT`, the packets it kept"),
     ("SDT_CTL_OPEN", "open", "session open"),
     ("SDT_CTL_CLOSE", "close", "session close"),
 )
 REPLIES += (
     ("sessions", "session", ("id:x", "name:w", "policy:x", "cpus:x", "ring:x", "packet:x", "packets:x",
                              "discarded:x", "overwritten:x", "misplaced:x", "probes:x")),
+    ("snapshot", "snapshot", ("id:x", "area:x", "bytes:x", "packets:x", "taken:x", "lapped:x", "busy:x")),
 )
 # Every constant and word, the sessions' included, by name.
 VALUES = {name: value for name, value, _ in CONSTANTS}

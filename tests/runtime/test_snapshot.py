@@ -118,3 +118,36 @@ def test_refusals_say_why_and_change_nothing(ran):
                         "no_area": "SDT_ERR_ARG", "default": "SDT_ERR_ARG", "null": "SDT_ERR_SESSION",
                         "closed": "SDT_ERR_SESSION"}.items():
         assert lines[call] == {"call": call, "returned": VALUES[error], "unchanged": 1}, call
+
+
+def test_the_host_reads_a_snapshot_as_the_post_mortem_reads_a_ring_and_trusts_no_damaged_packet(ran):
+    """The host's reader of snapshot blocks (sdtgen/transport/salvage.py's snapshot, the post-mortem's checks) on the
+    blocks the runtime wrote: every event the test decoded itself; a packet whose magic is damaged, and a block
+    whose seq says it was being written, are counted and left out, the rest kept."""
+    from sdtgen.transport.salvage import snapshot
+
+    _, d = ran
+    base, size = 0x10000, HEAD + (SNAP_PACKETS + 1) * PACKET
+    memory = bytearray(b"".join((d / f"quiet_{cpu}").read_bytes() for cpu in range(NCPU)))
+    blocks = tuple(base + cpu * size for cpu in range(NCPU))
+
+    def read(addr: int, n: int) -> bytes:
+        return bytes(memory[addr - base:addr - base + n])
+
+    def got():
+        dec = decoder()
+        dec.stream = 0  # the reader writes every session's packets as stream 0
+        return snapshot(read, blocks, SNAP_PACKETS, PACKET, dec, 10**9, 64, True, 1)
+
+    whole = got()
+    assert whole.distrusted == 0
+    for cpu in range(NCPU):
+        assert [tuple(e.args) for e in whole.cpus[cpu].events] == block(d, "quiet", cpu)[1]
+    memory[size + HEAD + 2 * PACKET] ^= 0xFF  # CPU 1's third packet's magic
+    memory[2 * size + SNAPSHOT.offset("seq", 64)] |= 1  # CPU 2's block being written
+    damaged = got()
+    assert damaged.distrusted == 2 and "magic" in " ".join(damaged.why) and "being written" in " ".join(damaged.why)
+    assert [tuple(e.args) for e in damaged.cpus[0].events] == block(d, "quiet", 0)[1]
+    assert 2 not in damaged.cpus
+    kept = [tuple(e.args) for e in damaged.cpus[1].events]
+    assert kept and len(kept) < len(block(d, "quiet", 1)[1]) and set(kept) <= set(block(d, "quiet", 1)[1])
