@@ -44,7 +44,7 @@ class Insn:
                   "LDC": f"r{self.dst}, c{self.imm}", "LDARG": f"r{self.dst}, arg{self.a}, ext{self.b}",
                   "LDCPU": f"r{self.dst}", "LDPROBE": f"r{self.dst}", "STRCMP": f"r{self.dst}, arg{self.a}, "
                   f"s{self.imm}", "PIN": f"r{self.dst}, c{self.imm & 0xffff}+{self.imm >> 16}",
-                  "AGG": f"agg{self.b}, r{self.dst}.., r{self.a}"}
+                  "AGG": f"agg{self.b}, r{self.dst}.., r{self.a}", "SNAPSHOT": ""}
         text = fields.get(name)
         if text is None:
             text = f"r{self.dst}, r{self.a}" + (f", r{self.b}" if self.op >= BINARY_FIRST else "")

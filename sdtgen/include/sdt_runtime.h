@@ -127,6 +127,7 @@ typedef unsigned long sdt_word;	/* a register: what a probe argument is passed a
 #define SDT_OP_ULE               39	/* dst = a <= b, unsigned */
 #define SDT_OP_UGT               40	/* dst = a > b, unsigned */
 #define SDT_OP_UGE               41	/* dst = a >= b, unsigned */
+#define SDT_OP_SNAPSHOT          42	/* snapshot the session the program runs in when it exits (sdt_snapshot: D's snapshot(); a session without a snapshot area counts an error) */
 #define SDT_OP_IMM               128	/* with a binary operation (SDT_OP_ADD and after): its right operand is imm, not register b */
 #define SDT_EXT_WORD             0	/* LDARG: the register as it is (zero-extended to 64 bits) */
 #define SDT_EXT_S8               1	/* LDARG: the low 8 bits, sign-extended */

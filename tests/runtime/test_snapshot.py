@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, SDTGEN, need_tool, run
 from probe_source import called_probes
+from programs import FakeProbe, compile_for
 
 from sdtgen.event_format import event_format
 from sdtgen.layout import PACKET as PACKET_LAYOUT
@@ -25,6 +26,9 @@ from sdtgen.trace.packets import Decoder
 HERE = Path(__file__).resolve().parent
 NCPU, PACKET, RING_PACKETS, SNAP_PACKETS, QUIET, AFTER = 3, 1024, 8, 4, 2000, 77
 HEAD = VALUES["SDT_SNAPSHOT_HEAD"]
+TICK, TRIGGER_AT = "ss:snap:run:tick", 1500
+# every firing recorded; CPU 0's firing with arg0 TRIGGER_AT snapshots the session the program runs in
+TRIGGER = f"ss::: {{}}\nss::: /arg0 == {TRIGGER_AT} && arg1 == 0/ {{ snapshot(); }}"
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +40,19 @@ def ran(tmp_path_factory):
          f"CC={gcc} -fsanitize=address -fno-omit-frame-pointer"])
     d = out / "run"
     d.mkdir()
-    proc = run([str(out / "snapshot"), str(d)], timeout=300)  # AddressSanitizer's report fails the run
+    (program,) = compile_for(TRIGGER, [FakeProbe(*TICK.split(":"), tick().args, probe_key(tick().symbol))]).programs
+    (d / "program").write_bytes(program.code)
+    proc = run([str(out / "snapshot"), str(d), str(d / "program")], timeout=300)  # ASan's report fails the run
     return {x["call"]: x for x in map(json.loads, proc.stdout.splitlines())}, d
 
 
+def tick():
+    (p,) = [p for p in called_probes(HERE / "hosted") if p.spec == TICK]
+    return p
+
+
 def decoder() -> Decoder:
-    (p,) = [p for p in called_probes(HERE / "hosted") if p.spec == "ss:snap:run:tick"]
+    p = tick()
     return Decoder([event_format(probe_key(p.symbol), p.spec, p.args, 64)], 64, stream=1)
 
 
@@ -151,3 +162,21 @@ def test_the_host_reads_a_snapshot_as_the_post_mortem_reads_a_ring_and_trusts_no
     assert 2 not in damaged.cpus
     kept = [tuple(e.args) for e in damaged.cpus[1].events]
     assert kept and len(kept) < len(block(d, "quiet", 1)[1]) and set(kept) <= set(block(d, "quiet", 1)[1])
+
+
+def test_a_probes_firing_with_a_predicate_snapshots_its_session(ran):
+    """D's snapshot() in the session's program: CPU 0's firing with arg0 1500 took the one snapshot, before its own
+    event was written, so CPU 0's block ends with the firing before it; the others hold an unbroken run of theirs.
+    In a session without a snapshot area the same action is a program error, counted once."""
+    lines, d = ran
+    assert [lines[k]["returned"] for k in ("trigger_open", "trigger_enable", "bare_open", "bare_enable")] == \
+        [1, 1, 2, 1]
+    assert lines["trigger_snapshots"] == {"call": "trigger_snapshots", "returned": 1, "unchanged": 1}
+    assert lines["bare_errors"] == {"call": "bare_errors", "returned": 1, "unchanged": 1}
+    head, events, _ = block(d, "trigger", 0)
+    assert head["seq"] == 2 and head["packets"] == SNAP_PACKETS + 1 and head["lapped"] == 0
+    assert events == [(i, 0) for i in range(TRIGGER_AT - len(events), TRIGGER_AT)]
+    for cpu in range(1, NCPU):
+        _, events, _ = block(d, "trigger", cpu)
+        first = events[0][0] if events else 0
+        assert events == [(i, cpu) for i in range(first, first + len(events))], cpu

@@ -3,7 +3,7 @@
  * hosted platform (sdt_linux.h), built by fixtures/process/Makefile (under AddressSanitizer by the test), for
  * tests/runtime/test_snapshot.py:
  *
- *   snapshot DIR
+ *   snapshot DIR PROGRAM
  *
  * One JSON line a call: what it returned, and whether what it must not touch stayed as it was. NCPU threads, each
  * a CPU, fire tick(i, cpu) for i = 0, 1, 2, ... in order (that loop is the native run's truth: a thread's i-th
@@ -17,6 +17,9 @@
  *          snapshot's blocks (DIR/lapped_K) and an ordinary one (DIR/run_K).
  *   busy   a thread snapshots again and again while the main thread signals it; its signal handler snapshots too,
  *          as a panic path that stopped a snapshot on its own CPU would: refused, never waiting.
+ *   trigger "flight" opened again with the program in PROGRAM (every firing recorded; CPU 0's firing with arg0
+ *          1500 snapshots the session, D's snapshot()): DIR/trigger_K; and "bare", the same program without a
+ *          snapshot area, whose snapshot() is a program error.
  *
  * Each block's file name says its snapshot; what each thread fired by then is in DIR/fired_K_PHASE.
  */
@@ -268,18 +271,95 @@ static void busy(void)
 	said("closed_flight", sdt_snapshot(&flight), 1);
 }
 
+/* -- trigger: a probe's firing snapshots its session (a program's snapshot()) ------------------------------------ */
+
+#define TRIGGER_FIRINGS 3000
+
+static void *trigger_worker(void *arg)
+{
+	int cpu = sdt_linux_attach(-1);
+	long i;
+
+	(void)arg;
+	if (cpu < 0)
+		abort();
+	pthread_barrier_wait(&gate);
+	for (i = 0; i < TRIGGER_FIRINGS; i++)
+		tick(i, cpu);
+	__atomic_store_n(&fired[cpu], i, __ATOMIC_RELEASE);
+	sdt_linux_detach();
+	return 0;
+}
+
+/* Session "flight" again, every firing recorded and the one the program's predicate picks snapshotting it; "bare",
+ * the same program in a session with no snapshot area: the snapshot() it cannot take is a program error. */
+static void trigger(const void *program, unsigned long bytes)
+{
+	struct sdt_session_config cfg = {.ncpus = NCPU, .policy = SDT_OVERWRITE, .ring_bytes = RING_PACKETS * PACKET,
+					 .packet_size = PACKET, .agg_bytes = 1ul << 16, .snapshot_packets = SNAP_PACKETS};
+	static struct sdt_session bare;
+	unsigned long need = sdt_session_bytes(&cfg), errors = 0;
+	const struct sdt_cpu *c;
+	pthread_t t[NCPU];
+	unsigned k;
+
+	free((void *)(unsigned long)flight.memory);	/* closed by busy(): the kernel's again */
+	said("trigger_open", sdt_session_open(&flight, "flight", &cfg, memory(need), need), 1);
+	said("trigger_enable", sdt_session_enable_program(&flight, "ss:::", SDT_BRANCH, program, bytes), 1);
+	cfg.snapshot_packets = 0;
+	need = sdt_session_bytes(&cfg);
+	said("bare_open", sdt_session_open(&bare, "bare", &cfg, memory(need), need), 1);
+	said("bare_enable", sdt_session_enable_program(&bare, "ss:::", SDT_BRANCH, program, bytes), 1);
+	pthread_barrier_init(&gate, 0, NCPU + 1);
+	for (k = 0; k < NCPU; k++)
+		if (pthread_create(&t[k], 0, trigger_worker, 0))
+			abort();
+	pthread_barrier_wait(&gate);
+	for (k = 0; k < NCPU; k++)
+		pthread_join(t[k], 0);
+	blocks("trigger");
+	said("trigger_snapshots", (long)flight.snapshots, flight.snapshot_busy == 0);
+	c = (const struct sdt_cpu *)(unsigned long)bare.cpus;
+	for (k = 0; k < NCPU; k++)
+		errors += (unsigned long)((const struct sdt_agg *)(unsigned long)c[k].agg)->errors;
+	said("bare_errors", (long)errors, bare.snapshots == 0);
+}
+
+static void *file(const char *path, unsigned long *size)
+{
+	FILE *f = fopen(path, "rb");
+	void *p;
+
+	if (!f)
+		abort();
+	fseek(f, 0, SEEK_END);
+	*size = (unsigned long)ftell(f);
+	rewind(f);
+	p = memory(*size + 8);
+	if (fread(p, 1, *size, f) != *size)
+		abort();
+	fclose(f);
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	struct sdt_linux_options o = {.ring_bytes = 1ul << 20, .packet_size = PACKET, .policy = SDT_DISCARD};
+	unsigned long bytes;
+	void *program;
 
-	if (argc != 2)
+	if (argc != 3)
 		return 2;
 	dir = argv[1];
+	program = file(argv[2], &bytes);
 	if (sdt_linux_start(&o) < 0)
 		return 1;
 	refusals();
 	runs();
 	busy();
+	memset(fired, 0, sizeof(fired));
+	trigger(program, bytes);
+	free(program);
 	sdt_linux_stop();
 	return 0;
 }
