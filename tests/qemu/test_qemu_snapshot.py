@@ -3,7 +3,8 @@
 1 KiB a CPU, a snapshot of 3 closed packets and the open one), every CPU runs the scheduler's loop far past what the
 ring holds, and the snapshot is taken three ways: the kernel's panic path (sdt_snapshot, read by the post-mortem out
 of the RAM), the host's `snapshot NAME` (--take-snapshot) and the kernel's own assert-path call, both read while it
-runs (--snapshot, through the registry). Each CPU's snapshot, read by babeltrace2, is the native run's last events;
+runs (--snapshot, through the registry: QEMU's shared RAM, or the control core's `read` on the line when a host
+attaches to a running kernel). Each CPU's snapshot, read by babeltrace2, is the native run's last events;
 the snapshot stays as it was while recording goes on, until the next one."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from helpers import FIXTURE, ROOT, SDTGEN, run
 from native_oracle import build_fixture_native
 from post_mortem_read import bt2_rows, events_by_cpu, native_firings
+from qemu_helpers import listening_qemu
 
 PANIC_SRC = ROOT / "fixtures" / "qemu" / "panic" / "panic.c"
 CPUS, KEEP = 2, 3
@@ -101,3 +103,25 @@ def test_a_snapshot_of_a_session_without_one_is_refused_in_one_line(panicking, t
                            "--snapshot", "flight", tmp_path / "none")
     assert rc != 0 and err.count("\n") == 1 and not (tmp_path / "none").exists()
     assert "the snapshot of session 'flight' cannot be read: the session has no snapshot area" in err, err
+
+
+@pytest.fixture
+def running(panicking, tmp_path):
+    """The kernel booted by QEMU on its own, its rings attached by its boot, before any host attaches."""
+    yield from listening_qemu(panicking, CPUS, f"ring 10000 2000 0 {128 << 20:x}\n", tmp_path)
+
+
+def test_an_attached_host_reads_a_snapshot_through_the_line(running, panicking, native_exe, tmp_path):
+    """`sdtgen attach` to the running kernel, which opens its flight recorder: no memory is shared, so the snapshot
+    is read by the control core's `read`, found by the registry, checked as the post-mortem checks packets;
+    babeltrace2 reads each CPU's last events of the native run."""
+    ticks = 500
+    proc = run([SDTGEN, "attach", "--serial", running, str(panicking), "--json", "-q", "--run",
+                "flight_snapshot_open:long", "--arg", str(CPUS), "--arg", str(KEEP), "--cpu", "0", "--run", "sched_run",
+                "--arg", str(ticks), "--take-snapshot", "flight", "--snapshot", "flight", str(tmp_path / "snap")],
+               check=False, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    (said,) = [e for e in events if e["event"] == "snapshot"]
+    assert said["distrusted"] == 0 and said["trace"] == str(tmp_path / "snap")
+    last_events(native_firings(native_exe, ticks), events_by_cpu(bt2_rows(tmp_path / "snap")))
