@@ -15,9 +15,11 @@ import pytest
 from helpers import FIXTURE, ROOT, SDTGEN, run
 from native_oracle import build_fixture_native
 from post_mortem_read import bt2_rows, events_by_cpu, native_firings
-from qemu_helpers import listening_qemu
+from qemu_helpers import ALL, EVERY, listening_qemu
 
 PANIC_SRC = ROOT / "fixtures" / "qemu" / "panic" / "panic.c"
+# x86-64 and a weakly ordered machine (RISC-V); `make qemu` (SDTGEN_QEMU_ALL=1) all four
+ARCHES = EVERY if ALL else ("x86_64", "riscv64")
 CPUS, KEEP = 2, 3
 
 
@@ -27,9 +29,15 @@ def native_exe(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def panicking(qemu_kernel):
+def panicking_on(qemu_kernel):
+    """The fixture kernel with panic.c for an architecture (the post-mortem tests build the same ones)."""
     sources = " ".join([*(str(p) for p in sorted(FIXTURE.glob("*.c"))), str(PANIC_SRC)])
-    return qemu_kernel("x86_64", KERNEL_SRCS=sources)
+    return lambda arch: qemu_kernel(arch, KERNEL_SRCS=sources)
+
+
+@pytest.fixture(scope="module")
+def panicking(panicking_on):
+    return panicking_on("x86_64")
 
 
 def qemu(image, *args) -> tuple[int, list[dict]]:
@@ -53,10 +61,12 @@ def last_events(native: list, got: dict[int, list]) -> None:
         assert events == native[-len(events):], cpu
 
 
-def test_the_panic_paths_snapshot_is_each_cpus_last_events(panicking, native_exe, tmp_path):
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_panic_paths_snapshot_is_each_cpus_last_events(arch, panicking_on, native_exe, tmp_path):
     ticks = 1000
-    rc, events = qemu(panicking, "--run", "flight_snapshot_open:long", "--arg", CPUS, "--arg", KEEP, "--cpu", "0",
-                      "--run", "panic_snapshot_after", "--arg", ticks, "--arg", CPUS, "--post-mortem", tmp_path / "pm")
+    rc, events = qemu(panicking_on(arch), "--run", "flight_snapshot_open:long", "--arg", CPUS, "--arg", KEEP,
+                      "--cpu", "0", "--run", "panic_snapshot_after", "--arg", ticks, "--arg", CPUS,
+                      "--post-mortem", tmp_path / "pm")
     assert rc == 1
     (opened,) = [e for e in events if e["event"] == "return" and e["symbol"] == "flight_snapshot_open"]
     assert opened["value"] == 1
