@@ -53,11 +53,12 @@ def qemu_said(image, *args) -> tuple[int, list[dict], str]:
 
 
 def last_events(native: list, got: dict[int, list]) -> None:
-    """Each CPU's snapshot is the native run's last events: more than KEEP packets' worth of 1 KiB can be is not
-    possible, fewer than the open packet and KEEP - 1 whole ones is a snapshot that lost some."""
+    """Each CPU's snapshot is the native run's last events: more than KEEP + 1 packets of 1 KiB hold (an event is 16
+    bytes at least, after a packet's 64-byte header) is not possible, fewer than KEEP - 1 whole ones hold (32 bytes
+    at most for the tick's two arguments) is a snapshot that lost some."""
     assert sorted(got) == list(range(CPUS))
     for cpu, events in got.items():
-        assert 2 * (KEEP - 1) < len(events) < 40 * (KEEP + 1), (cpu, len(events))
+        assert (KEEP - 1) * (1024 - 64) // 32 <= len(events) <= (KEEP + 1) * (1024 - 64) // 16, (cpu, len(events))
         assert events == native[-len(events):], cpu
 
 
