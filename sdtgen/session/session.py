@@ -673,7 +673,7 @@ class Session:
 
         target = self.target
         rings = self._guard(target.rings, "read") if SALVAGES in target.capabilities else \
-            target.memory() if hasattr(target, "memory") else None
+            target.memory() if SESSIONS in target.capabilities else None
         if rings is None:
             raise SdtError(self.image.path, f"the snapshot of session {printable(name)!r} cannot be read: the host "
                            "cannot read this kernel's memory", "use qemu, attach, the process target or boot")
