@@ -557,6 +557,8 @@ CONSTANTS: tuple[tuple[str, int, str], ...] = (
      "from sdt_hooks.task (a kernel without it: an error)"),
     ("SDT_OP_TASKCMP", 43, "dst = -1, 0 or 1: the current task's name (none: \"\") against the string at imm (no "
      "sdt_hooks.task, a name it cannot read: an error)"),
+    ("SDT_OP_SNAPSHOT", 44, "snapshot the session the program runs in when it exits (sdt_snapshot: D's snapshot(); "
+     "a session without a snapshot area counts an error)"),
     ("SDT_OP_IMM", 0x80, "with a binary operation (SDT_OP_ADD to SDT_OP_UGE): its right operand is imm, not "
      "register b"),
     ("SDT_TASK_ID", 0, "LDTASK: the task's id"),
@@ -597,9 +599,9 @@ CONSTANTS += (
     ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
     ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
-    ("SDT_CONTROL_VERSION", 3, "the control protocol's version, the last word of the hello: raised whenever a "
+    ("SDT_CONTROL_VERSION", 4, "the control protocol's version, the last word of the hello: raised whenever a "
      "command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: "
-     "sessions, `@NAME`)"),
+     "sessions, `@NAME`; 4: snapshots, `snapshot NAME`)"),
     ("SDT_CONTROL_ESCAPE", 0x1E, "the byte (ASCII RS) a host sends before every command line: a console shared "
      "with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims)"),
     # the control core's own errors: a reply `error CODE COMMAND: TEXT` carries any SDT_ERR_*
@@ -795,7 +797,8 @@ SESSION_CONFIG = Layout("sdt_session_config", "What sdt_session_open carves from
     Field("packet_size", "u64", "bytes of a packet, a power of two, at least SDT_MIN_PACKET"),
     Field("agg_bytes", "u64", "each CPU's aggregation memory (0: none; else at least SDT_AGG_MIN_BYTES): a probe "
           "with a program records nothing in a session without it"),
-    Field("snapshot_packets", "u64", "packets a snapshot keeps of each CPU (0: no snapshot area)"),
+    Field("snapshot_packets", "u64", "closed packets a snapshot keeps of each CPU, 0 .. SDT_SNAPSHOT_MAX (0: no "
+          "snapshot area); each CPU's block holds one more, the open packet's complete events"),
 ))
 
 SESSION = Layout("sdt_session", "One session, in memory the kernel gives sdt_session_open (the default session is "
@@ -815,8 +818,34 @@ SESSION = Layout("sdt_session", "One session, in memory the kernel gives sdt_ses
     Field("bytes", "u64", "bytes of it"),
     Field("used", "u64", "bytes of it the session uses"),
     Field("misplaced", "u64", "firings on a CPU numbered ncpus or higher: not recorded"),
-    Field("snapshot", "u64", "address of the snapshot area (0: none)"),
-    Field("snapshot_packets", "u64", "packets it keeps of each CPU"),
+    Field("snapshot", "u64", "address of the snapshot area (0: none): ncpus blocks of snapshot_bytes, CPU k's at "
+          "snapshot + k * snapshot_bytes, each a struct sdt_snapshot then snapshot_packets + 1 packets"),
+    Field("snapshot_packets", "u64", "closed packets a snapshot keeps of each CPU (its open packet's complete events "
+          "are one more)"),
+    Field("snapshot_bytes", "u64", "bytes of one CPU's block of the snapshot area"),
+    Field("snapshots", "u64", "snapshots taken whole (sdt_snapshot returned 0)"),
+    Field("snapshot_busy", "u64", "sdt_snapshot calls refused because a snapshot of the session was under way (or "
+          "the session closing): SDT_ERR_BUSY"),
+    Field("snapshot_lapped", "u64", "packets a snapshot dropped because the writer reused their slots while they "
+          "were copied, over all snapshots"),
+    Field("snapshot_lock", "u64", "1 while a snapshot is taken or the session closes (taken by compare-and-swap, "
+          "never waited for by sdt_snapshot)"),
+))
+
+SNAPSHOT = Layout("sdt_snapshot", "The head of one CPU's block of a session's snapshot area (sdt_snapshot writes it; "
+                  "its packets follow at SDT_SNAPSHOT_HEAD bytes from its start, each packet_size bytes).", (
+    Field("magic", "u32", "SDT_SNAPSHOT_MAGIC once a snapshot was taken"),
+    Field("cpu", "u32", "the CPU whose packets these are"),
+    Field("seq", "u64", "odd while sdt_snapshot writes the block, even when it is whole (2 per snapshot)"),
+    Field("clock", "u64", "the clock when the CPU's packets were copied"),
+    Field("first_seq", "u64", "the number (from 0) of the first packet kept; the others follow it one by one"),
+    Field("packets", "u64", "packets kept: closed ones, then the open packet's complete events closed as one when "
+          "open is 1"),
+    Field("open", "u64", "1 when the last packet kept is the open packet, closed in the copy"),
+    Field("cut", "u64", "events of the open packet left out: the one a recorder was writing (nesting)"),
+    Field("lapped", "u64", "packets dropped in this snapshot: the writer reused their slots while they were copied"),
+    Field("discarded", "u64", "the CPU's discarded count when its packets were copied"),
+    Field("overwritten", "u64", "the CPU's overwritten count then"),
 ))
 
 REGISTRY = Layout("sdt_registry", "The runtime's list of sessions, the variable sdt_session_table: what a host finds "
@@ -829,7 +858,7 @@ REGISTRY = Layout("sdt_registry", "The runtime's list of sessions, the variable 
           count=8),
     Field("areas", "u64", "the default session's first CPU area (struct sdt_cpu, then next_area)"),
 ))
-LAYOUTS += (SESSION_CONFIG, SESSION, REGISTRY)
+LAYOUTS += (SESSION_CONFIG, SESSION, SNAPSHOT, REGISTRY)
 CONSTANTS += (
     ("SDT_MAX_SESSIONS", 8, "sessions at once, the default one included (a probe's sessions are a 32-bit mask)"),
     ("SDT_SESSION_NAME", 16, "bytes of a session's name field: 1..15 bytes of [A-Za-z0-9_-], then NULs"),
@@ -838,7 +867,12 @@ CONSTANTS += (
     ("SDT_SESSION_CLOSING", 2, "sdt_session_close is taking it apart"),
     ("SDT_SESSION_CLOSED", 3, "closed: its memory is the kernel's again"),
     ("SDT_REGISTRY_MAGIC", 0x47455253, "\"SREG\" in a little-endian word: struct sdt_registry"),
-    ("SDT_REGISTRY_VERSION", 1, "the registry's layout"),
+    ("SDT_REGISTRY_VERSION", 2, "the registry's layout (2: struct sdt_session says its snapshot area)"),
+    ("SDT_SNAPSHOT_MAGIC", 0x50414e53, "\"SNAP\" in a little-endian word: a struct sdt_snapshot written"),
+    ("SDT_SNAPSHOT_HEAD", 128, "bytes from a CPU's snapshot block to its first packet (struct sdt_snapshot, padded)"),
+    ("SDT_SNAPSHOT_MAX", 4096, "the most packets a snapshot keeps of a CPU (snapshot_packets)"),
+    ("SDT_ERR_BUSY", -32, "a snapshot of the session is under way (on another CPU, or this one was stopped in it) "
+     "or the session is closing: nothing was copied, the refusal counted in snapshot_busy"),
     ("SDT_ERR_MEMORY", -27, "the memory given is short of what the session's configuration needs (or beyond the "
      "kernel's budget): nothing was set up"),
     ("SDT_ERR_FULL", -28, "SDT_MAX_SESSIONS sessions are open already"),
@@ -852,18 +886,22 @@ CONSTANTS += (
      "drain stats tables switch take flush) act on session NAME; without it, on the default session"),
 )
 WORDS += (
-    ("SDT_CTL_SESSION", "session", "session open NAME BYTES PACKET POLICY [AGGBYTES] (memory from the kernel's "
-     "session_memory): `ok session ID`; session close NAME (one the control core opened): `ok session N`, N the "
-     "sites it disarmed; a line of `sessions`"),
+    ("SDT_CTL_SESSION", "session", "session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory "
+     "from the kernel's session_memory): `ok session ID`; session close NAME (one the control core opened): `ok "
+     "session N`, N the sites it disarmed; a line of `sessions`"),
     ("SDT_CTL_SESSIONS", "sessions", "sessions: `session ID NAME POLICY CPUS RING PACKET PACKETS DISCARDED "
      "OVERWRITTEN MISPLACED PROBES` per open session, the default one first (PACKETS opened, DISCARDED and "
      "OVERWRITTEN summed over its CPUs; PROBES it takes)"),
+    ("SDT_CTL_SNAPSHOT", "snapshot", "snapshot NAME: sdt_snapshot of session NAME (a host's trigger), then `snapshot "
+     "ID AREA BYTES PACKETS TAKEN LAPPED BUSY` (where its snapshot area is, each CPU's block's bytes, the closed "
+     "packets a block keeps, the session's snapshot counters) and `ok snapshot KEPT`, the packets it kept"),
     ("SDT_CTL_OPEN", "open", "session open"),
     ("SDT_CTL_CLOSE", "close", "session close"),
 )
 REPLIES += (
     ("sessions", "session", ("id:x", "name:w", "policy:x", "cpus:x", "ring:x", "packet:x", "packets:x",
                              "discarded:x", "overwritten:x", "misplaced:x", "probes:x")),
+    ("snapshot", "snapshot", ("id:x", "area:x", "bytes:x", "packets:x", "taken:x", "lapped:x", "busy:x")),
 )
 # Every constant and word, the sessions' included, by name.
 VALUES = {name: value for name, value, _ in CONSTANTS}

@@ -169,6 +169,13 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
                    "(qemu, attach): opened with --buffer-size and --overflow, closed when the kernel is left or "
                    "powered off; without it, the default session (docs/sessions.md)")
     b.add_argument("--sessions", action=_Ordered, nargs=0, help="list the sessions the kernel has open at this point")
+    b.add_argument("--take-snapshot", action=_Ordered, metavar="NAME", help="take a snapshot of session NAME now "
+                   "(its control core's `snapshot NAME`; qemu, attach): each CPU's last packets kept aside while "
+                   "recording goes on (docs/sessions.md)")
+    b.add_argument("--snapshot", action=_Ordered, nargs=2, metavar=("NAME", "PATH"),
+                   help="read the snapshot session NAME holds (the kernel's last: its panic path's sdt_snapshot, a "
+                        "probe's snapshot(), --take-snapshot) out of the kernel's memory, every packet checked, and "
+                        "write it to PATH (the format from the extension, as --trace's)")
     b.add_argument("-i", "--interactive", action="store_true", help="open the console after the actions")
     b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"how long each function run may take (default {DEFAULT_TIMEOUT:g}); Ctrl-C stops one sooner")
@@ -222,6 +229,10 @@ class _Ordered(argparse.Action):
             actions.append(("run", values, Call()))
         elif self.dest == "sessions":
             actions.append(("sessions", "", None))
+        elif self.dest == "take_snapshot":
+            actions.append(("take-snapshot", values, None))
+        elif self.dest == "snapshot":
+            actions.append(("snapshot", tuple(values), None))
         elif self.dest == "aggregate" or (self.dest == "enable" and "/" in values):  # SPEC /predicate/
             from sdtgen.session.aggregations import Prepared
 

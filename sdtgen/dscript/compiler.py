@@ -703,6 +703,8 @@ class Group:
                         self.check_registers(len(keys) + value.need)
                         value.emit(len(keys))
                     e.op("AGG", 0, len(keys) if value is not None else 0, desc)
+                if clause.snapshot:
+                    e.op("SNAPSHOT")
                 if clause.record:
                     e.op("REC")
             e.place(skip)

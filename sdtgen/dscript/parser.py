@@ -251,6 +251,7 @@ class Parser:
             self.expect("/", "at the end of the predicate")
             self._continue_on("{", "@")
         actions: list[Aggregation] = []
+        snapshot = False
         if self.is_("@"):
             actions.append(self.aggregation())
         elif self.is_("{"):
@@ -259,14 +260,26 @@ class Parser:
             while not self.is_("}"):
                 if self.tok.kind == "end":
                     raise ParseError("a clause's '{' is not closed ('}')", start)
-                actions.append(self.aggregation())
+                if self.tok.kind == "ident" and self.tok.text == "snapshot":
+                    snapshot = self._snapshot() or snapshot
+                else:
+                    actions.append(self.aggregation())
                 if not self.is_("}") and not self.is_(";") and self.tok.kind != "newline":
-                    raise ParseError(f"expected ';' or '}}' after an aggregation, found {self.describe(self.tok)}",
+                    raise ParseError(f"expected ';' or '}}' after an action, found {self.describe(self.tok)}",
                                      self.tok.at)
                 self._separators()
             self.advance()
         text = " ".join(self.text[start:self.tok.at].split())
-        return Clause(number, text, tuple(specs), predicate, tuple(actions), record=not actions)
+        return Clause(number, text, tuple(specs), predicate, tuple(actions), record=not actions and not snapshot,
+                      snapshot=snapshot)
+
+    def _snapshot(self) -> bool:
+        """snapshot(): the session the program runs in snapshotted (sdt_snapshot), a firing that passes."""
+        self.advance()
+        self.expect("(", "after snapshot")
+        self.skip_newlines()
+        self.expect(")", "after snapshot( (it takes no argument)")
+        return True
 
     def _continue_on(self, *texts: str) -> None:
         """A clause goes on over newlines when what follows them is its next part (DTrace's layout: the predicate

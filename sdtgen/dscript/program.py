@@ -47,7 +47,8 @@ class Insn:
                   f"s{self.imm}", "PIN": f"r{self.dst}, c{self.imm & 0xffff}+{self.imm >> 16}",
                   "AGG": f"agg{self.b}, r{self.dst}.., r{self.a}",
                   "LDTASK": f"r{self.dst}, " + ("context" if self.b == TASK_FIELDS["context"] else "id"),
-                  "TASKCMP": f"r{self.dst}, execname, s{self.imm}"}
+                  "TASKCMP": f"r{self.dst}, execname, s{self.imm}",
+                  "SNAPSHOT": ""}
         text = fields.get(name)
         if text is None:
             text = f"r{self.dst}, r{self.a}" + (f", r{self.b}" if BINARY_FIRST <= self.op <= BINARY_LAST else "")

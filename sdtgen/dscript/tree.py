@@ -68,3 +68,4 @@ class Clause:
     predicate: Node | None
     actions: tuple[Aggregation, ...] = ()
     record: bool = True  # no aggregation: a firing that passes is recorded (DTrace's default action)
+    snapshot: bool = False  # snapshot(): the session the program runs in is snapshotted (docs/sessions.md)

@@ -133,6 +133,7 @@ struct sdt_session_config;
 #define SDT_OP_UGE               41	/* dst = a >= b, unsigned */
 #define SDT_OP_LDTASK            42	/* dst = the current task's id (b SDT_TASK_ID) or its SDT_CONTEXT_* (b SDT_TASK_CONTEXT), from sdt_hooks.task (a kernel without it: an error) */
 #define SDT_OP_TASKCMP           43	/* dst = -1, 0 or 1: the current task's name (none: "") against the string at imm (no sdt_hooks.task, a name it cannot read: an error) */
+#define SDT_OP_SNAPSHOT          44	/* snapshot the session the program runs in when it exits (sdt_snapshot: D's snapshot(); a session without a snapshot area counts an error) */
 #define SDT_OP_IMM               128	/* with a binary operation (SDT_OP_ADD to SDT_OP_UGE): its right operand is imm, not register b */
 #define SDT_TASK_ID              0	/* LDTASK: the task's id */
 #define SDT_TASK_CONTEXT         1	/* LDTASK: the task's SDT_CONTEXT_* */
@@ -169,7 +170,7 @@ struct sdt_session_config;
 #define SDT_FRAME_INFO           73	/* the frame a reader needs first: struct sdt_frame_info */
 #define SDT_CONTROL_MAGIC        0x4c544353	/* "SCTL" in a little-endian word */
 #define SDT_CONTROL_LINE         0x400	/* bytes of the longest command line the control core takes */
-#define SDT_CONTROL_VERSION      3	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: sessions, `@NAME`) */
+#define SDT_CONTROL_VERSION      4	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: sessions, `@NAME`; 4: snapshots, `snapshot NAME`) */
 #define SDT_CONTROL_ESCAPE       30	/* the byte (ASCII RS) a host sends before every command line: a console shared with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims) */
 #define SDT_ERR_USAGE            (-5)	/* the command's words are not what it takes */
 #define SDT_ERR_UNKNOWN          (-6)	/* not a command the control core knows */
@@ -207,7 +208,11 @@ struct sdt_session_config;
 #define SDT_SESSION_CLOSING      2	/* sdt_session_close is taking it apart */
 #define SDT_SESSION_CLOSED       3	/* closed: its memory is the kernel's again */
 #define SDT_REGISTRY_MAGIC       0x47455253	/* "SREG" in a little-endian word: struct sdt_registry */
-#define SDT_REGISTRY_VERSION     1	/* the registry's layout */
+#define SDT_REGISTRY_VERSION     2	/* the registry's layout (2: struct sdt_session says its snapshot area) */
+#define SDT_SNAPSHOT_MAGIC       0x50414e53	/* "SNAP" in a little-endian word: a struct sdt_snapshot written */
+#define SDT_SNAPSHOT_HEAD        128	/* bytes from a CPU's snapshot block to its first packet (struct sdt_snapshot, padded) */
+#define SDT_SNAPSHOT_MAX         0x1000	/* the most packets a snapshot keeps of a CPU (snapshot_packets) */
+#define SDT_ERR_BUSY             (-32)	/* a snapshot of the session is under way (on another CPU, or this one was stopped in it) or the session is closing: nothing was copied, the refusal counted in snapshot_busy */
 #define SDT_ERR_MEMORY           (-27)	/* the memory given is short of what the session's configuration needs (or beyond the kernel's budget): nothing was set up */
 #define SDT_ERR_FULL             (-28)	/* SDT_MAX_SESSIONS sessions are open already */
 #define SDT_ERR_EXISTS           (-29)	/* a session of that name is open already */
@@ -255,8 +260,9 @@ struct sdt_session_config;
 #define SDT_CTL_TABLE            "table"	/* a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves) */
 #define SDT_CTL_SWITCH           "switch"	/* switch: sdt_agg_switch, `ok switch N` */
 #define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
-#define SDT_CTL_SESSION          "session"	/* session open NAME BYTES PACKET POLICY [AGGBYTES] (memory from the kernel's session_memory): `ok session ID`; session close NAME (one the control core opened): `ok session N`, N the sites it disarmed; a line of `sessions` */
+#define SDT_CTL_SESSION          "session"	/* session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory from the kernel's session_memory): `ok session ID`; session close NAME (one the control core opened): `ok session N`, N the sites it disarmed; a line of `sessions` */
 #define SDT_CTL_SESSIONS         "sessions"	/* sessions: `session ID NAME POLICY CPUS RING PACKET PACKETS DISCARDED OVERWRITTEN MISPLACED PROBES` per open session, the default one first (PACKETS opened, DISCARDED and OVERWRITTEN summed over its CPUs; PROBES it takes) */
+#define SDT_CTL_SNAPSHOT         "snapshot"	/* snapshot NAME: sdt_snapshot of session NAME (a host's trigger), then `snapshot ID AREA BYTES PACKETS TAKEN LAPPED BUSY` (where its snapshot area is, each CPU's block's bytes, the closed packets a block keeps, the session's snapshot counters) and `ok snapshot KEPT`, the packets it kept */
 #define SDT_CTL_OPEN             "open"	/* session open */
 #define SDT_CTL_CLOSE            "close"	/* session close */
 #define SDT_MODULE_FILE_NAME     "opt/sdtgen/module"	/* the fw_cfg file carrying the module file (-fw_cfg name=...) */
@@ -364,6 +370,15 @@ struct sdt_session_config;
 #define SDT_FIELD_SESSIONS_SESSION_OVERWRITTEN 8
 #define SDT_FIELD_SESSIONS_SESSION_MISPLACED 9
 #define SDT_FIELD_SESSIONS_SESSION_PROBES 10
+#define SDT_REPLY_SNAPSHOT       SDT_CTL_SNAPSHOT " xxxxxxx"	/* snapshot: `snapshot ID AREA BYTES PACKETS TAKEN LAPPED BUSY` */
+#define SDT_FIELDS_SNAPSHOT      7	/* its fields */
+#define SDT_FIELD_SNAPSHOT_ID    0
+#define SDT_FIELD_SNAPSHOT_AREA  1
+#define SDT_FIELD_SNAPSHOT_BYTES 2
+#define SDT_FIELD_SNAPSHOT_PACKETS 3
+#define SDT_FIELD_SNAPSHOT_TAKEN 4
+#define SDT_FIELD_SNAPSHOT_LAPPED 5
+#define SDT_FIELD_SNAPSHOT_BUSY  6
 
 /* One probe site: an entry of the linker set set_sdt_sites_set (writable: the runtime keeps the site's state in it). */
 struct sdt_site {
@@ -966,7 +981,7 @@ struct sdt_session_config {
 	sdt_u64 ring_bytes;	/* each CPU's ring (as sdt_cpu_attach takes it) */
 	sdt_u64 packet_size;	/* bytes of a packet, a power of two, at least SDT_MIN_PACKET */
 	sdt_u64 agg_bytes;	/* each CPU's aggregation memory (0: none; else at least SDT_AGG_MIN_BYTES): a probe with a program records nothing in a session without it */
-	sdt_u64 snapshot_packets;	/* packets a snapshot keeps of each CPU (0: no snapshot area) */
+	sdt_u64 snapshot_packets;	/* closed packets a snapshot keeps of each CPU, 0 .. SDT_SNAPSHOT_MAX (0: no snapshot area); each CPU's block holds one more, the open packet's complete events */
 };
 _SDT_LAYOUT(sizeof(struct sdt_session_config) == 40);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session_config, ncpus) == 0);
@@ -993,10 +1008,15 @@ struct sdt_session {
 	sdt_u64 bytes;	/* bytes of it */
 	sdt_u64 used;	/* bytes of it the session uses */
 	sdt_u64 misplaced;	/* firings on a CPU numbered ncpus or higher: not recorded */
-	sdt_u64 snapshot;	/* address of the snapshot area (0: none) */
-	sdt_u64 snapshot_packets;	/* packets it keeps of each CPU */
+	sdt_u64 snapshot;	/* address of the snapshot area (0: none): ncpus blocks of snapshot_bytes, CPU k's at snapshot + k * snapshot_bytes, each a struct sdt_snapshot then snapshot_packets + 1 packets */
+	sdt_u64 snapshot_packets;	/* closed packets a snapshot keeps of each CPU (its open packet's complete events are one more) */
+	sdt_u64 snapshot_bytes;	/* bytes of one CPU's block of the snapshot area */
+	sdt_u64 snapshots;	/* snapshots taken whole (sdt_snapshot returned 0) */
+	sdt_u64 snapshot_busy;	/* sdt_snapshot calls refused because a snapshot of the session was under way (or the session closing): SDT_ERR_BUSY */
+	sdt_u64 snapshot_lapped;	/* packets a snapshot dropped because the writer reused their slots while they were copied, over all snapshots */
+	sdt_u64 snapshot_lock;	/* 1 while a snapshot is taken or the session closes (taken by compare-and-swap, never waited for by sdt_snapshot) */
 };
-_SDT_LAYOUT(sizeof(struct sdt_session) == 120);
+_SDT_LAYOUT(sizeof(struct sdt_session) == 160);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, id) == 4);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, name) == 8);
@@ -1014,6 +1034,38 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, used) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, misplaced) == 96);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_packets) == 112);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_bytes) == 120);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshots) == 128);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_busy) == 136);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_lapped) == 144);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_session, snapshot_lock) == 152);
+
+/* The head of one CPU's block of a session's snapshot area (sdt_snapshot writes it; its packets follow at SDT_SNAPSHOT_HEAD bytes from its start, each packet_size bytes). */
+struct sdt_snapshot {
+	sdt_u32 magic;	/* SDT_SNAPSHOT_MAGIC once a snapshot was taken */
+	sdt_u32 cpu;	/* the CPU whose packets these are */
+	sdt_u64 seq;	/* odd while sdt_snapshot writes the block, even when it is whole (2 per snapshot) */
+	sdt_u64 clock;	/* the clock when the CPU's packets were copied */
+	sdt_u64 first_seq;	/* the number (from 0) of the first packet kept; the others follow it one by one */
+	sdt_u64 packets;	/* packets kept: closed ones, then the open packet's complete events closed as one when open is 1 */
+	sdt_u64 open;	/* 1 when the last packet kept is the open packet, closed in the copy */
+	sdt_u64 cut;	/* events of the open packet left out: the one a recorder was writing (nesting) */
+	sdt_u64 lapped;	/* packets dropped in this snapshot: the writer reused their slots while they were copied */
+	sdt_u64 discarded;	/* the CPU's discarded count when its packets were copied */
+	sdt_u64 overwritten;	/* the CPU's overwritten count then */
+};
+_SDT_LAYOUT(sizeof(struct sdt_snapshot) == 80);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, magic) == 0);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, cpu) == 4);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, seq) == 8);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, clock) == 16);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, first_seq) == 24);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, packets) == 32);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, open) == 40);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, cut) == 48);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, lapped) == 56);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, discarded) == 64);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_snapshot, overwritten) == 72);
 
 /* The runtime's list of sessions, the variable sdt_session_table: what a host finds by symbol in a machine's memory, a kernel running or dead. */
 struct sdt_registry {
@@ -1333,6 +1385,17 @@ int sdt_session_enable_program(struct sdt_session *s, const char *spec, int mode
 int sdt_session_disable_program(struct sdt_session *s, const char *spec);
 int sdt_session_switch(struct sdt_session *s);
 int sdt_session_flush(struct sdt_session *s);
+/*
+ * Snapshot session ``s`` (opened with snapshot_packets N): for each of its CPUs, the last N closed packets of its
+ * ring and its open packet's complete events (closed as a packet in the copy) copied into that CPU's block of the
+ * session's snapshot area, oldest first; a packet the writer reused while it was copied is dropped and counted
+ * (struct sdt_snapshot's lapped, the session's snapshot_lapped). Recording goes on in the rings meanwhile. For a
+ * panic or assert path, on any CPU, with the others running or stopped: it takes no lock but the session's own
+ * snapshot word, by compare-and-swap, never waiting. Returns the packets kept over all CPUs; SDT_ERR_BUSY (counted
+ * in snapshot_busy) when a snapshot of it is under way or it is closing; SDT_ERR_ARG when it has no snapshot area
+ * (snapshot_packets 0, the default session); SDT_ERR_SESSION when ``s`` is not an open session.
+ */
+int sdt_snapshot(struct sdt_session *s);
 /* The registry a host finds by symbol (struct sdt_registry): every open session, and the default session's areas. */
 extern struct sdt_registry sdt_session_table;
 /* The recorders' slow path: session ``id``'s area of the CPU whose default area is ``c`` (``c`` itself for id 0),

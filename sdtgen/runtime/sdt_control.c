@@ -970,6 +970,7 @@ static const struct command {
 	{SDT_CTL_TAKE, cmd_take},
 	{SDT_CTL_SESSION, cmd_session},
 	{SDT_CTL_SESSIONS, cmd_sessions},
+	{SDT_CTL_SNAPSHOT, cmd_snapshot},
 };
 
 /* The commands `@NAME` may come before: those that act on one session. */

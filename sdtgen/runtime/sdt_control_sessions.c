@@ -32,19 +32,19 @@ static SDT_CODE int session_refused(struct out *o, int r)
 		     r == SDT_ERR_MEMORY ? "the session needs more memory than the kernel's budget for it" :
 		     r == SDT_ERR_ARG ? "not a ring the runtime takes (BYTES and PACKET powers of two, two packets or "
 					"more, a packet of SDT_MIN_PACKET bytes or more; POLICY 0 or 1; AGGBYTES 0 or 8-aligned "
-					"and SDT_AGG_MIN_BYTES or more)" :
+					"and SDT_AGG_MIN_BYTES or more; SNAPSHOT_PACKETS at most SDT_SNAPSHOT_MAX)" :
 		     r == SDT_ERR_SESSION ? "no session of that name that this control core opened is open" :
 		     "the runtime refused it");
 }
 
-/* session open NAME BYTES PACKET POLICY [AGGBYTES]: every CPU's ring of the new session in the kernel's memory for
- * it, `ok session ID`; session close NAME: one this core opened, `ok session N` (N: the sites it disarmed). */
+/* session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]]: every CPU's ring (and snapshot block) of the
+ * new session in the kernel's memory for it, `ok session ID`; session close NAME: one this core opened, `ok session N` (N: the sites it disarmed). */
 static SDT_CODE int cmd_session(struct out *o, struct words *w)
 {
 	struct sdt_session_config cfg;
 	unsigned long vlen, len, budget = 0;
 	const char *verb = word(w, &vlen), *name = word(w, &len);
-	sdt_word bytes, packet, policy, aggbytes = 0;
+	sdt_word bytes, packet, policy, aggbytes = 0, snapshot = 0;
 	struct sdt_session *x;
 	unsigned id;
 	void *mem;
@@ -58,8 +58,9 @@ static SDT_CODE int cmd_session(struct out *o, struct words *w)
 		return r < 0 ? session_refused(o, r) : ok(o, SDT_CTL_SESSION, (unsigned long)r);
 	}
 	if (!is(verb, vlen, SDT_CTL_OPEN) || !len || !number(w, &bytes) || !number(w, &packet) || !number(w, &policy) ||
-	    (*rest(w) && !number(w, &aggbytes)) || *rest(w))
-		return error(o, SDT_ERR_USAGE, "usage: session open NAME BYTES PACKET POLICY [AGGBYTES] | session close NAME");
+	    (*rest(w) && !number(w, &aggbytes)) || (*rest(w) && !number(w, &snapshot)) || *rest(w))
+		return error(o, SDT_ERR_USAGE, "usage: session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] | "
+			     "session close NAME");
 	if (!session_word(name, len))
 		return session_refused(o, SDT_ERR_NAME);
 	if (!ops.session_memory)
@@ -73,7 +74,7 @@ static SDT_CODE int cmd_session(struct out *o, struct words *w)
 	cfg.ring_bytes = bytes;
 	cfg.packet_size = packet;
 	cfg.agg_bytes = aggbytes;
-	cfg.snapshot_packets = 0;
+	cfg.snapshot_packets = snapshot;
 	if (policy > SDT_OVERWRITE || !sdt_session_bytes(&cfg))
 		return session_refused(o, SDT_ERR_ARG);
 	mem = ops.session_memory(id, &budget);
@@ -141,4 +142,35 @@ static SDT_CODE int cmd_sessions(struct out *o, struct words *w)
 		n++;
 	}
 	return ok(o, SDT_CTL_SESSIONS, n);
+}
+
+/* snapshot NAME: session NAME's snapshot taken now (sdt_snapshot: the host's trigger), then `snapshot ID AREA BYTES
+ * PACKETS TAKEN LAPPED BUSY` (where the host reads it: docs/sessions.md, "Snapshots") and `ok snapshot KEPT`. */
+static SDT_CODE int cmd_snapshot(struct out *o, struct words *w)
+{
+	sdt_u64 v[SDT_FIELDS_SNAPSHOT];
+	struct sdt_session *x;
+	unsigned long len;
+	const char *name = word(w, &len);
+	int r;
+
+	if (!len || *rest(w))
+		return error(o, SDT_ERR_USAGE, "usage: snapshot NAME");
+	x = session_word(name, len) ? sdt_session_find(session_name) : 0;
+	if (!x)
+		return session_refused(o, SDT_ERR_SESSION);
+	r = sdt_snapshot(x);
+	if (r < 0)
+		return error(o, r, r == SDT_ERR_ARG ? "the session has no snapshot area (opened with SNAPSHOT_PACKETS 0)" :
+			     r == SDT_ERR_BUSY ? "a snapshot of the session is under way (or it is closing): counted in its "
+						 "busy" : "the runtime refused it");
+	v[SDT_FIELD_SNAPSHOT_ID] = x->id;
+	v[SDT_FIELD_SNAPSHOT_AREA] = x->snapshot;
+	v[SDT_FIELD_SNAPSHOT_BYTES] = x->snapshot_bytes;
+	v[SDT_FIELD_SNAPSHOT_PACKETS] = x->snapshot_packets;
+	v[SDT_FIELD_SNAPSHOT_TAKEN] = x->snapshots;
+	v[SDT_FIELD_SNAPSHOT_LAPPED] = x->snapshot_lapped;
+	v[SDT_FIELD_SNAPSHOT_BUSY] = x->snapshot_busy;
+	say(o, SDT_REPLY_SNAPSHOT, v);
+	return ok(o, SDT_CTL_SNAPSHOT, (unsigned long)r);
 }

@@ -120,6 +120,7 @@ static SDT_CODE int operands(const struct sdt_program *p, const struct sdt_insn 
 	switch (op) {
 	case SDT_OP_EXIT:
 	case SDT_OP_REC:
+	case SDT_OP_SNAPSHOT:
 		return !dst && !a && !b && !imm;
 	case SDT_OP_RECNZ:
 		*reads = 1u << a;
@@ -375,7 +376,7 @@ static SDT_CODE __attribute__((noinline)) int program_run(const struct sdt_progr
 		OP(LDPROBE), OP(MOV), OP(NEG), OP(NOT), OP(LNOT), OP(STRCMP), OP(PIN), OP(AGG), BIN(ADD), BIN(SUB),
 		BIN(MUL), BIN(SDIV), BIN(UDIV), BIN(SMOD), BIN(UMOD), BIN(AND), BIN(OR), BIN(XOR), BIN(SHL), BIN(SHR),
 		BIN(SAR), BIN(EQ), BIN(NE), BIN(SLT), BIN(SLE), BIN(SGT), BIN(SGE), BIN(ULT), BIN(ULE), BIN(UGT),
-		BIN(UGE), OP(LDTASK), OP(TASKCMP),
+		BIN(UGE), OP(LDTASK), OP(TASKCMP), OP(SNAPSHOT),
 	};
 #undef OP
 #undef BIN
@@ -401,7 +402,10 @@ op_EXIT:
 bad:
 	return rec;
 op_REC:
-	rec = 1;
+	rec |= 1;
+	NEXT();
+op_SNAPSHOT:
+	rec |= 2;	/* taken once the program is done (sdt_program_fire) */
 	NEXT();
 op_RECNZ:
 	rec |= A != 0;
@@ -571,6 +575,16 @@ error:
 
 /* -- the firing path ------------------------------------------------------------------------------------------ */
 
+/* SDT_OP_SNAPSHOT: the snapshot of the session whose area ``c`` is (in the recorder's visit, before the firing's
+ * own event is written: a session closing waits for it, and it holds what was recorded before the firing). */
+static SDT_CODE int program_snapshot(const struct sdt_cpu *c)
+{
+	struct sdt_session *x = c->session < SDT_MAX_SESSIONS ?
+		(struct sdt_session *)sdt_seq_load(&sdt_session_table.sessions[c->session]) : 0;
+
+	return x ? sdt_snapshot(x) : SDT_ERR_SESSION;
+}
+
 SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *p, sdt_u32 key, sdt_word a0,
 			      sdt_word a1, sdt_word a2, sdt_word a3, sdt_word a4, sdt_word a5)
 {
@@ -599,7 +613,9 @@ SDT_CODE int sdt_program_fire(struct sdt_cpu *c, const struct sdt_program *p, sd
 	arg[0] = a0, arg[1] = a1, arg[2] = a2, arg[3] = a3, arg[4] = a4, arg[5] = a5, arg[6] = arg[7] = 0;
 	rec = program_run(p, c, g, (unsigned)(sdt_seq_load(&g->want) & 1), key, arg);
 	sdt_seq_store(&g->seq, s + 2);	/* release: the half's entries are complete before seq moves */
-	return rec;
+	if (__builtin_expect(rec & 2, 0) && program_snapshot(c) == SDT_ERR_ARG)
+		g->errors++;	/* a session with no snapshot area: the program asked for what cannot be */
+	return rec & 1;
 }
 
 /* -- attaching programs to probes ------------------------------------------------------------------------------ */

@@ -17,6 +17,7 @@ SDT_INLINE_ATOMICS_BEGIN	/* a kernel links no libgcc (sdt_internal.h) */
 #include "sdt_state.c"	/* shared state: the tables, the hooks, the lock, the text ranges, who is in sdt_trap */
 #include "sdt_report.c"	/* lines for the kernel's log */
 #include "sdt_transport.c"	/* transport: per-CPU packet rings and their consumers */
+#include "sdt_snapshot.c"	/* transport: snapshots of a session's rings, while recording goes on */
 #include "sdt_patch.c"	/* management: the patch protocol, one batch of marked sites at a time */
 #include "sdt_manage.c"	/* management: boot-time patching, arming by spec, sdt_trap */
 #include "sdt_aggregate.c"	/* event definition: per-CPU aggregation tables */

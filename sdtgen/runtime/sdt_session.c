@@ -45,6 +45,8 @@ struct session_carving {
 	sdt_word agg_each;
 	sdt_word rings;	/* per CPU: its ring, each aligned to 64 */
 	sdt_word ring_each;
+	sdt_word snapshot;	/* per CPU: its struct sdt_snapshot (SDT_SNAPSHOT_HEAD), then snapshot_packets + 1 packets */
+	sdt_word snapshot_each;	/* 0: no snapshot area */
 	sdt_word end;
 };
 
@@ -69,7 +71,8 @@ static SDT_CODE int session_carve(const struct sdt_session_config *cfg, struct s
 	if (!n || n > SDT_MAX_CPUS || cfg->ring_bytes != (sdt_word)cfg->ring_bytes ||
 	    cfg->packet_size != (sdt_word)cfg->packet_size || agg != (sdt_word)agg ||
 	    !ring_valid(&probe, (unsigned long)cfg->ring_bytes, (unsigned long)cfg->packet_size, (int)cfg->policy) ||
-	    cfg->policy > SDT_OVERWRITE || (agg && (agg < SDT_AGG_MIN_BYTES || (agg & 7))) || cfg->snapshot_packets)
+	    cfg->policy > SDT_OVERWRITE || (agg && (agg < SDT_AGG_MIN_BYTES || (agg & 7))) ||
+	    cfg->snapshot_packets > SDT_SNAPSHOT_MAX)
 		return SDT_ERR_ARG;
 	k->cpus = at;
 	if (!session_grow(&at, n, sizeof(struct sdt_cpu)))
@@ -83,6 +86,14 @@ static SDT_CODE int session_carve(const struct sdt_session_config *cfg, struct s
 	k->ring_each = ((sdt_word)cfg->ring_bytes + 63) & ~(sdt_word)63;
 	if (!k->ring_each || !session_grow(&at, n, k->ring_each))
 		return SDT_ERR_MEMORY;
+	k->snapshot = at;	/* 64-aligned as the rings are: each block's packets too (SDT_SNAPSHOT_HEAD is) */
+	k->snapshot_each = 0;
+	if (cfg->snapshot_packets) {
+		k->snapshot_each = SDT_SNAPSHOT_HEAD;
+		if (!session_grow(&k->snapshot_each, (sdt_word)cfg->snapshot_packets + 1, (sdt_word)cfg->packet_size) ||
+		    !session_grow(&at, n, k->snapshot_each))
+			return SDT_ERR_MEMORY;
+	}
 	k->end = at;
 	return 0;
 }
@@ -147,7 +158,12 @@ SDT_CODE int sdt_session_open(struct sdt_session *s, const char *name, const str
 	s->bytes = bytes;
 	s->used = k.end + skew;
 	s->misplaced = 0;
-	s->snapshot = s->snapshot_packets = 0;
+	s->snapshot = k.snapshot_each ? base + skew + k.snapshot : 0;
+	s->snapshot_packets = cfg->snapshot_packets;
+	s->snapshot_bytes = k.snapshot_each;
+	s->snapshots = s->snapshot_busy = s->snapshot_lapped = s->snapshot_lock = 0;
+	for (cpu = 0; s->snapshot && cpu < cfg->ncpus; cpu++)	/* no snapshot yet: a host reads none */
+		((struct sdt_snapshot *)(base + skew + k.snapshot + cpu * k.snapshot_each))->magic = 0;
 	for (cpu = 0; cpu < cfg->ncpus; cpu++) {
 		struct sdt_cpu *c = (struct sdt_cpu *)(base + k.cpus) + cpu;
 		area_reset(c, (unsigned)cpu, (void *)(base + skew + k.rings + cpu * k.ring_each),
@@ -200,6 +216,7 @@ SDT_CODE int sdt_session_close(struct sdt_session *s)
 	forget(id, 0);
 	sdt_seq_store(&sdt_session_table.sessions[id], 0);
 	visits_wait();	/* no CPU still writes into its areas, or runs its programs */
+	snapshot_hold(s);	/* nor copies them into its snapshot area (sdt_snapshot refuses from here on) */
 	for_each_site(t, site)
 		if (site->state != SDT_SITE_REFUSED && probe_slot(sdt_site_probe(site)))
 			slot_forget(probe_slot(sdt_site_probe(site)), id);

@@ -139,6 +139,9 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
 			c->overwritten += pk->events;
 	}
 	sdt_seq_store(&c->write_seq, next + 1);
+	/* before the slot's first store: a snapshot (sdt_snapshot.c) that sees a store into the slot after copying
+	 * it sees write_seq moved too, and drops its copy, on a weakly ordered machine as on x86 (once a packet) */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pk->magic = SDT_PACKET_MAGIC;
 	pk->stream_id = (sdt_u32)c->session;
 	pk->timestamp_begin = pk->timestamp_end = sdt_hooks.clock();

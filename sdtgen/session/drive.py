@@ -98,6 +98,10 @@ def perform(session, kind: str, value: str, extra) -> None:
         session.aggregate(value, extra.compiled)
     elif kind == "sessions":
         session.reporter.sessions(session.sessions())
+    elif kind == "take-snapshot":
+        session.take_snapshot(value)
+    elif kind == "snapshot":
+        session.read_snapshot(*value)
     else:
         raise AssertionError(kind)
 

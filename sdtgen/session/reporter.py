@@ -177,12 +177,16 @@ class Reporter:
                              "string it could not read or read the task (tid, curcontext, execname) of a kernel that "
                              "gives no task hook, and that firing did nothing more")
 
-    def post_mortem(self, why: str, salvage, path: str | None, session: str | None = None) -> None:
+    def post_mortem(self, why: str, salvage, path: str | None, session: str | None = None,
+                    snapshot: bool = False) -> None:
         """What a post-mortem read of a session's rings (sdtgen/transport/salvage.py; ``session``: its name, None for
-        the default session): one line, and a warning with the packets it could not trust."""
+        the default session), or of the snapshot it holds: one line, and a warning with the packets it could not
+        trust."""
         where = f"; written to {printable(path)}" if path else ""
         of = f" of session {printable(session)}" if session else ""
-        event = {"event": "post-mortem", "session": session or "default", "why": why, "trace": path,
+        of += "'s snapshot" if snapshot else ""
+        event = {"event": "post-mortem", "session": session or "default", "snapshot": snapshot, "why": why,
+                 "trace": path,
                  "distrusted": salvage.distrusted,
                  "why_distrusted": salvage.why[:1],
                  "cpus": {str(cpu): {"events": len(c.events), "cut": c.cut, "in_flight": c.in_flight}
@@ -192,6 +196,27 @@ class Reporter:
             n = salvage.distrusted
             self.warning(f"post-mortem{of}: {n} packet{'s' if n != 1 else ''} not trusted, left out: "
                          f"{salvage.why[0] if salvage.why else 'damaged'}")
+
+    def snapshot_taken(self, session: str, said: dict[str, int]) -> None:
+        """What the kernel said of a snapshot the host took (`snapshot NAME`)."""
+        event = {"event": "snapshot-taken", "session": session, **said}
+        self._emit(event, f"snapshot of session {printable(session)} taken: {said['kept']} packets kept "
+                          f"({said['taken']} snapshots so far, {said['lapped']} packets lapped while copied, "
+                          f"{said['busy']} refused as busy)")
+
+    def snapshot(self, session: str, salvage, path: str) -> None:
+        """What a snapshot read out of the kernel's memory holds: one line, and a warning with the packets it could
+        not trust."""
+        event = {"event": "snapshot", "session": session, "trace": path, "distrusted": salvage.distrusted,
+                 "why_distrusted": salvage.why[:1],
+                 "cpus": {str(cpu): {"events": len(c.events), "lapped": c.lapped, "cut": c.cut}
+                          for cpu, c in sorted(salvage.cpus.items())}}
+        self._emit(event, f"snapshot of session {printable(session)}: {salvage.summary()}; written to "
+                          f"{printable(path)}")
+        if salvage.distrusted and not self.as_json:
+            n = salvage.distrusted
+            self.warning(f"snapshot of session {printable(session)}: {n} packet{'s' if n != 1 else ''} not trusted, "
+                         f"left out: {salvage.why[0] if salvage.why else 'damaged'}")
 
     def error(self, text: str, fix: str = "") -> None:
         """What ended the session (the kernel stopped answering, its machine ended), and what to do."""

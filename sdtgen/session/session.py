@@ -655,7 +655,7 @@ class Session:
         decoder = copy.copy(self.decoder)
         decoder.stream = 0
         read = read_sessions(rings, decoder, target.booted.clock_hz, arch.bits, arch.little, self.reporter.warning)
-        self.salvaged = {r.id: r.salvage for r in read}
+        self.salvaged = {r.id: r.salvage for r in read if not r.snapshot}
         if not read and self.post_mortem_trace is not None:
             self.reporter.warning("post-mortem: no session's CPU areas are known (the kernel never said where they "
                                   "are, and the image has no sdt_session_table): no post-mortem trace is written")
@@ -671,17 +671,55 @@ class Session:
                 self._emit_pending()
             path = None
             if self.post_mortem_trace is not None:
-                path, fmt = session_path(self.post_mortem_trace[0], r.name, r.id), self.post_mortem_trace[1]
-                sink = self._open_trace(path, fmt, target, (r.name, 0))  # salvage's packets: stream 0
-                try:
-                    for cpu, c in sorted(got.cpus.items()):
-                        for data, packet in c.packets:
-                            sink.packet(cpu, data, packet.packet, packet.events if sink.needs_events else None)
-                    sink.finish(got.lost())
-                except BaseException:
-                    sink.abort()
-                    raise
-            self.reporter.post_mortem(why, got, path, None if r.id == 0 else r.name)
+                path = session_path(self.post_mortem_trace[0], r.name + ("-snapshot" if r.snapshot else ""), r.id)
+                self._write_salvage(path, self.post_mortem_trace[1], target, r.name, got)
+            self.reporter.post_mortem(why, got, path, None if r.id == 0 else r.name, r.snapshot)
+
+    def _write_salvage(self, path: str, fmt: str, target: Target, name: str, got) -> None:
+        """The packets a post-mortem or a snapshot read (a Salvage) of session ``name``, written as a trace."""
+        sink = self._open_trace(path, fmt, target, (name, 0))  # salvage's packets: stream 0
+        try:
+            for cpu, c in sorted(got.cpus.items()):
+                for data, packet in c.packets:
+                    sink.packet(cpu, data, packet.packet, packet.events if sink.needs_events else None)
+            sink.finish(got.lost())
+        except BaseException:
+            sink.abort()
+            raise
+
+    # -- snapshots (docs/sessions.md, "Snapshots") ---------------------------------------------------------
+    def take_snapshot(self, name: str) -> None:
+        """--take-snapshot NAME: session NAME's snapshot taken now by the kernel's control core (`snapshot NAME`)."""
+        if SESSIONS not in self.target.capabilities:
+            raise SdtError(self.image.path, "this target takes no snapshot command (the emulator runs no control "
+                           "core)", "use qemu, attach or the process target; or have the kernel call sdt_snapshot")
+        said = self._guard(lambda: self.target.take_snapshot(name), "snapshot")
+        self.reporter.snapshot_taken(name, said)
+
+    def read_snapshot(self, name: str, path: str) -> None:
+        """--snapshot NAME PATH: the snapshot session NAME holds (the kernel's last, taken by its panic or assert
+        path, a probe's snapshot() or --take-snapshot), read out of the kernel's memory through the runtime's
+        registry (the machine's memory, or the control core's `read`), every packet checked as a post-mortem's,
+        written to PATH (its format from the extension, as --trace's)."""
+        from sdtgen.session.post_mortem import read_snapshot
+        from sdtgen.trace.sink import guess_format
+
+        target = self.target
+        rings = self._guard(target.rings, "read") if SALVAGES in target.capabilities else \
+            target.memory() if SESSIONS in target.capabilities else None
+        if rings is None:
+            raise SdtError(self.image.path, f"the snapshot of session {printable(name)!r} cannot be read: the host "
+                           "cannot read this kernel's memory", "use qemu, attach, the process target or boot")
+        arch = self.image.arch
+        decoder = copy.copy(self.decoder)
+        decoder.stream = 0
+        got = self._guard(lambda: read_snapshot(rings, name, decoder, target.booted.clock_hz, arch.bits,
+                                                arch.little, self.reporter.warning), "read")
+        if isinstance(got, str):
+            raise SdtError(self.image.path, f"the snapshot of session {printable(name)!r} cannot be read: {got}",
+                           "open the session with snapshot packets, and take one (sdt_snapshot, --take-snapshot)")
+        self._write_salvage(path, guess_format(path) or "ctf", target, name, got)
+        self.reporter.snapshot(name, got, path)
 
     def leave(self) -> None:
         """A kernel the session leaves running (attach): what the session armed, disarmed before its last drain."""

@@ -415,6 +415,15 @@ class Sessions(Protocol):
         """Another session's packets read by name (the kernel's flight recorder): drained into ``take``."""
         ...
 
+    def take_snapshot(self, name: str) -> dict[str, int]:
+        """`snapshot NAME`: the session's snapshot taken now (docs/sessions.md, "Snapshots"); what the kernel said."""
+        ...
+
+    def memory(self) -> Rings | None:
+        """The kernel's memory read through the control core (`read`), with the registry's address where the image
+        has one, as a post-mortem reads a machine's; None without the registry."""
+        ...
+
 
 class Exhaustive(Protocol):
     """EXHAUSTIVE: every store the runtime makes to ``symbol``'s sites (or the loaded module's) against every

@@ -36,6 +36,7 @@ from sdtgen.targets.base import (
     ProbeState,
     Refused,
     Returned,
+    Rings,
     SessionState,
     Summary,
     TortureJob,
@@ -489,6 +490,37 @@ class ControlTarget:
             self.host.warning(f"session {sid}'s packets cannot be read in the kernel's memory: {e}")
             return False
         return True
+
+    def take_snapshot(self, name: str) -> dict[str, int]:
+        """`snapshot NAME`: session ``name``'s snapshot taken now (the host's trigger, docs/sessions.md "Snapshots");
+        what the kernel said of it (`snapshot` line's fields, and ``kept``, the packets it kept)."""
+        try:
+            lines = self.command(f"{WORD['snapshot']} {name}", f"snapshot {printable(name)}")
+        except Refused as e:
+            raise SdtError(self.host.image.path, f"the kernel cannot snapshot session {printable(name)!r}: "
+                           f"{printable(e.text)}", "open it with snapshot packets (sdt_session_config's "
+                           "snapshot_packets, or `session open` with SNAPSHOT_PACKETS)") from None
+        said = parse_reply("snapshot", lines[0]) if len(lines) == 2 else None
+        done = parse_reply("", lines[-1])
+        if said is None or done is None:
+            raise SdtError(self.host.image.path, f"the kernel's snapshot reply {printable(' / '.join(lines))!r} is not "
+                           f"{reply_shapes('snapshot')}")
+        return {**said[1], "kept": int(done[1]["count"])}
+
+    def memory(self) -> Rings | None:
+        """The kernel's memory through `read`, as a post-mortem reads a machine's (sdtgen/transport/line_memory.py):
+        its registry where the image has one; None without it."""
+        sym = self.host.image.symbols.get("sdt_session_table")
+        if sym is None:
+            return None
+
+        def read(addr: int, size: int) -> bytes:
+            data = self.read(addr, size)
+            if data is None or len(data) != size:
+                raise ValueError(f"the kernel has no {size} bytes to read at {addr:#x}")
+            return data
+
+        return Rings(read, registry=self._address(sym.value), kernel=lambda a: a)
 
     def sessions(self) -> list[SessionState]:
         """`sessions`: each session the kernel has open, the default one first; a line of another shape is said and

@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sdtgen.layout import CPU, REGISTRY, SESSION, VALUES
+from sdtgen.layout import CPU, REGISTRY, SESSION, SNAPSHOT, VALUES
 from sdtgen.limits import MAX_CPUS
 from sdtgen.plaindata import record
+from sdtgen.transport.salvage import MAX_PACKET
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,15}")
 OPEN, CLOSING = VALUES["SDT_SESSION_OPEN"], VALUES["SDT_SESSION_CLOSING"]
@@ -25,11 +26,15 @@ OPEN, CLOSING = VALUES["SDT_SESSION_OPEN"], VALUES["SDT_SESSION_CLOSING"]
 @record(frozen=True)
 class FoundSession:
     """One session the registry lists: its id, its name, and CPU k's area at ``areas[k]`` (the host's address; 0
-    for a CPU it has none of)."""
+    for a CPU it has none of); CPU k's block of its snapshot area at ``snapshot[k]`` (empty: it has none), each
+    ``snapshot_packets`` + 1 packets of ``packet_size`` bytes after its struct sdt_snapshot."""
 
     id: int
     name: str
     areas: tuple[int, ...]
+    snapshot: tuple[int, ...] = ()
+    snapshot_packets: int = 0
+    packet_size: int = 0
 
 
 @record
@@ -72,8 +77,30 @@ def find_sessions(read: Callable[[int, int], bytes], table: int, host: Callable[
         areas = _listed(read, host, reg["areas"], bits, little, out) if sid == 0 else \
             _array(host, s["cpus"], s["ncpus"], bits, out, name)
         if areas is not None:
-            out.sessions.append(FoundSession(sid, name, areas))
+            blocks = _snapshot(host, s, bits, out, name) if sid else ()
+            out.sessions.append(FoundSession(sid, name, areas, blocks, s["snapshot_packets"] if blocks else 0,
+                                             s["packet_size"]))
     return out
+
+
+def _snapshot(host, s: dict[str, int], bits: int, out: Found, name: str) -> tuple[int, ...]:
+    """Where each CPU's block of session ``name``'s snapshot area is (empty: it has none, or what the session says
+    of it cannot be believed, said)."""
+    if not s["snapshot"]:
+        return ()
+    n, size, each = s["snapshot_packets"], s["packet_size"], s["snapshot_bytes"]
+    if not (0 < n <= VALUES["SDT_SNAPSHOT_MAX"] and VALUES["SDT_MIN_PACKET"] <= size <= MAX_PACKET
+            and not size & (size - 1) and each == VALUES["SDT_SNAPSHOT_HEAD"] + (n + 1) * size
+            and SNAPSHOT.size(bits) <= VALUES["SDT_SNAPSHOT_HEAD"]):
+        out.problems.append(f"session {name} says a snapshot area of {n} packets of {size} bytes in blocks of "
+                            f"{each}: its snapshot is not read")
+        return ()
+    try:
+        return tuple(host(s["snapshot"] + k * each) for k in range(s["ncpus"]))
+    except ValueError as e:
+        out.problems.append(f"session {name}'s snapshot area at {s['snapshot']:#x} is not in the machine's memory: "
+                            f"{e}")
+        return ()
 
 
 def _struct(read, at: int, layout, bits: int, little: bool, out: Found, what: str) -> dict[str, int] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sdtgen.layout import CPU, PACKET
+from sdtgen.layout import CPU, PACKET, SNAPSHOT, VALUES
 from sdtgen.plaindata import factory, record
 from sdtgen.targets.base import Rings
 from sdtgen.trace.model import Lost
@@ -41,6 +41,7 @@ class CpuSalvage:
     cut: int = 0  # events of the open packet left out: in flight (nesting) or past the first that does not parse
     in_flight: bool = False  # a recorder was writing when the machine stopped (its event is among the cut)
     lost: Lost = factory(Lost)
+    lapped: int = 0  # a snapshot's: packets the writer reused while they were copied, dropped by the runtime
 
     @property
     def events(self) -> list[Event]:
@@ -66,6 +67,8 @@ class Salvage:
             part = f"CPU {cpu} {n} event" + ("s" if n != 1 else "")
             if c.cut:
                 part += f" ({c.cut} cut from its open packet" + (", one in flight" if c.in_flight else "") + ")"
+            if c.lapped:
+                part += f" ({c.lapped} packet" + ("s" if c.lapped != 1 else "") + " lapped while copied, dropped)"
             parts.append(part)
         line = "; ".join(parts) if parts else "no CPU's ring could be read"
         if self.distrusted:
@@ -166,6 +169,34 @@ class Salvager:
         out.lost = Lost(discarded, min(a["overwritten"], MAX_COUNT))
         return out
 
+    def snapshot_cpu(self, cpu: int, addr: int, packets: int, size: int) -> CpuSalvage | None:
+        """CPU ``cpu``'s block of a snapshot area at ``addr`` (room for ``packets`` packets of ``size`` bytes after its
+        struct sdt_snapshot): each packet it kept, numbered one by one from its first_seq, through the one reader
+        of packets. None when no snapshot was taken there; a head that does not check is said, and none of it read."""
+        st = SNAPSHOT.struct(self.bits, self.little)
+        try:
+            h = dict(zip(SNAPSHOT.names(), st.unpack(self.read(addr, st.size)), strict=True))
+        except ValueError as e:
+            self._distrust(f"CPU {cpu}'s snapshot at {addr:#x} cannot be read: {e}")
+            return None
+        if h["magic"] != VALUES["SDT_SNAPSHOT_MAGIC"]:
+            return None  # never taken: nothing kept, nothing lost
+        problem = (f"it says it is CPU {h['cpu']}'s" if h["cpu"] != cpu else
+                   "it was being written when read (its seq is odd)" if h["seq"] % 2 else
+                   f"it says {h['packets']} packets, in room for {packets}" if h["packets"] > packets else
+                   f"it says packet {h['first_seq'] + 1} first" if h["first_seq"] + h["packets"] > MAX_COUNT else
+                   f"open {h['open']}, cut {h['cut']}" if h["open"] > 1 or h["cut"] > 1 else None)
+        if problem is not None:
+            self._distrust(f"CPU {cpu}'s snapshot at {addr:#x} is damaged: {problem}")
+            return None
+        out = self.result.cpus[cpu] = CpuSalvage(cpu, cut=h["cut"], in_flight=bool(h["cut"]),
+                                                 lapped=min(h["lapped"], MAX_COUNT))
+        head = VALUES["SDT_SNAPSHOT_HEAD"]
+        for k in range(h["packets"]):
+            self._take(out, self._bytes(addr + head + k * size, size), h["first_seq"] + k + 1)
+        out.lost = Lost(min(h["discarded"], MAX_COUNT), min(h["overwritten"], MAX_COUNT))
+        return out
+
     def _bytes(self, addr: int, size: int) -> bytes | None:
         try:
             return self.read(addr, size)
@@ -258,4 +289,15 @@ def salvage(rings: Rings, decoder: Decoder, clock_hz: int, bits: int, little: bo
     for cpu, (addr, ring) in enumerate(zip(rings.areas, given, strict=True)):
         if addr:
             s.cpu_ring(cpu, addr, ring, rings.host)
+    return s.result
+
+
+def snapshot(read: ReadFn, blocks: tuple[int, ...], packets: int, size: int, decoder: Decoder, clock_hz: int,
+             bits: int, little: bool, session: int) -> Salvage:
+    """The snapshot of session ``session`` (docs/sessions.md, "Snapshots"): CPU k's block at ``blocks[k]`` (the host's
+    address), room for ``packets`` closed packets and the open one's, each ``size`` bytes, every packet checked as a
+    post-mortem checks a ring's. CPUs with no snapshot taken are not in it."""
+    s = Salvager(read, decoder, clock_hz, len(blocks), bits, little, session)
+    for cpu, addr in enumerate(blocks):
+        s.snapshot_cpu(cpu, addr, packets + 1, size)
     return s.result

@@ -56,3 +56,31 @@ def qemu_json(image: Path, *args: str, check: bool = True) -> list[dict]:
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def listening_qemu(image: Path, cpus: int, commands: str, tmp_path: Path):
+    """QEMU running the x86-64 ``image`` on its own on ``cpus`` vCPUs, its UART a TCP server, its boot running
+    ``commands`` (fw_cfg) as a kernel's boot code would, before any host attaches: yields the line `sdtgen attach
+    --serial` takes, and stops QEMU after (a generator for a pytest fixture)."""
+    import socket
+    import subprocess
+    import time
+
+    from sdtgen.targets.qemu import qemu_command
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    a = arches.by_name("x86_64")  # fw_cfg, which carries the boot's commands
+    boot = tmp_path / "commands"
+    boot.write_text(commands)
+    argv = qemu_command(a.qemu.binary, a, str(image), cpus, 128 << 20, 0, str(tmp_path),
+                        ["-fw_cfg", f"name=opt/sdtgen/commands,file={boot}"])
+    argv[argv.index("stdio")] = f"tcp:127.0.0.1:{port},server=on,wait=off"
+    qemu = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        yield f"tcp:127.0.0.1:{port}"
+    finally:
+        qemu.kill()
+        qemu.wait()

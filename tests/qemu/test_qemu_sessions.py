@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from native_oracle import build_fixture_native
-from qemu_helpers import Qemu
+from qemu_helpers import Qemu, listening_qemu
 from session_pair import Firings, both_sessions, check_both, own
 
 ARCHES = ("x86_64", "aarch64")
@@ -33,27 +33,8 @@ def test_each_session_on_qemu_holds_its_own_filter_of_the_native_run(qemu_kernel
 def flight_kernel(qemu_kernel, tmp_path):
     """The fixture kernel booted by QEMU on its own on 3 vCPUs, its UART a TCP server, its boot commands opening a
     flight recorder of every probe (`overwrite`) before any host attaches, as a kernel opens its own at boot."""
-    import socket
-    import subprocess
-    import time
-
-    from sdtgen import arch as arches
-    from sdtgen.targets.qemu import qemu_command
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    a = arches.by_name("x86_64")  # fw_cfg, which carries the boot's commands
-    boot = tmp_path / "commands"
-    boot.write_text(f"ring 10000 2000 0 {128 << 20:x}\nsession open flight 10000 1000 1\n@flight enable branch :::\n")
-    argv = qemu_command(a.qemu.binary, a, str(qemu_kernel("x86_64")), FLIGHT_CPUS, 128 << 20, 0, str(tmp_path),
-                        ["-fw_cfg", f"name=opt/sdtgen/commands,file={boot}"])
-    argv[argv.index("stdio")] = f"tcp:127.0.0.1:{port},server=on,wait=off"
-    qemu = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    yield f"tcp:127.0.0.1:{port}"
-    qemu.kill()
-    qemu.wait()
+    yield from listening_qemu(qemu_kernel("x86_64"), FLIGHT_CPUS, f"ring 10000 2000 0 {128 << 20:x}\n"
+                              "session open flight 10000 1000 1\n@flight enable branch :::\n", tmp_path)
 
 
 FLIGHT_CPUS = 3

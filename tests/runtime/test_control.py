@@ -19,7 +19,7 @@ KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
     "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit",
     "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module", "flush", "session",
-    "sessions")]
+    "sessions", "snapshot")]
 
 
 @pytest.fixture(scope="module")

@@ -198,3 +198,43 @@ def test_a_sessions_drain_sends_each_of_its_packets_once_with_its_own_stream_id(
     assert again == []  # consumed: a second drain finds nothing
     assert len(flt) == listed["flt"]["packets"] and {p[0] for p in flt} == {listed["flt"]["id"]}
     assert default == []  # the default session enabled nothing
+
+
+def test_a_host_opens_a_session_with_a_snapshot_area_and_takes_snapshots_of_it(process):
+    """`session open ... AGGBYTES SNAPSHOT_PACKETS` and `snapshot NAME` (docs/sessions.md, "Snapshots"): the reply says
+    where the area is and what it kept; kmain's firings on both CPUs fill the flight recorder far past its ring, so
+    each CPU's block keeps every packet it has room for. A session without an area, no session, a count past
+    SDT_SNAPSHOT_MAX and a command without its name are refused, each in one error line."""
+    symbols = {name: value for value, _, _, _, _, name in readelf_symbols(process)}
+    hello = parse_reply("hello", text_lines(control(process, []))[0])[1]
+    kmain = symbols["kmain"] + hello["entries"] - symbols["sdt_runtime_entries"]
+    too_many = VALUES["SDT_SNAPSHOT_MAX"] + 1
+    commands = [
+        "session open flt 2000 400 1 0 3",  # 8 KiB rings of 1 KiB packets, overwrite, 3 packets kept a CPU
+        "session open plain 2000 400 1",
+        f"session open many 2000 400 1 0 {too_many:x}",
+        "@flt enable branch hk:::",
+        "snapshot flt",
+        f"run all {kmain:x} 1 40",
+        "snapshot flt",
+        "snapshot plain",
+        "snapshot nosuch",
+        "snapshot",
+    ]
+    lines = replies(text_lines(control(process, commands)), commands)
+    got = dict(zip(commands, lines, strict=False))
+
+    def code(command: str) -> int:
+        return int(got[command][-1].split()[1])
+
+    assert got["session open flt 2000 400 1 0 3"][-1] == "ok session 1"
+    assert code(f"session open many 2000 400 1 0 {too_many:x}") == VALUES["SDT_ERR_ARG"]
+    first, second = lines[commands.index("snapshot flt")], lines[commands.index("snapshot flt", 5)]
+    said = [parse_reply("snapshot", r[0])[1] for r in (first, second)]
+    assert [parse_reply("", r[-1])[1]["count"] for r in (first, second)] == [0, CPUS * (3 + 1)]
+    assert [s["taken"] for s in said] == [1, 2] and said[1]["lapped"] == said[1]["busy"] == 0
+    assert (said[1]["id"], said[1]["packets"], said[1]["bytes"]) == (1, 3, VALUES["SDT_SNAPSHOT_HEAD"] + 4 * 0x400)
+    assert said[0]["area"] == said[1]["area"] != 0
+    assert code("snapshot plain") == VALUES["SDT_ERR_ARG"]
+    assert code("snapshot nosuch") == VALUES["SDT_ERR_SESSION"]
+    assert code("snapshot") == VALUES["SDT_ERR_USAGE"]

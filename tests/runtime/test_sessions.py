@@ -117,7 +117,7 @@ def is_subsequence(part: list, whole: list) -> bool:
 def test_refusals_say_why_and_change_nothing(ran):
     lines, _, _ = ran
     expect = {"memory_short": "SDT_ERR_MEMORY", "name_empty": "SDT_ERR_NAME", "name_space": "SDT_ERR_NAME",
-              "name_long": "SDT_ERR_NAME", "name_default": "SDT_ERR_EXISTS", "snapshot_not_yet": "SDT_ERR_ARG",
+              "name_long": "SDT_ERR_NAME", "name_default": "SDT_ERR_EXISTS", "snapshot_short": "SDT_ERR_MEMORY",
               "geometry": "SDT_ERR_ARG", "name_open": "SDT_ERR_EXISTS", "storage_open": "SDT_ERR_EXISTS",
               "full": "SDT_ERR_FULL", "close_default": "SDT_ERR_SESSION", "close_again": "SDT_ERR_SESSION",
               "enable_closed": "SDT_ERR_SESSION"}

@@ -186,3 +186,51 @@ def test_a_registry_that_points_outside_the_machines_memory_is_said_not_a_traceb
     found = find_sessions(read, 0, host, 64, True)
     assert found.sessions == [] and len(found.problems) == 1
     assert "0xdead0000" in found.problems[0] and "not in the machine's memory" in found.problems[0]
+
+
+SNAPSHOT = r"""
+#include <sdt.h>
+#include <sdt_runtime.h>
+SDT_PROBE_DEFINE1(pm, , , tick, "long");
+static struct sdt_session flight;
+static char memory[32768] __attribute__((aligned(64)));
+long flight_open(long cpus)	/* the kernel's own flight recorder of pm:::tick, overwriting, 2 packets kept */
+{
+	struct sdt_session_config cfg = {.ncpus = (sdt_u32)cpus, .policy = SDT_OVERWRITE};
+	cfg.ring_bytes = 4096;
+	cfg.packet_size = 1024;
+	cfg.snapshot_packets = 2;
+	int id = sdt_session_open(&flight, "flight", &cfg, memory, sizeof(memory)), n;
+	if (id < 0)
+		return id;
+	n = sdt_session_enable(&flight, "pm:::tick", SDT_TRAP);
+	return n < 0 ? n : id;
+}
+long assert_after(long n)	/* the probe n times, then an assert path's snapshot, then n more */
+{
+	long kept;
+	for (long i = 0; i < n; i++)
+		SDT_PROBE1(pm, , , tick, i);
+	kept = sdt_snapshot(&flight);
+	for (long i = n; i < 2 * n; i++)
+		SDT_PROBE1(pm, , , tick, i);
+	return kept;
+}
+"""
+
+
+def test_boot_reads_the_snapshot_an_emulated_kernel_took(tmp_path):
+    """`sdtgen boot --snapshot`: the kernel's assert path snapshots its flight recorder and records on; the host reads
+    the snapshot in the emulator's memory through the registry: the firings before the call's snapshot, the last
+    ones, in a trace babeltrace2 opens."""
+    from helpers import build_c_kernel
+
+    image = build_c_kernel(tmp_path, "x86_64", SNAPSHOT)
+    n = 200
+    proc = sdtgen("boot", image, "--run", "flight_open", "--arg", "1", "--run", "assert_after", "--arg", str(n),
+                  "--snapshot", "flight", str(tmp_path / "snap"), "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["value"] for e in events if e["event"] == "return"] == [1, 3]  # two closed packets and the open one
+    got = events_by_cpu(bt2_rows(tmp_path / "snap"))[0]
+    assert 2 * 40 < len(got) < n and got == [("pm:::tick", [i]) for i in range(n - len(got), n)]
