@@ -316,6 +316,7 @@ ENTRIES = Layout("sdt_entries", "The runtime's entry points, in the section sdt_
     Field("session_switch", "fn", "sdt_session_switch", c="int (*%s)(struct sdt_session *s)"),
     Field("session_flush", "fn", "sdt_session_flush", c="int (*%s)(struct sdt_session *s)"),
     Field("session_bytes", "fn", "sdt_session_bytes", c="unsigned long (*%s)(const struct sdt_session_config *cfg)"),
+    Field("snapshot", "fn", "sdt_snapshot", c="int (*%s)(struct sdt_session *s)"),
 ))
 
 # -- the serial transport's frames (sdt_serial.c writes them, sdtgen's frame reader reads them) -------------

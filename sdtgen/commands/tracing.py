@@ -170,8 +170,8 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
                    "powered off; without it, the default session (docs/sessions.md)")
     b.add_argument("--sessions", action=_Ordered, nargs=0, help="list the sessions the kernel has open at this point")
     b.add_argument("--take-snapshot", action=_Ordered, metavar="NAME", help="take a snapshot of session NAME now "
-                   "(its control core's `snapshot NAME`; qemu, attach): each CPU's last packets kept aside while "
-                   "recording goes on (docs/sessions.md)")
+                   "(the control core's `snapshot NAME`; in the emulator, sdt_snapshot): each CPU's last packets "
+                   "kept aside while recording goes on (docs/sessions.md)")
     b.add_argument("--snapshot", action=_Ordered, nargs=2, metavar=("NAME", "PATH"),
                    help="read the snapshot session NAME holds (the kernel's last: its panic path's sdt_snapshot, a "
                         "probe's snapshot(), --take-snapshot) out of the kernel's memory, every packet checked, and "

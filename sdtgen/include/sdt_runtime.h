@@ -856,9 +856,10 @@ struct sdt_entries {
 	int (*session_switch)(struct sdt_session *s);	/* sdt_session_switch */
 	int (*session_flush)(struct sdt_session *s);	/* sdt_session_flush */
 	unsigned long (*session_bytes)(const struct sdt_session_config *cfg);	/* sdt_session_bytes */
+	int (*snapshot)(struct sdt_session *s);	/* sdt_snapshot */
 };
 #if __SIZEOF_POINTER__ == 8
-_SDT_LAYOUT(sizeof(struct sdt_entries) == 192);
+_SDT_LAYOUT(sizeof(struct sdt_entries) == 200);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, init) == 8);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, cpu_attach) == 16);
@@ -883,6 +884,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_disable_program) == 1
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_switch) == 168);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_flush) == 176);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_bytes) == 184);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, snapshot) == 192);
 #else
 _SDT_LAYOUT(sizeof(struct sdt_entries) == 104);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, magic) == 0);
@@ -909,6 +911,7 @@ _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_disable_program) == 8
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_switch) == 88);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_flush) == 92);
 _SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, session_bytes) == 96);
+_SDT_LAYOUT(__builtin_offsetof(struct sdt_entries, snapshot) == 100);
 #endif
 
 /* The header of every frame on a serial line; the payload and a CRC-32 (zlib's, of bytes 4..11 and the payload) follow. */

@@ -930,5 +930,5 @@ __attribute__((used, section("sdt_entries"))) const struct sdt_entries sdt_runti
 	sdt_protocol, sdt_enable_program, sdt_disable_program, sdt_agg_attach, sdt_agg_switch, sdt_module_load,
 	sdt_module_unload, sdt_session_open, sdt_session_close, sdt_session_enable, sdt_session_disable,
 	sdt_session_enable_program, sdt_session_disable_program, sdt_session_switch, sdt_session_flush,
-	sdt_session_bytes,
+	sdt_session_bytes, sdt_snapshot,
 };

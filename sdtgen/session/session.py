@@ -689,10 +689,11 @@ class Session:
 
     # -- snapshots (docs/sessions.md, "Snapshots") ---------------------------------------------------------
     def take_snapshot(self, name: str) -> None:
-        """--take-snapshot NAME: session NAME's snapshot taken now by the kernel's control core (`snapshot NAME`)."""
+        """--take-snapshot NAME: session NAME's snapshot taken now (the control core's `snapshot NAME`, or the
+        emulator's call of sdt_snapshot)."""
         if SESSIONS not in self.target.capabilities:
-            raise SdtError(self.image.path, "this target takes no snapshot command (the emulator runs no control "
-                           "core)", "use qemu, attach or the process target; or have the kernel call sdt_snapshot")
+            raise SdtError(self.image.path, "this target has no sessions to snapshot",
+                           "use the emulator, qemu, attach or the process target; or have the kernel call sdt_snapshot")
         said = self._guard(lambda: self.target.take_snapshot(name), "snapshot")
         self.reporter.snapshot_taken(name, said)
 

@@ -216,6 +216,12 @@ long assert_after(long n)	/* the probe n times, then an assert path's snapshot, 
 		SDT_PROBE1(pm, , , tick, i);
 	return kept;
 }
+long tick_range(long from, long to)	/* the probe from ``from`` to ``to`` - 1 */
+{
+	for (long i = from; i < to; i++)
+		SDT_PROBE1(pm, , , tick, i);
+	return to - from;
+}
 """
 
 
@@ -232,5 +238,23 @@ def test_boot_reads_the_snapshot_an_emulated_kernel_took(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [e["value"] for e in events if e["event"] == "return"] == [1, 3]  # two closed packets and the open one
+    got = events_by_cpu(bt2_rows(tmp_path / "snap"))[0]
+    assert 2 * 40 < len(got) < n and got == [("pm:::tick", [i]) for i in range(n - len(got), n)]
+
+
+def test_boot_takes_a_snapshot_of_the_kernels_session_by_name_while_recording_goes_on(tmp_path):
+    """`sdtgen boot --take-snapshot NAME`: the host's trigger, sdt_snapshot of the kernel's own flight recorder between
+    two runs; `--snapshot` after the second reads what it kept: the first run's last firings, not the second's."""
+    from helpers import build_c_kernel
+
+    image = build_c_kernel(tmp_path, "x86_64", SNAPSHOT)
+    n = 200
+    proc = sdtgen("boot", image, "--run", "flight_open", "--arg", "1", "--run", "tick_range", "--arg", "0", "--arg",
+                  str(n), "--take-snapshot", "flight", "--run", "tick_range", "--arg", str(n), "--arg", str(2 * n),
+                  "--snapshot", "flight", str(tmp_path / "snap"), "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    [taken] = [e for e in events if e["event"] == "snapshot-taken"]
+    assert (taken["session"], taken["kept"], taken["packets"], taken["taken"]) == ("flight", 3, 2, 1)
     got = events_by_cpu(bt2_rows(tmp_path / "snap"))[0]
     assert 2 * 40 < len(got) < n and got == [("pm:::tick", [i]) for i in range(n - len(got), n)]

@@ -53,13 +53,8 @@ class Entries:
         return self.address[name]
 
 
-FIELDS = {"init": "sdt_init", "cpu_attach": "sdt_cpu_attach", "enable": "sdt_enable", "disable": "sdt_disable",
-          "set_mode": "sdt_set_mode", "trap": "sdt_trap", "flush": "sdt_flush", "module_load": "sdt_module_load",
-          "module_unload": "sdt_module_unload", "enable_program": "sdt_enable_program",
-          "disable_program": "sdt_disable_program", "agg_attach": "sdt_agg_attach", "agg_switch": "sdt_agg_switch",
-          **{f"session_{verb}": f"sdt_session_{verb}"
-             for verb in ("open", "close", "enable", "disable", "enable_program", "disable_program", "switch", "flush",
-                          "bytes")}}
+# Each entry point by its C name: an sdt_entries field of kind fn is documented by the function it holds.
+FIELDS = {f.name: f.doc for f in ENTRIES.fields if f.kind == "fn"}
 
 
 def runtime_entries(image) -> Entries:

@@ -188,6 +188,15 @@ class Sessions:
             if k not in self.t._broken:
                 self.call("sdt_session_flush", [self.get(sid).struct], cpu=k)
 
+    def snapshot(self, sid: int) -> dict[str, int]:
+        """sdt_snapshot of session ``sid`` (the host's trigger), and what its struct sdt_session then says, as the
+        control core's `snapshot` line says it (Refused: the runtime's error)."""
+        at = self.get(sid).struct
+        kept = self.call("sdt_snapshot", [at])
+        s = self._session_at(at)
+        return {"id": sid, "area": s["snapshot"], "bytes": s["snapshot_bytes"], "packets": s["snapshot_packets"],
+                "taken": s["snapshots"], "lapped": s["snapshot_lapped"], "busy": s["snapshot_busy"], "kept": kept}
+
     # -- reading ------------------------------------------------------------------------------------------
     def consumer(self, sid: int, take: Callable, streams: Streams | None) -> Consumer:
         """The consumer of session ``sid``'s rings, found through the registry (every field checked); ``streams``

@@ -325,6 +325,17 @@ class EmulatorTarget:
         finally:
             self._scope(before)
 
+    def take_snapshot(self, name: str) -> dict[str, int]:
+        """sdt_snapshot of session ``name`` now, as the emulated kernel's own call would take it: what the session
+        then says (the control core's `snapshot` line's fields, and ``kept``)."""
+        s = self.sessions_open.named(name)
+        try:
+            return self.sessions_open.snapshot(s.id)
+        except Refused as e:
+            raise SdtError(self.image.path, f"the runtime cannot snapshot session {printable(name)!r}: "
+                           f"{printable(e.text)}", "open it with snapshot packets (sdt_session_config's "
+                           "snapshot_packets)") from None
+
     def sessions(self) -> list[SessionState]:
         """Every session the runtime has open, the default one first, as its registry and slots say."""
         return self.sessions_open.states()
