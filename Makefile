@@ -90,7 +90,7 @@ qemu: $(STAMP)
 # store either way).
 torture: $(STAMP)
 	SDTGEN_TORTURE_FULL=1 $(BIN)/pytest -q tests/targets/emulator/test_torture.py tests/targets/emulator/test_torture_keep.py \
-		tests/targets/emulator/test_sessions.py
+		tests/targets/emulator/test_emulator_sessions.py
 
 # Loadable modules at length: the module's firings against the native run on every architecture in both arming
 # modes, and 1,000 unload/load cycles (2,000 toggles) under calling CPUs in the emulator and on QEMU (make test
