@@ -1462,13 +1462,16 @@ static inline __attribute__((always_inline)) struct sdt_event *sdt_event_begin(s
 		return (struct sdt_event *)sdt_event_slow(c, key, size);
 	c->nesting = 1;
 	__asm__ __volatile__("" ::: "memory");
-	c->offset = off + size;
-	c->events++;
 	e = (struct sdt_event *)(sdt_word)(c->current + off);
 	e->timestamp = c->clock_last = sdt_hooks.clock();
 	e->id = key;	/* constants in a recorder: the compiler merges the three stores */
 	e->size = (sdt_u16)size;
 	e->unreadable = 0;
+	/* the header before the offset that claims it: a snapshot of this CPU stopped here (sdt_snapshot.c) finds no
+	 * header of the slot's last lap inside the offset, only this event, which nesting says is in flight */
+	__asm__ __volatile__("" ::: "memory");
+	c->offset = off + size;
+	c->events++;
 	return e;
 }
 

@@ -43,7 +43,8 @@ static SDT_CODE sdt_word snapshot_open(const struct sdt_cpu *c, sdt_word seq, sd
 	const struct sdt_event *e;
 
 	/* The offset first, then nesting: an event inside the offset read is whole unless a recorder is still in it
-	 * (a recorder sets nesting before it moves the offset, and clears it after the event's last store). */
+	 * (a recorder sets nesting, stores the event's header, then moves the offset, and clears nesting after the
+	 * event's last store: no header of the slot's last lap lies inside the offset). */
 	offset = (sdt_word)__atomic_load_n((const sdt_word *)&c->offset, __ATOMIC_ACQUIRE);
 	nesting = (sdt_word)__atomic_load_n((const sdt_word *)&c->nesting, __ATOMIC_ACQUIRE);
 	if (offset <= sizeof(*pk) || offset > size || sdt_seq_load(&c->write_seq) != seq + 1)

@@ -163,15 +163,15 @@ static SDT_CODE int open_packet(struct sdt_cpu *c)
  * its firings). */
 static SDT_CODE struct sdt_event *reserve(struct sdt_cpu *c, sdt_u32 key, sdt_u32 size)
 {
-	struct sdt_event *e;
+	sdt_u64 at = (c->offset + 7) & ~7ull;
+	struct sdt_event *e = (struct sdt_event *)(sdt_word)(c->current + at);
 
-	c->offset = (c->offset + 7) & ~7ull;
-	e = (struct sdt_event *)(sdt_word)(c->current + c->offset);
-	c->offset += size;
 	e->timestamp = c->clock_last = sdt_hooks.clock();
 	e->id = key;
 	e->size = (sdt_u16)size;
 	e->unreadable = 0;
+	__asm__ __volatile__("" ::: "memory");	/* the header before the offset that claims it, as the writer does */
+	c->offset = at + size;
 	return e;
 }
 

@@ -75,7 +75,7 @@ def block(d: Path, name: str, cpu: int) -> tuple[dict, list[tuple[int, int]], in
 
 def test_a_quiet_snapshot_holds_each_cpus_last_packets_exactly_the_last_firings(ran):
     lines, d = ran
-    assert lines["open_flight"]["returned"] == 1 and lines["enable_flight"]["returned"] == 1
+    assert lines["open_flight"]["returned"] == 1 and lines["enable_flight"]["returned"] == 2  # tick and wide
     assert lines["quiet"]["returned"] == NCPU * (SNAP_PACKETS + 1)
     for cpu in range(NCPU):
         head, events, fired = block(d, "quiet", cpu)
@@ -113,11 +113,21 @@ def test_a_snapshot_taken_while_cpus_record_is_one_unbroken_run_of_their_firings
     assert lines["run_snapshots"]["unchanged"] == 1 and "run_refused" not in lines
 
 
+def test_a_cpus_snapshot_taken_anywhere_inside_its_recorders_keeps_only_events_it_fired(ran):
+    """A thread records events of two sizes into a ring that laps many times and snapshots its own CPU from inside
+    the recorder (at its read of the clock, as an interrupt or a panic there would; and from signal handlers): the
+    copy of its open packet holds only events the thread fired, in order, never a header left in the slot by its
+    last lap (a recorder stores an event's header before the offset that claims it)."""
+    said, _ = ran
+    assert said["interrupted"]["returned"] > 1000 and said["interrupted_wrong"]["returned"] == 0
+    assert said["interrupted"]["unchanged"] == 1
+
+
 def test_a_snapshot_never_waits_a_second_one_on_its_cpu_is_refused_and_counted(ran):
     lines, _ = ran
     assert lines["busy_seen"]["returned"] >= 1 and lines["busy_seen"]["unchanged"] == 1
     assert lines["busy_other"]["returned"] == 0
-    assert lines["close_flight"]["returned"] == 1
+    assert lines["close_flight"]["returned"] == 2  # the sites of tick and wide it alone kept
     assert lines["closed_flight"]["returned"] == VALUES["SDT_ERR_SESSION"]
 
 

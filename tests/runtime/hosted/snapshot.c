@@ -15,6 +15,11 @@
  *   run    the threads fire until told to stop, while the main thread snapshots again and again, until one
  *          snapshot dropped a packet the writer lapped while it was copied (or MAX_SNAPSHOTS): the first such
  *          snapshot's blocks (DIR/lapped_K) and an ordinary one (DIR/run_K).
+ *   interrupted  a thread fires tick and wide (events of two sizes) in turn, i = 0, 1, ..., and snapshots its
+ *          own CPU from inside the recorder, at its read of the clock (every 7th: the clock hook wrapped), as an
+ *          interrupt or a panic there would, and then also from a signal handler the main thread sends: it checks
+ *          the copy of its open packet: every event kept one it fired (arg0 one more than the one before, at most
+ *          what it fired, no older than the packet), none of the slot's last lap (the ring laps many times)
  *   busy   a thread snapshots again and again while the main thread signals it; its signal handler snapshots too,
  *          as a panic path that stopped a snapshot on its own CPU would: refused, never waiting.
  *   trigger "flight" opened again with the program in PROGRAM (every firing recorded; CPU 0's firing with arg0
@@ -25,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +41,7 @@
 
 SDT_PROVIDER_DEFINE(ss);
 SDT_PROBE_DEFINE2(ss, snap, run, tick, "long", "long");
+SDT_PROBE_DEFINE4(ss, snap, run, wide, "long", "long", "long", "long");
 
 #define NCPU 3
 #define PACKET 1024
@@ -47,6 +54,11 @@ SDT_PROBE_DEFINE2(ss, snap, run, tick, "long", "long");
 __attribute__((noinline)) void tick(long i, long k)
 {
 	SDT_PROBE2(ss, snap, run, tick, i, k);
+}
+
+__attribute__((noinline)) void wide(long i, long k)
+{
+	SDT_PROBE4(ss, snap, run, wide, i, k, i, k);
 }
 
 static struct sdt_session flight;
@@ -222,6 +234,109 @@ static void runs(void)
 	said("run_kept", kept, 1);
 }
 
+/* -- interrupted: a CPU's own snapshot, taken anywhere inside its recorders --------------------------------------- */
+
+#define INTERRUPTS 20000
+
+static volatile long checked, wrong, interrupted_fired;
+static volatile int interrupted_stop, interrupted_cpu = -1;
+
+/* The open packet's copy in this CPU's block: each firing's event one the thread fired, in order. */
+static void check_own_snapshot(void)
+{
+	const struct sdt_snapshot *h;
+	const struct sdt_packet *pk;
+	const unsigned char *p;
+	unsigned long at, end, size = PACKET;
+	long last = -1, fired_now = interrupted_fired;
+
+	if (interrupted_cpu < 0 || sdt_snapshot(&flight) < 0)
+		return;
+	h = (const struct sdt_snapshot *)(unsigned long)(flight.snapshot + (unsigned)interrupted_cpu * flight.snapshot_bytes);
+	if (!h->open || !h->packets)
+		return;
+	p = (const unsigned char *)h + SDT_SNAPSHOT_HEAD + (h->packets - 1) * size;
+	pk = (const struct sdt_packet *)p;
+	end = (unsigned long)(pk->content_size / 8);
+	for (at = sizeof(*pk); at + sizeof(struct sdt_event) <= end;) {
+		const struct sdt_event *e = (const struct sdt_event *)(p + at);
+		long arg0 = *(const long *)(e + 1);
+		if (e->size < sizeof(*e) || at + e->size > end)
+			break;
+		if (e->id != SDT_TASK_KEY) {
+			if ((e->size != sizeof(*e) + 2 * sizeof(long) && e->size != sizeof(*e) + 4 * sizeof(long)) ||
+			    (last >= 0 && arg0 != last + 1) || arg0 > fired_now || e->timestamp < pk->timestamp_begin)
+				wrong++;
+			last = arg0;
+		}
+		at = (at + e->size + 7) & ~7ul;
+	}
+	checked += last >= 0;
+}
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	check_own_snapshot();
+}
+
+static __thread int in_worker;
+static unsigned long clock_calls;
+static sdt_u64 (*platform_clock)(void);
+
+/* The platform's clock, and every 7th read of the worker's a snapshot of its own CPU there: inside a recorder. */
+static sdt_u64 clock_then_snapshot(void)
+{
+	sdt_u64 t = platform_clock();
+
+	if (in_worker && ++clock_calls % 7 == 0)
+		check_own_snapshot();
+	return t;
+}
+
+static void *interrupted_worker(void *arg)
+{
+	int cpu = sdt_linux_attach(-1);
+	long i = 0;
+
+	(void)arg;
+	if (cpu < 0)
+		abort();
+	sdt_session_flush(&flight);	/* the open packet another thread left on this CPU closed: the next is this one's */
+	in_worker = 1;
+	interrupted_cpu = cpu;
+	while (!interrupted_stop) {
+		if (i % 3)
+			tick(i, cpu);
+		else
+			wide(i, cpu);
+		interrupted_fired = ++i;
+	}
+	sdt_linux_detach();
+	return 0;
+}
+
+static void interrupted(void)
+{
+	pthread_t t;
+	long n;
+
+	platform_clock = sdt_hooks.clock;
+	sdt_hooks.clock = clock_then_snapshot;	/* the runtime's hooks: what the platform gave sdt_init */
+	signal(SIGUSR2, on_interrupt);
+	if (pthread_create(&t, 0, interrupted_worker, 0))
+		abort();
+	while (interrupted_cpu < 0)
+		sched_yield();
+	for (n = 0; n < INTERRUPTS; n++)
+		pthread_kill(t, SIGUSR2);
+	interrupted_stop = 1;
+	pthread_join(t, 0);
+	sdt_hooks.clock = platform_clock;
+	said("interrupted", checked, wrong == 0);
+	printf("{\"call\": \"interrupted_wrong\", \"returned\": %ld, \"unchanged\": 1}\n", (long)wrong);
+}
+
 /* -- busy: a snapshot interrupted on its CPU by a signal whose handler snapshots ------------------------------- */
 
 static volatile long handler_busy, handler_ok, handler_other;
@@ -356,6 +471,7 @@ int main(int argc, char **argv)
 		return 1;
 	refusals();
 	runs();
+	interrupted();
 	busy();
 	memset(fired, 0, sizeof(fired));
 	trigger(program, bytes);
