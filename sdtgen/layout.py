@@ -824,7 +824,7 @@ SESSION = Layout("sdt_session", "One session, in memory the kernel gives sdt_ses
     Field("snapshot_packets", "u64", "closed packets a snapshot keeps of each CPU (its open packet's complete events "
           "are one more)"),
     Field("snapshot_bytes", "u64", "bytes of one CPU's block of the snapshot area"),
-    Field("snapshots", "u64", "snapshots taken whole (sdt_snapshot returned 0)"),
+    Field("snapshots", "u64", "snapshots taken: every sdt_snapshot call not refused (whatever it kept)"),
     Field("snapshot_busy", "u64", "sdt_snapshot calls refused because a snapshot of the session was under way (or "
           "the session closing): SDT_ERR_BUSY"),
     Field("snapshot_lapped", "u64", "packets a snapshot dropped because the writer reused their slots while they "

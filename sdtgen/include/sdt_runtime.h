@@ -1014,7 +1014,7 @@ struct sdt_session {
 	sdt_u64 snapshot;	/* address of the snapshot area (0: none): ncpus blocks of snapshot_bytes, CPU k's at snapshot + k * snapshot_bytes, each a struct sdt_snapshot then snapshot_packets + 1 packets */
 	sdt_u64 snapshot_packets;	/* closed packets a snapshot keeps of each CPU (its open packet's complete events are one more) */
 	sdt_u64 snapshot_bytes;	/* bytes of one CPU's block of the snapshot area */
-	sdt_u64 snapshots;	/* snapshots taken whole (sdt_snapshot returned 0) */
+	sdt_u64 snapshots;	/* snapshots taken: every sdt_snapshot call not refused (whatever it kept) */
 	sdt_u64 snapshot_busy;	/* sdt_snapshot calls refused because a snapshot of the session was under way (or the session closing): SDT_ERR_BUSY */
 	sdt_u64 snapshot_lapped;	/* packets a snapshot dropped because the writer reused their slots while they were copied, over all snapshots */
 	sdt_u64 snapshot_lock;	/* 1 while a snapshot is taken or the session closes (taken by compare-and-swap, never waited for by sdt_snapshot) */

@@ -5,7 +5,7 @@ The default session's areas are those the host was told of (`shared on`, the emu
 registry (sdt_session_table, found by the image's symbols) gives them too for a kernel that never said, and every
 other open session's. Each session's trace is its own: the default session's at --post-mortem's PATH, session
 NAME's beside it at PATH-NAME (before its extension), and the last snapshot a session with a snapshot area holds
-(docs/sessions.md, "Snapshots") at PATH-NAME-snapshot. The same registry gives a running kernel's snapshot to
+(docs/sessions.md, "Snapshots") at PATH-NAME.snapshot. The same registry gives a running kernel's snapshot to
 --snapshot (read_snapshot).
 """
 

@@ -671,7 +671,7 @@ class Session:
                 self._emit_pending()
             path = None
             if self.post_mortem_trace is not None:
-                path = session_path(self.post_mortem_trace[0], r.name + ("-snapshot" if r.snapshot else ""), r.id)
+                path = session_path(self.post_mortem_trace[0], r.name + (".snapshot" if r.snapshot else ""), r.id)
                 self._write_salvage(path, self.post_mortem_trace[1], target, r.name, got)
             self.reporter.post_mortem(why, got, path, None if r.id == 0 else r.name, r.snapshot)
 
@@ -707,7 +707,7 @@ class Session:
 
         target = self.target
         rings = self._guard(target.rings, "read") if SALVAGES in target.capabilities else \
-            target.memory() if SESSIONS in target.capabilities else None
+            self._guard(target.memory, "read") if SESSIONS in target.capabilities else None
         if rings is None:
             raise SdtError(self.image.path, f"the snapshot of session {printable(name)!r} cannot be read: the host "
                            "cannot read this kernel's memory", "use qemu, attach, the process target or boot")

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from sdtgen.layout import VALUES
 from sdtgen.plaindata import record
 from sdtgen.trace.model import Lost
 
@@ -153,6 +154,16 @@ class SessionState:
     overwritten: int
     misplaced: int
     probes: int
+
+
+def snapshot_fix(code: int) -> str:
+    """What to do when the runtime refused a snapshot with ``code`` (sdt_snapshot's errors, docs/sessions.md)."""
+    if code == VALUES["SDT_ERR_BUSY"]:
+        return "a snapshot of it was under way, or it is closing: take it again"
+    if code == VALUES["SDT_ERR_ARG"]:
+        return ("open it with snapshot packets (sdt_session_config's snapshot_packets, or `session open` with "
+                "SNAPSHOT_PACKETS)")
+    return "see --sessions for the sessions the kernel has open"
 
 
 @record(frozen=True)

@@ -40,6 +40,7 @@ from sdtgen.targets.base import (
     SessionState,
     Summary,
     TortureJob,
+    snapshot_fix,
 )
 from sdtgen.trace.model import Lost
 from sdtgen.trace.streams import clock_problem
@@ -498,8 +499,7 @@ class ControlTarget:
             lines = self.command(f"{WORD['snapshot']} {name}", f"snapshot {printable(name)}")
         except Refused as e:
             raise SdtError(self.host.image.path, f"the kernel cannot snapshot session {printable(name)!r}: "
-                           f"{printable(e.text)}", "open it with snapshot packets (sdt_session_config's "
-                           "snapshot_packets, or `session open` with SNAPSHOT_PACKETS)") from None
+                           f"{printable(e.text)}", snapshot_fix(e.code)) from None
         said = parse_reply("snapshot", lines[0]) if len(lines) == 2 else None
         done = parse_reply("", lines[-1])
         if said is None or done is None:

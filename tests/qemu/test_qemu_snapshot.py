@@ -73,9 +73,9 @@ def test_the_panic_paths_snapshot_is_each_cpus_last_events(arch, panicking_on, n
     assert opened["value"] == 1
     said = [e for e in events if e["event"] == "post-mortem" and e["snapshot"]]
     assert [(e["session"], e["trace"], e["distrusted"]) for e in said] == [
-        ("flight", f"{tmp_path / 'pm'}-flight-snapshot", 0)]
+        ("flight", f"{tmp_path / 'pm'}-flight.snapshot", 0)]
     native = native_firings(native_exe, ticks)
-    snap = events_by_cpu(bt2_rows(tmp_path / "pm-flight-snapshot"))
+    snap = events_by_cpu(bt2_rows(tmp_path / "pm-flight.snapshot"))
     last_events(native, snap)
     ring = events_by_cpu(bt2_rows(tmp_path / "pm-flight"))  # the ring, read as it stands: more, ending the same
     assert all(len(ring[cpu]) > len(snap[cpu]) and ring[cpu][-len(snap[cpu]):] == snap[cpu] for cpu in snap)

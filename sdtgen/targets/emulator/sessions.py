@@ -161,10 +161,9 @@ class Sessions:
     def close(self, sid: int) -> int:
         """sdt_session_close: the sites it alone kept disarmed; its memory the pool's again."""
         s = self.opened.pop(sid)
-        try:
-            return self.call("sdt_session_close", [s.struct])
-        finally:
-            self.pool.give(s.memory)
+        n = self.call("sdt_session_close", [s.struct])  # a fault or refusal: the runtime may still hold the memory
+        self.pool.give(s.memory)
+        return n
 
     # -- what a session does ------------------------------------------------------------------------------
     def enable(self, sid: int, spec: int, mode: int) -> int:

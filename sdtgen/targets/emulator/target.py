@@ -35,6 +35,7 @@ from sdtgen.targets.base import (
     SessionState,
     Summary,
     TortureJob,
+    snapshot_fix,
 )
 from sdtgen.targets.emulator.machine import GuestFault, Machine
 from sdtgen.targets.emulator.machine import Interrupted as MachineInterrupted
@@ -333,8 +334,7 @@ class EmulatorTarget:
             return self.sessions_open.snapshot(s.id)
         except Refused as e:
             raise SdtError(self.image.path, f"the runtime cannot snapshot session {printable(name)!r}: "
-                           f"{printable(e.text)}", "open it with snapshot packets (sdt_session_config's "
-                           "snapshot_packets)") from None
+                           f"{printable(e.text)}", snapshot_fix(e.code)) from None
 
     def sessions(self) -> list[SessionState]:
         """Every session the runtime has open, the default one first, as its registry and slots say."""
@@ -554,6 +554,10 @@ class EmulatorTarget:
             return self.machine.read(addr, size)
         except GuestFault:
             return None
+
+    def memory(self) -> Rings:
+        """The kernel's memory as a running kernel's is read (a session's snapshot): the machine's, as rings()."""
+        return self.rings()
 
     def rings(self) -> Rings:
         """The machine's memory and the platform's CPU areas, for a post-mortem; the runtime's registry of sessions

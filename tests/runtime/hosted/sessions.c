@@ -64,6 +64,7 @@ static unsigned long net_bytes;
 static const char *dir;
 static volatile int stop;	/* C: leave the phase */
 static int b_done;	/* B: the threads that fired all of theirs */
+static long b_fired;	/* B: the rounds of rx, tx and tick the threads fired, all of them */
 static pthread_barrier_t gate;
 
 static void said(const char *what, long value, int unchanged)
@@ -223,6 +224,8 @@ static void *worker(void *arg)
 			fprintf(oracle, "%d tx %ld 0\n", p, i * 7);
 			tick(i, cpu * 1000 + (i & 7));
 			fprintf(oracle, "%d tick %ld %ld\n", p, i, cpu * 1000 + (i & 7));
+			if (p == 1)
+				__atomic_add_fetch(&b_fired, 1, __ATOMIC_RELEASE);
 		}
 		if (p == 1)
 			__atomic_add_fetch(&b_done, 1, __ATOMIC_RELEASE);
@@ -306,8 +309,14 @@ static void run(const void *program, unsigned long program_bytes, const void *ag
 	pthread_barrier_wait(&gate);	/* A ended */
 	pthread_barrier_wait(&gate);	/* B: net toggled while the others keep the sites */
 	for (toggles = 0; __atomic_load_n(&b_done, __ATOMIC_ACQUIRE) < NCPU; toggles++) {	/* all of B */
+		long from;
 		if (sdt_session_disable(&net, "sa:::") < 0 || sdt_session_enable(&net, "sa:::", SDT_BRANCH) < 0)
 			said("toggle", -1, 0);
+		/* enabled for some rounds of the threads' each time, however the machine schedules them: B records some */
+		from = __atomic_load_n(&b_fired, __ATOMIC_ACQUIRE);
+		while (__atomic_load_n(&b_fired, __ATOMIC_ACQUIRE) < from + 3 * NCPU &&
+		       __atomic_load_n(&b_done, __ATOMIC_ACQUIRE) < NCPU)
+			;
 	}
 	pthread_barrier_wait(&gate);	/* B ended: each thread flushed net */
 	dump_session(&net, "net");
