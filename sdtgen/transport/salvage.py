@@ -97,6 +97,7 @@ class Salvager:
         self.packet = PACKET.struct(bits, little)
         self.offsets = PACKET.offsets(bits)
         self.result = Salvage()
+        self.seqs: dict[int, int] = {}  # each snapshot block read: its seq (a snapshot's blocks have one)
         # The reader says the first damage of each CPU (the Salvage's ``why``) and counts the rest.
         self.streams = Streams(decoder, clock_hz, cpus, None, self._said_by_reader, MAX_PACKET)
 
@@ -189,11 +190,21 @@ class Salvager:
         if problem is not None:
             self._distrust(f"CPU {cpu}'s snapshot at {addr:#x} is damaged: {problem}")
             return None
+        head = VALUES["SDT_SNAPSHOT_HEAD"]
+        data = [self._bytes(addr + head + k * size, size) for k in range(h["packets"])]
+        try:  # a snapshot taken while the block was read (a kernel running on): its packets of two snapshots
+            again = dict(zip(SNAPSHOT.names(), st.unpack(self.read(addr, st.size)), strict=True))
+        except ValueError as e:
+            again = {"seq": None, "why": e}
+        if again["seq"] != h["seq"]:
+            self._distrust(f"CPU {cpu}'s snapshot at {addr:#x} was written again while it was read (its seq "
+                           f"{h['seq']}, then {again['seq']}): take it again")
+            return None
+        self.seqs[cpu] = h["seq"]
         out = self.result.cpus[cpu] = CpuSalvage(cpu, cut=h["cut"], in_flight=bool(h["cut"]),
                                                  lapped=min(h["lapped"], MAX_COUNT))
-        head = VALUES["SDT_SNAPSHOT_HEAD"]
-        for k in range(h["packets"]):
-            self._take(out, self._bytes(addr + head + k * size, size), h["first_seq"] + k + 1)
+        for k, packet in enumerate(data):
+            self._take(out, packet, h["first_seq"] + k + 1)
         out.lost = Lost(min(h["discarded"], MAX_COUNT), min(h["overwritten"], MAX_COUNT))
         return out
 
@@ -300,4 +311,8 @@ def snapshot(read: ReadFn, blocks: tuple[int, ...], packets: int, size: int, dec
     s = Salvager(read, decoder, clock_hz, len(blocks), bits, little, session)
     for cpu, addr in enumerate(blocks):
         s.snapshot_cpu(cpu, addr, packets + 1, size)
+    if len(set(s.seqs.values())) > 1:  # each snapshot writes every block once: blocks of one have one seq
+        s._distrust("the CPUs' blocks are of different snapshots (seq " + ", ".join(
+            f"CPU {cpu} {seq}" for cpu, seq in sorted(s.seqs.items())) + "): one was taken while it was read; "
+            "take it again")
     return s.result

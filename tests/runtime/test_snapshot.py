@@ -190,3 +190,37 @@ def test_a_probes_firing_with_a_predicate_snapshots_its_session(ran):
         _, events, _ = block(d, "trigger", cpu)
         first = events[0][0] if events else 0
         assert events == [(i, cpu) for i in range(first, first + len(events))], cpu
+
+
+def test_a_snapshot_taken_while_the_host_reads_one_is_said_never_mixed_in(ran):
+    """A kernel running on may snapshot again while the host reads (through `read`, one piece at a time): a block
+    that changed under the reader (the runtime's second snapshot, after_K, in place of the first, quiet_K, once its
+    head was read) is left out and said; blocks of two snapshots (CPU 2's of the second) are said."""
+    from sdtgen.transport.salvage import snapshot
+
+    _, d = ran
+    base, size = 0x10000, HEAD + (SNAP_PACKETS + 1) * PACKET
+    first = b"".join((d / f"quiet_{cpu}").read_bytes() for cpu in range(NCPU))
+    later = b"".join((d / f"after_{cpu}").read_bytes() for cpu in range(NCPU))
+    blocks = tuple(base + cpu * size for cpu in range(NCPU))
+
+    def got(read):
+        dec = decoder()
+        dec.stream = 0
+        return snapshot(read, blocks, SNAP_PACKETS, PACKET, dec, 10**9, 64, True, 1)
+
+    memory = bytearray(first)
+
+    def read_while_snapshotted(addr: int, n: int) -> bytes:
+        out = bytes(memory[addr - base:addr - base + n])
+        if addr == base:  # CPU 0's head read: the kernel takes its next snapshot now
+            memory[:] = later
+        return out
+
+    rewritten = got(read_while_snapshotted)
+    assert rewritten.distrusted == 1 and "written again while it was read" in rewritten.why[0]
+    assert 0 not in rewritten.cpus and sorted(rewritten.cpus) == [1, 2]
+
+    mixed = bytearray(first[:2 * size] + later[2 * size:])
+    two = got(lambda addr, n: bytes(mixed[addr - base:addr - base + n]))
+    assert two.distrusted == 1 and "different snapshots" in two.why[0]
