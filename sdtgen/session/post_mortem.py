@@ -53,6 +53,8 @@ def read_sessions(rings: Rings, decoder: Decoder, clock_hz: int, bits: int, litt
                                little, s.id)
                 if got.cpus or got.distrusted:  # a snapshot was taken
                     snapshots.append(Read(s.id, s.name, got, True))
+                if s.snapshot_refused():
+                    warn(f"post-mortem: {s.snapshot_refused()}")
     return [Read(sid, name, salvage(r, decoder, clock_hz, bits, little, sid)) for sid, name, r in wanted] + snapshots
 
 
@@ -74,6 +76,8 @@ def read_snapshot(rings: Rings, name: str, decoder: Decoder, clock_hz: int, bits
     if not s.snapshot:
         return "the session has no snapshot area (opened with snapshot_packets 0)"
     got = snapshot(rings.read, s.snapshot, s.snapshot_packets, s.packet_size, decoder, clock_hz, bits, little, s.id)
+    if s.snapshot_refused():
+        warn(f"snapshot: {s.snapshot_refused()}")
     if not got.cpus and not got.distrusted:
         return "the session holds no snapshot: none was taken yet"
     return got

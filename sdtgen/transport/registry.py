@@ -35,6 +35,18 @@ class FoundSession:
     snapshot: tuple[int, ...] = ()
     snapshot_packets: int = 0
     packet_size: int = 0
+    snapshots: int = 0  # the session's counters of sdt_snapshot: taken, refused as busy, packets lapped
+    snapshot_busy: int = 0
+    snapshot_lapped: int = 0
+
+    def snapshot_refused(self) -> str | None:
+        """What a reader of its snapshot must be told: snapshots refused (one under way, a CPU stopped inside one,
+        or the session closing), so the one it holds may be older than the moment a trigger asked for."""
+        if not self.snapshot_busy:
+            return None
+        return (f"session {self.name} refused {self.snapshot_busy} snapshot(s) as busy (one under way, a CPU stopped "
+                f"inside one, or the session closing): the snapshot read is the last of the {self.snapshots} taken, "
+                "maybe older than the trigger's")
 
 
 @record
@@ -79,7 +91,8 @@ def find_sessions(read: Callable[[int, int], bytes], table: int, host: Callable[
         if areas is not None:
             blocks = _snapshot(host, s, bits, out, name) if sid else ()
             out.sessions.append(FoundSession(sid, name, areas, blocks, s["snapshot_packets"] if blocks else 0,
-                                             s["packet_size"]))
+                                             s["packet_size"], s["snapshots"], s["snapshot_busy"],
+                                             s["snapshot_lapped"]))
     return out
 
 

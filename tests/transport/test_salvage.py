@@ -14,7 +14,7 @@ from helpers import need_module, sdtgen
 from post_mortem_read import bt2_rows, events_by_cpu, native_firings
 
 from sdtgen.errors import SdtError
-from sdtgen.layout import EVENT, PACKET
+from sdtgen.layout import EVENT, PACKET, VALUES
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import Tracing, open_session, trace_session
 
@@ -165,7 +165,7 @@ def test_each_session_of_the_emulated_kernel_is_read_into_its_own_trace(tmp_path
 def test_a_registry_that_points_outside_the_machines_memory_is_said_not_a_traceback():
     """A damaged sdt_session_table whose session address the host cannot map: one problem said, that session not
     read, no exception (the host's address map raises ValueError for memory the machine does not have)."""
-    from sdtgen.layout import REGISTRY, VALUES
+    from sdtgen.layout import REGISTRY
     from sdtgen.transport.registry import find_sessions
 
     fields = dict.fromkeys(REGISTRY.names(), 0)
@@ -216,6 +216,11 @@ long assert_after(long n)	/* the probe n times, then an assert path's snapshot, 
 		SDT_PROBE1(pm, , , tick, i);
 	return kept;
 }
+long stuck_snapshot(void)	/* as if a CPU had stopped inside a snapshot (a panic there): the next is refused */
+{
+	flight.snapshot_lock = 1;
+	return sdt_snapshot(&flight);
+}
 long tick_range(long from, long to)	/* the probe from ``from`` to ``to`` - 1 */
 {
 	for (long i = from; i < to; i++)
@@ -258,3 +263,18 @@ def test_boot_takes_a_snapshot_of_the_kernels_session_by_name_while_recording_go
     assert (taken["session"], taken["kept"], taken["packets"], taken["taken"]) == ("flight", 3, 2, 1)
     got = events_by_cpu(bt2_rows(tmp_path / "snap"))[0]
     assert 2 * 40 < len(got) < n and got == [("pm:::tick", [i]) for i in range(n - len(got), n)]
+
+
+def test_a_snapshot_refused_as_busy_is_said_when_the_older_one_is_read(tmp_path):
+    """A CPU stopped inside a snapshot makes the next sdt_snapshot busy (refused, counted): `--snapshot` reads the one
+    the session holds and says that a later one was refused, so the trace is not taken for the moment asked for."""
+    from helpers import build_c_kernel
+
+    image = build_c_kernel(tmp_path, "x86_64", SNAPSHOT)
+    proc = sdtgen("boot", image, "--run", "flight_open", "--arg", "1", "--run", "assert_after", "--arg", "100",
+                  "--run", "stuck_snapshot", "--snapshot", "flight", str(tmp_path / "snap"), "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["value"] for e in events if e["event"] == "return"][-1] == VALUES["SDT_ERR_BUSY"]
+    said = [e["text"] for e in events if e["event"] == "warning"] + proc.stderr.splitlines()
+    assert any("refused 1 snapshot(s) as busy" in w and "last of the 1 taken" in w for w in said), said
