@@ -1294,8 +1294,18 @@ int sdt_control_init(const struct sdt_control_ops *ops, struct sdt_control_cpu *
  * SDT_ERR_* its last reply line carries. Callers on several channels are serialized. */
 int sdt_control_line(const char *line, sdt_control_reply reply);
 /* Feed bytes as they arrive (a UART's): each complete line is carried out (CR or LF ends one). An
- * SDT_CONTROL_ESCAPE, which a host sends before every command, starts a new line: a partial one is dropped. */
+ * SDT_CONTROL_ESCAPE, which a host sends before every command, starts a new line: a partial one is dropped. A
+ * line longer than SDT_CONTROL_LINE (or holding a NUL) is refused (SDT_ERR_LONG). */
 void sdt_control_input(const char *data, unsigned long len, sdt_control_reply reply);
+/* A line being assembled: what sdt_control_input keeps for the kernel's first channel, and what a kernel keeps
+ * for each other channel it feeds with sdt_control_input_on (zeroed before its first byte). */
+struct sdt_control_input {
+	char line[SDT_CONTROL_LINE + 1];
+	unsigned long len;
+	int overlong;
+};
+/* sdt_control_input for another channel (a second UART, a shell command's file): its own line, the same rules. */
+void sdt_control_input_on(struct sdt_control_input *in, const char *data, unsigned long len, sdt_control_reply reply);
 /* A console shared with a shell (docs/control.md): nonzero when byte ``c`` belongs to the control core (from an
  * SDT_CONTROL_ESCAPE to the end of its line), which the line discipline then gives sdt_control_input, not its
  * shell. Call it with every byte the console receives, in order. */

@@ -58,9 +58,7 @@ static int lock;
 static int stop;	/* torture: the workers stop calling */
 static volatile int quiet;	/* torture runs: the line stays free (sdt_control_quiet) */
 static volatile int shared;	/* the host reads the rings in memory: packets stay off the line */
-static char input[SDT_CONTROL_LINE + 1];	/* sdt_control_input's line so far */
-static unsigned long inlen;
-static int overlong;
+static struct sdt_control_input input;	/* sdt_control_input's line so far: the first channel's */
 static char strings[SDT_MAX_ARGS][SDT_MAX_STRING + 1];	/* a call's string arguments */
 /* The session the command acts on: `@NAME COMMAND` names it, NULL the default session (docs/sessions.md). */
 static struct sdt_session *scope;
@@ -1074,38 +1072,44 @@ SDT_CODE int sdt_control_line(const char *line, sdt_control_reply reply)
 	return r;
 }
 
-SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control_reply reply)
+SDT_CODE void sdt_control_input_on(struct sdt_control_input *in, const char *data, unsigned long len,
+				   sdt_control_reply reply)
 {
 	unsigned long i;
 
-	for (i = 0; data && i < len; i++) {
+	for (i = 0; in && data && i < len; i++) {
 		char c = data[i];
 		if (c == SDT_CONTROL_ESCAPE) {	/* a command starts: what came before it was never a whole line */
-			inlen = 0;
-			overlong = 0;
+			in->len = 0;
+			in->overlong = 0;
 			continue;
 		}
 		if (c != '\n' && c != '\r') {
-			if (inlen < SDT_CONTROL_LINE && c)
-				input[inlen++] = c;
+			if (in->len < SDT_CONTROL_LINE && c)
+				in->line[in->len++] = c;
 			else
-				overlong = 1;
+				in->overlong = 1;
 			continue;
 		}
-		if (overlong && reply) {
+		if (in->overlong && reply) {
 			static struct out o;
-			struct words w = {input};
-			input[inlen] = 0;
+			struct words w = {in->line};
+			in->line[in->len] = 0;
 			o.reply = reply;
 			o.cmd = word(&w, &o.cmdlen);	/* the command too long, as far as it was held */
 			error(&o, SDT_ERR_LONG, "the line is longer than the control core takes (or holds a NUL)");
-		} else if (inlen) {
-			input[inlen] = 0;
-			sdt_control_line(input, reply);
+		} else if (in->len) {
+			in->line[in->len] = 0;
+			sdt_control_line(in->line, reply);
 		}
-		inlen = 0;
-		overlong = 0;
+		in->len = 0;
+		in->overlong = 0;
 	}
+}
+
+SDT_CODE void sdt_control_input(const char *data, unsigned long len, sdt_control_reply reply)
+{
+	sdt_control_input_on(&input, data, len, reply);
 }
 
 SDT_CODE int sdt_control_claims(char c)

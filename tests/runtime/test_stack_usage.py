@@ -24,6 +24,6 @@ def test_the_deepest_command_fits_the_stack_the_document_states(arch, tmp_path):
     if arch != "x86_64":
         cross_tool(arch, "gcc")
     usage = measure(arch, tmp_path)
-    assert usage.path[:2] == ("sdt_control_input", "sdt_control_line") and len(usage.path) >= 3, usage
+    assert usage.path[:3] == ("sdt_control_input", "sdt_control_input_on", "sdt_control_line"), usage
     assert 0 < usage.bytes <= documented_bound(), (
         f"{arch}: {usage.bytes} bytes through {' -> '.join(usage.path)}: more than docs/control.md states")
