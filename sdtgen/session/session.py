@@ -551,6 +551,11 @@ class Session:
         summary.firings += sum(self.hits.values())  # what the session saw, and what the target says never reached it
         if keep:
             self._kept(summary, keep)
+            if not summary.checked:  # what one call fires of the kept probes, counted by the keeping session
+                counted = summary.kept
+                self._guard(lambda: self.target.run(func, args, 0, self.timeout), "torture")
+                self._kept(summary, keep)
+                summary.kept, summary.kept_each = counted, summary.kept - counted
         return summary
 
     KEPT = "kept"  # the keeping session's aggregation: @kept = count() on every probe it keeps

@@ -230,16 +230,18 @@ class Summary:
     kept_calls: int = 0
     kept_dropped: int = 0
     kept_disarmed: int = 0
+    kept_each: int = 0  # the kept probes' firings in one call, counted by the keeping session after the run
 
     @property
     def kept_whole(self) -> bool:
-        """The keeping session counted every firing (as far as the summary can tell: see the class)."""
+        """The keeping session counted every firing: each call's (kept_each, measured by one call more) times the
+        calls, none dropped, no kept site seen disarmed."""
         if not self.keep:
             return True
         if self.checked:
             return self.kept_disarmed == 0
-        return (self.kept > 0 and self.kept_calls > 0 and self.kept % self.kept_calls == 0 and self.kept_dropped == 0
-                and self.kept_disarmed == 0)
+        return (self.kept_each > 0 and self.kept_calls > 0 and self.kept == self.kept_calls * self.kept_each
+                and self.kept_dropped == 0 and self.kept_disarmed == 0)
 
     @property
     def passed(self) -> bool:
@@ -253,7 +255,8 @@ class Summary:
                 "timed_out": self.timed_out, "idle": self.idle,
                 "checked": self.checked, "passed": self.passed,
                 **({"keep": self.keep, "kept": self.kept, "kept_calls": self.kept_calls,
-                    "kept_dropped": self.kept_dropped, "kept_disarmed": self.kept_disarmed} if self.keep else {})}
+                    "kept_dropped": self.kept_dropped, "kept_disarmed": self.kept_disarmed,
+                    "kept_each": self.kept_each} if self.keep else {})}
 
     def text(self) -> str:
         verdict = "ok" if self.passed else "FAILED"
