@@ -73,15 +73,7 @@ static void said(const char *what, long value, int unchanged)
 	fflush(stdout);
 }
 
-static void *memory(unsigned long bytes)
-{
-	void *p = aligned_alloc(64, (bytes + 63) & ~63ul);
-
-	if (!p)
-		abort();
-	memset(p, 0, bytes);
-	return p;
-}
+#include "harness_io.h"
 
 static void dump(const char *name, unsigned k, const void *p, unsigned long n)
 {
@@ -438,23 +430,6 @@ static void trigger(const void *program, unsigned long bytes)
 	for (k = 0; k < NCPU; k++)
 		errors += (unsigned long)((const struct sdt_agg *)(unsigned long)c[k].agg)->errors;
 	said("bare_errors", (long)errors, bare.snapshots == 0);
-}
-
-static void *file(const char *path, unsigned long *size)
-{
-	FILE *f = fopen(path, "rb");
-	void *p;
-
-	if (!f)
-		abort();
-	fseek(f, 0, SEEK_END);
-	*size = (unsigned long)ftell(f);
-	rewind(f);
-	p = memory(*size + 8);
-	if (fread(p, 1, *size, f) != *size)
-		abort();
-	fclose(f);
-	return p;
 }
 
 int main(int argc, char **argv)
