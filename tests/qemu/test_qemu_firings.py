@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from native_oracle import PROTOTYPES, Call, build_fixture_native, data_symbolizer, run_native
+from native_oracle import PROTOTYPES, Call, data_symbolizer, run_native
 from qemu_helpers import ARCHES, Qemu, qemu_json
 
 CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("vfs_lookup_id", (2,)), Call("sched_run", (4,)),
@@ -18,10 +18,6 @@ CALLS = [Call("kmain", (1,)), Call("kmain", (2,)), Call("vfs_lookup_id", (2,)), 
 PURE = [Call("sched_run", (6,)), Call("proc_exit", (-7,)), Call("sched_run", (0,))]
 POINTER_ARGS = {"hk:lib:ref:acquire": 0}  # a struct pointer: compared as the object it points at
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 def run_args(calls: list[Call]) -> list[str]:

@@ -12,7 +12,6 @@ import json
 
 import pytest
 from helpers import FIXTURE, ROOT, SDTGEN, run
-from native_oracle import build_fixture_native
 from post_mortem_read import bt2_rows, events_by_cpu, native_firings
 from qemu_helpers import ALL, EVERY
 
@@ -24,10 +23,6 @@ PANIC_SRC = ROOT / "fixtures" / "qemu" / "panic" / "panic.c"
 ARCHES = EVERY if ALL else ("x86_64", "riscv64")
 CPUS = 2
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.fixture(scope="module")

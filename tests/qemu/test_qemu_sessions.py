@@ -6,16 +6,11 @@ power-off's eve leaves the kernel's recording, nothing lost from it (docs/sessio
 from __future__ import annotations
 
 import pytest
-from native_oracle import build_fixture_native
 from qemu_helpers import Qemu, listening_qemu
 from session_pair import Firings, both_sessions, check_both, own
 
 ARCHES = ("x86_64", "aarch64")
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.mark.parametrize("arch", ARCHES)

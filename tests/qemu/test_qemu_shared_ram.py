@@ -10,7 +10,7 @@ import time
 
 import pytest
 from helpers import need_tool
-from native_oracle import Call, build_fixture_native
+from native_oracle import Call
 from qemu_helpers import Qemu, qemu_json
 from test_qemu_firings import PURE, native, ours, run_args
 
@@ -20,10 +20,6 @@ RUNS = 12  # runs of one call, each under half a ring: together many times the r
 BUFFER = 16 << 10  # bytes a CPU's ring holds: 8 packets of 2 KiB
 TICKS = 40  # sched_run(TICKS): ~40 events of ~40 bytes, under half the ring
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.mark.parametrize("arch", ["riscv64", "x86_64"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from filtered_session import TABLES, FilteredSession
-from native_oracle import Call, build_fixture_native
+from native_oracle import Call
 from qemu_helpers import ALL, EVERY, Qemu
 from session_pair import RING, Firings, KernelSession, command, native
 
@@ -50,10 +50,6 @@ def by_cpu(ks: KernelSession, firings: Firings) -> dict[int, list]:
         out.setdefault(e.cpu, []).append(firings(e.probe, e.args))
     return out
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from helpers import SDTGEN
-from native_oracle import Call, build_fixture_native
+from native_oracle import Call
 from qemu_helpers import ALL
 from session_pair import native
 from whole_kernel import whole_kernel
@@ -40,10 +40,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import time
 
 import pytest
 from helpers import SDTGEN
-from native_oracle import Call, build_fixture_native
+from native_oracle import Call
 from post_mortem_read import bt2_rows
 from qemu_helpers import ALL, Qemu
 from session_pair import native
@@ -103,10 +103,6 @@ def by_cpu(rows: list[dict]) -> dict[int, list[tuple[str, list]]]:
             out.setdefault(r["cpu"], []).append((r["name"], list(r["fields"].values())))
     return out
 
-
-@pytest.fixture(scope="module")
-def native_exe(tmp_path_factory):
-    return build_fixture_native(tmp_path_factory.mktemp("native"))
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -61,7 +61,6 @@ __attribute__((noinline)) void tick(long i, long k)
 static struct sdt_session flight, net, agg, few;	/* few: CPU 0 only, sb::: */
 static void *flight_mem, *net_mem, *agg_mem;
 static unsigned long net_bytes;
-static const char *dir;
 static volatile int stop;	/* C: leave the phase */
 static int b_done;	/* B: the threads that fired all of theirs */
 static long b_fired;	/* B: the rounds of rx, tx and tick the threads fired, all of them */
@@ -73,17 +72,6 @@ static void said(const char *what, long value, int unchanged)
 }
 
 #include "harness_io.h"
-
-static void dump(const char *name, unsigned k, const void *p, unsigned long n)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s_%u", dir, name, k);
-	f = fopen(path, "wb");
-	if (!f || fwrite(p, 1, n, f) != n || fclose(f))
-		abort();
-}
 
 /* Session ``s``'s rings and areas as they stand, one file each, named ``name``_ring_K and ``name``_area_K. */
 static void dump_session(const struct sdt_session *s, const char *name)

@@ -62,7 +62,6 @@ __attribute__((noinline)) void wide(long i, long k)
 }
 
 static struct sdt_session flight;
-static const char *dir;
 static pthread_barrier_t gate;
 static volatile int stop;
 static long fired[NCPU];
@@ -74,17 +73,6 @@ static void said(const char *what, long value, int unchanged)
 }
 
 #include "harness_io.h"
-
-static void dump(const char *name, unsigned k, const void *p, unsigned long n)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s_%u", dir, name, k);
-	f = fopen(path, "wb");
-	if (!f || fwrite(p, 1, n, f) != n || fclose(f))
-		abort();
-}
 
 /* Every CPU's block of the snapshot area as it stands, and what each thread had fired: NAME_K, fired_NAME_K. */
 static void blocks(const char *name)
