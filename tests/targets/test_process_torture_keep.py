@@ -27,4 +27,4 @@ def test_the_process_keeps_every_firing_of_the_kept_probes_while_the_default_ses
     each = sum(1 for probe, _ in native(native_exe, [CALL]) if probe == KEEP)
     assert t["kept_calls"] > t["calls"] > 0  # the batches' reference calls too
     assert t["kept"] == t["kept_calls"] * each and t["kept_dropped"] == 0 and t["kept_each"] == each
-    assert r.returncode == 0 and t["passed"], t
+    assert r.returncode == 0 and t["passed"], json.dumps(t)
