@@ -216,10 +216,10 @@ static void runs(void)
 
 /* -- interrupted: a CPU's own snapshot, taken anywhere inside its recorders --------------------------------------- */
 
-#define INTERRUPTS 20000
+#define INTERRUPTED_FIRINGS 30000	/* a clock read each: some 4,000 snapshots from inside a recorder */
 
 static volatile long checked, wrong, interrupted_fired;
-static volatile int interrupted_stop, interrupted_cpu = -1;
+static volatile int interrupted_done, interrupted_cpu = -1;
 
 /* The open packet's copy in this CPU's block: each firing's event one the thread fired, in order. */
 static void check_own_snapshot(void)
@@ -285,13 +285,14 @@ static void *interrupted_worker(void *arg)
 	sdt_session_flush(&flight);	/* the open packet another thread left on this CPU closed: the next is this one's */
 	in_worker = 1;
 	interrupted_cpu = cpu;
-	while (!interrupted_stop) {
+	while (i < INTERRUPTED_FIRINGS) {	/* a count, not a time: a busy machine checks as much as a quiet one */
 		if (i % 3)
 			tick(i, cpu);
 		else
 			wide(i, cpu);
 		interrupted_fired = ++i;
 	}
+	interrupted_done = 1;
 	sdt_linux_detach();
 	return 0;
 }
@@ -299,7 +300,6 @@ static void *interrupted_worker(void *arg)
 static void interrupted(void)
 {
 	pthread_t t;
-	long n;
 
 	platform_clock = sdt_hooks.clock;
 	sdt_hooks.clock = clock_then_snapshot;	/* the runtime's hooks: what the platform gave sdt_init */
@@ -308,9 +308,10 @@ static void interrupted(void)
 		abort();
 	while (interrupted_cpu < 0)
 		sched_yield();
-	for (n = 0; n < INTERRUPTS; n++)
+	while (!interrupted_done) {	/* signals land anywhere in the worker's recorders while it runs */
 		pthread_kill(t, SIGUSR2);
-	interrupted_stop = 1;
+		sched_yield();
+	}
 	pthread_join(t, 0);
 	sdt_hooks.clock = platform_clock;
 	said("interrupted", checked, wrong == 0);
