@@ -134,7 +134,7 @@ class Session:
             if relayd is not None:  # a relay daemon that is not there, or no relay daemon, said before anything runs
                 from sdtgen.transport.relayd import connect_relayd, parse_relayd_url
 
-                self._relay = connect_relayd(parse_relayd_url(relayd), timeout)
+                self._relay = connect_relayd(parse_relayd_url(relayd))
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
                 self.target = start(self.host())

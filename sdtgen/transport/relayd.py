@@ -190,9 +190,10 @@ class RelaydSink:
         closing = {cpu: (seq, end, max(discarded, lost[cpu].discarded if cpu in lost else 0))
                    for cpu, (seq, end, discarded) in self.last.items()}
         self._queue.put(("end", closing))
-        self._sender.join(FINISH_WAIT)
+        wait = FINISH_WAIT
+        self._sender.join(wait)
         if self._sender.is_alive():
-            self._lose(f"it took not all of the trace within {FINISH_WAIT:g} s")
+            self._lose(f"it took not all of the trace within {wait:g} s")
             self.client.close()
             self._sender.join(self.client.timeout)
         self._drop_queued()

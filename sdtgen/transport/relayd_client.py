@@ -54,8 +54,8 @@ class RelaydClient:
     """Both sockets to the relay daemon at ``url``, the protocol version agreed (VERSION): connected at once, so a
     daemon that is not there, is not a relay daemon, or does not answer is said before anything runs."""
 
-    def __init__(self, url: RelayUrl, timeout: float = REPLY_TIMEOUT) -> None:
-        self.url, self.timeout = url, timeout
+    def __init__(self, url: RelayUrl, timeout: float | None = None) -> None:
+        self.url, self.timeout = url, timeout or REPLY_TIMEOUT
         self.control = self._connect(url.control, "control")
         try:
             self.data = self._connect(url.data, "data")
@@ -64,7 +64,10 @@ class RelaydClient:
                                      wire.VERSION_BODY)
             # it says its own version: both speak the lower minor (lttng-tools' relayd_version_check)
             self.minor = min(minor, wire.MINOR)
-            if major != wire.MAJOR or self.minor < wire.MIN_MINOR:
+            if major != wire.MAJOR:
+                raise RelaydError(f"it answered `VERSION` with version {major}.{minor}: it is no lttng-relayd, or "
+                                  f"one of another protocol than {wire.MAJOR}.x")
+            if self.minor < wire.MIN_MINOR:
                 raise RelaydError(f"it speaks protocol {major}.{minor}; sdtgen needs {wire.MAJOR}.{wire.MIN_MINOR} "
                                   "or later (lttng-tools 2.11 or later)")
         except BaseException:
@@ -130,6 +133,8 @@ class RelaydClient:
             sock.sendall(data)  # its timeout bounds the whole send (Python 3.5+)
         except TimeoutError:
             raise RelaydError(f"it took none of {what}'s bytes for {self.timeout:g} s (not reading)") from None
+        except ConnectionError:
+            raise RelaydError(f"it closed the connection before {what} was sent") from None
         except OSError as e:
             raise RelaydError(f"{what} could not be sent: {e.strerror or e}") from None
 
@@ -147,6 +152,8 @@ class RelaydClient:
                 chunk = self.control.recv(n - len(out))
             except TimeoutError:
                 raise RelaydError(f"it did not answer `{name}` within {self.timeout:g} s") from None
+            except ConnectionError:
+                chunk = b""  # reset: closed, as an orderly close is
             except OSError as e:
                 raise RelaydError(f"its answer to `{name}` could not be read: {e.strerror or e}") from None
             if not chunk:
@@ -164,7 +171,7 @@ class RelaydClient:
                 s.close()
 
 
-def connect_relayd(url: RelayUrl, timeout: float = REPLY_TIMEOUT) -> RelaydClient:
+def connect_relayd(url: RelayUrl, timeout: float | None = None) -> RelaydClient:
     """The relay daemon at ``url``, connected and its version agreed; one line (SdtError) if it cannot be."""
     try:
         return RelaydClient(url, timeout)
