@@ -282,9 +282,9 @@ class Session:
         return TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
 
     def _stream_live(self) -> None:
-        """The relay daemon's sink beside the local trace's (a Tee), and the live flush where the target has a
-        control core that is free between commands."""
-        from sdtgen.targets.base import IDLE
+        """The relay daemon's sink beside the local trace's (a Tee), and the live flush (of every target but a
+        kernel that streams by itself, which no command reaches)."""
+        from sdtgen.targets.base import LISTENS
         from sdtgen.trace.model import default_machine_name
         from sdtgen.trace.tee import Tee
         from sdtgen.transport.relayd import LIVE_PERIOD, RelaydSink
@@ -294,7 +294,7 @@ class Session:
         relay = RelaydSink(client, self.machine or default_machine_name("kernel"), self._trace_meta(), arch.bits,
                            arch.little, self.reporter.warning)
         self.sink = relay if self.sink is None else Tee([self.sink, relay])
-        if IDLE in self.target.capabilities:
+        if LISTENS not in self.target.capabilities:  # a kernel that streams by itself flushes by itself
             from sdtgen.session.live import LiveFlush
 
             self._live = LiveFlush(self, LIVE_PERIOD)

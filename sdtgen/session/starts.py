@@ -35,11 +35,21 @@ def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap",
     machine ``name`` (default_machine_name's when None)."""
     check_timeout(timeout)
     chosen = target_options(kind, timeout=timeout, **options)
-    machine = None
-    if relayd is not None:
-        machine = relay_options(kind, path, relayd, name)
+    machine = machine_option(kind, path, relayd, name)
     return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
                    trace=trace, precheck=precheck, post_mortem=post_mortem, relayd=relayd, machine=machine)
+
+
+def machine_option(kind: str, path: str, relayd: str | None, name: str | None) -> str | None:
+    """--relayd's and --name's checks, before anything starts: the machine's name when streaming to a relay daemon
+    (relay_options), --name's checked name alone otherwise."""
+    if relayd is not None:
+        return relay_options(kind, path, relayd, name)
+    if name is not None:
+        from sdtgen.trace.model import check_machine_name
+
+        return check_machine_name(name)
+    return None
 
 
 def relay_options(kind: str, path: str, relayd: str, name: str | None) -> str:
@@ -129,12 +139,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
     post_mortem = post_mortem_option(kind, t.image, t.post_mortem, t.trace)
     scripts = {value: read_script(value) for kind_, value, _ in t.actions if kind_ == "script"}
     files = drive.module_files(t.actions, scripts)  # --module's and the scripts' `module FILE`
-    if t.relayd is not None:
-        relay_options(kind, t.image, t.relayd, t.name)
-    elif t.name is not None:
-        from sdtgen.trace.model import check_machine_name
-
-        check_machine_name(t.name)
+    machine_option(kind, t.image, t.relayd, t.name)
     if t.relayd is not None and files:
         raise SdtError("", "--relayd with --module: the stream's metadata is sent at the start, before the module's "
                        "probes are known, so a viewer could not read their events",
@@ -296,8 +301,7 @@ def record_session(image: str, serial: str, trace: str, as_json: bool = False, q
     from sdtgen.targets.base import Halted
 
     check_distinct([("image", image), ("trace", trace)])
-    if relayd is not None:
-        relay_options(LISTEN, image, relayd, name)
+    machine_option(LISTEN, image, relayd, name)
     reporter = Reporter(as_json=as_json, quiet=quiet)
     with opened_line(serial, duplex=False) as line, termination(LISTEN):
         try:

@@ -334,3 +334,35 @@ def test_a_relay_daemon_that_stops_reading_holds_nothing_up_and_what_it_did_not_
     m = UNSENT.match(said[1])
     assert m and int(m[1]) > 0 and int(m[3]) > 0 and len(said) == 2, said
     assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
+
+
+def test_boot_streams_to_the_relay_daemon_under_its_default_machine_name_what_its_local_trace_holds(kernel,
+                                                                                                       tmp_path):
+    """`sdtgen boot --relayd` without --name: the relay daemon's host directory is this host's name and the command,
+    and its trace holds every event (and count) of the --trace written beside it."""
+    from helpers import sdtgen
+
+    machine = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', socket.gethostname()).lstrip('.')}-boot"
+    with relayd(tmp_path) as daemon:
+        r = sdtgen("boot", kernel.image, "--cpus", "2", "--enable", ":::", "--run", "kmain", "--arg", "2", "--run",
+                   "sched_run", "--arg", "30", "--relayd", daemon.url, "--trace", tmp_path / "local", "-q")
+        assert r.returncode == 0, r.stderr
+        [stored] = daemon.traces(machine, "default")
+    rows, local = bt2_rows(stored), bt2_rows(tmp_path / "local")
+    assert len(rows) > 100 and {r["cpu"] for r in rows if "cpu" in r} == {0, 1}
+    assert rows[1:] == local[1:]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--relayd", "tcp://127.0.0.1"], "--relayd 'tcp://127.0.0.1' is not a relay daemon's address"),
+    (["--relayd", "net://127.0.0.1", "--name", "../up"], "--name '../up' is not a machine name"),
+    (["--name", "a" * 65], f"--name '{'a' * 65}' is not a machine name"),
+])
+def test_boot_and_record_refuse_a_bad_relay_url_or_machine_name_in_one_line(kernel, tmp_path, args, said):
+    from helpers import sdtgen
+
+    for command in (["boot", kernel.image, "--run", "kmain", "--arg", "1"],
+                    ["record", kernel.image, "--serial", tmp_path / "none", "--trace", tmp_path / "t"]):
+        r = sdtgen(*command, *args)
+        assert r.returncode != 0 and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
+        assert not (tmp_path / "t").exists()
