@@ -82,7 +82,8 @@ class Session:
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
                  timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
                  precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None) -> None:
+                 post_mortem: tuple[str, str] | None = None, relayd: str | None = None,
+                 machine: str | None = None) -> None:
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.mode = check_arm(arm)
@@ -90,7 +91,10 @@ class Session:
         self.image = Image(path)
         self.target: Target | None = None
         self.last_target: Target | None = None  # the target once the session is closed: what it counted
-        self.sink = None
+        self.sink = None  # the local --trace's, a relay daemon's (--relayd), or a Tee of both
+        self.machine = machine  # what the kernel's machine is called (the relay session's hostname)
+        self._relay = None  # the relay daemon connected before the kernel starts (RelaydClient), until its sink opens
+        self._live = None  # the live flush while a relay daemon is streamed to (sdtgen/session/live.py)
         self.post_mortem_trace = post_mortem  # (path, format) of --post-mortem: the rings' trace after a crash
         self.salvaged = None  # what the post-mortem read, session id -> Salvage (sdtgen/session/post_mortem.py)
         self.faults = 0
@@ -127,6 +131,10 @@ class Session:
             for out in (trace, post_mortem):
                 if out is not None:
                     self._check_trace(*out)
+            if relayd is not None:  # a relay daemon that is not there, or no relay daemon, said before anything runs
+                from sdtgen.transport.relayd import connect_relayd, parse_relayd_url
+
+                self._relay = connect_relayd(parse_relayd_url(relayd))
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
                 self.target = start(self.host())
@@ -148,6 +156,8 @@ class Session:
             self._report_boot(booted)
             if trace is not None:
                 self.sink = self._open_trace(*trace)
+            if self._relay is not None:
+                self._stream_live()
             if arm != "trap":
                 self.set_arm(arm)
         except BaseException:
@@ -257,14 +267,48 @@ class Session:
                     session: tuple[str, int] | None = None):
         """A trace of the host's own session (the default one without --session), or of ``session`` (its name and
         the stream id its packets carry in the trace: a post-mortem writes every session's as stream 0)."""
-        from sdtgen.trace.model import TraceMeta, TraceProbe
         from sdtgen.trace.sink import open_trace
+
+        arch = self.image.arch
+        return open_trace(path, fmt, self._trace_meta(target, session), arch.bits, arch.little)
+
+    def _trace_meta(self, target: Target | None = None, session: tuple[str, int] | None = None):
+        """What a trace of the session (see _open_trace) says of its kernel: its clock, CPUs, probes."""
+        from sdtgen.trace.model import TraceMeta, TraceProbe
 
         arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         name, stream = session or (self.own or DEFAULT_SESSION, self.own_id)
-        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
-        return open_trace(path, fmt, meta, arch.bits, arch.little)
+        return TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
+
+    def _stream_live(self) -> None:
+        """The relay daemon's sink beside the local trace's (a Tee), and the live flush (of every target but a
+        kernel that streams by itself, which no command reaches)."""
+        from sdtgen.targets.base import LISTENS
+        from sdtgen.trace.model import default_machine_name
+        from sdtgen.trace.tee import Tee
+        from sdtgen.transport.relayd import LIVE_PERIOD, RelaydSink
+
+        arch = self.image.arch
+        client, self._relay = self._relay, None
+        relay = RelaydSink(client, self.machine or default_machine_name("kernel"), self._trace_meta(), arch.bits,
+                           arch.little, self.reporter.warning)
+        self.sink = relay if self.sink is None else Tee([self.sink, relay])
+        if LISTENS not in self.target.capabilities:  # a kernel that streams by itself flushes by itself
+            from sdtgen.session.live import LiveFlush
+
+            self._live = LiveFlush(self, LIVE_PERIOD)
+
+    def caught_up(self) -> None:
+        """Every CPU's open packet was just closed and read: the sinks that stream live told so."""
+        with self._lock:
+            if self.sink is not None and hasattr(self.sink, "caught_up"):
+                self.sink.caught_up()
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     # -- places ---------------------------------------------------------------------------------
     def where(self, addr: int) -> str:
@@ -736,6 +780,7 @@ class Session:
         """Every CPU's open packet closed and every closed packet read, shown in time order."""
         self._guard(self.target.drain, "drain")
         self._emit_pending()
+        self.caught_up()
 
     def _emit_pending(self) -> None:
         """Every event still waiting to be put in time order, shown (a command ended: nothing earlier can come)."""
@@ -771,6 +816,7 @@ class Session:
     def finish_trace(self, interrupted: bool = False) -> None:
         """Every recorded event is in the trace: put it in place (after Ctrl-C or a kernel that stopped, what
         could be read, deaf to another Ctrl-C until the trace is whole)."""
+        self._stop_live()
         if self.sink is None:
             return
         import signal
@@ -794,6 +840,10 @@ class Session:
     def close(self) -> None:
         """The kernel left as a target leaves it (QEMU powered off, an attached kernel as it runs); a trace not
         finished is discarded."""
+        self._stop_live()
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         if self.sink is not None:
             self.sink.abort()
             self.sink = None

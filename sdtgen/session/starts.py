@@ -27,14 +27,47 @@ INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
                  trace: tuple[str, str] | None = None, precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None, **options) -> Session:
+                 post_mortem: tuple[str, str] | None = None, relayd: str | None = None, name: str | None = None,
+                 **options) -> Session:
     """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
     defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,
-    and a control core's answer."""
+    and a control core's answer. ``relayd``: the URL of a relay daemon the trace streams to, live, from the
+    machine ``name`` (default_machine_name's when None)."""
     check_timeout(timeout)
     chosen = target_options(kind, timeout=timeout, **options)
+    machine = machine_option(kind, path, relayd, name)
     return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
-                   trace=trace, precheck=precheck, post_mortem=post_mortem)
+                   trace=trace, precheck=precheck, post_mortem=post_mortem, relayd=relayd, machine=machine)
+
+
+def machine_option(kind: str, path: str, relayd: str | None, name: str | None) -> str | None:
+    """--relayd's and --name's checks, before anything starts: the machine's name when streaming to a relay daemon
+    (relay_options), --name's checked name alone otherwise."""
+    if relayd is not None:
+        return relay_options(kind, path, relayd, name)
+    if name is not None:
+        from sdtgen.trace.model import check_machine_name
+
+        return check_machine_name(name)
+    return None
+
+
+def relay_options(kind: str, path: str, relayd: str, name: str | None) -> str:
+    """--relayd's URL checked, and the machine's name (--name, checked; else the host's name and the kind, and a
+    QEMU guest's architecture), before the kernel starts."""
+    from sdtgen.trace.model import check_machine_name, default_machine_name
+    from sdtgen.transport.relayd import parse_relayd_url
+
+    parse_relayd_url(relayd)
+    if name is not None:
+        return check_machine_name(name)
+    command = {EMULATOR: "boot", LISTEN: "record"}.get(kind, kind)  # the kind as the command line names it
+    if kind != QEMU:
+        return default_machine_name(command)
+    from sdtgen.image import Image
+
+    with Image(path) as image:
+        return default_machine_name(command, image.arch.name)
 
 
 def check_timeout(timeout: float) -> float:
@@ -87,6 +120,8 @@ class Tracing:
     interval: float | None = None
     post_mortem: str | None = None  # --post-mortem PATH: the rings' trace after a panic, hang or death
     session: str | None = None  # --session NAME: the host's own session beside the kernel's (docs/sessions.md)
+    relayd: str | None = None  # --relayd URL: the trace streamed live to lttng-relayd (docs/live.md)
+    name: str | None = None  # --name NAME: the machine's name (the relay session's hostname)
 
 
 def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) -> bool:
@@ -104,6 +139,11 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
     post_mortem = post_mortem_option(kind, t.image, t.post_mortem, t.trace)
     scripts = {value: read_script(value) for kind_, value, _ in t.actions if kind_ == "script"}
     files = drive.module_files(t.actions, scripts)  # --module's and the scripts' `module FILE`
+    machine_option(kind, t.image, t.relayd, t.name)
+    if t.relayd is not None and files:
+        raise SdtError("", "--relayd with --module: the stream's metadata is sent at the start, before the module's "
+                       "probes are known, so a viewer could not read their events",
+                       "leave out --relayd, or trace the kernel's own probes without the module")
     if trace is not None and files:
         raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
                        "module's probes are known, so a reader could not read their events",
@@ -125,7 +165,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
             session = open_session(kind, t.image, Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
                                    timeout=t.timeout, trace=trace, precheck=lambda s: drive.precheck(s, t.actions,
                                                                                                      scripts),
-                                   post_mortem=post_mortem, **target)
+                                   post_mortem=post_mortem, relayd=t.relayd, name=t.name, **target)
         except Halted:  # the session said why
             return False
         try:
@@ -252,17 +292,20 @@ class Recorded:
     damaged: int
 
 
-def record_session(image: str, serial: str, trace: str, as_json: bool = False, quiet: bool = False) -> Recorded | None:
+def record_session(image: str, serial: str, trace: str, as_json: bool = False, quiet: bool = False,
+                   relayd: str | None = None, name: str | None = None) -> Recorded | None:
     """A session over a kernel that streams by itself on ``serial``: its events shown as they come, its packets
-    traced into the CTF directory ``trace`` until the line ends (or Ctrl-C); None if it never started."""
+    traced into the CTF directory ``trace`` until the line ends (or Ctrl-C), and streamed to the relay daemon
+    ``relayd`` as machine ``name`` when given; None if it never started."""
     from sdtgen.atomic import check_distinct
     from sdtgen.targets.base import Halted
 
     check_distinct([("image", image), ("trace", trace)])
+    machine_option(LISTEN, image, relayd, name)
     reporter = Reporter(as_json=as_json, quiet=quiet)
     with opened_line(serial, duplex=False) as line, termination(LISTEN):
         try:
-            session = open_session(LISTEN, image, reporter, trace=(trace, "ctf"),
+            session = open_session(LISTEN, image, reporter, trace=(trace, "ctf"), relayd=relayd, name=name,
                                    source=line.chunks(reporter.warning))
         except Halted:  # the session said why
             return None

@@ -6,6 +6,7 @@ from the runtime's rings and hands each one, with its decoded events, to a sink 
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from sdtgen.layout import VALUES
@@ -75,3 +76,28 @@ class Lost:
 def ticks_to_ns(ticks: int, hz: int) -> int:
     """Clock ticks as nanoseconds since the clock's zero, rounded down (exact integer arithmetic)."""
     return ticks * 1_000_000_000 // hz
+
+
+# What a machine may be called (docs/live.md): a relay daemon's host directory takes it as it is (path-safe).
+_MACHINE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+
+
+def check_machine_name(name: str, option: str = "--name") -> str:
+    """A machine's name as every output shows it (the relay session's hostname, the trace's): 1 to 64 letters,
+    digits, '_', '.' or '-', not starting with '.'; one line if it is not."""
+    if not _MACHINE_NAME.fullmatch(name):
+        from sdtgen.errors import SdtError, printable
+
+        raise SdtError("", f"{option} {printable(name)!r} is not a machine name",
+                       "give 1 to 64 letters, digits, '_', '.' or '-', not starting with '.'")
+    return name
+
+
+def default_machine_name(kind: str, arch: str | None = None) -> str:
+    """The name of a machine no --name named: this host's name, made path-safe, then the target's kind (and for
+    QEMU, the guest's architecture), e.g. ``build7-qemu-riscv64``."""
+    import socket
+
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()).lstrip(".") or "localhost"
+    suffix = f"-{kind}" + (f"-{arch}" if arch else "")
+    return host[:64 - len(suffix)] + suffix
