@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable
 
 from sdtgen.calls import (
@@ -29,10 +30,12 @@ from sdtgen.event_format import event_format
 from sdtgen.image import Image
 from sdtgen.limits import DEFAULT_TIMEOUT
 from sdtgen.probes import ProbeSpec
+from sdtgen.session.machine import correlate, from_arrival, unknown
 from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
 from sdtgen.targets.base import (
     ACTIONS,
     ARM_MODES,
+    CLOCK,
     EXHAUSTIVE,
     LEAVES,
     LISTENS,
@@ -49,7 +52,7 @@ from sdtgen.targets.base import (
     Target,
     TortureJob,
 )
-from sdtgen.trace.model import DEFAULT_SESSION, Lost
+from sdtgen.trace.model import DEFAULT_SESSION, Lost, Machine, check_machine_name
 from sdtgen.trace.order import TimeOrder
 from sdtgen.trace.packets import Decoder
 from sdtgen.trace.streams import Streams
@@ -82,7 +85,10 @@ class Session:
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
                  timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
                  precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None) -> None:
+                 post_mortem: tuple[str, str] | None = None, machine: str | None = None) -> None:
+        # The machine the trace says it comes from (docs/trace.md, "Machines"): its name, and once correlated its
+        # clock against the host's real time; a trace waits for a recording's first packet to correlate it.
+        self.machine_name = check_machine_name(machine) if machine is not None else None
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.mode = check_arm(arm)
@@ -115,6 +121,8 @@ class Session:
         self._target_lock = threading.RLock()  # one command at a time: --interval's printing runs on a thread
         self.own: str | None = None  # the session the host opened for itself (--session), None: the default one
         self.own_id = 0  # its id: the stream_id of its packets
+        self.machine: Machine | None = None
+        self._trace_later: tuple[str, str] | None = None
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -146,7 +154,11 @@ class Session:
             self.cpus = booted.cpus
             self.reporter.per_cpu = self.cpus > 1
             self._report_boot(booted)
-            if trace is not None:
+            if self.machine_name is not None:
+                self.machine = self._correlate()
+            if trace is not None and self.machine_name is not None and self.machine is None:
+                self._trace_later = trace  # opened with the first packet, which correlates the clock
+            elif trace is not None:
                 self.sink = self._open_trace(*trace)
             if arm != "trap":
                 self.set_arm(arm)
@@ -192,13 +204,18 @@ class Session:
         ring): checked (a damaged one is left out and counted), to the trace as it stands, its events shown in time
         order. Under -q, with no trace that takes events, its events are only counted by probe. Whether it was
         taken."""
-        counting = self.reporter.quiet and (self.sink is None or not self.sink.needs_events)
+        counting = self.reporter.quiet and self._trace_later is None and (self.sink is None or
+                                                                          not self.sink.needs_events)
         read = self.streams.read(cpu, data, not counting, seq) if self.streams is not None else None
         if read is None:
             if self.streams is None:
                 self.reporter.warning(f"a packet of CPU {cpu} came before the kernel said its clock: left out")
             return False
         with self._lock:
+            if self.machine_name is not None and self.machine is None:  # a recording's first packet: its clock
+                self.machine = from_arrival(self.machine_name, read.packet.end, self.target.booted.clock_hz,
+                                            time.time_ns())
+                self._open_later()
             if self.sink is not None:
                 self.sink.packet(cpu, data, read.packet, read.events if self.sink.needs_events else None)
             for probe, n in read.counts.items():
@@ -245,6 +262,24 @@ class Session:
         self.single_site = {spec: addr for spec, addr in single_sites(self.image).items()
                             if addr not in self.refused_sites}
 
+    def _correlate(self) -> Machine | None:
+        """The machine's clock against the host's real time, read now (sdtgen/session/machine.py); None for a target
+        that is asked nothing (its first packet correlates it)."""
+        if CLOCK not in self.target.capabilities:
+            return None
+        try:
+            return correlate(self.machine_name, self.target.clock, self.target.booted.clock_hz)
+        except Refused as e:
+            self.reporter.warning(f"the kernel did not read its clock ({e.text}): the trace of {self.machine_name} "
+                                  "is not placed in the host's real time")
+            return unknown(self.machine_name)
+
+    def _open_later(self) -> None:
+        """The trace that waited for the clock's correlation, opened now."""
+        if self._trace_later is not None:
+            trace, self._trace_later = self._trace_later, None
+            self.sink = self._open_trace(*trace)
+
     def _check_trace(self, path: str, fmt: str) -> None:
         """The trace's destination, checked before the kernel starts (and left as it was)."""
         from sdtgen.trace.model import TraceMeta
@@ -263,7 +298,7 @@ class Session:
         arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         name, stream = session or (self.own or DEFAULT_SESSION, self.own_id)
-        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
+        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream, self.machine)
         return open_trace(path, fmt, meta, arch.bits, arch.little)
 
     # -- places ---------------------------------------------------------------------------------
@@ -785,6 +820,9 @@ class Session:
                 except (Halted, Interrupted):
                     pass
             self._emit_pending()
+            if self._trace_later is not None:  # a recording that sent no packet: its clock never correlated
+                self.machine = unknown(self.machine_name)
+                self._open_later()
             sink, self.sink = self.sink, None
             sink.finish(self.streams.last_lost() if self.streams is not None else {})
         finally:

@@ -27,14 +27,14 @@ INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
                  trace: tuple[str, str] | None = None, precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None, **options) -> Session:
+                 post_mortem: tuple[str, str] | None = None, machine: str | None = None, **options) -> Session:
     """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
     defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,
-    and a control core's answer."""
+    and a control core's answer. ``machine``: the machine name its trace says (docs/trace.md, "Machines")."""
     check_timeout(timeout)
     chosen = target_options(kind, timeout=timeout, **options)
     return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
-                   trace=trace, precheck=precheck, post_mortem=post_mortem)
+                   trace=trace, precheck=precheck, post_mortem=post_mortem, machine=machine)
 
 
 def check_timeout(timeout: float) -> float:
