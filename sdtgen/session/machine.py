@@ -50,12 +50,3 @@ def unknown(name: str) -> Machine:
     which its trace's description says."""
     return Machine(check_machine_name(name), machine_id(name), 0, UNBOUNDED)
 
-
-def describe(m: Machine) -> str:
-    """How the machine's clock was put against the host's real time, in words (the trace's clock description)."""
-    if m.offset_ns == 0 and not m.bounded:
-        return "not correlated with the host's real time (no packet came to correlate it by)"
-    if not m.bounded:
-        return ("correlated with the host's CLOCK_REALTIME by its first packet's arrival: an upper bound (the "
-                "packet ended no later than it arrived)")
-    return f"correlated with the host's CLOCK_REALTIME at attach, within {m.uncertainty_ns} ns"

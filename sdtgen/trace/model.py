@@ -104,6 +104,15 @@ class Machine:
     def bounded(self) -> bool:
         return self.uncertainty_ns != UNBOUNDED
 
+    def correlation(self) -> str:
+        """How the machine's clock was put against the host's real time, in words (a trace's clock description)."""
+        if self.offset_ns == 0 and not self.bounded:
+            return "not correlated with the host's real time (no packet came to correlate it by)"
+        if not self.bounded:
+            return ("correlated with the host's CLOCK_REALTIME by its first packet's arrival: an upper bound (the "
+                    "packet ended no later than it arrived)")
+        return f"correlated with the host's CLOCK_REALTIME at the start, within {self.uncertainty_ns} ns"
+
 
 @record(frozen=True)
 class TraceMeta:
