@@ -55,6 +55,7 @@ from sdtgen.targets.base import (
 from sdtgen.trace.model import DEFAULT_SESSION, Lost, Machine, check_machine_name
 from sdtgen.trace.order import TimeOrder
 from sdtgen.trace.packets import Decoder
+from sdtgen.trace.sink import MergedTrace
 from sdtgen.trace.streams import Streams
 
 # Several CPUs: firings wait to be put in time order until every CPU has been read past them, at most
@@ -83,12 +84,14 @@ class Session:
     Host (the image, this session's sinks), never the session."""
 
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
-                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | MergedTrace | None = None,
                  precheck: Callable[[Session], None] | None = None,
                  post_mortem: tuple[str, str] | None = None, machine: str | None = None) -> None:
         # The machine the trace says it comes from (docs/trace.md, "Machines"): its name, and once correlated its
         # clock against the host's real time; a trace waits for a recording's first packet to correlate it.
         self.machine_name = check_machine_name(machine) if machine is not None else None
+        if trace is not None and not isinstance(trace, tuple) and machine is None:
+            raise ValueError("a merged trace holds machines: give the session its machine name")
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.mode = check_arm(arm)
@@ -122,7 +125,7 @@ class Session:
         self.own: str | None = None  # the session the host opened for itself (--session), None: the default one
         self.own_id = 0  # its id: the stream_id of its packets
         self.machine: Machine | None = None
-        self._trace_later: tuple[str, str] | None = None
+        self._trace_later: tuple[str, str] | MergedTrace | None = None
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -133,7 +136,7 @@ class Session:
             if precheck is not None:  # the caller's own checks, against the image, before anything runs
                 precheck(self)
             for out in (trace, post_mortem):
-                if out is not None:
+                if isinstance(out, tuple):  # a merged trace checked its destination when it was opened
                     self._check_trace(*out)
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
@@ -159,7 +162,7 @@ class Session:
             if trace is not None and self.machine_name is not None and self.machine is None:
                 self._trace_later = trace  # opened with the first packet, which correlates the clock
             elif trace is not None:
-                self.sink = self._open_trace(*trace)
+                self.sink = self._open(trace)
             if arm != "trap":
                 self.set_arm(arm)
         except BaseException:
@@ -278,7 +281,11 @@ class Session:
         """The trace that waited for the clock's correlation, opened now."""
         if self._trace_later is not None:
             trace, self._trace_later = self._trace_later, None
-            self.sink = self._open_trace(*trace)
+            self.sink = self._open(trace)
+
+    def _open(self, trace: tuple[str, str] | MergedTrace):
+        """--trace's sink: a trace of its own (path, format), or this machine's of a merged trace."""
+        return self._open_trace(*trace) if isinstance(trace, tuple) else self._open_trace(None, None, merged=trace)
 
     def _check_trace(self, path: str, fmt: str) -> None:
         """The trace's destination, checked before the kernel starts (and left as it was)."""
@@ -288,8 +295,8 @@ class Session:
         arch = self.image.arch
         open_trace(path, fmt, TraceMeta(arch.name, "clock", 1, 1, ()), arch.bits, arch.little).abort()
 
-    def _open_trace(self, path: str, fmt: str, target: Target | None = None,
-                    session: tuple[str, int] | None = None):
+    def _open_trace(self, path: str | None, fmt: str | None, target: Target | None = None,
+                    session: tuple[str, int] | None = None, merged: MergedTrace | None = None):
         """A trace of the host's own session (the default one without --session), or of ``session`` (its name and
         the stream id its packets carry in the trace: a post-mortem writes every session's as stream 0)."""
         from sdtgen.trace.model import TraceMeta, TraceProbe
@@ -299,6 +306,8 @@ class Session:
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         name, stream = session or (self.own or DEFAULT_SESSION, self.own_id)
         meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream, self.machine)
+        if merged is not None:
+            return merged.machine(meta, arch.bits, arch.little)
         return open_trace(path, fmt, meta, arch.bits, arch.little)
 
     # -- places ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
 from sdtgen.targets import ATTACH, EMULATOR, LISTEN, OWN, PROCESS, QEMU, open_target, target_options
 from sdtgen.targets.base import Summary
+from sdtgen.trace.sink import MergedTrace
 
 # The kinds that SIGTERM and SIGHUP stop as Ctrl-C does while they run, so the kernel is left as it should be
 # (QEMU and the process stopped, an attached kernel's probes disarmed, a recording's trace finished); the
@@ -26,7 +27,7 @@ INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 
 def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
-                 trace: tuple[str, str] | None = None, precheck: Callable[[Session], None] | None = None,
+                 trace: tuple[str, str] | MergedTrace | None = None, precheck: Callable[[Session], None] | None = None,
                  post_mortem: tuple[str, str] | None = None, machine: str | None = None, **options) -> Session:
     """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
     defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,

@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import build_c_kernel, need_tool
+from helpers import build_c_kernel, need_module, need_tool
 from wall_program import FIRED, LATE_NS, RATE_NS, build_wall
 
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import open_session
+from sdtgen.trace.sink import open_merged_trace
 
 EMULATED = r"""
 #include <sdt.h>
@@ -46,7 +47,7 @@ class Fleet:
     """The three machines, each its own session writing its own trace (``fmt`` to ``paths[name]``), and what the
     host saw of each firing: (tag, machine, its real time before the call, after it)."""
 
-    def __init__(self, wall: Path, emulated: Path, traces: dict[str, tuple[str, str]]) -> None:
+    def __init__(self, wall: Path, emulated: Path, traces: dict) -> None:
         self.sessions = {}
         try:
             for name in ("proc-a", "proc-b"):
@@ -91,10 +92,25 @@ def check_times(fleet: Fleet, rows: list[tuple[int, str, int, int | None]]) -> N
             assert before - u - RATE_NS <= at <= after + u + RATE_NS, (name, tag, before, at, after)
 
 
+def babeltrace2(*paths: Path) -> list[tuple[int, str, int, int | None]]:
+    """The firings `babeltrace2 --clock-seconds PATH...` prints (its muxer's order): (real time in ns, the trace's
+    hostname, arg0, arg1 or None)."""
+    bt2 = need_tool("babeltrace2", "babeltrace2")
+    proc = subprocess.run([bt2, "--clock-seconds", *map(str, paths)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    rows = []
+    for line in proc.stdout.splitlines():
+        if " sdt:task: " in line:
+            continue
+        m = BT2_LINE.match(line)
+        assert m and m[4] in (FIRED, TICK), line
+        rows.append((int(m[1]) * 1_000_000_000 + int(m[2]), m[3], int(m[5]), int(m[6]) if m[6] else None))
+    return rows
+
+
 def test_babeltrace2_merges_the_machines_ctf_traces_in_the_real_time_order_they_fired(wall, emulated, tmp_path):
     """Two processes and an emulated AArch64 kernel, each traced to its own CTF directory; `babeltrace2 DIR...`
     prints their events in the order they fired across machines, each at the real time its machine says."""
-    bt2 = need_tool("babeltrace2", "babeltrace2")
     dirs = {name: tmp_path / name for name in ("proc-a", "proc-b", "emu")}
     fleet = Fleet(wall, emulated, {name: (str(d), "ctf") for name, d in dirs.items()})
     try:
@@ -107,14 +123,95 @@ def test_babeltrace2_merges_the_machines_ctf_traces_in_the_real_time_order_they_
         text = (d / "metadata").read_text()
         assert (f'\thostname = "{name}";\n\tmachine_id = {m.machine_id};\n'
                 f"\tclock_offset_uncertainty_ns = {m.uncertainty_ns};\n") in text
-    proc = subprocess.run([bt2, "--clock-seconds", *map(str, dirs.values())], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    check_times(fleet, babeltrace2(*dirs.values()))
+
+
+def merged_fleet(wall: Path, emulated: Path, path: Path, fmt: str) -> Fleet:
+    """The three machines fired in turn, all traced into one merged output at ``path``."""
+    merged = open_merged_trace(path, fmt)
+    try:
+        fleet = Fleet(wall, emulated, dict.fromkeys(("proc-a", "proc-b", "emu"), merged))
+        try:
+            fleet.fire()
+            fleet.finish()
+        finally:
+            fleet.close()
+    except BaseException:
+        merged.abort()
+        raise
+    merged.finish()
+    return fleet
+
+
+def test_one_perfetto_file_holds_every_machine_its_tracks_grouped_and_its_clock_paired_with_real_time(
+        wall, emulated, tmp_path):
+    """Read with Perfetto's own protos: every packet of a machine carries its machine_id on a sequence of its own;
+    its tracks hang under a process track named after it, their uuids its own; its ClockSnapshot pairs its kernel
+    clock with BUILTIN_CLOCK_REALTIME; and its events, put in real time by that snapshot, are the firings in the
+    order they were made, each where the machine's own record says."""
+    pb = need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
+    from test_perfetto import parse
+
+    path = tmp_path / "all.pftrace"
+    fleet = merged_fleet(wall, emulated, path, "perfetto")
+    packets = parse(path)
+    ids = {fleet.machine(n).machine_id: n for n in ORDER}
+    assert len(ids) == 3 and all(p.machine_id in ids for p in packets)
+    seqs: dict[str, set[int]] = {}
+    for p in packets:
+        seqs.setdefault(ids[p.machine_id], set()).add(p.trusted_packet_sequence_id)
+    assert all(len(s) == 1 for s in seqs.values()) and len(set.union(*seqs.values())) == 3, seqs
+    snapshots, processes, parents, owners = {}, {}, {}, {}
+    for p in packets:
+        name = ids[p.machine_id]
+        if p.HasField("clock_snapshot"):
+            clocks = {c.clock_id: c.timestamp for c in p.clock_snapshot.clocks}
+            assert set(clocks) == {64, pb.BUILTIN_CLOCK_REALTIME}
+            assert p.clock_snapshot.primary_trace_clock == pb.BUILTIN_CLOCK_REALTIME
+            assert clocks[pb.BUILTIN_CLOCK_REALTIME] - clocks[64] == fleet.machine(name).offset_ns
+            snapshots.setdefault(name, clocks)
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            assert owners.setdefault(d.uuid, name) == name  # no uuid shared between machines
+            if d.HasField("process"):
+                processes[name] = (d.uuid, d.process.process_name)
+            else:
+                parents[d.uuid] = d.parent_uuid
+    assert {n: pname for n, (_, pname) in processes.items()} == {n: n for n in ORDER}
     rows = []
-    for line in proc.stdout.splitlines():
-        if " sdt:task: " in line:
+    for p in packets:
+        if not p.HasField("track_event") or p.track_event.type != pb.TrackEvent.TYPE_INSTANT:
             continue
-        m = BT2_LINE.match(line)
-        assert m and m[4] in (FIRED, TICK), line
-        rows.append((int(m[1]) * 1_000_000_000 + int(m[2]), m[3], int(m[5]), int(m[6]) if m[6] else None))
+        name = ids[p.machine_id]
+        assert owners[p.track_event.track_uuid] == name
+        assert parents[p.track_event.track_uuid] == processes[name][0]  # under the machine's process track
+        snap = snapshots[name]
+        at = snap[pb.BUILTIN_CLOCK_REALTIME] + p.timestamp - snap[64]
+        args = {a.name: a.int_value for a in p.track_event.debug_annotations}
+        assert p.track_event.name == (TICK if name == "emu" else FIRED)
+        rows.append((at, name, args["arg0"], args.get("arg1")))
+    check_times(fleet, sorted(rows))
+
+
+def test_a_merged_ctf_directory_holds_a_trace_a_machine_that_babeltrace2_reads_as_one(wall, emulated, tmp_path):
+    fleet = merged_fleet(wall, emulated, tmp_path / "all", "ctf")
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == sorted(set(ORDER))
+    check_times(fleet, babeltrace2(tmp_path / "all"))
+
+
+def test_a_merged_chrome_file_is_a_process_a_machine_its_times_in_the_hosts_real_time(wall, emulated, tmp_path):
+    """Read by Python's JSON parser: each machine's process named after it, its events' ts microseconds of real time
+    from the base the document says."""
+    import json
+
+    path = tmp_path / "all.json"
+    fleet = merged_fleet(wall, emulated, path, "chrome")
+    doc = json.loads(path.read_text())
+    names = {e["pid"]: e["args"]["name"].split(" ")[0] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert sorted(names.values()) == sorted(set(ORDER)) and len(names) == 3
+    other = doc["otherData"]
+    assert {m["machine"]["name"]: int(pid) for pid, m in other["machines"].items()} == {n: p for p, n in names.items()}
+    base = other["realtime_base_ns"]
+    rows = sorted((base + round(e["ts"] * 1000), names[e["pid"]], e["args"]["arg0"], e["args"].get("arg1"))
+                  for e in doc["traceEvents"] if e["ph"] == "i")
     check_times(fleet, rows)
