@@ -215,3 +215,47 @@ def test_a_merged_chrome_file_is_a_process_a_machine_its_times_in_the_hosts_real
     rows = sorted((base + round(e["ts"] * 1000), names[e["pid"]], e["args"]["arg0"], e["args"].get("arg1"))
                   for e in doc["traceEvents"] if e["ph"] == "i")
     check_times(fleet, rows)
+
+
+def test_machines_writing_one_perfetto_file_at_once_from_their_own_threads_lose_nothing(wall, tmp_path):
+    """Two processes, each session on a thread of its own, fire at once into one merged file: each machine's
+    firings are all there, in the order its thread made them, on its own sequence."""
+    import threading
+
+    pb = need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
+    from test_perfetto import parse
+
+    calls = 300
+    path = tmp_path / "both.pftrace"
+    merged = open_merged_trace(path, "perfetto")
+    sessions = [open_session("process", str(wall), Reporter(quiet=True, out=io.StringIO()), machine=name, timeout=120,
+                             trace=merged) for name in ("left", "right")]
+    failed: list[BaseException] = []
+
+    def fire(s) -> None:
+        try:
+            s.enable(FIRED)
+            for tag in range(calls):
+                s.run("wall_fire", [tag])
+            s.finish_trace()
+        except BaseException as e:
+            failed.append(e)
+
+    threads = [threading.Thread(target=fire, args=(s,)) for s in sessions]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for s in sessions:
+            s.close()
+    assert failed == []
+    merged.finish()
+    ids = {s.machine.machine_id: s.machine.name for s in sessions}
+    tags: dict[str, list[int]] = {"left": [], "right": []}
+    for p in parse(path):
+        if p.HasField("track_event") and p.track_event.type == pb.TrackEvent.TYPE_INSTANT:
+            tags[ids[p.machine_id]].append(next(a.int_value for a in p.track_event.debug_annotations
+                                                if a.name == "arg0"))
+    assert tags == {"left": list(range(calls)), "right": list(range(calls))}
