@@ -126,6 +126,8 @@ class Session:
         self.own_id = 0  # its id: the stream_id of its packets
         self.machine: Machine | None = None
         self._trace_later: tuple[str, str] | MergedTrace | None = None
+        self._by_arrival = False  # the machine's clock is correlated by its first packet's arrival
+        self._held: list[tuple] = []  # packets taken while the clock was correlated: the trace's first
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -157,12 +159,13 @@ class Session:
             self.cpus = booted.cpus
             self.reporter.per_cpu = self.cpus > 1
             self._report_boot(booted)
-            if self.machine_name is not None:
+            self._trace_later = trace  # opened once the machine's clock is correlated (at once without a machine)
+            if self.machine_name is not None and CLOCK in self.target.capabilities:
                 self.machine = self._correlate()
-            if trace is not None and self.machine_name is not None and self.machine is None:
-                self._trace_later = trace  # opened with the first packet, which correlates the clock
-            elif trace is not None:
-                self.sink = self._open(trace)
+            elif self.machine_name is not None:  # a kernel asked nothing: its first packet correlates the clock
+                self._by_arrival = True
+            if not self._by_arrival:
+                self._open_later()
             if arm != "trap":
                 self.set_arm(arm)
         except BaseException:
@@ -215,12 +218,14 @@ class Session:
                 self.reporter.warning(f"a packet of CPU {cpu} came before the kernel said its clock: left out")
             return False
         with self._lock:
-            if self.machine_name is not None and self.machine is None:  # a recording's first packet: its clock
+            if self._by_arrival and self.machine is None:  # a recording's first packet: its clock
                 self.machine = from_arrival(self.machine_name, read.packet.end, self.target.booted.clock_hz,
                                             time.time_ns())
                 self._open_later()
             if self.sink is not None:
                 self.sink.packet(cpu, data, read.packet, read.events if self.sink.needs_events else None)
+            elif self._trace_later is not None:
+                self._held.append((cpu, data, read))
             for probe, n in read.counts.items():
                 self.hits[probe] = self.hits.get(probe, 0) + n
             if read.last is not None:
@@ -265,11 +270,8 @@ class Session:
         self.single_site = {spec: addr for spec, addr in single_sites(self.image).items()
                             if addr not in self.refused_sites}
 
-    def _correlate(self) -> Machine | None:
-        """The machine's clock against the host's real time, read now (sdtgen/session/machine.py); None for a target
-        that is asked nothing (its first packet correlates it)."""
-        if CLOCK not in self.target.capabilities:
-            return None
+    def _correlate(self) -> Machine:
+        """The machine's clock against the host's real time, read now (sdtgen/session/machine.py)."""
         try:
             return correlate(self.machine_name, self.target.clock, self.target.booted.clock_hz)
         except Refused as e:
@@ -278,10 +280,15 @@ class Session:
             return unknown(self.machine_name)
 
     def _open_later(self) -> None:
-        """The trace that waited for the clock's correlation, opened now."""
-        if self._trace_later is not None:
+        """The trace that waited for the clock's correlation, opened now, the packets taken meanwhile its first."""
+        with self._lock:
+            if self._trace_later is None:
+                return
             trace, self._trace_later = self._trace_later, None
             self.sink = self._open(trace)
+            held, self._held = self._held, []
+            for cpu, data, read in held:
+                self.sink.packet(cpu, data, read.packet, read.events if self.sink.needs_events else None)
 
     def _open(self, trace: tuple[str, str] | MergedTrace):
         """--trace's sink: a trace of its own (path, format), or this machine's of a merged trace."""
@@ -815,7 +822,7 @@ class Session:
     def finish_trace(self, interrupted: bool = False) -> None:
         """Every recorded event is in the trace: put it in place (after Ctrl-C or a kernel that stopped, what
         could be read, deaf to another Ctrl-C until the trace is whole)."""
-        if self.sink is None:
+        if self.sink is None and self._trace_later is None:
             return
         import signal
 

@@ -138,3 +138,21 @@ def test_a_recording_is_correlated_by_its_first_packets_arrival_an_upper_bound(t
     assert m.uncertainty_ns == UNBOUNDED and m.name == "rec"
     assert handed[0] - ticks_to_ns(first.end, hz) <= m.offset_ns <= handed[1] - ticks_to_ns(first.end, hz), m
     assert (trace / "metadata").is_file()
+
+
+def test_a_recording_that_sent_no_packet_still_writes_its_trace_and_says_its_clock_is_not_correlated(tmp_path):
+    from helpers import build_c_kernel
+
+    image = build_c_kernel(tmp_path, "x86_64", EMULATED, "rc")
+    trace = tmp_path / "trace"
+    s = Session(str(image), Reporter(as_json=True, out=io.StringIO()),
+                lambda host: open_target("listen", host, source=iter([info(1_000_000_000)])),
+                trace=(str(trace), "ctf"), machine="silent")
+    try:
+        s.listen()
+        s.finish_trace()
+    finally:
+        s.close()
+    text = (trace / "metadata").read_text()
+    assert '\thostname = "silent";' in text and "clock_offset_uncertainty_ns = -1;" in text
+    assert "not correlated with the host's real time" in text
