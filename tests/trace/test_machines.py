@@ -259,3 +259,25 @@ def test_machines_writing_one_perfetto_file_at_once_from_their_own_threads_lose_
             tags[ids[p.machine_id]].append(next(a.int_value for a in p.track_event.debug_annotations
                                                 if a.name == "arg0"))
     assert tags == {"left": list(range(calls)), "right": list(range(calls))}
+
+
+def test_a_single_machines_perfetto_file_says_its_machine_and_clock_too(wall, tmp_path):
+    pb = need_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2", "pip install 'sdtgen[perfetto]'")
+    from test_perfetto import parse
+
+    path = tmp_path / "one.pftrace"
+    s = open_session("process", str(wall), Reporter(quiet=True, out=io.StringIO()), machine="solo", timeout=120,
+                     trace=(str(path), "perfetto"))
+    try:
+        s.enable(FIRED)
+        s.run("wall_fire", [7])
+        s.finish_trace()
+    finally:
+        s.close()
+    packets = parse(path)
+    assert {p.machine_id for p in packets} == {s.machine.machine_id}
+    [snap] = [p.clock_snapshot for p in packets if p.HasField("clock_snapshot")]
+    clocks = {c.clock_id: c.timestamp for c in snap.clocks}
+    assert clocks[pb.BUILTIN_CLOCK_REALTIME] - clocks[64] == s.machine.offset_ns
+    assert [p.track_descriptor.process.process_name for p in packets
+            if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")] == ["solo"]
