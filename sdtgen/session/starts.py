@@ -18,6 +18,7 @@ from sdtgen.session.reporter import Reporter
 from sdtgen.session.session import Session
 from sdtgen.targets import ATTACH, EMULATOR, LISTEN, OWN, PROCESS, QEMU, open_target, target_options
 from sdtgen.targets.base import Summary
+from sdtgen.trace.sink import MergedTrace
 
 # The kinds that SIGTERM and SIGHUP stop as Ctrl-C does while they run, so the kernel is left as it should be
 # (QEMU and the process stopped, an attached kernel's probes disarmed, a recording's trace finished); the
@@ -26,16 +27,17 @@ INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 
 def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
-                 trace: tuple[str, str] | None = None, precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None, relayd: str | None = None, name: str | None = None,
+                 trace: tuple[str, str] | MergedTrace | None = None, precheck: Callable[[Session], None] | None = None,
+                 post_mortem: tuple[str, str] | None = None, relayd: str | None = None, machine: str | None = None,
                  **options) -> Session:
     """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
     defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,
-    and a control core's answer. ``relayd``: the URL of a relay daemon the trace streams to, live, from the
-    machine ``name`` (default_machine_name's when None)."""
+    and a control core's answer. ``machine``: the machine name its trace says (docs/trace.md, "Machines");
+    ``relayd``: the URL of a relay daemon the trace streams to, live, from that machine (default_machine_name's
+    when None)."""
     check_timeout(timeout)
     chosen = target_options(kind, timeout=timeout, **options)
-    machine = machine_option(kind, path, relayd, name)
+    machine = machine_option(kind, path, relayd, machine)
     return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
                    trace=trace, precheck=precheck, post_mortem=post_mortem, relayd=relayd, machine=machine)
 
@@ -165,7 +167,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
             session = open_session(kind, t.image, Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
                                    timeout=t.timeout, trace=trace, precheck=lambda s: drive.precheck(s, t.actions,
                                                                                                      scripts),
-                                   post_mortem=post_mortem, relayd=t.relayd, name=t.name, **target)
+                                   post_mortem=post_mortem, relayd=t.relayd, machine=t.name, **target)
         except Halted:  # the session said why
             return False
         try:
@@ -305,7 +307,7 @@ def record_session(image: str, serial: str, trace: str, as_json: bool = False, q
     reporter = Reporter(as_json=as_json, quiet=quiet)
     with opened_line(serial, duplex=False) as line, termination(LISTEN):
         try:
-            session = open_session(LISTEN, image, reporter, trace=(trace, "ctf"), relayd=relayd, name=name,
+            session = open_session(LISTEN, image, reporter, trace=(trace, "ctf"), relayd=relayd, machine=name,
                                    source=line.chunks(reporter.warning))
         except Halted:  # the session said why
             return None

@@ -13,7 +13,7 @@ firing and every enabling stay the session's, as libdtrace's consumer reaches th
 functions and barectf's platform gets callbacks: neither hands the lower side the upper object.
 
 What only some targets can do is declared, not probed: each target's ``capabilities`` names the optional
-verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES, SALVAGES, SESSIONS), each a small protocol
+verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES, SALVAGES, SESSIONS, CLOCK), each a small protocol
 below. (A capability is named for what the target does, as its protocol is: LISTENS is not the kind of target
 sdtgen.targets.LISTEN opens, which has it.)
 """
@@ -46,6 +46,7 @@ EXHAUSTIVE = "exhaustive"  # exhaustive: every interleaving of a patch with a fe
 LEAVES = "leaves"  # leave: a kernel left running when the session ends, its probes disarmed first
 SALVAGES = "salvages"  # rings: the machine's memory and its CPU areas, read after a crash (docs/post-mortem.md)
 SESSIONS = "sessions"  # open_own, sessions: a runtime with several tracers at once, the host's one of them
+CLOCK = "clock"  # clock: the kernel's clock read now, on the host's request (its correlation with real time)
 
 
 @record(frozen=True)
@@ -444,6 +445,15 @@ class Sessions(Protocol):
     def memory(self) -> Rings | None:
         """The kernel's memory read through the control core (`read`), with the registry's address where the image
         has one, as a post-mortem reads a machine's; None without the registry."""
+        ...
+
+
+class Clock(Protocol):
+    """CLOCK: the clock the kernel stamps events with, read when the host asks (the control core's `clock`, the
+    emulator's own clock routine): the host reads its real-time clock around it (sdtgen/session/machine.py)."""
+
+    def clock(self) -> int:
+        """The kernel clock's value now, in its ticks."""
         ...
 
 

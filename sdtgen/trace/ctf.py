@@ -73,6 +73,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         raise ValueError(f"clock name {meta.clock_name!r} is not an identifier")
     clock = f"uint64_clock_{meta.clock_name}_t"
     order = "le" if arches.by_name(meta.arch).little else "be"
+    m = meta.machine
     lines = [
         "/* CTF 1.8 */",
         "",
@@ -89,7 +90,8 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         "};",
         "",
         "env {",
-        *([f"\thostname = {_literal(platform.node() or 'localhost')};"] if recorded_here else []),
+        *([f"\thostname = {_literal(m.name if m else platform.node() or 'localhost')};"] if recorded_here else []),
+        *([f"\tmachine_id = {m.machine_id};", f"\tclock_offset_uncertainty_ns = {m.uncertainty_ns};"] if m else []),
         '\tdomain = "kernel";',
         '\ttracer_name = "sdtgen";',
         f"\tarchitecture = {_literal(meta.arch)};",
@@ -98,10 +100,8 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         "",
         "clock {",
         f"\tname = {meta.clock_name};",
-        f"\tdescription = {_literal(f'the kernel clock {meta.clock_name}')};",
-        f"\tfreq = {meta.clock_hz};",
-        "\toffset = 0;",
-        "\tabsolute = FALSE;",
+        *(_clock(meta) if m else [f"\tdescription = {_literal(f'the kernel clock {meta.clock_name}')};",
+                                  f"\tfreq = {meta.clock_hz};", "\toffset = 0;", "\tabsolute = FALSE;"]),
         "};",
         "",
         f"typealias integer {{ size = 64; align = 8; signed = false; map = clock.{meta.clock_name}.value; }}"
@@ -140,6 +140,18 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         lines += ["\tfields := struct {", *fields, "\t};"] if fields else ["\tfields := struct { };"]
         lines.append("};")
     return "\n".join(lines) + "\n"
+
+
+def _clock(meta: TraceMeta) -> list[str]:
+    """The clock block's body of a machine's trace: its offset from the Unix epoch in the host's real time (seconds,
+    then the rest in ticks, as offset_s and offset say it), so a reader puts several machines' events in one real
+    time order; the origin is the epoch (absolute), which is what babeltrace2's muxer asks of clocks from
+    different machines."""
+    m = meta.machine
+    seconds, rest = divmod(m.offset_ns, 1_000_000_000)
+    return [f"\tdescription = {_literal(f'the kernel clock {meta.clock_name} of {m.name}, {m.correlation()}')};",
+            f"\tfreq = {meta.clock_hz};", f"\toffset_s = {seconds};",
+            f"\toffset = {rest * meta.clock_hz // 1_000_000_000};", "\tabsolute = TRUE;"]
 
 
 def _task_event(bits: int, stream: int) -> list[str]:
