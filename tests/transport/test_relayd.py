@@ -81,20 +81,21 @@ def attached(daemon, session: str) -> bool:
                for line in listing.splitlines())
 
 
-def test_a_process_streamed_to_lttng_relayd_is_shown_live_by_babeltrace2_and_stored_whole(kernel_proc, native_exe,
-                                                                                          tmp_path):
-    """The calls on CPU 0, then again on CPU 1 (the native run makes them twice over, in that order).
-    babeltrace2's lttng-live viewer, attached before any event fires, prints CPU 0's events while the session is
-    still running (before CPU 1's calls are made, while CPU 1's stream says only that it is quiet), then every
-    event in time order; the relay daemon's stored trace, read offline, holds exactly the events of the native
-    run, and exactly those of the local --trace written beside it."""
+def streamed_live(kind: str, image, native_exe, tmp_path) -> None:
+    """The calls on CPU 0, then again on CPU 1 (the native run makes them twice over, in that order), on a target
+    of ``kind`` streaming to a real lttng-relayd. babeltrace2's lttng-live viewer, attached before any event
+    fires, prints CPU 0's events while the session waits between commands (before CPU 1's calls are made, while
+    CPU 1's stream says only that it is quiet: nothing drains but the live flush), then every event in time
+    order; the relay daemon's stored trace, read offline, holds exactly the events of the native run, and exactly
+    those of the local --trace written beside it."""
     import time
 
     with relayd(tmp_path) as daemon:
         out = io.StringIO()
-        s = opened(kernel_proc, out, daemon.url, tmp_path / "local")
+        s = open_session(kind, str(image), Reporter(as_json=True, out=out), timeout=60, relayd=daemon.url,
+                         name=MACHINE, cpus=CPUS, trace=(str(tmp_path / "local"), "ctf"))
         try:
-            firings = Firings(kernel_proc, s.target.bias)
+            firings = Firings(image, getattr(s.target, "bias", 0))
             viewer = LiveViewer(daemon.live_url(MACHINE, "default"))
             lines = Lines(viewer)
             for _ in range(600):  # until it attached: a viewer sees only what is indexed after it attaches
@@ -123,7 +124,19 @@ def test_a_process_streamed_to_lttng_relayd_is_shown_live_by_babeltrace2_and_sto
     rows = bt2_rows(stored)
     assert firings_of(rows, firings) == [(0 if k < half else 1, f) for k, f in enumerate(everything)]
     assert rows[1:] == bt2_rows(tmp_path / "local")[1:]  # every event as the local trace has it (row 0: its env)
-    assert not [e for e in map(json.loads, out.getvalue().splitlines()) if e["event"] == "warning"]
+    assert warnings(out) == []
+
+
+def test_a_process_streamed_to_lttng_relayd_is_shown_live_by_babeltrace2_and_stored_whole(kernel_proc, native_exe,
+                                                                                          tmp_path):
+    streamed_live("process", kernel_proc, native_exe, tmp_path)
+
+
+def test_the_emulated_boot_streamed_is_shown_live_though_its_calls_leave_their_packets_open(kernel, native_exe,
+                                                                                           tmp_path):
+    """The emulator's runs leave each CPU's last packet open (a control core's close theirs): the live flush
+    closes and reads them while the session waits, so the viewer shows them before the next command."""
+    streamed_live("emulator", kernel.image, native_exe, tmp_path)
 
 
 def test_a_relayd_url_that_is_not_one_is_refused_in_one_line_before_anything_runs(kernel_proc):
