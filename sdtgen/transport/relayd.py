@@ -121,12 +121,14 @@ class RelaydSink:
         self._held: list[tuple[int, bytes, Packet]] = []
         self._held_bytes = 0
         self.last: dict[int, tuple[int, int, int]] = {}  # CPU -> (sequence number, end, discarded) of its last packet
-        self._horizon = 0  # the latest packet end given: every CPU read up to it when the session says caught_up
+        self._latest = 0  # the latest packet end given so far
+        self._horizon = 0  # the latest packet end given before the last caught_up: see caught_up
         self._queue = _Queue(queue_bytes)
         self._streams: dict[int, _Stream] = {}
         self._metadata: int | None = None
         self._lock = threading.Lock()
         self._said_gone = threading.Event()
+        self._said_early = False
         try:
             self._open_session()
         except RelaydError as e:
@@ -138,7 +140,7 @@ class RelaydSink:
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         self.taken += 1
         self.last[cpu] = (packet.seq, packet.end, packet.discarded)
-        self._horizon = max(self._horizon, packet.end)
+        self._latest = max(self._latest, packet.end)
         if self.gone is not None:
             self._count(packet.events)
             return
@@ -169,10 +171,14 @@ class RelaydSink:
             self._count(packet.events)
 
     def caught_up(self) -> None:
-        """Every CPU's open packet was closed and read (the control core's flush and drain): no CPU records an event
-        before the latest end given, so a stream with nothing new may say so up to it (docs/live.md)."""
-        if self.tasks is not None and self.gone is None:
+        """Every CPU's open packet was just closed and read (a flush on every CPU, then a drain). The packets given
+        before the last such drain all closed before this flush began, so every CPU flushed after their latest
+        end: an event a CPU records later comes after it, and one it recorded before is in a packet given by now.
+        Every stream may then say it has no event before that end (the horizon), a live viewer's muxer going on
+        up to it (docs/live.md, "Quiet CPUs"); the packets of this drain make the next horizon."""
+        if self.tasks is not None and self.gone is None and self._horizon:
             self._queue.put(("horizon", self._horizon))
+        self._horizon = self._latest
 
     def _count(self, events: int) -> None:
         with self._lock:
@@ -258,6 +264,11 @@ class RelaydSink:
         st = self._streams[out.cpu]
         if counted and st.next_seq == 0:
             self._send(self._empty(out.cpu, out.begin, 0, 0), counted=False)
+        if out.begin < st.time and not self._said_early:  # a CPU that recorded while the flush ran (docs/live.md)
+            self._said_early = True
+            self.warn(f"the relay daemon at {self.url}: packet {out.seq} of CPU {out.cpu} begins before the time its "
+                      "stream said it was quiet up to (it recorded while every CPU was flushed): a live viewer may "
+                      "stop there")
         c = self.client
         c.send_data(wire.data_header(st.handle, st.next_seq, len(out.content), out.pad) + out.content)
         size = (len(out.content) + out.pad) * 8
