@@ -107,7 +107,7 @@ class RelaydSink:
 
     def __init__(self, client: RelaydClient, machine: str, meta: TraceMeta, bits: int, little: bool,
                  warn: Callable[[str], None], live_period: float = LIVE_PERIOD,
-                 queue_bytes: int = QUEUE_BYTES) -> None:
+                 queue_bytes: int | None = None) -> None:
         self.client, self.machine, self.meta, self.bits, self.little = client, machine, meta, bits, little
         self.warn, self.period = warn, live_period
         self.url = client.url
@@ -123,7 +123,7 @@ class RelaydSink:
         self.last: dict[int, tuple[int, int, int]] = {}  # CPU -> (sequence number, end, discarded) of its last packet
         self._latest = 0  # the latest packet end given so far
         self._horizon = 0  # the latest packet end given before the last caught_up: see caught_up
-        self._queue = _Queue(queue_bytes)
+        self._queue = _Queue(queue_bytes or QUEUE_BYTES)
         self._streams: dict[int, _Stream] = {}
         self._metadata: int | None = None
         self._lock = threading.Lock()
@@ -193,8 +193,10 @@ class RelaydSink:
         if self.tasks is None:
             self.tasks = False
             self._release()
-        closing = {cpu: (seq, end, max(discarded, lost[cpu].discarded if cpu in lost else 0))
-                   for cpu, (seq, end, discarded) in self.last.items()}
+        closing = {}
+        for cpu in range(self.meta.cpus):
+            seq, end, discarded = self.last.get(cpu, (0, 0, 0))
+            closing[cpu] = (seq, end, max(discarded, lost[cpu].discarded if cpu in lost else 0))
         self._queue.put(("end", closing))
         wait = FINISH_WAIT
         self._sender.join(wait)
@@ -306,9 +308,10 @@ class RelaydSink:
         close under it: the viewer must have read up to the end first); then the streams and the chunk closed."""
         end = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()] + [0])
         for cpu, st in self._streams.items():
-            if st.next_seq or cpu in closing:
-                seq, _, discarded = closing.get(cpu, (0, 0, 0))
-                self._send(self._empty(cpu, end, seq + 1, discarded), counted=False)
+            seq, _, discarded = closing[cpu]
+            if st.next_seq == 0:  # a CPU that sent nothing: an empty stream, which a viewer then sees end
+                self._send(self._empty(cpu, end, 0, 0), counted=False)
+            self._send(self._empty(cpu, end, seq + 1, discarded), counted=False)
         for _ in range(LINGER):
             time.sleep(self.period)
             self._beacons()

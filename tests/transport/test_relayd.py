@@ -379,3 +379,29 @@ def test_boot_and_record_refuse_a_bad_relay_url_or_machine_name_in_one_line(kern
         r = sdtgen(*command, *args)
         assert r.returncode != 0 and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
         assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("budget", [1, 8 << 10], ids=["nothing-fits", "a-packet-or-two"])
+def test_packets_that_do_not_fit_the_queue_are_counted_and_the_relay_daemon_holds_the_rest(
+        kernel_proc, native_exe, tmp_path, monkeypatch, budget):
+    """A queue of ``budget`` bytes in front of a real lttng-relayd: each packet that does not fit is not sent and
+    counted with its events, so the events the relay daemon stored and those said as not sent are the native run's
+    firings, each once (with a queue nothing fits in, all of them are said)."""
+    from sdtgen.transport import relayd as sink
+
+    monkeypatch.setattr(sink, "QUEUE_BYTES", budget)
+    with relayd(tmp_path) as daemon:
+        out, firings = in_time(lambda: traced_run(kernel_proc, daemon.url, tmp_path / "local"))
+        [stored] = daemon.traces(MACHINE, "default")
+    everything = native(native_exe, CALLS + CALLS)
+    said = warnings(out)
+    kept = [f for _, f in firings_of(bt2_rows(stored), firings)]
+    m = UNSENT.match(said[0]) if said else None
+    unsent_events = int(m[3]) if m else 0
+    assert len(said) <= 1 and (m or not said), said
+    assert len(kept) + unsent_events == len(everything)
+    rest = iter(everything)
+    assert all(f in rest for f in kept)  # what was stored is the native run's, in its order (a subsequence)
+    if budget == 1:
+        assert kept == [] and m and m[1] == m[2], said
+    assert local_firings(tmp_path / "local", firings) == everything
