@@ -139,6 +139,16 @@ def test_the_emulated_boot_streamed_is_shown_live_though_its_calls_leave_their_p
     streamed_live("emulator", kernel.image, native_exe, tmp_path)
 
 
+def test_a_relayd_url_takes_lttngs_ports_where_it_gives_none():
+    """lttng-relayd(8): control port 5342, data port 5343 by default; net://HOST:CONTROL:DATA as lttng's URLs."""
+    from sdtgen.transport.relayd_client import RelayUrl, parse_relayd_url
+
+    assert parse_relayd_url("net://relay.lab") == RelayUrl("relay.lab", 5342, 5343)
+    assert parse_relayd_url("net://10.0.0.7:6000") == RelayUrl("10.0.0.7", 6000, 5343)
+    assert parse_relayd_url("net://10.0.0.7:6000:6001/") == RelayUrl("10.0.0.7", 6000, 6001)
+    assert parse_relayd_url("net://[::1]:6000") == RelayUrl("::1", 6000, 5343)
+
+
 def test_a_relayd_url_that_is_not_one_is_refused_in_one_line_before_anything_runs(kernel_proc):
     for url in ("tcp://127.0.0.1", "net://", "net://host:0", "net://host:70000", "net://a b"):
         with pytest.raises(SdtError, match=r"--relayd .* is not a relay daemon's address"):
@@ -405,3 +415,25 @@ def test_packets_that_do_not_fit_the_queue_are_counted_and_the_relay_daemon_hold
     if budget == 1:
         assert kept == [] and m and m[1] == m[2], said
     assert local_firings(tmp_path / "local", firings) == everything
+
+
+def test_a_relay_daemon_that_refuses_a_packets_index_is_said_once_in_one_line_and_the_run_goes_on(
+        kernel_proc, native_exe, tmp_path):
+    """The peer takes the session, then answers every later command with LTTNG_ERR_UNK (11)."""
+    def refuse_all(conn: socket.socket) -> None:
+        while True:
+            _, size, _, _ = struct.unpack(">QQII", recv_exactly(conn, 24))
+            recv_exactly(conn, size)
+            conn.sendall(struct.pack(">I", 11))
+
+    peer = Peer(lambda conn: handshake(conn, then=refuse_all))
+    try:
+        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"))
+    finally:
+        peer.close()
+    said = warnings(out)
+    assert said[0] == (f"the relay daemon at {peer.url}: it refused packet 0 of CPU 0's index (lttng error 11): the "
+                       "run goes on, and what is not sent to it is counted"), said
+    m = UNSENT.match(said[1])
+    assert m and m[1] == m[2] and len(said) == 2, said
+    assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
