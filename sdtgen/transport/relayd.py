@@ -100,14 +100,16 @@ _END = object()  # the sender's last item: the streams closed, then the chunk
 
 
 class RelaydSink:
-    """The trace of ``meta``'s session streamed to the relay daemon ``client`` is connected to (its version agreed,
-    connect_relayd), as the relay session ``meta.session`` of host ``machine``. ``warn`` says what is lost, once."""
+    """The trace of ``meta``'s session streamed to the relay daemon at ``url`` (its text, or a client connect_relayd
+    connected before the kernel started, so that a daemon that is not there was said then), as the relay session
+    ``meta.session`` of host ``machine``. ``warn`` says what is lost, once."""
 
     needs_events = False
 
-    def __init__(self, client: RelaydClient, machine: str, meta: TraceMeta, bits: int, little: bool,
+    def __init__(self, url: str | RelaydClient, machine: str, meta: TraceMeta, bits: int, little: bool,
                  warn: Callable[[str], None], live_period: float = LIVE_PERIOD,
                  queue_bytes: int | None = None) -> None:
+        client = url if isinstance(url, RelaydClient) else connect_relayd(parse_relayd_url(url))
         self.client, self.machine, self.meta, self.bits, self.little = client, machine, meta, bits, little
         self.warn, self.period = warn, live_period
         self.url = client.url
@@ -306,12 +308,15 @@ class RelaydSink:
         """Each stream's closing packet; then, while a viewer may still be reading the last packets, LINGER live
         periods of beacons (babeltrace2 2.0's lttng-live drops the events it holds back when a session's streams
         close under it: the viewer must have read up to the end first); then the streams and the chunk closed."""
-        end = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()] + [0])
+        # Every stream closes at the trace's latest time, not its own last end (CtfSink's): a viewer's muxer gives
+        # out an event only once every stream has said it is past it, and what it still holds when the streams
+        # close is lost to it.
+        latest = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()])
         for cpu, st in self._streams.items():
             seq, _, discarded = closing[cpu]
             if st.next_seq == 0:  # a CPU that sent nothing: an empty stream, which a viewer then sees end
-                self._send(self._empty(cpu, end, 0, 0), counted=False)
-            self._send(self._empty(cpu, end, seq + 1, discarded), counted=False)
+                self._send(self._empty(cpu, latest, 0, 0), counted=False)
+            self._send(self._empty(cpu, latest, seq + 1, discarded), counted=False)
         for _ in range(LINGER):
             time.sleep(self.period)
             self._beacons()

@@ -161,6 +161,12 @@ def test_a_relay_daemon_that_is_not_there_is_said_in_one_line_before_the_kernel_
         opened(kernel_proc, io.StringIO(), f"net://{HOST}:{control}:{data}")
     assert f"the relay daemon at net://{HOST}:{control}:{data}: cannot connect to its control port" in str(e.value)
     assert "\n" not in str(e.value)
+    from sdtgen.trace.model import TraceMeta
+    from sdtgen.transport.relayd import RelaydSink
+
+    with pytest.raises(SdtError) as sink:  # a sink opened on its own, from the URL
+        RelaydSink(f"net://{HOST}:{control}:{data}", MACHINE, TraceMeta("x86_64", "tsc", 1, 1, ()), 64, True, print)
+    assert sink.value.what == e.value.what
 
 
 def warnings(out: io.StringIO) -> list[str]:
