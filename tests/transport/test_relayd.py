@@ -139,6 +139,21 @@ def test_the_emulated_boot_streamed_is_shown_live_though_its_calls_leave_their_p
     streamed_live("emulator", kernel.image, native_exe, tmp_path)
 
 
+def test_a_qemu_guest_streamed_from_its_shared_ram_is_shown_live_and_stored_whole(native_exe, tmp_path_factory,
+                                                                                  tmp_path):
+    """QEMU (x86-64, 2 vCPUs) with the packets read in the machine's RAM as the kernel closes them: the same
+    checks as the process target's."""
+    from helpers import ROOT, SDTGEN, need_tool, run
+
+    from sdtgen import arch as arches
+
+    a = arches.by_name("x86_64")
+    need_tool(a.qemu.binary, a.qemu.package)
+    out = tmp_path_factory.mktemp("qemu-x86_64")
+    run(["make", "-C", str(ROOT / "fixtures" / "qemu"), "ARCH=x86_64", f"O={out}", f"SDTGEN={SDTGEN}"])
+    streamed_live("qemu", out / "kernel.elf", native_exe, tmp_path)
+
+
 def test_a_relayd_url_takes_lttngs_ports_where_it_gives_none():
     """lttng-relayd(8): control port 5342, data port 5343 by default; net://HOST:CONTROL:DATA as lttng's URLs."""
     from sdtgen.transport.relayd_client import RelayUrl, parse_relayd_url
