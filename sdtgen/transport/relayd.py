@@ -102,16 +102,19 @@ _END = object()  # the sender's last item: the streams closed, then the chunk
 class RelaydSink:
     """The trace of ``meta``'s session streamed to the relay daemon at ``url`` (its text, or a client connect_relayd
     connected before the kernel started, so that a daemon that is not there was said then), as the relay session
-    ``meta.session`` of host ``machine``. ``warn`` says what is lost, once."""
+    ``meta.session`` of host ``machine``. ``warn`` says what is lost, once. ``every_cpu``: ``meta.cpus`` is the
+    kernel's own count, each CPU's stream made at once (a quiet one then opens when the session catches up, so
+    a viewer goes on past it); else (a recording, whose kernel does not say how many it has) a CPU's stream is
+    made with its first packet."""
 
     needs_events = False
 
     def __init__(self, url: str | RelaydClient, machine: str, meta: TraceMeta, bits: int, little: bool,
                  warn: Callable[[str], None], live_period: float = LIVE_PERIOD,
-                 queue_bytes: int | None = None) -> None:
+                 queue_bytes: int | None = None, every_cpu: bool = True) -> None:
         client = url if isinstance(url, RelaydClient) else connect_relayd(parse_relayd_url(url))
         self.client, self.machine, self.meta, self.bits, self.little = client, machine, meta, bits, little
-        self.warn, self.period = warn, live_period
+        self.warn, self.period, self.every_cpu = warn, live_period, every_cpu
         self.url = client.url
         self.output: str | None = None  # the relay session's directory under the daemon's -o, once created
         self.gone: str | None = None  # why the relay daemon gets nothing more, once it went away or refused
@@ -196,7 +199,7 @@ class RelaydSink:
             self.tasks = False
             self._release()
         closing = {}
-        for cpu in range(self.meta.cpus):
+        for cpu in sorted(set(range(self.meta.cpus) if self.every_cpu else ()) | set(self.last)):
             seq, end, discarded = self.last.get(cpu, (0, 0, 0))
             closing[cpu] = (seq, end, max(discarded, lost[cpu].discarded if cpu in lost else 0))
         self._queue.put(("end", closing))
@@ -226,9 +229,17 @@ class RelaydSink:
         _, self.output = c.create_session(self.meta.session, self.machine, int(self.period * 1_000_000))
         c.expect_ok(wire.CREATE_TRACE_CHUNK, wire.create_chunk(0, int(time.time())), "the trace chunk")
         self._metadata = c.add_stream("metadata", PATHNAME)
-        for cpu in range(self.meta.cpus):
+        for cpu in range(self.meta.cpus if self.every_cpu else 0):
             self._streams[cpu] = _Stream(c.add_stream(f"cpu_{cpu}", PATHNAME))
         c.expect_ok(wire.STREAMS_SENT, wire.request(wire.STREAMS_SENT))
+
+    def _stream(self, cpu: int) -> _Stream:
+        """``cpu``'s stream, made (and published to viewers) the first time a recording's CPU sends a packet."""
+        st = self._streams.get(cpu)
+        if st is None:
+            st = self._streams[cpu] = _Stream(self.client.add_stream(f"cpu_{cpu}", PATHNAME))
+            self.client.expect_ok(wire.STREAMS_SENT, wire.request(wire.STREAMS_SENT))
+        return st
 
     def _send_all(self) -> None:
         tick = time.monotonic() + self.period
@@ -265,7 +276,7 @@ class RelaydSink:
     def _send(self, out: _Out, counted: bool = True) -> None:
         """One packet: its bytes on the data socket, then its index (paired by net_seq_num) on the control one. A
         stream's first packet comes after an empty one, as CtfSink opens its files."""
-        st = self._streams[out.cpu]
+        st = self._stream(out.cpu)
         if counted and st.next_seq == 0:
             self._send(self._empty(out.cpu, out.begin, 0, 0), counted=False)
         if out.begin < st.time and not self._said_early:  # a CPU that recorded while the flush ran (docs/live.md)
@@ -311,9 +322,9 @@ class RelaydSink:
         # Every stream closes at the trace's latest time, not its own last end (CtfSink's): a viewer's muxer gives
         # out an event only once every stream has said it is past it, and what it still holds when the streams
         # close is lost to it.
-        latest = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()])
-        for cpu, st in self._streams.items():
-            seq, _, discarded = closing[cpu]
+        latest = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()] + [0])
+        for cpu, (seq, _, discarded) in closing.items():
+            st = self._stream(cpu)
             if st.next_seq == 0:  # a CPU that sent nothing: an empty stream, which a viewer then sees end
                 self._send(self._empty(cpu, latest, 0, 0), counted=False)
             self._send(self._empty(cpu, latest, seq + 1, discarded), counted=False)

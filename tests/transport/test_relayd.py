@@ -458,3 +458,39 @@ def test_a_relay_daemon_that_refuses_a_packets_index_is_said_once_in_one_line_an
     m = UNSENT.match(said[1])
     assert m and m[1] == m[2] and len(said) == 2, said
     assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
+
+
+RECORDED = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(rc);
+SDT_PROBE_DEFINE1(rc, , , tick, "long");
+long kmain(long v) { SDT_PROBE1(rc, , , tick, v); return v; }
+"""
+
+
+def test_record_streams_what_a_kernel_sends_to_the_relay_daemon_a_stream_for_each_cpu_that_sends(tmp_path):
+    """`sdtgen record --relayd` of a line carrying CPU 0's and CPU 5's packets (as sdt_serial_drain sends them,
+    tests/serial_line.py) from a kernel that does not say how many CPUs it has: the relay daemon's trace holds
+    the two CPUs' streams only, and every event of the local trace."""
+    from helpers import build_c_kernel, sdtgen
+    from serial_line import Packet, event, info
+
+    from sdtgen.image import Image
+
+    (tmp_path / "rc").mkdir()
+    image = build_c_kernel(tmp_path / "rc", "x86_64", RECORDED, "rc")
+    with Image(str(image)) as im:
+        [key] = [p.key for p in im.probes() if p.spec == "rc:::tick"]
+    packets = [Packet(cpu, seq, [event(t, key, (t,)) for t in range(begin + 1, begin + 4)], begin, begin + 9)
+               for cpu, seq, begin in ((0, 1, 100), (5, 1, 105), (0, 2, 200), (5, 2, 210))]
+    (tmp_path / "capture").write_bytes(info(1_000_000_000) + b"".join(p.sent() for p in packets))
+    with relayd(tmp_path) as daemon:
+        r = sdtgen("record", image, "--serial", tmp_path / "capture", "--trace", tmp_path / "local", "--relayd",
+                   daemon.url, "--name", "rec-a")
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+        [stored] = daemon.traces("rec-a", "default")
+    assert sorted(p.name for p in stored.iterdir()) == ["cpu_0", "cpu_5", "index", "metadata"]
+    rows = bt2_rows(stored)
+    sent = [(p.cpu, t, t) for p in packets for t in range(p.begin + 1, p.begin + 4)]  # each tick's argument: its time
+    assert sorted((r["cpu"], r["ts"], r["fields"]["arg0"]) for r in rows if "name" in r) == sorted(sent)
+    assert rows[1:] == bt2_rows(tmp_path / "local")[1:]
