@@ -74,9 +74,10 @@ class Lines:
 
 def attached(daemon, session: str) -> bool:
     """The relay daemon lists ``session`` with a viewer attached to it (babeltrace2 lists the live sessions)."""
-    from helpers import run
+    from helpers import need_tool, run
 
-    listing = run(["babeltrace2", "--input-format=lttng-live", f"net://{HOST}:{daemon.live}"], check=False).stdout
+    listing = run([need_tool("babeltrace2", "babeltrace2"), "--input-format=lttng-live", f"net://{HOST}:{daemon.live}"],
+                  check=False).stdout
     return any(f"/host/{MACHINE}/{session} " in line and "1 client(s) connected" in line
                for line in listing.splitlines())
 
