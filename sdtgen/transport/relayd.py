@@ -162,7 +162,9 @@ class RelaydSink:
         self._put(cpu, data, packet)
 
     def _release(self) -> None:
-        """Whether the trace has task context is known: the metadata saying it, then the packets held for it."""
+        """Whether the trace has task context is known: the metadata saying it, then the packets held for it. The
+        metadata is one batch, sent once, and starts with ``/* CTF 1.8 */``, which babeltrace2's lttng-live
+        needs at the start of every batch of plain-text metadata."""
         self._queue.put(metadata(self.meta, self.bits, task_context=bool(self.tasks)).encode())
         held, self._held, self._held_bytes = self._held, [], 0
         for cpu, data, packet in held:
@@ -224,7 +226,8 @@ class RelaydSink:
 
     # -- the sender's side: the only one talking to the relay daemon -------------------------------------
     def _open_session(self) -> None:
-        """The live session, its one trace chunk, the metadata stream and one a CPU, published (STREAMS_SENT)."""
+        """The live session, its one trace chunk, the metadata stream and one a CPU, published (STREAMS_SENT): when
+        the sink opens, before the sender starts and before anything is armed (each reply within its deadline)."""
         c = self.client
         _, self.output = c.create_session(self.meta.session, self.machine, int(self.period * 1_000_000))
         c.expect_ok(wire.CREATE_TRACE_CHUNK, wire.create_chunk(0, int(time.time())), "the trace chunk")
