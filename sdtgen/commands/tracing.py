@@ -206,7 +206,7 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
 def _add_relay_options(b: argparse.ArgumentParser) -> None:
     b.add_argument("--relayd", metavar="URL",
                    help="stream the trace live to lttng-relayd at net://HOST[:CONTROL_PORT[:DATA_PORT]] (ports "
-                        "5342, 5343 by default): watch it with babeltrace2 --input-format=lttng-live "
+                        "5342, 5343 by default), watched with babeltrace2's lttng-live source at "
                         "net://HOST/host/NAME/SESSION (docs/live.md)")
     b.add_argument("--name", metavar="NAME",
                    help="the machine's name in the relay daemon (its host directory and the live URL's NAME; "

@@ -346,10 +346,11 @@ class Session:
 
         arch = self.image.arch
         client, self._relay = self._relay, None
-        relay = RelaydSink(client, self.machine_name, self._trace_meta(), arch.bits,
-                           arch.little, self.reporter.warning)
+        every_cpu = LISTENS not in self.target.capabilities  # a recording does not say how many CPUs its kernel has
+        relay = RelaydSink(client, self.machine_name, self._trace_meta(), arch.bits, arch.little,
+                           self.reporter.warning, every_cpu=every_cpu)
         self.sink = relay if self.sink is None else Tee([self.sink, relay])
-        if LISTENS not in self.target.capabilities:  # a kernel that streams by itself flushes by itself
+        if every_cpu:  # a kernel that streams by itself flushes by itself: no command reaches it
             from sdtgen.session.live import LiveFlush
 
             self._live = LiveFlush(self, LIVE_PERIOD)

@@ -220,6 +220,12 @@ def starts_with_task(data: bytes | memoryview, packet: Packet, bits: int, little
     return EVENT.struct(64, little).unpack_from(data, head)[1] == VALUES["SDT_TASK_KEY"]
 
 
+# The last packet trace_packet grew, and its bytes: a session that writes a local trace and streams to a relay
+# daemon hands each packet (the same Packet, new for every packet read) to both, one after the other, and the
+# rewrite, an event at a time, is done once.
+_last_grown: tuple[Packet, tuple[int, bool], bytearray, int] | None = None
+
+
 def trace_packet(data: bytes | memoryview, packet: Packet, bits: int, little: bool,
                  tasks: bool) -> tuple[list[bytes | memoryview], int]:
     """A packet as a trace holds it, every writer of CTF's (the directory, a relay daemon): its content, in pieces
@@ -229,7 +235,12 @@ def trace_packet(data: bytes | memoryview, packet: Packet, bits: int, little: bo
     would have a reader look for another event there, so the header then says where they end. ``tasks``: each
     event with its tid context field (with_task_context)."""
     if tasks:
+        global _last_grown
+        last = _last_grown
+        if last is not None and last[0] is packet and last[1] == (bits, little):
+            return [last[2]], last[3]
         content, size = _grown(data, packet.used, bits, little)
+        _last_grown = (packet, (bits, little), content, size - len(content))
         return [content], size - len(content)
     view = memoryview(data)[:packet.used]
     pad = packet.size - packet.used

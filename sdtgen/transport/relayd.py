@@ -100,16 +100,21 @@ _END = object()  # the sender's last item: the streams closed, then the chunk
 
 
 class RelaydSink:
-    """The trace of ``meta``'s session streamed to the relay daemon ``client`` is connected to (its version agreed,
-    connect_relayd), as the relay session ``meta.session`` of host ``machine``. ``warn`` says what is lost, once."""
+    """The trace of ``meta``'s session streamed to the relay daemon at ``url`` (its text, or a client connect_relayd
+    connected before the kernel started, so that a daemon that is not there was said then), as the relay session
+    ``meta.session`` of host ``machine``. ``warn`` says what is lost, once. ``every_cpu``: ``meta.cpus`` is the
+    kernel's own count, each CPU's stream made at once (a quiet one then opens when the session catches up, so
+    a viewer goes on past it); else (a recording, whose kernel does not say how many it has) a CPU's stream is
+    made with its first packet."""
 
     needs_events = False
 
-    def __init__(self, client: RelaydClient, machine: str, meta: TraceMeta, bits: int, little: bool,
+    def __init__(self, url: str | RelaydClient, machine: str, meta: TraceMeta, bits: int, little: bool,
                  warn: Callable[[str], None], live_period: float = LIVE_PERIOD,
-                 queue_bytes: int = QUEUE_BYTES) -> None:
+                 queue_bytes: int | None = None, every_cpu: bool = True) -> None:
+        client = url if isinstance(url, RelaydClient) else connect_relayd(parse_relayd_url(url))
         self.client, self.machine, self.meta, self.bits, self.little = client, machine, meta, bits, little
-        self.warn, self.period = warn, live_period
+        self.warn, self.period, self.every_cpu = warn, live_period, every_cpu
         self.url = client.url
         self.output: str | None = None  # the relay session's directory under the daemon's -o, once created
         self.gone: str | None = None  # why the relay daemon gets nothing more, once it went away or refused
@@ -121,12 +126,14 @@ class RelaydSink:
         self._held: list[tuple[int, bytes, Packet]] = []
         self._held_bytes = 0
         self.last: dict[int, tuple[int, int, int]] = {}  # CPU -> (sequence number, end, discarded) of its last packet
-        self._horizon = 0  # the latest packet end given: every CPU read up to it when the session says caught_up
-        self._queue = _Queue(queue_bytes)
+        self._latest = 0  # the latest packet end given so far
+        self._horizon = 0  # the latest packet end given before the last caught_up: see caught_up
+        self._queue = _Queue(queue_bytes or QUEUE_BYTES)
         self._streams: dict[int, _Stream] = {}
         self._metadata: int | None = None
         self._lock = threading.Lock()
         self._said_gone = threading.Event()
+        self._said_early = False
         try:
             self._open_session()
         except RelaydError as e:
@@ -138,7 +145,7 @@ class RelaydSink:
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         self.taken += 1
         self.last[cpu] = (packet.seq, packet.end, packet.discarded)
-        self._horizon = max(self._horizon, packet.end)
+        self._latest = max(self._latest, packet.end)
         if self.gone is not None:
             self._count(packet.events)
             return
@@ -155,7 +162,9 @@ class RelaydSink:
         self._put(cpu, data, packet)
 
     def _release(self) -> None:
-        """Whether the trace has task context is known: the metadata saying it, then the packets held for it."""
+        """Whether the trace has task context is known: the metadata saying it, then the packets held for it. The
+        metadata is one batch, sent once, and starts with ``/* CTF 1.8 */``, which babeltrace2's lttng-live
+        needs at the start of every batch of plain-text metadata."""
         self._queue.put(metadata(self.meta, self.bits, task_context=bool(self.tasks)).encode())
         held, self._held, self._held_bytes = self._held, [], 0
         for cpu, data, packet in held:
@@ -169,10 +178,14 @@ class RelaydSink:
             self._count(packet.events)
 
     def caught_up(self) -> None:
-        """Every CPU's open packet was closed and read (the control core's flush and drain): no CPU records an event
-        before the latest end given, so a stream with nothing new may say so up to it (docs/live.md)."""
-        if self.tasks is not None and self.gone is None:
+        """Every CPU's open packet was just closed and read (a flush on every CPU, then a drain). The packets given
+        before the last such drain all closed before this flush began, so every CPU flushed after their latest
+        end: an event a CPU records later comes after it, and one it recorded before is in a packet given by now.
+        Every stream may then say it has no event before that end (the horizon), a live viewer's muxer going on
+        up to it (docs/live.md, "Quiet CPUs"); the packets of this drain make the next horizon."""
+        if self.tasks is not None and self.gone is None and self._horizon:
             self._queue.put(("horizon", self._horizon))
+        self._horizon = self._latest
 
     def _count(self, events: int) -> None:
         with self._lock:
@@ -187,8 +200,10 @@ class RelaydSink:
         if self.tasks is None:
             self.tasks = False
             self._release()
-        closing = {cpu: (seq, end, max(discarded, lost[cpu].discarded if cpu in lost else 0))
-                   for cpu, (seq, end, discarded) in self.last.items()}
+        closing = {}
+        for cpu in sorted(set(range(self.meta.cpus) if self.every_cpu else ()) | set(self.last)):
+            seq, end, discarded = self.last.get(cpu, (0, 0, 0))
+            closing[cpu] = (seq, end, max(discarded, lost[cpu].discarded if cpu in lost else 0))
         self._queue.put(("end", closing))
         wait = FINISH_WAIT
         self._sender.join(wait)
@@ -211,14 +226,23 @@ class RelaydSink:
 
     # -- the sender's side: the only one talking to the relay daemon -------------------------------------
     def _open_session(self) -> None:
-        """The live session, its one trace chunk, the metadata stream and one a CPU, published (STREAMS_SENT)."""
+        """The live session, its one trace chunk, the metadata stream and one a CPU, published (STREAMS_SENT): when
+        the sink opens, before the sender starts and before anything is armed (each reply within its deadline)."""
         c = self.client
         _, self.output = c.create_session(self.meta.session, self.machine, int(self.period * 1_000_000))
         c.expect_ok(wire.CREATE_TRACE_CHUNK, wire.create_chunk(0, int(time.time())), "the trace chunk")
         self._metadata = c.add_stream("metadata", PATHNAME)
-        for cpu in range(self.meta.cpus):
+        for cpu in range(self.meta.cpus if self.every_cpu else 0):
             self._streams[cpu] = _Stream(c.add_stream(f"cpu_{cpu}", PATHNAME))
         c.expect_ok(wire.STREAMS_SENT, wire.request(wire.STREAMS_SENT))
+
+    def _stream(self, cpu: int) -> _Stream:
+        """``cpu``'s stream, made (and published to viewers) the first time a recording's CPU sends a packet."""
+        st = self._streams.get(cpu)
+        if st is None:
+            st = self._streams[cpu] = _Stream(self.client.add_stream(f"cpu_{cpu}", PATHNAME))
+            self.client.expect_ok(wire.STREAMS_SENT, wire.request(wire.STREAMS_SENT))
+        return st
 
     def _send_all(self) -> None:
         tick = time.monotonic() + self.period
@@ -255,9 +279,14 @@ class RelaydSink:
     def _send(self, out: _Out, counted: bool = True) -> None:
         """One packet: its bytes on the data socket, then its index (paired by net_seq_num) on the control one. A
         stream's first packet comes after an empty one, as CtfSink opens its files."""
-        st = self._streams[out.cpu]
+        st = self._stream(out.cpu)
         if counted and st.next_seq == 0:
             self._send(self._empty(out.cpu, out.begin, 0, 0), counted=False)
+        if out.begin < st.time and not self._said_early:  # a CPU that recorded while the flush ran (docs/live.md)
+            self._said_early = True
+            self.warn(f"the relay daemon at {self.url}: packet {out.seq} of CPU {out.cpu} begins before the time its "
+                      "stream said it was quiet up to (it recorded while every CPU was flushed): a live viewer may "
+                      "stop there")
         c = self.client
         c.send_data(wire.data_header(st.handle, st.next_seq, len(out.content), out.pad) + out.content)
         size = (len(out.content) + out.pad) * 8
@@ -293,11 +322,15 @@ class RelaydSink:
         """Each stream's closing packet; then, while a viewer may still be reading the last packets, LINGER live
         periods of beacons (babeltrace2 2.0's lttng-live drops the events it holds back when a session's streams
         close under it: the viewer must have read up to the end first); then the streams and the chunk closed."""
-        end = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()] + [0])
-        for cpu, st in self._streams.items():
-            if st.next_seq or cpu in closing:
-                seq, _, discarded = closing.get(cpu, (0, 0, 0))
-                self._send(self._empty(cpu, end, seq + 1, discarded), counted=False)
+        # Every stream closes at the trace's latest time, not its own last end (CtfSink's): a viewer's muxer gives
+        # out an event only once every stream has said it is past it, and what it still holds when the streams
+        # close is lost to it.
+        latest = max([st.time for st in self._streams.values()] + [e for _, e, _ in closing.values()] + [0])
+        for cpu, (seq, _, discarded) in closing.items():
+            st = self._stream(cpu)
+            if st.next_seq == 0:  # a CPU that sent nothing: an empty stream, which a viewer then sees end
+                self._send(self._empty(cpu, latest, 0, 0), counted=False)
+            self._send(self._empty(cpu, latest, seq + 1, discarded), counted=False)
         for _ in range(LINGER):
             time.sleep(self.period)
             self._beacons()

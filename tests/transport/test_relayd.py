@@ -74,27 +74,29 @@ class Lines:
 
 def attached(daemon, session: str) -> bool:
     """The relay daemon lists ``session`` with a viewer attached to it (babeltrace2 lists the live sessions)."""
-    from helpers import run
+    from helpers import need_tool, run
 
-    listing = run(["babeltrace2", "--input-format=lttng-live", f"net://{HOST}:{daemon.live}"], check=False).stdout
+    listing = run([need_tool("babeltrace2", "babeltrace2"), "--input-format=lttng-live", f"net://{HOST}:{daemon.live}"],
+                  check=False).stdout
     return any(f"/host/{MACHINE}/{session} " in line and "1 client(s) connected" in line
                for line in listing.splitlines())
 
 
-def test_a_process_streamed_to_lttng_relayd_is_shown_live_by_babeltrace2_and_stored_whole(kernel_proc, native_exe,
-                                                                                          tmp_path):
-    """The calls on CPU 0, then again on CPU 1 (the native run makes them twice over, in that order).
-    babeltrace2's lttng-live viewer, attached before any event fires, prints CPU 0's events while the session is
-    still running (before CPU 1's calls are made, while CPU 1's stream says only that it is quiet), then every
-    event in time order; the relay daemon's stored trace, read offline, holds exactly the events of the native
-    run, and exactly those of the local --trace written beside it."""
+def streamed_live(kind: str, image, native_exe, tmp_path) -> None:
+    """The calls on CPU 0, then again on CPU 1 (the native run makes them twice over, in that order), on a target
+    of ``kind`` streaming to a real lttng-relayd. babeltrace2's lttng-live viewer, attached before any event
+    fires, prints CPU 0's events while the session waits between commands (before CPU 1's calls are made, while
+    CPU 1's stream says only that it is quiet: nothing drains but the live flush), then every event in time
+    order; the relay daemon's stored trace, read offline, holds exactly the events of the native run, and exactly
+    those of the local --trace written beside it."""
     import time
 
     with relayd(tmp_path) as daemon:
         out = io.StringIO()
-        s = opened(kernel_proc, out, daemon.url, tmp_path / "local")
+        s = open_session(kind, str(image), Reporter(as_json=True, out=out), timeout=60, relayd=daemon.url,
+                         name=MACHINE, cpus=CPUS, trace=(str(tmp_path / "local"), "ctf"))
         try:
-            firings = Firings(kernel_proc, s.target.bias)
+            firings = Firings(image, getattr(s.target, "bias", 0))
             viewer = LiveViewer(daemon.live_url(MACHINE, "default"))
             lines = Lines(viewer)
             for _ in range(600):  # until it attached: a viewer sees only what is indexed after it attaches
@@ -123,7 +125,44 @@ def test_a_process_streamed_to_lttng_relayd_is_shown_live_by_babeltrace2_and_sto
     rows = bt2_rows(stored)
     assert firings_of(rows, firings) == [(0 if k < half else 1, f) for k, f in enumerate(everything)]
     assert rows[1:] == bt2_rows(tmp_path / "local")[1:]  # every event as the local trace has it (row 0: its env)
-    assert not [e for e in map(json.loads, out.getvalue().splitlines()) if e["event"] == "warning"]
+    assert warnings(out) == []
+
+
+def test_a_process_streamed_to_lttng_relayd_is_shown_live_by_babeltrace2_and_stored_whole(kernel_proc, native_exe,
+                                                                                          tmp_path):
+    streamed_live("process", kernel_proc, native_exe, tmp_path)
+
+
+def test_the_emulated_boot_streamed_is_shown_live_though_its_calls_leave_their_packets_open(kernel, native_exe,
+                                                                                           tmp_path):
+    """The emulator's runs leave each CPU's last packet open (a control core's close theirs): the live flush
+    closes and reads them while the session waits, so the viewer shows them before the next command."""
+    streamed_live("emulator", kernel.image, native_exe, tmp_path)
+
+
+def test_a_qemu_guest_streamed_from_its_shared_ram_is_shown_live_and_stored_whole(native_exe, tmp_path_factory,
+                                                                                  tmp_path):
+    """QEMU (x86-64, 2 vCPUs) with the packets read in the machine's RAM as the kernel closes them: the same
+    checks as the process target's."""
+    from helpers import ROOT, SDTGEN, need_tool, run
+
+    from sdtgen import arch as arches
+
+    a = arches.by_name("x86_64")
+    need_tool(a.qemu.binary, a.qemu.package)
+    out = tmp_path_factory.mktemp("qemu-x86_64")
+    run(["make", "-C", str(ROOT / "fixtures" / "qemu"), "ARCH=x86_64", f"O={out}", f"SDTGEN={SDTGEN}"])
+    streamed_live("qemu", out / "kernel.elf", native_exe, tmp_path)
+
+
+def test_a_relayd_url_takes_lttngs_ports_where_it_gives_none():
+    """lttng-relayd(8): control port 5342, data port 5343 by default; net://HOST:CONTROL:DATA as lttng's URLs."""
+    from sdtgen.transport.relayd_client import RelayUrl, parse_relayd_url
+
+    assert parse_relayd_url("net://relay.lab") == RelayUrl("relay.lab", 5342, 5343)
+    assert parse_relayd_url("net://10.0.0.7:6000") == RelayUrl("10.0.0.7", 6000, 5343)
+    assert parse_relayd_url("net://10.0.0.7:6000:6001/") == RelayUrl("10.0.0.7", 6000, 6001)
+    assert parse_relayd_url("net://[::1]:6000") == RelayUrl("::1", 6000, 5343)
 
 
 def test_a_relayd_url_that_is_not_one_is_refused_in_one_line_before_anything_runs(kernel_proc):
@@ -138,6 +177,12 @@ def test_a_relay_daemon_that_is_not_there_is_said_in_one_line_before_the_kernel_
         opened(kernel_proc, io.StringIO(), f"net://{HOST}:{control}:{data}")
     assert f"the relay daemon at net://{HOST}:{control}:{data}: cannot connect to its control port" in str(e.value)
     assert "\n" not in str(e.value)
+    from sdtgen.trace.model import TraceMeta
+    from sdtgen.transport.relayd import RelaydSink
+
+    with pytest.raises(SdtError) as sink:  # a sink opened on its own, from the URL
+        RelaydSink(f"net://{HOST}:{control}:{data}", MACHINE, TraceMeta("x86_64", "tsc", 1, 1, ()), 64, True, print)
+    assert sink.value.what == e.value.what
 
 
 def warnings(out: io.StringIO) -> list[str]:
@@ -366,3 +411,87 @@ def test_boot_and_record_refuse_a_bad_relay_url_or_machine_name_in_one_line(kern
         r = sdtgen(*command, *args)
         assert r.returncode != 0 and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
         assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("budget", [1, 8 << 10], ids=["nothing-fits", "a-packet-or-two"])
+def test_packets_that_do_not_fit_the_queue_are_counted_and_the_relay_daemon_holds_the_rest(
+        kernel_proc, native_exe, tmp_path, monkeypatch, budget):
+    """A queue of ``budget`` bytes in front of a real lttng-relayd: each packet that does not fit is not sent and
+    counted with its events, so the events the relay daemon stored and those said as not sent are the native run's
+    firings, each once (with a queue nothing fits in, all of them are said)."""
+    from sdtgen.transport import relayd as sink
+
+    monkeypatch.setattr(sink, "QUEUE_BYTES", budget)
+    with relayd(tmp_path) as daemon:
+        out, firings = in_time(lambda: traced_run(kernel_proc, daemon.url, tmp_path / "local"))
+        [stored] = daemon.traces(MACHINE, "default")
+    everything = native(native_exe, CALLS + CALLS)
+    said = warnings(out)
+    kept = [f for _, f in firings_of(bt2_rows(stored), firings)]
+    m = UNSENT.match(said[0]) if said else None
+    unsent_events = int(m[3]) if m else 0
+    assert len(said) <= 1 and (m or not said), said
+    assert len(kept) + unsent_events == len(everything)
+    rest = iter(everything)
+    assert all(f in rest for f in kept)  # what was stored is the native run's, in its order (a subsequence)
+    if budget == 1:
+        assert kept == [] and m and m[1] == m[2], said
+    assert local_firings(tmp_path / "local", firings) == everything
+
+
+def test_a_relay_daemon_that_refuses_a_packets_index_is_said_once_in_one_line_and_the_run_goes_on(
+        kernel_proc, native_exe, tmp_path):
+    """The peer takes the session, then answers every later command with LTTNG_ERR_UNK (11)."""
+    def refuse_all(conn: socket.socket) -> None:
+        while True:
+            _, size, _, _ = struct.unpack(">QQII", recv_exactly(conn, 24))
+            recv_exactly(conn, size)
+            conn.sendall(struct.pack(">I", 11))
+
+    peer = Peer(lambda conn: handshake(conn, then=refuse_all))
+    try:
+        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"))
+    finally:
+        peer.close()
+    said = warnings(out)
+    assert said[0] == (f"the relay daemon at {peer.url}: it refused packet 0 of CPU 0's index (lttng error 11): the "
+                       "run goes on, and what is not sent to it is counted"), said
+    m = UNSENT.match(said[1])
+    assert m and m[1] == m[2] and len(said) == 2, said
+    assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
+
+
+RECORDED = r"""
+#include <sdt.h>
+SDT_PROVIDER_DEFINE(rc);
+SDT_PROBE_DEFINE1(rc, , , tick, "long");
+long kmain(long v) { SDT_PROBE1(rc, , , tick, v); return v; }
+"""
+
+
+def test_record_streams_what_a_kernel_sends_to_the_relay_daemon_a_stream_for_each_cpu_that_sends(tmp_path):
+    """`sdtgen record --relayd` of a line carrying CPU 0's and CPU 5's packets (as sdt_serial_drain sends them,
+    tests/serial_line.py) from a kernel that does not say how many CPUs it has: the relay daemon's trace holds
+    the two CPUs' streams only, and every event of the local trace."""
+    from helpers import build_c_kernel, sdtgen
+    from serial_line import Packet, event, info
+
+    from sdtgen.image import Image
+
+    (tmp_path / "rc").mkdir()
+    image = build_c_kernel(tmp_path / "rc", "x86_64", RECORDED, "rc")
+    with Image(str(image)) as im:
+        [key] = [p.key for p in im.probes() if p.spec == "rc:::tick"]
+    packets = [Packet(cpu, seq, [event(t, key, (t,)) for t in range(begin + 1, begin + 4)], begin, begin + 9)
+               for cpu, seq, begin in ((0, 1, 100), (5, 1, 105), (0, 2, 200), (5, 2, 210))]
+    (tmp_path / "capture").write_bytes(info(1_000_000_000) + b"".join(p.sent() for p in packets))
+    with relayd(tmp_path) as daemon:
+        r = sdtgen("record", image, "--serial", tmp_path / "capture", "--trace", tmp_path / "local", "--relayd",
+                   daemon.url, "--name", "rec-a")
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+        [stored] = daemon.traces("rec-a", "default")
+    assert sorted(p.name for p in stored.iterdir()) == ["cpu_0", "cpu_5", "index", "metadata"]
+    rows = bt2_rows(stored)
+    sent = [(p.cpu, t, t) for p in packets for t in range(p.begin + 1, p.begin + 4)]  # each tick's argument: its time
+    assert sorted((r["cpu"], r["ts"], r["fields"]["arg0"]) for r in rows if "name" in r) == sorted(sent)
+    assert rows[1:] == bt2_rows(tmp_path / "local")[1:]
