@@ -94,7 +94,7 @@ def streamed_live(kind: str, image, native_exe, tmp_path) -> None:
     with relayd(tmp_path) as daemon:
         out = io.StringIO()
         s = open_session(kind, str(image), Reporter(as_json=True, out=out), timeout=60, relayd=daemon.url,
-                         name=MACHINE, cpus=CPUS, trace=(str(tmp_path / "local"), "ctf"))
+                         machine=MACHINE, cpus=CPUS, trace=(str(tmp_path / "local"), "ctf"))
         try:
             firings = Firings(image, getattr(s.target, "bias", 0))
             viewer = LiveViewer(daemon.live_url(MACHINE, "default"))
