@@ -15,12 +15,14 @@ from helpers import (
     CROSS,
     FIXTURE,
     FREEBSD,
+    ROOT,
     SDTGEN,
     Build,
     build_fixture,
     built_once,
     fixture_build,
     need_tool,
+    run,
     run_dir,
 )
 from native_oracle import build_fixture_native, run_native
@@ -101,6 +103,14 @@ def native_exe(kernel, tmp_path_factory):
 @pytest.fixture(scope="session")
 def native(native_exe):
     return lambda calls: run_native(native_exe, calls)
+
+
+@pytest.fixture(scope="session")
+def kernel_proc(tmp_path_factory):
+    """fixtures/process's kernel-proc: the fixture kernel on the hosted platform (a Linux process, threads its CPUs)."""
+    out = tmp_path_factory.mktemp("process")
+    run(["make", "-C", str(ROOT / "fixtures" / "process"), f"O={out}", f"SDTGEN={SDTGEN}"])
+    return out / "kernel-proc"
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sdtgen.calls import (
     check_call,
@@ -54,6 +55,10 @@ from sdtgen.trace.order import TimeOrder
 from sdtgen.trace.packets import Decoder
 from sdtgen.trace.streams import Streams
 
+if TYPE_CHECKING:
+    from sdtgen.trace.model import TraceMeta
+    from sdtgen.trace.sink import TraceSink
+
 # Several CPUs: firings wait to be put in time order until every CPU has been read past them, at most
 # MAX_PENDING of them (about 200 MB): past that, a CPU that records nothing holds the others back no more.
 MAX_PENDING = 1_000_000
@@ -68,6 +73,9 @@ def check_arm(arm: str) -> str:
 
 
 StartFn = Callable[[Host], Target]
+# A trace the session does not open itself (a fleet's, one a machine: sdtgen/session/fleet.py): given the session's
+# TraceMeta, the architecture's word size and byte order once the kernel is up, the sink of this session's packets.
+TraceOpener = Callable[["TraceMeta", int, bool], "TraceSink"]
 
 
 
@@ -80,7 +88,7 @@ class Session:
     Host (the image, this session's sinks), never the session."""
 
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
-                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | TraceOpener | None = None,
                  precheck: Callable[[Session], None] | None = None,
                  post_mortem: tuple[str, str] | None = None) -> None:
         self.reporter = reporter
@@ -125,7 +133,7 @@ class Session:
             if precheck is not None:  # the caller's own checks, against the image, before anything runs
                 precheck(self)
             for out in (trace, post_mortem):
-                if out is not None:
+                if isinstance(out, tuple):  # an opener's destination is its owner's to check (a fleet's trace)
                     self._check_trace(*out)
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
@@ -146,7 +154,9 @@ class Session:
             self.cpus = booted.cpus
             self.reporter.per_cpu = self.cpus > 1
             self._report_boot(booted)
-            if trace is not None:
+            if callable(trace):
+                self.sink = trace(self._trace_meta(), self.image.arch.bits, self.image.arch.little)
+            elif trace is not None:
                 self.sink = self._open_trace(*trace)
             if arm != "trap":
                 self.set_arm(arm)
@@ -257,14 +267,20 @@ class Session:
                     session: tuple[str, int] | None = None):
         """A trace of the host's own session (the default one without --session), or of ``session`` (its name and
         the stream id its packets carry in the trace: a post-mortem writes every session's as stream 0)."""
-        from sdtgen.trace.model import TraceMeta, TraceProbe
         from sdtgen.trace.sink import open_trace
+
+        arch = self.image.arch
+        return open_trace(path, fmt, self._trace_meta(target, session), arch.bits, arch.little)
+
+    def _trace_meta(self, target: Target | None = None, session: tuple[str, int] | None = None):
+        """What a trace of this session says of its kernel: the architecture, the clock, the CPUs, the probes, the
+        session (``session``, or the host's own) and the stream id its packets carry."""
+        from sdtgen.trace.model import TraceMeta, TraceProbe
 
         arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         name, stream = session or (self.own or DEFAULT_SESSION, self.own_id)
-        meta = TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
-        return open_trace(path, fmt, meta, arch.bits, arch.little)
+        return TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
 
     # -- places ---------------------------------------------------------------------------------
     def where(self, addr: int) -> str:

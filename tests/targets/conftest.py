@@ -29,11 +29,3 @@ def tinyk_native(tmp_path_factory):
     protos = {"net_rx": ("long", ["int"]), "sched_tick": ("long", ["int"])}
     include = run([SDTGEN, "include-dir"]).stdout.strip()
     return build_native(out, [TINYK / "work.c"], protos, include)
-
-
-@pytest.fixture(scope="session")
-def kernel_proc(tmp_path_factory):
-    """fixtures/process's kernel-proc: the fixture kernel on the hosted platform."""
-    out = tmp_path_factory.mktemp("process")
-    run(["make", "-C", str(ROOT / "fixtures" / "process"), f"O={out}", f"SDTGEN={SDTGEN}"])
-    return out / "kernel-proc"

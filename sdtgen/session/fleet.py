@@ -1,0 +1,323 @@
+"""Several machines traced in one command (`sdtgen fleet`, `attach`/`record` with several --serial): each machine a
+session of its own (sdtgen/session/starts.py) on a thread of its own, the same actions on each, so one slow or failing
+machine never holds up the others. Every line a machine's session prints says the machine (the Reporter's
+``machine``); each machine's summary line comes as soon as it ends; the fleet fails if any machine failed, and a last
+line says which.
+
+The trace: ``--trace DIR`` one CTF trace a machine (DIR/NAME/), ``--trace F.pftrace`` (or .json) one file of every
+machine; ``--relayd URL`` streams each machine as a relay session of its own, named after it (the Tracing's).
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from typing import TextIO
+
+from sdtgen.errors import SdtError, printable
+from sdtgen.plaindata import record, replace
+from sdtgen.session.reporter import Reporter
+from sdtgen.session.starts import Tracing, record_session, trace_session
+from sdtgen.targets import ATTACH, EMULATOR, LISTEN, PROCESS, QEMU
+
+# What each kind of machine is (sdtgen.targets's kinds: `record` listens to a kernel that streams by itself, `boot` is
+# the emulator), and the keys its --machine spec takes after the image.
+KINDS = {"qemu": QEMU, "process": PROCESS, "attach": ATTACH, "record": LISTEN, "boot": EMULATOR}
+KEYS = {"qemu": ("cpus", "qemu-arg", "transport"), "process": ("cpus",), "attach": ("serial",),
+        "record": ("serial",), "boot": ("cpus",)}
+MACHINE_FORM = "NAME=KIND:IMAGE[,key=value...]"
+NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # relayd's path-safe rule: a machine's name is a directory of its own
+
+
+@record(frozen=True)
+class Machine:
+    """One machine of a fleet: its name, its kind (a key of KINDS), its image and its own options."""
+
+    name: str
+    kind: str
+    image: str
+    serial: str | None = None  # attach, record: the line
+    cpus: int | None = None  # qemu, process, boot (None: the target's default)
+    qemu_args: tuple[str, ...] = ()
+    transport: str | None = None  # qemu: shared or serial
+
+
+@record
+class Outcome:
+    """How a machine's session ended: clean or not (and why not), what it recorded."""
+
+    name: str
+    ok: bool = False
+    why: str = ""
+    events: int = 0
+    lost: int = 0
+    damaged: int = 0
+
+
+def check_name(name: str, option: str) -> str:
+    """A machine's name, path-safe (it names the machine's trace directory and its relay session)."""
+    if not NAME.fullmatch(name) or name.startswith("."):
+        raise SdtError("", f"{option}: {printable(name)!r} is not a machine name",
+                       "give 1 to 64 letters, digits, '_', '.' or '-', not starting with '.'")
+    return name
+
+
+def parse_machine(text: str) -> Machine:
+    """--machine NAME=KIND:IMAGE[,key=value...], checked: one line for anything wrong, before anything starts."""
+    option = f"--machine {printable(text)}"
+    fix = f"give {MACHINE_FORM}, e.g. vm1=qemu:kernel.elf,cpus=4 or b1=attach:kernel.elf,serial=tcp:board1:4000"
+    name, eq, rest = text.partition("=")
+    kind, colon, rest = rest.partition(":")
+    image, *pairs = rest.split(",")
+    if not (eq and colon and image):
+        raise SdtError("", f"{option} is not {MACHINE_FORM}", fix)
+    check_name(name, option)
+    if kind not in KINDS:
+        raise SdtError("", f"{option}: unknown kind {printable(kind)!r}", f"use one of {', '.join(KINDS)}")
+    fields: dict = {"qemu_args": []}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or key not in KEYS[kind]:
+            takes = ", ".join(f"{k}=" for k in KEYS[kind])
+            raise SdtError("", f"{option}: a {kind} machine takes no {printable(pair)!r}", f"it takes {takes}")
+        if key == "cpus":
+            if not value.isdigit() or int(value) < 1:
+                raise SdtError("", f"{option}: cpus={printable(value)} is not a number of CPUs", "give cpus=N, N >= 1")
+            fields["cpus"] = int(value)
+        elif key == "qemu-arg":
+            fields["qemu_args"].append(value)
+        else:
+            fields[key] = value
+    if kind in ("attach", "record") and not fields.get("serial"):
+        raise SdtError("", f"{option}: an {kind} machine needs its line", f"add ,serial=LINE ({fix})")
+    return Machine(name, kind, image, fields.get("serial"), fields.get("cpus"), tuple(fields["qemu_args"]),
+                   fields.get("transport"))
+
+
+def serial_machines(kind: str, image: str, lines: list[str]) -> list[Machine]:
+    """`attach`/`record` with several --serial: a machine a line, named after it (``tcp:board1:4000`` is
+    ``board1-4000``, a device or FIFO its file's name), a ``-N`` after a name two lines share."""
+    names: list[str] = []
+    for line in lines:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", line.removeprefix("tcp:") if line.startswith("tcp:")
+                      else os.path.basename(line.rstrip("/"))).strip("-.")[:60] or "line"
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}-{n}"
+        names.append(name)
+    return [Machine(name, kind, image, line) for name, line in zip(names, lines, strict=True)]
+
+
+def check_fleet(machines: list[Machine], t: Tracing) -> None:
+    """What a fleet refuses before anything starts: no machine, two of one name, what only one machine can have."""
+    if not machines:
+        raise SdtError("", "a fleet needs machines", f"give --machine {MACHINE_FORM} for each")
+    seen: set[str] = set()
+    for m in machines:
+        if m.name in seen:
+            raise SdtError("", f"two machines are named {m.name!r}: each names its own trace and relay session",
+                           "give each --machine a name of its own")
+        seen.add(m.name)
+    if t.interactive:
+        raise SdtError("", "-i opens one console, and a fleet has several machines", "leave out -i")
+    if t.post_mortem is not None or any(kind == "snapshot" for kind, _, _ in t.actions):
+        raise SdtError("", "--post-mortem and --snapshot write one PATH, and a fleet has several machines",
+                       "trace each machine with --trace DIR (one CTF trace a machine)")
+    if any(kind == "script" and value == "-" for kind, value, _ in t.actions):
+        raise SdtError("", "--script - reads standard input once, and a fleet has several machines",
+                       "give the script as a file")
+
+
+class Lines:
+    """One output several machines write to at once: each write whole (a line is never cut by another's)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out, self.lock = out, threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            n = self.out.write(text)
+            self.out.flush()
+            return n
+
+    def flush(self) -> None:
+        with self.lock:
+            self.out.flush()
+
+
+class MachineReporter(Reporter):
+    """A machine's reporter: every line says the machine, and the first error is kept for its summary."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.first_error = ""
+
+    def error(self, text: str, fix: str = "") -> None:
+        self.first_error = self.first_error or text
+        super().error(text, fix)
+
+    def refusal(self, e: SdtError) -> None:
+        """What the machine's session refused before its kernel started (its line, its image): its one line."""
+        self.first_error = self.first_error or e.what
+        if self.as_json:
+            self._emit({"event": "error", "text": str(e), "fix": e.fix}, None)
+        else:
+            self.out.flush()
+            self.err.write(self._said_by(str(e)) + "\n")
+            self.err.flush()
+
+    def ended(self, o: Outcome) -> None:
+        """The machine's summary, said as soon as it ends."""
+        said = f"{o.events} events, {o.lost} lost, {o.damaged} damaged"
+        self._emit({"event": "machine", "ok": o.ok, "why": o.why, "events": o.events, "lost": o.lost,
+                    "damaged": o.damaged}, f"done: {said}" if o.ok else f"failed: {printable(o.why)}; {said}")
+
+
+class FleetTrace:
+    """The fleet's --trace: where each machine's session writes its packets, put in place when every machine is done.
+
+    CTF: DIR/NAME/, a trace a machine, each in place whole when its machine's session finishes it."""
+
+    def __init__(self, path: str, fmt: str) -> None:
+        if fmt != "ctf":
+            raise SdtError(printable(path), f"a {fmt} trace of several machines is not written yet",
+                           "give --trace DIR: one CTF trace a machine, DIR/NAME/")
+        os.makedirs(path, exist_ok=True)
+        self.path = path
+
+    def opener(self, name: str):
+        """The sink opener of machine ``name``'s session (sdtgen.session.session.TraceOpener)."""
+        from sdtgen.trace.sink import open_trace
+
+        path = os.path.join(self.path, name)
+        return lambda meta, bits, little: open_trace(path, "ctf", meta, bits, little)
+
+    def finish(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def run_fleet(machines: list[Machine], t: Tracing, buffer_size: int | None = None, overflow: str | None = None,
+              out: TextIO | None = None, err: TextIO | None = None) -> bool:
+    """Every machine's session at once, ``t``'s actions on each (its image each machine's own), each on a thread of
+    its own; whether every machine ended clean. ``buffer_size`` and ``overflow``: each CPU's ring, on every machine.
+    Ctrl-C (SIGTERM, SIGHUP) ends every machine's session as it ends one's."""
+    from sdtgen.session.starts import check_timeout, trace_option
+
+    check_fleet(machines, t)
+    check_timeout(t.timeout)
+    for m in machines:  # the trace apart from every image
+        trace = trace_option(m.image, t.trace, t.trace_format)
+    fleet_trace = FleetTrace(*trace) if trace is not None else None
+    out, err = Lines(out or sys.stdout), Lines(err or sys.stderr)
+    outcomes = {m.name: Outcome(m.name) for m in machines}
+    threads = []
+    for m in machines:
+        reporter = MachineReporter(as_json=t.as_json, quiet=t.quiet, out=out, err=err, machine=m.name)
+        opener = fleet_trace.opener(m.name) if fleet_trace is not None else None
+        run = _machine_run(m, t, reporter, opener, buffer_size, overflow, outcomes[m.name])
+        threads.append(threading.Thread(target=run, name=f"sdtgen-machine-{m.name}", daemon=True))
+    for thread in threads:
+        thread.start()
+    try:
+        _join(threads)
+    except BaseException:  # Ctrl-C, SIGTERM: each machine's session ends as Ctrl-C ends one, its trace kept
+        for thread in threads:
+            _interrupt(thread)
+        _join(threads)
+        if fleet_trace is not None:
+            fleet_trace.finish()
+        raise
+    if fleet_trace is not None:
+        fleet_trace.finish()
+    failed = [o.name for o in outcomes.values() if not o.ok]
+    if failed:
+        Reporter(as_json=t.as_json, out=out, err=err).error(
+            f"{len(failed)} of {len(machines)} machines failed: {', '.join(failed)}", "see their lines above")
+    return not failed
+
+
+def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buffer_size: int | None,
+                 overflow: str | None, outcome: Outcome) -> Callable[[], None]:
+    """What machine ``m``'s thread does: its session, then its summary line, whatever ended it."""
+    sessions: list = []
+
+    def run() -> None:
+        try:
+            if m.kind == "record":
+                got = record_session(m.image, m.serial, None, reporter=reporter, trace_to=opener,
+                                     opened=sessions.append)
+                outcome.ok = got is not None
+            else:
+                options = {"buffer_size": buffer_size, "overflow": overflow}
+                if m.kind in ("qemu", "process", "boot"):
+                    options["cpus"] = m.cpus
+                if m.kind == "qemu":
+                    options.update(qemu_args=list(m.qemu_args), transport=m.transport)
+                outcome.ok = trace_session(KINDS[m.kind], machine_tracing(t, m), m.serial, reporter=reporter,
+                                           trace_to=opener, opened=sessions.append, **options)
+        except SdtError as e:
+            reporter.refusal(e)
+        except KeyboardInterrupt:
+            reporter.first_error = reporter.first_error or "interrupted"
+        except Exception as e:  # a machine's thread never takes the others with it: said as that machine's failure
+            reporter.error(f"{type(e).__name__}: {e}")
+        finally:
+            if sessions:
+                _count(sessions[0], outcome)
+            if not outcome.ok:
+                outcome.why = reporter.first_error or _why(sessions[0] if sessions else None)
+            reporter.ended(outcome)
+
+    return run
+
+
+def machine_tracing(t: Tracing, m: Machine) -> Tracing:
+    """The fleet's Tracing as machine ``m``'s session takes it: its image, its trace its own (FleetTrace's), its
+    actions its own (a predicate's or an aggregation's program is compiled for its image as it starts)."""
+    return replace(t, image=m.image, actions=copy.deepcopy(t.actions), trace=None, trace_format=None)
+
+
+def _count(session, outcome: Outcome) -> None:
+    """What a machine's session recorded, for its summary."""
+    outcome.events = sum(session.hits.values())
+    outcome.damaged = session.damaged
+    if session.streams is not None:
+        outcome.lost = sum(x.total for x in session.streams.last_lost().values())
+
+
+def _why(session) -> str:
+    """Why a session that said no error of its own did not end clean."""
+    if session is None:
+        return "it never started"
+    if session.faults:
+        return f"{session.faults} fault{'s' if session.faults > 1 else ''} in its calls"
+    if session.damaged:
+        return f"{session.damaged} packets damaged"
+    if session.refused_modules:
+        return f"{session.refused_modules} modules refused"
+    return "interrupted"
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    """Until every thread has ended, Ctrl-C heard meanwhile (a join with no timeout would not hear it)."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+
+
+def _interrupt(thread: threading.Thread) -> None:
+    """Ctrl-C raised in ``thread`` as the main thread hears it, so its session ends as one does on Ctrl-C: between
+    two of its bytecodes (a wait on its kernel's line ends at the line's next read)."""
+    if thread.is_alive() and thread.ident is not None:
+        set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+        set_async.argtypes = (ctypes.c_ulong, ctypes.py_object)  # a thread id passed whole
+        set_async(thread.ident, KeyboardInterrupt)

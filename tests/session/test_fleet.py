@@ -1,0 +1,164 @@
+"""Several machines in one command (sdtgen/session/fleet.py): `sdtgen fleet`, `attach` and `record` with several
+--serial. Each machine's session runs on its own with the same actions, its lines say which machine it is, its events
+are its native run's (the fixture's C compiled for this machine, tools/native.py) and its CTF trace, read back by
+babeltrace2, holds them; a machine whose line never answers holds none of the others' results back (shown by the
+order of the lines, never by a clock); a bad --machine is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import SDTGEN, sdtgen
+from process_oracle import ACTIONS, fired, firing, native, read_back
+from serial_line import Packet, event, info
+
+from sdtgen.image import Image
+
+LINE_GUARD = 120  # seconds without a line before a test stops waiting (a hang guard, never an assertion on time)
+
+
+@pytest.fixture(scope="module")
+def want(native_exe) -> tuple[list, list, int]:
+    return native(native_exe)
+
+
+def test_two_process_machines_each_fire_their_native_run_and_each_has_its_own_trace(kernel_proc, want, tmp_path):
+    firings, returns, _ = want
+    trace = tmp_path / "fleet"
+    r = sdtgen("fleet", "--machine", f"one=process:{kernel_proc}", "--machine", f"two=process:{kernel_proc},cpus=2",
+               *ACTIONS, "--trace", str(trace), "--json", "--timeout", "120")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert {e["machine"] for e in events} == {"one", "two"}  # every line says its machine
+    assert fired(events, 0, "one") == firings
+    assert fired(events, 0, "two") == fired(events, 1, "two") == firings
+    assert [e["value"] for e in events if e["machine"] == "one" and e["event"] == "return"] == returns
+    ends = {e["machine"]: e for e in events if e["event"] == "machine"}
+    assert ends["one"]["ok"] and ends["two"]["ok"] and ends["two"]["lost"] == 0
+    assert sorted(p.name for p in trace.iterdir()) == ["one", "two"]
+    assert read_back(trace / "one") == {0: firings}
+    assert read_back(trace / "two") == {0: firings, 1: firings}
+
+
+def test_a_human_line_says_its_machine(kernel_proc):
+    r = sdtgen("fleet", "--machine", f"one=process:{kernel_proc}", "--machine", f"two=process:{kernel_proc}",
+               "--enable", "hk:sched::", "--run", "sched_run", "--arg", "2")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    for name in ("one", "two"):
+        assert f"[{name}] hk:sched:run:tick  arg0=1 arg1=3" in lines
+        assert f"[{name}] sched_run(2) = 3" in lines
+        assert f"[{name}] done: 2 events, 0 lost, 0 damaged" in lines
+
+
+class Lines:
+    """A running command's standard output, a JSON event a line, read as they come."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc, self.buffer, self.seen = proc, b"", []
+
+    def next(self) -> dict | None:
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.proc.stdout], [], [], LINE_GUARD)
+            assert ready, f"no line in {LINE_GUARD} s; so far {self.seen}"
+            data = os.read(self.proc.stdout.fileno(), 65536)
+            if not data:
+                return None
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        self.seen.append(json.loads(line))
+        return self.seen[-1]
+
+    def until(self, check) -> None:
+        while not check(self.next()):
+            pass
+
+
+def streamed(image: Path, cpus: int) -> tuple[bytes, dict[int, list]]:
+    """What a kernel that streams by itself sends on its line (docs/runtime.md's frames, tests/serial_line.py): the
+    info frame and a packet a CPU of hk:sched:run:tick firings, and those firings, CPU by CPU."""
+    with Image(str(image)) as im:
+        key = next(p.key for p in im.probes() if p.spec == "hk:sched:run:tick")
+    data, sent = info(1_000_000_000), {}
+    for cpu in range(cpus):
+        ticks = [(1000 + 10 * k, k, 7 * k + cpu) for k in range(3)]
+        data += Packet(cpu, 1, [event(ts, key, (a, b)) for ts, a, b in ticks], 1000, 1100).sent()
+        sent[cpu] = [firing("hk:sched:run:tick", [a, b]) for _, a, b in ticks]
+    return data, sent
+
+
+def test_a_machine_whose_line_says_nothing_holds_none_of_the_others_results_back(kernel_proc, want, tmp_path):
+    """`quiet` records a line on which nothing comes until the test has read every result of `busy`, machine
+    summary included: had the fleet waited for it, that summary could not have come. Then its kernel streams, and
+    its recording holds what it sent."""
+    firings, _, _ = want
+    fifo = tmp_path / "line"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)  # a writer on the line from the start: the recording waits for bytes
+    proc = subprocess.Popen([SDTGEN, "fleet", "--machine", f"quiet=record:{kernel_proc},serial={fifo}",
+                             "--machine", f"busy=process:{kernel_proc}", *ACTIONS,
+                             "--json", "--timeout", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out = Lines(proc)
+        out.until(lambda e: e is None or (e["event"] == "machine" and e["machine"] == "busy"))
+        assert out.seen[-1]["ok"]
+        assert [e for e in out.seen if e["machine"] == "quiet"] == []  # nothing of it yet: its line is silent
+        data, sent = streamed(kernel_proc, 2)
+        os.write(held, data)
+        os.close(held)
+        held = None
+        while out.next() is not None:
+            pass
+        assert proc.wait(LINE_GUARD) == 0, proc.stderr.read()
+    finally:
+        if held is not None:
+            os.close(held)
+        proc.kill()
+        proc.wait()
+    assert fired(out.seen, 0, "busy") == firings
+    assert {cpu: fired(out.seen, cpu, "quiet") for cpu in sent} == sent
+    [end] = [e for e in out.seen if e["event"] == "machine" and e["machine"] == "quiet"]
+    assert end["ok"] and end["events"] == 6
+
+
+def test_a_failed_machine_fails_the_fleet_and_the_last_line_names_it(kernel_proc, want, tmp_path):
+    _, _, total = want
+    r = sdtgen("fleet", "--machine", f"gone=attach:{kernel_proc},serial={tmp_path / 'nothing'}",
+               "--machine", f"fine=process:{kernel_proc}", *ACTIONS)
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        f"[gone] {tmp_path / 'nothing'}: error: cannot open the serial line: No such file or directory; give "
+        "tcp:HOST:PORT, a tty, or the base path of a FIFO pair BASE.in/BASE.out",
+        "sdtgen: error: 1 of 2 machines failed: gone; see their lines above"]
+    lines = r.stdout.splitlines()
+    assert "[gone] failed: cannot open the serial line: No such file or directory; 0 events, 0 lost, 0 damaged" in lines
+    assert f"[fine] done: {total} events, 0 lost, 0 damaged" in lines
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ("vm1", "--machine vm1 is not NAME=KIND:IMAGE[,key=value...]"),
+    ("vm1=qemu", "--machine vm1=qemu is not NAME=KIND:IMAGE[,key=value...]"),
+    ("vm/1=qemu:k.elf", "--machine vm/1=qemu:k.elf: 'vm/1' is not a machine name"),
+    ("vm1=vm:k.elf", "--machine vm1=vm:k.elf: unknown kind 'vm'"),
+    ("vm1=process:k.elf,serial=/dev/ttyS0", "--machine vm1=process:k.elf,serial=/dev/ttyS0: a process machine takes "
+                                           "no 'serial=/dev/ttyS0'"),
+    ("vm1=qemu:k.elf,cpus=many", "--machine vm1=qemu:k.elf,cpus=many: cpus=many is not a number of CPUs"),
+    ("b1=attach:k.elf", "--machine b1=attach:k.elf: an attach machine needs its line"),
+])
+def test_a_bad_machine_is_one_line(spec, said):
+    r = sdtgen("fleet", "--machine", spec, "--run", "kmain")
+    assert r.returncode == 2 and r.stdout == ""
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"sdtgen: error: {said}"), line
+
+
+def test_two_machines_of_one_name_are_refused(kernel_proc):
+    r = sdtgen("fleet", "--machine", f"a=process:{kernel_proc}", "--machine", f"a=process:{kernel_proc},cpus=2")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == ["sdtgen: error: two machines are named 'a': each names its own trace and relay "
+                                     "session; give each --machine a name of its own"]
