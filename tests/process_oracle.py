@@ -4,7 +4,9 @@ fired, in one shape to compare: the tests of `sdtgen process` and of fleets of s
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 from helpers import need_tool, run
@@ -58,3 +60,17 @@ def read_back(trace: Path) -> dict[int, list[tuple[str, list]]]:
         args = [f.split(" = ", 1)[1] for f in m[3].split(", ")] if m[3] else []
         out.setdefault(int(m[2]), []).append(firing(m[1], [a[1:-1] if a.startswith('"') else int(a) for a in args]))
     return out
+
+
+def serve(program: Path, base: Path, cpus: int) -> subprocess.Popen:
+    """The program as the process target starts it (its flags spelt here, as docs/runtime.md gives them), on the
+    FIFO pair BASE.in/BASE.out that `sdtgen attach --serial BASE` opens (as QEMU's -serial pipe:BASE)."""
+    os.mkfifo(f"{base}.in")
+    os.mkfifo(f"{base}.out")
+    fds = [os.open(f"{base}.{end}", os.O_RDWR) for end in ("in", "out")]  # neither end waits for the other
+    try:
+        return subprocess.Popen([str(program), "--cpus", str(cpus), "--buffer", "65536", "--packet", "4096",
+                                 "--overflow", "discard", "--control"], stdin=fds[0], stdout=fds[1])
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -120,6 +120,12 @@ def check_fleet(machines: list[Machine], t: Tracing) -> None:
         raise SdtError("", "a fleet needs machines", f"give --machine {MACHINE_FORM} for each")
     seen: set[str] = set()
     for m in machines:
+        try:  # every image there before any machine starts (a missing one would fail its machine alone, later)
+            with open(m.image, "rb"):
+                pass
+        except OSError as e:
+            raise SdtError(printable(m.image), f"machine {m.name}'s image cannot be read: {e.strerror or e}",
+                           "check the path") from None
         if m.name in seen:
             raise SdtError("", f"two machines are named {m.name!r}: each names its own trace and relay session",
                            "give each --machine a name of its own")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import SDTGEN, sdtgen
-from process_oracle import ACTIONS, fired, firing, native, read_back
+from process_oracle import ACTIONS, fired, firing, native, read_back, serve
 from serial_line import Packet, event, info
 
 from sdtgen.image import Image
@@ -162,3 +162,48 @@ def test_two_machines_of_one_name_are_refused(kernel_proc):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.splitlines() == ["sdtgen: error: two machines are named 'a': each names its own trace and relay "
                                      "session; give each --machine a name of its own"]
+
+
+def test_a_missing_image_is_one_line_before_any_machine_starts(kernel_proc, tmp_path):
+    r = sdtgen("fleet", "--machine", f"a=process:{kernel_proc}", "--machine", f"b=qemu:{tmp_path / 'k.elf'}",
+               "--run", "kmain")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [f"{tmp_path / 'k.elf'}: error: machine b's image cannot be read: No such file or "
+                                     "directory; check the path"]
+
+
+def test_attach_with_two_lines_drives_both_kernels_each_a_machine_named_after_its_line(kernel_proc, want, tmp_path):
+    """Two kernels, each a process served on a FIFO pair (as QEMU's -serial pipe:BASE): one `sdtgen attach` with
+    both lines, the same actions on each; each fires its native run on each of its CPUs, and has its own trace."""
+    firings, returns, _ = want
+    kernels = [serve(kernel_proc, tmp_path / name, 2) for name in ("east", "west")]
+    try:
+        r = sdtgen("attach", kernel_proc, "--serial", str(tmp_path / "east"), "--serial", str(tmp_path / "west"),
+                   *ACTIONS, "--json", "--trace", str(tmp_path / "trace"))
+    finally:
+        for k in kernels:
+            k.kill()
+            k.wait()
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    for name in ("east", "west"):
+        assert fired(events, 0, name) == fired(events, 1, name) == firings
+        assert [e["value"] for e in events if e["machine"] == name and e["event"] == "return" and e["cpu"] == 1] \
+            == returns
+        assert read_back(tmp_path / "trace" / name) == {0: firings, 1: firings}
+    assert sorted(e["machine"] for e in events if e["event"] == "machine" and e["ok"]) == ["east", "west"]
+
+
+def test_record_with_two_lines_records_each_kernel_into_a_trace_of_its_own(kernel_proc, tmp_path):
+    """Two kernels' streams (capture files of the documented frames): each a machine, its events what its line
+    carried, its trace in DIR/NAME/ read back by babeltrace2."""
+    lines = {"a.cap": streamed(kernel_proc, 1), "b.cap": streamed(kernel_proc, 2)}
+    for name, (data, _) in lines.items():
+        (tmp_path / name).write_bytes(data)
+    r = sdtgen("record", kernel_proc, *[w for name in lines for w in ("--serial", str(tmp_path / name))],
+               "--trace", str(tmp_path / "trace"), "--json")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    for name, (_, sent) in lines.items():
+        assert {cpu: fired(events, cpu, name) for cpu in sent} == sent
+        assert read_back(tmp_path / "trace" / name) == sent
