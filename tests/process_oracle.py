@@ -32,9 +32,10 @@ def firing(probe: str, args: list) -> tuple[str, list]:
     return probe, [a & MASK if isinstance(a, int) else a for a in args]
 
 
-def native(native_exe: Path) -> tuple[list, list, int]:
-    """The native run's firings (but the pointer ones) and return values, in order, and how many fired in all."""
-    ran = run_native(native_exe, CALLS)
+def native(native_exe: Path, calls: list[Call] = CALLS) -> tuple[list, list, int]:
+    """The native run of ``calls``: its firings (but the pointer ones) and return values, in order, and how many fired
+    in all."""
+    ran = run_native(native_exe, calls)
     return ([firing(e["probe"], e["args"]) for e in ran if "probe" in e and not e["probe"].startswith(POINTER)],
             [e["return"] for e in ran if "return" in e], sum("probe" in e for e in ran))
 

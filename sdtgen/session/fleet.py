@@ -225,38 +225,71 @@ def run_fleet(machines: list[Machine], t: Tracing, buffer_size: int | None = Non
     fleet_trace = FleetTrace(*trace) if trace is not None else None
     out, err = Lines(out or sys.stdout), Lines(err or sys.stderr)
     outcomes = {m.name: Outcome(m.name) for m in machines}
-    threads = []
+    running = []
     for m in machines:
         reporter = MachineReporter(as_json=t.as_json, quiet=t.quiet, out=out, err=err, machine=m.name)
         opener = fleet_trace.opener(m.name) if fleet_trace is not None else None
-        run = _machine_run(m, t, reporter, opener, buffer_size, overflow, outcomes[m.name])
-        threads.append(threading.Thread(target=run, name=f"sdtgen-machine-{m.name}", daemon=True))
-    for thread in threads:
-        thread.start()
+        running.append(Running(m.name, _machine_run(m, t, reporter, opener, buffer_size, overflow, outcomes[m.name])))
+    for r in running:
+        r.thread.start()
+    stopped: BaseException | None = None
     try:
-        _join(threads)
-    except BaseException:  # Ctrl-C, SIGTERM: each machine's session ends as Ctrl-C ends one, its trace kept
-        for thread in threads:
-            _interrupt(thread)
-        _join(threads)
-        if fleet_trace is not None:
-            fleet_trace.finish()
-        raise
+        for r in running:
+            r.wait()
+    except BaseException as e:  # Ctrl-C, SIGTERM, SIGHUP: each machine's session ends as Ctrl-C ends one
+        stopped = e
+        for r in running:
+            r.interrupt()
+        for r in running:  # a second one leaves at once
+            r.wait()
     if fleet_trace is not None:
         fleet_trace.finish()
     failed = [o.name for o in outcomes.values() if not o.ok]
     if failed:
         Reporter(as_json=t.as_json, out=out, err=err).error(
             f"{len(failed)} of {len(machines)} machines failed: {', '.join(failed)}", "see their lines above")
-    return not failed
+        if stopped is not None:  # the command ends as the signal ends one machine's stopped in its actions
+            raise stopped
+    return not failed  # every machine ended clean, a signal or not (as dtrace's --interval sessions end on Ctrl-C)
+
+
+class Running:
+    """A machine's thread: waited for, and interrupted while its session runs. Never through Thread.join or is_alive:
+    Python 3.11's, interrupted by a signal in the main thread, mark a thread that runs on as stopped."""
+
+    def __init__(self, name: str, work: Callable[[Running], None]) -> None:
+        self.done = threading.Event()
+        self.in_session = True  # where Ctrl-C is raised in it: not once it says its summary
+        self.thread = threading.Thread(target=self._run, args=(work,), name=f"sdtgen-machine-{name}", daemon=True)
+
+    def _run(self, work: Callable[[Running], None]) -> None:
+        try:
+            work(self)
+        except KeyboardInterrupt:  # raised as it ended its session: its summary is said or not, it is done
+            pass
+        finally:
+            self.done.set()
+
+    def wait(self) -> None:
+        """Until the machine is done; a signal meanwhile raises its exception here, in the main thread."""
+        while not self.done.wait(0.2):
+            pass
+
+    def interrupt(self) -> None:
+        """Ctrl-C raised in the machine's thread as the main thread hears it, so its session ends as one does on
+        Ctrl-C: between two of its bytecodes (a wait on its kernel's line ends at the line's next read)."""
+        if self.in_session and not self.done.is_set() and self.thread.ident is not None:
+            set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+            set_async.argtypes = (ctypes.c_ulong, ctypes.py_object)  # a thread id passed whole
+            set_async(self.thread.ident, KeyboardInterrupt)
 
 
 def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buffer_size: int | None,
-                 overflow: str | None, outcome: Outcome) -> Callable[[], None]:
+                 overflow: str | None, outcome: Outcome) -> Callable[[Running], None]:
     """What machine ``m``'s thread does: its session, then its summary line, whatever ended it."""
     sessions: list = []
 
-    def run() -> None:
+    def run(me: Running) -> None:
         try:
             if m.kind == "record":
                 got = record_session(m.image, m.serial, None, reporter=reporter, trace_to=opener,
@@ -277,6 +310,7 @@ def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buff
         except Exception as e:  # a machine's thread never takes the others with it: said as that machine's failure
             reporter.error(f"{type(e).__name__}: {e}")
         finally:
+            me.in_session = False
             if sessions:
                 _count(sessions[0], outcome)
             if not outcome.ok:
@@ -311,19 +345,3 @@ def _why(session) -> str:
     if session.refused_modules:
         return f"{session.refused_modules} modules refused"
     return "interrupted"
-
-
-def _join(threads: list[threading.Thread]) -> None:
-    """Until every thread has ended, Ctrl-C heard meanwhile (a join with no timeout would not hear it)."""
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
-
-
-def _interrupt(thread: threading.Thread) -> None:
-    """Ctrl-C raised in ``thread`` as the main thread hears it, so its session ends as one does on Ctrl-C: between
-    two of its bytecodes (a wait on its kernel's line ends at the line's next read)."""
-    if thread.is_alive() and thread.ident is not None:
-        set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
-        set_async.argtypes = (ctypes.c_ulong, ctypes.py_object)  # a thread id passed whole
-        set_async(thread.ident, KeyboardInterrupt)

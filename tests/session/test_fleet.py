@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from helpers import SDTGEN, sdtgen
-from process_oracle import ACTIONS, fired, firing, native, read_back, serve
+from native_oracle import Call
+from process_oracle import ACTIONS, fired, firing, native, read_back, runs, serve
 from serial_line import Packet, event, info
 
 from sdtgen.image import Image
@@ -78,6 +81,13 @@ class Lines:
         while not check(self.next()):
             pass
 
+    def rest(self) -> None:
+        """Every line until the command ends, at most LINE_GUARD seconds from now (a hang guard: a command that
+        goes on printing would never end otherwise)."""
+        guard = time.monotonic() + LINE_GUARD
+        while self.next() is not None:
+            assert time.monotonic() < guard, f"still printing after {LINE_GUARD} s: {self.seen[-3:]}"
+
 
 def streamed(image: Path, cpus: int) -> tuple[bytes, dict[int, list]]:
     """What a kernel that streams by itself sends on its line (docs/runtime.md's frames, tests/serial_line.py): the
@@ -112,8 +122,7 @@ def test_a_machine_whose_line_says_nothing_holds_none_of_the_others_results_back
         os.write(held, data)
         os.close(held)
         held = None
-        while out.next() is not None:
-            pass
+        out.rest()
         assert proc.wait(LINE_GUARD) == 0, proc.stderr.read()
     finally:
         if held is not None:
@@ -207,3 +216,36 @@ def test_record_with_two_lines_records_each_kernel_into_a_trace_of_its_own(kerne
     for name, (_, sent) in lines.items():
         assert {cpu: fired(events, cpu, name) for cpu in sent} == sent
         assert read_back(tmp_path / "trace" / name) == sent
+
+
+def test_sigterm_ends_every_machines_session_as_ctrl_c_ends_one_and_each_trace_is_kept(kernel_proc, native_exe,
+                                                                                         tmp_path):
+    """With --interval each session runs after its actions until Ctrl-C, as dtrace's: SIGTERM to the fleet ends
+    both, each with its last printa (a count of hk:vfs's firings) and its trace of hk:sched's whole (babeltrace2 reads
+    the native run's), exit 0."""
+    calls = [Call("sched_run", (4,)), Call("vfs_lookup_id", (3,))]
+    ran = native(native_exe, calls)[0]
+    ticks, lookups = [f for f in ran if f[0].startswith("hk:sched:")], [f for f in ran if f[0].startswith("hk:vfs:")]
+    trace = tmp_path / "trace"
+    proc = subprocess.Popen([SDTGEN, "fleet", "--machine", f"a=process:{kernel_proc}", "--machine",
+                             f"b=process:{kernel_proc},cpus=2", "--aggregate", "hk:vfs:: { @n = count(); }",
+                             "--enable", "hk:sched::", *runs(calls), "--interval", "0.2", "--trace", str(trace),
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out = Lines(proc)
+        printed: set[str] = set()
+        out.until(lambda e: e is None or printed.update([e["machine"]] if e["event"] == "aggregations" else [])
+                  or printed == {"a", "b"})
+        proc.send_signal(signal.SIGTERM)
+        out.rest()
+        assert proc.wait(LINE_GUARD) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    ends = {e["machine"]: e for e in out.seen if e["event"] == "machine"}
+    assert ends["a"]["ok"] and ends["b"]["ok"]
+    assert read_back(trace / "a") == {0: ticks}
+    assert read_back(trace / "b") == {0: ticks, 1: ticks}
+    last = {e["machine"]: e for e in out.seen if e["event"] == "aggregations"}
+    assert [r["value"] for r in last["a"]["aggregations"][0]["rows"]] == [len(lookups)]
+    assert [r["value"] for r in last["b"]["aggregations"][0]["rows"]] == [2 * len(lookups)]
