@@ -25,7 +25,7 @@ def runs(calls: list[Call]) -> list[str]:
                                         *[x for a in c.args for x in ("--arg", str(a))])]
 
 
-ACTIONS = ["--enable", "hk:::", "--enable", "raw:::", *runs(CALLS)]  # every probe the calls fire, then the calls
+ACTIONS = ["--enable", "hk:::", *runs(CALLS)]  # every probe the calls fire, then the calls
 
 
 def firing(probe: str, args: list) -> tuple[str, list]:
