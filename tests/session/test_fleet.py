@@ -249,3 +249,18 @@ def test_sigterm_ends_every_machines_session_as_ctrl_c_ends_one_and_each_trace_i
     last = {e["machine"]: e for e in out.seen if e["event"] == "aggregations"}
     assert [r["value"] for r in last["a"]["aggregations"][0]["rows"]] == [len(lookups)]
     assert [r["value"] for r in last["b"]["aggregations"][0]["rows"]] == [2 * len(lookups)]
+
+
+def test_an_emulated_boot_and_a_process_at_once_each_fire_the_native_run(kernel, kernel_proc, want):
+    """The emulator runs its CPUs on threads of their own, and its Ctrl-C watchdog on the main thread only: a `boot`
+    machine on a fleet's thread fires what the process beside it fires, the native run's, on each of its CPUs."""
+    firings, returns, total = want
+    r = sdtgen("fleet", "--machine", f"emu=boot:{kernel.image},cpus=2", "--machine", f"proc=process:{kernel_proc}",
+               *ACTIONS, "--json")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert fired(events, 0, "emu") == fired(events, 1, "emu") == fired(events, 0, "proc") == firings
+    assert [e["value"] for e in events if e["machine"] == "emu" and e["event"] == "return" and e["cpu"] == 1] \
+        == returns
+    ends = {e["machine"]: e for e in events if e["event"] == "machine"}
+    assert (ends["emu"]["ok"], ends["emu"]["events"], ends["proc"]["events"]) == (True, 2 * total, total)
