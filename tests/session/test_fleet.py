@@ -264,3 +264,16 @@ def test_an_emulated_boot_and_a_process_at_once_each_fire_the_native_run(kernel,
         == returns
     ends = {e["machine"]: e for e in events if e["event"] == "machine"}
     assert (ends["emu"]["ok"], ends["emu"]["events"], ends["proc"]["events"]) == (True, 2 * total, total)
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (["-i"], "-i opens one console, and a fleet has several machines; leave out -i"),
+    (["--snapshot", "s", "pm"], "--post-mortem and --snapshot write one PATH, and a fleet has several machines; trace "
+                                "each machine with --trace DIR (one CTF trace a machine)"),
+    (["--script", "-"], "--script - reads standard input once, and a fleet has several machines; give the script as "
+                        "a file"),
+])
+def test_what_only_one_machine_can_have_is_refused_in_one_line(kernel_proc, options, said):
+    r = sdtgen("fleet", "--machine", f"a=process:{kernel_proc}", "--machine", f"b=process:{kernel_proc}", *options)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [f"sdtgen: error: {said}"]
