@@ -600,9 +600,9 @@ CONSTANTS += (
     ("SDT_FRAME_INFO", ord("I"), "the frame a reader needs first: struct sdt_frame_info"),
     ("SDT_CONTROL_MAGIC", 0x4C544353, "\"SCTL\" in a little-endian word"),
     ("SDT_CONTROL_LINE", 1024, "bytes of the longest command line the control core takes"),
-    ("SDT_CONTROL_VERSION", 4, "the control protocol's version, the last word of the hello: raised whenever a "
+    ("SDT_CONTROL_VERSION", 5, "the control protocol's version, the last word of the hello: raised whenever a "
      "command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: "
-     "sessions, `@NAME`; 4: snapshots, `snapshot NAME`)"),
+     "sessions, `@NAME`; 4: snapshots, `snapshot NAME`; 5: `clock`)"),
     ("SDT_CONTROL_ESCAPE", 0x1E, "the byte (ASCII RS) a host sends before every command line: a console shared "
      "with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims)"),
     # the control core's own errors: a reply `error CODE COMMAND: TEXT` carries any SDT_ERR_*
@@ -757,6 +757,9 @@ WORDS: tuple[tuple[str, str, str], ...] = (
     ("SDT_CTL_TABLE", "table", "a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves)"),
     ("SDT_CTL_SWITCH", "switch", "switch: sdt_agg_switch, `ok switch N`"),
     ("SDT_CTL_TAKE", "take", "take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED`"),
+    # the machine's clock against the host's (docs/trace.md, "Machines")
+    ("SDT_CTL_CLOCK", "clock", "clock: `ok clock TICKS`, the clock events are stamped with (sdt_hooks.clock) read "
+     "now: a host reads its real-time clock before and after, and places the kernel's clock between"),
 )
 
 # -- the control protocol's replies: the lines a command answers with, beside its words ---------------------------

@@ -106,15 +106,15 @@ def native(native_exe):
 
 
 @pytest.fixture(scope="session")
-def kernel_proc(tmp_path_factory):
-    """fixtures/process's kernel-proc: the fixture kernel on the hosted platform (a Linux process, threads its CPUs)."""
-    out = tmp_path_factory.mktemp("process")
-    run(["make", "-C", str(ROOT / "fixtures" / "process"), f"O={out}", f"SDTGEN={SDTGEN}"])
-    return out / "kernel-proc"
-
-
-@pytest.fixture(scope="session")
 def freebsd_kernel(fixture_builds):
     """fixtures/freebsd (the rest of FreeBSD's macros, is-enabled checks) built for an architecture (and make
     variables: FORM=goto), once."""
     return lambda arch, **make_vars: fixture_builds(FREEBSD, arch, **make_vars)
+
+
+@pytest.fixture(scope="session")
+def kernel_proc(tmp_path_factory):
+    """fixtures/process's kernel-proc: the fixture kernel on the hosted platform."""
+    out = tmp_path_factory.mktemp("process")
+    run(["make", "-C", str(ROOT / "fixtures" / "process"), f"O={out}", f"SDTGEN={SDTGEN}"])
+    return out / "kernel-proc"

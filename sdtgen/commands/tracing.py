@@ -143,6 +143,7 @@ def add_record(sub) -> None:
     rc.add_argument("-q", "--quiet", action="store_true", help="do not show each event (they are counted and traced)")
     rc.add_argument("--json", action="store_true",
                     help="the kernel's lines, the events and the summary as JSON lines (as `boot --json` prints them)")
+    _add_relay_options(rc)
     rc.set_defaults(func=cmd_record)
 
 
@@ -236,6 +237,17 @@ def _add_run_options(b: argparse.ArgumentParser, trap_help: str, image: str | No
                         "the session runs until Ctrl-C")
     b.add_argument("-q", "--quiet", action="store_true", help="do not show each firing (they are counted and traced)")
     b.add_argument("--json", action="store_true", help="print every event as one JSON line (JSON Lines) on stdout")
+    _add_relay_options(b)
+
+
+def _add_relay_options(b: argparse.ArgumentParser) -> None:
+    b.add_argument("--relayd", metavar="URL",
+                   help="stream the trace live to lttng-relayd at net://HOST[:CONTROL_PORT[:DATA_PORT]] (ports "
+                        "5342, 5343 by default): watch it with babeltrace2 --input-format=lttng-live "
+                        "net://HOST/host/NAME/SESSION (docs/live.md)")
+    b.add_argument("--name", metavar="NAME",
+                   help="the machine's name in the relay daemon (its host directory and the live URL's NAME; "
+                        "default: this host's name and the command, e.g. build7-qemu-riscv64)")
 
 
 def _add_post_mortem(b: argparse.ArgumentParser, when: str) -> None:
@@ -285,7 +297,7 @@ def _tracing(args: argparse.Namespace):
 
     return Tracing(args.image, args.actions or [], args.interactive, args.json, args.quiet, args.arm, args.timeout,
                    args.trace, args.trace_format, args.interval, getattr(args, "post_mortem", None),
-                   args.session)
+                   args.session, args.relayd, args.name)
 
 
 def cmd_boot(args: argparse.Namespace) -> int:
@@ -371,9 +383,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         from sdtgen.session.fleet import run_fleet, serial_machines
         from sdtgen.session.starts import Tracing
 
-        t = Tracing(args.image, [], as_json=args.json, quiet=args.quiet, trace=args.trace, trace_format="ctf")
+        t = Tracing(args.image, [], as_json=args.json, quiet=args.quiet, trace=args.trace, trace_format="ctf",
+                    relayd=args.relayd, name=args.name)
         return EXIT_OK if run_fleet(serial_machines("record", args.image, args.serial), t) else EXIT_FAIL
-    got = record_session(args.image, args.serial[0], args.trace, args.json, args.quiet)
+    got = record_session(args.image, args.serial[0], args.trace, args.json, args.quiet, args.relayd, args.name)
     if got is None:
         return EXIT_FAIL
     if args.json:

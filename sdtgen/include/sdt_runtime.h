@@ -170,7 +170,7 @@ struct sdt_session_config;
 #define SDT_FRAME_INFO           73	/* the frame a reader needs first: struct sdt_frame_info */
 #define SDT_CONTROL_MAGIC        0x4c544353	/* "SCTL" in a little-endian word */
 #define SDT_CONTROL_LINE         0x400	/* bytes of the longest command line the control core takes */
-#define SDT_CONTROL_VERSION      4	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: sessions, `@NAME`; 4: snapshots, `snapshot NAME`) */
+#define SDT_CONTROL_VERSION      5	/* the control protocol's version, the last word of the hello: raised whenever a command, a reply or a frame changes (2: replies name their command, lines start with SDT_CONTROL_ESCAPE; 3: sessions, `@NAME`; 4: snapshots, `snapshot NAME`; 5: `clock`) */
 #define SDT_CONTROL_ESCAPE       30	/* the byte (ASCII RS) a host sends before every command line: a console shared with a shell gives the bytes from it to the end of its line to the control core (sdt_control_claims) */
 #define SDT_ERR_USAGE            (-5)	/* the command's words are not what it takes */
 #define SDT_ERR_UNKNOWN          (-6)	/* not a command the control core knows */
@@ -260,6 +260,7 @@ struct sdt_session_config;
 #define SDT_CTL_TABLE            "table"	/* a CPU's tables: `table K AGG BYTES` (its struct sdt_agg, the bytes of its halves) */
 #define SDT_CTL_SWITCH           "switch"	/* switch: sdt_agg_switch, `ok switch N` */
 #define SDT_CTL_TAKE             "take"	/* take CPU: its frozen half in an SDT_FRAME_TABLES frame, `ok take USED` */
+#define SDT_CTL_CLOCK            "clock"	/* clock: `ok clock TICKS`, the clock events are stamped with (sdt_hooks.clock) read now: a host reads its real-time clock before and after, and places the kernel's clock between */
 #define SDT_CTL_SESSION          "session"	/* session open NAME BYTES PACKET POLICY [AGGBYTES [SNAPSHOT_PACKETS]] (memory from the kernel's session_memory): `ok session ID`; session close NAME (one the control core opened): `ok session N`, N the sites it disarmed; a line of `sessions` */
 #define SDT_CTL_SESSIONS         "sessions"	/* sessions: `session ID NAME POLICY CPUS RING PACKET PACKETS DISCARDED OVERWRITTEN MISPLACED PROBES` per open session, the default one first (PACKETS opened, DISCARDED and OVERWRITTEN summed over its CPUs; PROBES it takes) */
 #define SDT_CTL_SNAPSHOT         "snapshot"	/* snapshot NAME: sdt_snapshot of session NAME (a host's trigger), then `snapshot ID AREA BYTES PACKETS TAKEN LAPPED BUSY` (where its snapshot area is, each CPU's block's bytes, the closed packets a block keeps, the session's snapshot counters) and `ok snapshot KEPT`, the packets it kept */

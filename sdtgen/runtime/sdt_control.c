@@ -117,8 +117,9 @@ static SDT_CODE void say(struct out *o, const char *shape, const sdt_u64 *v)
 	send(o);
 }
 
-/* `ok COMMAND N`: the last line of a command that succeeded, with its count (unsigned: a failure says `error`). */
-static SDT_CODE int ok(struct out *o, const char *what, unsigned long n)
+/* `ok COMMAND N`: the last line of a command that succeeded, with its count (unsigned: a failure says `error`), or
+ * its value (64 bits: `clock` on a 32-bit kernel). */
+static SDT_CODE int ok(struct out *o, const char *what, sdt_u64 n)
 {
 	sdt_u64 v[SDT_FIELDS_OK];
 
@@ -933,6 +934,18 @@ static SDT_CODE int cmd_exit(struct out *o, struct words *w)
 	return ok(o, SDT_CTL_EXIT, 0);
 }
 
+/* clock: the clock events are stamped with, read now (`ok clock TICKS`). The host reads its real-time clock before
+ * it sends the line and after the reply, and puts this reading at the midpoint: where a trace of this kernel stands
+ * against the host's time, within half the round trip (docs/trace.md, "Machines"). */
+static SDT_CODE int cmd_clock(struct out *o, struct words *w)
+{
+	if (*rest(w))
+		return error(o, SDT_ERR_USAGE, "usage: clock");
+	if (!sdt_hooks.clock)
+		return error(o, SDT_ERR_UNSUPPORTED, "the kernel gave sdt_init no clock");
+	return ok(o, SDT_CTL_CLOCK, sdt_hooks.clock());
+}
+
 #include "sdt_control_programs.c"	/* program, pbytes, penable, pdisable, tables, switch, take */
 #include "sdt_control_sessions.c"	/* session open, session close, sessions */
 
@@ -969,6 +982,7 @@ static const struct command {
 	{SDT_CTL_SESSION, cmd_session},
 	{SDT_CTL_SESSIONS, cmd_sessions},
 	{SDT_CTL_SNAPSHOT, cmd_snapshot},
+	{SDT_CTL_CLOCK, cmd_clock},
 };
 
 /* The commands `@NAME` may come before: those that act on one session. */

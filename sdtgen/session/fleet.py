@@ -24,6 +24,7 @@ from sdtgen.plaindata import record, replace
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import Tracing, record_session, trace_session
 from sdtgen.targets import ATTACH, EMULATOR, LISTEN, PROCESS, QEMU
+from sdtgen.trace.model import check_machine_name
 
 # What each kind of machine is (sdtgen.targets's kinds: `record` listens to a kernel that streams by itself, `boot` is
 # the emulator), and the keys its --machine spec takes after the image.
@@ -31,7 +32,6 @@ KINDS = {"qemu": QEMU, "process": PROCESS, "attach": ATTACH, "record": LISTEN, "
 KEYS = {"qemu": ("cpus", "qemu-arg", "transport"), "process": ("cpus",), "attach": ("serial",),
         "record": ("serial",), "boot": ("cpus",)}
 MACHINE_FORM = "NAME=KIND:IMAGE[,key=value...]"
-NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # relayd's path-safe rule: a machine's name is a directory of its own
 
 
 @record(frozen=True)
@@ -57,14 +57,7 @@ class Outcome:
     events: int = 0
     lost: int = 0
     damaged: int = 0
-
-
-def check_name(name: str, option: str) -> str:
-    """A machine's name, path-safe (it names the machine's trace directory and its relay session)."""
-    if not NAME.fullmatch(name) or name.startswith("."):
-        raise SdtError("", f"{option}: {printable(name)!r} is not a machine name",
-                       "give 1 to 64 letters, digits, '_', '.' or '-', not starting with '.'")
-    return name
+    started: bool = False  # its session opened: its part of the merged trace was begun
 
 
 def parse_machine(text: str) -> Machine:
@@ -76,7 +69,7 @@ def parse_machine(text: str) -> Machine:
     image, *pairs = rest.split(",")
     if not (eq and colon and image):
         raise SdtError("", f"{option} is not {MACHINE_FORM}", fix)
-    check_name(name, option)
+    check_machine_name(name, "--machine NAME")
     if kind not in KINDS:
         raise SdtError("", f"{option}: unknown kind {printable(kind)!r}", f"use one of {', '.join(KINDS)}")
     fields: dict = {"qemu_args": []}
@@ -132,6 +125,9 @@ def check_fleet(machines: list[Machine], t: Tracing) -> None:
         seen.add(m.name)
     if t.interactive:
         raise SdtError("", "-i opens one console, and a fleet has several machines", "leave out -i")
+    if t.name is not None:
+        raise SdtError("", "--name names one machine, and each machine of a fleet has its own name",
+                       "leave out --name: `fleet --machine NAME=...` names each, several --serial each after its line")
     if t.post_mortem is not None or any(kind == "snapshot" for kind, _, _ in t.actions):
         raise SdtError("", "--post-mortem and --snapshot write one PATH, and a fleet has several machines",
                        "trace each machine with --trace DIR (one CTF trace a machine)")
@@ -185,32 +181,6 @@ class MachineReporter(Reporter):
                     "damaged": o.damaged}, f"done: {said}" if o.ok else f"failed: {printable(o.why)}; {said}")
 
 
-class FleetTrace:
-    """The fleet's --trace: where each machine's session writes its packets, put in place when every machine is done.
-
-    CTF: DIR/NAME/, a trace a machine, each in place whole when its machine's session finishes it."""
-
-    def __init__(self, path: str, fmt: str) -> None:
-        if fmt != "ctf":
-            raise SdtError(printable(path), f"a {fmt} trace of several machines is not written yet",
-                           "give --trace DIR: one CTF trace a machine, DIR/NAME/")
-        os.makedirs(path, exist_ok=True)
-        self.path = path
-
-    def opener(self, name: str):
-        """The sink opener of machine ``name``'s session (sdtgen.session.session.TraceOpener)."""
-        from sdtgen.trace.sink import open_trace
-
-        path = os.path.join(self.path, name)
-        return lambda meta, bits, little: open_trace(path, "ctf", meta, bits, little)
-
-    def finish(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-
 def run_fleet(machines: list[Machine], t: Tracing, buffer_size: int | None = None, overflow: str | None = None,
               out: TextIO | None = None, err: TextIO | None = None) -> bool:
     """Every machine's session at once, ``t``'s actions on each (its image each machine's own), each on a thread of
@@ -222,14 +192,19 @@ def run_fleet(machines: list[Machine], t: Tracing, buffer_size: int | None = Non
     check_timeout(t.timeout)
     for m in machines:  # the trace apart from every image
         trace = trace_option(m.image, t.trace, t.trace_format)
-    fleet_trace = FleetTrace(*trace) if trace is not None else None
+    if t.relayd is not None:
+        from sdtgen.transport.relayd import parse_relayd_url
+
+        parse_relayd_url(t.relayd)
+    from sdtgen.trace.sink import open_merged_trace
+
+    merged = open_merged_trace(*trace) if trace is not None else None
     out, err = Lines(out or sys.stdout), Lines(err or sys.stderr)
     outcomes = {m.name: Outcome(m.name) for m in machines}
     running = []
     for m in machines:
         reporter = MachineReporter(as_json=t.as_json, quiet=t.quiet, out=out, err=err, machine=m.name)
-        opener = fleet_trace.opener(m.name) if fleet_trace is not None else None
-        running.append(Running(m.name, _machine_run(m, t, reporter, opener, buffer_size, overflow, outcomes[m.name])))
+        running.append(Running(m.name, _machine_run(m, t, reporter, merged, buffer_size, overflow, outcomes[m.name])))
     for r in running:
         r.thread.start()
     stopped: BaseException | None = None
@@ -242,8 +217,8 @@ def run_fleet(machines: list[Machine], t: Tracing, buffer_size: int | None = Non
             r.interrupt()
         for r in running:  # a second one leaves at once
             r.wait()
-    if fleet_trace is not None:
-        fleet_trace.finish()
+    if merged is not None:  # every machine's part, whole (one that failed keeps what it wrote); none: nothing at all
+        merged.finish() if any(o.started for o in outcomes.values()) else merged.abort()
     failed = [o.name for o in outcomes.values() if not o.ok]
     if failed:
         Reporter(as_json=t.as_json, out=out, err=err).error(
@@ -284,7 +259,7 @@ class Running:
             set_async(self.thread.ident, KeyboardInterrupt)
 
 
-def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buffer_size: int | None,
+def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, merged, buffer_size: int | None,
                  overflow: str | None, outcome: Outcome) -> Callable[[Running], None]:
     """What machine ``m``'s thread does: its session, then its summary line, whatever ended it."""
     sessions: list = []
@@ -292,8 +267,8 @@ def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buff
     def run(me: Running) -> None:
         try:
             if m.kind == "record":
-                got = record_session(m.image, m.serial, None, reporter=reporter, trace_to=opener,
-                                     opened=sessions.append)
+                got = record_session(m.image, m.serial, None, relayd=t.relayd, name=m.name, reporter=reporter,
+                                     trace_to=merged, opened=sessions.append)
                 outcome.ok = got is not None
             else:
                 options = {"buffer_size": buffer_size, "overflow": overflow}
@@ -302,7 +277,7 @@ def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buff
                 if m.kind == "qemu":
                     options.update(qemu_args=list(m.qemu_args), transport=m.transport)
                 outcome.ok = trace_session(KINDS[m.kind], machine_tracing(t, m), m.serial, reporter=reporter,
-                                           trace_to=opener, opened=sessions.append, **options)
+                                           trace_to=merged, opened=sessions.append, **options)
         except SdtError as e:
             reporter.refusal(e)
         except KeyboardInterrupt:
@@ -311,6 +286,7 @@ def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buff
             reporter.error(f"{type(e).__name__}: {e}")
         finally:
             me.in_session = False
+            outcome.started = bool(sessions)
             if sessions:
                 _count(sessions[0], outcome)
             if not outcome.ok:
@@ -321,9 +297,10 @@ def _machine_run(m: Machine, t: Tracing, reporter: MachineReporter, opener, buff
 
 
 def machine_tracing(t: Tracing, m: Machine) -> Tracing:
-    """The fleet's Tracing as machine ``m``'s session takes it: its image, its trace its own (FleetTrace's), its
-    actions its own (a predicate's or an aggregation's program is compiled for its image as it starts)."""
-    return replace(t, image=m.image, actions=copy.deepcopy(t.actions), trace=None, trace_format=None)
+    """The fleet's Tracing as machine ``m``'s session takes it: its image, its name (its trace's, its relay
+    session's), its trace the fleet's (a machine of the merged trace), its actions its own (a predicate's or an
+    aggregation's program is compiled for its image as it starts)."""
+    return replace(t, image=m.image, name=m.name, actions=copy.deepcopy(t.actions), trace=None, trace_format=None)
 
 
 def _count(session, outcome: Outcome) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sdtgen.calls import (
     check_call,
@@ -30,10 +30,12 @@ from sdtgen.event_format import event_format
 from sdtgen.image import Image
 from sdtgen.limits import DEFAULT_TIMEOUT
 from sdtgen.probes import ProbeSpec
+from sdtgen.session.machine import correlate, from_arrival, unknown
 from sdtgen.session.reporter import ActionResult, Firing, Reporter, Stopped
 from sdtgen.targets.base import (
     ACTIONS,
     ARM_MODES,
+    CLOCK,
     EXHAUSTIVE,
     LEAVES,
     LISTENS,
@@ -50,14 +52,11 @@ from sdtgen.targets.base import (
     Target,
     TortureJob,
 )
-from sdtgen.trace.model import DEFAULT_SESSION, Lost
+from sdtgen.trace.model import DEFAULT_SESSION, Lost, Machine, check_machine_name
 from sdtgen.trace.order import TimeOrder
 from sdtgen.trace.packets import Decoder
+from sdtgen.trace.sink import MergedTrace
 from sdtgen.trace.streams import Streams
-
-if TYPE_CHECKING:
-    from sdtgen.trace.model import TraceMeta
-    from sdtgen.trace.sink import TraceSink
 
 # Several CPUs: firings wait to be put in time order until every CPU has been read past them, at most
 # MAX_PENDING of them (about 200 MB): past that, a CPU that records nothing holds the others back no more.
@@ -73,9 +72,6 @@ def check_arm(arm: str) -> str:
 
 
 StartFn = Callable[[Host], Target]
-# A trace the session does not open itself (a fleet's, one a machine: sdtgen/session/fleet.py): given the session's
-# TraceMeta, the architecture's word size and byte order once the kernel is up, the sink of this session's packets.
-TraceOpener = Callable[["TraceMeta", int, bool], "TraceSink"]
 
 
 
@@ -88,9 +84,17 @@ class Session:
     Host (the image, this session's sinks), never the session."""
 
     def __init__(self, path: str, reporter: Reporter, start: StartFn, *, arm: str = "trap",
-                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | TraceOpener | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, trace: tuple[str, str] | MergedTrace | None = None,
                  precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None) -> None:
+                 post_mortem: tuple[str, str] | None = None, relayd: str | None = None,
+                 machine: str | None = None) -> None:
+        # The machine the trace says it comes from (docs/trace.md, "Machines"): its name, and once correlated its
+        # clock against the host's real time; a trace waits for a recording's first packet to correlate it.
+        self.machine_name = check_machine_name(machine) if machine is not None else None
+        if trace is not None and not isinstance(trace, tuple) and machine is None:
+            raise ValueError("a merged trace holds machines: give the session its machine name")
+        if relayd is not None and machine is None:
+            raise ValueError("a relay session is a machine's: give the session its machine name")
         self.reporter = reporter
         reporter.file = reporter.file or path
         self.mode = check_arm(arm)
@@ -98,7 +102,9 @@ class Session:
         self.image = Image(path)
         self.target: Target | None = None
         self.last_target: Target | None = None  # the target once the session is closed: what it counted
-        self.sink = None
+        self.sink = None  # the local --trace's, a relay daemon's (--relayd), or a Tee of both
+        self._relay = None  # the relay daemon connected before the kernel starts (RelaydClient), until its sink opens
+        self._live = None  # the live flush while a relay daemon is streamed to (sdtgen/session/live.py)
         self.post_mortem_trace = post_mortem  # (path, format) of --post-mortem: the rings' trace after a crash
         self.salvaged = None  # what the post-mortem read, session id -> Salvage (sdtgen/session/post_mortem.py)
         self.faults = 0
@@ -123,6 +129,10 @@ class Session:
         self._target_lock = threading.RLock()  # one command at a time: --interval's printing runs on a thread
         self.own: str | None = None  # the session the host opened for itself (--session), None: the default one
         self.own_id = 0  # its id: the stream_id of its packets
+        self.machine: Machine | None = None
+        self._trace_later: tuple[str, str] | MergedTrace | None = None
+        self._by_arrival = False  # the machine's clock is correlated by its first packet's arrival
+        self._held: list[tuple] = []  # packets taken while the clock was correlated: the trace's first
         try:
             arch = self.image.arch
             self.probes = [p for p in self.image.probes() if p.key]
@@ -133,8 +143,12 @@ class Session:
             if precheck is not None:  # the caller's own checks, against the image, before anything runs
                 precheck(self)
             for out in (trace, post_mortem):
-                if isinstance(out, tuple):  # an opener's destination is its owner's to check (a fleet's trace)
+                if isinstance(out, tuple):  # a merged trace checked its destination when it was opened
                     self._check_trace(*out)
+            if relayd is not None:  # a relay daemon that is not there, or no relay daemon, said before anything runs
+                from sdtgen.transport.relayd import connect_relayd, parse_relayd_url
+
+                self._relay = connect_relayd(parse_relayd_url(relayd))
             self.reporter.hold_console()  # a firmware's banner, the kernel's boot log: shown only if it fails
             try:
                 self.target = start(self.host())
@@ -154,10 +168,13 @@ class Session:
             self.cpus = booted.cpus
             self.reporter.per_cpu = self.cpus > 1
             self._report_boot(booted)
-            if callable(trace):
-                self.sink = trace(self._trace_meta(), self.image.arch.bits, self.image.arch.little)
-            elif trace is not None:
-                self.sink = self._open_trace(*trace)
+            self._trace_later = trace  # opened once the machine's clock is correlated (at once without a machine)
+            if self.machine_name is not None and CLOCK in self.target.capabilities:
+                self.machine = self._correlate()
+            elif self.machine_name is not None:  # a kernel asked nothing: its first packet correlates the clock
+                self._by_arrival = True
+            if not self._by_arrival:
+                self._open_later()
             if arm != "trap":
                 self.set_arm(arm)
         except BaseException:
@@ -202,15 +219,22 @@ class Session:
         ring): checked (a damaged one is left out and counted), to the trace as it stands, its events shown in time
         order. Under -q, with no trace that takes events, its events are only counted by probe. Whether it was
         taken."""
-        counting = self.reporter.quiet and (self.sink is None or not self.sink.needs_events)
+        counting = self.reporter.quiet and not self._outputs_waiting() and (self.sink is None or
+                                                                          not self.sink.needs_events)
         read = self.streams.read(cpu, data, not counting, seq) if self.streams is not None else None
         if read is None:
             if self.streams is None:
                 self.reporter.warning(f"a packet of CPU {cpu} came before the kernel said its clock: left out")
             return False
         with self._lock:
+            if self._by_arrival and self.machine is None:  # a recording's first packet: its clock
+                self.machine = from_arrival(self.machine_name, read.packet.end, self.target.booted.clock_hz,
+                                            time.time_ns())
+                self._open_later()
             if self.sink is not None:
                 self.sink.packet(cpu, data, read.packet, read.events if self.sink.needs_events else None)
+            elif self._outputs_waiting():
+                self._held.append((cpu, data, read))
             for probe, n in read.counts.items():
                 self.hits[probe] = self.hits.get(probe, 0) + n
             if read.last is not None:
@@ -255,6 +279,36 @@ class Session:
         self.single_site = {spec: addr for spec, addr in single_sites(self.image).items()
                             if addr not in self.refused_sites}
 
+    def _correlate(self) -> Machine:
+        """The machine's clock against the host's real time, read now (sdtgen/session/machine.py)."""
+        try:
+            return correlate(self.machine_name, self.target.clock, self.target.booted.clock_hz)
+        except Refused as e:
+            self.reporter.warning(f"the kernel did not read its clock ({e.text}): the trace of {self.machine_name} "
+                                  "is not placed in the host's real time")
+            return unknown(self.machine_name)
+
+    def _open_later(self) -> None:
+        """The trace that waited for the clock's correlation, opened now, the packets taken meanwhile its first."""
+        with self._lock:
+            if not self._outputs_waiting():
+                return
+            trace, self._trace_later = self._trace_later, None
+            self.sink = self._open(trace) if trace is not None else None
+            if self._relay is not None:
+                self._stream_live()
+            held, self._held = self._held, []
+            for cpu, data, read in held:
+                self.sink.packet(cpu, data, read.packet, read.events if self.sink.needs_events else None)
+
+    def _outputs_waiting(self) -> bool:
+        """A trace or a relay daemon's stream waits for the machine's clock to be correlated."""
+        return self._trace_later is not None or self._relay is not None
+
+    def _open(self, trace: tuple[str, str] | MergedTrace):
+        """--trace's sink: a trace of its own (path, format), or this machine's of a merged trace."""
+        return self._open_trace(*trace) if isinstance(trace, tuple) else self._open_trace(None, None, merged=trace)
+
     def _check_trace(self, path: str, fmt: str) -> None:
         """The trace's destination, checked before the kernel starts (and left as it was)."""
         from sdtgen.trace.model import TraceMeta
@@ -263,24 +317,53 @@ class Session:
         arch = self.image.arch
         open_trace(path, fmt, TraceMeta(arch.name, "clock", 1, 1, ()), arch.bits, arch.little).abort()
 
-    def _open_trace(self, path: str, fmt: str, target: Target | None = None,
-                    session: tuple[str, int] | None = None):
+    def _open_trace(self, path: str | None, fmt: str | None, target: Target | None = None,
+                    session: tuple[str, int] | None = None, merged: MergedTrace | None = None):
         """A trace of the host's own session (the default one without --session), or of ``session`` (its name and
         the stream id its packets carry in the trace: a post-mortem writes every session's as stream 0)."""
         from sdtgen.trace.sink import open_trace
 
-        arch = self.image.arch
-        return open_trace(path, fmt, self._trace_meta(target, session), arch.bits, arch.little)
+        arch, meta = self.image.arch, self._trace_meta(target, session)
+        if merged is not None:
+            return merged.machine(meta, arch.bits, arch.little)
+        return open_trace(path, fmt, meta, arch.bits, arch.little)
 
     def _trace_meta(self, target: Target | None = None, session: tuple[str, int] | None = None):
-        """What a trace of this session says of its kernel: the architecture, the clock, the CPUs, the probes, the
-        session (``session``, or the host's own) and the stream id its packets carry."""
+        """What a trace of the session (see _open_trace) says of its kernel: its clock, CPUs, probes."""
         from sdtgen.trace.model import TraceMeta, TraceProbe
 
         arch, booted = self.image.arch, (target or self.target).booted
         probes = tuple(TraceProbe(p.key, p.provider, p.module, p.function, p.name, p.args) for p in self.probes)
         name, stream = session or (self.own or DEFAULT_SESSION, self.own_id)
-        return TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream)
+        return TraceMeta(arch.name, booted.clock, booted.clock_hz, self.cpus, probes, name, stream, self.machine)
+
+    def _stream_live(self) -> None:
+        """The relay daemon's sink beside the local trace's (a Tee), and the live flush (of every target but a
+        kernel that streams by itself, which no command reaches)."""
+        from sdtgen.targets.base import LISTENS
+        from sdtgen.trace.tee import Tee
+        from sdtgen.transport.relayd import LIVE_PERIOD, RelaydSink
+
+        arch = self.image.arch
+        client, self._relay = self._relay, None
+        relay = RelaydSink(client, self.machine_name, self._trace_meta(), arch.bits,
+                           arch.little, self.reporter.warning)
+        self.sink = relay if self.sink is None else Tee([self.sink, relay])
+        if LISTENS not in self.target.capabilities:  # a kernel that streams by itself flushes by itself
+            from sdtgen.session.live import LiveFlush
+
+            self._live = LiveFlush(self, LIVE_PERIOD)
+
+    def caught_up(self) -> None:
+        """Every CPU's open packet was just closed and read: the sinks that stream live told so."""
+        with self._lock:
+            if self.sink is not None and hasattr(self.sink, "caught_up"):
+                self.sink.caught_up()
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     # -- places ---------------------------------------------------------------------------------
     def where(self, addr: int) -> str:
@@ -752,6 +835,7 @@ class Session:
         """Every CPU's open packet closed and every closed packet read, shown in time order."""
         self._guard(self.target.drain, "drain")
         self._emit_pending()
+        self.caught_up()
 
     def _emit_pending(self) -> None:
         """Every event still waiting to be put in time order, shown (a command ended: nothing earlier can come)."""
@@ -787,7 +871,8 @@ class Session:
     def finish_trace(self, interrupted: bool = False) -> None:
         """Every recorded event is in the trace: put it in place (after Ctrl-C or a kernel that stopped, what
         could be read, deaf to another Ctrl-C until the trace is whole)."""
-        if self.sink is None:
+        self._stop_live()
+        if self.sink is None and not self._outputs_waiting():
             return
         import signal
 
@@ -801,6 +886,9 @@ class Session:
                 except (Halted, Interrupted):
                     pass
             self._emit_pending()
+            if self._outputs_waiting():  # a recording that sent no packet: its clock never correlated
+                self.machine = unknown(self.machine_name)
+                self._open_later()
             sink, self.sink = self.sink, None
             sink.finish(self.streams.last_lost() if self.streams is not None else {})
         finally:
@@ -810,6 +898,10 @@ class Session:
     def close(self) -> None:
         """The kernel left as a target leaves it (QEMU powered off, an attached kernel as it runs); a trace not
         finished is discarded."""
+        self._stop_live()
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         if self.sink is not None:
             self.sink.abort()
             self.sink = None

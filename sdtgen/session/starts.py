@@ -15,9 +15,10 @@ from sdtgen.errors import SdtError
 from sdtgen.limits import DEFAULT_TIMEOUT, MAX_TIMEOUT
 from sdtgen.plaindata import record
 from sdtgen.session.reporter import Reporter
-from sdtgen.session.session import Session, TraceOpener
+from sdtgen.session.session import Session
 from sdtgen.targets import ATTACH, EMULATOR, LISTEN, OWN, PROCESS, QEMU, open_target, target_options
 from sdtgen.targets.base import Summary
+from sdtgen.trace.sink import MergedTrace
 
 # The kinds that SIGTERM and SIGHUP stop as Ctrl-C does while they run, so the kernel is left as it should be
 # (QEMU and the process stopped, an attached kernel's probes disarmed, a recording's trace finished); the
@@ -26,15 +27,49 @@ INTERRUPTIBLE = frozenset({QEMU, ATTACH, LISTEN, PROCESS})
 
 
 def open_session(kind: str, path: str, reporter: Reporter, *, arm: str = "trap", timeout: float = DEFAULT_TIMEOUT,
-                 trace: tuple[str, str] | TraceOpener | None = None, precheck: Callable[[Session], None] | None = None,
-                 post_mortem: tuple[str, str] | None = None, **options) -> Session:
+                 trace: tuple[str, str] | MergedTrace | None = None, precheck: Callable[[Session], None] | None = None,
+                 post_mortem: tuple[str, str] | None = None, relayd: str | None = None, machine: str | None = None,
+                 **options) -> Session:
     """A session on the image ``path`` over a target of ``kind`` built with ``options`` (sdtgen.targets's
     defaults for those not given, checked before the image is read). ``timeout``: how long each call may take,
-    and a control core's answer."""
+    and a control core's answer. ``machine``: the machine name its trace says (docs/trace.md, "Machines");
+    ``relayd``: the URL of a relay daemon the trace streams to, live, from that machine (default_machine_name's
+    when None)."""
     check_timeout(timeout)
     chosen = target_options(kind, timeout=timeout, **options)
+    machine = machine_option(kind, path, relayd, machine)
     return Session(path, reporter, lambda host: open_target(kind, host, **chosen), arm=arm, timeout=timeout,
-                   trace=trace, precheck=precheck, post_mortem=post_mortem)
+                   trace=trace, precheck=precheck, post_mortem=post_mortem, relayd=relayd, machine=machine)
+
+
+def machine_option(kind: str, path: str, relayd: str | None, name: str | None) -> str | None:
+    """--relayd's and --name's checks, before anything starts: the machine's name when streaming to a relay daemon
+    (relay_options), --name's checked name alone otherwise."""
+    if relayd is not None:
+        return relay_options(kind, path, relayd, name)
+    if name is not None:
+        from sdtgen.trace.model import check_machine_name
+
+        return check_machine_name(name)
+    return None
+
+
+def relay_options(kind: str, path: str, relayd: str, name: str | None) -> str:
+    """--relayd's URL checked, and the machine's name (--name, checked; else the host's name and the kind, and a
+    QEMU guest's architecture), before the kernel starts."""
+    from sdtgen.trace.model import check_machine_name, default_machine_name
+    from sdtgen.transport.relayd import parse_relayd_url
+
+    parse_relayd_url(relayd)
+    if name is not None:
+        return check_machine_name(name)
+    command = {EMULATOR: "boot", LISTEN: "record"}.get(kind, kind)  # the kind as the command line names it
+    if kind != QEMU:
+        return default_machine_name(command)
+    from sdtgen.image import Image
+
+    with Image(path) as image:
+        return default_machine_name(command, image.arch.name)
 
 
 def check_timeout(timeout: float) -> float:
@@ -90,15 +125,18 @@ class Tracing:
     interval: float | None = None
     post_mortem: str | None = None  # --post-mortem PATH: the rings' trace after a panic, hang or death
     session: str | None = None  # --session NAME: the host's own session beside the kernel's (docs/sessions.md)
+    relayd: str | None = None  # --relayd URL: the trace streamed live to lttng-relayd (docs/live.md)
+    name: str | None = None  # --name NAME: the machine's name (the relay session's hostname)
 
 
 def trace_session(kind: str, t: Tracing, serial: str | None = None, *, reporter: Reporter | None = None,
-                  trace_to: TraceOpener | None = None, opened: Callable[[Session], None] | None = None,
+                  trace_to: MergedTrace | None = None, opened: Callable[[Session], None] | None = None,
                   **target) -> bool:
     """A tracing session over a target of ``kind``: the actions in order, the console, the trace. Whether it
     ended clean (no fault, nothing damaged, every module loaded); an SdtError for what is refused before the
     kernel starts. ``reporter``: where it says what happens (default: stdout and stderr, as ``t`` asks);
-    ``trace_to``: the sink of its packets when the trace is not its own (a fleet's: sdtgen/session/fleet.py);
+    ``trace_to``: the merged trace it is a machine of, when the trace is not its own (a fleet's:
+    sdtgen/session/fleet.py);
     ``opened``: given the session once the kernel is up (a fleet counts what it recorded)."""
     from sdtgen.session import drive
     from sdtgen.session.console import read_script
@@ -111,6 +149,11 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, *, reporter:
     post_mortem = post_mortem_option(kind, t.image, t.post_mortem, t.trace)
     scripts = {value: read_script(value) for kind_, value, _ in t.actions if kind_ == "script"}
     files = drive.module_files(t.actions, scripts)  # --module's and the scripts' `module FILE`
+    machine_option(kind, t.image, t.relayd, t.name)
+    if t.relayd is not None and files:
+        raise SdtError("", "--relayd with --module: the stream's metadata is sent at the start, before the module's "
+                       "probes are known, so a viewer could not read their events",
+                       "leave out --relayd, or trace the kernel's own probes without the module")
     if trace is not None and files:
         raise SdtError("", "--trace with --module: the trace's metadata is written at the start, before the "
                        "module's probes are known, so a reader could not read their events",
@@ -132,7 +175,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, *, reporter:
             session = open_session(kind, t.image, reporter or Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
                                    timeout=t.timeout, trace=trace, precheck=lambda s: drive.precheck(s, t.actions,
                                                                                                      scripts),
-                                   post_mortem=post_mortem, **target)
+                                   post_mortem=post_mortem, relayd=t.relayd, machine=t.name, **target)
         except Halted:  # the session said why
             return False
         if opened is not None:
@@ -261,23 +304,25 @@ class Recorded:
     damaged: int
 
 
-def record_session(image: str, serial: str, trace: str | None, as_json: bool = False, quiet: bool = False, *,
-                   reporter: Reporter | None = None, trace_to: TraceOpener | None = None,
+def record_session(image: str, serial: str, trace: str | None, as_json: bool = False, quiet: bool = False,
+                   relayd: str | None = None, name: str | None = None, *, reporter: Reporter | None = None,
+                   trace_to: MergedTrace | None = None,
                    opened: Callable[[Session], None] | None = None) -> Recorded | None:
     """A session over a kernel that streams by itself on ``serial``: its events shown as they come, its packets
-    traced into the CTF directory ``trace`` (or ``trace_to``'s sink: a fleet's) until the line ends (or Ctrl-C);
-    None if it never started. ``reporter``: where it says what happens (default: stdout and stderr); ``opened``: as
-    trace_session's."""
+    traced into the CTF directory ``trace`` (or as a machine of ``trace_to``: a fleet's) until the line ends (or
+    Ctrl-C), and streamed to the relay daemon ``relayd`` as machine ``name`` when given; None if it never started.
+    ``reporter``: where it says what happens (default: stdout and stderr); ``opened``: as trace_session's."""
     from sdtgen.atomic import check_distinct
     from sdtgen.targets.base import Halted
 
     if trace is not None:
         check_distinct([("image", image), ("trace", trace)])
+    machine_option(LISTEN, image, relayd, name)
     reporter = reporter or Reporter(as_json=as_json, quiet=quiet)
     to = trace_to or (None if trace is None else (trace, "ctf"))
     with opened_line(serial, duplex=False) as line, termination(LISTEN):
         try:
-            session = open_session(LISTEN, image, reporter, trace=to,
+            session = open_session(LISTEN, image, reporter, trace=to, relayd=relayd, machine=name,
                                    source=line.chunks(reporter.warning))
         except Halted:  # the session said why
             return None

@@ -23,6 +23,7 @@ from sdtgen.layout import ERRORS, REPLIES, VALUES, WORD, parse_reply, reply_shap
 from sdtgen.limits import MAX_CPUS  # a kernel's hello may say no more CPUs
 from sdtgen.targets.base import (
     ARM_MODES,
+    CLOCK,
     IDLE,
     MODULES,
     SESSIONS,
@@ -106,7 +107,7 @@ class Panic(Exception):
 class ControlTarget:
     """The kernel at the other end of ``channel``, which has said (or is asked for) its hello."""
 
-    capabilities = frozenset({MODULES, IDLE, SESSIONS})
+    capabilities = frozenset({MODULES, IDLE, SESSIONS, CLOCK})
     expects_modules = False  # QEMU given a module: its enablings arm it when it loads
     # The session the host opened for itself (--session), whose id its packets carry: every session-scoped command
     # acts on it; None: the default session's, id 0, as before sessions.
@@ -648,6 +649,10 @@ class ControlTarget:
                 self.host.warning(
                     f"CPU {cpu}'s open packet could not be closed (the kernel runs no call on that CPU, or it was "
                     f"recording): the {events} events in it are not read")
+
+    def clock(self) -> int:
+        """`clock`: the kernel's clock read now (`ok clock TICKS`)."""
+        return _count(self.command(WORD["clock"], "clock")[-1])
 
     def lost(self) -> dict[int, Lost]:
         """Each CPU's lost events so far: (discarded when its ring was full, overwritten unread)."""

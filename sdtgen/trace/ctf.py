@@ -73,6 +73,7 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         raise ValueError(f"clock name {meta.clock_name!r} is not an identifier")
     clock = f"uint64_clock_{meta.clock_name}_t"
     order = "le" if arches.by_name(meta.arch).little else "be"
+    m = meta.machine
     lines = [
         "/* CTF 1.8 */",
         "",
@@ -89,7 +90,8 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         "};",
         "",
         "env {",
-        *([f"\thostname = {_literal(platform.node() or 'localhost')};"] if recorded_here else []),
+        *([f"\thostname = {_literal(m.name if m else platform.node() or 'localhost')};"] if recorded_here else []),
+        *([f"\tmachine_id = {m.machine_id};", f"\tclock_offset_uncertainty_ns = {m.uncertainty_ns};"] if m else []),
         '\tdomain = "kernel";',
         '\ttracer_name = "sdtgen";',
         f"\tarchitecture = {_literal(meta.arch)};",
@@ -98,10 +100,8 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
         "",
         "clock {",
         f"\tname = {meta.clock_name};",
-        f"\tdescription = {_literal(f'the kernel clock {meta.clock_name}')};",
-        f"\tfreq = {meta.clock_hz};",
-        "\toffset = 0;",
-        "\tabsolute = FALSE;",
+        *(_clock(meta) if m else [f"\tdescription = {_literal(f'the kernel clock {meta.clock_name}')};",
+                                  f"\tfreq = {meta.clock_hz};", "\toffset = 0;", "\tabsolute = FALSE;"]),
         "};",
         "",
         f"typealias integer {{ size = 64; align = 8; signed = false; map = clock.{meta.clock_name}.value; }}"
@@ -142,6 +142,18 @@ def metadata(meta: TraceMeta, bits: int, recorded_here: bool = True, tasks: bool
     return "\n".join(lines) + "\n"
 
 
+def _clock(meta: TraceMeta) -> list[str]:
+    """The clock block's body of a machine's trace: its offset from the Unix epoch in the host's real time (seconds,
+    then the rest in ticks, as offset_s and offset say it), so a reader puts several machines' events in one real
+    time order; the origin is the epoch (absolute), which is what babeltrace2's muxer asks of clocks from
+    different machines."""
+    m = meta.machine
+    seconds, rest = divmod(m.offset_ns, 1_000_000_000)
+    return [f"\tdescription = {_literal(f'the kernel clock {meta.clock_name} of {m.name}, {m.correlation()}')};",
+            f"\tfreq = {meta.clock_hz};", f"\toffset_s = {seconds};",
+            f"\toffset = {rest * meta.clock_hz // 1_000_000_000};", "\tabsolute = TRUE;"]
+
+
 def _task_event(bits: int, stream: int) -> list[str]:
     """The task event (docs/runtime.md) as the runtime writes it (key SDT_TASK_KEY: the id and context words, the
     name): what the events after it in its packet ran for, said as LTTng's statedump says a process."""
@@ -169,6 +181,12 @@ def with_task_context(data: bytes | memoryview, used: int, bits: int, little: bo
     """The packet (its bytes up to ``used``, where its last event's fields end) with each event's ``tid`` context
     field put after its header: the task its packet's last task event said before it (a task event's own: the
     one it says). Its content and packet sizes say the grown packet; events stay 8-byte aligned."""
+    content, size = _grown(data, used, bits, little)
+    return bytes(content) + bytes(size - len(content))
+
+
+def _grown(data: bytes | memoryview, used: int, bits: int, little: bool) -> tuple[bytearray, int]:
+    """with_task_context's packet: its content, and its packet size (the zeros after the content not added)."""
     order = "little" if little else "big"
     word = bits // 8
     head = PACKET.size(bits)
@@ -190,7 +208,34 @@ def with_task_context(data: bytes | memoryview, used: int, bits: int, little: bo
     out[_CONTENT:_CONTENT + 8] = (content * 8).to_bytes(8, order)
     size = max((content + 7) & ~7, int.from_bytes(data[_PACKET_SIZE:_PACKET_SIZE + 8], order) // 8)
     out[_PACKET_SIZE:_PACKET_SIZE + 8] = (size * 8).to_bytes(8, order)
-    return bytes(out) + bytes(size - content)
+    return out, size
+
+
+def starts_with_task(data: bytes | memoryview, packet: Packet, bits: int, little: bool) -> bool | None:
+    """Whether a packet's first event is a task event, which says the kernel has the task hook (and its trace the
+    tid event context, with_task_context); None for a packet with no event, which cannot say."""
+    head = PACKET.size(bits)
+    if packet.used <= head:
+        return None
+    return EVENT.struct(64, little).unpack_from(data, head)[1] == VALUES["SDT_TASK_KEY"]
+
+
+def trace_packet(data: bytes | memoryview, packet: Packet, bits: int, little: bool,
+                 tasks: bool) -> tuple[list[bytes | memoryview], int]:
+    """A packet as a trace holds it, every writer of CTF's (the directory, a relay daemon): its content, in pieces
+    (nothing copied where nothing changes), and the count of zero bytes that pad it to its packet size (what lay
+    past the content in the ring is not the trace's). The content is the packet up to where its last event's
+    fields end: a content that ran on into that event's padding (i386's recorders reserve a multiple of 8 bytes)
+    would have a reader look for another event there, so the header then says where they end. ``tasks``: each
+    event with its tid context field (with_task_context)."""
+    if tasks:
+        content, size = _grown(data, packet.used, bits, little)
+        return [content], size - len(content)
+    view = memoryview(data)[:packet.used]
+    pad = packet.size - packet.used
+    if packet.used == packet.content:
+        return [view], pad
+    return [view[:_CONTENT], (packet.used * 8).to_bytes(8, "little" if little else "big"), view[_CONTENT + 8:]], pad
 
 
 def has_task_context(directory: Path) -> bool:
@@ -248,25 +293,14 @@ class CtfSink:
         self.tasks: bool | None = None  # every event with its tid (a kernel with the task hook); None: no event yet
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
-        """The packet as it stands, up to where its last event's fields end: a content that ran on into that
-        event's padding (i386's recorders reserve a multiple of 8 bytes) would have a reader look for another
-        event there, so the header then says where they end."""
+        """The packet as a trace holds it (trace_packet), appended to its CPU's stream."""
         try:
             f = self._stream(cpu, packet)
-            if self.tasks is None and packet.used > PACKET.size(self.bits):  # its first event says: a task's or not
-                key = (EVENT.struct(64, self.little).unpack_from(data, PACKET.size(self.bits)))[1]
-                self.tasks = key == VALUES["SDT_TASK_KEY"]
-            if self.tasks:
-                f.write(with_task_context(data, packet.used, self.bits, self.little))
-                self.last[cpu] = (packet.seq, packet.end, packet.discarded)
-                return
-            content = memoryview(data)[:packet.used]
-            if packet.used != packet.content:
-                f.write(content[:_CONTENT])
-                f.write((packet.used * 8).to_bytes(8, "little" if self.little else "big"))
-                content = content[_CONTENT + 8:]
-            f.write(content)
-            pad = packet.size - packet.used
+            if self.tasks is None:  # the first event of the trace says: a task's or not
+                self.tasks = starts_with_task(data, packet, self.bits, self.little)
+            pieces, pad = trace_packet(data, packet, self.bits, self.little, bool(self.tasks))
+            for piece in pieces:
+                f.write(piece)
             if len(self._zeros) < pad:
                 self._zeros = bytes(pad)
             f.write(memoryview(self._zeros)[:pad])

@@ -6,8 +6,12 @@ from the runtime's rings and hands each one, with its decoded events, to a sink 
 
 from __future__ import annotations
 
+import re
+import socket
+import zlib
 from typing import Literal
 
+from sdtgen.errors import SdtError, printable
 from sdtgen.layout import VALUES
 from sdtgen.plaindata import record
 
@@ -48,6 +52,68 @@ class Task:
         return f"{self.name or '?'}/{self.id}" + ("" if self.context == "task" else f" ({self.context})")
 
 
+# A machine name is a path component everywhere it goes (lttng-relayd's host/NAME directory, a merged CTF trace's
+# DIR/NAME): relayd's own rule, so a name one output takes every other takes too.
+MACHINE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_MACHINE_NAME = 64
+
+
+def check_machine_name(name: str, option: str = "--name") -> str:
+    """``name`` when it can name a machine in every output (non-empty, at most 64 of ``[A-Za-z0-9_.-]``, not
+    starting with ``.``); else one line saying so, naming ``option``."""
+    if MACHINE_NAME.fullmatch(name) and not name.startswith("."):
+        return name
+    why = ("is empty" if not name else f"is {len(name)} characters, more than {MAX_MACHINE_NAME}"
+           if len(name) > MAX_MACHINE_NAME else "starts with '.'" if MACHINE_NAME.fullmatch(name)
+           else "has a character other than letters, digits, '_', '.' and '-'")
+    raise SdtError("", f"{option} {printable(name)!r} {why}: a machine name is a directory's name in every output",
+                   f"give {option} a name of 1 to {MAX_MACHINE_NAME} of [A-Za-z0-9_.-], not starting with '.'")
+
+
+def default_machine_name(kind: str, arch: str | None = None) -> str:
+    """What a target is called when no --name says: this host's name (path-safe) + ``-`` + the target's kind, and
+    for QEMU + ``-`` + the guest's architecture (several guests of one host are told apart by it)."""
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()).lstrip(".") or "localhost"
+    tail = f"-{kind}" + (f"-{arch}" if arch else "")
+    return host[:MAX_MACHINE_NAME - len(tail)] + tail
+
+
+def machine_id(name: str) -> int:
+    """A machine's stable 32-bit id, from its name: the same name is the same machine in every run (never 0,
+    which Perfetto reads as the host the trace was recorded on)."""
+    return zlib.crc32(name.encode("utf-8")) or 1
+
+
+# A correlation with no round trip (a recording: the first packet's end against its arrival): offset_ns is an upper
+# bound (the packet ended no later than it arrived), how much earlier unknown.
+UNBOUNDED = -1
+
+
+@record(frozen=True)
+class Machine:
+    """Which machine a trace comes from, and where its kernel's clock stands against the host's real time
+    (docs/trace.md, "Machines"): ``realtime = offset_ns + ticks_to_ns(t)``, correlated once when the session
+    started (sdtgen/session/machine.py)."""
+
+    name: str  # the machine name (check_machine_name)
+    machine_id: int  # machine_id(name)
+    offset_ns: int  # host CLOCK_REALTIME ns at the kernel clock's zero
+    uncertainty_ns: int  # half the round trip of the correlation (0 when exact); UNBOUNDED: a one-sided bound
+
+    @property
+    def bounded(self) -> bool:
+        return self.uncertainty_ns != UNBOUNDED
+
+    def correlation(self) -> str:
+        """How the machine's clock was put against the host's real time, in words (a trace's clock description)."""
+        if self.offset_ns == 0 and not self.bounded:
+            return "not correlated with the host's real time (no packet came to correlate it by)"
+        if not self.bounded:
+            return ("correlated with the host's CLOCK_REALTIME by its first packet's arrival: an upper bound (the "
+                    "packet ended no later than it arrived)")
+        return f"correlated with the host's CLOCK_REALTIME at the start, within {self.uncertainty_ns} ns"
+
+
 @record(frozen=True)
 class TraceMeta:
     arch: str  # sdtgen's architecture name: x86_64, i386, aarch64, riscv64
@@ -57,6 +123,7 @@ class TraceMeta:
     probes: tuple[TraceProbe, ...]
     session: str = DEFAULT_SESSION  # the runtime's session the trace's packets come from (docs/sessions.md)
     session_id: int = 0  # its id: the packets' stream_id
+    machine: Machine | None = None  # the machine it comes from and its clock's offset (None: not said)
 
 
 @record
@@ -75,3 +142,4 @@ class Lost:
 def ticks_to_ns(ticks: int, hz: int) -> int:
     """Clock ticks as nanoseconds since the clock's zero, rounded down (exact integer arithmetic)."""
     return ticks * 1_000_000_000 // hz
+

@@ -18,17 +18,24 @@ from the task events, described again when it changes) under one process track f
 process has, as the kernel's tasks are not a process's threads), its CPU as the event's ``cpu`` annotation. An
 event of no task (a kernel without the hook, id 0: an interrupt, the kernel's own context) stays on its CPU's
 track.
+
+Machines (docs/trace.md, "Machines"): the trace of a machine (TraceMeta.machine) says it on every packet
+(TracePacket.machine_id), its tracks are grouped under a process track named after it (its CPUs' tracks and its
+tasks' threads), their uuids its own (the machine id in their top 32 bits), and its timestamps are its kernel's
+clock in ns, a clock of its sequence's own (KERNEL_CLOCK) that a ClockSnapshot pairs with the host's
+BUILTIN_CLOCK_REALTIME, the trace's primary clock: Perfetto puts several machines' events in one real time.
+Several machines' sinks write one file at once (sdtgen/trace/merged.py), each its own sequence.
 """
 
 from __future__ import annotations
 
 import os
 
-from sdtgen.atomic import Staged
 from sdtgen.errors import SdtError
 from sdtgen.event_format import ArgType, event_format
 from sdtgen.trace.model import DEFAULT_SESSION, Lost, TraceMeta, ticks_to_ns
 from sdtgen.trace.packets import Event, Packet
+from sdtgen.trace.sink import OutputFile
 
 SEQUENCE = 0x5D7  # trusted_packet_sequence_id of every packet: one writer, one sequence
 LOST_TRACKS = 1 << 32  # counter track uuids: this plus the CPU's track uuid
@@ -36,10 +43,22 @@ KERNEL_TRACK = 1 << 33  # the kernel's process track, the tasks' parent
 TASK_TRACKS = 1 << 34  # task track uuids: this plus the task's number in order of appearance
 KERNEL_PID = 0x7FFF0000  # the kernel's tasks' pid: above Linux's PID_MAX_LIMIT (2^22), so no process's
 CPU_ARG = "cpu"  # the annotation that says a task's event's CPU
+# A machine's tracks: its id in the uuid's top 32 bits, then these bases (the CPU's track is its number + 1).
+MACHINE_LOST, MACHINE_KERNEL, MACHINE_TASKS = 1 << 28, 2 << 28, 3 << 28
+KERNEL_CLOCK = 64  # a machine's kernel clock, in ns: the first of the clock ids a sequence scopes to itself
 
 
 def cpu_track(cpu: int) -> int:
     return cpu + 1  # track uuids are any non-zero 64-bit number unique in the trace
+
+
+def track_bases(machine_id: int) -> tuple[int, int, int, int]:
+    """The uuids a trace's tracks count from: CPUs', lost counters', the kernel's process's, tasks' (0: a trace of
+    no machine)."""
+    if not machine_id:
+        return 0, LOST_TRACKS, KERNEL_TRACK, TASK_TRACKS
+    base = machine_id << 32
+    return base, base | MACHINE_LOST, base | MACHINE_KERNEL, base | MACHINE_TASKS
 
 
 def _protos():
@@ -58,16 +77,23 @@ def _value_field(t: ArgType) -> str:
 
 
 class PerfettoSink:
-    """A Perfetto trace file, each runtime packet's events written as they come; the lost counts close it."""
+    """A Perfetto trace file, each runtime packet's events written as they come; the lost counts close it. Given
+    ``output`` (a merged trace's file), the sink writes its machine's ``sequence`` into it and leaves the file to
+    its owner."""
 
-    def __init__(self, path: str | os.PathLike[str], meta: TraceMeta, bits: int) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None, meta: TraceMeta, bits: int,
+                 output: OutputFile | None = None, sequence: int = SEQUENCE) -> None:
         self.pb = _protos()
         self.meta = meta
+        self.sequence = sequence
+        self.machine_id = meta.machine.machine_id if meta.machine is not None else 0
+        self.cpu_base, self.lost_base, self.kernel_track, self.task_base = track_bases(self.machine_id)
+        self.snapshot = meta.machine is not None  # a ClockSnapshot is owed before the first event
         # Which runtime session the tracks hold (docs/sessions.md): said in their names when not the default one.
         self.of_session = "" if meta.session == DEFAULT_SESSION else f" (session {meta.session})"
-        self.out = Staged(path, "Perfetto trace")
+        self.shared = output is not None
+        self.out = output if output is not None else OutputFile(path, "Perfetto trace")
         try:
-            self.f = open(self.out.path(), "wb")  # noqa: SIM115 (closed in finish or abort)
             self._begin(meta, bits)
         except BaseException:  # an interrupt here, too, leaves no temporary file
             self.abort()
@@ -97,36 +123,60 @@ class PerfettoSink:
         for n, iid in arg_iid.items():
             interned.debug_annotation_names.add(iid=iid, name=n)
         self.cpu_iid = arg_iid[CPU_ARG]
-        self.f.write(trace.SerializeToString())
+        if self.machine_id:  # its timestamps in its kernel's clock; its process, every track's parent, named
+            first.trace_packet_defaults.timestamp_clock_id = KERNEL_CLOCK
+            self._kernel_track(trace, meta.machine.name)
+        self.out.write(trace.SerializeToString())
 
     def _packet(self, trace):
         p = trace.packet.add()
-        p.trusted_packet_sequence_id = SEQUENCE
+        p.trusted_packet_sequence_id = self.sequence
+        if self.machine_id:
+            p.machine_id = self.machine_id
         return p
 
+    def _kernel_track(self, trace, name: str) -> None:
+        """The kernel's process track: the parent of its tasks' tracks (and of its CPUs', for a machine)."""
+        d = self._packet(trace).track_descriptor
+        d.uuid = self.kernel_track
+        d.process.pid = KERNEL_PID
+        d.process.process_name = f"{name}{self.of_session}"
+
+    def _clock_snapshot(self, trace, ticks: int) -> None:
+        """The machine's kernel clock at ``ticks`` and the host's real time then (its correlation), the real time
+        the trace's primary clock."""
+        self.snapshot = False
+        ns, m = ticks_to_ns(ticks, self.meta.clock_hz), self.meta.machine
+        snap = self._packet(trace).clock_snapshot
+        snap.clocks.add(clock_id=KERNEL_CLOCK, timestamp=ns)
+        snap.clocks.add(clock_id=self.pb.BUILTIN_CLOCK_REALTIME, timestamp=m.offset_ns + ns)
+        snap.primary_trace_clock = self.pb.BUILTIN_CLOCK_REALTIME
+
+    def _cpu(self, cpu: int) -> int:
+        return self.cpu_base + cpu_track(cpu)
+
     def _track(self, trace, cpu: int) -> None:
-        """The CPU's track, described before its first event."""
+        """The CPU's track, described before its first event (a machine's under its process)."""
         if cpu not in self.tracks:
             self.tracks.add(cpu)
             d = self._packet(trace).track_descriptor
-            d.uuid = cpu_track(cpu)
+            d.uuid = self._cpu(cpu)
             d.name = f"CPU {cpu}{self.of_session}"
+            if self.machine_id:
+                d.parent_uuid = self.kernel_track
 
     def _task_track(self, trace, task) -> int:
         """The task's thread track, described before its first event and again when its name changed."""
         uuid, said = self.tasks.get(task.id, (0, None))
         if uuid and said == task.name:
             return uuid
-        if not self.tasks:  # the kernel's process, the parent of every task's track
-            d = self._packet(trace).track_descriptor
-            d.uuid = KERNEL_TRACK
-            d.process.pid = KERNEL_PID
-            d.process.process_name = f"kernel{self.of_session}"
-        uuid = uuid or TASK_TRACKS + len(self.tasks)
+        if not self.tasks and not self.machine_id:  # the kernel's process, the parent of every task's track
+            self._kernel_track(trace, "kernel")
+        uuid = uuid or self.task_base + len(self.tasks)
         self.tasks[task.id] = (uuid, task.name)
         d = self._packet(trace).track_descriptor
         d.uuid = uuid
-        d.parent_uuid = KERNEL_TRACK
+        d.parent_uuid = self.kernel_track
         name = f"{task.name or 'task'} {task.id}"
         if task.id < 1 << 63:  # a thread's tid is an int64
             d.thread.pid = KERNEL_PID
@@ -138,18 +188,22 @@ class PerfettoSink:
 
     def packet(self, cpu: int, data: bytes, packet: Packet, events: list[Event] | None) -> None:
         trace = self.pb.Trace()
+        if self.snapshot:
+            self._clock_snapshot(trace, packet.begin)
         self._track(trace, cpu)
         hz, fields, add = self.meta.clock_hz, self.fields, trace.packet.add
         needs, instant = self.pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, self.pb.TrackEvent.TYPE_INSTANT
-        cpu_iid = self.cpu_iid
+        cpu_iid, sequence, machine, cpu_base = self.cpu_iid, self.sequence, self.machine_id, self.cpu_base
         for e in events or ():
             task = e.task
-            track = self._task_track(trace, task) if task is not None and task.id else cpu_track(e.cpu)
+            track = self._task_track(trace, task) if task is not None and task.id else cpu_base + cpu_track(e.cpu)
             self.first.setdefault(e.cpu, e.ts)
             name, category, args = fields[e.probe]
             p = add()
             p.timestamp = ticks_to_ns(e.ts, hz)
-            p.trusted_packet_sequence_id = SEQUENCE
+            p.trusted_packet_sequence_id = sequence
+            if machine:
+                p.machine_id = machine
             p.sequence_flags = needs
             te = p.track_event
             te.type = instant
@@ -161,11 +215,11 @@ class PerfettoSink:
                 a = annotate()
                 a.name_iid = iid
                 setattr(a, field, "<unreadable>" if v is None else v)
-            if track != cpu_track(e.cpu):  # a task's track: the CPU it ran on is the event's
+            if track != cpu_base + cpu_track(e.cpu):  # a task's track: the CPU it ran on is the event's
                 a = annotate()
                 a.name_iid = cpu_iid
                 a.uint_value = e.cpu
-        self.f.write(trace.SerializeToString())
+        self.out.write(trace.SerializeToString())
 
     def finish(self, lost: dict[int, Lost]) -> None:
         """The trace closed and put in place, or (on any failure) nothing."""
@@ -178,27 +232,29 @@ class PerfettoSink:
     def _end(self, lost: dict[int, Lost]) -> None:
         """A counter track under each CPU that lost events, holding the count from its first event's time."""
         trace = self.pb.Trace()
+        if self.snapshot:  # no packet came: the machine's clock is still said
+            self._clock_snapshot(trace, 0)
         for cpu, counts in sorted(lost.items()):
             if not counts.total:
                 continue
             self._track(trace, cpu)
             d = self._packet(trace).track_descriptor
-            d.uuid = LOST_TRACKS + cpu_track(cpu)
-            d.parent_uuid = cpu_track(cpu)
+            d.uuid = self.lost_base + cpu_track(cpu)
+            d.parent_uuid = self._cpu(cpu)
             d.name = f"CPU {cpu}{self.of_session} lost events"
             d.counter.SetInParent()
             c = self._packet(trace)
             c.timestamp = ticks_to_ns(self.first.get(cpu, 0), self.meta.clock_hz)
             c.track_event.type = self.pb.TrackEvent.TYPE_COUNTER
-            c.track_event.track_uuid = LOST_TRACKS + cpu_track(cpu)
+            c.track_event.track_uuid = self.lost_base + cpu_track(cpu)
             c.track_event.counter_value = counts.total
-        self.f.write(trace.SerializeToString())
-        self.f.close()
-        self.out.commit()
+        self.out.write(trace.SerializeToString())
+        if not self.shared:
+            self.out.commit()
 
     def abort(self) -> None:
-        if hasattr(self, "f"):
-            self.f.close()
-        self.out.discard()
+        """The file removed; a merged trace's machine only stops (what it wrote stays, the file is its owner's)."""
+        if not self.shared and hasattr(self, "out"):
+            self.out.discard()
 
 

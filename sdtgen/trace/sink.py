@@ -9,8 +9,10 @@ anything runs.
 from __future__ import annotations
 
 import os
-from typing import Protocol
+import threading
+from typing import IO, Protocol
 
+from sdtgen.atomic import Staged
 from sdtgen.trace.model import FORMATS, Format, Lost, TraceMeta
 from sdtgen.trace.packets import Event, Packet
 
@@ -23,6 +25,44 @@ class TraceSink(Protocol):
     def finish(self, lost: dict[int, Lost]) -> None: ...
 
     def abort(self) -> None: ...
+
+
+class OutputFile:
+    """One trace file written over time, by one sink or by several at once (a merged trace's machines, each on its
+    own session's thread): each write whole under a lock, the file put in place by ``commit`` or removed by
+    ``discard`` (sdtgen.atomic.Staged)."""
+
+    def __init__(self, path: str | os.PathLike[str], role: str, text: bool = False) -> None:
+        self.out = Staged(path, role)
+        self.lock = threading.Lock()
+        self.items = 0  # items appended (append): the next one is preceded by a comma
+        try:
+            self.f: IO = (open(self.out.path(), "w", encoding="utf-8", errors="replace") if text  # noqa: SIM115
+                          else open(self.out.path(), "wb"))  # noqa: SIM115 (closed in commit or discard)
+        except BaseException:
+            self.out.discard()
+            raise
+
+    def write(self, data: bytes | str) -> None:
+        with self.lock:
+            self.f.write(data)
+
+    def append(self, items: list[str]) -> None:
+        """JSON array items, each on a line of its own after the ones before (a comma between two)."""
+        if items:
+            with self.lock:
+                self.f.write((",\n" if self.items else "\n") + ",\n".join(items))
+                self.items += len(items)
+
+    def commit(self) -> None:
+        with self.lock:
+            self.f.close()
+            self.out.commit()
+
+    def discard(self) -> None:
+        with self.lock:
+            self.f.close()
+            self.out.discard()
 
 
 def guess_format(path: str) -> Format | None:
@@ -54,3 +94,27 @@ def open_trace(path: str | os.PathLike[str], fmt: Format, meta: TraceMeta, bits:
     else:
         raise ValueError(f"unknown trace format {fmt!r}: one of {', '.join(FORMATS)}")
     return sink
+
+
+class MergedTrace(Protocol):
+    """Several machines' traces in one output (sdtgen/trace/merged.py): a sink a machine, thread-safe."""
+
+    def machine(self, meta: TraceMeta, bits: int, little: bool) -> TraceSink: ...
+
+    def finish(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def open_merged_trace(path: str | os.PathLike[str], fmt: Format) -> MergedTrace:
+    """The output of several machines at once (docs/trace.md, "Machines"): one Perfetto file, one Chrome JSON file,
+    or (CTF) a directory of one trace a machine, DIR/NAME. Its destination is checked now, before anything runs."""
+    from sdtgen.trace import merged
+
+    if fmt == "ctf":
+        return merged.MergedCtf(path)
+    if fmt == "perfetto":
+        return merged.MergedPerfetto(path)
+    if fmt == "chrome":
+        return merged.MergedChrome(path)
+    raise ValueError(f"unknown trace format {fmt!r}: one of {', '.join(FORMATS)}")

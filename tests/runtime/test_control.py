@@ -19,7 +19,7 @@ KNOWN_CODES = set(ERRORS)  # every SDT_ERR_* of the one description
 COMMANDS = [text for name, text, _ in WORDS if name[len("SDT_CTL_"):].lower() in (
     "hello", "ring", "enable", "disable", "mode", "run", "read", "drain", "stats", "list", "torture", "exit",
     "tables", "program", "pbytes", "penable", "pdisable", "switch", "take", "shared", "module", "flush", "session",
-    "sessions", "snapshot")]
+    "sessions", "snapshot", "clock")]
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +163,13 @@ def test_whatever_bytes_arrive_every_line_gets_one_final_reply_and_nothing_fault
 def test_flush_closes_each_cpus_open_packet_and_names_none_it_could_not(core):
     """The harness has one CPU and no area: its packet (none) is closed on it, and no CPU is left open."""
     assert feed(core, b"flush\n") == ["ok flush 1"]
+
+
+def test_clock_answers_the_runtimes_clock_in_its_ok_line_and_takes_no_words(core):
+    """The harness gave sdt_init no clock: the runtime's stand-in reads 0 (a kernel's real clock is checked against
+    its program's own real time on the process target, tests/session/test_machine.py)."""
+    assert feed(core, b"clock\n") == ["ok clock 0"]
+    assert feed(core, b"clock now\n") == [f"error {VALUES['SDT_ERR_USAGE']} clock: usage: clock"]
 
 
 def test_an_unknown_command_is_refused_with_every_word_the_core_takes_and_each_of_them_is_taken(core):

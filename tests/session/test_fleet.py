@@ -152,7 +152,7 @@ def test_a_failed_machine_fails_the_fleet_and_the_last_line_names_it(kernel_proc
 @pytest.mark.parametrize(("spec", "said"), [
     ("vm1", "--machine vm1 is not NAME=KIND:IMAGE[,key=value...]"),
     ("vm1=qemu", "--machine vm1=qemu is not NAME=KIND:IMAGE[,key=value...]"),
-    ("vm/1=qemu:k.elf", "--machine vm/1=qemu:k.elf: 'vm/1' is not a machine name"),
+    ("vm/1=qemu:k.elf", "--machine NAME 'vm/1' has a character other than letters, digits, '_', '.' and '-'"),
     ("vm1=vm:k.elf", "--machine vm1=vm:k.elf: unknown kind 'vm'"),
     ("vm1=process:k.elf,serial=/dev/ttyS0", "--machine vm1=process:k.elf,serial=/dev/ttyS0: a process machine takes "
                                            "no 'serial=/dev/ttyS0'"),

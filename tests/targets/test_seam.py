@@ -17,7 +17,7 @@ SESSION = ROOT.parent / "session"
 CAPABILITIES = {base.MODULES: base.Modules, base.ACTIONS: base.Actions, base.LISTENS: base.Listens,
                 base.IDLE: base.Idles, base.EXHAUSTIVE: base.Exhaustive, base.LEAVES: base.Leaves,
                 base.SALVAGES: base.Salvages,
-                base.SESSIONS: base.Sessions}
+                base.SESSIONS: base.Sessions, base.CLOCK: base.Clock}
 
 
 def _modules(where: Path) -> list[Path]:

@@ -18,6 +18,7 @@ from sdtgen.probes import ProbeSpec
 from sdtgen.targets.base import (
     ACTIONS,
     BRANCH,
+    CLOCK,
     EXHAUSTIVE,
     MODULES,
     SALVAGES,
@@ -56,7 +57,7 @@ def fault_of(e: GuestFault) -> CallFault:
 class EmulatorTarget:
     """The host's image booted in the emulator on ``cpus`` CPUs (``modules``: with room for a module)."""
 
-    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE, SALVAGES, SESSIONS})
+    capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE, SALVAGES, SESSIONS, CLOCK})
     damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
     # The session the host opened for itself (--session), whose id its packets carry; None: the default session's.
     own: OwnSession | None = None
@@ -172,6 +173,12 @@ class EmulatorTarget:
         from sdtgen.targets.emulator.sessions import Sessions
 
         self.sessions_open = Sessions(self)
+
+    def clock(self) -> int:
+        """The guest's clock read now, by the platform's own clock routine (what sdt_hooks.clock runs) on CPU 0."""
+        m = self.smp.cpus[0]
+        m.call(self.platform.code["clock"], [])
+        return m.model.returned(m.uc)
 
     # -- the consumer -------------------------------------------------------------------------------
     def _consume_now(self, cpu: int) -> None:

@@ -79,6 +79,16 @@ def test_a_single_torn_execution_or_fault_fails_the_verdict(failure):
     assert not bad.passed and bad.text().startswith("FAILED:") and not bad.as_dict()["passed"]
 
 
+def test_with_a_keeping_session_its_count_shows_the_sites_fired():
+    """Under --keep, arming a kept site only sets the torture's session's bit, so its armed windows may record
+    nothing on a busy machine: the keeping session's whole count then shows the sites fired. Nothing fired at all
+    (the keeping session counted nothing either) still fails."""
+    kept = {"keep": "p:m:f:n", "kept": 60, "kept_calls": 12, "kept_each": 5, "windows": 10}
+    assert Summary("safe", 2, 10, done=10, calls=10, firings=0, **kept).passed
+    none = Summary("safe", 2, 10, done=10, calls=10, firings=0, **{**kept, "kept": 0, "kept_each": 0})
+    assert not none.passed and "no site fired" in none.text()
+
+
 def test_a_torture_that_watched_no_disarmed_window_says_the_disable_was_not_checked():
     """A kernel whose control core cannot watch its callers (no sdt_control_ops.area) reports no window: the
     summary says that a disable disarms was not checked, instead of saying nothing of it."""
