@@ -277,3 +277,28 @@ def test_what_only_one_machine_can_have_is_refused_in_one_line(kernel_proc, opti
     r = sdtgen("fleet", "--machine", f"a=process:{kernel_proc}", "--machine", f"b=process:{kernel_proc}", *options)
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr.splitlines() == [f"sdtgen: error: {said}"]
+
+
+def test_each_machine_streams_to_lttng_relayd_as_a_relay_session_of_its_own(kernel_proc, want, tmp_path):
+    """`--relayd URL` on a fleet: Debian's lttng-relayd stores each machine under its own name (its relay
+    session's hostname), and babeltrace2 reads in each stored trace that machine's native run on each of its CPUs."""
+    from relayd_daemon import relayd
+
+    firings, _, _ = want
+    with relayd(tmp_path) as daemon:
+        r = sdtgen("fleet", "--machine", f"one=process:{kernel_proc}", "--machine", f"two=process:{kernel_proc},cpus=2",
+                   *ACTIONS, "--relayd", daemon.url, "-q")
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        [one] = daemon.traces("one", "default")
+        [two] = daemon.traces("two", "default")
+        assert read_back(one) == {0: firings}
+        assert read_back(two) == {0: firings, 1: firings}
+
+
+def test_a_fleet_none_of_whose_machines_started_writes_no_trace(kernel_proc, tmp_path):
+    r = sdtgen("fleet", "--machine", f"a=attach:{kernel_proc},serial={tmp_path / 'none-a'}",
+               "--machine", f"b=attach:{kernel_proc},serial={tmp_path / 'none-b'}", "--run", "sched_run",
+               "--trace", str(tmp_path / "fleet.pftrace"))
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[-1] == "sdtgen: error: 2 of 2 machines failed: a, b; see their lines above"
+    assert list(tmp_path.iterdir()) == []  # no trace, and nothing of one left behind
