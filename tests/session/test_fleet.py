@@ -302,3 +302,12 @@ def test_a_fleet_none_of_whose_machines_started_writes_no_trace(kernel_proc, tmp
     assert r.returncode == 1
     assert r.stderr.splitlines()[-1] == "sdtgen: error: 2 of 2 machines failed: a, b; see their lines above"
     assert list(tmp_path.iterdir()) == []  # no trace, and nothing of one left behind
+
+
+def test_each_line_of_a_machines_printa_says_its_machine(kernel_proc):
+    """A printa is several lines: each starts with its machine, so two machines' printouts never mix unsaid."""
+    r = sdtgen("fleet", "--machine", f"a=process:{kernel_proc}", "--machine", f"b=process:{kernel_proc},cpus=2",
+               "--aggregate", "hk:sched:run:tick { @n[cpu] = count(); }", "--run", "sched_run", "--arg", "3", "-q")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if len(line.split()) == 3]
+    assert sorted(rows) == [["[a]", "0", "3"], ["[b]", "0", "3"], ["[b]", "1", "3"]]
