@@ -18,7 +18,7 @@ import pytest
 from helpers import SDTGEN, sdtgen
 from native_oracle import Call
 from process_oracle import ACTIONS, fired, firing, native, read_back, runs, serve
-from serial_line import Packet, event, info
+from serial_line import Packet, event, info, text
 
 from sdtgen.image import Image
 
@@ -220,30 +220,37 @@ def test_record_with_two_lines_records_each_kernel_into_a_trace_of_its_own(kerne
 
 def test_sigterm_ends_every_machines_session_as_ctrl_c_ends_one_and_each_trace_is_kept(kernel_proc, native_exe,
                                                                                          tmp_path):
-    """With --interval each session runs after its actions until Ctrl-C, as dtrace's: SIGTERM to the fleet ends
-    both, each with its last printa (a count of hk:vfs's firings) and its trace of hk:sched's whole (babeltrace2 reads
-    the native run's), exit 0."""
+    """With --interval each session runs after its actions until Ctrl-C, as dtrace's, and a recording until its line
+    ends or Ctrl-C: SIGTERM to the fleet ends all three, the two processes each with its last printa (a count of
+    hk:vfs's firings) and its trace of hk:sched's whole (babeltrace2 reads the native run's), the recording of a
+    line that has said one text line since as Ctrl-C ends a recording; exit 0."""
     calls = [Call("sched_run", (4,)), Call("vfs_lookup_id", (3,))]
     ran = native(native_exe, calls)[0]
     ticks, lookups = [f for f in ran if f[0].startswith("hk:sched:")], [f for f in ran if f[0].startswith("hk:vfs:")]
-    trace = tmp_path / "trace"
+    trace, fifo = tmp_path / "trace", tmp_path / "line"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR)  # a writer on the line from the start: the recording waits for bytes
     proc = subprocess.Popen([SDTGEN, "fleet", "--machine", f"a=process:{kernel_proc}", "--machine",
-                             f"b=process:{kernel_proc},cpus=2", "--aggregate", "hk:vfs:: { @n = count(); }",
-                             "--enable", "hk:sched::", *runs(calls), "--interval", "0.2", "--trace", str(trace),
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             f"b=process:{kernel_proc},cpus=2", "--machine", f"rec=record:{kernel_proc},serial={fifo}",
+                             "--aggregate", "hk:vfs:: { @n = count(); }", "--enable", "hk:sched::", *runs(calls),
+                             "--interval", "0.2", "--trace", str(trace), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out = Lines(proc)
         printed: set[str] = set()
         out.until(lambda e: e is None or printed.update([e["machine"]] if e["event"] == "aggregations" else [])
                   or printed == {"a", "b"})
+        os.write(held, info(1_000_000_000) + text("listening"))
+        out.until(lambda e: e is None or (e["machine"], e["event"]) == ("rec", "text"))  # it reads its line
         proc.send_signal(signal.SIGTERM)
         out.rest()
         assert proc.wait(LINE_GUARD) == 0, proc.stderr.read()
     finally:
+        os.close(held)
         proc.kill()
         proc.wait()
     ends = {e["machine"]: e for e in out.seen if e["event"] == "machine"}
-    assert ends["a"]["ok"] and ends["b"]["ok"]
+    assert ends["a"]["ok"] and ends["b"]["ok"] and ends["rec"]["ok"] and ends["rec"]["events"] == 0
     assert read_back(trace / "a") == {0: ticks}
     assert read_back(trace / "b") == {0: ticks, 1: ticks}
     last = {e["machine"]: e for e in out.seen if e["event"] == "aggregations"}
@@ -311,3 +318,31 @@ def test_each_line_of_a_machines_printa_says_its_machine(kernel_proc):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if len(line.split()) == 3]
     assert sorted(rows) == [["[a]", "0", "3"], ["[b]", "0", "3"], ["[b]", "1", "3"]]
+
+
+def test_sigterm_ends_a_machine_whose_kernel_never_answers_and_the_fleet_says_it(kernel_proc, tmp_path):
+    """An attached kernel whose line never answers its hello (a FIFO pair no kernel serves) waits up to --timeout;
+    SIGTERM ends it then, not at its timeout, and the fleet, one machine of it stopped unfinished, ends as the signal
+    ends a session: 143, the machine named."""
+    base = tmp_path / "line"
+    os.mkfifo(f"{base}.in")
+    os.mkfifo(f"{base}.out")
+    held = [os.open(f"{base}.{end}", os.O_RDWR) for end in ("in", "out")]  # no kernel behind them
+    proc = subprocess.Popen([SDTGEN, "fleet", "--machine", f"deaf=attach:{kernel_proc},serial={base}", "--machine",
+                             f"a=process:{kernel_proc}", "--aggregate", "hk:sched:: { @n = count(); }", "--run",
+                             "sched_run", "--arg", "3", "--interval", "0.2", "--timeout", "3600", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out = Lines(proc)
+        out.until(lambda e: e is None or (e["machine"], e["event"]) == ("a", "aggregations"))
+        proc.send_signal(signal.SIGTERM)
+        out.rest()
+        assert proc.wait(LINE_GUARD) == 128 + signal.SIGTERM
+    finally:
+        for fd in held:
+            os.close(fd)
+        proc.kill()
+        proc.wait()
+    ends = {e["machine"]: e for e in out.seen if e["event"] == "machine"}
+    assert ends["a"]["ok"] and not ends["deaf"]["ok"]
+    assert out.seen[-1] == {"event": "error", "text": "1 of 2 machines failed: deaf", "fix": "see their lines above"}
