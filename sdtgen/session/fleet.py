@@ -252,7 +252,7 @@ class Running:
 
     def interrupt(self) -> None:
         """Ctrl-C raised in the machine's thread as the main thread hears it, so its session ends as one does on
-        Ctrl-C: between two of its bytecodes (a wait on its kernel's line ends at the line's next read)."""
+        Ctrl-C: between two of its bytecodes (a wait on its kernel's line blocks at most control.WAKE seconds)."""
         if self.in_session and not self.done.is_set() and self.thread.ident is not None:
             set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
             set_async.argtypes = (ctypes.c_ulong, ctypes.py_object)  # a thread id passed whole
