@@ -15,12 +15,12 @@ from sdtgen.commands import EXIT_OK, EXIT_USAGE
 from sdtgen.errors import SdtError
 
 # Every command, in the order --help lists them, and the module of sdtgen/commands/ that builds and runs it.
-COMMANDS = ("scan", "gen", "check", "probes", "cost", "linker-script", "arch", "boot", "torture", "qemu", "attach",
-            "record", "sessions", "include-dir", "runtime-dir", "makefile")
+COMMANDS = ("scan", "gen", "check", "probes", "cost", "linker-script", "arch", "boot", "torture", "qemu", "process",
+            "attach", "record", "fleet", "sessions", "include-dir", "runtime-dir", "makefile")
 HOME = {"scan": "build", "gen": "build", "check": "build", "probes": "build", "cost": "build",
         "linker-script": "tools", "arch": "tools", "include-dir": "tools", "runtime-dir": "tools", "makefile": "tools",
-        "boot": "tracing", "torture": "tracing", "qemu": "tracing", "attach": "tracing", "record": "tracing",
-        "sessions": "tracing"}
+        "boot": "tracing", "torture": "tracing", "qemu": "tracing", "process": "tracing", "attach": "tracing",
+        "record": "tracing", "fleet": "tracing", "sessions": "tracing"}
 QEMU_ARGS = frozenset({"qemu", "torture"})  # commands whose words after -- are QEMU's (as --qemu-arg=WORD each)
 
 

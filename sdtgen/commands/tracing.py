@@ -103,12 +103,28 @@ def add_qemu(sub) -> None:
     q.set_defaults(func=cmd_qemu, actions=None)
 
 
+def add_process(sub) -> None:
+    p = sub.add_parser("process", help="run a program that links the runtime and the hosted platform's main as a "
+                       "Linux process, its threads the CPUs, through its control core: arm probes, run functions, "
+                       "trace")
+    _add_run_options(p, "(the kernel's sdt_trap, the hosted platform's SIGTRAP handler; the default)",
+                     "the program (built as fixtures/process builds kernel-proc: the runtime, its control core and "
+                     "the hosted platform with its main)")
+    from sdtgen.targets.process import MAX_CPUS
+
+    p.add_argument("--cpus", type=int, default=DEFAULTS["cpus"], metavar="N",
+                   help=f"the program's threads that are CPUs (1 to {MAX_CPUS}); each --run calls the function on "
+                        "all of them at once")
+    p.set_defaults(func=cmd_process, actions=None)
+
+
 def add_attach(sub) -> None:
     at = sub.add_parser("attach", help="drive a kernel that is already running (a board's UART, a QEMU you "
                         "started) through its control core: arm probes, run functions, trace")
-    at.add_argument("--serial", required=True, metavar="LINE",
+    at.add_argument("--serial", required=True, action="append", metavar="LINE",
                     help="tcp:HOST:PORT (QEMU's -serial tcp:HOST:PORT,server=on), a pty or tty device, or the "
-                         "base path of a FIFO pair BASE.in/BASE.out (QEMU's -serial pipe:BASE)")
+                         "base path of a FIFO pair BASE.in/BASE.out (QEMU's -serial pipe:BASE); several: a machine "
+                         "each, the same actions on each at once (as `sdtgen fleet`), named after its line")
     _add_run_options(at, "(a breakpoint the kernel's sdt_trap handles; the default)")
     at.set_defaults(func=cmd_attach, actions=None)
 
@@ -118,15 +134,31 @@ def add_record(sub) -> None:
                         "into a CTF trace, showing their events as they come")
     rc.add_argument("image", help="the linked kernel image: its probe descriptors describe the events (the trace's "
                     "metadata)")
-    rc.add_argument("--serial", required=True, metavar="LINE",
+    rc.add_argument("--serial", required=True, action="append", metavar="LINE",
                     help="tcp:HOST:PORT (where QEMU's serial port listens), or the path of a pty, a tty device, "
-                         "a FIFO or a capture file")
-    rc.add_argument("--trace", required=True, metavar="DIR", help="the CTF trace directory: one stream a CPU")
+                         "a FIFO or a capture file; several: a machine each, recorded at once (as `sdtgen fleet`), "
+                         "named after its line")
+    rc.add_argument("--trace", required=True, metavar="DIR", help="the CTF trace directory: one stream a CPU "
+                    "(several --serial: DIR/NAME/, a trace a machine)")
     rc.add_argument("-q", "--quiet", action="store_true", help="do not show each event (they are counted and traced)")
     rc.add_argument("--json", action="store_true",
                     help="the kernel's lines, the events and the summary as JSON lines (as `boot --json` prints them)")
     _add_relay_options(rc)
     rc.set_defaults(func=cmd_record)
+
+
+def add_fleet(sub) -> None:
+    from sdtgen.session.fleet import KEYS, KINDS, MACHINE_FORM
+
+    f = sub.add_parser("fleet", help="trace several machines at once (QEMU guests, processes, attached or recording "
+                       "kernels, the emulator), each on its own, the same actions on each")
+    f.add_argument("--machine", action="append", required=True, metavar=MACHINE_FORM,
+                   help=f"a machine: its name (its lines' [NAME], its trace DIR/NAME/, its relay session), its kind "
+                        f"({', '.join(KINDS)}), its image, and its own options: "
+                        + "; ".join(f"{kind} {', '.join(f'{k}=' for k in keys)}" for kind, keys in KEYS.items())
+                        + " (qemu-arg= once for each word)")
+    _add_run_options(f, "(as each kind arms by trap)", image=None)
+    f.set_defaults(func=cmd_fleet, actions=None, image="")
 
 
 def add_sessions(sub) -> None:
@@ -141,15 +173,20 @@ def add_sessions(sub) -> None:
     ss.set_defaults(func=cmd_sessions)
 
 
-def _add_run_options(b: argparse.ArgumentParser, trap_help: str) -> None:
-    """The options `boot`, `qemu` and `attach` share: what to arm and run, the buffers, the trace, the output.
-    Each choice is its owner's: the arming modes the targets', the overflow policies the factory's, the trace
-    formats the trace package's."""
+IMAGE_HELP = "the linked kernel image (with the table `sdtgen gen` wrote)"
+
+
+def _add_run_options(b: argparse.ArgumentParser, trap_help: str, image: str | None = IMAGE_HELP) -> None:
+    """The options `boot`, `qemu`, `attach`, `process` and `fleet` share: what to arm and run, the buffers, the
+    trace, the output. Each choice is its owner's: the arming modes the targets', the overflow policies the
+    factory's, the trace formats the trace package's. ``image``: the help of the image argument (None: none, as a
+    fleet's machines each name theirs)."""
     from sdtgen.targets import POLICIES
     from sdtgen.targets.base import ARM_MODES, TRAP
     from sdtgen.trace.model import FORMATS
 
-    b.add_argument("image", help="the linked kernel image (with the table `sdtgen gen` wrote)")
+    if image is not None:
+        b.add_argument("image", help=image)
     b.add_argument("--enable", action=_Ordered, metavar="SPEC", help="arm probes matching SPEC; 'SPEC /PREDICATE/' "
                    "records only the firings for which PREDICATE holds (DTrace's syntax, docs/aggregations.md)")
     b.add_argument("--disable", action=_Ordered, metavar="SPEC", help="disarm probes matching SPEC")
@@ -280,10 +317,33 @@ def cmd_qemu(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAIL
 
 
+def cmd_process(args: argparse.Namespace) -> int:
+    from sdtgen.session.starts import trace_session
+
+    ok = trace_session("process", _tracing(args), cpus=args.cpus, buffer_size=args.buffer_size,
+                       overflow=args.overflow)
+    return EXIT_OK if ok else EXIT_FAIL
+
+
 def cmd_attach(args: argparse.Namespace) -> int:
     from sdtgen.session.starts import trace_session
 
-    ok = trace_session("attach", _tracing(args), args.serial, buffer_size=args.buffer_size, overflow=args.overflow)
+    if len(args.serial) > 1:
+        from sdtgen.session.fleet import run_fleet, serial_machines
+
+        ok = run_fleet(serial_machines("attach", args.image, args.serial), _tracing(args),
+                       buffer_size=args.buffer_size, overflow=args.overflow)
+    else:
+        ok = trace_session("attach", _tracing(args), args.serial[0], buffer_size=args.buffer_size,
+                           overflow=args.overflow)
+    return EXIT_OK if ok else EXIT_FAIL
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from sdtgen.session.fleet import parse_machine, run_fleet
+
+    machines = [parse_machine(text) for text in args.machine]
+    ok = run_fleet(machines, _tracing(args), buffer_size=args.buffer_size, overflow=args.overflow)
     return EXIT_OK if ok else EXIT_FAIL
 
 
@@ -319,7 +379,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     """A session over a kernel that streams by itself: its events shown as they come, its packets traced."""
     from sdtgen.session.starts import record_session
 
-    got = record_session(args.image, args.serial, args.trace, args.json, args.quiet, args.relayd, args.name)
+    if len(args.serial) > 1:
+        from sdtgen.session.fleet import run_fleet, serial_machines
+        from sdtgen.session.starts import Tracing
+
+        t = Tracing(args.image, [], as_json=args.json, quiet=args.quiet, trace=args.trace, trace_format="ctf",
+                    relayd=args.relayd, name=args.name)
+        return EXIT_OK if run_fleet(serial_machines("record", args.image, args.serial), t) else EXIT_FAIL
+    got = record_session(args.image, args.serial[0], args.trace, args.json, args.quiet, args.relayd, args.name)
     if got is None:
         return EXIT_FAIL
     if args.json:

@@ -48,8 +48,11 @@ HELD_CONSOLE = 200
 
 class Reporter:
     def __init__(self, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None,
-                 file: str = "", quiet: bool = False) -> None:
+                 file: str = "", quiet: bool = False, machine: str | None = None) -> None:
         self.as_json = as_json
+        # The machine this session traces, when it is one of several (sdtgen/session/fleet.py): every line says it
+        # (``[NAME] `` before each human line, a "machine" field in each JSON event).
+        self.machine = machine
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.file = file  # the image, for diagnostics
@@ -60,18 +63,29 @@ class Reporter:
         self._errors_said: dict[int, int] = {}  # per CPU: the programs' errors a warning has said
 
     def _emit(self, event: dict, human: str | None) -> None:
+        """One event, written whole in one call (the machines of a fleet write to one stdout at once)."""
         if self.as_json:
-            self.out.write(json.dumps(event) + "\n")
+            self.out.write(json.dumps({"machine": self.machine, **event} if self.machine else event) + "\n")
         elif human is not None:
-            self.out.write(human + "\n")
+            self.out.write(self._said_by(human) + "\n")
         self.out.flush()
+
+    def _said_by(self, text: str) -> str:
+        """``text`` with each of its lines saying the machine, when there are several."""
+        if self.machine is None:
+            return text
+        return "\n".join(f"[{self.machine}] {line}" for line in text.split("\n"))
+
+    def _diagnostic(self, severity: str, message: str, fix: str = "", where: str = "") -> None:
+        self.out.flush()
+        self.err.write(self._said_by(str(Diagnostic(self.file, severity, message, fix, where))) + "\n")
+        self.err.flush()
 
     def _diagnose(self, event: dict, severity: str, message: str, fix: str = "", where: str = "") -> None:
         if self.as_json:
             self._emit(event, None)
         else:
-            self.out.flush()
-            print(Diagnostic(self.file, severity, message, fix, where), file=self.err, flush=True)
+            self._diagnostic(severity, message, fix, where)
 
     def patched(self, patched: int, refused: int, folded: int) -> None:
         more = f", {folded} folded into others" if folded else ""
@@ -102,8 +116,7 @@ class Reporter:
                                "left unpatched", printable(at))
         hidden = len(refusals) - lines
         if hidden and not self.as_json:
-            print(Diagnostic(self.file, WARNING, f"{hidden} more refused sites not shown",
-                             "see all of them with --json"), file=self.err, flush=True)
+            self._diagnostic(WARNING, f"{hidden} more refused sites not shown", "see all of them with --json")
 
     def changed(self, spec: str, addr: int, found: str, expected: str, at: str) -> None:
         self._diagnose({"event": "changed", "probe": spec, "pc": addr, "where": at, "bytes": found,

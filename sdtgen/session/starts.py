@@ -80,8 +80,11 @@ def check_timeout(timeout: float) -> float:
 
 
 def termination(kind: str):
-    """SIGTERM and SIGHUP as Ctrl-C while a target of ``kind`` runs, when it is one of INTERRUPTIBLE."""
-    if kind not in INTERRUPTIBLE:
+    """SIGTERM and SIGHUP as Ctrl-C while a target of ``kind`` runs, when it is one of INTERRUPTIBLE (on the main
+    thread: a fleet's machines run on threads of their own, and the fleet's main thread takes the signals)."""
+    import threading
+
+    if kind not in INTERRUPTIBLE or threading.current_thread() is not threading.main_thread():
         return contextlib.nullcontext()
     from sdtgen.targets.child import termination_as_interrupt
 
@@ -126,10 +129,15 @@ class Tracing:
     name: str | None = None  # --name NAME: the machine's name (the relay session's hostname)
 
 
-def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) -> bool:
+def trace_session(kind: str, t: Tracing, serial: str | None = None, *, reporter: Reporter | None = None,
+                  trace_to: MergedTrace | None = None, opened: Callable[[Session], None] | None = None,
+                  **target) -> bool:
     """A tracing session over a target of ``kind``: the actions in order, the console, the trace. Whether it
     ended clean (no fault, nothing damaged, every module loaded); an SdtError for what is refused before the
-    kernel starts."""
+    kernel starts. ``reporter``: where it says what happens (default: stdout and stderr, as ``t`` asks);
+    ``trace_to``: the merged trace it is a machine of, when the trace is not its own (a fleet's:
+    sdtgen/session/fleet.py);
+    ``opened``: given the session once the kernel is up (a fleet counts what it recorded)."""
     from sdtgen.session import drive
     from sdtgen.session.console import read_script
     from sdtgen.targets.base import Halted
@@ -137,7 +145,7 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
     check_timeout(t.timeout)
     drive.check_actions(t.actions)
     interval = check_interval(t.interval, t.interactive, t.actions)
-    trace = trace_option(t.image, t.trace, t.trace_format)
+    trace = trace_to or trace_option(t.image, t.trace, t.trace_format)
     post_mortem = post_mortem_option(kind, t.image, t.post_mortem, t.trace)
     scripts = {value: read_script(value) for kind_, value, _ in t.actions if kind_ == "script"}
     files = drive.module_files(t.actions, scripts)  # --module's and the scripts' `module FILE`
@@ -164,12 +172,14 @@ def trace_session(kind: str, t: Tracing, serial: str | None = None, **target) ->
         if line is not None:
             target["line"] = line
         try:
-            session = open_session(kind, t.image, Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
+            session = open_session(kind, t.image, reporter or Reporter(as_json=t.as_json, quiet=t.quiet), arm=t.arm,
                                    timeout=t.timeout, trace=trace, precheck=lambda s: drive.precheck(s, t.actions,
                                                                                                      scripts),
                                    post_mortem=post_mortem, relayd=t.relayd, machine=t.name, **target)
         except Halted:  # the session said why
             return False
+        if opened is not None:
+            opened(session)
         try:
             drive.drive(session, t.actions, scripts, t.interactive, t.as_json, interval)
         except Halted:
@@ -294,23 +304,30 @@ class Recorded:
     damaged: int
 
 
-def record_session(image: str, serial: str, trace: str, as_json: bool = False, quiet: bool = False,
-                   relayd: str | None = None, name: str | None = None) -> Recorded | None:
+def record_session(image: str, serial: str, trace: str | None, as_json: bool = False, quiet: bool = False,
+                   relayd: str | None = None, name: str | None = None, *, reporter: Reporter | None = None,
+                   trace_to: MergedTrace | None = None,
+                   opened: Callable[[Session], None] | None = None) -> Recorded | None:
     """A session over a kernel that streams by itself on ``serial``: its events shown as they come, its packets
-    traced into the CTF directory ``trace`` until the line ends (or Ctrl-C), and streamed to the relay daemon
-    ``relayd`` as machine ``name`` when given; None if it never started."""
+    traced into the CTF directory ``trace`` (or as a machine of ``trace_to``: a fleet's) until the line ends (or
+    Ctrl-C), and streamed to the relay daemon ``relayd`` as machine ``name`` when given; None if it never started.
+    ``reporter``: where it says what happens (default: stdout and stderr); ``opened``: as trace_session's."""
     from sdtgen.atomic import check_distinct
     from sdtgen.targets.base import Halted
 
-    check_distinct([("image", image), ("trace", trace)])
+    if trace is not None:
+        check_distinct([("image", image), ("trace", trace)])
     machine_option(LISTEN, image, relayd, name)
-    reporter = Reporter(as_json=as_json, quiet=quiet)
+    reporter = reporter or Reporter(as_json=as_json, quiet=quiet)
+    to = trace_to or (None if trace is None else (trace, "ctf"))
     with opened_line(serial, duplex=False) as line, termination(LISTEN):
         try:
-            session = open_session(LISTEN, image, reporter, trace=(trace, "ctf"), relayd=relayd, machine=name,
+            session = open_session(LISTEN, image, reporter, trace=to, relayd=relayd, machine=name,
                                    source=line.chunks(reporter.warning))
         except Halted:  # the session said why
             return None
+        if opened is not None:
+            opened(session)
         try:
             with contextlib.suppress(KeyboardInterrupt):  # the usual way to end a recording: what came is kept
                 session.listen()

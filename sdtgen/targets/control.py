@@ -55,6 +55,9 @@ if TYPE_CHECKING:  # modlink (and the ELF reader it needs) is imported when a mo
 
 READ_CHUNK = 0x80  # bytes one `read` command asks for (the control core answers up to 0x80)
 POLL_EVERY = 0.002  # seconds between two reads of rings the host reads in memory, while the kernel answers
+# The longest a wait for the kernel's bytes blocks without Python running: a fleet's machine (sdtgen/session/fleet.py),
+# on a thread of its own, hears the Ctrl-C its main thread raises in it only between two such waits.
+WAKE = 0.25
 PBYTES_CHUNK = 0x100  # bytes of a program one `pbytes` carries (its line stays under SDT_CONTROL_LINE)
 MAX_TABLES = 2 * MAX_PAYLOAD  # bytes of a CPU's tables at most: a half's frame fits the frame reader's bound
 MAX_CONSOLE = 4096  # bytes of a console line held before it is shown as it stands
@@ -154,7 +157,7 @@ class ControlTarget:
             self.poll()
             wait = min(wait, POLL_EVERY)
         try:
-            data = self.channel.read(wait)
+            data = self.channel.read(min(wait, WAKE))
         except ChannelClosed as e:
             self.halted = True
             raise Halted(str(e)) from None

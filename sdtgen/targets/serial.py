@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 from sdtgen.errors import SdtError, printable
 from sdtgen.targets.base import LEAVES, Host, OwnSession, Refused
-from sdtgen.targets.control import ChannelClosed, ControlTarget
+from sdtgen.targets.control import WAKE, ChannelClosed, ControlTarget
 
 CONNECT_WAIT = 10.0  # seconds to keep trying a TCP connection (QEMU may still be starting)
 READ_SIZE = 1 << 16
@@ -69,6 +69,8 @@ class Line:
         connection reset) ends there, and ``on_end`` is told why."""
         while True:
             try:
+                if not select.select([self.rfd], [], [], WAKE)[0]:  # a silent line: Python runs between waits
+                    continue
                 data = os.read(self.rfd, READ_SIZE)
             except OSError as e:
                 on_end(f"the line ended: {e.strerror or e}")

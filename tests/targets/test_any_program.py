@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import SDTGEN, need_tool, run, sdtgen
 from native import Call, build_native, run_native
+from process_oracle import serve
 
 from sdtgen.errors import SdtError
 from sdtgen.layout import VALUES
@@ -77,20 +76,6 @@ def test_the_process_target_bounds_cpus_where_the_hosted_platform_does(tiny):
         Session(str(tiny), Reporter(out=io.StringIO()), lambda host: open_target("process", host, cpus=bound + 1))
 
 
-def serve(tiny: Path, base: Path) -> subprocess.Popen:
-    """The program as the process target starts it (its flags spelt here, as docs/runtime.md gives them), on the
-    FIFO pair BASE.in/BASE.out that `sdtgen attach --serial BASE` opens (as QEMU's -serial pipe:BASE)."""
-    os.mkfifo(f"{base}.in")
-    os.mkfifo(f"{base}.out")
-    fds = [os.open(f"{base}.{end}", os.O_RDWR) for end in ("in", "out")]  # neither end waits for the other
-    try:
-        return subprocess.Popen([str(tiny), "--cpus", str(CPUS), "--buffer", "65536", "--packet", "4096",
-                                 "--overflow", "discard", "--control"], stdin=fds[0], stdout=fds[1])
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
 def fired(events: list[dict], cpu: int) -> list[tuple[str, list]]:
     return [(e["probe"], e["args"]) for e in events if e.get("event") == "fire" and e["cpu"] == cpu]
 
@@ -106,7 +91,7 @@ def bt2_value(text: str):
 @pytest.mark.parametrize("mode", ["trap", "branch"])
 def test_attach_traces_it_and_every_cpu_fires_the_native_run(tiny, native, tmp_path, mode):
     babeltrace = need_tool("babeltrace2", "babeltrace2")
-    proc = serve(tiny, tmp_path / "line")
+    proc = serve(tiny, tmp_path / "line", CPUS)
     try:
         runs = [w for c in CALLS for w in ("--run", f"{c.function}:{RESULT[PROTOS[c.function][0]]}",
                                             *[x for a in c.args for x in ("--arg", str(a))])]
