@@ -1,6 +1,6 @@
 /*
  * A program that says when it fires, by its own clock: each firing carries the CLOCK_REALTIME nanoseconds the
- * program read just before it (tests/session/test_machine.py, tests/trace/test_machines.py: the truth a trace's
+ * program read just before it (tests/session/test_machine_clock.py, tests/trace/test_machines.py: the truth a trace's
  * correlation with the host's real time is held to). Built by this directory's Makefile (PROG=wall).
  */
 #include <sdt.h>
