@@ -33,11 +33,11 @@ CPUS = {X86: 4, RISCV: 2, PROC: 2, ATTACHED: 2}
 # machine fires between two firings of another, so one real time order across machines is the only right merge.
 IN_TURN = [X86, RISCV, PROC, ATTACHED, RISCV, X86, ATTACHED, PROC, X86, RISCV]
 TAG = 1000  # proc_exit(TAG + k): the firing of turn k, its exit code found in no other call
-# How far a machine's clock may run from the host's real time since its correlation, a fraction of the time since:
-# the x86 fixture measures its TSC's rate against the PIT in 20 ms at boot (fixtures/qemu/x86/arch.c), which is
-# off by 0.1% to 0.3% on a quiet host and was seen 7% off with four guests booting on two cores; correlated once
-# (the offset, not the rate), such a guest's events move that much of the time since away from the host's.
-DRIFT = 0.1
+# How far a machine's clock may run from the host's real time since its correlation, a fraction of the time since
+# (a clock's rate as its kernel says it: the x86 fixture measures its TSC's against the PIT at boot, seen within
+# 0.002% of the host's; before its windows were bracketed by the polls' waits, it was seen 7% off with four guests
+# booting on two cores, the merged order then wrong by a quarter of a second).
+DRIFT = 0.002
 EXIT = "hk:proc:exit:done"
 
 
