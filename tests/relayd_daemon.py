@@ -100,8 +100,12 @@ class LiveViewer:
     """babeltrace2 reading a relay session live (lttng-live), started before the events fire: its lines as it
     printed them."""
 
-    def __init__(self, url: str) -> None:
-        self.proc = subprocess.Popen([need_tool("babeltrace2", "babeltrace2"), "--input-format=lttng-live", url],
+    def __init__(self, url: str, *options: str, line_buffered: bool = False) -> None:
+        """``options``: babeltrace2's before the URL; ``line_buffered``: each line written as printed (stdbuf), as
+        at a terminal, not held in a pipe's buffer."""
+        front = [need_tool("stdbuf", "coreutils"), "-oL"] if line_buffered else []
+        self.proc = subprocess.Popen([*front, need_tool("babeltrace2", "babeltrace2"), *options,
+                                      "--input-format=lttng-live", url],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def wait(self, timeout: float = 60) -> tuple[int, list[str], str]:
@@ -132,17 +136,21 @@ def text_event(line: str) -> tuple[str, int, str, list] | None:
 
 
 class Lines:
-    """A live viewer's standard output, line by line as it prints them (on a thread): what it printed so far."""
+    """A live viewer's standard output, line by line as it prints them (on a thread): what it printed so far, and
+    the host's real time (ns) when it read each line."""
 
     def __init__(self, viewer: LiveViewer) -> None:
         self.viewer, self.lines, self.more = viewer, [], threading.Condition()
+        self.times: list[int] = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
     def _read(self) -> None:
         for line in self.viewer.proc.stdout:
+            at = time.time_ns()
             with self.more:
                 self.lines.append(line.rstrip("\n"))
+                self.times.append(at)
                 self.more.notify_all()
         with self.more:
             self.lines.append(None)  # the viewer ended
