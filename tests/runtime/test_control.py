@@ -167,7 +167,7 @@ def test_flush_closes_each_cpus_open_packet_and_names_none_it_could_not(core):
 
 def test_clock_answers_the_runtimes_clock_in_its_ok_line_and_takes_no_words(core):
     """The harness gave sdt_init no clock: the runtime's stand-in reads 0 (a kernel's real clock is checked against
-    its program's own real time on the process target, tests/session/test_machine.py)."""
+    its program's own real time on the process target, tests/session/test_machine_clock.py)."""
     assert feed(core, b"clock\n") == ["ok clock 0"]
     assert feed(core, b"clock now\n") == [f"error {VALUES['SDT_ERR_USAGE']} clock: usage: clock"]
 
