@@ -66,6 +66,9 @@ class Machine:
         return self.thread.submit(action, self.session)
 
     def close(self) -> None:
+        """Its session closed, also one that opened while another machine's failed to."""
+        if self.session is None and not self.opening.cancel() and self.opening.exception() is None:
+            self.session = self.opening.result()
         if self.session is not None:
             self.thread.submit(self.session.close).result()
         self.thread.shutdown()
