@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO := build/demo
 PROCESS := build/process
 
-.PHONY: all venv demo process test quick lint matrix fuzz bench bench-startup bench-sessions realworld qemu modules torture mutate clean
+.PHONY: all venv demo process test quick lint matrix fuzz bench bench-startup bench-sessions bench-live realworld qemu modules torture mutate clean
 
 all: test
 
@@ -74,6 +74,11 @@ bench-startup: $(STAMP)
 # flight recorder over bench/mix.c, against the tree before sessions), replaced or added in BENCHMARKS.md.
 bench-sessions: $(STAMP)
 	$(BIN)/python bench/run.py --only sessions
+
+# The live rows alone (a QEMU guest streamed to lttng-relayd against a local trace, a firing's way to babeltrace2's
+# live output, eight process targets into one relay daemon against one), replaced or added in BENCHMARKS.md.
+bench-live: $(STAMP)
+	$(BIN)/python bench/run.py --only live
 
 # The fuzz test with many more examples than CI runs.
 fuzz: $(STAMP)

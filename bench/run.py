@@ -996,6 +996,47 @@ def cpu_rows(work: Path, small: bool) -> list[Row]:
     return rows
 
 
+# -- streaming to lttng-relayd ---------------------------------------------------------------------------------
+def live_rows(work: Path, small: bool) -> list[Row]:
+    """Streaming to a real lttng-relayd (bench/live.py, docs/live.md): a QEMU guest's shared-RAM stream against the
+    same run written locally, a firing's way to babeltrace2's live output, and eight process targets into one relay
+    daemon against one."""
+    import live
+    import qemu
+
+    work = work / "live"
+    work.mkdir(parents=True, exist_ok=True)
+    image = qemu.build(work, "x86_64")
+    rows = []
+    n = 20_000 if small else 250_000
+    r = live.qemu_streams(image, work, 4, n, 1 if small else 2)
+    whole = all(r[h]["events"] == r["expected"] and r[h]["lost"] == 0 for h in ("local", "relayd"))
+    ratio = r["relayd"]["rate"] / r["local"]["rate"]
+    rows.append(Row(f"QEMU x86-64, 4 vCPUs, --arm branch: events a second read in the machine's shared RAM and "
+                    f"streamed to a local lttng-relayd (sched_run({n:,}) on each, best of {1 if small else 2} boots; "
+                    f"babeltrace2 read {r['relayd']['events']:,} of {r['expected']:,} from the relay daemon's trace, "
+                    f"{r['relayd']['lost']:,} lost)", f"{r['relayd']['rate']:,.0f} events/s",
+                    f"the same run into a local CTF trace: {r['local']['rate']:,.0f} events/s "
+                    f"({r['local']['events']:,} read)", ratio, ">= 0.8x", whole and ratio >= 0.8))
+    firings = 20 if small else 100
+    lat = live.live_latency(image, work, firings)
+    med, p99 = live.median(lat), live.percentile(lat, 99)
+    rows.append(Row(f"QEMU x86-64 streaming to lttng-relayd: from a firing (its time through the machine's clock "
+                    f"correlation) to its line in babeltrace2's lttng-live output, median of {firings} firings 50 to "
+                    f"300 ms apart", f"{med * 1e3:.0f} ms", "the live period: 1,000 ms", med / 1.0, "< 1 s", med < 1.0))
+    rows.append(Row(f"  the same, 99th percentile (nearest rank of {firings}; fastest {min(lat) * 1e3:.0f} ms)",
+                    f"{p99 * 1e3:.0f} ms", "the live period: 1,000 ms", p99 / 1.0, "< 1 s", p99 < 1.0))
+    n = 20_000 if small else 200_000
+    many = live.many_processes(live.build_process(work), work, (1, 8), n)
+    one, eight = many[1], many[8]
+    rows.append(Row(f"8 process targets streaming into one lttng-relayd at once: total events a second "
+                    f"(sched_run({n:,}) each, a session a thread; babeltrace2 read {eight['events']:,} of "
+                    f"{eight['expected']:,}, {eight['lost']:,} lost)", f"{eight['rate']:,.0f} events/s",
+                    f"one process target alone: {one['rate']:,.0f} events/s", eight["rate"] / one["rate"],
+                    "(measured)", None))
+    return rows
+
+
 # -- sessions on the real CPU -----------------------------------------------------------------------------------
 def session_rows(work: Path, small: bool) -> list[Row]:
     """Sessions on this machine's CPU (bench/sessions.py): a firing into the default session against the same
@@ -1145,10 +1186,10 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--work", default=str(ROOT / "build" / "bench"))
     ap.add_argument("--small", action="store_true", help="a small large object, to try the harness quickly")
-    ap.add_argument("--only", choices=["aggregation", "cpu", "modules", "qemu-aggregation", "sessions", "startup",
-                                       "tables"],
-                    help="measure one group of rows and print them (startup and sessions: also replaced in --out, the "
-                         "other rows left as the last whole run wrote them)")
+    ap.add_argument("--only", choices=["aggregation", "cpu", "live", "modules", "qemu-aggregation", "sessions",
+                                       "startup", "tables"],
+                    help="measure one group of rows and print them (startup, sessions and live: also replaced in "
+                         "--out, the other rows left as the last whole run wrote them)")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -1171,6 +1212,16 @@ def main() -> int:
         if not args.small:
             update_rows(Path(args.out), rows, f"The session rows (sessions, flight recorder) are from `make "
                         f"bench-sessions` on {time.strftime('%Y-%m-%d', time.gmtime())}, load average {load:.1f} to "
+                        f"{os.getloadavg()[0]:.1f}; their ratios are to baselines measured in that run.", append=True)
+            print(f"updated {args.out}", file=sys.stderr)
+        return 0
+    if args.only == "live":
+        load = os.getloadavg()[0]
+        rows = live_rows(work, args.small)
+        print_rows(rows)
+        if not args.small:
+            update_rows(Path(args.out), rows, f"The live rows (lttng-relayd) are from `make bench-live` on "
+                        f"{time.strftime('%Y-%m-%d', time.gmtime())}, load average {load:.1f} to "
                         f"{os.getloadavg()[0]:.1f}; their ratios are to baselines measured in that run.", append=True)
             print(f"updated {args.out}", file=sys.stderr)
         return 0
@@ -1219,6 +1270,7 @@ def main() -> int:
     rows += aggregation_rows(work, args.small) + cpu_rows(work, args.small) + session_rows(work, args.small)
     rows += module_rows(work, args.small)
     rows += smp_rows(work, args.small) + qemu_rows(work, args.small) + qemu_aggregation_rows(work, args.small)
+    rows += live_rows(work, args.small)
     header = print_rows(rows)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, " \
               f"{platform.platform()}"

@@ -26,6 +26,7 @@ from helpers import (
     run_dir,
 )
 from native_oracle import build_fixture_native, run_native
+from qemu_helpers import PLATFORM, need_qemu
 
 from sdtgen import arch as arches
 
@@ -110,6 +111,26 @@ def freebsd_kernel(fixture_builds):
     """fixtures/freebsd (the rest of FreeBSD's macros, is-enabled checks) built for an architecture (and make
     variables: FORM=goto), once."""
     return lambda arch, **make_vars: fixture_builds(FREEBSD, arch, **make_vars)
+
+
+@pytest.fixture(scope="session")
+def qemu_kernel(tmp_path_factory):
+    """The fixture kernel linked with its QEMU platform (fixtures/qemu): ``build(arch, naive=False, **make_vars)``,
+    the image's path (built once for each)."""
+    built: dict[tuple, Path] = {}
+
+    def build(arch: str, naive: bool = False, **make_vars: str) -> Path:
+        key = (arch, naive, *sorted(make_vars.items()))
+        if key not in built:
+            need_qemu(arch)
+            name = "-".join((f"qemu-{arch}", f"naive={int(naive)}", *(f"{k}={v}" for k, v in key[2:])))
+            out = built_once(tmp_path_factory, name, lambda out: run(
+                ["make", "-C", str(PLATFORM), f"ARCH={arch}", f"O={out}", f"SDTGEN={SDTGEN}", f"NAIVE={int(naive)}",
+                 *(f"{k}={v}" for k, v in make_vars.items())]))
+            built[key] = out / "kernel.elf"
+        return built[key]
+
+    return build
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,10 @@
 
 It runs in a session of its own, so the terminal's Ctrl-C reaches sdtgen only, which then stops it:
 SIGTERM, a few seconds to exit, then SIGKILL. If sdtgen itself dies, the kernel sends it SIGKILL
-(PR_SET_PDEATHSIG): nothing is left running either way. SIGTERM and SIGHUP raise KeyboardInterrupt while
-it runs (termination_as_interrupt), so it is stopped on the way out.
+(PR_SET_PDEATHSIG): nothing is left running either way. That signal comes when the *thread* that started the
+child ends (prctl(2)), so children are started from the main thread or from one thread that lives as long as
+sdtgen (_spawn): a session opened on a thread of its own (a machine of several) outlives that thread. SIGTERM
+and SIGHUP raise KeyboardInterrupt while it runs (termination_as_interrupt), so it is stopped on the way out.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
+from concurrent.futures import Future
+from queue import SimpleQueue
 
 from sdtgen.errors import printable
 from sdtgen.targets.control import ChannelClosed
@@ -29,6 +34,35 @@ def _die_with_parent(parent: int) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # sdtgen died before prctl took effect
         os._exit(1)
+
+
+_spawns: SimpleQueue = SimpleQueue()  # (the Popen's arguments, its future) for the spawning thread
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(argv: list[str], **options) -> subprocess.Popen:
+    """subprocess.Popen(argv, **options) from a thread that ends only with sdtgen: the calling one when it is the
+    main thread, else one started for that once."""
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(argv, **options)
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = threading.Thread(target=_spawn_all, name="sdtgen-spawner", daemon=True)
+            _spawner.start()
+    done: Future = Future()
+    _spawns.put((argv, options, done))
+    return done.result()
+
+
+def _spawn_all() -> None:
+    while True:
+        argv, options, done = _spawns.get()
+        try:
+            done.set_result(subprocess.Popen(argv, **options))
+        except BaseException as e:  # raised in the thread that asked
+            done.set_exception(e)
 
 
 class Exited(Exception):
@@ -47,8 +81,8 @@ class Child:
         parent = os.getpid()
         self.argv = argv
         self._stderr = bytearray()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True, preexec_fn=lambda: _die_with_parent(parent))
+        self.proc = _spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           start_new_session=True, preexec_fn=lambda: _die_with_parent(parent))
         self.started = time.monotonic()
 
     @property

@@ -1,32 +1,9 @@
-"""The fixture kernel linked with its QEMU platform (fixtures/qemu), built once per architecture and
-runtime build."""
+"""The QEMU tests' native run (the fixture kernel linked with its QEMU platform, fixtures/qemu, is tests/conftest.py's
+qemu_kernel, which tests/live boots too)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from helpers import SDTGEN, built_once, run
-from qemu_helpers import PLATFORM, need_qemu
-
-
-@pytest.fixture(scope="session")
-def qemu_kernel(tmp_path_factory):
-    """``build(arch, naive=False, **make_vars)``: the image's path (built once for each)."""
-    built: dict[tuple, Path] = {}
-
-    def build(arch: str, naive: bool = False, **make_vars: str) -> Path:
-        key = (arch, naive, *sorted(make_vars.items()))
-        if key not in built:
-            need_qemu(arch)
-            name = "-".join((f"qemu-{arch}", f"naive={int(naive)}", *(f"{k}={v}" for k, v in key[2:])))
-            out = built_once(tmp_path_factory, name, lambda out: run(
-                ["make", "-C", str(PLATFORM), f"ARCH={arch}", f"O={out}", f"SDTGEN={SDTGEN}", f"NAIVE={int(naive)}",
-                 *(f"{k}={v}" for k, v in make_vars.items())]))
-            built[key] = out / "kernel.elf"
-        return built[key]
-
-    return build
 
 
 @pytest.fixture(scope="session")

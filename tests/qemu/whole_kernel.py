@@ -16,6 +16,6 @@ TWO_LINES = ("x86_64", "i386")  # the pc machine: COM2
 
 
 def whole_kernel(qemu_kernel, arch: str) -> Path:
-    """``qemu_kernel`` (tests/qemu/conftest.py) of these sources for ``arch``: the image's path."""
+    """``qemu_kernel`` (tests/conftest.py) of these sources for ``arch``: the image's path."""
     added = [*ADDED, SECOND_LINE] if arch in TWO_LINES else ADDED
     return qemu_kernel(arch, KERNEL_SRCS=" ".join(str(p) for p in [*sorted(FIXTURE.glob("*.c")), *added]))

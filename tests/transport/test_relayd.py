@@ -14,7 +14,7 @@ import threading
 
 import pytest
 from post_mortem_read import bt2_rows
-from relayd_daemon import HOST, LiveViewer, free_ports, relayd
+from relayd_daemon import HOST, Lines, LiveViewer, free_ports, relayd, wait_attached
 from session_pair import CALLS, Firings, native
 
 from sdtgen.errors import SdtError
@@ -23,7 +23,6 @@ from sdtgen.session.starts import open_session
 
 CPUS = 2
 MACHINE = "proc-a"
-LIVE_LINE = re.compile(r"^\[[^]]*\] \([^)]*\) \S+ (\S+): \{ cpu_id = (\d+),")
 
 
 def opened(kernel_proc, out: io.StringIO, url: str, trace=None):
@@ -42,46 +41,6 @@ def firings_of(rows: list[dict], firings: Firings) -> list[tuple[int, tuple]]:
             if "name" in r and r["name"] != "sdt:task"]
 
 
-class Lines:
-    """A viewer's standard output, line by line as it prints them (on a thread): what it printed so far."""
-
-    def __init__(self, viewer: LiveViewer) -> None:
-        self.viewer, self.lines, self.more = viewer, [], threading.Condition()
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        for line in self.viewer.proc.stdout:
-            with self.more:
-                self.lines.append(line.rstrip("\n"))
-                self.more.notify_all()
-        with self.more:
-            self.lines.append(None)  # the viewer ended
-            self.more.notify_all()
-
-    def events(self) -> list[tuple[int, str]]:
-        """(CPU, probe) of each event printed, in its order, the task events left out."""
-        return [(int(m[2]), m[1]) for m in (LIVE_LINE.match(line or "") for line in self.lines)
-                if m and m[1] != "sdt:task"]
-
-    def wait_for(self, want: list[tuple[int, str]], guard: float = 120) -> list[tuple[int, str]]:
-        """Until the viewer printed ``want`` or ended; a hang guard, not a time measured: a viewer that shows
-        nothing live fails here, however fast the machine."""
-        with self.more:
-            self.more.wait_for(lambda: self.events() == want or None in self.lines, guard)
-            return self.events()
-
-
-def attached(daemon, session: str) -> bool:
-    """The relay daemon lists ``session`` with a viewer attached to it (babeltrace2 lists the live sessions)."""
-    from helpers import need_tool, run
-
-    listing = run([need_tool("babeltrace2", "babeltrace2"), "--input-format=lttng-live", f"net://{HOST}:{daemon.live}"],
-                  check=False).stdout
-    return any(f"/host/{MACHINE}/{session} " in line and "1 client(s) connected" in line
-               for line in listing.splitlines())
-
-
 def streamed_live(kind: str, image, native_exe, tmp_path) -> None:
     """The calls on CPU 0, then again on CPU 1 (the native run makes them twice over, in that order), on a target
     of ``kind`` streaming to a real lttng-relayd. babeltrace2's lttng-live viewer, attached before any event
@@ -89,8 +48,6 @@ def streamed_live(kind: str, image, native_exe, tmp_path) -> None:
     CPU 1's stream says only that it is quiet: nothing drains but the live flush), then every event in time
     order; the relay daemon's stored trace, read offline, holds exactly the events of the native run, and exactly
     those of the local --trace written beside it."""
-    import time
-
     with relayd(tmp_path) as daemon:
         out = io.StringIO()
         s = open_session(kind, str(image), Reporter(as_json=True, out=out), timeout=60, relayd=daemon.url,
@@ -99,12 +56,7 @@ def streamed_live(kind: str, image, native_exe, tmp_path) -> None:
             firings = Firings(image, getattr(s.target, "bias", 0))
             viewer = LiveViewer(daemon.live_url(MACHINE, "default"))
             lines = Lines(viewer)
-            for _ in range(600):  # until it attached: a viewer sees only what is indexed after it attaches
-                if attached(daemon, "default"):
-                    break
-                time.sleep(0.1)
-            else:
-                pytest.fail(f"babeltrace2 never attached: {lines.lines}")
+            wait_attached(daemon, MACHINE, "default", lines)
             s.enable(":::")
             run_calls(s, CALLS, 0)
             first = [(0, p) for p, _ in native(native_exe, CALLS)]
