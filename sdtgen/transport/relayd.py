@@ -274,6 +274,9 @@ class RelaydSink:
             except RelaydError as e:
                 if isinstance(item, _Out):
                     self._count(item.events)
+                if isinstance(item, tuple) and item[0] == "end":  # the close failed: nothing comes after it
+                    self._lose(str(e), "while its streams were closed: the trace it stored may lack their ends")
+                    return
                 self._lose(str(e))  # what is queued after it is counted as it comes, up to the end
 
     def _send(self, out: _Out, counted: bool = True) -> None:
@@ -340,13 +343,12 @@ class RelaydSink:
         self.output = self.client.close_chunk() or self.output
         self.client.close()
 
-    def _lose(self, why: str) -> None:
+    def _lose(self, why: str, then: str = "the run goes on, and what is not sent to it is counted") -> None:
         """The relay daemon gets nothing more: said once, and everything from now on counted."""
         self.gone = self.gone or why
         if not self._said_gone.is_set():
             self._said_gone.set()
-            self.warn(f"the relay daemon at {self.url}: {why}: the run goes on, and what is not sent to it is "
-                      "counted")
+            self.warn(f"the relay daemon at {self.url}: {why}: {then}")
         self.client.close()
 
     def _drop_queued(self) -> None:

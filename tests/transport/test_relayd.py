@@ -413,6 +413,37 @@ def test_a_relay_daemon_that_refuses_a_packets_index_is_said_once_in_one_line_an
     assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
 
 
+def test_a_relay_daemon_that_goes_away_while_the_streams_close_ends_the_run_at_once_and_is_said(
+        kernel_proc, native_exe, tmp_path, monkeypatch):
+    """The peer takes the session, every packet and index, then closes its connection at the first CLOSE_STREAM:
+    the sender stops there (the end of the trace does not wait out FINISH_WAIT for what never comes), the loss is
+    said once as the streams' ends, and the local trace is whole."""
+    from sdtgen.transport import relayd
+
+    monkeypatch.setattr(relayd, "FINISH_WAIT", 3600.0)  # a sender that spins on would hold the end past the guard
+    monkeypatch.setattr(relayd, "LINGER", 0)
+
+    def until_close(conn: socket.socket) -> None:
+        while True:
+            _, size, cmd, _ = struct.unpack(">QQII", recv_exactly(conn, 24))
+            recv_exactly(conn, size)
+            if cmd == 7:  # CLOSE_STREAM
+                conn.close()
+                return
+            if cmd != 6:  # SEND_METADATA has no reply
+                conn.sendall(struct.pack(">I", 10))
+
+    peer = Peer(lambda conn: handshake(conn, then=until_close))
+    try:
+        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"), guard=60)
+    finally:
+        peer.close()
+    said = warnings(out)
+    assert len(said) == 1 and said[0].startswith(f"the relay daemon at {peer.url}: "), said
+    assert said[0].endswith("while its streams were closed: the trace it stored may lack their ends"), said
+    assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
+
+
 RECORDED = r"""
 #include <sdt.h>
 SDT_PROVIDER_DEFINE(rc);
