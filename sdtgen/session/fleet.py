@@ -24,7 +24,8 @@ from sdtgen.plaindata import record, replace
 from sdtgen.session.reporter import Reporter
 from sdtgen.session.starts import Tracing, record_session, trace_session
 from sdtgen.targets import ATTACH, EMULATOR, LISTEN, PROCESS, QEMU
-from sdtgen.trace.model import check_machine_name
+from sdtgen.targets.qemu import TRANSPORTS
+from sdtgen.trace.model import check_machine_name, machine_id
 
 # What each kind of machine is (sdtgen.targets's kinds: `record` listens to a kernel that streams by itself, `boot` is
 # the emulator), and the keys its --machine spec takes after the image.
@@ -79,11 +80,14 @@ def parse_machine(text: str) -> Machine:
             takes = ", ".join(f"{k}=" for k in KEYS[kind])
             raise SdtError("", f"{option}: a {kind} machine takes no {printable(pair)!r}", f"it takes {takes}")
         if key == "cpus":
-            if not value.isdigit() or int(value) < 1:
+            if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 raise SdtError("", f"{option}: cpus={printable(value)} is not a number of CPUs", "give cpus=N, N >= 1")
             fields["cpus"] = int(value)
         elif key == "qemu-arg":
             fields["qemu_args"].append(value)
+        elif key == "transport" and value not in TRANSPORTS:
+            raise SdtError("", f"{option}: transport={printable(value)} is not a transport",
+                           f"give transport= one of {', '.join(TRANSPORTS)}")
         else:
             fields[key] = value
     if kind in ("attach", "record") and not fields.get("serial"):
@@ -122,6 +126,10 @@ def check_fleet(machines: list[Machine], t: Tracing) -> None:
         if m.name in seen:
             raise SdtError("", f"two machines are named {m.name!r}: each names its own trace and relay session",
                            "give each --machine a name of its own")
+        same = [n for n in seen if machine_id(n) == machine_id(m.name)]
+        if same:  # Perfetto would show them as one machine, their tracks one
+            raise SdtError("", f"machines {same[0]!r} and {m.name!r} have the same machine id "
+                           f"({machine_id(m.name)}, a CRC-32 of the name)", "rename one of them")
         seen.add(m.name)
     if t.interactive:
         raise SdtError("", "-i opens one console, and a fleet has several machines", "leave out -i")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sdtgen.errors import SdtError, printable
-from sdtgen.trace.model import TraceMeta
+from sdtgen.trace.model import TraceMeta, machine_id
 
 if TYPE_CHECKING:
     from sdtgen.trace.sink import TraceSink
@@ -41,6 +41,10 @@ class _Machines:
             if name in self.names:
                 raise SdtError(printable(self.path), f"two machines named {printable(name)!r} in one trace",
                                "give each machine its own name")
+            same = [n for n in self.names if machine_id(n) == meta.machine.machine_id]
+            if same:  # their ids and track uuids would be one: a reader would show one machine
+                raise SdtError(printable(self.path), f"machines {printable(same[0])!r} and {printable(name)!r} have "
+                               f"the same machine id ({meta.machine.machine_id}) in one trace", "rename one of them")
             self.names.append(name)
             return len(self.names) - 1
 

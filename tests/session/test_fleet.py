@@ -158,6 +158,9 @@ def test_a_failed_machine_fails_the_fleet_and_the_last_line_names_it(kernel_proc
                                            "no 'serial=/dev/ttyS0'"),
     ("vm1=qemu:k.elf,cpus=many", "--machine vm1=qemu:k.elf,cpus=many: cpus=many is not a number of CPUs"),
     ("b1=attach:k.elf", "--machine b1=attach:k.elf: an attach machine needs its line"),
+    ("vm1=qemu:k.elf,cpus=\u00b2", "--machine vm1=qemu:k.elf,cpus=\u00b2: cpus=\u00b2 is not a number of CPUs"),
+    ("vm1=qemu:k.elf,cpus=\u0663", "--machine vm1=qemu:k.elf,cpus=\u0663: cpus=\u0663 is not a number of CPUs"),
+    ("vm1=qemu:k.elf,transport=bogus", "--machine vm1=qemu:k.elf,transport=bogus: transport=bogus is not a transport"),
 ])
 def test_a_bad_machine_is_one_line(spec, said):
     r = sdtgen("fleet", "--machine", spec, "--run", "kmain")
@@ -171,6 +174,17 @@ def test_two_machines_of_one_name_are_refused(kernel_proc):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.splitlines() == ["sdtgen: error: two machines are named 'a': each names its own trace and relay "
                                      "session; give each --machine a name of its own"]
+
+
+def test_two_machines_of_one_machine_id_are_refused(kernel_proc):
+    """Two names whose CRC-32 is the same would be one machine_id, their tracks one, in a merged Perfetto file."""
+    import zlib
+
+    assert zlib.crc32(b"plumless") == zlib.crc32(b"buckeroo")
+    r = sdtgen("fleet", "--machine", f"plumless=process:{kernel_proc}", "--machine", f"buckeroo=process:{kernel_proc}")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == ["sdtgen: error: machines 'plumless' and 'buckeroo' have the same machine id "
+                                     f"({zlib.crc32(b'plumless')}, a CRC-32 of the name); rename one of them"]
 
 
 def test_a_missing_image_is_one_line_before_any_machine_starts(kernel_proc, tmp_path):

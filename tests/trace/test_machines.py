@@ -281,3 +281,27 @@ def test_a_single_machines_perfetto_file_says_its_machine_and_clock_too(wall, tm
     assert clocks[pb.BUILTIN_CLOCK_REALTIME] - clocks[64] == s.machine.offset_ns
     assert [p.track_descriptor.process.process_name for p in packets
             if p.HasField("track_descriptor") and p.track_descriptor.HasField("process")] == ["solo"]
+
+
+@pytest.mark.parametrize("fmt", ["perfetto", "chrome", "ctf"])
+def test_a_merged_trace_refuses_a_second_machine_of_the_same_machine_id(fmt, tmp_path):
+    """Two names of one CRC-32 would be one machine_id (and one set of track uuids): the second is refused in one
+    line, the first's part kept."""
+    import zlib
+
+    from sdtgen.errors import SdtError
+    from sdtgen.trace.model import Machine, TraceMeta, machine_id
+
+    assert zlib.crc32(b"plumless") == zlib.crc32(b"buckeroo")
+    if fmt == "perfetto":
+        need_module("perfetto", "perfetto")
+    merged = open_merged_trace(str(tmp_path / {"perfetto": "m.pftrace", "chrome": "m.json", "ctf": "m"}[fmt]), fmt)
+    try:
+        def meta(name: str) -> TraceMeta:
+            return TraceMeta("x86_64", "tsc", 10**9, 1, (), machine=Machine(name, machine_id(name), 0, 0))
+
+        merged.machine(meta("plumless"), 64, True)
+        with pytest.raises(SdtError, match="machines 'plumless' and 'buckeroo' have the same machine id"):
+            merged.machine(meta("buckeroo"), 64, True)
+    finally:
+        merged.abort()
