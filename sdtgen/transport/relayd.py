@@ -134,11 +134,12 @@ class RelaydSink:
         self._lock = threading.Lock()
         self._said_gone = threading.Event()
         self._said_early = False
-        try:
-            self._open_session()
-        except RelaydError as e:
-            self._lose(f"{e}")
-        self._sender = threading.Thread(target=self._send_all, name="sdtgen-relayd", daemon=True)
+        if every_cpu:  # opened by the command's thread, so the session is there for a viewer when the sink is
+            self._open()
+        # A recording's sink opens on its line's first packet, on the thread that reads the line: the relay
+        # session's round trips are the sender's, first, so a slow relay daemon never holds the line up.
+        self._sender = threading.Thread(target=self._send_all, args=(not every_cpu,), name="sdtgen-relayd",
+                                        daemon=True)
         self._sender.start()
 
     # -- the session's side: never blocks on the relay daemon ---------------------------------------
@@ -244,7 +245,15 @@ class RelaydSink:
             self.client.expect_ok(wire.STREAMS_SENT, wire.request(wire.STREAMS_SENT))
         return st
 
-    def _send_all(self) -> None:
+    def _open(self) -> None:
+        try:
+            self._open_session()
+        except RelaydError as e:
+            self._lose(f"{e}")
+
+    def _send_all(self, open_first: bool = False) -> None:
+        if open_first:
+            self._open()
         tick = time.monotonic() + self.period
         while True:
             item = self._queue.get(tick - time.monotonic())

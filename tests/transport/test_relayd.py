@@ -478,3 +478,67 @@ def test_record_streams_what_a_kernel_sends_to_the_relay_daemon_a_stream_for_eac
     sent = [(p.cpu, t, t) for p in packets for t in range(p.begin + 1, p.begin + 4)]  # each tick's argument: its time
     assert sorted((r["cpu"], r["ts"], r["fields"]["arg0"]) for r in rows if "name" in r) == sorted(sent)
     assert rows[1:] == bt2_rows(tmp_path / "local")[1:]
+
+
+def test_a_recordings_relay_session_opens_off_the_line_so_a_slow_relay_daemon_holds_no_packet_up(tmp_path,
+                                                                                                  monkeypatch):
+    """A recording's relay sink opens with the line's first packet, on the thread that reads the line: a relay
+    daemon slow to answer CREATE_SESSION must not stop that thread. The peer answers only once the line was read
+    on past that packet (or gives up after a guard); the relay daemon then gets every packet all the same."""
+    from helpers import build_c_kernel
+    from serial_line import Packet, event, info
+
+    from sdtgen.image import Image
+    from sdtgen.targets import LISTEN
+    from sdtgen.transport import relayd_client
+
+    monkeypatch.setattr(relayd_client, "REPLY_TIMEOUT", 120.0)
+    (tmp_path / "rc").mkdir()
+    image = build_c_kernel(tmp_path / "rc", "x86_64", RECORDED, "rc")
+    with Image(str(image)) as im:
+        [key] = [p.key for p in im.probes() if p.spec == "rc:::tick"]
+    packets = [Packet(0, seq, [event(t, key, (t,)) for t in range(begin + 1, begin + 4)], begin, begin + 9)
+               for seq, begin in ((1, 100), (2, 200))]
+    read_on, answered_after_read_on, got = threading.Event(), [], []
+
+    def source():
+        yield info(1_000_000_000) + packets[0].sent()
+        read_on.set()  # the line's reader came back for more: the first packet did not hold it
+        yield packets[1].sent()
+
+    def slow(conn: socket.socket) -> None:
+        while True:
+            _, size, cmd, _ = struct.unpack(">QQII", recv_exactly(conn, 24))
+            body = recv_exactly(conn, size)
+            if cmd == 5:
+                conn.sendall(struct.pack(">II", 2, 13))
+            elif cmd == 2:
+                answered_after_read_on.append(read_on.wait(60))
+                path = b"peer/s-20261205-000000\0"
+                conn.sendall(struct.pack(">QII", 1, 10, len(path)) + path)
+            elif cmd == 1:
+                conn.sendall(struct.pack(">QI", 100 + len(got), 10))
+            elif cmd == 13:
+                got.append(struct.unpack_from(">QQQ", body))
+                conn.sendall(struct.pack(">I", 10))
+            elif cmd == 20:  # CLOSE_TRACE_CHUNK: its path follows the code
+                path = b"peer/s-20261205-000000\0"
+                conn.sendall(struct.pack(">II", 10, len(path)) + path)
+            elif cmd != 6:
+                conn.sendall(struct.pack(">I", 10))
+
+    peer = Peer(slow)
+    out = io.StringIO()
+    try:
+        s = open_session(LISTEN, str(image), Reporter(as_json=True, out=out), trace=(str(tmp_path / "local"), "ctf"),
+                         relayd=peer.url, machine="rec-b", source=source())
+        try:
+            s.listen()
+            s.finish_trace()
+        finally:
+            s.close()
+    finally:
+        peer.close()
+    assert answered_after_read_on == [True]
+    assert warnings(out) == []
+    assert len([g for g in got if g[2]]) == 4  # the indexes of the opening empty packet, both packets, the closing
