@@ -636,10 +636,12 @@ class ControlTarget:
     def _flush(self) -> None:
         """`flush`: what each CPU recorded in its open packet, closed so it is read; a CPU whose packet stays open is
         said with the events it holds (once a CPU)."""
+        self.flushed_all = False  # until the kernel said every CPU's open packet was closed
         try:
             lines = self.command(WORD["flush"], "flush")
         except Refused:  # a control core from before `flush`: each run's own packets are closed as it ends
             return
+        self.flushed_all = len(lines) == 1
         for line in lines[:-1]:
             said = parse_reply("flush", line)
             if said is None or said[1]["cpu"] >= self.booted.cpus:
