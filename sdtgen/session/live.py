@@ -29,12 +29,14 @@ class LiveFlush:
                 if self.done.is_set():
                     return
                 s.target.drain()
+                # Shown and told under the target's lock: a command's packets read meanwhile would otherwise be
+                # given out ahead of earlier events another CPU's flushed packet holds.
+                s._emit_pending()
+                s.caught_up()
             except Exception:  # the kernel stopped: the next command (or the end) says so
                 return
             finally:
                 s._target_lock.release()
-            s._emit_pending()
-            s.caught_up()
 
     def stop(self) -> None:
         self.done.set()

@@ -221,6 +221,7 @@ class RelaydSink:
         """The session failed: the relay daemon left as it is (the streams end where they got to, as when a
         consumer dies), nothing more sent."""
         self.gone = self.gone or "the session ended"
+        self._drop_queued()  # counted, not sent to a relay daemon the sender is about to leave
         self._queue.put(_END)
         self.client.close()
         self._sender.join(self.client.timeout)
