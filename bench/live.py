@@ -153,7 +153,7 @@ def many_processes(kernel_proc: Path, work: Path, counts: tuple[int, ...], n: in
         with relayd(work / f"relayd-{k}") as daemon:
             names = [f"bench-proc-{i}" for i in range(k)]
             sessions = [open_session("process", str(kernel_proc), Reporter(quiet=True, out=io.StringIO()),
-                                     cpus=1, arm="branch", timeout=600, relayd=daemon.url, machine=name,
+                                     arm="branch", timeout=600, relayd=daemon.url, machine=name,
                                      buffer_size=RING)
                         for name in names]
             go = threading.Barrier(k + 1)
