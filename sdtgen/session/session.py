@@ -359,7 +359,7 @@ class Session:
         """Every CPU's open packet was just closed and read: the sinks that stream live told so. Not when the
         kernel said a CPU's packet stayed open (or refused to flush): that CPU may still hold earlier events, and
         a stream must never say it is past them (docs/live.md, "Quiet CPUs")."""
-        if not getattr(self.target, "flushed_all", True):  # only a control core's flush can leave a CPU open
+        if self.target is None or not self.target.flushed_all:
             return
         with self._lock:
             if self.sink is not None and hasattr(self.sink, "caught_up"):

@@ -330,6 +330,9 @@ class Target(Protocol):
     booted: Booted
     capabilities: frozenset[str]  # the optional verbs it has (MODULES, ACTIONS, LISTENS, IDLE, EXHAUSTIVE, LEAVES)
     damaged: int  # packets, frames and counters the guest or the line spoiled: left out, and counted
+    # The last drain closed every CPU's open packet (a control core can say one stayed open, or refuse to flush):
+    # only then may a live stream say a CPU has nothing before the drain (docs/live.md, "Quiet CPUs").
+    flushed_all: bool
 
     def enable(self, spec: str, mode: str) -> int: ...
 

@@ -117,6 +117,7 @@ class ControlTarget:
     own: OwnSession | None = None
     own_id = 0
     foreign = 0  # packets of another session than the host's that came to it: left out, counted, said once
+    flushed_all = True  # every CPU's open packet closed by the last `flush` (Target.flushed_all)
     _said_undrained = False  # the kernel refused to drain the host's session: said once
     _reading: tuple[int, PacketFn] | None = None  # while read_session drains another session: its id, its taker
     # The module the host placed for the kernel's loader before it booted (QEMU's --module), or none: the one

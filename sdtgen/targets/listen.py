@@ -27,6 +27,7 @@ class ListenTarget:
     """The kernel whose bytes ``source`` yields; the clock known from its info frame, or its first packet on."""
 
     capabilities = frozenset({LISTENS})
+    flushed_all = True  # a streaming kernel closes its packets itself; no command reaches it
 
     def __init__(self, host: Host, source: Iterator[bytes]) -> None:
         self.host = host

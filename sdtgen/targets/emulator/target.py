@@ -59,6 +59,7 @@ class EmulatorTarget:
 
     capabilities = frozenset({MODULES, ACTIONS, EXHAUSTIVE, SALVAGES, SESSIONS, CLOCK})
     damaged = 0  # the rings are read in memory the host maps: nothing on the way is damaged
+    flushed_all = True  # the host closes every CPU's open packet itself
     # The session the host opened for itself (--session), whose id its packets carry; None: the default session's.
     own: OwnSession | None = None
     own_id = 0
