@@ -281,3 +281,30 @@ def test_a_panic_line_is_said_as_the_cpu_the_exception_and_the_function_it_stopp
     assert r.returncode == 1
     assert (f"CPU 1 stopped on an exception outside any call: exception e at {pc:#x}"
             f"{' inside a probe site' if torn else ''} (kmain+0x4)") in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("flush", "whole"), [("ok flush 2", True), ("unflushed 1 5\nok flush 2", False),
+                                               ("error -7 flush: no", False)])
+def test_a_drain_says_whether_every_cpus_open_packet_was_closed(image, flush, whole):
+    """Target.flushed_all after a drain: only when the kernel's `flush` closed every CPU's open packet may a live
+    stream say a CPU has nothing before it (docs/live.md, "Quiet CPUs"); a CPU it left open, or a kernel that
+    refuses `flush`, keeps every stream where it was."""
+    from sdtgen.session.reporter import Reporter
+    from sdtgen.session.starts import open_session
+    from sdtgen.targets.serial import open_line
+
+    reply = b"".join(text(line) for line in flush.split("\n"))
+    peer = Peer(lambda line: reply if line == "flush" else hello(image, 2) if line == "hello" else None,
+                usual(image, 2))
+    line = open_line(peer.line, duplex=True)
+    try:
+        s = open_session("attach", str(image), Reporter(as_json=True, out=io.StringIO(), err=io.StringIO()),
+                         timeout=5, line=line)
+        try:
+            s.drain()
+            assert s.target.flushed_all is whole
+        finally:
+            s.close()
+    finally:
+        line.close()
+        peer.close()
