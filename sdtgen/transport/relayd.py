@@ -173,7 +173,10 @@ class RelaydSink:
 
     def _put(self, cpu: int, data: bytes, packet: Packet) -> None:
         pieces, pad = trace_packet(data, packet, self.bits, self.little, bool(self.tasks))
-        content = b"".join(pieces)
+        # One piece of bytes that no one writes again (a packet read out of the ring is a copy): kept as it is,
+        # not copied again; anything else (a view of memory the kernel reuses, a header rewritten) joined.
+        whole = len(pieces) == 1 and (isinstance(pieces[0], bytes) or isinstance(data, bytes))
+        content = pieces[0] if whole else b"".join(pieces)
         out = _Out(cpu, content, pad, packet.begin, packet.end, packet.discarded, packet.seq, packet.events)
         if not self._queue.put(out, len(content)):
             self._count(packet.events)
@@ -301,7 +304,7 @@ class RelaydSink:
                       "stream said it was quiet up to (it recorded while every CPU was flushed): a live viewer may "
                       "stop there")
         c = self.client
-        c.send_data(wire.data_header(st.handle, st.next_seq, len(out.content), out.pad) + out.content)
+        c.send_data(wire.data_header(st.handle, st.next_seq, len(out.content), out.pad), out.content)
         size = (len(out.content) + out.pad) * 8
         c.expect_ok(wire.SEND_INDEX, wire.index(st.handle, st.next_seq, size, len(out.content) * 8, out.begin,
                                                 out.end, out.discarded, self.meta.session_id, out.cpu, out.seq),

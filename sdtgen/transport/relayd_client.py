@@ -88,6 +88,25 @@ class RelaydClient:
         self.send_control(cmd, message)
         return reply.unpack(self._read(reply.size, cmd))
 
+    def _send_pieces(self, sock: socket.socket, pieces: list) -> None:
+        """sendall of several buffers at once (sendmsg), the whole within the socket's timeout, as sendall's."""
+        views = [memoryview(p).cast("B") for p in pieces if len(p)]
+        deadline = time.monotonic() + self.timeout
+        try:
+            while views:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)
+                sent = sock.sendmsg(views)
+                while sent:
+                    if sent >= len(views[0]):
+                        sent -= len(views.pop(0))
+                    else:
+                        views[0], sent = views[0][sent:], 0
+        finally:
+            sock.settimeout(self.timeout)
+
     def send_control(self, cmd: int, message: bytes) -> None:
         self._send(self.control, message, f"`{wire.NAMES[cmd]}`")
 
@@ -124,13 +143,19 @@ class RelaydClient:
                               f"protocol (1 to {wire.MAX_PATH})")
         return self._read(length, cmd).rstrip(b"\0").decode("utf-8", "replace")
 
-    def send_data(self, data: bytes | memoryview) -> None:
-        self._send(self.data, data, "a packet")
+    def send_data(self, header: bytes, content: bytes | memoryview) -> None:
+        """A packet on the data socket: its header and its content in gather writes, the content never copied (a
+        stream's bytes are most of what the host moves)."""
+        self._send(self.data, [header, content], "a packet")
 
     # -- bounded reads and writes, each with its deadline -------------------------------------------
     def _send(self, sock: socket.socket, data, what: str) -> None:
+        """``data`` (bytes, or a list of pieces sent as one) whole within the deadline, or a RelaydError."""
         try:
-            sock.sendall(data)  # its timeout bounds the whole send (Python 3.5+)
+            if isinstance(data, list):
+                self._send_pieces(sock, data)
+            else:
+                sock.sendall(data)  # its timeout bounds the whole send (Python 3.5+)
         except TimeoutError:
             raise RelaydError(f"it took none of {what}'s bytes for {self.timeout:g} s (not reading)") from None
         except ConnectionError:
