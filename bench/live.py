@@ -92,16 +92,7 @@ def qemu_stream(image: Path, work: Path, how: str, cpus: int, n: int) -> dict:
         output = {"trace": (str(local), "ctf")} if how == "local" else {"relayd": daemon.url, "machine": "bench-qemu"}
         s = qemu.session(image, quiet=True, cpus=cpus, arm="branch", timeout=600, buffer_size=qemu.RING * 8,
                          **output)  # as `sdtgen qemu -q --trace DIR` or `--relayd URL`
-        try:
-            assert s.target.ram is not None, "the shared transport was not taken"
-            s.enable(TICK)
-            t0 = time.perf_counter()
-            s.run("sched_run", [n])
-            s.finish_trace()
-            took = time.perf_counter() - t0
-            lost = sum(x.total for x in s.streams.last_lost().values())
-        finally:
-            s.close()
+        took, lost = qemu.timed_ticks(s, n)
         events = bt2_count(local if how == "local" else stored(daemon, "bench-qemu"))
     return {"rate": cpus * n / took, "events": events, "lost": lost}
 

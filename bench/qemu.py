@@ -115,6 +115,21 @@ print(n, first, last)
 """
 
 
+def timed_ticks(s, n: int) -> tuple[float, int]:
+    """sched_run(n) on every vCPU of the session ``s`` (its tick probe enabled, its packets read in the machine's
+    shared RAM), then its trace finished, and the session closed: the seconds from the command to the trace
+    finished, and the events the kernel lost."""
+    try:
+        assert s.target.ram is not None, "the shared transport was not taken"
+        s.enable("hk:sched:run:tick")
+        t0 = time.perf_counter()
+        s.run("sched_run", [n])
+        s.finish_trace()
+        return time.perf_counter() - t0, sum(x.total for x in s.streams.last_lost().values())
+    finally:
+        s.close()
+
+
 def shared_stream(image: Path, trace: Path, cpus: int, n: int, qemu_args: tuple[str, ...] = ()) -> dict:
     """sched_run(n) on every vCPU at once, its tick probe branch-armed, the packets read in the machine's shared
     RAM into a CTF trace: events a second end to end (command sent to the last packet in the trace), and the
@@ -122,16 +137,7 @@ def shared_stream(image: Path, trace: Path, cpus: int, n: int, qemu_args: tuple[
     counts and the lost ones the kernel counts."""
     s = session(image, quiet=True, cpus=cpus, arm="branch", timeout=600, buffer_size=RING * 8,
                 trace=(str(trace), "ctf"), qemu_args=qemu_args)  # as `sdtgen qemu -q --trace DIR`
-    try:
-        assert s.target.ram is not None, "the shared transport was not taken"
-        s.enable("hk:sched:run:tick")
-        t0 = time.perf_counter()
-        s.run("sched_run", [n])
-        s.finish_trace()
-        took = time.perf_counter() - t0
-        lost = sum(x.total for x in s.streams.last_lost().values())
-    finally:
-        s.close()
+    took, lost = timed_ticks(s, n)
     out = subprocess.run(["/usr/bin/python3", "-c", BT2_COUNT, str(trace)], capture_output=True, text=True,
                          check=True).stdout.split()
     events, first, last = int(out[0]), int(out[1]), int(out[2])
