@@ -1205,22 +1205,15 @@ def main() -> int:
     if args.only == "cpu":
         print_rows(cpu_rows(work, args.small))
         return 0
-    if args.only == "sessions":
+    groups = {"sessions": (session_rows, "The session rows (sessions, flight recorder)", "bench-sessions"),
+              "live": (live_rows, "The live rows (lttng-relayd)", "bench-live")}
+    if args.only in groups:
+        measure, what, target = groups[args.only]
         load = os.getloadavg()[0]
-        rows = session_rows(work, args.small)
+        rows = measure(work, args.small)
         print_rows(rows)
         if not args.small:
-            update_rows(Path(args.out), rows, f"The session rows (sessions, flight recorder) are from `make "
-                        f"bench-sessions` on {time.strftime('%Y-%m-%d', time.gmtime())}, load average {load:.1f} to "
-                        f"{os.getloadavg()[0]:.1f}; their ratios are to baselines measured in that run.", append=True)
-            print(f"updated {args.out}", file=sys.stderr)
-        return 0
-    if args.only == "live":
-        load = os.getloadavg()[0]
-        rows = live_rows(work, args.small)
-        print_rows(rows)
-        if not args.small:
-            update_rows(Path(args.out), rows, f"The live rows (lttng-relayd) are from `make bench-live` on "
+            update_rows(Path(args.out), rows, f"{what} are from `make {target}` on "
                         f"{time.strftime('%Y-%m-%d', time.gmtime())}, load average {load:.1f} to "
                         f"{os.getloadavg()[0]:.1f}; their ratios are to baselines measured in that run.", append=True)
             print(f"updated {args.out}", file=sys.stderr)

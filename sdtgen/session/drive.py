@@ -144,36 +144,67 @@ def late_aggregates(actions: list) -> list[str]:
     return [value for k, (kind, value, _) in enumerate(actions) if kind == "aggregate" and k > last]
 
 
-class Idle:
-    """While the console waits for its user, what the kernel sends is read every ``seconds`` (the target's idle: the
-    line, or the shared RAM) and shown as it arrives, between the session's commands (docs/cli.md)."""
+class BetweenCommands:
+    """Every ``seconds``, ``work`` done on the session's target while no command holds it (the target's lock taken
+    without waiting: a command reads what the kernel sends itself meanwhile), on a thread of its own that ends with
+    the kernel. The console's Idle and live streaming's flush (sdtgen/session/live.py) are such work."""
 
-    def __init__(self, session, seconds: float = 0.05) -> None:
+    name = "sdtgen-between"
+
+    def __init__(self, session, seconds: float) -> None:
         self.session, self.seconds = session, seconds
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="sdtgen-idle", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self.thread.start()
 
-    def _run(self) -> None:
-        while not self.done.wait(self.seconds):
-            from sdtgen.targets.base import IDLE
+    def takes(self, target) -> bool:
+        """Whether ``target`` has what the work needs."""
+        return True
 
-            target = self.session.target
-            if self.session.halted or target is None or IDLE not in target.capabilities:
+    def work(self, target) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        s = self.session
+        while not self.done.wait(self.seconds):
+            target = s.target
+            if s.halted or target is None or not self.takes(target):
                 return
-            if not self.session._target_lock.acquire(blocking=False):  # a command runs: it reads the line
+            if not s._target_lock.acquire(blocking=False):  # a command runs: it reads what the kernel sends
                 continue
             try:
-                target.idle(self.seconds)
-            except Exception:  # the kernel stopped: the next command says so
+                if self.done.is_set():
+                    return
+                # Shown under the target's lock: a command's packets read meanwhile would otherwise be given out
+                # ahead of earlier events this work read.
+                self.work(target)
+            except Exception:  # the kernel stopped: the next command (or the end) says so
                 return
             finally:
-                self.session._target_lock.release()
-            self.session._emit_pending()
+                s._target_lock.release()
 
     def stop(self) -> None:
         self.done.set()
         self.thread.join()
+
+
+class Idle(BetweenCommands):
+    """While the console waits for its user, what the kernel sends is read every ``seconds`` (the target's idle: the
+    line, or the shared RAM) and shown as it arrives, between the session's commands (docs/cli.md)."""
+
+    name = "sdtgen-idle"
+
+    def __init__(self, session, seconds: float = 0.05) -> None:
+        super().__init__(session, seconds)
+
+    def takes(self, target) -> bool:
+        from sdtgen.targets.base import IDLE
+
+        return IDLE in target.capabilities
+
+    def work(self, target) -> None:
+        target.idle(self.seconds)
+        self.session._emit_pending()
 
 
 def drive(session, actions: list, scripts: dict[str, list[str]], interactive: bool, as_json: bool,

@@ -5,39 +5,16 @@ period while no command holds the kernel's control core (between commands, a con
 
 from __future__ import annotations
 
-import threading
+from sdtgen.session.drive import BetweenCommands
 
 
-class LiveFlush:
+class LiveFlush(BetweenCommands):
     """Every ``seconds``, the session's target drained (the control core's `flush` and `drain`) when no command
     runs, then the sinks told every CPU was read up to now (Session.caught_up)."""
 
-    def __init__(self, session, seconds: float) -> None:
-        self.session, self.seconds = session, seconds
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="sdtgen-live", daemon=True)
-        self.thread.start()
+    name = "sdtgen-live"
 
-    def _run(self) -> None:
-        s = self.session
-        while not self.done.wait(self.seconds):
-            if s.halted or s.target is None:
-                return
-            if not s._target_lock.acquire(blocking=False):  # a command holds the control core: its packets come
-                continue                                    # as they fill, and all of them when it ends
-            try:
-                if self.done.is_set():
-                    return
-                s.target.drain()
-                # Shown and told under the target's lock: a command's packets read meanwhile would otherwise be
-                # given out ahead of earlier events another CPU's flushed packet holds.
-                s._emit_pending()
-                s.caught_up()
-            except Exception:  # the kernel stopped: the next command (or the end) says so
-                return
-            finally:
-                s._target_lock.release()
-
-    def stop(self) -> None:
-        self.done.set()
-        self.thread.join()
+    def work(self, target) -> None:
+        target.drain()
+        self.session._emit_pending()
+        self.session.caught_up()

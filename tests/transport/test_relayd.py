@@ -184,6 +184,17 @@ def traced_run(kernel_proc, url: str, trace, between=lambda s: None) -> tuple[io
     return out, firings
 
 
+def against(peer_answer, kernel_proc, tmp_path, guard: float = 120) -> tuple[str, list[str], Firings]:
+    """traced_run against a peer answering as ``peer_answer`` does, within ``guard`` seconds (a run held up fails):
+    the peer's URL, the warnings said, the firings."""
+    peer = Peer(peer_answer)
+    try:
+        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"), guard)
+    finally:
+        peer.close()
+    return peer.url, warnings(out), firings
+
+
 UNSENT = re.compile(r"the relay daemon at \S+: (\d+) of (\d+) packets \((\d+) events\) were not sent: its trace "
                     r"lacks them")
 
@@ -290,13 +301,8 @@ def test_a_peer_that_is_no_relay_daemon_is_said_in_one_line_before_the_kernel_st
 
 
 def test_a_relay_daemon_that_refuses_the_session_is_said_once_and_the_run_goes_on(kernel_proc, native_exe, tmp_path):
-    peer = Peer(lambda conn: handshake(conn, session_ret=25))
-    try:
-        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"))
-    finally:
-        peer.close()
-    said = warnings(out)
-    assert said[0] == (f"the relay daemon at {peer.url}: it refused the session {MACHINE}/default (lttng error 25): "
+    url, said, firings = against(lambda conn: handshake(conn, session_ret=25), kernel_proc, tmp_path)
+    assert said[0] == (f"the relay daemon at {url}: it refused the session {MACHINE}/default (lttng error 25): "
                        "the run goes on, and what is not sent to it is counted")
     m = UNSENT.match(said[1])
     assert m and m[1] == m[2] and len(said) == 2, said  # nothing sent
@@ -400,13 +406,8 @@ def test_a_relay_daemon_that_refuses_a_packets_index_is_said_once_in_one_line_an
             recv_exactly(conn, size)
             conn.sendall(struct.pack(">I", 11))
 
-    peer = Peer(lambda conn: handshake(conn, then=refuse_all))
-    try:
-        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"))
-    finally:
-        peer.close()
-    said = warnings(out)
-    assert said[0] == (f"the relay daemon at {peer.url}: it refused packet 0 of CPU 0's index (lttng error 11): the "
+    url, said, firings = against(lambda conn: handshake(conn, then=refuse_all), kernel_proc, tmp_path)
+    assert said[0] == (f"the relay daemon at {url}: it refused packet 0 of CPU 0's index (lttng error 11): the "
                        "run goes on, and what is not sent to it is counted"), said
     m = UNSENT.match(said[1])
     assert m and m[1] == m[2] and len(said) == 2, said
@@ -433,13 +434,8 @@ def test_a_relay_daemon_that_goes_away_while_the_streams_close_ends_the_run_at_o
             if cmd != 6:  # SEND_METADATA has no reply
                 conn.sendall(struct.pack(">I", 10))
 
-    peer = Peer(lambda conn: handshake(conn, then=until_close))
-    try:
-        out, firings = in_time(lambda: traced_run(kernel_proc, peer.url, tmp_path / "local"), guard=60)
-    finally:
-        peer.close()
-    said = warnings(out)
-    assert len(said) == 1 and said[0].startswith(f"the relay daemon at {peer.url}: "), said
+    url, said, firings = against(lambda conn: handshake(conn, then=until_close), kernel_proc, tmp_path, guard=60)
+    assert len(said) == 1 and said[0].startswith(f"the relay daemon at {url}: "), said
     assert said[0].endswith("while its streams were closed: the trace it stored may lack their ends"), said
     assert local_firings(tmp_path / "local", firings) == native(native_exe, CALLS + CALLS)
 
